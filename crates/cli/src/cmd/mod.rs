@@ -1,0 +1,8 @@
+//! One module per verb: argument structs and the printing of results.
+
+pub mod check;
+pub mod compare;
+pub mod load;
+pub mod measure;
+pub mod run;
+pub mod shield;

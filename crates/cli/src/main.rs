@@ -1,0 +1,77 @@
+//! `cpushield`: shield CPUs, run real-time work on them, measure, load and compare.
+//! This binary only parses arguments and prints; the work is in the library crates.
+
+mod args;
+mod cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Real-time CPU shielding for stock Linux, with proof by measurement.
+#[derive(Parser)]
+#[command(name = "cpushield", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Shield CPUs from processes, interrupts and the local timer.
+    Shield(cmd::shield::ShieldArgs),
+    /// Drop some kinds of shield from some CPUs.
+    Unshield(cmd::shield::UnshieldArgs),
+    /// Restore exactly the state from before the first shield.
+    Reset(cmd::shield::ResetArgs),
+    /// Show the shields and what still runs on each CPU.
+    Show(cmd::shield::ShowArgs),
+    /// Print the kernel command line a reboot needs for what runtime cannot do.
+    BootParams(cmd::shield::BootParamsArgs),
+    /// Start or move a real-time task onto shielded CPUs.
+    Run(cmd::run::RunArgs),
+    /// Measure wakeup latency, execution determinism or OS noise.
+    Measure(cmd::measure::MeasureArgs),
+    /// Run the papers' background workloads.
+    Load(cmd::load::LoadArgs),
+    /// Compare idle, loaded and shielded CPUs in one experiment.
+    Compare(cmd::compare::CompareArgs),
+    /// A short compare run that is safe on any machine.
+    Demo(cmd::compare::DemoArgs),
+    /// Find what still reaches a shielded CPU, and the fix.
+    Check(cmd::check::CheckArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            // clap exits 2 on usage errors; 2 means "threshold exceeded" here.
+            let _ = error.print();
+            return if error.use_stderr() {
+                ExitCode::from(args::EXIT_ERROR)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let result = match cli.command {
+        Command::Shield(a) => cmd::shield::shield(a),
+        Command::Unshield(a) => cmd::shield::unshield(a),
+        Command::Reset(a) => cmd::shield::reset(a),
+        Command::Show(a) => cmd::shield::show(a),
+        Command::BootParams(a) => cmd::shield::boot_params(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Measure(a) => cmd::measure::run(a),
+        Command::Load(a) => cmd::load::run(a),
+        Command::Compare(a) => cmd::compare::compare(a),
+        Command::Demo(a) => cmd::compare::demo(a),
+        Command::Check(a) => cmd::check::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("cpushield: error: {error:#}");
+            ExitCode::from(args::EXIT_ERROR)
+        }
+    }
+}

@@ -1,0 +1,508 @@
+//! A set of CPU numbers, parsed from and printed to both formats the kernel uses:
+//! the list format (`0-3,8`, as in `/sys/devices/system/cpu/online`) and the
+//! comma-grouped hex mask (`ff,00000001`, as in `/proc/irq/*/smp_affinity`).
+//!
+//! Every piece of cpushield passes CPU sets around as [`CpuSet`], never as strings.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+
+/// The highest CPU number accepted (the kernel's NR_CPUS upper bound is 8192).
+pub const MAX_CPUS: usize = 8192;
+
+/// Why a CPU list or mask could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// The input was empty (or only whitespace).
+    #[error("empty CPU list")]
+    Empty,
+    /// A token was neither a number, a range, nor hex digits.
+    #[error("'{0}' is not a CPU number, range (2-5) or hex mask (0x8)")]
+    BadToken(String),
+    /// A range whose end is below its start.
+    #[error("range '{0}' is backwards")]
+    Backwards(String),
+    /// A CPU number beyond [`MAX_CPUS`].
+    #[error("CPU {0} is out of range (max {max})", max = MAX_CPUS - 1)]
+    OutOfRange(usize),
+}
+
+/// A set of CPU numbers. Ordered, so printing is deterministic.
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CpuSet {
+    bits: Vec<u64>,
+}
+
+impl CpuSet {
+    /// The empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A set holding exactly the given CPUs.
+    pub fn from_cpus<I: IntoIterator<Item = usize>>(cpus: I) -> Self {
+        let mut set = Self::new();
+        for cpu in cpus {
+            set.insert(cpu);
+        }
+        set
+    }
+
+    /// A set of the CPUs `0..n`.
+    pub fn first_n(n: usize) -> Self {
+        Self::from_cpus(0..n)
+    }
+
+    /// Parses the kernel's list format: `0-3,8`, `1`, `0-7:2` (stride), or an empty
+    /// string for the empty set (as `/proc/.../Cpus_allowed_list` never prints, but
+    /// cgroup files do).
+    pub fn parse_list(text: &str) -> Result<Self, ParseError> {
+        let text = text.trim();
+        let mut set = Self::new();
+        if text.is_empty() {
+            return Ok(set);
+        }
+        for token in text.split(',') {
+            let token = token.trim();
+            let (range, stride) = match token.split_once(':') {
+                Some((r, s)) => (r, parse_num(s, token)?.max(1)),
+                None => (token, 1),
+            };
+            let (lo, hi) = match range.split_once('-') {
+                Some((a, b)) => (parse_num(a, token)?, parse_num(b, token)?),
+                None => {
+                    let n = parse_num(range, token)?;
+                    (n, n)
+                }
+            };
+            if hi < lo {
+                return Err(ParseError::Backwards(token.to_string()));
+            }
+            if hi >= MAX_CPUS {
+                return Err(ParseError::OutOfRange(hi));
+            }
+            for cpu in (lo..=hi).step_by(stride) {
+                set.insert(cpu);
+            }
+        }
+        Ok(set)
+    }
+
+    /// Parses the kernel's hex mask format: `ff,00000001` (32-bit groups, most
+    /// significant first), with or without a `0x` prefix. `0` is the empty set.
+    pub fn parse_mask(text: &str) -> Result<Self, ParseError> {
+        let text = text.trim();
+        let digits = text
+            .strip_prefix("0x")
+            .or_else(|| text.strip_prefix("0X"))
+            .unwrap_or(text);
+        if digits.is_empty() {
+            return Err(ParseError::Empty);
+        }
+        let groups: Vec<&str> = digits.split(',').collect();
+        let mut set = Self::new();
+        // When the input has commas each group is 32 bits; without commas the whole
+        // string is one hex number.
+        let width = if groups.len() > 1 { 32 } else { 4 * digits.len() };
+        for (index, group) in groups.iter().rev().enumerate() {
+            if group.is_empty() || !group.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Err(ParseError::BadToken(text.to_string()));
+            }
+            for (nibble_index, c) in group.chars().rev().enumerate() {
+                let value = c.to_digit(16).expect("checked hex digit");
+                for bit in 0..4 {
+                    if value & (1 << bit) != 0 {
+                        let cpu = index * width + nibble_index * 4 + bit;
+                        if cpu >= MAX_CPUS {
+                            return Err(ParseError::OutOfRange(cpu));
+                        }
+                        set.insert(cpu);
+                    }
+                }
+            }
+        }
+        Ok(set)
+    }
+
+    /// Parses what a user typed: a hex mask when it starts with `0x` or contains
+    /// hex letters or comma-separated 8-digit groups, the list format otherwise.
+    /// An empty input is an error here (a user never means "no CPUs").
+    pub fn parse_user(text: &str) -> Result<Self, ParseError> {
+        let t = text.trim();
+        if t.is_empty() {
+            return Err(ParseError::Empty);
+        }
+        let looks_hex = t.starts_with("0x")
+            || t.starts_with("0X")
+            || t.chars().any(|c| c.is_ascii_hexdigit() && !c.is_ascii_digit())
+            || (t.contains(',') && t.split(',').all(|g| g.len() == 8));
+        if looks_hex {
+            Self::parse_mask(t)
+        } else {
+            Self::parse_list(t)
+        }
+    }
+
+    /// Adds a CPU.
+    pub fn insert(&mut self, cpu: usize) {
+        let word = cpu / 64;
+        if self.bits.len() <= word {
+            self.bits.resize(word + 1, 0);
+        }
+        self.bits[word] |= 1 << (cpu % 64);
+    }
+
+    /// Removes a CPU.
+    pub fn remove(&mut self, cpu: usize) {
+        if let Some(w) = self.bits.get_mut(cpu / 64) {
+            *w &= !(1 << (cpu % 64));
+        }
+        self.trim();
+    }
+
+    /// Whether the CPU is in the set.
+    pub fn contains(&self, cpu: usize) -> bool {
+        self.bits
+            .get(cpu / 64)
+            .is_some_and(|w| w & (1 << (cpu % 64)) != 0)
+    }
+
+    /// Whether the set has no CPU.
+    pub fn is_empty(&self) -> bool {
+        self.bits.iter().all(|w| *w == 0)
+    }
+
+    /// Number of CPUs in the set.
+    pub fn len(&self) -> usize {
+        self.bits.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// The CPUs in ascending order.
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.bits.iter().enumerate().flat_map(|(i, w)| {
+            (0..64)
+                .filter(move |b| w & (1u64 << b) != 0)
+                .map(move |b| i * 64 + b)
+        })
+    }
+
+    /// The lowest CPU, if any.
+    pub fn first(&self) -> Option<usize> {
+        self.iter().next()
+    }
+
+    /// The highest CPU, if any.
+    pub fn last(&self) -> Option<usize> {
+        self.iter().last()
+    }
+
+    /// CPUs in both sets.
+    pub fn intersection(&self, other: &Self) -> Self {
+        let mut out = Self {
+            bits: self
+                .bits
+                .iter()
+                .zip(&other.bits)
+                .map(|(a, b)| a & b)
+                .collect(),
+        };
+        out.trim();
+        out
+    }
+
+    /// CPUs in either set.
+    pub fn union(&self, other: &Self) -> Self {
+        let len = self.bits.len().max(other.bits.len());
+        let mut out = Self {
+            bits: (0..len)
+                .map(|i| self.bits.get(i).unwrap_or(&0) | other.bits.get(i).unwrap_or(&0))
+                .collect(),
+        };
+        out.trim();
+        out
+    }
+
+    /// CPUs in `self` but not in `other`.
+    pub fn difference(&self, other: &Self) -> Self {
+        let mut out = Self {
+            bits: self
+                .bits
+                .iter()
+                .enumerate()
+                .map(|(i, a)| a & !other.bits.get(i).unwrap_or(&0))
+                .collect(),
+        };
+        out.trim();
+        out
+    }
+
+    /// Whether every CPU of `self` is in `other`.
+    pub fn is_subset(&self, other: &Self) -> bool {
+        self.difference(other).is_empty()
+    }
+
+    /// Whether the two sets share a CPU.
+    pub fn intersects(&self, other: &Self) -> bool {
+        !self.intersection(other).is_empty()
+    }
+
+    /// The list format: `0-3,8`; empty string for the empty set.
+    pub fn to_list(&self) -> String {
+        let mut parts = Vec::new();
+        let cpus: Vec<usize> = self.iter().collect();
+        let mut i = 0;
+        while i < cpus.len() {
+            let start = cpus[i];
+            let mut end = start;
+            while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
+                i += 1;
+                end = cpus[i];
+            }
+            parts.push(if start == end {
+                start.to_string()
+            } else {
+                format!("{start}-{end}")
+            });
+            i += 1;
+        }
+        parts.join(",")
+    }
+
+    /// The kernel's hex mask format with 32-bit groups: `ff,00000001`; `0` when empty.
+    /// `width_cpus` pads the mask to the number of groups the kernel would print for
+    /// that many possible CPUs (pass `nr_cpu_ids`), so output is byte-identical to
+    /// what `/proc/irq/*/smp_affinity` shows.
+    pub fn to_mask_padded(&self, width_cpus: usize) -> String {
+        let highest = self.last().map(|c| c + 1).unwrap_or(0);
+        let cpus = highest.max(width_cpus).max(1);
+        let groups = cpus.div_ceil(32);
+        let mut out = Vec::with_capacity(groups);
+        for g in (0..groups).rev() {
+            let word = self.bits.get(g / 2).copied().unwrap_or(0);
+            let group = if g % 2 == 0 { word as u32 } else { (word >> 32) as u32 };
+            out.push(group);
+        }
+        let mut text: Vec<String> = Vec::with_capacity(groups);
+        for (i, group) in out.iter().enumerate() {
+            if i == 0 {
+                // The kernel prints the first group with only as many digits as
+                // the CPU count needs.
+                let first_bits = cpus - (groups - 1) * 32;
+                let digits = first_bits.div_ceil(4);
+                text.push(format!("{group:0digits$x}"));
+            } else {
+                text.push(format!("{group:08x}"));
+            }
+        }
+        text.join(",")
+    }
+
+    /// The shortest hex mask: `0x8` style without prefix, grouped by 32 bits.
+    pub fn to_mask(&self) -> String {
+        let highest = self.last().map(|c| c + 1).unwrap_or(1);
+        let groups = highest.div_ceil(32);
+        let mut parts = Vec::new();
+        for g in (0..groups).rev() {
+            let word = self.bits.get(g / 2).copied().unwrap_or(0);
+            let group = if g % 2 == 0 { word as u32 } else { (word >> 32) as u32 };
+            if parts.is_empty() {
+                parts.push(format!("{group:x}"));
+            } else {
+                parts.push(format!("{group:08x}"));
+            }
+        }
+        parts.join(",")
+    }
+
+    fn trim(&mut self) {
+        while self.bits.last() == Some(&0) {
+            self.bits.pop();
+        }
+    }
+}
+
+/// The affinity rule of seed 001: a task's effective CPUs are its requested CPUs
+/// minus the shielded ones, unless that would leave nothing, in which case the
+/// request stands (a task that asks only for shielded CPUs runs there).
+pub fn shielded_affinity(requested: &CpuSet, online: &CpuSet, shielded: &CpuSet) -> CpuSet {
+    let wanted = requested.intersection(online);
+    let wanted = if wanted.is_empty() {
+        online.clone()
+    } else {
+        wanted
+    };
+    let outside = wanted.difference(shielded);
+    if outside.is_empty() {
+        wanted
+    } else {
+        outside
+    }
+}
+
+fn parse_num(s: &str, token: &str) -> Result<usize, ParseError> {
+    s.trim()
+        .parse::<usize>()
+        .map_err(|_| ParseError::BadToken(token.to_string()))
+}
+
+impl fmt::Display for CpuSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_list())
+    }
+}
+
+impl fmt::Debug for CpuSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CpuSet({})", self.to_list())
+    }
+}
+
+impl FromStr for CpuSet {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse_user(s)
+    }
+}
+
+impl FromIterator<usize> for CpuSet {
+    fn from_iter<I: IntoIterator<Item = usize>>(iter: I) -> Self {
+        Self::from_cpus(iter)
+    }
+}
+
+impl From<&CpuSet> for BTreeSet<usize> {
+    fn from(set: &CpuSet) -> Self {
+        set.iter().collect()
+    }
+}
+
+impl serde::Serialize for CpuSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_list())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for CpuSet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Self::parse_list(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_format_round_trips_ranges_and_singles() {
+        let set = CpuSet::parse_list("0-3,8,10-11").unwrap();
+        assert_eq!(set.to_list(), "0-3,8,10-11");
+        assert_eq!(set.len(), 7);
+    }
+
+    #[test]
+    fn list_format_accepts_strides_and_whitespace() {
+        let set = CpuSet::parse_list(" 0-7:2 \n").unwrap();
+        assert_eq!(set.to_list(), "0,2,4,6");
+    }
+
+    #[test]
+    fn mask_format_parses_grouped_and_prefixed_masks() {
+        assert_eq!(CpuSet::parse_mask("0x8").unwrap().to_list(), "3");
+        assert_eq!(CpuSet::parse_mask("f,00000000").unwrap().to_list(), "32-35");
+        assert_eq!(CpuSet::parse_mask("00000003").unwrap().to_list(), "0-1");
+        assert!(CpuSet::parse_mask("0").unwrap().is_empty());
+    }
+
+    #[test]
+    fn padded_mask_matches_kernel_output() {
+        // A 2-CPU machine prints "3"; a 4-CPU one "f"; 40 CPUs "ff,ffffffff".
+        assert_eq!(CpuSet::first_n(2).to_mask_padded(2), "3");
+        assert_eq!(CpuSet::parse_list("3").unwrap().to_mask_padded(4), "8");
+        assert_eq!(CpuSet::first_n(40).to_mask_padded(40), "ff,ffffffff");
+        assert_eq!(CpuSet::new().to_mask_padded(8), "00");
+        assert_eq!(CpuSet::parse_list("0").unwrap().to_mask_padded(64), "00000000,00000001");
+    }
+
+    #[test]
+    fn user_input_picks_the_right_format() {
+        assert_eq!(CpuSet::parse_user("0x8").unwrap().to_list(), "3");
+        assert_eq!(CpuSet::parse_user("f,00000000").unwrap().to_list(), "32-35");
+        assert_eq!(CpuSet::parse_user("ff").unwrap().to_list(), "0-7");
+        assert_eq!(CpuSet::parse_user("10").unwrap().to_list(), "10");
+        assert_eq!(CpuSet::parse_user("2-3").unwrap().to_list(), "2-3");
+    }
+
+    #[test]
+    fn malformed_input_is_rejected() {
+        assert_eq!(CpuSet::parse_user(""), Err(ParseError::Empty));
+        assert!(matches!(CpuSet::parse_user("3-1"), Err(ParseError::Backwards(_))));
+        assert!(matches!(CpuSet::parse_user("a-b"), Err(ParseError::BadToken(_))));
+        assert!(matches!(CpuSet::parse_user("0xg"), Err(ParseError::BadToken(_))));
+        assert!(matches!(CpuSet::parse_user("99999"), Err(ParseError::OutOfRange(_))));
+    }
+
+    #[test]
+    fn set_operations_behave_like_bit_masks() {
+        let a = CpuSet::parse_list("0-3").unwrap();
+        let b = CpuSet::parse_list("2-5").unwrap();
+        assert_eq!(a.intersection(&b).to_list(), "2-3");
+        assert_eq!(a.union(&b).to_list(), "0-5");
+        assert_eq!(a.difference(&b).to_list(), "0-1");
+        assert!(CpuSet::parse_list("1").unwrap().is_subset(&a));
+        assert_eq!(a.difference(&a), CpuSet::new());
+    }
+
+    #[test]
+    fn seed_rule_removes_shielded_cpus_unless_nothing_would_remain() {
+        let online = CpuSet::first_n(4);
+        let shield = CpuSet::parse_list("3").unwrap();
+        let rule = |r: &str| shielded_affinity(&CpuSet::parse_list(r).unwrap(), &online, &shield);
+        assert_eq!(rule("0-3").to_list(), "0-2");
+        assert_eq!(rule("3").to_list(), "3");
+        assert_eq!(rule("2-3").to_list(), "2");
+        assert_eq!(rule("1").to_list(), "1");
+    }
+
+    #[test]
+    fn seed_rule_holds_on_many_random_masks() {
+        // A small deterministic generator keeps the test reproducible.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..10_000 {
+            let ncpus = (next() % 64 + 2) as usize;
+            let online = CpuSet::first_n(ncpus);
+            let requested: CpuSet = (0..ncpus).filter(|_| next() % 3 == 0).collect();
+            let shield: CpuSet = (0..ncpus).filter(|_| next() % 4 == 0).collect();
+            let eff = shielded_affinity(&requested, &online, &shield);
+            let wanted = if requested.is_empty() { online.clone() } else { requested.clone() };
+            assert!(!eff.is_empty());
+            assert!(eff.is_subset(&wanted));
+            if wanted.difference(&shield).is_empty() {
+                assert_eq!(eff, wanted, "only-shielded requests stay");
+            } else {
+                assert!(!eff.intersects(&shield), "never on a shield when avoidable");
+                assert_eq!(eff, wanted.difference(&shield));
+            }
+        }
+    }
+
+    #[test]
+    fn mask_and_list_agree_on_random_sets() {
+        let mut x = 88172645463325252u64;
+        for _ in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let set: CpuSet = (0..128).filter(|i| (x.rotate_left(*i as u32) & 1) == 1).collect();
+            assert_eq!(CpuSet::parse_mask(&set.to_mask_padded(128)).unwrap(), set);
+            assert_eq!(CpuSet::parse_list(&set.to_list()).unwrap(), set);
+        }
+    }
+}

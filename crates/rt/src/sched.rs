@@ -1,0 +1,228 @@
+//! Placement and scheduling of the calling thread: CPU affinity, policy and
+//! priority, memory locking, stack pre-faulting, and holding
+//! /dev/cpu_dma_latency at zero.
+
+use cpushield_cpuset::CpuSet;
+use std::fs::File;
+use std::io::{self, Write};
+
+/// A scheduling policy with its parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// SCHED_OTHER, normal time sharing, with a nice value.
+    Other {
+        /// Nice value -20..=19.
+        nice: i32,
+    },
+    /// SCHED_FIFO at priority 1..=99.
+    Fifo(u8),
+    /// SCHED_RR at priority 1..=99.
+    RoundRobin(u8),
+    /// SCHED_DEADLINE with runtime <= deadline <= period, in nanoseconds.
+    Deadline {
+        /// Worst-case run time per period.
+        runtime_ns: u64,
+        /// Relative deadline.
+        deadline_ns: u64,
+        /// Period.
+        period_ns: u64,
+    },
+}
+
+impl Policy {
+    /// Checks the parameters: priority in 1..=99, nice in -20..=19, deadline
+    /// ordering and SCHED_DEADLINE's 1024 ns minimum runtime. The message says
+    /// what is wrong and what would be right.
+    pub fn validate(&self) -> Result<(), String> {
+        match *self {
+            Policy::Fifo(p) | Policy::RoundRobin(p) if !(1..=99).contains(&p) => {
+                Err(format!("priority {p} is out of range: use 1..99"))
+            }
+            Policy::Other { nice } if !(-20..=19).contains(&nice) => {
+                Err(format!("nice {nice} is out of range: use -20..19"))
+            }
+            Policy::Deadline {
+                runtime_ns,
+                deadline_ns,
+                period_ns,
+            } => {
+                if runtime_ns < 1024 {
+                    Err(format!("deadline runtime {runtime_ns}ns is below the kernel's minimum of 1024ns"))
+                } else if !(runtime_ns <= deadline_ns && deadline_ns <= period_ns) {
+                    Err(format!(
+                        "deadline parameters need runtime <= deadline <= period, got {runtime_ns}/{deadline_ns}/{period_ns} ns"
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[repr(C)]
+struct SchedAttr {
+    size: u32,
+    sched_policy: u32,
+    sched_flags: u64,
+    sched_nice: i32,
+    sched_priority: u32,
+    sched_runtime: u64,
+    sched_deadline: u64,
+    sched_period: u64,
+}
+
+const SCHED_DEADLINE: u32 = 6;
+
+/// Sets the policy of thread `tid` (0 = the calling thread) with sched_setattr.
+pub fn set_policy(tid: i32, policy: Policy) -> io::Result<()> {
+    policy
+        .validate()
+        .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
+    let mut attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        sched_policy: 0,
+        sched_flags: 0,
+        sched_nice: 0,
+        sched_priority: 0,
+        sched_runtime: 0,
+        sched_deadline: 0,
+        sched_period: 0,
+    };
+    match policy {
+        Policy::Other { nice } => {
+            attr.sched_policy = libc::SCHED_OTHER as u32;
+            attr.sched_nice = nice;
+        }
+        Policy::Fifo(p) => {
+            attr.sched_policy = libc::SCHED_FIFO as u32;
+            attr.sched_priority = p as u32;
+        }
+        Policy::RoundRobin(p) => {
+            attr.sched_policy = libc::SCHED_RR as u32;
+            attr.sched_priority = p as u32;
+        }
+        Policy::Deadline {
+            runtime_ns,
+            deadline_ns,
+            period_ns,
+        } => {
+            attr.sched_policy = SCHED_DEADLINE;
+            attr.sched_runtime = runtime_ns;
+            attr.sched_deadline = deadline_ns;
+            attr.sched_period = period_ns;
+        }
+    }
+    let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Pins thread `tid` (0 = the calling thread) to `cpus`.
+pub fn pin(tid: i32, cpus: &CpuSet) -> io::Result<()> {
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for cpu in cpus.iter() {
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("CPU {cpu} is beyond CPU_SETSIZE"),
+            ));
+        }
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of_val(&set), &set) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The CPU the calling thread is running on right now.
+pub fn current_cpu() -> usize {
+    unsafe { libc::sched_getcpu() }.max(0) as usize
+}
+
+/// Locks all current and future memory of the process (mlockall).
+pub fn lock_memory() -> io::Result<()> {
+    let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Touches `bytes` of the calling thread's stack so later use takes no page fault.
+#[inline(never)]
+pub fn prefault_stack(bytes: usize) {
+    const CHUNK: usize = 4096;
+    fn touch(remaining: usize) {
+        let mut page = [0u8; CHUNK];
+        std::hint::black_box(&mut page);
+        if remaining > CHUNK {
+            touch(remaining - CHUNK);
+        }
+        std::hint::black_box(&page);
+    }
+    touch(bytes);
+}
+
+/// Keeps /dev/cpu_dma_latency at a target (0 = no deep C-states) while alive,
+/// as cyclictest does. The kernel drops the request when the file closes.
+pub struct DmaLatencyGuard {
+    _file: File,
+}
+
+impl DmaLatencyGuard {
+    /// Opens /dev/cpu_dma_latency and writes the target in microseconds.
+    pub fn hold(target_us: i32) -> io::Result<Self> {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/cpu_dma_latency")?;
+        file.write_all(&target_us.to_ne_bytes())?;
+        Ok(Self { _file: file })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_priorities_and_deadlines_are_refused() {
+        assert!(Policy::Fifo(0).validate().is_err());
+        assert!(Policy::RoundRobin(100).validate().is_err());
+        assert!(Policy::Fifo(80).validate().is_ok());
+        assert!(Policy::Deadline { runtime_ns: 2_000, deadline_ns: 1_000, period_ns: 3_000 }
+            .validate()
+            .is_err());
+        assert!(Policy::Deadline { runtime_ns: 500_000, deadline_ns: 1_000_000, period_ns: 1_000_000 }
+            .validate()
+            .is_ok());
+    }
+
+    #[test]
+    fn pinning_the_calling_thread_moves_it() {
+        let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+        let online = CpuSet::parse_list(&online).unwrap();
+        let last = online.last().unwrap();
+        std::thread::spawn(move || {
+            pin(0, &CpuSet::from_cpus([last])).unwrap();
+            assert_eq!(current_cpu(), last);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn prefaulting_the_stack_does_not_overflow() {
+        std::thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(|| prefault_stack(512 * 1024))
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+}

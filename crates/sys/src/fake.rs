@@ -1,0 +1,287 @@
+//! An in-memory system for tests: files, directories and per-thread affinities.
+
+use crate::{FakeFiles, Kernel};
+use cpushield_cpuset::CpuSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// A fake kernel. Files are plain strings; writing a file replaces its text,
+/// except cgroup `tasks`/`cgroup.procs` files, which move the written TID from
+/// every other cgroup of the same hierarchy into this one, as the kernel does.
+/// Paths listed with [`FakeKernel::refuse_writes`] fail with EIO, like a
+/// kernel-managed IRQ.
+#[derive(Default)]
+pub struct FakeKernel {
+    state: Mutex<FakeState>,
+}
+
+#[derive(Default)]
+struct FakeState {
+    files: FakeFiles,
+    dirs: BTreeSet<PathBuf>,
+    affinity: BTreeMap<i32, CpuSet>,
+    refused: BTreeSet<PathBuf>,
+}
+
+impl FakeKernel {
+    /// An empty fake system.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds or replaces a file (and its parent directories).
+    pub fn set_file(&self, path: impl AsRef<Path>, text: impl Into<String>) {
+        let mut st = self.state.lock().expect("fake lock");
+        let path = path.as_ref().to_path_buf();
+        add_parents(&mut st.dirs, &path);
+        st.files.insert(path, text.into());
+    }
+
+    /// Adds a directory (and its parents).
+    pub fn add_dir(&self, path: impl AsRef<Path>) {
+        let mut st = self.state.lock().expect("fake lock");
+        let path = path.as_ref().to_path_buf();
+        add_parents(&mut st.dirs, &path);
+        st.dirs.insert(path);
+    }
+
+    /// Sets a thread's affinity directly (as if it had called sched_setaffinity).
+    pub fn set_thread_affinity(&self, tid: i32, cpus: CpuSet) {
+        self.state.lock().expect("fake lock").affinity.insert(tid, cpus);
+    }
+
+    /// Makes writes to `path` fail with EIO.
+    pub fn refuse_writes(&self, path: impl AsRef<Path>) {
+        self.state
+            .lock()
+            .expect("fake lock")
+            .refused
+            .insert(path.as_ref().to_path_buf());
+    }
+
+    /// A copy of the current text of a file.
+    pub fn file(&self, path: impl AsRef<Path>) -> Option<String> {
+        self.state
+            .lock()
+            .expect("fake lock")
+            .files
+            .get(path.as_ref())
+            .cloned()
+    }
+
+    /// A copy of all files, for comparing whole-system states.
+    pub fn files(&self) -> FakeFiles {
+        self.state.lock().expect("fake lock").files.clone()
+    }
+
+    /// A copy of all thread affinities.
+    pub fn affinities(&self) -> BTreeMap<i32, CpuSet> {
+        self.state.lock().expect("fake lock").affinity.clone()
+    }
+
+    /// Whether a directory exists.
+    pub fn has_dir(&self, path: impl AsRef<Path>) -> bool {
+        self.state.lock().expect("fake lock").dirs.contains(path.as_ref())
+    }
+}
+
+fn add_parents(dirs: &mut BTreeSet<PathBuf>, path: &Path) {
+    let mut p = path.parent();
+    while let Some(dir) = p {
+        if dir.as_os_str().is_empty() {
+            break;
+        }
+        dirs.insert(dir.to_path_buf());
+        p = dir.parent();
+    }
+}
+
+fn not_found(path: &Path) -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, format!("{}: not found", path.display()))
+}
+
+impl Kernel for FakeKernel {
+    fn read(&self, path: &Path) -> io::Result<String> {
+        self.state
+            .lock()
+            .expect("fake lock")
+            .files
+            .get(path)
+            .cloned()
+            .ok_or_else(|| not_found(path))
+    }
+
+    fn write(&self, path: &Path, data: &str) -> io::Result<()> {
+        let mut st = self.state.lock().expect("fake lock");
+        if st.refused.contains(path) {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        if !st.files.contains_key(path) {
+            return Err(not_found(path));
+        }
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name == "tasks" || name == "cgroup.procs" || name == "cgroup.threads" {
+            let tid = data.trim().to_string();
+            let hierarchy_root = cgroup_hierarchy_root(path);
+            let keys: Vec<PathBuf> = st
+                .files
+                .keys()
+                .filter(|p| {
+                    p.starts_with(&hierarchy_root) && p.file_name() == path.file_name()
+                })
+                .cloned()
+                .collect();
+            for key in keys {
+                let text = st.files.get_mut(&key).expect("key exists");
+                let kept: Vec<&str> = text.lines().filter(|l| l.trim() != tid).collect();
+                *text = kept.iter().map(|l| format!("{l}\n")).collect();
+            }
+            let text = st.files.get_mut(path).expect("checked above");
+            text.push_str(&format!("{tid}\n"));
+            return Ok(());
+        }
+        st.files.insert(path.to_path_buf(), data.to_string());
+        Ok(())
+    }
+
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        let st = self.state.lock().expect("fake lock");
+        if !st.dirs.contains(path) {
+            return Err(not_found(path));
+        }
+        let mut names = BTreeSet::new();
+        for p in st.files.keys().chain(st.dirs.iter()) {
+            if p.parent() == Some(path) {
+                if let Some(n) = p.file_name() {
+                    names.insert(n.to_string_lossy().into_owned());
+                }
+            }
+        }
+        Ok(names.into_iter().collect())
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        let st = self.state.lock().expect("fake lock");
+        st.files.contains_key(path) || st.dirs.contains(path)
+    }
+
+    fn mkdir(&self, path: &Path) -> io::Result<()> {
+        let mut st = self.state.lock().expect("fake lock");
+        if st.dirs.contains(path) {
+            return Err(io::Error::from_raw_os_error(libc::EEXIST));
+        }
+        st.dirs.insert(path.to_path_buf());
+        // A new cgroup gets its control files, copied (empty) from its parent.
+        if let Some(parent) = path.parent() {
+            let controls: Vec<PathBuf> = st
+                .files
+                .keys()
+                .filter(|p| p.parent() == Some(parent))
+                .cloned()
+                .collect();
+            for control in controls {
+                let name = control.file_name().expect("has name").to_owned();
+                let value = match name.to_str() {
+                    Some("tasks") | Some("cgroup.procs") | Some("cgroup.threads") => {
+                        String::new()
+                    }
+                    Some("cpuset.cpus.partition") => "member\n".to_string(),
+                    _ => String::new(),
+                };
+                st.files.insert(path.join(name), value);
+            }
+        }
+        Ok(())
+    }
+
+    fn rmdir(&self, path: &Path) -> io::Result<()> {
+        let mut st = self.state.lock().expect("fake lock");
+        if !st.dirs.contains(path) {
+            return Err(not_found(path));
+        }
+        for task_file in ["tasks", "cgroup.procs"] {
+            if let Some(t) = st.files.get(&path.join(task_file)) {
+                if !t.trim().is_empty() {
+                    return Err(io::Error::from_raw_os_error(libc::EBUSY));
+                }
+            }
+        }
+        if st.dirs.iter().any(|d| d.parent() == Some(path)) {
+            return Err(io::Error::from_raw_os_error(libc::EBUSY));
+        }
+        st.dirs.remove(path);
+        st.files.retain(|p, _| p.parent() != Some(path));
+        Ok(())
+    }
+
+    fn get_affinity(&self, tid: i32) -> io::Result<CpuSet> {
+        self.state
+            .lock()
+            .expect("fake lock")
+            .affinity
+            .get(&tid)
+            .cloned()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))
+    }
+
+    fn set_affinity(&self, tid: i32, cpus: &CpuSet) -> io::Result<()> {
+        let mut st = self.state.lock().expect("fake lock");
+        if !st.affinity.contains_key(&tid) {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        if cpus.is_empty() {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        st.affinity.insert(tid, cpus.clone());
+        Ok(())
+    }
+}
+
+/// The mount point of the cgroup hierarchy a control file belongs to, e.g.
+/// `/sys/fs/cgroup/cpuset` for `/sys/fs/cgroup/cpuset/a/b/tasks`.
+fn cgroup_hierarchy_root(path: &Path) -> PathBuf {
+    let comps: Vec<_> = path.components().collect();
+    // /sys/fs/cgroup/<hierarchy>/...: keep 5 components ("/", sys, fs, cgroup, name).
+    if comps.len() > 5 && path.starts_with("/sys/fs/cgroup") {
+        comps[..5].iter().collect()
+    } else {
+        PathBuf::from("/sys/fs/cgroup")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writing_a_tid_to_a_tasks_file_moves_it_between_cgroups() {
+        let k = FakeKernel::new();
+        k.set_file("/sys/fs/cgroup/cpuset/tasks", "1\n2\n");
+        k.set_file("/sys/fs/cgroup/cpuset/a/tasks", "");
+        k.write(Path::new("/sys/fs/cgroup/cpuset/a/tasks"), "2").unwrap();
+        assert_eq!(k.file("/sys/fs/cgroup/cpuset/tasks").unwrap(), "1\n");
+        assert_eq!(k.file("/sys/fs/cgroup/cpuset/a/tasks").unwrap(), "2\n");
+    }
+
+    #[test]
+    fn refused_writes_fail_like_a_managed_irq() {
+        let k = FakeKernel::new();
+        k.set_file("/proc/irq/36/smp_affinity", "3\n");
+        k.refuse_writes("/proc/irq/36/smp_affinity");
+        assert!(k.write(Path::new("/proc/irq/36/smp_affinity"), "1").is_err());
+    }
+
+    #[test]
+    fn rmdir_refuses_a_cgroup_with_tasks() {
+        let k = FakeKernel::new();
+        k.set_file("/sys/fs/cgroup/cpuset/tasks", "");
+        k.mkdir(Path::new("/sys/fs/cgroup/cpuset/x")).unwrap();
+        k.write(Path::new("/sys/fs/cgroup/cpuset/x/tasks"), "5").unwrap();
+        assert!(k.rmdir(Path::new("/sys/fs/cgroup/cpuset/x")).is_err());
+        k.write(Path::new("/sys/fs/cgroup/cpuset/tasks"), "5").unwrap();
+        k.rmdir(Path::new("/sys/fs/cgroup/cpuset/x")).unwrap();
+        assert!(!k.has_dir("/sys/fs/cgroup/cpuset/x"));
+    }
+}

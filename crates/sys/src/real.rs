@@ -1,0 +1,87 @@
+//! The kernel as it is: std::fs for files, libc for affinity.
+
+use crate::Kernel;
+use cpushield_cpuset::CpuSet;
+use std::io::{self, Write};
+use std::path::Path;
+
+/// The running kernel.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealKernel;
+
+impl Kernel for RealKernel {
+    fn read(&self, path: &Path) -> io::Result<String> {
+        std::fs::read_to_string(path)
+    }
+
+    fn write(&self, path: &Path, data: &str) -> io::Result<()> {
+        // One write(2) call: kernel files act on each write, and a cgroup
+        // tasks file takes one PID per write.
+        let mut file = std::fs::OpenOptions::new().write(true).open(path)?;
+        file.write_all(data.as_bytes())
+    }
+
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(path)? {
+            names.push(entry?.file_name().to_string_lossy().into_owned());
+        }
+        Ok(names)
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn mkdir(&self, path: &Path) -> io::Result<()> {
+        std::fs::create_dir(path)
+    }
+
+    fn rmdir(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_dir(path)
+    }
+
+    fn get_affinity(&self, tid: i32) -> io::Result<CpuSet> {
+        // Large enough for 8192 CPUs.
+        let mut words = [0u64; 128];
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_sched_getaffinity,
+                tid,
+                std::mem::size_of_val(&words),
+                words.as_mut_ptr(),
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut set = CpuSet::new();
+        for (i, word) in words.iter().enumerate() {
+            for bit in 0..64 {
+                if word & (1u64 << bit) != 0 {
+                    set.insert(i * 64 + bit);
+                }
+            }
+        }
+        Ok(set)
+    }
+
+    fn set_affinity(&self, tid: i32, cpus: &CpuSet) -> io::Result<()> {
+        let mut words = [0u64; 128];
+        for cpu in cpus.iter() {
+            words[cpu / 64] |= 1u64 << (cpu % 64);
+        }
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_sched_setaffinity,
+                tid,
+                std::mem::size_of_val(&words),
+                words.as_ptr(),
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
