@@ -104,7 +104,11 @@ impl CpuSet {
         let mut set = Self::new();
         // When the input has commas each group is 32 bits; without commas the whole
         // string is one hex number.
-        let width = if groups.len() > 1 { 32 } else { 4 * digits.len() };
+        let width = if groups.len() > 1 {
+            32
+        } else {
+            4 * digits.len()
+        };
         for (index, group) in groups.iter().rev().enumerate() {
             if group.is_empty() || !group.chars().all(|c| c.is_ascii_hexdigit()) {
                 return Err(ParseError::BadToken(text.to_string()));
@@ -135,7 +139,8 @@ impl CpuSet {
         }
         let looks_hex = t.starts_with("0x")
             || t.starts_with("0X")
-            || t.chars().any(|c| c.is_ascii_hexdigit() && !c.is_ascii_digit())
+            || t.chars()
+                .any(|c| c.is_ascii_hexdigit() && !c.is_ascii_digit())
             || (t.contains(',') && t.split(',').all(|g| g.len() == 8));
         if looks_hex {
             Self::parse_mask(t)
@@ -280,7 +285,11 @@ impl CpuSet {
         let mut out = Vec::with_capacity(groups);
         for g in (0..groups).rev() {
             let word = self.bits.get(g / 2).copied().unwrap_or(0);
-            let group = if g % 2 == 0 { word as u32 } else { (word >> 32) as u32 };
+            let group = if g % 2 == 0 {
+                word as u32
+            } else {
+                (word >> 32) as u32
+            };
             out.push(group);
         }
         let mut text: Vec<String> = Vec::with_capacity(groups);
@@ -305,7 +314,11 @@ impl CpuSet {
         let mut parts = Vec::new();
         for g in (0..groups).rev() {
             let word = self.bits.get(g / 2).copied().unwrap_or(0);
-            let group = if g % 2 == 0 { word as u32 } else { (word >> 32) as u32 };
+            let group = if g % 2 == 0 {
+                word as u32
+            } else {
+                (word >> 32) as u32
+            };
             if parts.is_empty() {
                 parts.push(format!("{group:x}"));
             } else {
@@ -422,7 +435,10 @@ mod tests {
         assert_eq!(CpuSet::parse_list("3").unwrap().to_mask_padded(4), "8");
         assert_eq!(CpuSet::first_n(40).to_mask_padded(40), "ff,ffffffff");
         assert_eq!(CpuSet::new().to_mask_padded(8), "00");
-        assert_eq!(CpuSet::parse_list("0").unwrap().to_mask_padded(64), "00000000,00000001");
+        assert_eq!(
+            CpuSet::parse_list("0").unwrap().to_mask_padded(64),
+            "00000000,00000001"
+        );
     }
 
     #[test]
@@ -437,10 +453,22 @@ mod tests {
     #[test]
     fn malformed_input_is_rejected() {
         assert_eq!(CpuSet::parse_user(""), Err(ParseError::Empty));
-        assert!(matches!(CpuSet::parse_user("3-1"), Err(ParseError::Backwards(_))));
-        assert!(matches!(CpuSet::parse_user("a-b"), Err(ParseError::BadToken(_))));
-        assert!(matches!(CpuSet::parse_user("0xg"), Err(ParseError::BadToken(_))));
-        assert!(matches!(CpuSet::parse_user("99999"), Err(ParseError::OutOfRange(_))));
+        assert!(matches!(
+            CpuSet::parse_user("3-1"),
+            Err(ParseError::Backwards(_))
+        ));
+        assert!(matches!(
+            CpuSet::parse_user("a-b"),
+            Err(ParseError::BadToken(_))
+        ));
+        assert!(matches!(
+            CpuSet::parse_user("0xg"),
+            Err(ParseError::BadToken(_))
+        ));
+        assert!(matches!(
+            CpuSet::parse_user("99999"),
+            Err(ParseError::OutOfRange(_))
+        ));
     }
 
     #[test]
@@ -481,7 +509,11 @@ mod tests {
             let requested: CpuSet = (0..ncpus).filter(|_| next() % 3 == 0).collect();
             let shield: CpuSet = (0..ncpus).filter(|_| next() % 4 == 0).collect();
             let eff = shielded_affinity(&requested, &online, &shield);
-            let wanted = if requested.is_empty() { online.clone() } else { requested.clone() };
+            let wanted = if requested.is_empty() {
+                online.clone()
+            } else {
+                requested.clone()
+            };
             assert!(!eff.is_empty());
             assert!(eff.is_subset(&wanted));
             if wanted.difference(&shield).is_empty() {
@@ -500,7 +532,9 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let set: CpuSet = (0..128).filter(|i| (x.rotate_left(*i as u32) & 1) == 1).collect();
+            let set: CpuSet = (0..128)
+                .filter(|i| (x.rotate_left(*i as u32) & 1) == 1)
+                .collect();
             assert_eq!(CpuSet::parse_mask(&set.to_mask_padded(128)).unwrap(), set);
             assert_eq!(CpuSet::parse_list(&set.to_list()).unwrap(), set);
         }

@@ -49,7 +49,11 @@ impl FakeKernel {
 
     /// Sets a thread's affinity directly (as if it had called sched_setaffinity).
     pub fn set_thread_affinity(&self, tid: i32, cpus: CpuSet) {
-        self.state.lock().expect("fake lock").affinity.insert(tid, cpus);
+        self.state
+            .lock()
+            .expect("fake lock")
+            .affinity
+            .insert(tid, cpus);
     }
 
     /// Makes writes to `path` fail with EIO.
@@ -83,7 +87,11 @@ impl FakeKernel {
 
     /// Whether a directory exists.
     pub fn has_dir(&self, path: impl AsRef<Path>) -> bool {
-        self.state.lock().expect("fake lock").dirs.contains(path.as_ref())
+        self.state
+            .lock()
+            .expect("fake lock")
+            .dirs
+            .contains(path.as_ref())
     }
 }
 
@@ -99,7 +107,10 @@ fn add_parents(dirs: &mut BTreeSet<PathBuf>, path: &Path) {
 }
 
 fn not_found(path: &Path) -> io::Error {
-    io::Error::new(io::ErrorKind::NotFound, format!("{}: not found", path.display()))
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{}: not found", path.display()),
+    )
 }
 
 impl Kernel for FakeKernel {
@@ -128,9 +139,7 @@ impl Kernel for FakeKernel {
             let keys: Vec<PathBuf> = st
                 .files
                 .keys()
-                .filter(|p| {
-                    p.starts_with(&hierarchy_root) && p.file_name() == path.file_name()
-                })
+                .filter(|p| p.starts_with(&hierarchy_root) && p.file_name() == path.file_name())
                 .cloned()
                 .collect();
             for key in keys {
@@ -140,6 +149,7 @@ impl Kernel for FakeKernel {
             }
             let text = st.files.get_mut(path).expect("checked above");
             text.push_str(&format!("{tid}\n"));
+            emulate_v1_attach(&mut st, path, &hierarchy_root, &tid);
             return Ok(());
         }
         st.files.insert(path.to_path_buf(), data.to_string());
@@ -184,9 +194,7 @@ impl Kernel for FakeKernel {
             for control in controls {
                 let name = control.file_name().expect("has name").to_owned();
                 let value = match name.to_str() {
-                    Some("tasks") | Some("cgroup.procs") | Some("cgroup.threads") => {
-                        String::new()
-                    }
+                    Some("tasks") | Some("cgroup.procs") | Some("cgroup.threads") => String::new(),
                     Some("cpuset.cpus.partition") => "member\n".to_string(),
                     _ => String::new(),
                 };
@@ -239,6 +247,42 @@ impl Kernel for FakeKernel {
     }
 }
 
+/// What the kernel does when a thread joins a v1 cpuset: /proc/TID/cgroup shows
+/// the new cgroup and the thread's affinity becomes the cpuset's CPUs.
+fn emulate_v1_attach(st: &mut FakeState, tasks_file: &Path, hierarchy_root: &Path, tid: &str) {
+    let Some(dir) = tasks_file.parent() else {
+        return;
+    };
+    let rel = dir.strip_prefix(hierarchy_root).unwrap_or(Path::new(""));
+    let cgroup = format!("/{}", rel.display());
+    let suffix = PathBuf::from(format!("task/{tid}/cgroup"));
+    let keys: Vec<PathBuf> = st
+        .files
+        .keys()
+        .filter(|p| p.starts_with("/proc") && p.ends_with(&suffix))
+        .cloned()
+        .collect();
+    for key in keys {
+        let text = st.files.get_mut(&key).expect("key exists");
+        *text = text
+            .lines()
+            .map(|l| match l.split_once(":cpuset:") {
+                Some((id, _)) => format!("{id}:cpuset:{cgroup}\n"),
+                None => format!("{l}\n"),
+            })
+            .collect();
+    }
+    let cpus = st
+        .files
+        .get(&dir.join("cpuset.cpus"))
+        .and_then(|t| CpuSet::parse_list(t).ok());
+    if let (Some(cpus), Ok(tid)) = (cpus, tid.parse::<i32>()) {
+        if !cpus.is_empty() && st.affinity.contains_key(&tid) {
+            st.affinity.insert(tid, cpus);
+        }
+    }
+}
+
 /// The mount point of the cgroup hierarchy a control file belongs to, e.g.
 /// `/sys/fs/cgroup/cpuset` for `/sys/fs/cgroup/cpuset/a/b/tasks`.
 fn cgroup_hierarchy_root(path: &Path) -> PathBuf {
@@ -260,7 +304,8 @@ mod tests {
         let k = FakeKernel::new();
         k.set_file("/sys/fs/cgroup/cpuset/tasks", "1\n2\n");
         k.set_file("/sys/fs/cgroup/cpuset/a/tasks", "");
-        k.write(Path::new("/sys/fs/cgroup/cpuset/a/tasks"), "2").unwrap();
+        k.write(Path::new("/sys/fs/cgroup/cpuset/a/tasks"), "2")
+            .unwrap();
         assert_eq!(k.file("/sys/fs/cgroup/cpuset/tasks").unwrap(), "1\n");
         assert_eq!(k.file("/sys/fs/cgroup/cpuset/a/tasks").unwrap(), "2\n");
     }
@@ -270,7 +315,9 @@ mod tests {
         let k = FakeKernel::new();
         k.set_file("/proc/irq/36/smp_affinity", "3\n");
         k.refuse_writes("/proc/irq/36/smp_affinity");
-        assert!(k.write(Path::new("/proc/irq/36/smp_affinity"), "1").is_err());
+        assert!(k
+            .write(Path::new("/proc/irq/36/smp_affinity"), "1")
+            .is_err());
     }
 
     #[test]
@@ -278,9 +325,11 @@ mod tests {
         let k = FakeKernel::new();
         k.set_file("/sys/fs/cgroup/cpuset/tasks", "");
         k.mkdir(Path::new("/sys/fs/cgroup/cpuset/x")).unwrap();
-        k.write(Path::new("/sys/fs/cgroup/cpuset/x/tasks"), "5").unwrap();
+        k.write(Path::new("/sys/fs/cgroup/cpuset/x/tasks"), "5")
+            .unwrap();
         assert!(k.rmdir(Path::new("/sys/fs/cgroup/cpuset/x")).is_err());
-        k.write(Path::new("/sys/fs/cgroup/cpuset/tasks"), "5").unwrap();
+        k.write(Path::new("/sys/fs/cgroup/cpuset/tasks"), "5")
+            .unwrap();
         k.rmdir(Path::new("/sys/fs/cgroup/cpuset/x")).unwrap();
         assert!(!k.has_dir("/sys/fs/cgroup/cpuset/x"));
     }

@@ -1,31 +1,265 @@
-//! `cpushield shield` (not yet implemented).
+//! `cpushield shield | unshield | reset | show | boot-params`.
 
+use crate::args::{cpu_set, EXIT_OK};
+use anyhow::Context;
 use clap::Args;
+use cpushield_cpuset::CpuSet;
+use cpushield_shield::plan::Severity;
+use cpushield_shield::{status, ShieldMasks};
+use cpushield_sys::RealKernel;
 use std::process::ExitCode;
+
+/// Which CPUs to (un)shield from which kind of disturbance.
+#[derive(Args, Debug, Clone)]
+pub struct MaskArgs {
+    /// CPUs to shield from processes, interrupts and the local timer.
+    #[arg(long, value_parser = cpu_set, value_name = "CPUS")]
+    all: Option<CpuSet>,
+    /// CPUs to shield from processes (and unbound kernel threads).
+    #[arg(long, value_parser = cpu_set, value_name = "CPUS")]
+    procs: Option<CpuSet>,
+    /// CPUs to shield from interrupts.
+    #[arg(long, value_parser = cpu_set, value_name = "CPUS")]
+    irqs: Option<CpuSet>,
+    /// CPUs to shield from the local timer (runtime part; see boot-params).
+    #[arg(long, value_parser = cpu_set, value_name = "CPUS")]
+    ltmr: Option<CpuSet>,
+}
+
+impl MaskArgs {
+    fn masks(&self) -> ShieldMasks {
+        let all = self.all.clone().unwrap_or_default();
+        ShieldMasks {
+            procs: all.union(&self.procs.clone().unwrap_or_default()),
+            irqs: all.union(&self.irqs.clone().unwrap_or_default()),
+            ltmr: all.union(&self.ltmr.clone().unwrap_or_default()),
+        }
+    }
+}
 
 /// Arguments of `cpushield shield`.
 #[derive(Args)]
-pub struct ShieldArgs {}
+pub struct ShieldArgs {
+    #[command(flatten)]
+    masks: MaskArgs,
+    /// Also shield the hyperthread siblings of each CPU.
+    #[arg(long)]
+    whole_cores: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
 /// Arguments of `cpushield unshield`.
 #[derive(Args)]
-pub struct UnshieldArgs {}
+pub struct UnshieldArgs {
+    #[command(flatten)]
+    masks: MaskArgs,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
 /// Arguments of `cpushield reset`.
 #[derive(Args)]
-pub struct ResetArgs {}
+pub struct ResetArgs {
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
 /// Arguments of `cpushield show`.
 #[derive(Args)]
-pub struct ShowArgs {}
+pub struct ShowArgs {
+    /// Print the status as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
 /// Arguments of `cpushield boot-params`.
 #[derive(Args)]
-pub struct BootParamsArgs {}
+pub struct BootParamsArgs {
+    #[command(flatten)]
+    masks: MaskArgs,
+}
+
+fn options(whole_cores: bool) -> cpushield_shield::Options {
+    cpushield_shield::Options {
+        is_root: nix::unistd::geteuid().is_root(),
+        whole_cores,
+    }
+}
+
+fn print_report(
+    report: &cpushield_shield::Report,
+    json: bool,
+    verb: &str,
+) -> anyhow::Result<ExitCode> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+        return Ok(ExitCode::from(EXIT_OK));
+    }
+    let m = &report.masks;
+    let show = |s: &CpuSet| {
+        if s.is_empty() {
+            "-".to_string()
+        } else {
+            s.to_list()
+        }
+    };
+    println!(
+        "{verb}: procs {}  irqs {}  ltmr {}  ({}, scope {:?})",
+        show(&m.procs),
+        show(&m.irqs),
+        show(&m.ltmr),
+        report.mechanism,
+        report.scope
+    );
+    let o = &report.outcome;
+    println!(
+        "  {} tasks moved, {} affinities set, {} IRQs changed, {} tasks exited meanwhile",
+        o.moved, o.affinities, o.irqs, o.vanished
+    );
+    for note in report.notes.iter().chain(&o.notes) {
+        let tag = match note.severity {
+            Severity::Info => "note",
+            Severity::Warn => "warning",
+        };
+        match &note.remedy {
+            Some(fix) => println!("  {tag}: {} (fix: {fix})", note.text),
+            None => println!("  {tag}: {}", note.text),
+        }
+    }
+    Ok(ExitCode::from(EXIT_OK))
+}
 
 /// Runs `cpushield shield`.
-pub fn shield(_a: ShieldArgs) -> anyhow::Result<ExitCode> { anyhow::bail!("not yet") }
+pub fn shield(args: ShieldArgs) -> anyhow::Result<ExitCode> {
+    let report =
+        cpushield_shield::shield(&RealKernel, &args.masks.masks(), options(args.whole_cores))?;
+    print_report(&report, args.json, "shielded")
+}
+
 /// Runs `cpushield unshield`.
-pub fn unshield(_a: UnshieldArgs) -> anyhow::Result<ExitCode> { anyhow::bail!("not yet") }
+pub fn unshield(args: UnshieldArgs) -> anyhow::Result<ExitCode> {
+    let report = cpushield_shield::unshield(&RealKernel, &args.masks.masks(), options(false))?;
+    print_report(&report, args.json, "shield now")
+}
+
 /// Runs `cpushield reset`.
-pub fn reset(_a: ResetArgs) -> anyhow::Result<ExitCode> { anyhow::bail!("not yet") }
+pub fn reset(args: ResetArgs) -> anyhow::Result<ExitCode> {
+    let report = cpushield_shield::reset(&RealKernel, options(false))?;
+    print_report(&report, args.json, "reset")
+}
+
 /// Runs `cpushield show`.
-pub fn show(_a: ShowArgs) -> anyhow::Result<ExitCode> { anyhow::bail!("not yet") }
+pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
+    let st = status::status(&RealKernel).context("reading the shield status")?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&st)?);
+        return Ok(ExitCode::from(EXIT_OK));
+    }
+    let dash = |s: &str| {
+        if s.is_empty() {
+            "-".to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    println!(
+        "shielded: procs {}  irqs {}  ltmr {}   (online {})",
+        dash(&st.procs),
+        dash(&st.irqs),
+        dash(&st.ltmr),
+        st.online
+    );
+    println!(
+        "mechanism: {}; {}; scope {:?}",
+        st.mechanism, st.enforcement, st.scope
+    );
+    println!(
+        "{:>4}  {:5} {:4} {:4}  {:9} {:9} {:8}  {:>6}  {:>4}",
+        "CPU", "procs", "irqs", "ltmr", "nohz_full", "rcu_nocbs", "isolated", "tasks", "IRQs"
+    );
+    let yn = |b: bool| if b { "yes" } else { "-" };
+    for c in &st.cpus {
+        let irqs = if c.procs || c.irqs || c.ltmr {
+            c.irqs_here.len().to_string()
+        } else {
+            String::new()
+        };
+        println!(
+            "{:>4}  {:5} {:4} {:4}  {:9} {:9} {:8}  {:>6}  {:>4}",
+            c.cpu,
+            yn(c.procs),
+            yn(c.irqs),
+            yn(c.ltmr),
+            yn(c.nohz_full),
+            yn(c.rcu_nocbs),
+            yn(c.isolated),
+            c.task_count,
+            irqs
+        );
+    }
+    for c in st.cpus.iter().filter(|c| c.procs || c.irqs || c.ltmr) {
+        if !c.tasks.is_empty() {
+            let names: Vec<String> = c
+                .tasks
+                .iter()
+                .take(12)
+                .map(|t| {
+                    format!(
+                        "{}({}){}",
+                        t.comm,
+                        t.tid,
+                        if t.pinned_by_kernel { "*" } else { "" }
+                    )
+                })
+                .collect();
+            let more = if c.tasks.len() > 12 {
+                format!(" … {} in all", c.tasks.len())
+            } else {
+                String::new()
+            };
+            println!(
+                "CPU {} may still run: {}{more}   (* = bound by the kernel)",
+                c.cpu,
+                names.join(" ")
+            );
+        }
+        if !c.irqs_here.is_empty() {
+            let irqs: Vec<String> = c
+                .irqs_here
+                .iter()
+                .map(|i| format!("{} {}", i.irq, i.name))
+                .collect();
+            println!("CPU {} still takes IRQs: {}", c.cpu, irqs.join(", "));
+        }
+    }
+    Ok(ExitCode::from(EXIT_OK))
+}
+
 /// Runs `cpushield boot-params`.
-pub fn boot_params(_a: BootParamsArgs) -> anyhow::Result<ExitCode> { anyhow::bail!("not yet") }
+pub fn boot_params(args: BootParamsArgs) -> anyhow::Result<ExitCode> {
+    let kernel = RealKernel;
+    let online = cpushield_sys::online_cpus(&kernel)?;
+    let mut masks = args.masks.masks();
+    if masks.is_empty() {
+        let st = status::status(&kernel)?;
+        masks = ShieldMasks {
+            procs: CpuSet::parse_list(&st.procs)?,
+            irqs: CpuSet::parse_list(&st.irqs)?,
+            ltmr: CpuSet::parse_list(&st.ltmr)?,
+        };
+        anyhow::ensure!(
+            !masks.is_empty(),
+            "nothing is shielded: name CPUs, e.g. `cpushield boot-params --all 3`"
+        );
+    }
+    cpushield_shield::validate(&masks, &online)?;
+    println!(
+        "{}",
+        cpushield_shield::bootparams::boot_params(&masks, &online)
+    );
+    Ok(ExitCode::from(EXIT_OK))
+}

@@ -1,0 +1,149 @@
+//! Carries out a plan through the kernel door. Tasks that exit meanwhile are
+//! fine; kernel-managed IRQs and best-effort settings become notes; anything
+//! else required stops the run with the path and the errno.
+
+use crate::plan::{Note, Plan, Severity, Step, WriteKind};
+use cpushield_sys::Kernel;
+use std::io;
+use std::path::Path;
+
+/// What applying a plan did.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct Outcome {
+    /// Steps carried out.
+    pub applied: usize,
+    /// Tasks moved between cgroups.
+    pub moved: usize,
+    /// Affinities set.
+    pub affinities: usize,
+    /// IRQs whose affinity changed.
+    pub irqs: usize,
+    /// Tasks that exited while the plan ran.
+    pub vanished: usize,
+    /// Things that could not be done, with the reason and the remedy.
+    pub notes: Vec<Note>,
+}
+
+fn errno(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(0)
+}
+
+/// Applies every step in order. Returns the first required failure as an error.
+pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
+    let mut out = Outcome::default();
+    for step in &plan.steps {
+        match step {
+            Step::Mkdir(dir) => match kernel.mkdir(dir) {
+                Err(e) if errno(&e) != libc::EEXIST && e.kind() != io::ErrorKind::AlreadyExists => {
+                    return Err(cpushield_sys::with_path(e, dir));
+                }
+                _ => {}
+            },
+            Step::Write { path, value, kind } => {
+                if let Err(e) = kernel.write(path, value) {
+                    match kind {
+                        WriteKind::Required => return Err(cpushield_sys::with_path(e, path)),
+                        WriteKind::Irq { irq, name } => out.notes.push(irq_note(*irq, name, &e)),
+                        WriteKind::BestEffort(why) => out.notes.push(Note {
+                            severity: Severity::Warn,
+                            text: format!(
+                                "{why}: writing '{value}' to {} failed: {e}",
+                                path.display()
+                            ),
+                            remedy: None,
+                        }),
+                    }
+                } else if matches!(kind, WriteKind::Irq { .. }) {
+                    out.irqs += 1;
+                }
+            }
+            Step::Move { id, comm, to } => match kernel.write(to, &id.to_string()) {
+                Ok(()) => out.moved += 1,
+                Err(e) if errno(&e) == libc::ESRCH => out.vanished += 1,
+                Err(e) => out.notes.push(Note {
+                    severity: Severity::Warn,
+                    text: format!(
+                        "task {id} ({comm}) could not be moved to {}: {e}",
+                        to.display()
+                    ),
+                    remedy: None,
+                }),
+            },
+            Step::Affinity { tid, comm, cpus } => match kernel.set_affinity(*tid, cpus) {
+                Ok(()) => out.affinities += 1,
+                Err(e) if errno(&e) == libc::ESRCH => out.vanished += 1,
+                Err(e) => out.notes.push(Note {
+                    severity: Severity::Warn,
+                    text: format!("task {tid} ({comm}) refused affinity {cpus}: {e}"),
+                    remedy: None,
+                }),
+            },
+            Step::Drain { from, to } => drain(kernel, from, to)?,
+            Step::Rmdir(dir) => remove_cgroup(kernel, dir)?,
+        }
+        out.applied += 1;
+    }
+    Ok(out)
+}
+
+fn irq_note(irq: u32, name: &str, e: &io::Error) -> Note {
+    let label = if name.is_empty() {
+        String::new()
+    } else {
+        format!(" ({name})")
+    };
+    if errno(e) == libc::EIO || errno(e) == libc::EPERM {
+        Note {
+            severity: Severity::Warn,
+            text: format!("IRQ {irq}{label} is kernel-managed or per-CPU: the kernel refuses affinity changes at runtime"),
+            remedy: Some("its affinity can only change at boot: see `cpushield boot-params` (isolcpus=managed_irq,…)".into()),
+        }
+    } else {
+        Note {
+            severity: Severity::Warn,
+            text: format!("IRQ {irq}{label}: affinity change failed: {e}"),
+            remedy: None,
+        }
+    }
+}
+
+/// Moves every task left in `from` to the tasks file `to`, until it stays empty.
+fn drain(kernel: &dyn Kernel, from: &Path, to: &Path) -> io::Result<()> {
+    if !kernel.exists(from) {
+        return Ok(());
+    }
+    for _ in 0..100 {
+        let mut left = 0;
+        for file in ["tasks", "cgroup.procs"] {
+            let Ok(text) = kernel.read(&from.join(file)) else {
+                continue;
+            };
+            for id in text.split_whitespace() {
+                left += 1;
+                // A task that exited meanwhile is fine; others are retried.
+                let _ = kernel.write(to, id);
+            }
+        }
+        if left == 0 {
+            return Ok(());
+        }
+    }
+    Err(io::Error::other(format!(
+        "{}: tasks keep appearing in the cgroup; stop what forks there and run reset again",
+        from.display()
+    )))
+}
+
+fn remove_cgroup(kernel: &dyn Kernel, dir: &Path) -> io::Result<()> {
+    for attempt in 0..50 {
+        match kernel.rmdir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if errno(&e) == libc::EBUSY && attempt < 49 => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => return Err(cpushield_sys::with_path(e, dir)),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,43 @@
+//! Placing a task onto shielded CPUs (for `cpushield run`): into the shield's
+//! cpuset, which plain sched_setaffinity cannot reach once the kernel enforces
+//! the shield, then pinned.
+
+use crate::plan::shield_dir;
+use crate::state;
+use cpushield_cpuset::CpuSet;
+use cpushield_sys::Kernel;
+use std::io;
+
+/// The CPUs shielded from processes now (empty when nothing is shielded).
+pub fn shielded_procs(_kernel: &dyn Kernel) -> io::Result<CpuSet> {
+    Ok(state::load()?.map(|s| s.masks.procs).unwrap_or_default())
+}
+
+/// Places thread `tid` on `cpus`: when they are all shielded, moves it (v1) or
+/// its process (v2) into the shield cgroup first; then sets its affinity.
+pub fn place_task(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()> {
+    if let Some(saved) = state::load()? {
+        if !cpus.is_empty() && cpus.is_subset(&saved.masks.procs) {
+            let dir = shield_dir(&saved.layout);
+            let id = if saved.layout.is_v2() {
+                tgid_of(kernel, tid)?
+            } else {
+                tid
+            };
+            let file = saved.layout.tasks_file(&dir);
+            kernel
+                .write(&file, &id.to_string())
+                .map_err(|e| cpushield_sys::with_path(e, &file))?;
+        }
+    }
+    kernel.set_affinity(tid, cpus)
+}
+
+fn tgid_of(kernel: &dyn Kernel, tid: i32) -> io::Result<i32> {
+    let status = kernel.read(std::path::Path::new(&format!("/proc/{tid}/status")))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| io::Error::other(format!("/proc/{tid}/status has no Tgid")))
+}

@@ -1,0 +1,695 @@
+//! The pure planner: from a snapshot, the saved original state and the wanted
+//! masks, the ordered list of changes that shield (or reset) the system.
+//! Nothing here touches the kernel.
+
+use crate::layout::CgroupLayout;
+use crate::masks::ShieldMasks;
+use crate::snapshot::{
+    is_ours, Scope, Snapshot, TaskInfo, DEFAULT_IRQ_AFFINITY, LTMR_SYSCTLS, SHIELD_CGROUP,
+    SYSTEM_CGROUP, WORKQUEUE_CPUMASK,
+};
+use crate::state::SavedState;
+use cpushield_cpuset::{shielded_affinity, CpuSet};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+/// How a failed write is treated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum WriteKind {
+    /// Failure aborts the operation.
+    Required,
+    /// An IRQ affinity: EIO means kernel-managed, reported, never fatal.
+    Irq {
+        /// IRQ number.
+        irq: u32,
+        /// Device name.
+        name: String,
+    },
+    /// Failure is reported with this explanation and the operation goes on.
+    BestEffort(String),
+}
+
+/// One change, applied in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum Step {
+    /// Create a cgroup directory (existing is fine).
+    Mkdir(PathBuf),
+    /// Write a value to a kernel file.
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The text written.
+        value: String,
+        /// What a failure means.
+        kind: WriteKind,
+    },
+    /// Move a thread (v1) or process (v2) into a cgroup by writing its ID to the tasks file.
+    Move {
+        /// Thread or process ID.
+        id: i32,
+        /// Command name, for messages.
+        comm: String,
+        /// The cgroup's tasks or cgroup.procs file.
+        to: PathBuf,
+    },
+    /// Set a thread's affinity.
+    Affinity {
+        /// Thread ID.
+        tid: i32,
+        /// Command name, for messages.
+        comm: String,
+        /// New affinity.
+        cpus: CpuSet,
+    },
+    /// Move every task still in a cgroup (including ones not visible) to another.
+    Drain {
+        /// The cgroup emptied.
+        from: PathBuf,
+        /// The tasks file they go to.
+        to: PathBuf,
+    },
+    /// Remove a cgroup directory (absent is fine).
+    Rmdir(PathBuf),
+}
+
+/// How much a note matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// For information.
+    Info,
+    /// Limits the guarantee.
+    Warn,
+}
+
+/// Something the user should know about the plan, with the remedy when there is one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Note {
+    /// How much it matters.
+    pub severity: Severity,
+    /// What it is.
+    pub text: String,
+    /// What to do about it.
+    pub remedy: Option<String>,
+}
+
+/// The ordered changes plus what the user should know.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Plan {
+    /// Changes, in order.
+    pub steps: Vec<Step>,
+    /// Cgroups this plan creates (recorded in the state before any change).
+    pub creates: Vec<PathBuf>,
+    /// Notes and warnings.
+    pub notes: Vec<Note>,
+}
+
+impl Plan {
+    fn write(&mut self, path: impl Into<PathBuf>, value: impl Into<String>, kind: WriteKind) {
+        self.steps.push(Step::Write {
+            path: path.into(),
+            value: value.into(),
+            kind,
+        });
+    }
+
+    fn note(&mut self, severity: Severity, text: String, remedy: Option<String>) {
+        self.notes.push(Note {
+            severity,
+            text,
+            remedy,
+        });
+    }
+}
+
+/// Paths of the two cgroups in a layout.
+pub fn shield_dir(layout: &CgroupLayout) -> PathBuf {
+    layout.root().join(SHIELD_CGROUP)
+}
+
+/// The housekeeping cgroup (v1 only).
+pub fn system_dir(layout: &CgroupLayout) -> PathBuf {
+    layout.root().join(SYSTEM_CGROUP)
+}
+
+/// What a task asked for and where it was, before the shield.
+struct Origin {
+    requested: CpuSet,
+    cgroup: String,
+    born: bool,
+}
+
+/// Finds each task's requested affinity and original cgroup: saved for tasks
+/// that existed before the first shield; for tasks born since, those of the
+/// nearest ancestor that existed (a new task inherits both from its parent).
+fn origins(snap: &Snapshot, saved: &SavedState) -> BTreeMap<i32, Origin> {
+    let ppid_of: BTreeMap<i32, i32> = snap.tasks.iter().map(|t| (t.tgid, t.ppid)).collect();
+    let saved_of = |t: &TaskInfo| {
+        saved
+            .tasks
+            .get(&t.tid)
+            .filter(|s| s.starttime == t.starttime)
+    };
+    let mut out = BTreeMap::new();
+    for task in &snap.tasks {
+        if let Some(s) = saved_of(task) {
+            out.insert(
+                task.tid,
+                Origin {
+                    requested: s.affinity.clone(),
+                    cgroup: s.cgroup.clone(),
+                    born: false,
+                },
+            );
+            continue;
+        }
+        // Walk up the process tree to a task the saved state knows.
+        let mut pid = task.ppid;
+        let mut ancestor = None;
+        for _ in 0..64 {
+            if let Some(s) = saved.tasks.get(&pid).filter(|s| s.tgid == pid) {
+                ancestor = Some(s);
+                break;
+            }
+            match ppid_of.get(&pid) {
+                Some(&pp) if pp > 0 && pp != pid => pid = pp,
+                _ => break,
+            }
+        }
+        let adopted = saved
+            .adopted
+            .get(&task.tid)
+            .filter(|a| a.starttime == task.starttime);
+        let requested = match (adopted, ancestor) {
+            (Some(a), _) => a.requested.clone(),
+            (None, Some(a)) if is_ours(&task.cgroup) => a.affinity.clone(),
+            (None, None) if is_ours(&task.cgroup) => saved.online.clone(),
+            _ => task.affinity.clone(),
+        };
+        let cgroup = match ancestor {
+            Some(a) if is_ours(&task.cgroup) => a.cgroup.clone(),
+            _ if is_ours(&task.cgroup) => "/".to_string(),
+            _ => task.cgroup.clone(),
+        };
+        out.insert(
+            task.tid,
+            Origin {
+                requested,
+                cgroup,
+                born: true,
+            },
+        );
+    }
+    out
+}
+
+/// Tasks born since the first shield that the saved state has not adopted yet,
+/// with the affinity they are taken to request (their ancestor's, or their own
+/// when they were not cut by the shield).
+pub fn born_tasks(snap: &Snapshot, saved: &SavedState) -> Vec<(i32, u64, CpuSet)> {
+    let origins = origins(snap, saved);
+    snap.tasks
+        .iter()
+        .filter(|t| {
+            origins[&t.tid].born
+                && saved.adopted.get(&t.tid).map(|a| a.starttime) != Some(t.starttime)
+        })
+        .map(|t| (t.tid, t.starttime, origins[&t.tid].requested.clone()))
+        .collect()
+}
+
+/// Plans the shield for `masks` (the complete new masks, not a delta), given
+/// the original state saved before the first shield.
+pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> Plan {
+    let mut plan = Plan::default();
+    let online = &snap.online;
+    let layout = &snap.layout;
+    let procs = masks.procs.intersection(online);
+    let housekeeping = online.difference(&procs);
+    let shield = shield_dir(layout);
+    let system = system_dir(layout);
+    let origins = origins(snap, saved);
+    let exists = |dir: &PathBuf| saved.created_cgroups.contains(dir);
+
+    // 1. Cgroups: create, then shrink before grow so exclusivity holds throughout.
+    if !procs.is_empty() {
+        match layout {
+            CgroupLayout::V1 { root } => {
+                for dir in [&system, &shield] {
+                    if !exists(dir) {
+                        plan.creates.push(dir.clone());
+                        plan.steps.push(Step::Mkdir(dir.clone()));
+                        plan.write(
+                            dir.join("cpuset.mems"),
+                            snap.root_mems.clone(),
+                            WriteKind::Required,
+                        );
+                    }
+                }
+                let kept = saved.masks.procs.intersection(&procs);
+                if exists(&shield) && !kept.is_empty() {
+                    plan.write(
+                        shield.join("cpuset.cpus"),
+                        kept.to_list(),
+                        WriteKind::Required,
+                    );
+                }
+                plan.write(
+                    system.join("cpuset.cpus"),
+                    housekeeping.to_list(),
+                    WriteKind::Required,
+                );
+                plan.write(
+                    shield.join("cpuset.cpus"),
+                    procs.to_list(),
+                    WriteKind::Required,
+                );
+                let overlapping: Vec<String> = snap
+                    .foreign_cgroups
+                    .iter()
+                    .filter(|(_, cpus)| cpus.intersects(&procs))
+                    .map(|(name, _)| name.clone())
+                    .collect();
+                if overlapping.is_empty() {
+                    plan.write(
+                        shield.join("cpuset.cpu_exclusive"),
+                        "1",
+                        WriteKind::BestEffort(
+                            "the shield cpuset could not be made exclusive".into(),
+                        ),
+                    );
+                } else {
+                    plan.note(
+                        Severity::Warn,
+                        format!(
+                            "cpusets not ours ({}) include shielded CPUs: cpushield does not change them, so the shield is not exclusive and their tasks are only moved by affinity",
+                            overlapping.join(", ")
+                        ),
+                        Some("remove the shielded CPUs from those cpusets with the tool that owns them (docker, kubelet, systemd)".into()),
+                    );
+                }
+                plan.write(
+                    shield.join("cpuset.sched_load_balance"),
+                    "0",
+                    WriteKind::Required,
+                );
+                if snap.scope == Scope::System {
+                    plan.write(
+                        root.join("cpuset.sched_load_balance"),
+                        "0",
+                        WriteKind::Required,
+                    );
+                } else {
+                    plan.note(
+                        Severity::Info,
+                        "scope is a private PID namespace: the root cpuset keeps load balancing on, so the scheduler may still look at the shielded CPUs when balancing tasks that are not ours".into(),
+                        Some("shield from the initial PID namespace (the whole system) for full isolation".into()),
+                    );
+                }
+            }
+            CgroupLayout::V2 { root } => {
+                let subtree = snap
+                    .files
+                    .get(&root.join("cgroup.subtree_control"))
+                    .cloned()
+                    .unwrap_or_default();
+                if !subtree.split_whitespace().any(|c| c == "cpuset") {
+                    plan.write(
+                        root.join("cgroup.subtree_control"),
+                        "+cpuset",
+                        WriteKind::Required,
+                    );
+                }
+                if !exists(&shield) {
+                    plan.creates.push(shield.clone());
+                    plan.steps.push(Step::Mkdir(shield.clone()));
+                }
+                plan.write(
+                    shield.join("cpuset.cpus"),
+                    procs.to_list(),
+                    WriteKind::Required,
+                );
+                plan.write(
+                    shield.join("cpuset.cpus.partition"),
+                    "isolated",
+                    WriteKind::Required,
+                );
+            }
+        }
+    }
+
+    // 2. Tasks: the seed's rule on each, enforced by the cgroup they are placed in.
+    let mut moved_processes = BTreeSet::new();
+    let only_shielded_process: BTreeMap<i32, bool> = {
+        let mut m: BTreeMap<i32, bool> = BTreeMap::new();
+        for t in &snap.tasks {
+            let o = &origins[&t.tid];
+            let eff = shielded_affinity(&o.requested, online, &procs);
+            let inside = !procs.is_empty() && eff.is_subset(&procs);
+            let e = m.entry(t.tgid).or_insert(true);
+            *e = *e && inside;
+        }
+        m
+    };
+    let mut per_cpu_threads: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for task in &snap.tasks {
+        let origin = &origins[&task.tid];
+        if task.pinned_by_kernel {
+            for cpu in task.affinity.intersection(&procs).iter() {
+                per_cpu_threads
+                    .entry(cpu)
+                    .or_default()
+                    .push(task.comm.clone());
+            }
+            continue;
+        }
+        let eff = shielded_affinity(&origin.requested, online, &procs);
+        let managed = origin.cgroup == "/" || is_ours(&origin.cgroup) || layout.is_v2();
+        if !managed {
+            if eff != task.affinity {
+                plan.steps.push(Step::Affinity {
+                    tid: task.tid,
+                    comm: task.comm.clone(),
+                    cpus: eff,
+                });
+            }
+            continue;
+        }
+        let dest = match layout {
+            CgroupLayout::V1 { .. } if procs.is_empty() => layout.dir_of(&origin.cgroup),
+            CgroupLayout::V1 { .. } if eff.is_subset(&procs) => shield.clone(),
+            CgroupLayout::V1 { .. } => system.clone(),
+            CgroupLayout::V2 { .. } if only_shielded_process[&task.tgid] => shield.clone(),
+            CgroupLayout::V2 { .. } => layout.dir_of(&origin.cgroup),
+        };
+        let here = layout.dir_of(&task.cgroup);
+        let mut moved = false;
+        if dest != here && !(layout.is_v2() && task.kthread) {
+            let id = if layout.is_v2() { task.tgid } else { task.tid };
+            if !layout.is_v2() || moved_processes.insert(task.tgid) {
+                plan.steps.push(Step::Move {
+                    id,
+                    comm: task.comm.clone(),
+                    to: layout.tasks_file(&dest),
+                });
+            }
+            moved = true;
+        }
+        if moved || eff != task.affinity {
+            plan.steps.push(Step::Affinity {
+                tid: task.tid,
+                comm: task.comm.clone(),
+                cpus: eff.clone(),
+            });
+        }
+        if layout.is_v2()
+            && eff.is_subset(&procs)
+            && !procs.is_empty()
+            && !only_shielded_process[&task.tgid]
+        {
+            plan.note(
+                Severity::Warn,
+                format!(
+                    "thread {} ({}) asks only for shielded CPUs {} but other threads of process {} do not; cgroup v2 keeps a process in one cgroup, so it runs on housekeeping CPUs",
+                    task.tid, task.comm, origin.requested, task.tgid
+                ),
+                Some(format!("place the whole process with `cpushield run --cpus {} --pid {}`", procs, task.tgid)),
+            );
+        }
+    }
+    for (cpu, names) in &per_cpu_threads {
+        let mut shown: Vec<&str> = names.iter().map(String::as_str).collect();
+        shown.dedup();
+        let more = if shown.len() > 6 {
+            format!(", … {} in all", shown.len())
+        } else {
+            String::new()
+        };
+        shown.truncate(6);
+        plan.note(
+            Severity::Info,
+            format!(
+                "CPU {cpu}: {} per-CPU kernel threads stay bound there by the kernel ({}{more}); they run only when work is queued for this CPU",
+                names.len(),
+                shown.join(", ")
+            ),
+            Some(format!("boot with nohz_full={cpu} rcu_nocbs={cpu} to offload RCU callbacks and most timer work")),
+        );
+    }
+
+    // 3. Tear down cgroups no longer needed (procs mask now empty).
+    if procs.is_empty() {
+        teardown_cgroups(&mut plan, saved, layout);
+    }
+
+    // 4. IRQs and the default for new IRQs.
+    let irqs = masks.irqs.intersection(online);
+    for irq in &snap.irqs {
+        let original = saved
+            .irqs
+            .get(&irq.irq)
+            .and_then(|t| CpuSet::parse_mask(t).ok())
+            .unwrap_or_else(|| irq.affinity.clone());
+        let want = shielded_affinity(&original, online, &irqs);
+        if irqs.is_empty() {
+            if let Some(text) = saved.irqs.get(&irq.irq) {
+                if *text != irq.mask_text {
+                    plan.write(
+                        irq_path(irq.irq),
+                        text.clone(),
+                        WriteKind::Irq {
+                            irq: irq.irq,
+                            name: irq.name.clone(),
+                        },
+                    );
+                }
+            }
+        } else if want.intersection(online) != irq.affinity.intersection(online) {
+            plan.write(
+                irq_path(irq.irq),
+                want.to_mask_padded(snap.possible),
+                WriteKind::Irq {
+                    irq: irq.irq,
+                    name: irq.name.clone(),
+                },
+            );
+        }
+    }
+    plan_mask_file(
+        &mut plan,
+        snap,
+        saved,
+        DEFAULT_IRQ_AFFINITY,
+        &irqs,
+        MaskFormat::Hex,
+    );
+
+    // 5. Unbound workqueues follow the process shield.
+    plan_mask_file(
+        &mut plan,
+        snap,
+        saved,
+        WORKQUEUE_CPUMASK,
+        &procs,
+        MaskFormat::Hex,
+    );
+
+    // 6. Local timer: what runtime allows.
+    let ltmr = masks.ltmr.intersection(online);
+    plan_mask_file(
+        &mut plan,
+        snap,
+        saved,
+        LTMR_SYSCTLS[0],
+        &ltmr,
+        MaskFormat::List,
+    );
+    for (path, shielded_value) in [
+        (LTMR_SYSCTLS[1], "1".to_string()),
+        (LTMR_SYSCTLS[2], stat_interval(snap, saved)),
+    ] {
+        let path = PathBuf::from(path);
+        let (Some(original), Some(current)) = (saved.files.get(&path), snap.files.get(&path))
+        else {
+            continue;
+        };
+        let want = if ltmr.is_empty() {
+            original.clone()
+        } else {
+            shielded_value
+        };
+        if want != *current {
+            plan.write(
+                path,
+                want,
+                WriteKind::BestEffort("a local-timer setting could not be changed".into()),
+            );
+        }
+    }
+
+    // 7. What the shield cannot do at runtime, and SMT siblings.
+    for cpu in masks.any().intersection(online).iter() {
+        if let Some(sibs) = snap.siblings.get(&cpu) {
+            let unshielded = sibs.difference(&masks.procs);
+            if !unshielded.is_empty() && masks.procs.contains(cpu) {
+                plan.note(
+                    Severity::Warn,
+                    format!("CPU {cpu} shares a core with unshielded CPU(s) {unshielded}: hyperthread siblings disturb each other (seed 000 measured it)"),
+                    Some("add --whole-cores to shield the siblings too".into()),
+                );
+            }
+        }
+    }
+    plan
+}
+
+fn stat_interval(snap: &Snapshot, saved: &SavedState) -> String {
+    let path = PathBuf::from(LTMR_SYSCTLS[2]);
+    let original: u64 = saved
+        .files
+        .get(&path)
+        .or(snap.files.get(&path))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(1);
+    original.max(10).to_string()
+}
+
+#[derive(Clone, Copy)]
+enum MaskFormat {
+    Hex,
+    List,
+}
+
+/// Applies the seed's rule to a CPU-mask file: shielded CPUs removed from the
+/// original mask, or the original text back when nothing is shielded.
+fn plan_mask_file(
+    plan: &mut Plan,
+    snap: &Snapshot,
+    saved: &SavedState,
+    path: &str,
+    shielded: &CpuSet,
+    format: MaskFormat,
+) {
+    let path = PathBuf::from(path);
+    let (Some(original), Some(current)) = (saved.files.get(&path), snap.files.get(&path)) else {
+        return;
+    };
+    let parse = |t: &str| match format {
+        MaskFormat::Hex => CpuSet::parse_mask(t),
+        MaskFormat::List => CpuSet::parse_list(t),
+    };
+    let (Ok(orig), Ok(cur)) = (parse(original), parse(current)) else {
+        return;
+    };
+    if shielded.is_empty() {
+        if original != current {
+            plan.write(path, original.clone(), WriteKind::Required);
+        }
+        return;
+    }
+    let want = shielded_affinity(&orig, &snap.online, shielded);
+    if want.intersection(&snap.online) != cur.intersection(&snap.online) {
+        let value = match format {
+            MaskFormat::Hex => want.to_mask_padded(snap.possible),
+            MaskFormat::List => want.to_list(),
+        };
+        plan.write(path, value, WriteKind::Required);
+    }
+}
+
+fn irq_path(irq: u32) -> PathBuf {
+    PathBuf::from(format!("/proc/irq/{irq}/smp_affinity"))
+}
+
+/// Steps that empty and remove cpushield's cgroups (tasks go to the root).
+fn teardown_cgroups(plan: &mut Plan, saved: &SavedState, layout: &CgroupLayout) {
+    if saved.created_cgroups.is_empty() {
+        return;
+    }
+    let root_tasks = layout.tasks_file(layout.root());
+    for dir in saved.created_cgroups.iter().rev() {
+        if layout.is_v2() {
+            plan.write(
+                dir.join("cpuset.cpus.partition"),
+                "member",
+                WriteKind::BestEffort(
+                    "the shield partition could not be turned back into a member".into(),
+                ),
+            );
+        }
+        plan.steps.push(Step::Drain {
+            from: dir.clone(),
+            to: root_tasks.clone(),
+        });
+        plan.steps.push(Step::Rmdir(dir.clone()));
+    }
+}
+
+/// Plans the exact undo: every task back in its original cgroup with its
+/// original affinity (tasks born meanwhile where a new task would have gone),
+/// cgroups removed, every IRQ and file back to its original text.
+pub fn plan_reset(snap: &Snapshot, saved: &SavedState) -> Plan {
+    let mut plan = Plan::default();
+    let layout = &saved.layout;
+    let origins = origins(snap, saved);
+    let mut moved_processes = BTreeSet::new();
+    for task in &snap.tasks {
+        if task.pinned_by_kernel {
+            continue;
+        }
+        let origin = &origins[&task.tid];
+        let in_ours = is_ours(&task.cgroup);
+        if in_ours && !(layout.is_v2() && task.kthread) {
+            let id = if layout.is_v2() { task.tgid } else { task.tid };
+            if !layout.is_v2() || moved_processes.insert(task.tgid) {
+                plan.steps.push(Step::Move {
+                    id,
+                    comm: task.comm.clone(),
+                    to: layout.tasks_file(&layout.dir_of(&origin.cgroup)),
+                });
+            }
+        }
+        // A task born meanwhile outside our cgroups keeps what it chose.
+        let restore = !origin.born || in_ours;
+        if restore && (in_ours || origin.requested != task.affinity) {
+            plan.steps.push(Step::Affinity {
+                tid: task.tid,
+                comm: task.comm.clone(),
+                cpus: origin.requested.clone(),
+            });
+        }
+    }
+    teardown_cgroups(&mut plan, saved, layout);
+    for irq in &snap.irqs {
+        if let Some(text) = saved.irqs.get(&irq.irq) {
+            if *text != irq.mask_text {
+                plan.write(
+                    irq_path(irq.irq),
+                    text.clone(),
+                    WriteKind::Irq {
+                        irq: irq.irq,
+                        name: irq.name.clone(),
+                    },
+                );
+            }
+        }
+    }
+    for (path, original) in &saved.files {
+        let Some(current) = snap.files.get(path) else {
+            continue;
+        };
+        if original == current {
+            continue;
+        }
+        if path.ends_with("cgroup.subtree_control") {
+            let had = |t: &str| t.split_whitespace().any(|c| c == "cpuset");
+            if had(current) && !had(original) {
+                plan.write(path.clone(), "-cpuset", WriteKind::Required);
+            }
+            continue;
+        }
+        plan.write(path.clone(), original.clone(), WriteKind::Required);
+    }
+    plan
+}

@@ -1,0 +1,318 @@
+//! A read-only picture of everything shielding looks at: tasks, IRQs, and the
+//! files it may change. The planner works on this, never on the kernel.
+
+use crate::layout::{cgroup_of, CgroupLayout};
+use cpushield_cpuset::CpuSet;
+use cpushield_sys::{read_cpu_list, read_trimmed, Kernel};
+use procfs_core::FromRead;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// PF_KTHREAD in /proc/PID/stat flags.
+const PF_KTHREAD: u32 = 0x0020_0000;
+/// PF_NO_SETAFFINITY: the kernel refuses affinity changes (per-CPU kthreads).
+const PF_NO_SETAFFINITY: u32 = 0x0400_0000;
+
+/// Path of the unbound workqueue cpumask.
+pub const WORKQUEUE_CPUMASK: &str = "/sys/devices/virtual/workqueue/cpumask";
+/// Path of the default affinity of new IRQs.
+pub const DEFAULT_IRQ_AFFINITY: &str = "/proc/irq/default_smp_affinity";
+/// Sysctls the local-timer shield may change.
+pub const LTMR_SYSCTLS: [&str; 3] = [
+    "/proc/sys/kernel/watchdog_cpumask",
+    "/proc/sys/kernel/timer_migration",
+    "/proc/sys/vm/stat_interval",
+];
+
+/// Whether the tool sees the whole machine or only a private PID namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// All tasks of the machine are visible (kernel threads included).
+    System,
+    /// Only the tasks of a private PID namespace are visible: they are "the system".
+    Namespace,
+}
+
+/// One thread as seen at snapshot time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskInfo {
+    /// Thread ID.
+    pub tid: i32,
+    /// Process (thread group) ID.
+    pub tgid: i32,
+    /// Parent process ID.
+    pub ppid: i32,
+    /// Command name.
+    pub comm: String,
+    /// Start time in clock ticks since boot: with `tid` it names a task uniquely
+    /// even if the PID is reused.
+    pub starttime: u64,
+    /// A kernel thread.
+    pub kthread: bool,
+    /// The kernel forbids changing its affinity (per-CPU kernel thread).
+    pub pinned_by_kernel: bool,
+    /// Current CPU affinity.
+    pub affinity: CpuSet,
+    /// Its cgroup in the cpuset hierarchy (`/` for the root).
+    pub cgroup: String,
+}
+
+/// One IRQ as seen at snapshot time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IrqInfo {
+    /// IRQ number.
+    pub irq: u32,
+    /// Exact text of /proc/irq/N/smp_affinity (for byte-identical restore).
+    pub mask_text: String,
+    /// The same, parsed.
+    pub affinity: CpuSet,
+    /// Device name(s) from /proc/interrupts, when known.
+    pub name: String,
+}
+
+/// Everything shielding reads.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Online CPUs.
+    pub online: CpuSet,
+    /// Possible CPUs (IRQ masks are padded to this many bits).
+    pub possible: usize,
+    /// Where cpusets live.
+    pub layout: CgroupLayout,
+    /// What the tool can see.
+    pub scope: Scope,
+    /// All visible threads.
+    pub tasks: Vec<TaskInfo>,
+    /// All IRQs with an affinity file.
+    pub irqs: Vec<IrqInfo>,
+    /// Current text of each file shielding may write (absent files omitted).
+    pub files: BTreeMap<PathBuf, String>,
+    /// CPUs of the hierarchy root (what a cgroup can hold).
+    pub root_cpus: CpuSet,
+    /// Memory nodes of the hierarchy root (v1 needs them set on new cpusets).
+    pub root_mems: String,
+    /// Child cgroups of the hierarchy root that are not ours, with their CPUs.
+    pub foreign_cgroups: Vec<(String, CpuSet)>,
+    /// SMT sibling sets of each online CPU.
+    pub siblings: BTreeMap<usize, CpuSet>,
+}
+
+/// Names of the cgroups cpushield creates, relative to the hierarchy root.
+pub const SHIELD_CGROUP: &str = "cpushield-shield";
+/// The housekeeping cgroup (v1 only; v2 partitions need none).
+pub const SYSTEM_CGROUP: &str = "cpushield-system";
+
+/// Whether a cgroup path (as in /proc/PID/cgroup) is one of ours.
+pub fn is_ours(cgroup: &str) -> bool {
+    let top = cgroup
+        .trim_start_matches('/')
+        .split('/')
+        .next()
+        .unwrap_or("");
+    top == SHIELD_CGROUP || top == SYSTEM_CGROUP
+}
+
+/// Reads one thread; `None` if it vanished meanwhile.
+pub fn read_task(
+    kernel: &dyn Kernel,
+    layout: &CgroupLayout,
+    pid: i32,
+    tid: i32,
+) -> Option<TaskInfo> {
+    let base = PathBuf::from(format!("/proc/{pid}/task/{tid}"));
+    let stat_text = kernel.read(&base.join("stat")).ok()?;
+    let stat = procfs_core::process::Stat::from_read(stat_text.as_bytes()).ok()?;
+    let cgroup_text = kernel.read(&base.join("cgroup")).ok()?;
+    let affinity = kernel.get_affinity(tid).ok()?;
+    Some(TaskInfo {
+        tid,
+        tgid: pid,
+        ppid: stat.ppid,
+        comm: stat.comm,
+        starttime: stat.starttime,
+        kthread: stat.flags & PF_KTHREAD != 0,
+        pinned_by_kernel: stat.flags & PF_NO_SETAFFINITY != 0,
+        affinity,
+        cgroup: cgroup_of(layout, &cgroup_text).unwrap_or_else(|| "/".into()),
+    })
+}
+
+/// Reads every visible thread.
+pub fn read_tasks(kernel: &dyn Kernel, layout: &CgroupLayout) -> Vec<TaskInfo> {
+    let mut tasks = Vec::new();
+    let Ok(entries) = kernel.read_dir(Path::new("/proc")) else {
+        return tasks;
+    };
+    let mut pids: Vec<i32> = entries.iter().filter_map(|e| e.parse().ok()).collect();
+    pids.sort_unstable();
+    for pid in pids {
+        let Ok(tids) = kernel.read_dir(Path::new(&format!("/proc/{pid}/task"))) else {
+            continue;
+        };
+        for tid in tids.iter().filter_map(|t| t.parse::<i32>().ok()) {
+            if let Some(task) = read_task(kernel, layout, pid, tid) {
+                tasks.push(task);
+            }
+        }
+    }
+    tasks
+}
+
+/// Reads every IRQ that has an affinity file, with names from /proc/interrupts.
+pub fn read_irqs(kernel: &dyn Kernel) -> Vec<IrqInfo> {
+    let names = irq_names(
+        &kernel
+            .read(Path::new("/proc/interrupts"))
+            .unwrap_or_default(),
+    );
+    let mut irqs = Vec::new();
+    let Ok(entries) = kernel.read_dir(Path::new("/proc/irq")) else {
+        return irqs;
+    };
+    let mut numbers: Vec<u32> = entries.iter().filter_map(|e| e.parse().ok()).collect();
+    numbers.sort_unstable();
+    for irq in numbers {
+        let path = PathBuf::from(format!("/proc/irq/{irq}/smp_affinity"));
+        let Ok(text) = read_trimmed(kernel, &path) else {
+            continue;
+        };
+        let Ok(affinity) = CpuSet::parse_mask(&text) else {
+            continue;
+        };
+        irqs.push(IrqInfo {
+            irq,
+            mask_text: text,
+            affinity,
+            name: names.get(&irq).cloned().unwrap_or_default(),
+        });
+    }
+    irqs
+}
+
+/// IRQ number → device names, from the text of /proc/interrupts.
+pub fn irq_names(interrupts: &str) -> BTreeMap<u32, String> {
+    let mut lines = interrupts.lines();
+    let ncpus = lines
+        .next()
+        .map(|h| h.split_whitespace().count())
+        .unwrap_or(0);
+    let mut names = BTreeMap::new();
+    for line in lines {
+        let Some((label, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let Ok(irq) = label.trim().parse::<u32>() else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // After the per-CPU counts: chip, hwirq/type, then device names.
+        let tail = fields.get(ncpus..).unwrap_or(&[]);
+        let name = tail.iter().skip(2).copied().collect::<Vec<_>>().join(" ");
+        names.insert(irq, name);
+    }
+    names
+}
+
+/// Detects the scope: kthreadd (PID 2) is visible only from the initial PID namespace.
+pub fn detect_scope(kernel: &dyn Kernel) -> Scope {
+    match kernel.read(Path::new("/proc/2/comm")) {
+        Ok(comm) if comm.trim() == "kthreadd" => Scope::System,
+        _ => Scope::Namespace,
+    }
+}
+
+/// SMT siblings of each online CPU.
+pub fn read_siblings(kernel: &dyn Kernel, online: &CpuSet) -> BTreeMap<usize, CpuSet> {
+    online
+        .iter()
+        .map(|cpu| {
+            let path = PathBuf::from(format!(
+                "/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"
+            ));
+            let set = read_cpu_list(kernel, &path).unwrap_or_else(|_| CpuSet::from_cpus([cpu]));
+            (cpu, set)
+        })
+        .collect()
+}
+
+/// Files shielding may write, for the given layout.
+pub fn candidate_files(layout: &CgroupLayout) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = vec![DEFAULT_IRQ_AFFINITY.into(), WORKQUEUE_CPUMASK.into()];
+    files.extend(LTMR_SYSCTLS.iter().map(PathBuf::from));
+    match layout {
+        CgroupLayout::V1 { root } => files.push(root.join("cpuset.sched_load_balance")),
+        CgroupLayout::V2 { root } => files.push(root.join("cgroup.subtree_control")),
+    }
+    files
+}
+
+/// Takes a snapshot of the system.
+pub fn take(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Snapshot> {
+    let online = cpushield_sys::online_cpus(kernel)?;
+    let possible = cpushield_sys::possible_cpus(kernel)
+        .map(|p| p.last().map(|c| c + 1).unwrap_or(1))
+        .unwrap_or_else(|_| online.last().map(|c| c + 1).unwrap_or(1));
+    let root = layout.root();
+    let cpus_file = if layout.is_v2() {
+        "cpuset.cpus.effective"
+    } else {
+        "cpuset.cpus"
+    };
+    let root_cpus = read_cpu_list(kernel, &root.join(cpus_file)).unwrap_or_else(|_| online.clone());
+    let mems_file = if layout.is_v2() {
+        "cpuset.mems.effective"
+    } else {
+        "cpuset.mems"
+    };
+    let root_mems = read_trimmed(kernel, &root.join(mems_file)).unwrap_or_else(|_| "0".into());
+    let mut foreign_cgroups = Vec::new();
+    for name in kernel.read_dir(root).unwrap_or_default() {
+        let dir = root.join(&name);
+        if is_ours(&name) || !kernel.exists(&dir.join("cgroup.procs")) {
+            continue;
+        }
+        let cpus = read_cpu_list(kernel, &dir.join("cpuset.cpus")).unwrap_or_default();
+        foreign_cgroups.push((format!("/{name}"), cpus));
+    }
+    let files = candidate_files(layout)
+        .into_iter()
+        .filter_map(|p| read_trimmed(kernel, &p).ok().map(|t| (p, t)))
+        .collect();
+    Ok(Snapshot {
+        siblings: read_siblings(kernel, &online),
+        online,
+        possible,
+        layout: layout.clone(),
+        scope: detect_scope(kernel),
+        tasks: read_tasks(kernel, layout),
+        irqs: read_irqs(kernel),
+        files,
+        root_cpus,
+        root_mems,
+        foreign_cgroups,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn irq_names_come_after_the_per_cpu_counts() {
+        let text = "           CPU0       CPU1\n  4:         10          0   IO-APIC   4-edge      ttyS0\n 36:          1          2   PCI-MSIX-0000:00:01.0  0-edge  virtio0-req.0\nLOC:        100        200   Local timer interrupts\n";
+        let names = irq_names(text);
+        assert_eq!(names[&4], "ttyS0");
+        assert_eq!(names[&36], "virtio0-req.0");
+        assert_eq!(names.len(), 2);
+    }
+
+    #[test]
+    fn our_cgroups_are_recognised_by_their_top_directory() {
+        assert!(is_ours("/cpushield-shield"));
+        assert!(is_ours("/cpushield-system/x"));
+        assert!(!is_ours("/"));
+        assert!(!is_ours("/system.slice"));
+    }
+}

@@ -1,0 +1,214 @@
+//! What `show` prints: the shields in force and what can still run on each CPU.
+
+use crate::bootparams::cmdline_cpus;
+use crate::layout::{self, CgroupLayout};
+use crate::masks::ShieldMasks;
+use crate::plan::shield_dir;
+use crate::snapshot::{self, Scope, Snapshot};
+use crate::state;
+use cpushield_cpuset::CpuSet;
+use cpushield_sys::{read_cpu_list, read_trimmed, Kernel};
+use serde::Serialize;
+use std::path::Path;
+
+/// A task that may still run on a shielded CPU.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskOnCpu {
+    /// Thread ID.
+    pub tid: i32,
+    /// Command name.
+    pub comm: String,
+    /// A kernel thread.
+    pub kthread: bool,
+    /// Bound there by the kernel (cannot be moved).
+    pub pinned_by_kernel: bool,
+    /// Its affinity.
+    pub affinity: CpuSet,
+}
+
+/// An IRQ that may still arrive on a CPU.
+#[derive(Debug, Clone, Serialize)]
+pub struct IrqOnCpu {
+    /// IRQ number.
+    pub irq: u32,
+    /// Device name.
+    pub name: String,
+    /// Its affinity.
+    pub affinity: CpuSet,
+}
+
+/// One CPU's view.
+#[derive(Debug, Clone, Serialize)]
+pub struct CpuStatus {
+    /// CPU number.
+    pub cpu: usize,
+    /// Shielded from processes.
+    pub procs: bool,
+    /// Shielded from interrupts.
+    pub irqs: bool,
+    /// Shielded from the local timer (runtime part).
+    pub ltmr: bool,
+    /// Covered by nohz_full (tick stopped when one task runs).
+    pub nohz_full: bool,
+    /// Covered by rcu_nocbs.
+    pub rcu_nocbs: bool,
+    /// In the kernel's isolated set (isolcpus).
+    pub isolated: bool,
+    /// How many visible threads may run here.
+    pub task_count: usize,
+    /// Those threads, listed for shielded CPUs only.
+    pub tasks: Vec<TaskOnCpu>,
+    /// IRQs whose affinity includes this CPU, listed for shielded CPUs only.
+    pub irqs_here: Vec<IrqOnCpu>,
+}
+
+/// The whole picture.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    /// CPUs shielded from processes (list format, "" when none).
+    pub procs: String,
+    /// CPUs shielded from interrupts.
+    pub irqs: String,
+    /// CPUs shielded from the local timer.
+    pub ltmr: String,
+    /// Online CPUs.
+    pub online: String,
+    /// Enforcement mechanism (or "none").
+    pub mechanism: String,
+    /// Whether the kernel enforcement is in place as intended, with details.
+    pub enforcement: String,
+    /// Scope of the visible tasks.
+    pub scope: Scope,
+    /// Where the original state is saved.
+    pub state_file: Option<String>,
+    /// Per-CPU details.
+    pub cpus: Vec<CpuStatus>,
+}
+
+/// Reads the status. Read-only.
+pub fn status(kernel: &dyn Kernel) -> std::io::Result<Status> {
+    let saved = state::load()?;
+    let masks = saved.as_ref().map(|s| s.masks.clone()).unwrap_or_default();
+    let layout = saved
+        .as_ref()
+        .map(|s| s.layout.clone())
+        .or_else(|| layout::detect(kernel));
+    let online = cpushield_sys::online_cpus(kernel)?;
+    let snap = match &layout {
+        Some(l) => Some(snapshot::take(kernel, l)?),
+        None => None,
+    };
+    let cmdline = kernel.read(Path::new("/proc/cmdline")).unwrap_or_default();
+    let nohz = read_cpu_list(kernel, Path::new("/sys/devices/system/cpu/nohz_full"))
+        .ok()
+        .or_else(|| cmdline_cpus(&cmdline, "nohz_full"))
+        .unwrap_or_default();
+    let nocbs = cmdline_cpus(&cmdline, "rcu_nocbs").unwrap_or_default();
+    let isolated =
+        read_cpu_list(kernel, Path::new("/sys/devices/system/cpu/isolated")).unwrap_or_default();
+    let cpus = online
+        .iter()
+        .map(|cpu| cpu_status(cpu, &masks, snap.as_ref(), &nohz, &nocbs, &isolated))
+        .collect();
+    Ok(Status {
+        procs: masks.procs.to_list(),
+        irqs: masks.irqs.to_list(),
+        ltmr: masks.ltmr.to_list(),
+        online: online.to_list(),
+        mechanism: layout
+            .as_ref()
+            .map(|l| l.mechanism().to_string())
+            .unwrap_or_else(|| "none (no cpuset controller)".into()),
+        enforcement: enforcement(kernel, layout.as_ref(), &masks),
+        scope: snapshot::detect_scope(kernel),
+        state_file: saved.map(|_| state::state_path().display().to_string()),
+        cpus,
+    })
+}
+
+fn cpu_status(
+    cpu: usize,
+    masks: &ShieldMasks,
+    snap: Option<&Snapshot>,
+    nohz: &CpuSet,
+    nocbs: &CpuSet,
+    isolated: &CpuSet,
+) -> CpuStatus {
+    let shielded = masks.any().contains(cpu);
+    let mut tasks = Vec::new();
+    let mut task_count = 0;
+    let mut irqs_here = Vec::new();
+    if let Some(snap) = snap {
+        for t in snap.tasks.iter().filter(|t| t.affinity.contains(cpu)) {
+            task_count += 1;
+            if shielded {
+                tasks.push(TaskOnCpu {
+                    tid: t.tid,
+                    comm: t.comm.clone(),
+                    kthread: t.kthread,
+                    pinned_by_kernel: t.pinned_by_kernel,
+                    affinity: t.affinity.clone(),
+                });
+            }
+        }
+        if shielded {
+            irqs_here = snap
+                .irqs
+                .iter()
+                .filter(|i| i.affinity.contains(cpu))
+                .map(|i| IrqOnCpu {
+                    irq: i.irq,
+                    name: i.name.clone(),
+                    affinity: i.affinity.clone(),
+                })
+                .collect();
+        }
+    }
+    CpuStatus {
+        cpu,
+        procs: masks.procs.contains(cpu),
+        irqs: masks.irqs.contains(cpu),
+        ltmr: masks.ltmr.contains(cpu),
+        nohz_full: nohz.contains(cpu),
+        rcu_nocbs: nocbs.contains(cpu),
+        isolated: isolated.contains(cpu),
+        task_count,
+        tasks,
+        irqs_here,
+    }
+}
+
+fn enforcement(kernel: &dyn Kernel, layout: Option<&CgroupLayout>, masks: &ShieldMasks) -> String {
+    let Some(layout) = layout else {
+        return "none: no cpuset controller".into();
+    };
+    if masks.procs.is_empty() {
+        return "no process shield".into();
+    }
+    let dir = shield_dir(layout);
+    if !kernel.exists(&dir) {
+        return format!(
+            "MISSING: {} does not exist; run `cpushield reset` and shield again",
+            dir.display()
+        );
+    }
+    match layout {
+        CgroupLayout::V2 { .. } => {
+            let part = read_trimmed(kernel, &dir.join("cpuset.cpus.partition")).unwrap_or_default();
+            if part == "isolated" {
+                format!("{}: partition isolated", dir.display())
+            } else {
+                format!("DEGRADED: {} partition is '{part}'", dir.display())
+            }
+        }
+        CgroupLayout::V1 { .. } => {
+            let excl = read_trimmed(kernel, &dir.join("cpuset.cpu_exclusive")).unwrap_or_default();
+            let lb =
+                read_trimmed(kernel, &dir.join("cpuset.sched_load_balance")).unwrap_or_default();
+            format!(
+                "{}: cpu_exclusive={excl} sched_load_balance={lb}",
+                dir.display()
+            )
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! The shield planner and executor end to end over a fake cgroup-v1 machine:
+//! the seed's rule on every task and IRQ, enforcement cgroups, exact undo.
+
+use cpushield_cpuset::CpuSet;
+use cpushield_shield::plan::{plan_reset, plan_shield, Step};
+use cpushield_shield::snapshot;
+use cpushield_shield::state::SavedState;
+use cpushield_shield::{apply::apply, layout, ShieldMasks};
+use cpushield_sys::FakeKernel;
+use std::path::Path;
+
+const ROOT: &str = "/sys/fs/cgroup/cpuset";
+
+fn cpus(s: &str) -> CpuSet {
+    CpuSet::parse_list(s).unwrap()
+}
+
+/// A 4-CPU machine with v1 cpusets, `tasks` (tid, affinity) all in the root
+/// cpuset (tgid = tid, parent 1), and IRQs 10..14 (14 kernel-managed).
+fn machine(tasks: &[(i32, &str)]) -> FakeKernel {
+    let k = FakeKernel::new();
+    k.set_file(
+        "/proc/self/mountinfo",
+        format!("26 25 0:23 / {ROOT} rw - cgroup cgroup rw,cpuset\n"),
+    );
+    k.set_file("/sys/devices/system/cpu/online", "0-3\n");
+    k.set_file("/sys/devices/system/cpu/possible", "0-3\n");
+    for (file, value) in [
+        ("tasks", ""),
+        ("cgroup.procs", ""),
+        ("cpuset.cpus", "0-3\n"),
+        ("cpuset.mems", "0\n"),
+        ("cpuset.cpu_exclusive", "1\n"),
+        ("cpuset.sched_load_balance", "1\n"),
+    ] {
+        k.set_file(format!("{ROOT}/{file}"), value);
+    }
+    k.set_file("/proc/2/comm", "kthreadd\n");
+    let mut all_tasks = String::new();
+    for &(tid, aff) in tasks {
+        let base = format!("/proc/{tid}/task/{tid}");
+        k.set_file(
+            format!("{base}/stat"),
+            format!("{tid} (task{tid}) S 1 {tid} {tid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 {} 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n", 1000 + tid),
+        );
+        k.set_file(format!("{base}/cgroup"), "3:cpuset:/\n");
+        k.set_thread_affinity(tid, cpus(aff));
+        all_tasks.push_str(&format!("{tid}\n"));
+    }
+    k.set_file(format!("{ROOT}/tasks"), all_tasks);
+    for irq in 10..15 {
+        k.set_file(format!("/proc/irq/{irq}/smp_affinity"), "f\n");
+    }
+    k.refuse_writes("/proc/irq/14/smp_affinity");
+    k.set_file("/proc/irq/default_smp_affinity", "f\n");
+    k.set_file("/sys/devices/virtual/workqueue/cpumask", "f\n");
+    k.set_file("/proc/sys/kernel/watchdog_cpumask", "0-3\n");
+    k.set_file("/proc/sys/kernel/timer_migration", "1\n");
+    k.set_file("/proc/sys/vm/stat_interval", "1\n");
+    k.set_file("/proc/interrupts", "CPU0 CPU1 CPU2 CPU3\n");
+    k
+}
+
+fn shield_and_save(k: &FakeKernel, masks: &ShieldMasks) -> SavedState {
+    let layout = layout::detect(k).unwrap();
+    let snap = snapshot::take(k, &layout).unwrap();
+    let mut saved = SavedState::from_snapshot(&snap, ShieldMasks::default());
+    let plan = plan_shield(&snap, &saved, masks);
+    saved.created_cgroups = plan.creates.clone();
+    saved.masks = masks.clone();
+    apply(k, &plan).unwrap();
+    saved
+}
+
+#[test]
+fn shielding_applies_the_seed_rule_to_every_task() {
+    let k = machine(&[
+        (100, "0-3"),
+        (101, "3"),
+        (102, "2-3"),
+        (103, "1"),
+        (104, "0,3"),
+    ]);
+    shield_and_save(&k, &ShieldMasks::all(&cpus("3")));
+    let aff = k.affinities();
+    assert_eq!(aff[&100], cpus("0-2"));
+    assert_eq!(
+        aff[&101],
+        cpus("3"),
+        "a task asking only for the shield stays there"
+    );
+    assert_eq!(aff[&102], cpus("2"));
+    assert_eq!(aff[&103], cpus("1"));
+    assert_eq!(aff[&104], cpus("0"));
+}
+
+#[test]
+fn shielded_tasks_are_enforced_by_cpusets() {
+    let k = machine(&[(100, "0-3"), (101, "3")]);
+    shield_and_save(&k, &ShieldMasks::all(&cpus("3")));
+    let shield_tasks = k.file(format!("{ROOT}/cpushield-shield/tasks")).unwrap();
+    let system_tasks = k.file(format!("{ROOT}/cpushield-system/tasks")).unwrap();
+    assert_eq!(shield_tasks.trim(), "101");
+    assert_eq!(system_tasks.trim(), "100");
+    assert_eq!(
+        k.file(format!("{ROOT}/cpushield-shield/cpuset.cpus"))
+            .unwrap(),
+        "3"
+    );
+    assert_eq!(
+        k.file(format!("{ROOT}/cpushield-system/cpuset.cpus"))
+            .unwrap(),
+        "0-2"
+    );
+    assert_eq!(
+        k.file(format!("{ROOT}/cpushield-shield/cpuset.cpu_exclusive"))
+            .unwrap(),
+        "1"
+    );
+    assert_eq!(
+        k.file(format!("{ROOT}/cpushield-shield/cpuset.sched_load_balance"))
+            .unwrap(),
+        "0"
+    );
+    assert_eq!(
+        k.file(format!("{ROOT}/cpuset.sched_load_balance")).unwrap(),
+        "0",
+        "system scope turns root balancing off"
+    );
+}
+
+#[test]
+fn irqs_follow_the_rule_and_managed_ones_are_reported_not_fatal() {
+    let k = machine(&[(100, "0-3")]);
+    let layout = layout::detect(&k).unwrap();
+    let snap = snapshot::take(&k, &layout).unwrap();
+    let saved = SavedState::from_snapshot(&snap, ShieldMasks::default());
+    let plan = plan_shield(&snap, &saved, &ShieldMasks::all(&cpus("3")));
+    let outcome = apply(&k, &plan).unwrap();
+    assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap(), "7");
+    assert_eq!(k.file("/proc/irq/14/smp_affinity").unwrap(), "f\n");
+    assert_eq!(k.file("/proc/irq/default_smp_affinity").unwrap(), "7");
+    assert_eq!(
+        k.file("/sys/devices/virtual/workqueue/cpumask").unwrap(),
+        "7"
+    );
+    assert_eq!(k.file("/proc/sys/kernel/watchdog_cpumask").unwrap(), "0-2");
+    assert_eq!(k.file("/proc/sys/vm/stat_interval").unwrap(), "10");
+    assert!(outcome
+        .notes
+        .iter()
+        .any(|n| n.text.contains("IRQ 14") && n.remedy.is_some()));
+}
+
+#[test]
+fn reset_restores_every_file_affinity_and_cgroup_exactly() {
+    let k = machine(&[(100, "0-3"), (101, "3"), (102, "2-3"), (103, "1")]);
+    let files_before = k.files();
+    let aff_before = k.affinities();
+    let saved = shield_and_save(&k, &ShieldMasks::all(&cpus("3")));
+    assert_ne!(k.affinities(), aff_before);
+    let snap = snapshot::take(&k, &saved.layout).unwrap();
+    apply(&k, &plan_reset(&snap, &saved)).unwrap();
+    assert_eq!(k.affinities(), aff_before);
+    let files_after = k.files();
+    for (path, text) in &files_before {
+        let after = files_after
+            .get(path)
+            .unwrap_or_else(|| panic!("{} vanished", path.display()));
+        let same = after == text || after.trim_end() == text.trim_end();
+        assert!(same, "{}: {text:?} became {after:?}", path.display());
+    }
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-shield")));
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
+}
+
+#[test]
+fn a_second_shield_reapplies_the_rule_from_the_requested_masks() {
+    let k = machine(&[(100, "0-3"), (101, "2-3")]);
+    let layout = layout::detect(&k).unwrap();
+    let snap = snapshot::take(&k, &layout).unwrap();
+    let mut saved = SavedState::from_snapshot(&snap, ShieldMasks::default());
+    let first = ShieldMasks::all(&cpus("3"));
+    let plan = plan_shield(&snap, &saved, &first);
+    saved.created_cgroups = plan.creates.clone();
+    saved.masks = first;
+    apply(&k, &plan).unwrap();
+    assert_eq!(k.affinities()[&101], cpus("2"));
+    // Now shield 2 as well: task 101 asked for 2-3 only, so it goes onto the shield.
+    let both = ShieldMasks::all(&cpus("2-3"));
+    let snap = snapshot::take(&k, &layout).unwrap();
+    apply(&k, &plan_shield(&snap, &saved, &both)).unwrap();
+    assert_eq!(k.affinities()[&100], cpus("0-1"));
+    assert_eq!(k.affinities()[&101], cpus("2-3"));
+    assert_eq!(
+        k.file(format!("{ROOT}/cpushield-shield/tasks"))
+            .unwrap()
+            .trim(),
+        "101"
+    );
+}
+
+#[test]
+fn per_cpu_kernel_threads_are_listed_not_moved() {
+    let k = machine(&[(100, "0-3")]);
+    // A kthread with PF_KTHREAD|PF_NO_SETAFFINITY bound to CPU 3.
+    k.set_file(
+        "/proc/7/task/7/stat",
+        "7 (ksoftirqd/3) S 2 0 0 0 -1 69238848 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+    );
+    k.set_file("/proc/7/task/7/cgroup", "3:cpuset:/\n");
+    k.set_thread_affinity(7, cpus("3"));
+    let layout = layout::detect(&k).unwrap();
+    let snap = snapshot::take(&k, &layout).unwrap();
+    let saved = SavedState::from_snapshot(&snap, ShieldMasks::default());
+    let plan = plan_shield(&snap, &saved, &ShieldMasks::all(&cpus("3")));
+    assert!(!plan
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::Move { id: 7, .. } | Step::Affinity { tid: 7, .. })));
+    assert!(plan.notes.iter().any(|n| n.text.contains("ksoftirqd/3")));
+}
+
+#[test]
+fn unshielding_everything_tears_down_the_cgroups() {
+    let k = machine(&[(100, "0-3"), (101, "3")]);
+    let saved = shield_and_save(&k, &ShieldMasks::all(&cpus("3")));
+    let snap = snapshot::take(&k, &saved.layout).unwrap();
+    let none = ShieldMasks::default();
+    apply(&k, &plan_shield(&snap, &saved, &none)).unwrap();
+    assert!(!k.has_dir(Path::new(ROOT).join("cpushield-shield")));
+    assert_eq!(k.affinities()[&100], cpus("0-3"));
+    assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap().trim(), "f");
+}
+
+#[test]
+fn validation_refuses_offline_cpus_and_shielding_everything() {
+    let online = cpus("0-3");
+    assert!(cpushield_shield::validate(&ShieldMasks::all(&cpus("9")), &online).is_err());
+    assert!(cpushield_shield::validate(&ShieldMasks::all(&cpus("0-3")), &online).is_err());
+    let irqs_everywhere = ShieldMasks {
+        procs: cpus("3"),
+        irqs: cpus("0-3"),
+        ltmr: CpuSet::new(),
+    };
+    assert!(cpushield_shield::validate(&irqs_everywhere, &online).is_err());
+    assert!(cpushield_shield::validate(&ShieldMasks::all(&cpus("1-3")), &online).is_ok());
+}
