@@ -1,0 +1,207 @@
+//! The report writers against a fixed input: table golden file, JSON schema
+//! round trip, plots that are not blank, and report.html rendered by headless
+//! Chromium into a screenshot that is not blank.
+
+use cpushield_report::*;
+use std::path::Path;
+use std::process::Command;
+
+fn latency(max_ns: u64, spread: u64) -> LatencySummary {
+    let mut histogram = Vec::new();
+    let mut count = 100_000u64;
+    let mut ns = 2_000u64;
+    while ns <= max_ns && count > 0 {
+        histogram.push((ns, count));
+        ns = ns * spread / 2 + 1_000;
+        count /= 4;
+    }
+    if histogram.last().map(|h| h.0) != Some(max_ns) {
+        histogram.push((max_ns, 1));
+    }
+    LatencySummary {
+        samples: histogram.iter().map(|h| h.1).sum(),
+        missed: 0,
+        min_ns: 1_500,
+        mean_ns: 4_200.0,
+        p50_ns: 3_000,
+        p99_ns: 20_000,
+        p99999_ns: max_ns / 2,
+        max_ns,
+        histogram,
+    }
+}
+
+fn determinism(jitter_pct: f64) -> DeterminismSummary {
+    let ideal = 0.5;
+    let runs: Vec<f64> = (0..10)
+        .map(|i| ideal * (1.0 + jitter_pct / 100.0 * (i % 4) as f64 / 3.0))
+        .collect();
+    DeterminismSummary {
+        runs: 10,
+        ideal_s: ideal,
+        max_s: ideal * (1.0 + jitter_pct / 100.0),
+        jitter_s: ideal * jitter_pct / 100.0,
+        jitter_pct,
+        run_times_s: runs,
+    }
+}
+
+fn fixture() -> CompareReport {
+    let scenario = |name: &str, max_ns, spread, jitter, shielded| ScenarioResult {
+        name: name.into(),
+        description: format!("{name} scenario"),
+        measured_cpus: "1".into(),
+        shielded,
+        advance_ns: None,
+        latency: latency(max_ns, spread),
+        determinism: Some(determinism(jitter)),
+        load: if name == "idle" {
+            vec![]
+        } else {
+            vec![LoadOps {
+                workload: "fpu".into(),
+                ops: 1000,
+                ops_per_s: 100.0,
+            }]
+        },
+        irqs_per_s: 250.0,
+        warnings: vec![],
+    };
+    let mut report = CompareReport {
+        schema: SCHEMA.into(),
+        created: "2026-11-22T00:00:00Z".into(),
+        host: "Linux 6.18 (2 CPUs)".into(),
+        scope: "namespace".into(),
+        load_profile: "stress-kernel".into(),
+        duration_s: 60.0,
+        interval_ns: 488_281,
+        scenarios: vec![
+            scenario("idle", 441_000, 5, 0.5, false),
+            scenario("loaded", 34_732_000, 9, 12.0, false),
+            scenario("shielded", 412_000, 5, 0.8, true),
+        ],
+        verdict: Verdict::default(),
+    };
+    report.judge();
+    report
+}
+
+#[test]
+fn the_verdict_applies_the_acceptance_ratios() {
+    let r = fixture();
+    let v = &r.verdict;
+    assert!((v.loaded_over_shielded.unwrap() - 34_732.0 / 412.0).abs() < 1e-6);
+    assert!(v.shielded_over_idle.unwrap() < 1.0);
+    assert!(v.pass, "{}", v.line);
+    let mut bad = fixture();
+    bad.scenarios[2].latency.max_ns = 5_000_000;
+    bad.judge();
+    assert!(!bad.verdict.pass);
+}
+
+#[test]
+fn the_table_matches_its_golden_file() {
+    let text = table::render(&fixture());
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/table.txt");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden, &text).unwrap();
+    }
+    let want = std::fs::read_to_string(&golden).expect("golden file (UPDATE_GOLDEN=1 to create)");
+    assert_eq!(text, want);
+}
+
+#[test]
+fn report_json_round_trips_with_its_schema() {
+    let r = fixture();
+    let text = serde_json::to_string(&r).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["schema"], "cpushield.compare/1");
+    for field in [
+        "created",
+        "host",
+        "scope",
+        "load_profile",
+        "duration_s",
+        "scenarios",
+        "verdict",
+    ] {
+        assert!(value.get(field).is_some(), "missing {field}");
+    }
+    let back: CompareReport = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, r);
+}
+
+fn distinct_colours(png_bytes: &[u8]) -> usize {
+    let decoder = png::Decoder::new(png_bytes);
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let bpp = info.line_size / info.width as usize;
+    let mut colours = std::collections::HashSet::new();
+    for px in buf[..info.buffer_size()].chunks(bpp) {
+        colours.insert(px.to_vec());
+    }
+    colours.len()
+}
+
+#[test]
+fn plots_are_written_as_svg_and_non_blank_png() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_all(&fixture(), dir.path()).unwrap();
+    assert_eq!(files.len(), 6);
+    let svg = std::fs::read_to_string(dir.path().join("latency.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("loaded"));
+    for name in ["latency.png", "determinism.png"] {
+        let bytes = std::fs::read(dir.path().join(name)).unwrap();
+        assert!(distinct_colours(&bytes) > 8, "{name} looks blank");
+    }
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(
+        html.contains("<svg")
+            && !html.contains("<script")
+            && !html.contains("http://www.w3.org/2000/svg\" href")
+    );
+}
+
+#[test]
+fn report_html_renders_in_headless_chromium() {
+    let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let Some(chromium) = chromium else {
+        eprintln!("skipped: chromium is not installed (apt-get install chromium)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    write_all(&fixture(), dir.path()).unwrap();
+    let shot = dir.path().join("shot.png");
+    let profile = dir.path().join("profile");
+    let status = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--window-size=1200,1600",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!(
+            "file://{}",
+            dir.path().join("report.html").display()
+        ))
+        .output()
+        .expect("run chromium");
+    assert!(
+        shot.exists(),
+        "no screenshot: {}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let bytes = std::fs::read(&shot).unwrap();
+    assert!(distinct_colours(&bytes) > 16, "report.html rendered blank");
+}
