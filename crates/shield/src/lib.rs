@@ -54,6 +54,14 @@ pub enum ShieldError {
     /// No cpuset controller is mounted.
     #[error("no cpuset controller found in /proc/self/mountinfo: mount one (mount -t cgroup -o cpuset none /sys/fs/cgroup/cpuset) or enable it in cgroup v2 (echo +cpuset > /sys/fs/cgroup/cgroup.subtree_control)")]
     NoCpuset,
+    /// The shield was set up from another PID namespace.
+    #[error("the shield was set up in PID namespace {saved} but this is {here}: run `cpushield reset` first")]
+    OtherNamespace {
+        /// Namespace of the saved state.
+        saved: String,
+        /// Namespace of this invocation.
+        here: String,
+    },
     /// An I/O error, with the path and what to do.
     #[error("{0}")]
     Io(#[from] std::io::Error),

@@ -634,7 +634,19 @@ pub fn plan_reset(snap: &Snapshot, saved: &SavedState) -> Plan {
     let layout = &saved.layout;
     let origins = origins(snap, saved);
     let mut moved_processes = BTreeSet::new();
-    for task in &snap.tasks {
+    let same_namespace =
+        saved.pid_namespace.is_empty() || saved.pid_namespace == snap.pid_namespace;
+    if !same_namespace {
+        plan.note(
+            Severity::Warn,
+            format!(
+                "the shield was set up in PID namespace {} and this is {}: task IDs differ, so tasks are not touched; cgroups, IRQs and settings are restored",
+                saved.pid_namespace, snap.pid_namespace
+            ),
+            None,
+        );
+    }
+    for task in snap.tasks.iter().filter(|_| same_namespace) {
         if task.pinned_by_kernel {
             continue;
         }

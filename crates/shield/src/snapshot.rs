@@ -97,6 +97,8 @@ pub struct Snapshot {
     pub foreign_cgroups: Vec<(String, CpuSet)>,
     /// SMT sibling sets of each online CPU.
     pub siblings: BTreeMap<usize, CpuSet>,
+    /// The PID namespace the tool runs in (link text of /proc/self/ns/pid).
+    pub pid_namespace: String,
 }
 
 /// Names of the cgroups cpushield creates, relative to the hierarchy root.
@@ -280,7 +282,11 @@ pub fn take(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Snaps
         .into_iter()
         .filter_map(|p| read_trimmed(kernel, &p).ok().map(|t| (p, t)))
         .collect();
+    let pid_namespace = std::fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
     Ok(Snapshot {
+        pid_namespace,
         siblings: read_siblings(kernel, &online),
         online,
         possible,

@@ -63,6 +63,10 @@ pub struct SavedState {
     pub files: BTreeMap<PathBuf, String>,
     /// Cgroups created by cpushield, in creation order.
     pub created_cgroups: Vec<PathBuf>,
+    /// The PID namespace the task IDs belong to (`pid:[4026531836]`): task
+    /// IDs are only meaningful there.
+    #[serde(default)]
+    pub pid_namespace: String,
 }
 
 impl SavedState {
@@ -99,6 +103,7 @@ impl SavedState {
                 .collect(),
             files: snap.files.clone(),
             created_cgroups: Vec::new(),
+            pid_namespace: snap.pid_namespace.clone(),
         }
     }
 
