@@ -4,6 +4,25 @@
 //!
 //! `clock` and `sched` are the primitives every real-time thread in cpushield uses,
 //! the latency probes of `cpushield measure` included.
+//!
+//! - [`thread::RtThread`]: spawn a thread on chosen CPUs with a policy, optionally
+//!   reserving them ([`reserve`]);
+//! - [`periodic::Periodic`]: absolute-deadline loop with advance, overruns and
+//!   worst deviation;
+//! - [`spsc`]: bounded wait-free single-producer/single-consumer queue;
+//! - [`irq::bind_irq`]: send an IRQ to the task's CPUs, old mask restored on drop;
+//! - [`launch`]: start a command placed before it runs (`cpushield run`);
+//! - `capi`: the same for C (`include/cpushield.h`).
 
 pub mod clock;
+pub mod irq;
+pub mod launch;
+pub mod periodic;
+pub mod reserve;
 pub mod sched;
+pub mod spsc;
+pub mod thread;
+
+#[cfg(not(loom))]
+pub mod capi;
+mod sync;

@@ -47,7 +47,9 @@ impl Policy {
                 period_ns,
             } => {
                 if runtime_ns < 1024 {
-                    Err(format!("deadline runtime {runtime_ns}ns is below the kernel's minimum of 1024ns"))
+                    Err(format!(
+                        "deadline runtime {runtime_ns}ns is below the kernel's minimum of 1024ns"
+                    ))
                 } else if !(runtime_ns <= deadline_ns && deadline_ns <= period_ns) {
                     Err(format!(
                         "deadline parameters need runtime <= deadline <= period, got {runtime_ns}/{deadline_ns}/{period_ns} ns"
@@ -186,6 +188,74 @@ impl DmaLatencyGuard {
     }
 }
 
+/// Lifts process `pid`'s RLIMIT_MEMLOCK to unlimited (prlimit), so it may lock
+/// all its memory: mlockall does not survive exec, so a command started for a
+/// real-time task must lock its memory itself, and this lets it.
+pub fn unlimit_memlock(pid: i32) -> io::Result<()> {
+    let unlimited = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: prlimit with a valid new limit and no old-limit output.
+    let rc = unsafe { libc::prlimit(pid, libc::RLIMIT_MEMLOCK, &unlimited, std::ptr::null_mut()) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+impl std::fmt::Display for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Policy::Other { nice } => write!(f, "SCHED_OTHER (nice {nice})"),
+            Policy::Fifo(p) => write!(f, "SCHED_FIFO priority {p}"),
+            Policy::RoundRobin(p) => write!(f, "SCHED_RR priority {p}"),
+            Policy::Deadline {
+                runtime_ns,
+                deadline_ns,
+                period_ns,
+            } => write!(
+                f,
+                "SCHED_DEADLINE {runtime_ns}/{deadline_ns}/{period_ns} ns"
+            ),
+        }
+    }
+}
+
+/// One line saying why [`set_policy`] failed and what to do about it.
+pub fn describe_policy_error(policy: &Policy, error: &io::Error) -> String {
+    let remedy = match (policy, error.raw_os_error()) {
+        (Policy::Deadline { .. }, Some(libc::EPERM)) => {
+            "SCHED_DEADLINE needs root and a task allowed on a whole root domain \
+             (all CPUs, or an exclusive cpuset such as the shield's)"
+        }
+        (Policy::Deadline { .. }, Some(libc::EBUSY)) => {
+            "the CPUs' deadline bandwidth is used up: lower runtime/period"
+        }
+        (_, Some(libc::EPERM)) => {
+            "run as root, or grant CAP_SYS_NICE or raise RLIMIT_RTPRIO (ulimit -r)"
+        }
+        (_, Some(libc::ESRCH)) => "the task is gone",
+        (_, Some(libc::EINVAL)) => "the kernel refused the parameters",
+        _ => "see sched_setattr(2)",
+    };
+    format!("cannot set {policy}: {error}; {remedy}")
+}
+
+/// One line saying why [`pin`] to `cpus` failed and what to do about it.
+pub fn describe_pin_error(cpus: &CpuSet, error: &io::Error) -> String {
+    let remedy = match error.raw_os_error() {
+        Some(libc::EINVAL) => {
+            "they are offline or outside the task's cpuset: \
+             put the process on the shield first (cpushield run --cpus ... -- app)"
+        }
+        Some(libc::EPERM) => "the task belongs to another user: run as root",
+        Some(libc::ESRCH) => "the task is gone",
+        _ => "see sched_setaffinity(2)",
+    };
+    format!("cannot place the task on CPUs {cpus}: {error}; {remedy}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,12 +265,37 @@ mod tests {
         assert!(Policy::Fifo(0).validate().is_err());
         assert!(Policy::RoundRobin(100).validate().is_err());
         assert!(Policy::Fifo(80).validate().is_ok());
-        assert!(Policy::Deadline { runtime_ns: 2_000, deadline_ns: 1_000, period_ns: 3_000 }
-            .validate()
-            .is_err());
-        assert!(Policy::Deadline { runtime_ns: 500_000, deadline_ns: 1_000_000, period_ns: 1_000_000 }
-            .validate()
-            .is_ok());
+        assert!(Policy::Deadline {
+            runtime_ns: 2_000,
+            deadline_ns: 1_000,
+            period_ns: 3_000
+        }
+        .validate()
+        .is_err());
+        assert!(Policy::Deadline {
+            runtime_ns: 500_000,
+            deadline_ns: 1_000_000,
+            period_ns: 1_000_000
+        }
+        .validate()
+        .is_ok());
+    }
+
+    #[test]
+    fn errors_name_the_remedy() {
+        let eperm = io::Error::from_raw_os_error(libc::EPERM);
+        let msg = describe_policy_error(&Policy::Fifo(80), &eperm);
+        assert!(
+            msg.starts_with("cannot set SCHED_FIFO priority 80"),
+            "{msg}"
+        );
+        assert!(msg.contains("RLIMIT_RTPRIO"), "{msg}");
+        let einval = io::Error::from_raw_os_error(libc::EINVAL);
+        let msg = describe_pin_error(&CpuSet::from_cpus([3]), &einval);
+        assert!(
+            msg.contains("CPUs 3") && msg.contains("cpushield run"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The periodic loop of cpushield-rt against cyclictest, side by side in one run,
+# on one CPU (default 1; never 0 on this host): worst deviation from the
+# deadline without and with advance (seed 003 §5), then cyclictest with the
+# same period, cycle count, priority and CPU.
+#
+#   bench/rt-periodic.sh [CPU] [CYCLES] [PERIOD_US] [ADVANCE_US]
+#
+# Run from the repository root. Needs cyclictest (rt-tests). Both run at
+# SCHED_FIFO 80 with memory locked when permitted.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cpu=${1:-1}
+cycles=${2:-5000}
+period=${3:-1000}
+advance=${4:-50}
+if [ "$cpu" = 0 ]; then
+  echo "rt-periodic: CPU 0 belongs to the environment: use CPU 1" >&2
+  exit 1
+fi
+command -v cyclictest >/dev/null || { echo "rt-periodic: cyclictest not found: apt-get install rt-tests" >&2; exit 1; }
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -r) $(nproc) CPUs; CPU $cpu unshielded unless a shield is set up"
+echo "# command: bench/rt-periodic.sh $cpu $cycles $period $advance"
+echo
+echo "## cpushield-rt Periodic (deviation = return from wait_next - deadline)"
+cargo bench -q -p cpushield-rt --bench periodic -- \
+  --cpu "$cpu" --cycles "$cycles" --period-us "$period" --advance-us "$advance" 2>&1 |
+  grep -v -e '^\s*Compiling' -e '^\s*Finished' -e '^\s*Running'
+echo
+echo "## cyclictest (latency = wakeup - deadline), same CPU, period, cycles, priority"
+cyclictest -q -N -m -a "$cpu" -t 1 -p 80 -i "$period" -l "$cycles" 2>&1 | grep -E '^T:|Max'
