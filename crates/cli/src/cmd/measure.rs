@@ -1,13 +1,353 @@
-//! `cpushield measure` (not yet implemented).
+//! `cpushield measure latency | determinism | noise`: parse arguments, run the
+//! probe from cpushield-measure, print the report (text, JSON, cyclictest
+//! histogram) and pick the exit code. Measuring is in the library.
 
-use clap::Args;
+use crate::args::{self, EXIT_OK, EXIT_THRESHOLD};
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use cpushield_cpuset::CpuSet;
+use cpushield_measure::determinism::{self, DeterminismConfig, Work};
+use cpushield_measure::latency::{self, LatencyConfig, Length};
+use cpushield_measure::noise::{self, NoiseConfig};
+use cpushield_measure::render::{cyclictest, text, units};
+use cpushield_measure::{json, Period, Progress, Warning};
+use cpushield_sys::RealKernel;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::fs::File;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Arguments of `cpushield measure`.
 #[derive(Args)]
-pub struct MeasureArgs {}
+pub struct MeasureArgs {
+    #[command(subcommand)]
+    probe: Probe,
+}
+
+#[derive(Subcommand)]
+enum Probe {
+    /// Periodic wakeup latency (realfeel, cyclictest), optionally waking early and spinning.
+    Latency(LatencyArgs),
+    /// Time a fixed CPU-bound loop again and again: ideal, max, jitter (seed 000 figures 1-4).
+    Determinism(DeterminismArgs),
+    /// Busy-loop on the clock and histogram the gaps: OS noise (oslat-like).
+    Noise(NoiseArgs),
+}
+
+#[derive(Args)]
+struct LatencyArgs {
+    /// CPUs to measure, one thread each (list `1,3-4` or mask `0x2`).
+    #[arg(long, value_parser = args::cpu_set)]
+    cpus: CpuSet,
+    /// Wakeups per second [default: 2048, as realfeel].
+    #[arg(long, value_name = "HZ", conflicts_with = "interval")]
+    rate: Option<u32>,
+    /// Wakeup interval instead of a rate (e.g. 1ms).
+    #[arg(long, value_parser = args::duration)]
+    interval: Option<Duration>,
+    /// How long to measure [default: 60s].
+    #[arg(long, value_parser = args::duration, conflicts_with = "samples")]
+    duration: Option<Duration>,
+    /// Measure this many samples per CPU instead of a duration.
+    #[arg(long)]
+    samples: Option<u64>,
+    /// SCHED_FIFO priority 1..99; 0 runs at SCHED_OTHER.
+    #[arg(long, default_value_t = 95)]
+    priority: u8,
+    /// Wake this much before each deadline and spin to it (e.g. 20us).
+    #[arg(long, value_parser = non_negative_duration, allow_hyphen_values = true)]
+    advance: Option<Duration>,
+    /// Write cyclictest's -h histogram text to FILE.
+    #[arg(long, value_name = "FILE")]
+    histogram: Option<PathBuf>,
+    /// Microsecond bins of --histogram [default: enough to hold the largest latency].
+    #[arg(long, value_name = "N", requires = "histogram")]
+    histogram_bins: Option<usize>,
+    /// Write the JSON report (docs/measure-json.md) to FILE; `-` for stdout.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Exit with code 2 if any latency exceeds this (e.g. 100us).
+    #[arg(long, value_parser = args::duration)]
+    max_latency: Option<Duration>,
+    /// Trace the kernel when a latency exceeds this (needs the check verb; not yet).
+    #[arg(long, value_parser = args::duration)]
+    trace_above: Option<Duration>,
+}
+
+#[derive(Args)]
+struct DeterminismArgs {
+    /// CPUs to measure, one thread each.
+    #[arg(long, value_parser = args::cpu_set)]
+    cpus: CpuSet,
+    /// Work per run: the loop is calibrated once to take this long [default: 1s].
+    #[arg(long, value_parser = args::duration, conflicts_with = "iterations")]
+    work: Option<Duration>,
+    /// Work per run as a loop iteration count (from an earlier report), for the same workload.
+    #[arg(long)]
+    iterations: Option<u64>,
+    /// Runs per CPU.
+    #[arg(long, default_value_t = 60)]
+    runs: u32,
+    /// SCHED_FIFO priority 1..99; 0 runs at SCHED_OTHER.
+    #[arg(long, default_value_t = 95)]
+    priority: u8,
+    /// Sleep between runs, giving the CPU back to the kernel's per-CPU work.
+    #[arg(long, value_parser = args::duration, default_value = "100ms")]
+    rest: Duration,
+    /// Write the JSON report to FILE; `-` for stdout.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct NoiseArgs {
+    /// CPUs to measure, one busy loop each.
+    #[arg(long, value_parser = args::cpu_set)]
+    cpus: CpuSet,
+    /// How long to measure.
+    #[arg(long, value_parser = args::duration, default_value = "60s")]
+    duration: Duration,
+    /// Run the loop at SCHED_FIFO with this priority (default: SCHED_OTHER;
+    /// with RT throttling on, a FIFO spinner is stopped 50 ms each second).
+    #[arg(long)]
+    priority: Option<u8>,
+    /// Gaps at or above this count as interruptions (stolen time).
+    #[arg(long, value_parser = args::duration, default_value = "1us")]
+    threshold: Duration,
+    /// Write the JSON report to FILE; `-` for stdout.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
 
 /// Runs `cpushield measure`.
-pub fn run(_args: MeasureArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("'measure' is not implemented yet")
+pub fn run(args: MeasureArgs) -> anyhow::Result<ExitCode> {
+    match args.probe {
+        Probe::Latency(a) => run_latency(a),
+        Probe::Determinism(a) => run_determinism(a),
+        Probe::Noise(a) => run_noise(a),
+    }
+}
+
+/// A duration that refuses a leading minus with a message naming the remedy.
+fn non_negative_duration(text: &str) -> Result<Duration, String> {
+    if text.trim_start().starts_with('-') {
+        return Err(format!(
+            "'{text}' is negative: give how early to wake before each deadline, e.g. 20us"
+        ));
+    }
+    args::duration(text)
+}
+
+/// `--priority 0` means SCHED_OTHER.
+fn priority(p: u8) -> Option<u8> {
+    (p != 0).then_some(p)
+}
+
+fn online() -> anyhow::Result<CpuSet> {
+    cpushield_sys::online_cpus(&RealKernel).context("reading the online CPUs")
+}
+
+/// An output file opened before measuring, so a bad path fails at once.
+enum Output {
+    Stdout,
+    File(PathBuf, File),
+}
+
+impl Output {
+    fn open(path: &Path, flag: &str) -> anyhow::Result<Self> {
+        if path == Path::new("-") {
+            return Ok(Output::Stdout);
+        }
+        let file = File::create(path).with_context(|| {
+            format!(
+                "cannot write {flag} {}: pick a writable path",
+                path.display()
+            )
+        })?;
+        Ok(Output::File(path.to_path_buf(), file))
+    }
+
+    fn write(self, text: &str) -> anyhow::Result<()> {
+        match self {
+            Output::Stdout => {
+                print!("{text}");
+                Ok(())
+            }
+            Output::File(path, mut file) => file
+                .write_all(text.as_bytes())
+                .with_context(|| format!("writing {}", path.display())),
+        }
+    }
+
+    fn is_stdout(path: &Option<PathBuf>) -> bool {
+        path.as_deref() == Some(Path::new("-"))
+    }
+}
+
+fn open_opt(path: &Option<PathBuf>, flag: &str) -> anyhow::Result<Option<Output>> {
+    path.as_deref().map(|p| Output::open(p, flag)).transpose()
+}
+
+/// A progress bar with the running maximum on a terminal; nothing when stderr
+/// is not one.
+struct Bar {
+    bar: Option<ProgressBar>,
+    what: &'static str,
+}
+
+impl Bar {
+    fn new(what: &'static str) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new(1000);
+            bar.set_style(
+                ProgressStyle::with_template("{bar:40} {percent:>3}% {elapsed:>4} {msg}")
+                    .expect("constant template"),
+            );
+            bar
+        });
+        Self { bar, what }
+    }
+
+    fn update(&self, p: Progress) {
+        if let Some(bar) = &self.bar {
+            bar.set_position((p.fraction * 1000.0) as u64);
+            bar.set_message(format!(
+                "{} {}, max {}",
+                p.samples,
+                self.what,
+                units::fmt_ns(p.max_ns)
+            ));
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn print_warnings(warnings: &[Warning]) {
+    for line in text::warnings(warnings).lines() {
+        eprintln!("cpushield: {line}");
+    }
+}
+
+fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
+    if a.trace_above.is_some() {
+        bail!("--trace-above is not available yet: it needs the check verb's tracing; use --max-latency to flag the spikes for now");
+    }
+    let mut config = LatencyConfig::new(a.cpus);
+    config.period = match (a.rate, a.interval) {
+        (_, Some(i)) => Period::from_interval(i),
+        (Some(r), None) => Period::from_rate(r),
+        (None, None) => Period::from_rate(2048),
+    };
+    config.length = match (a.samples, a.duration) {
+        (Some(n), _) => Length::Samples(n),
+        (None, Some(d)) => Length::Duration(d),
+        (None, None) => Length::Duration(Duration::from_secs(60)),
+    };
+    config.priority = priority(a.priority);
+    config.advance = a.advance;
+    config.validate(&online()?)?;
+    let json_out = open_opt(&a.json, "--json")?;
+    let hist_out = open_opt(&a.histogram, "--histogram")?;
+    let stop =
+        cpushield_measure::signal::stop_on_signals().context("installing the SIGINT handler")?;
+    let bar = Bar::new("samples");
+    let report = latency::run(&config, stop, &mut |p| bar.update(p));
+    bar.finish();
+    let report = report?;
+    print_warnings(&report.run.warnings);
+    if !Output::is_stdout(&a.json) && !Output::is_stdout(&a.histogram) {
+        print!("{}", text::latency(&report));
+    }
+    if let Some(out) = hist_out {
+        let dists: Vec<_> = report.cpus.iter().map(|c| &c.latency).collect();
+        let bins = a
+            .histogram_bins
+            .unwrap_or_else(|| cyclictest::bins_to_cover(&dists, 100));
+        out.write(&cyclictest::write_histogram(&dists, bins))?;
+    }
+    if let Some(out) = json_out {
+        out.write(&json::to_string(&report))?;
+    }
+    if let Some(limit) = a.max_latency {
+        let limit_ns = limit.as_nanos() as u64;
+        let over: Vec<String> = report
+            .cpus
+            .iter()
+            .filter(|c| c.latency.summary.max_ns > limit_ns)
+            .map(|c| {
+                format!(
+                    "CPU {} ({})",
+                    c.cpu,
+                    units::fmt_ns(c.latency.summary.max_ns)
+                )
+            })
+            .collect();
+        if !over.is_empty() {
+            eprintln!(
+                "cpushield: latency above --max-latency {} on {}",
+                units::fmt_ns(limit_ns),
+                over.join(", ")
+            );
+            return Ok(ExitCode::from(EXIT_THRESHOLD));
+        }
+    }
+    Ok(ExitCode::from(EXIT_OK))
+}
+
+fn run_determinism(a: DeterminismArgs) -> anyhow::Result<ExitCode> {
+    let mut config = DeterminismConfig::new(a.cpus);
+    config.work = match (a.iterations, a.work) {
+        (Some(n), _) => Work::Iterations(n),
+        (None, Some(d)) => Work::Duration(d),
+        (None, None) => Work::Duration(Duration::from_secs(1)),
+    };
+    config.runs = a.runs;
+    config.priority = priority(a.priority);
+    config.rest = a.rest;
+    config.validate(&online()?)?;
+    let json_out = open_opt(&a.json, "--json")?;
+    let stop =
+        cpushield_measure::signal::stop_on_signals().context("installing the SIGINT handler")?;
+    let bar = Bar::new("runs");
+    let report = determinism::run(&config, stop, &mut |p| bar.update(p));
+    bar.finish();
+    let report = report?;
+    print_warnings(&report.run.warnings);
+    if !Output::is_stdout(&a.json) {
+        print!("{}", text::determinism(&report));
+    }
+    if let Some(out) = json_out {
+        out.write(&json::to_string(&report))?;
+    }
+    Ok(ExitCode::from(EXIT_OK))
+}
+
+fn run_noise(a: NoiseArgs) -> anyhow::Result<ExitCode> {
+    let mut config = NoiseConfig::new(a.cpus);
+    config.duration = a.duration;
+    config.priority = a.priority.and_then(priority);
+    config.threshold = a.threshold;
+    config.validate(&online()?)?;
+    let json_out = open_opt(&a.json, "--json")?;
+    let stop =
+        cpushield_measure::signal::stop_on_signals().context("installing the SIGINT handler")?;
+    let bar = Bar::new("loops");
+    let report = noise::run(&config, stop, &mut |p| bar.update(p));
+    bar.finish();
+    let report = report?;
+    print_warnings(&report.run.warnings);
+    if !Output::is_stdout(&a.json) {
+        print!("{}", text::noise(&report));
+    }
+    if let Some(out) = json_out {
+        out.write(&json::to_string(&report))?;
+    }
+    Ok(ExitCode::from(EXIT_OK))
 }

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# `cpushield measure latency` against cyclictest on CPU 1: alternating rounds,
+# same interval (1 ms), priority (FIFO 95), CPU and duration:
+#   cpushield measure latency --cpus 1 --interval 1ms --priority 95 --duration <S>s --json F
+#   cyclictest -m -p 95 -i 1000 -a 1 -t 1 -q -D <S> -h 20000
+# Prints min/avg/p99/p99.99/max (us) of each run, the samples, and each tool's
+# own CPU time (user+sys, from /usr/bin/time) per 1000 samples and peak RSS.
+# cyclictest's figures are whole microseconds (it truncates); ours are to 0.1 us
+# (percentiles to 3 significant digits).
+#
+# Usage: bench/measure-vs-cyclictest.sh [SECS=10] [ROUNDS=3]
+# Needs: root, rt-tests, jq, time; CPU 1 online. Takes 2 x ROUNDS x SECS seconds.
+SECS=${1:-10}
+ROUNDS=${2:-3}
+source "$(dirname "$0")/measure-common.sh"
+
+echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), CPU 1, 1 ms interval, ${SECS} s per run, ${ROUNDS} rounds"
+printf "%-6s %-10s %8s %8s %8s %8s %9s %8s %10s %9s\n" round tool min_us avg_us p99_us p9999_us max_us samples cpu_ms/1k rss_kb
+for r in $(seq 1 "$ROUNDS"); do
+    timed "$WORK/ours$r.time" "$BIN" measure latency --cpus 1 --interval 1ms --priority 95 \
+        --duration "${SECS}s" --json "$WORK/ours$r.json" >/dev/null 2>"$WORK/ours$r.err"
+    read -r mn av p99 p9999 mx n missed < <(ours_latency "$WORK/ours$r.json")
+    printf "%-6s %-10s %8s %8s %8s %8s %9s %8s %10s %9s\n" "$r" cpushield "$mn" "$av" "$p99" "$p9999" "$mx" "$n" \
+        "$(awk -v c="$(cpu_ms "$WORK/ours$r.time")" -v n="$n" 'BEGIN { printf "%.2f", c * 1000 / n }')" \
+        "$(rss_kb "$WORK/ours$r.time")"
+
+    timed "$WORK/ct$r.time" cyclictest -m -p 95 -i 1000 -a 1 -t 1 -q -D "$SECS" -h 20000 \
+        >"$WORK/ct$r.hist" 2>"$WORK/ct$r.err"
+    read -r mn av p99 p9999 mx n < <(cyclictest_hist "$WORK/ct$r.hist")
+    printf "%-6s %-10s %8s %8s %8s %8s %9s %8s %10s %9s\n" "$r" cyclictest "$mn" "$av" "$p99" "$p9999" "$mx" "$n" \
+        "$(awk -v c="$(cpu_ms "$WORK/ct$r.time")" -v n="$n" 'BEGIN { printf "%.2f", c * 1000 / n }')" \
+        "$(rss_kb "$WORK/ct$r.time")"
+done
+grep -h "warning" "$WORK"/ours*.err | sort | uniq -c | sed 's/^/# ours: /' || true

@@ -1,0 +1,34 @@
+//! Why a probe could not run.
+
+use std::io;
+
+/// An error that stopped a probe (bad configuration, or the system refused
+/// something the measurement cannot do without).
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    /// The configuration is invalid; the message names the input and the remedy.
+    #[error("{0}")]
+    Config(String),
+    /// Reading system state failed.
+    #[error("{what}: {source}")]
+    System {
+        /// What was being read.
+        what: String,
+        /// The underlying error (with the path).
+        source: io::Error,
+    },
+    /// A measuring thread could not be pinned to its CPU.
+    #[error("could not pin the measuring thread to CPU {cpu} ({source}): check that CPU {cpu} is online and in this process's cpuset")]
+    Pin {
+        /// The CPU.
+        cpu: usize,
+        /// The error from sched_setaffinity.
+        source: io::Error,
+    },
+    /// A measuring thread could not be started.
+    #[error("could not start a measuring thread: {0}")]
+    Spawn(io::Error),
+    /// A measuring thread failed unexpectedly.
+    #[error("{0}")]
+    Thread(String),
+}

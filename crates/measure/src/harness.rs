@@ -1,0 +1,347 @@
+//! What every probe shares: the process set-up (memory lock, /dev/cpu_dma_latency),
+//! the control thread's placement, one measuring thread per CPU (pinned,
+//! real-time, stack pre-faulted, stop signals blocked), and the control loop that
+//! polls their progress. The probes supply only the measuring loop.
+
+use crate::error::MeasureError;
+use crate::guard::{Warning, WarningKind};
+use crate::progress::Progress;
+use crate::signal::block_stop_signals;
+use cpushield_cpuset::CpuSet;
+use cpushield_rt::sched::{self, DmaLatencyGuard, Policy};
+use cpushield_sys::{Kernel, RealKernel};
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Stack size of a measuring thread.
+const STACK_BYTES: usize = 512 * 1024;
+/// How much of it is touched before measuring, so no page fault happens later.
+const PREFAULT_BYTES: usize = 256 * 1024;
+
+/// The scheduling a measuring thread actually ran with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppliedPolicy {
+    /// "fifo" or "other".
+    pub policy: SchedPolicy,
+    /// Real-time priority (0 for SCHED_OTHER).
+    pub priority: u8,
+}
+
+/// A scheduling policy name, as the JSON spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SchedPolicy {
+    /// SCHED_FIFO.
+    Fifo,
+    /// SCHED_OTHER.
+    Other,
+}
+
+impl std::fmt::Display for AppliedPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.policy {
+            SchedPolicy::Fifo => write!(f, "SCHED_FIFO {}", self.priority),
+            SchedPolicy::Other => write!(f, "SCHED_OTHER"),
+        }
+    }
+}
+
+/// Either flag stops the measuring threads: the caller's (a signal) or the
+/// harness's own (another thread failed).
+pub(crate) struct StopFlags<'a> {
+    user: &'a AtomicBool,
+    halt: AtomicBool,
+}
+
+impl StopFlags<'_> {
+    /// Whether the threads should stop now.
+    #[inline]
+    pub(crate) fn is_set(&self) -> bool {
+        self.user.load(Ordering::Relaxed) || self.halt.load(Ordering::Relaxed)
+    }
+}
+
+/// Counters a measuring thread publishes for the control thread, on their own
+/// cache line so publishing does not slow a neighbour.
+#[repr(align(64))]
+#[derive(Default)]
+pub(crate) struct Live {
+    samples: AtomicU64,
+    max_ns: AtomicU64,
+}
+
+impl Live {
+    /// Publishes the sample count and running maximum (relaxed stores only).
+    #[inline]
+    pub(crate) fn publish(&self, samples: u64, max_ns: u64) {
+        self.samples.store(samples, Ordering::Relaxed);
+        self.max_ns.store(max_ns, Ordering::Relaxed);
+    }
+}
+
+/// Process-wide set-up held for the length of a run.
+pub(crate) struct ProcessSetup {
+    _dma: Option<DmaLatencyGuard>,
+    pub(crate) warnings: Vec<Warning>,
+}
+
+impl ProcessSetup {
+    /// Locks memory (if asked) and holds /dev/cpu_dma_latency at 0; failures
+    /// become warnings.
+    pub(crate) fn enter(lock_memory: bool) -> Self {
+        let mut warnings = Vec::new();
+        if lock_memory {
+            if let Err(e) = sched::lock_memory() {
+                warnings.push(Warning::new(
+                    WarningKind::MemoryNotLocked,
+                    format!("could not lock memory (mlockall: {e}): page faults may add latency"),
+                    "run as root, or raise the limit (ulimit -l unlimited)",
+                ));
+            }
+        }
+        let dma = match DmaLatencyGuard::hold(0) {
+            Ok(g) => Some(g),
+            Err(e) => {
+                warnings.push(Warning::new(
+                    WarningKind::DmaLatency,
+                    format!("could not hold /dev/cpu_dma_latency at 0 ({e}): deep C-state exits may add latency"),
+                    "run as root",
+                ));
+                None
+            }
+        };
+        Self {
+            _dma: dma,
+            warnings,
+        }
+    }
+}
+
+/// Keeps the calling (control) thread off the measured CPUs while alive, and
+/// restores its affinity afterwards.
+pub(crate) struct ControlPlacement {
+    saved: Option<CpuSet>,
+}
+
+impl ControlPlacement {
+    /// Moves the calling thread to `cpus` (None: leave it where it is).
+    pub(crate) fn enter(cpus: Option<&CpuSet>) -> Self {
+        let kernel = RealKernel;
+        let Some(cpus) = cpus else {
+            return Self { saved: None };
+        };
+        let saved = kernel.get_affinity(0).ok();
+        let target = match &saved {
+            Some(s) if s.intersects(cpus) => s.intersection(cpus),
+            _ => cpus.clone(),
+        };
+        match kernel.set_affinity(0, &target) {
+            Ok(()) => Self { saved },
+            Err(_) => Self { saved: None },
+        }
+    }
+}
+
+impl Drop for ControlPlacement {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.saved {
+            let _ = RealKernel.set_affinity(0, saved);
+        }
+    }
+}
+
+/// How a measuring thread reaches its CPU when plain sched_setaffinity cannot
+/// (the CPU is fenced off by a shield's cpuset): given the thread ID and the CPU.
+pub type ThreadPlacer = fn(i32, &CpuSet) -> std::io::Result<()>;
+
+static THREAD_PLACER: std::sync::Mutex<Option<ThreadPlacer>> = std::sync::Mutex::new(None);
+
+/// Sets (or clears) the placer every measuring thread uses instead of pinning
+/// itself; `compare` sets one that moves the thread into the shield's cpuset.
+pub fn set_thread_placer(placer: Option<ThreadPlacer>) {
+    *THREAD_PLACER.lock().expect("placer lock") = placer;
+}
+
+fn gettid() -> i32 {
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// Puts the calling measuring thread on `cpu` at `priority` (None: SCHED_OTHER),
+/// blocks stop signals and pre-faults its stack. Failing to pin is an error
+/// (the run would measure the wrong CPU); failing to get FIFO is a warning.
+pub(crate) fn enter_measuring_thread(
+    cpu: usize,
+    priority: Option<u8>,
+) -> Result<(AppliedPolicy, Option<Warning>), MeasureError> {
+    block_stop_signals();
+    let target = CpuSet::from_cpus([cpu]);
+    let placer = *THREAD_PLACER.lock().expect("placer lock");
+    match placer {
+        Some(place) => place(gettid(), &target),
+        None => sched::pin(0, &target),
+    }
+    .map_err(|source| MeasureError::Pin { cpu, source })?;
+    let mut applied = AppliedPolicy {
+        policy: SchedPolicy::Other,
+        priority: 0,
+    };
+    let mut warning = None;
+    if let Some(p) = priority {
+        match sched::set_policy(0, Policy::Fifo(p)) {
+            Ok(()) => {
+                applied = AppliedPolicy {
+                    policy: SchedPolicy::Fifo,
+                    priority: p,
+                }
+            }
+            Err(e) => {
+                warning = Some(Warning::new(
+                    WarningKind::NoRtPriority,
+                    format!("could not set SCHED_FIFO {p} for the thread on CPU {cpu} ({e}): it ran at SCHED_OTHER"),
+                    "run as root, or raise the limit (ulimit -r 99)",
+                ))
+            }
+        }
+    }
+    sched::prefault_stack(PREFAULT_BYTES);
+    Ok((applied, warning))
+}
+
+/// How the control loop computes the fraction done.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Bound {
+    /// The run lasts this long.
+    Time(Duration),
+    /// Each CPU records this many samples (or runs).
+    Count(u64),
+}
+
+/// The control side of a probe run.
+pub(crate) struct Control<'a> {
+    /// How often the control loop wakes.
+    pub(crate) tick: Duration,
+    /// What bounds the run (for the fraction done).
+    pub(crate) bound: Bound,
+    /// Called on every tick, on the control thread.
+    pub(crate) on_tick: &'a mut dyn FnMut(),
+    /// The caller's progress callback.
+    pub(crate) progress: &'a mut dyn FnMut(Progress),
+}
+
+/// Runs `body` on one thread per CPU of `cpus` and the control loop on the
+/// calling thread until every thread has returned. `body` gets the CPU, its
+/// live counters and the stop flags. The first thread error stops the others
+/// and is returned.
+pub(crate) fn run_per_cpu<R, F>(
+    cpus: &CpuSet,
+    stop: &AtomicBool,
+    control: Control<'_>,
+    body: F,
+) -> Result<Vec<R>, MeasureError>
+where
+    R: Send,
+    F: Fn(usize, &Live, &StopFlags<'_>) -> Result<R, MeasureError> + Sync,
+{
+    let flags = StopFlags {
+        user: stop,
+        halt: AtomicBool::new(false),
+    };
+    let cpu_list: Vec<usize> = cpus.iter().collect();
+    let lives: Vec<Live> = cpu_list.iter().map(|_| Live::default()).collect();
+    let first_error: Mutex<Option<MeasureError>> = Mutex::new(None);
+    let started = Instant::now();
+    let results = std::thread::scope(|scope| {
+        let mut handles = Vec::new();
+        for (i, &cpu) in cpu_list.iter().enumerate() {
+            let live = &lives[i];
+            let (body, flags, first_error) = (&body, &flags, &first_error);
+            let spawned = std::thread::Builder::new()
+                .name(format!("cpushield-cpu{cpu}"))
+                .stack_size(STACK_BYTES)
+                .spawn_scoped(scope, move || match body(cpu, live, flags) {
+                    Ok(v) => Some(v),
+                    Err(e) => {
+                        flags.halt.store(true, Ordering::Relaxed);
+                        first_error.lock().expect("error lock").get_or_insert(e);
+                        None
+                    }
+                });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    flags.halt.store(true, Ordering::Relaxed);
+                    *first_error.lock().expect("error lock") = Some(MeasureError::Spawn(e));
+                    break;
+                }
+            }
+        }
+        loop {
+            std::thread::sleep(control.tick);
+            (control.on_tick)();
+            let samples: u64 = lives
+                .iter()
+                .map(|l| l.samples.load(Ordering::Relaxed))
+                .sum();
+            let least: u64 = lives
+                .iter()
+                .map(|l| l.samples.load(Ordering::Relaxed))
+                .min()
+                .unwrap_or(0);
+            let max_ns = lives
+                .iter()
+                .map(|l| l.max_ns.load(Ordering::Relaxed))
+                .max()
+                .unwrap_or(0);
+            let elapsed = started.elapsed();
+            let fraction = match control.bound {
+                Bound::Time(d) if !d.is_zero() => elapsed.as_secs_f64() / d.as_secs_f64(),
+                Bound::Count(n) if n > 0 => least as f64 / n as f64,
+                _ => 1.0,
+            };
+            (control.progress)(Progress {
+                elapsed,
+                fraction: fraction.clamp(0.0, 1.0),
+                samples,
+                max_ns,
+            });
+            let all_done = handles.iter().all(|h| h.is_finished());
+            if all_done {
+                break;
+            }
+        }
+        (control.on_tick)();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| MeasureError::Thread("a measuring thread panicked".into()))
+            })
+            .collect::<Vec<_>>()
+    });
+    if let Some(e) = first_error.into_inner().expect("error lock") {
+        return Err(e);
+    }
+    let mut out = Vec::new();
+    for r in results {
+        match r? {
+            Some(v) => out.push(v),
+            None => return Err(MeasureError::Thread("a measuring thread failed".into())),
+        }
+    }
+    Ok(out)
+}
+
+/// CLOCK_REALTIME now, in nanoseconds since the Unix epoch (for reports).
+pub(crate) fn unix_now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Whether the process runs as root.
+pub(crate) fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}

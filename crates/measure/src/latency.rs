@@ -1,0 +1,399 @@
+//! `measure latency`: periodic wakeup latency (realfeel, cyclictest), with an
+//! optional advance (seed 003 §5.3: wake early, then spin to the deadline).
+//!
+//! One thread per CPU, pinned, SCHED_FIFO, memory locked, stack pre-faulted,
+//! /dev/cpu_dma_latency held at 0. Wakeup `k` is due at `start + k * period`
+//! (exact, also for 2048 Hz); the thread sleeps to it with an absolute
+//! clock_nanosleep on CLOCK_MONOTONIC and records `actual - intended`. Periods
+//! that passed while a wakeup was late are counted as missed, not folded into
+//! the next sample.
+
+use crate::distribution::Distribution;
+use crate::error::MeasureError;
+use crate::guard::{self, Spin, SystemView};
+use crate::harness::{
+    self, AppliedPolicy, Bound, Control, ControlPlacement, Live, ProcessSetup, StopFlags,
+};
+use crate::period::Period;
+use crate::procstat;
+use crate::progress::Progress;
+use crate::recorder::Recorder;
+use crate::run_info::{kernel_release, RunInfo};
+use crate::spike::{Spike, SpikeRing, SpikeTap};
+use cpushield_cpuset::CpuSet;
+use cpushield_rt::clock::{now_ns, sleep_until_ns, spin_until_ns};
+use cpushield_sys::RealKernel;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+/// Delay between a thread's set-up and its first wakeup.
+const START_DELAY_NS: u64 = 1_000_000;
+
+/// What bounds a latency run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Length {
+    /// Wakeups due within this time from the first.
+    Duration(Duration),
+    /// This many samples per CPU.
+    Samples(u64),
+}
+
+/// Configuration of a latency run.
+#[derive(Debug, Clone)]
+pub struct LatencyConfig {
+    /// CPUs to measure, one thread each.
+    pub cpus: CpuSet,
+    /// Wakeup period (default 2048 Hz, as realfeel).
+    pub period: Period,
+    /// How long to run (default 60 s).
+    pub length: Length,
+    /// SCHED_FIFO priority; None runs at SCHED_OTHER (default 95).
+    pub priority: Option<u8>,
+    /// Wake this much early and spin to the deadline (seed 003's TIMER_ADVANCE).
+    pub advance: Option<Duration>,
+    /// Lock all memory (mlockall) for the run (default true).
+    pub lock_memory: bool,
+    /// Where to send samples above a threshold (for tracing), if anywhere.
+    pub spikes: Option<SpikeTap>,
+    /// How often the control thread reports progress and forwards spikes (default 50 ms).
+    pub tick: Duration,
+}
+
+impl LatencyConfig {
+    /// The defaults (2048 Hz, 60 s, SCHED_FIFO 95, no advance) on `cpus`.
+    pub fn new(cpus: CpuSet) -> Self {
+        Self {
+            cpus,
+            period: Period::from_rate(2048),
+            length: Length::Duration(Duration::from_secs(60)),
+            priority: Some(95),
+            advance: None,
+            lock_memory: true,
+            spikes: None,
+            tick: Duration::from_millis(50),
+        }
+    }
+
+    /// Checks the configuration against the online CPUs; the error names the
+    /// input and the remedy.
+    pub fn validate(&self, online: &CpuSet) -> Result<(), MeasureError> {
+        guard::validate_cpus(&self.cpus, online).map_err(MeasureError::Config)?;
+        self.period.validate().map_err(MeasureError::Config)?;
+        match self.length {
+            Length::Duration(d) if d.is_zero() => {
+                return Err(MeasureError::Config(
+                    "--duration must be longer than 0: use e.g. --duration 60s".into(),
+                ))
+            }
+            Length::Samples(0) => {
+                return Err(MeasureError::Config(
+                    "--samples must be at least 1: use e.g. --samples 100000".into(),
+                ))
+            }
+            _ => {}
+        }
+        if let Some(p) = self.priority {
+            if !(1..=99).contains(&p) {
+                return Err(MeasureError::Config(format!(
+                    "--priority {p} is out of range: use 1..99 (95 is cyclictest's usual)"
+                )));
+            }
+        }
+        if let Some(adv) = self.advance {
+            let period_ns = self.period.nominal_ns();
+            if adv.is_zero() {
+                return Err(MeasureError::Config(
+                    "--advance must be longer than 0: give how early to wake, e.g. --advance 20us"
+                        .into(),
+                ));
+            }
+            if adv.as_nanos() >= period_ns as u128 {
+                return Err(MeasureError::Config(format!(
+                    "--advance {} is not shorter than the period ({}): use an advance below the period, e.g. --advance 20us",
+                    crate::render::units::fmt_duration(adv.as_nanos() as u64),
+                    crate::render::units::fmt_duration(period_ns)
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The configuration as recorded in a report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencySettings {
+    /// Measured CPUs.
+    pub cpus: CpuSet,
+    /// The period as given.
+    pub period: Period,
+    /// Nominal period in nanoseconds.
+    pub period_ns: u64,
+    /// Wakeups per second.
+    pub rate_hz: f64,
+    /// Run length by time, if so bounded.
+    pub duration_ns: Option<u64>,
+    /// Run length in samples per CPU, if so bounded.
+    pub samples: Option<u64>,
+    /// Requested SCHED_FIFO priority (None: SCHED_OTHER).
+    pub priority: Option<u8>,
+    /// Advance in nanoseconds, if any.
+    pub advance_ns: Option<u64>,
+    /// Spike threshold in nanoseconds, if a spike tap was given.
+    pub spike_threshold_ns: Option<u64>,
+}
+
+/// What the advance did on one CPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdvanceStats {
+    /// Time spent spinning between the early wakeup and the deadline, for the
+    /// wakeups that came before the deadline.
+    pub spin: Distribution,
+    /// Wakeups that came at or after the deadline (the advance was too short);
+    /// these did not spin.
+    pub late_wakeups: u64,
+}
+
+/// One CPU's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuLatency {
+    /// The CPU.
+    pub cpu: usize,
+    /// The scheduling the thread actually had.
+    pub applied: AppliedPolicy,
+    /// Samples taken.
+    pub samples: u64,
+    /// Periods skipped because a wakeup came after the next one was due.
+    pub missed_periods: u64,
+    /// Latency (`actual - intended`). With an advance: how late the work
+    /// started relative to the deadline, after the spin.
+    pub latency: Distribution,
+    /// Spin statistics, with an advance.
+    pub advance: Option<AdvanceStats>,
+}
+
+/// The result of a latency run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyReport {
+    /// What was asked for.
+    pub settings: LatencySettings,
+    /// When, how long, interrupted or not, warnings.
+    pub run: RunInfo,
+    /// One entry per measured CPU, in CPU order.
+    pub cpus: Vec<CpuLatency>,
+    /// Spikes lost because the ring to the control thread was full.
+    pub spikes_dropped: u64,
+}
+
+impl LatencyReport {
+    /// The largest latency over all CPUs, in nanoseconds.
+    pub fn max_ns(&self) -> u64 {
+        self.cpus
+            .iter()
+            .map(|c| c.latency.summary.max_ns)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// What a measuring thread needs, precomputed.
+struct Plan {
+    period: Period,
+    end_offset_ns: u64,
+    max_samples: u64,
+    priority: Option<u8>,
+    advance_ns: Option<u64>,
+}
+
+/// Runs a latency measurement until its length is reached or `stop` is set
+/// (then reports what was measured so far). `progress` is called on the
+/// calling thread, which is moved off the measured CPUs for the run.
+pub fn run(
+    config: &LatencyConfig,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<LatencyReport, MeasureError> {
+    let kernel = RealKernel;
+    let view = SystemView::read(&kernel, &config.cpus).map_err(|source| MeasureError::System {
+        what: "reading the online CPUs".into(),
+        source,
+    })?;
+    config.validate(&view.online)?;
+    let period_ns = config.period.nominal_ns();
+    let advance_ns = config.advance.map(|a| a.as_nanos() as u64);
+    let spin = match (advance_ns, config.priority) {
+        (Some(a), Some(_)) => Some(Spin {
+            longest_ns: a,
+            fraction: a as f64 / period_ns as f64,
+        }),
+        _ => None,
+    };
+    let mut warnings = guard::before_run(&view, &config.cpus, harness::is_root(), spin);
+    let setup = ProcessSetup::enter(config.lock_memory);
+    warnings.extend(setup.warnings.iter().cloned());
+    let _placement =
+        ControlPlacement::enter(guard::control_cpus(&config.cpus, &view.online).as_ref());
+    let plan = Plan {
+        period: config.period,
+        end_offset_ns: match config.length {
+            Length::Duration(d) => d.as_nanos().min(u64::MAX as u128) as u64,
+            Length::Samples(_) => u64::MAX,
+        },
+        max_samples: match config.length {
+            Length::Samples(n) => n,
+            Length::Duration(_) => u64::MAX,
+        },
+        priority: config.priority,
+        advance_ns,
+    };
+    let ring = config
+        .spikes
+        .as_ref()
+        .map(|t| SpikeRing::new(t.threshold.as_nanos().min(u64::MAX as u128) as u64));
+    let before = procstat::snapshot(&kernel).ok();
+    let started_unix_ns = harness::unix_now_ns();
+    let started = Instant::now();
+    let mut on_tick = || {
+        if let (Some(ring), Some(tap)) = (&ring, &config.spikes) {
+            ring.drain_to(&tap.sender);
+        }
+    };
+    let control = Control {
+        tick: config.tick,
+        bound: match config.length {
+            Length::Duration(d) => Bound::Time(d),
+            Length::Samples(n) => Bound::Count(n),
+        },
+        on_tick: &mut on_tick,
+        progress,
+    };
+    let outcomes = harness::run_per_cpu(&config.cpus, stop, control, |cpu, live, flags| {
+        measure_cpu(&plan, cpu, live, flags, ring.as_ref())
+    })?;
+    let elapsed_ns = started.elapsed().as_nanos() as u64;
+    if let (Some(before), Ok(after)) = (before, procstat::snapshot(&kernel)) {
+        warnings.extend(guard::after_run(
+            &view,
+            &config.cpus,
+            &before,
+            &after,
+            procstat::user_hz(),
+        ));
+    }
+    let mut cpus = Vec::new();
+    for (result, warning) in outcomes {
+        warnings.extend(warning);
+        cpus.push(result);
+    }
+    Ok(LatencyReport {
+        settings: LatencySettings {
+            cpus: config.cpus.clone(),
+            period: config.period,
+            period_ns,
+            rate_hz: config.period.hz(),
+            duration_ns: match config.length {
+                Length::Duration(d) => Some(d.as_nanos() as u64),
+                Length::Samples(_) => None,
+            },
+            samples: match config.length {
+                Length::Samples(n) => Some(n),
+                Length::Duration(_) => None,
+            },
+            priority: config.priority,
+            advance_ns,
+            spike_threshold_ns: config
+                .spikes
+                .as_ref()
+                .map(|t| t.threshold.as_nanos() as u64),
+        },
+        run: RunInfo {
+            started_unix_ns,
+            elapsed_ns,
+            interrupted: stop.load(std::sync::atomic::Ordering::Relaxed),
+            kernel_release: kernel_release(&kernel),
+            warnings,
+        },
+        cpus,
+        spikes_dropped: ring.as_ref().map_or(0, |r| r.dropped()),
+    })
+}
+
+/// The measuring loop of one CPU.
+fn measure_cpu(
+    plan: &Plan,
+    cpu: usize,
+    live: &Live,
+    flags: &StopFlags<'_>,
+    ring: Option<&SpikeRing>,
+) -> Result<(CpuLatency, Option<guard::Warning>), MeasureError> {
+    let (applied, warning) = harness::enter_measuring_thread(cpu, plan.priority)?;
+    let mut latency = Recorder::new();
+    let mut spin = plan.advance_ns.map(|_| Recorder::new());
+    let (mut samples, mut missed, mut late) = (0u64, 0u64, 0u64);
+    let start = now_ns() + START_DELAY_NS;
+    let mut k = 0u64;
+    loop {
+        let offset = plan.period.offset_ns(k);
+        if offset >= plan.end_offset_ns || samples >= plan.max_samples {
+            break;
+        }
+        let target = start + offset;
+        let (actual, spun) = match plan.advance_ns {
+            None => {
+                sleep_until_ns(target, true);
+                (now_ns(), None)
+            }
+            Some(advance) => {
+                sleep_until_ns(target.saturating_sub(advance), true);
+                let woke = now_ns();
+                if woke >= target {
+                    late += 1;
+                    (woke, None)
+                } else {
+                    let reached = spin_until_ns(target);
+                    (reached, Some(reached - woke))
+                }
+            }
+        };
+        let value = actual.saturating_sub(target);
+        latency.record(value, actual - start, samples);
+        if let (Some(spin), Some(spun)) = (spin.as_mut(), spun) {
+            spin.record(spun, actual - start, samples);
+        }
+        if let Some(ring) = ring {
+            ring.offer(Spike {
+                cpu,
+                intended_ns: target,
+                actual_ns: actual,
+                latency_ns: value,
+            });
+        }
+        samples += 1;
+        live.publish(samples, latency.max());
+        if flags.is_set() {
+            break;
+        }
+        k += 1;
+        // periods whose time passed before this late wakeup: missed, not folded in
+        loop {
+            let next = plan.period.offset_ns(k);
+            if next >= plan.end_offset_ns || start + next >= actual {
+                break;
+            }
+            missed += 1;
+            k += 1;
+        }
+    }
+    let result = CpuLatency {
+        cpu,
+        applied,
+        samples,
+        missed_periods: missed,
+        latency: latency.finish(),
+        advance: spin.map(|s| AdvanceStats {
+            spin: s.finish(),
+            late_wakeups: late,
+        }),
+    };
+    Ok((result, warning))
+}

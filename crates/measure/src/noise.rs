@@ -1,0 +1,265 @@
+//! `measure noise` (oslat-like, seed 004): a busy loop reading CLOCK_MONOTONIC on
+//! each CPU; every gap between two reads goes into the histogram. Gaps at or
+//! above the threshold are interruptions (an IRQ, a softirq, another task, the
+//! hypervisor); their sum is the time stolen from the loop.
+//!
+//! Gaps below the threshold (and below 1024 ns) are counted per nanosecond on
+//! a fast path, so the loop stays close to the clock's own cost; they are in
+//! every statistic, but only longer gaps carry times for the largest samples.
+//!
+//! The loop runs at SCHED_OTHER by default. At SCHED_FIFO it is a real-time
+//! spinner: with RT throttling active it is stopped for the rest of each period
+//! once it has used the budget, and a warning says so.
+
+use crate::distribution::Distribution;
+use crate::error::MeasureError;
+use crate::guard::{self, Spin, SystemView, Warning};
+use crate::harness::{
+    self, AppliedPolicy, Bound, Control, ControlPlacement, Live, ProcessSetup, StopFlags,
+};
+use crate::procstat;
+use crate::progress::Progress;
+use crate::recorder::Recorder;
+use crate::run_info::{kernel_release, RunInfo};
+use cpushield_cpuset::CpuSet;
+use cpushield_rt::clock::now_ns;
+use cpushield_sys::RealKernel;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Loop iterations between two publications of progress and looks at the clock
+/// for the end of the run.
+const BATCH: u64 = 1024;
+
+/// Gaps shorter than this (and than the threshold), in nanoseconds, take the
+/// loop's fast path.
+const FAST_NS: usize = 1024;
+
+/// Configuration of a noise run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoiseConfig {
+    /// CPUs to measure, one busy loop each.
+    pub cpus: CpuSet,
+    /// How long to run (default 60 s).
+    pub duration: Duration,
+    /// SCHED_FIFO priority; None (the default) runs at SCHED_OTHER.
+    pub priority: Option<u8>,
+    /// Gaps at or above this are interruptions (default 1 us, oslat's bucket).
+    pub threshold: Duration,
+    /// Lock all memory for the run (default true).
+    pub lock_memory: bool,
+    /// How often the control thread reports progress (default 100 ms).
+    pub tick: Duration,
+}
+
+impl NoiseConfig {
+    /// The defaults (60 s, SCHED_OTHER, 1 us threshold) on `cpus`.
+    pub fn new(cpus: CpuSet) -> Self {
+        Self {
+            cpus,
+            duration: Duration::from_secs(60),
+            priority: None,
+            threshold: Duration::from_micros(1),
+            lock_memory: true,
+            tick: Duration::from_millis(100),
+        }
+    }
+
+    /// Checks the configuration; the error names the input and the remedy.
+    pub fn validate(&self, online: &CpuSet) -> Result<(), MeasureError> {
+        guard::validate_cpus(&self.cpus, online).map_err(MeasureError::Config)?;
+        if self.duration.is_zero() {
+            return Err(MeasureError::Config(
+                "--duration must be longer than 0: use e.g. --duration 60s".into(),
+            ));
+        }
+        if self.threshold.is_zero() {
+            return Err(MeasureError::Config(
+                "--threshold must be longer than 0: use e.g. --threshold 1us".into(),
+            ));
+        }
+        if let Some(p) = self.priority {
+            if !(1..=99).contains(&p) {
+                return Err(MeasureError::Config(format!(
+                    "--priority {p} is out of range: use 1..99"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The configuration as recorded in a report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NoiseSettings {
+    /// Measured CPUs.
+    pub cpus: CpuSet,
+    /// Run length in nanoseconds.
+    pub duration_ns: u64,
+    /// Requested SCHED_FIFO priority (None: SCHED_OTHER).
+    pub priority: Option<u8>,
+    /// Interruption threshold in nanoseconds.
+    pub threshold_ns: u64,
+}
+
+/// One CPU's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuNoise {
+    /// The CPU.
+    pub cpu: usize,
+    /// The scheduling the loop actually had.
+    pub applied: AppliedPolicy,
+    /// How long the loop ran, in nanoseconds.
+    pub elapsed_ns: u64,
+    /// Gaps between consecutive clock reads.
+    pub gaps: Distribution,
+    /// Gaps at or above the threshold.
+    pub interruptions: u64,
+    /// Sum of those gaps: time taken from the loop, in nanoseconds.
+    pub stolen_ns: u64,
+    /// Stolen time per second of running, in nanoseconds.
+    pub stolen_ns_per_s: f64,
+}
+
+/// The result of a noise run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NoiseReport {
+    /// What was asked for.
+    pub settings: NoiseSettings,
+    /// When, how long, interrupted or not, warnings.
+    pub run: RunInfo,
+    /// One entry per measured CPU, in CPU order.
+    pub cpus: Vec<CpuNoise>,
+}
+
+/// Runs the noise probe for its duration or until `stop` is set.
+pub fn run(
+    config: &NoiseConfig,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<NoiseReport, MeasureError> {
+    let kernel = RealKernel;
+    let view = SystemView::read(&kernel, &config.cpus).map_err(|source| MeasureError::System {
+        what: "reading the online CPUs".into(),
+        source,
+    })?;
+    config.validate(&view.online)?;
+    let duration_ns = config.duration.as_nanos().min(u64::MAX as u128) as u64;
+    let spin = config.priority.map(|_| Spin {
+        longest_ns: duration_ns,
+        fraction: 1.0,
+    });
+    let mut warnings = guard::before_run(&view, &config.cpus, harness::is_root(), spin);
+    let setup = ProcessSetup::enter(config.lock_memory);
+    warnings.extend(setup.warnings.iter().cloned());
+    let _placement =
+        ControlPlacement::enter(guard::control_cpus(&config.cpus, &view.online).as_ref());
+    let before = procstat::snapshot(&kernel).ok();
+    let started_unix_ns = harness::unix_now_ns();
+    let started = Instant::now();
+    let mut on_tick = || {};
+    let control = Control {
+        tick: config.tick,
+        bound: Bound::Time(config.duration),
+        on_tick: &mut on_tick,
+        progress,
+    };
+    let threshold_ns = config.threshold.as_nanos() as u64;
+    let outcomes = harness::run_per_cpu(&config.cpus, stop, control, |cpu, live, flags| {
+        measure_cpu(cpu, config.priority, duration_ns, threshold_ns, live, flags)
+    })?;
+    let elapsed_ns = started.elapsed().as_nanos() as u64;
+    if let (Some(before), Ok(after)) = (before, procstat::snapshot(&kernel)) {
+        warnings.extend(guard::after_run(
+            &view,
+            &config.cpus,
+            &before,
+            &after,
+            procstat::user_hz(),
+        ));
+    }
+    let mut cpus = Vec::new();
+    for (result, warning) in outcomes {
+        warnings.extend(warning);
+        cpus.push(result);
+    }
+    Ok(NoiseReport {
+        settings: NoiseSettings {
+            cpus: config.cpus.clone(),
+            duration_ns,
+            priority: config.priority,
+            threshold_ns,
+        },
+        run: RunInfo {
+            started_unix_ns,
+            elapsed_ns,
+            interrupted: stop.load(Ordering::Relaxed),
+            kernel_release: kernel_release(&kernel),
+            warnings,
+        },
+        cpus,
+    })
+}
+
+/// The busy loop of one CPU.
+fn measure_cpu(
+    cpu: usize,
+    priority: Option<u8>,
+    duration_ns: u64,
+    threshold_ns: u64,
+    live: &Live,
+    flags: &StopFlags<'_>,
+) -> Result<(CpuNoise, Option<Warning>), MeasureError> {
+    let (applied, warning) = harness::enter_measuring_thread(cpu, priority)?;
+    // fast path: gaps below this are only counted, per nanosecond, in a small
+    // array (exact, and cheaper than the histogram); the rest are recorded
+    // with their times
+    let fast_limit = threshold_ns.min(FAST_NS as u64);
+    let mut fast = [0u64; FAST_NS];
+    let mut gaps = Recorder::new();
+    let (mut interruptions, mut stolen) = (0u64, 0u64);
+    let start = now_ns();
+    let end = start.saturating_add(duration_ns);
+    let mut prev = start;
+    let mut index = 0u64;
+    loop {
+        for _ in 0..BATCH {
+            let t = now_ns();
+            let gap = t - prev;
+            prev = t;
+            if gap < fast_limit {
+                fast[gap as usize] += 1;
+            } else {
+                gaps.record(gap, t - start, index);
+                if gap >= threshold_ns {
+                    interruptions += 1;
+                    stolen += gap;
+                }
+            }
+            index += 1;
+        }
+        live.publish(index, gaps.max());
+        if prev >= end || flags.is_set() {
+            break;
+        }
+    }
+    for (value, &count) in fast.iter().enumerate() {
+        gaps.record_many(value as u64, count);
+    }
+    let elapsed = prev - start;
+    let result = CpuNoise {
+        cpu,
+        applied,
+        elapsed_ns: elapsed,
+        gaps: gaps.finish(),
+        interruptions,
+        stolen_ns: stolen,
+        stolen_ns_per_s: if elapsed > 0 {
+            stolen as f64 * 1e9 / elapsed as f64
+        } else {
+            0.0
+        },
+    };
+    Ok((result, warning))
+}

@@ -1,0 +1,7 @@
+//! Rendering, separate from measuring: human text, the seeds' bucket table and
+//! cyclictest's `-h` histogram format. JSON is in [`crate::json`].
+
+pub mod cyclictest;
+pub mod table;
+pub mod text;
+pub mod units;

@@ -1,0 +1,113 @@
+//! The spike hook: samples above a threshold, passed from the measuring threads
+//! to the caller without slowing them down. A measuring thread pushes into a
+//! fixed-size lock-free ring (no allocation, no system call, never blocks; when
+//! full the spike is counted as dropped); the control thread drains the ring
+//! every tick and forwards each spike to the caller's channel.
+
+use crossbeam_queue::ArrayQueue;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+/// A sample above the spike threshold. Times are CLOCK_MONOTONIC nanoseconds,
+/// the clock tracers can be set to (`trace_clock` = mono), for correlation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spike {
+    /// The measured CPU.
+    pub cpu: usize,
+    /// When the thread should have woken.
+    pub intended_ns: u64,
+    /// When it did (with an advance: when the work started).
+    pub actual_ns: u64,
+    /// `actual_ns - intended_ns`.
+    pub latency_ns: u64,
+}
+
+/// Where to send spikes, and above what.
+#[derive(Debug, Clone)]
+pub struct SpikeTap {
+    /// Samples strictly above this latency are spikes.
+    pub threshold: Duration,
+    /// Receives each spike, from the control thread, within one control tick.
+    pub sender: Sender<Spike>,
+}
+
+/// Capacity of the ring between measuring and control threads.
+pub const RING_CAPACITY: usize = 4096;
+
+/// The ring between the measuring threads and the control thread.
+pub(crate) struct SpikeRing {
+    threshold_ns: u64,
+    queue: ArrayQueue<Spike>,
+    dropped: AtomicU64,
+}
+
+impl SpikeRing {
+    /// A ring for spikes above `threshold_ns`.
+    pub(crate) fn new(threshold_ns: u64) -> Self {
+        Self {
+            threshold_ns,
+            queue: ArrayQueue::new(RING_CAPACITY),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// Called by a measuring thread for every sample: cheap when below threshold.
+    #[inline]
+    pub(crate) fn offer(&self, spike: Spike) {
+        if spike.latency_ns > self.threshold_ns && self.queue.push(spike).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Called by the control thread: forwards every queued spike.
+    pub(crate) fn drain_to(&self, sender: &Sender<Spike>) {
+        while let Some(spike) = self.queue.pop() {
+            // a receiver that went away just stops listening
+            let _ = sender.send(spike);
+        }
+    }
+
+    /// Spikes lost because the ring was full.
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spike(latency_ns: u64) -> Spike {
+        Spike {
+            cpu: 1,
+            intended_ns: 1000,
+            actual_ns: 1000 + latency_ns,
+            latency_ns,
+        }
+    }
+
+    #[test]
+    fn only_samples_above_the_threshold_are_forwarded() {
+        let ring = SpikeRing::new(100);
+        let (tx, rx) = std::sync::mpsc::channel();
+        ring.offer(spike(100));
+        ring.offer(spike(101));
+        ring.offer(spike(5));
+        ring.drain_to(&tx);
+        let got: Vec<u64> = rx.try_iter().map(|s| s.latency_ns).collect();
+        assert_eq!(got, vec![101]);
+    }
+
+    #[test]
+    fn a_full_ring_counts_dropped_spikes_instead_of_blocking() {
+        let ring = SpikeRing::new(0);
+        for _ in 0..RING_CAPACITY + 5 {
+            ring.offer(spike(1));
+        }
+        assert_eq!(ring.dropped(), 5);
+        let (tx, rx) = std::sync::mpsc::channel();
+        ring.drain_to(&tx);
+        assert_eq!(rx.try_iter().count(), RING_CAPACITY);
+    }
+}

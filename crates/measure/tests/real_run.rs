@@ -1,0 +1,161 @@
+//! Short real runs on CPU 1 (never CPU 0, which belongs to the environment):
+//! sample accounting, stop handling, the spike tap, advance, noise and
+//! determinism, each 1-2 s.
+
+use cpushield_measure::determinism::{self, DeterminismConfig, Work};
+use cpushield_measure::latency::{self, LatencyConfig, Length};
+use cpushield_measure::noise::{self, NoiseConfig};
+use cpushield_measure::{json, CpuSet, Period, SpikeTap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const CPU: usize = 1;
+
+fn cpu1() -> CpuSet {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let online = CpuSet::parse_list(online.trim()).unwrap();
+    assert!(
+        online.contains(CPU),
+        "these tests need CPU 1 online (online: {online})"
+    );
+    CpuSet::from_cpus([CPU])
+}
+
+#[test]
+fn every_period_of_the_run_is_either_a_sample_or_a_missed_period() {
+    let mut config = LatencyConfig::new(cpu1());
+    config.period = Period::from_rate(2048);
+    config.length = Length::Duration(Duration::from_millis(1500));
+    let stop = AtomicBool::new(false);
+    let mut ticks = 0;
+    let report = latency::run(&config, &stop, &mut |_| ticks += 1).unwrap();
+    let cpu = &report.cpus[0];
+    assert_eq!(cpu.cpu, CPU);
+    assert_eq!(cpu.samples + cpu.missed_periods, 3072, "2048 Hz x 1.5 s");
+    assert!(
+        cpu.samples > 3072 / 2,
+        "most periods measured: {}",
+        cpu.samples
+    );
+    assert_eq!(cpu.latency.summary.count, cpu.samples);
+    assert!(cpu.latency.summary.min_ns > 0);
+    assert!(!report.run.interrupted);
+    assert!(ticks >= 10, "progress was reported ({ticks} ticks)");
+    let back: latency::LatencyReport = json::from_str(&json::to_string(&report)).unwrap();
+    assert_eq!(back.cpus[0].samples, cpu.samples);
+}
+
+#[test]
+fn setting_the_stop_flag_ends_the_run_and_keeps_what_was_measured() {
+    let mut config = LatencyConfig::new(cpu1());
+    config.length = Length::Duration(Duration::from_secs(60));
+    let stop = AtomicBool::new(false);
+    let started = Instant::now();
+    let report = latency::run(&config, &stop, &mut |p| {
+        if p.elapsed > Duration::from_millis(300) {
+            stop.store(true, Ordering::Relaxed);
+        }
+    })
+    .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(report.run.interrupted);
+    assert!(report.cpus[0].samples > 100, "{}", report.cpus[0].samples);
+}
+
+#[test]
+fn samples_above_the_threshold_reach_the_spike_channel() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut config = LatencyConfig::new(cpu1());
+    config.period = Period::from_interval(Duration::from_millis(1));
+    config.length = Length::Samples(500);
+    config.spikes = Some(SpikeTap {
+        threshold: Duration::ZERO,
+        sender: tx,
+    });
+    let report = latency::run(&config, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    let spikes: Vec<_> = rx.try_iter().collect();
+    assert_eq!(report.cpus[0].samples, 500);
+    assert_eq!(
+        spikes.len() as u64 + report.spikes_dropped,
+        500,
+        "every sample is above 0 ns"
+    );
+    for s in &spikes {
+        assert_eq!(s.cpu, CPU);
+        assert_eq!(s.actual_ns - s.intended_ns, s.latency_ns);
+    }
+    let max = spikes.iter().map(|s| s.latency_ns).max().unwrap();
+    assert_eq!(max, report.cpus[0].latency.summary.max_ns);
+}
+
+#[test]
+fn with_an_advance_the_work_starts_within_a_clock_read_of_the_deadline() {
+    let mut config = LatencyConfig::new(cpu1());
+    config.period = Period::from_interval(Duration::from_millis(1));
+    config.length = Length::Duration(Duration::from_secs(1));
+    config.advance = Some(Duration::from_micros(200));
+    let report = latency::run(&config, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    let cpu = &report.cpus[0];
+    let adv = cpu.advance.as_ref().expect("advance stats");
+    assert_eq!(adv.spin.summary.count + adv.late_wakeups, cpu.samples);
+    assert!(adv.spin.summary.count > 0);
+    // spin = reached - woke, woke >= deadline - advance: a spin longer than the
+    // advance means the spinner was preempted, which shows as deviation too
+    assert!(adv.spin.summary.max_ns <= 200_000 + cpu.latency.summary.max_ns);
+    assert!(
+        cpu.latency.summary.min_ns < 2_000,
+        "min deviation {} ns",
+        cpu.latency.summary.min_ns
+    );
+    assert_eq!(report.settings.advance_ns, Some(200_000));
+}
+
+#[test]
+fn an_advance_not_shorter_than_the_period_is_refused_before_measuring() {
+    let mut config = LatencyConfig::new(cpu1());
+    config.period = Period::from_interval(Duration::from_millis(1));
+    config.advance = Some(Duration::from_millis(1));
+    let err = latency::run(&config, &AtomicBool::new(false), &mut |_| {}).unwrap_err();
+    assert!(
+        err.to_string().contains("not shorter than the period"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_noise_loop_accounts_for_its_gaps_and_stolen_time() {
+    let mut config = NoiseConfig::new(cpu1());
+    config.duration = Duration::from_secs(1);
+    let report = noise::run(&config, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    let cpu = &report.cpus[0];
+    assert!(
+        cpu.gaps.summary.count > 100_000,
+        "{} loops",
+        cpu.gaps.summary.count
+    );
+    assert!(cpu.elapsed_ns >= 1_000_000_000);
+    assert!(cpu.stolen_ns <= cpu.elapsed_ns);
+    let at_or_above: u64 = cpu.gaps.top.iter().filter(|t| t.value_ns >= 1_000).count() as u64;
+    assert!(cpu.interruptions >= at_or_above.min(10));
+    assert!(cpu.gaps.summary.max_ns >= cpu.gaps.summary.percentiles.p99_ns);
+}
+
+#[test]
+fn determinism_times_each_run_of_the_calibrated_loop() {
+    let mut config = DeterminismConfig::new(cpu1());
+    config.work = Work::Duration(Duration::from_millis(20));
+    config.runs = 5;
+    config.rest = Duration::from_millis(10);
+    let report = determinism::run(&config, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    let cpu = &report.cpus[0];
+    assert!(report.settings.iterations > 0);
+    assert_eq!(cpu.runs_ns.len(), 5);
+    assert_eq!(cpu.ideal_ns, *cpu.runs_ns.iter().min().unwrap());
+    assert_eq!(cpu.jitter_ns, cpu.max_ns - cpu.ideal_ns);
+    // same workload again, by iteration count
+    config.work = Work::Iterations(report.settings.iterations);
+    config.runs = 1;
+    let again = determinism::run(&config, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    assert_eq!(again.settings.iterations, report.settings.iterations);
+    assert_eq!(again.settings.work_ns, None);
+}
