@@ -16,8 +16,50 @@ const COLORS: [RGBColor; 6] = [
 ];
 const SIZE: (u32, u32) = (960, 540);
 
+/// Fonts tried, in order, for the plots' text (Debian's DejaVu and Liberation).
+const FONT_FILES: [&str; 3] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    "/usr/share/fonts/truetype/freefont/FreeSans.ttf",
+];
+
+/// Registers a system font as "sans-serif" for plotters' text layout, once.
+/// Without one, plots are drawn without text rather than not at all.
+fn ensure_font() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for path in FONT_FILES {
+            if let Ok(bytes) = std::fs::read(path) {
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
+                    return;
+                }
+            }
+        }
+    });
+}
+
+/// Buckets per decade of latency in the plotted histogram.
+const BUCKETS_PER_DECADE: f64 = 10.0;
+
+/// Re-bins a fine histogram (upper bound ns, count) into log-spaced buckets,
+/// returning (bucket centre in µs, count) for the non-empty ones.
+pub fn log_buckets(histogram: &[(u64, u64)]) -> Vec<(f64, u64)> {
+    let mut buckets: std::collections::BTreeMap<i64, u64> = std::collections::BTreeMap::new();
+    for &(ns, count) in histogram {
+        let us = (ns as f64 / 1e3).max(0.1);
+        let index = (us.log10() * BUCKETS_PER_DECADE).floor() as i64;
+        *buckets.entry(index).or_default() += count;
+    }
+    buckets
+        .into_iter()
+        .map(|(i, c)| (10f64.powf((i as f64 + 0.5) / BUCKETS_PER_DECADE), c))
+        .collect()
+}
+
 /// Latency histogram: x = latency (µs, log scale), y = samples (log scale).
 pub fn latency_svg(report: &CompareReport) -> String {
+    ensure_font();
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
@@ -28,10 +70,14 @@ pub fn latency_svg(report: &CompareReport) -> String {
             .map(|s| s.latency.max_ns as f64 / 1e3)
             .fold(10.0, f64::max)
             * 1.5;
-        let max_count = report
+        let binned: Vec<Vec<(f64, u64)>> = report
             .scenarios
             .iter()
-            .flat_map(|s| s.latency.histogram.iter().map(|(_, c)| *c))
+            .map(|s| log_buckets(&s.latency.histogram))
+            .collect();
+        let max_count = binned
+            .iter()
+            .flat_map(|b| b.iter().map(|(_, c)| *c))
             .max()
             .unwrap_or(1) as f64
             * 2.0;
@@ -57,12 +103,8 @@ pub fn latency_svg(report: &CompareReport) -> String {
             .draw();
         for (i, s) in report.scenarios.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];
-            let points: Vec<(f64, f64)> = s
-                .latency
-                .histogram
-                .iter()
-                .map(|(ns, c)| ((*ns as f64 / 1e3).max(0.1), *c as f64))
-                .collect();
+            let points: Vec<(f64, f64)> =
+                binned[i].iter().map(|(us, c)| (*us, *c as f64)).collect();
             if let Ok(series) =
                 chart.draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
             {
@@ -95,6 +137,7 @@ pub fn latency_svg(report: &CompareReport) -> String {
 
 /// Determinism: each run's time as % over the ideal, one line per scenario.
 pub fn determinism_svg(report: &CompareReport) -> String {
+    ensure_font();
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
@@ -175,6 +218,17 @@ fn svg_fallback() -> String {
 pub fn svg_to_png(svg: &str) -> io::Result<Vec<u8>> {
     let mut options = resvg::usvg::Options::default();
     options.fontdb_mut().load_system_fonts();
+    let installed: Vec<String> = options
+        .fontdb
+        .faces()
+        .flat_map(|f| f.families.iter().map(|(name, _)| name.clone()))
+        .collect();
+    if let Some(family) = ["DejaVu Sans", "Liberation Sans", "FreeSans"]
+        .into_iter()
+        .find(|want| installed.iter().any(|have| have == want))
+    {
+        options.fontdb_mut().set_sans_serif_family(family);
+    }
     let tree = resvg::usvg::Tree::from_str(svg, &options).map_err(io::Error::other)?;
     let size = tree.size().to_int_size();
     let mut pixmap = resvg::tiny_skia::Pixmap::new(size.width(), size.height())
@@ -186,4 +240,20 @@ pub fn svg_to_png(svg: &str) -> io::Result<Vec<u8>> {
         &mut pixmap.as_mut(),
     );
     pixmap.encode_png().map_err(io::Error::other)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_buckets_merge_fine_bins_into_ten_per_decade() {
+        // 10, 10.05 and 11 µs share the bucket [10, 12.6) µs; 13 µs is the next one.
+        let fine = [(10_000, 5), (10_050, 5), (11_000, 1), (13_000, 2)];
+        let b = log_buckets(&fine);
+        assert_eq!(b.len(), 2);
+        assert_eq!(b[0].1, 11);
+        assert!((b[0].0 - 10f64.powf(1.05)).abs() < 1e-9);
+        assert_eq!(b.iter().map(|x| x.1).sum::<u64>(), 13);
+    }
 }

@@ -1,13 +1,68 @@
-//! `cpushield check` (not yet implemented).
+//! `cpushield check`: what still reaches a shielded CPU, why, and the fix.
 
+use crate::args;
 use clap::Args;
+use cpushield_check::{run_check, CheckOptions, CpuSource};
+use cpushield_cpuset::CpuSet;
+use cpushield_sys::RealKernel;
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Arguments of `cpushield check`.
 #[derive(Args)]
-pub struct CheckArgs {}
+pub struct CheckArgs {
+    /// CPUs to check, as a list (1,3-4) or a mask (0x8). Default: the shielded CPUs.
+    #[arg(long, value_parser = args::cpu_set)]
+    pub cpus: Option<CpuSet>,
+    /// How long to watch the CPUs (e.g. 5s, 500ms).
+    #[arg(long, default_value = "5s", value_parser = args::duration)]
+    pub interval: Duration,
+    /// How often to sample the threads' run time during the interval.
+    #[arg(long, default_value = "100ms", value_parser = args::duration, hide = true)]
+    pub sample_every: Duration,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
-/// Runs `cpushield check`.
-pub fn run(_args: CheckArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("'check' is not implemented yet")
+/// Runs `cpushield check`: exit 0 when clean, 3 when something breaks the shield.
+pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    if args.interval.is_zero() {
+        anyhow::bail!("--interval 0 watches nothing: use e.g. --interval 5s");
+    }
+    if args.sample_every.is_zero() {
+        anyhow::bail!("--sample-every 0 is not a period: use e.g. --sample-every 100ms");
+    }
+    let kernel = RealKernel;
+    let (cpus, source) = match args.cpus {
+        Some(c) => (c, CpuSource::Argument),
+        None => {
+            match cpushield_check::target::shielded_cpus(&kernel).map_err(anyhow::Error::msg)? {
+                Some(c) if !c.is_empty() => (c, CpuSource::ShieldState),
+                Some(_) => anyhow::bail!(
+                    "{}: no CPU is shielded: pass --cpus, e.g. --cpus 1",
+                    cpushield_check::target::SHIELD_STATE
+                ),
+                None => anyhow::bail!(
+                "no shield is up ({} is absent): pass the CPUs to check with --cpus, e.g. --cpus 1",
+                cpushield_check::target::SHIELD_STATE
+            ),
+            }
+        }
+    };
+    let opts = CheckOptions {
+        interval: args.interval,
+        sample_every: args.sample_every,
+    };
+    let report = run_check(&kernel, &cpus, source, opts)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", cpushield_check::render::render_text(&report));
+    }
+    Ok(ExitCode::from(if report.breaks_shield {
+        args::EXIT_FINDINGS
+    } else {
+        args::EXIT_OK
+    }))
 }

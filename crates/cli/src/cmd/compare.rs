@@ -1,22 +1,228 @@
-//! `cpushield compare` (not yet implemented).
+//! `cpushield compare` and `cpushield demo`: the papers' experiments in one
+//! command; `demo` is the same code path with short durations.
 
+use crate::args::{cpu_set, duration, EXIT_ERROR, EXIT_OK, EXIT_THRESHOLD};
 use clap::Args;
+use cpushield_compare::{namespace, runner, CompareConfig, Scenario, Scope};
+use cpushield_cpuset::CpuSet;
+use cpushield_measure::Period;
+use cpushield_report::human_ns;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Arguments of `cpushield compare`.
 #[derive(Args)]
-pub struct CompareArgs {}
+pub struct CompareArgs {
+    /// CPUs to shield and measure (default: the highest CPU and its SMT siblings).
+    #[arg(long, value_parser = cpu_set)]
+    cpus: Option<CpuSet>,
+    /// Load profile or workloads (comma-separated), as `cpushield load --list` shows.
+    #[arg(long, default_value = "stress-kernel")]
+    load: String,
+    /// Latency probe time per scenario.
+    #[arg(long, value_parser = duration, default_value = "60s")]
+    duration: Duration,
+    /// Scenarios to run, comma-separated.
+    #[arg(
+        long,
+        default_value = "idle,loaded,shielded,shielded+advance,unshielded-cpu"
+    )]
+    scenarios: String,
+    /// Shield the whole machine instead of a private PID namespace.
+    #[arg(long)]
+    system: bool,
+    /// Report directory (default ./cpushield-report-<time>/).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Exit 2 when a shielded scenario's worst latency exceeds this.
+    #[arg(long, value_parser = duration)]
+    max_latency: Option<Duration>,
+    /// Advance of the shielded+advance scenario.
+    #[arg(long, value_parser = duration, default_value = "100us")]
+    advance: Duration,
+    /// Latency probe rate in Hz (realfeel's 2048 by default).
+    #[arg(long, default_value_t = 2048)]
+    rate: u32,
+    /// Determinism runs per scenario (0 skips the determinism probe).
+    #[arg(long, default_value_t = 20)]
+    runs: u32,
+    /// Length of one determinism run.
+    #[arg(long, value_parser = duration, default_value = "200ms")]
+    work: Duration,
+    /// Directory for the load's files.
+    #[arg(long, default_value = "/var/tmp")]
+    dir: PathBuf,
+}
 
 /// Arguments of `cpushield demo`.
 #[derive(Args)]
-pub struct DemoArgs {}
-
-/// Runs `cpushield compare`.
-pub fn compare(_args: CompareArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("'compare' is not implemented yet")
+pub struct DemoArgs {
+    /// CPUs to shield and measure (default: the highest CPU and its SMT siblings).
+    #[arg(long, value_parser = cpu_set)]
+    cpus: Option<CpuSet>,
+    /// Report directory (default ./cpushield-report-<time>/).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Latency probe time per scenario.
+    #[arg(long, value_parser = duration, default_value = "15s")]
+    duration: Duration,
 }
 
-/// Runs `cpushield demo`.
-pub fn demo(_args: DemoArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("'demo' needs the measure, load and compare issues, which have not landed yet")
+/// Runs `cpushield compare`.
+pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
+    let scenarios = cpushield_compare::scenario::parse_list(&args.scenarios)
+        .map_err(|e| anyhow::anyhow!("--scenarios: {e}"))?;
+    anyhow::ensure!(
+        args.rate > 0,
+        "--rate must be above 0: use e.g. --rate 2048"
+    );
+    let names: Vec<&str> = args.load.split(',').map(str::trim).collect();
+    let load =
+        cpushield_load::parse_selection(&names).map_err(|e| anyhow::anyhow!("--load: {e}"))?;
+    let config = CompareConfig {
+        cpus: args.cpus,
+        scenarios,
+        load,
+        load_name: args.load.clone(),
+        load_dir: args.dir,
+        duration: args.duration,
+        period: Period::from_rate(args.rate),
+        priority: 95,
+        advance: args.advance,
+        determinism_runs: args.runs,
+        determinism_work: args.work,
+        scope: if args.system {
+            Scope::System
+        } else {
+            Scope::Namespace
+        },
+    };
+    execute(config, args.out, args.max_latency)
+}
+
+/// Runs `cpushield demo`: every scenario, the stress-kernel load, short runs.
+pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let config = CompareConfig {
+        cpus: args.cpus,
+        scenarios: Scenario::ALL.to_vec(),
+        load: cpushield_load::parse_selection(&["stress-kernel"])?,
+        load_name: "stress-kernel".into(),
+        load_dir: PathBuf::from("/var/tmp"),
+        duration: args.duration,
+        period: Period::from_rate(2048),
+        priority: 95,
+        advance: Duration::from_micros(100),
+        determinism_runs: 10,
+        determinism_work: Duration::from_millis(200),
+        scope: Scope::Namespace,
+    };
+    println!(
+        "cpushield demo: idle, loaded and shielded scenarios, {} s each, inside a private PID namespace (nothing outside it is moved; IRQs are moved and restored)",
+        config.duration.as_secs()
+    );
+    execute(config, args.out, None)
+}
+
+fn execute(
+    config: CompareConfig,
+    out: Option<PathBuf>,
+    max_latency: Option<Duration>,
+) -> anyhow::Result<ExitCode> {
+    runner::preflight(&config)?;
+    let out = out.unwrap_or_else(default_out_dir);
+    if config.scope == Scope::System {
+        return Ok(ExitCode::from(experiment(&config, &out, max_latency)));
+    }
+    let code = namespace::run_private(|| experiment(&config, &out, max_latency).into())?;
+    Ok(ExitCode::from(u8::try_from(code).unwrap_or(EXIT_ERROR)))
+}
+
+fn default_out_dir() -> PathBuf {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    PathBuf::from(format!("cpushield-report-{secs}"))
+}
+
+/// The experiment proper; returns the exit code (it may run as a namespace's init).
+fn experiment(config: &CompareConfig, out: &std::path::Path, max_latency: Option<Duration>) -> u8 {
+    let stop = match cpushield_measure::signal::stop_on_signals() {
+        Ok(flag) => flag,
+        Err(e) => {
+            eprintln!("cpushield: error: installing signal handlers: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new(1000);
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let mut on_progress = |p: runner::Progress| {
+        if let Some(bar) = &bar {
+            let done = (p.index as f64 + p.fraction) / p.total.max(1) as f64;
+            bar.set_position((done * 1000.0) as u64);
+            bar.set_message(format!(
+                "{} ({}/{}) {}: max {}",
+                p.scenario,
+                p.index + 1,
+                p.total,
+                p.phase,
+                human_ns(p.max_ns)
+            ));
+        }
+    };
+    let result = runner::run(config, stop, &mut on_progress);
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cpushield: error: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    print!("{}", cpushield_report::table::render(&report));
+    match cpushield_report::write_all(&report, out) {
+        Ok(_) => println!(
+            "report: {}/report.html (and report.json, latency.svg/png, determinism.svg/png)",
+            out.display()
+        ),
+        Err(e) => {
+            eprintln!(
+                "cpushield: error: writing the report to {}: {e}",
+                out.display()
+            );
+            return EXIT_ERROR;
+        }
+    }
+    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("cpushield: interrupted: the report holds what was measured; the shield was reset and the load stopped");
+    }
+    if let Some(limit) = max_latency {
+        let limit_ns = limit.as_nanos() as u64;
+        let over: Vec<String> = report
+            .scenarios
+            .iter()
+            .filter(|s| s.shielded && s.latency.max_ns > limit_ns)
+            .map(|s| format!("{} ({})", s.name, human_ns(s.latency.max_ns)))
+            .collect();
+        if !over.is_empty() {
+            eprintln!(
+                "cpushield: --max-latency {} exceeded in {}",
+                human_ns(limit_ns),
+                over.join(", ")
+            );
+            return EXIT_THRESHOLD;
+        }
+    }
+    EXIT_OK
 }

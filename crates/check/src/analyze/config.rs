@@ -1,0 +1,584 @@
+//! Configuration that limits the guarantee: enforcement, isolation boot
+//! parameters, preemption, throttling, power, timers, workqueues, irqbalance,
+//! SMT and steal time.
+
+use super::interrupts::nohz_full_remedy;
+use super::{CheckInput, CpuActivity};
+use crate::facts::{Facts, Managed};
+use crate::finding::{Finding, Remedy, Severity, Topic};
+use crate::parse::cmdline::{cpu_param, param};
+use cpushield_cpuset::CpuSet;
+
+/// CPUs in nohz_full mode: sysfs when it says, else the command line.
+pub fn nohz_full_cpus(facts: &Facts) -> CpuSet {
+    if let Some(set) = facts
+        .nohz_full
+        .as_deref()
+        .and_then(|s| CpuSet::parse_list(s).ok())
+    {
+        return set;
+    }
+    cpu_param(&facts.cmdline, "nohz_full")
+        .map(|(s, _)| s)
+        .unwrap_or_default()
+}
+
+/// CPUs whose RCU callbacks are offloaded (rcu_nocbs, or implied by nohz_full).
+fn rcu_nocb_cpus(facts: &Facts) -> CpuSet {
+    let nocbs = cpu_param(&facts.cmdline, "rcu_nocbs")
+        .map(|(s, _)| s)
+        .unwrap_or_default();
+    nocbs.union(&nohz_full_cpus(facts))
+}
+
+/// The kernel's preemption model and where that was read: debugfs, the
+/// `preempt=` boot parameter of a PREEMPT_DYNAMIC kernel, the build config, or
+/// the version string (`uname -v`).
+pub fn preempt_model(facts: &Facts) -> (String, String) {
+    if let Some(text) = &facts.preempt_debugfs {
+        if let Some(cur) = text
+            .split_whitespace()
+            .find(|w| w.starts_with('(') && w.ends_with(')'))
+        {
+            return (
+                cur.trim_matches(|c| c == '(' || c == ')').to_string(),
+                "/sys/kernel/debug/sched/preempt".into(),
+            );
+        }
+    }
+    let k = &facts.kconfig;
+    let on = |name: &str| k.get(name).map(String::as_str) == Some("y");
+    if on("CONFIG_PREEMPT_RT") || facts.kernel_version.contains("PREEMPT_RT") {
+        return ("rt".into(), "kernel build".into());
+    }
+    let dynamic = on("CONFIG_PREEMPT_DYNAMIC") || facts.kernel_version.contains("PREEMPT_DYNAMIC");
+    if dynamic {
+        if let Some(v) = param(&facts.cmdline, "preempt") {
+            return (v.to_string(), "preempt= on /proc/cmdline".into());
+        }
+    }
+    let src = facts.kconfig_source.clone().unwrap_or_default();
+    for (opt, model) in [
+        ("CONFIG_PREEMPT_LAZY", "lazy"),
+        ("CONFIG_PREEMPT", "full"),
+        ("CONFIG_PREEMPT_VOLUNTARY", "voluntary"),
+        ("CONFIG_PREEMPT_NONE", "none"),
+    ] {
+        if on(opt) {
+            return (model.into(), format!("{opt}=y in {src} (the boot default)"));
+        }
+    }
+    if facts.kernel_version.contains("PREEMPT ") || facts.kernel_version.ends_with("PREEMPT") {
+        return ("full".into(), "uname -v".into());
+    }
+    (
+        "unknown".into(),
+        "no debugfs, kernel config or version hint".into(),
+    )
+}
+
+pub(super) fn analyze_cpu(
+    input: &CheckInput<'_>,
+    cpu: usize,
+    act: &mut CpuActivity,
+    findings: &mut Vec<Finding>,
+) {
+    let facts = input.facts;
+    let list = input.list();
+    let cpu_facts = facts.cpus.get(&cpu);
+
+    // Busy share and steal time from /proc/stat.
+    let (Some(a), Some(b)) = (
+        input.before.cpu_times.get(&cpu),
+        input.after.cpu_times.get(&cpu),
+    ) else {
+        return;
+    };
+    let d = b.since(a);
+    let tick_ms = 1000.0 / input.after.user_hz as f64;
+    act.busy_pct = if d.total() > 0 {
+        d.busy().saturating_sub(d.steal) as f64 / d.total() as f64 * 100.0
+    } else {
+        0.0
+    };
+    act.steal_ms = d.steal as f64 * tick_ms;
+    if d.steal > 0 {
+        findings.push(
+            Finding::new(
+                Severity::Warn,
+                Topic::Steal,
+                Some(cpu),
+                format!(
+                    "the hypervisor took {:.0} ms from CPU {cpu} in {:.1} s (steal time): outside the kernel's control",
+                    act.steal_ms,
+                    input.interval_s()
+                ),
+                format!("/proc/stat cpu{cpu} steal +{} ticks of {tick_ms:.0} ms", d.steal),
+            )
+            .remedy(Remedy::host("dedicate and pin host cores to this VM's vCPUs (no guest-side fix)")),
+        );
+    }
+
+    // Enforcement by cpusets.
+    enforcement(input, cpu, findings);
+
+    // Isolation boot parameters.
+    let nohz = nohz_full_cpus(facts);
+    if !nohz.contains(cpu) {
+        findings.push(
+            Finding::new(
+                Severity::Warn,
+                Topic::Isolation,
+                Some(cpu),
+                format!("CPU {cpu} is not nohz_full: the scheduler tick interrupts it every jiffy"),
+                format!(
+                    "/sys/devices/system/cpu/nohz_full: {}; CONFIG_NO_HZ_FULL={}",
+                    facts.nohz_full.as_deref().unwrap_or("absent"),
+                    facts
+                        .kconfig
+                        .get("CONFIG_NO_HZ_FULL")
+                        .map(String::as_str)
+                        .unwrap_or("?")
+                ),
+            )
+            .remedy(nohz_full_remedy(input, &list)),
+        );
+    }
+    if !rcu_nocb_cpus(facts).contains(cpu) {
+        findings.push(
+            Finding::new(
+                Severity::Warn,
+                Topic::Isolation,
+                Some(cpu),
+                format!("RCU callbacks of CPU {cpu} run on it (no rcu_nocbs)"),
+                format!("/proc/cmdline has no rcu_nocbs= or nohz_full= covering {cpu}"),
+            )
+            .remedy(Remedy::boot(format!("rcu_nocbs={list} rcu_nocb_poll"))),
+        );
+    }
+    let isolated = facts
+        .isolated
+        .as_deref()
+        .and_then(|s| CpuSet::parse_list(s).ok())
+        .unwrap_or_default();
+    if !isolated.contains(cpu) {
+        findings.push(
+            Finding::new(
+                Severity::Info,
+                Topic::Isolation,
+                Some(cpu),
+                format!("CPU {cpu} is not in isolcpus: managed IRQs and the boot-time scheduler domains include it"),
+                format!("/sys/devices/system/cpu/isolated: '{}'", facts.isolated.as_deref().unwrap_or("")),
+            )
+            .remedy(Remedy::boot(format!("isolcpus=managed_irq,domain,{list}"))),
+        );
+    }
+
+    // Device IRQs that may be delivered here even if none came in the interval.
+    let mut movable = Vec::new();
+    let mut managed = Vec::new();
+    for (irq, f) in &facts.irqs {
+        let target = f.effective.as_ref().or(f.affinity.as_ref());
+        if !target.is_some_and(|t| t.contains(cpu)) {
+            continue;
+        }
+        match f.managed {
+            Managed::Yes | Managed::Likely => managed.push(*irq),
+            _ => movable.push(*irq),
+        }
+    }
+    if !movable.is_empty() {
+        findings.push(
+            Finding::new(
+                Severity::Warn,
+                Topic::Irq,
+                Some(cpu),
+                format!(
+                    "{} movable IRQ{} may be delivered to CPU {cpu}",
+                    movable.len(),
+                    if movable.len() == 1 { "" } else { "s" }
+                ),
+                format!(
+                    "IRQs {} have CPU {cpu} in effective_affinity_list (or smp_affinity_list)",
+                    join(&movable)
+                ),
+            )
+            .remedy(Remedy::cpushield(format!("cpushield shield --irqs {list}"))),
+        );
+    }
+    if !managed.is_empty() {
+        findings.push(
+            Finding::new(
+                Severity::Warn,
+                Topic::Irq,
+                Some(cpu),
+                format!("kernel-managed IRQ{} {} can be delivered to CPU {cpu}; run time cannot move them", if managed.len() == 1 { "" } else { "s" }, join(&managed)),
+                "managed affinity (debugfs IRQD_AFFINITY_MANAGED, or a block-queue interrupt when debugfs is absent)".to_string(),
+            )
+            .remedy(Remedy::boot(format!("isolcpus=managed_irq,{list}"))),
+        );
+    }
+
+    // Power: frequency governor and idle states.
+    if let Some(cf) = cpu_facts {
+        match cf.governor.as_deref() {
+            Some("performance") | None => {}
+            Some(g) => findings.push(
+                Finding::new(
+                    Severity::Warn,
+                    Topic::Power,
+                    Some(cpu),
+                    format!("CPU {cpu} frequency governor is '{g}': frequency changes add latency"),
+                    format!("/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor = {g}"),
+                )
+                .remedy(Remedy::runtime(format!(
+                    "echo performance > /sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor"
+                ))),
+            ),
+        }
+        let deep: Vec<String> = cf
+            .idle_states
+            .iter()
+            .filter(|s| !s.disabled && s.latency_us > 10)
+            .map(|s| format!("{} ({}, exit {} us)", s.id, s.name, s.latency_us))
+            .collect();
+        if !deep.is_empty() {
+            let first_deep = cf
+                .idle_states
+                .iter()
+                .find(|s| !s.disabled && s.latency_us > 10)
+                .map(|s| s.id.clone())
+                .unwrap_or_default();
+            findings.push(
+                Finding::new(
+                    Severity::Warn,
+                    Topic::Power,
+                    Some(cpu),
+                    format!("CPU {cpu} may enter deep idle states whose exit delays a wakeup"),
+                    format!("enabled: {}", deep.join(", ")),
+                )
+                .remedy(Remedy::runtime("hold /dev/cpu_dma_latency at 0 while the real-time task runs (cpushield run and measure do)".to_string()))
+                .remedy(Remedy::runtime(format!("echo 1 > /sys/devices/system/cpu/cpu{cpu}/cpuidle/{first_deep}/disable (and each deeper state)")))
+                .remedy(Remedy::boot("processor.max_cstate=1 intel_idle.max_cstate=0")),
+            );
+        }
+
+        // SMT siblings outside the checked set.
+        if let Some(sibs) = &cf.siblings {
+            for sib in sibs.difference(input.cpus).iter() {
+                let busy = match (
+                    input.before.cpu_times.get(&sib),
+                    input.after.cpu_times.get(&sib),
+                ) {
+                    (Some(a), Some(b)) => {
+                        let d = b.since(a);
+                        if d.total() > 0 {
+                            d.busy() as f64 / d.total() as f64 * 100.0
+                        } else {
+                            0.0
+                        }
+                    }
+                    _ => 0.0,
+                };
+                let severity = if busy >= 5.0 {
+                    Severity::Warn
+                } else {
+                    Severity::Info
+                };
+                findings.push(
+                    Finding::new(
+                        severity,
+                        Topic::Smt,
+                        Some(cpu),
+                        format!("CPU {cpu} shares its core with CPU {sib}, which is not checked/shielded and was {busy:.0}% busy"),
+                        format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list = {}", sibs.to_list()),
+                    )
+                    .remedy(Remedy::cpushield(format!("cpushield shield --all {}", input.cpus.union(sibs).to_list())))
+                    .remedy(Remedy::boot("nosmt")),
+                );
+            }
+        }
+    }
+}
+
+fn enforcement(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>) {
+    let list = input.list();
+    let sets = &input.facts.cpusets;
+    let procs = Remedy::cpushield(format!("cpushield shield --procs {list}"));
+    // cgroup v2: an isolated (or root) partition holding the CPU.
+    if let Some(p) = sets.iter().find(|c| {
+        c.version == 2
+            && !c.is_root
+            && c.cpus.contains(cpu)
+            && c.partition
+                .as_deref()
+                .is_some_and(|p| p == "isolated" || p == "root")
+    }) {
+        findings.push(Finding::new(
+            Severity::Info,
+            Topic::Enforcement,
+            Some(cpu),
+            format!(
+                "CPU {cpu} is kernel-enforced by the cgroup v2 partition {}",
+                p.path.display()
+            ),
+            format!(
+                "cpuset.cpus.partition = {}",
+                p.partition.as_deref().unwrap_or("")
+            ),
+        ));
+        return;
+    }
+    if let Some(p) = sets.iter().find(|c| {
+        c.version == 2
+            && c.cpus.contains(cpu)
+            && c.partition
+                .as_deref()
+                .is_some_and(|p| p.contains("invalid"))
+    }) {
+        findings.push(
+            Finding::new(
+                Severity::BreaksShield,
+                Topic::Enforcement,
+                Some(cpu),
+                format!("the cgroup v2 partition {} holding CPU {cpu} is invalid: the kernel does not enforce it", p.path.display()),
+                format!("cpuset.cpus.partition = {}", p.partition.as_deref().unwrap_or("")),
+            )
+            .remedy(procs),
+        );
+        return;
+    }
+    // cgroup v1: an exclusive cpuset without load balancing, and the root not balancing either.
+    let root_lb = sets
+        .iter()
+        .find(|c| c.version == 1 && c.is_root)
+        .and_then(|c| c.sched_load_balance);
+    if let Some(s) = sets.iter().find(|c| {
+        c.version == 1
+            && !c.is_root
+            && c.cpus.contains(cpu)
+            && c.exclusive == Some(true)
+            && c.sched_load_balance == Some(false)
+    }) {
+        if root_lb == Some(false) {
+            let root_tasks = sets
+                .iter()
+                .find(|c| c.version == 1 && c.is_root)
+                .and_then(|c| c.tasks.as_ref())
+                .map(|t| {
+                    t.iter()
+                        .filter(|tid| {
+                            input
+                                .runs
+                                .latest(**tid)
+                                .is_some_and(|s| !s.stat.is_kthread())
+                        })
+                        .count()
+                })
+                .unwrap_or(0);
+            if root_tasks > 0 {
+                findings.push(
+                    Finding::new(
+                        Severity::Warn,
+                        Topic::Enforcement,
+                        Some(cpu),
+                        format!("{root_tasks} user threads are still in the root cpuset, which spans CPU {cpu}"),
+                        format!("{}/tasks", sets.iter().find(|c| c.is_root && c.version == 1).map(|c| c.path.display().to_string()).unwrap_or_default()),
+                    )
+                    .remedy(procs),
+                );
+            } else {
+                findings.push(Finding::new(
+                    Severity::Info,
+                    Topic::Enforcement,
+                    Some(cpu),
+                    format!(
+                        "CPU {cpu} is kernel-enforced by the exclusive cgroup v1 cpuset {}",
+                        s.path.display()
+                    ),
+                    "cpu_exclusive=1, sched_load_balance=0; root sched_load_balance=0".to_string(),
+                ));
+            }
+            return;
+        }
+    }
+    let seen: Vec<String> = sets
+        .iter()
+        .filter(|c| c.cpus.contains(cpu))
+        .map(|c| {
+            format!(
+                "v{} {} cpus={}{}{}{}",
+                c.version,
+                c.path.display(),
+                c.cpus.to_list(),
+                c.exclusive
+                    .map(|e| format!(" exclusive={}", e as u8))
+                    .unwrap_or_default(),
+                c.sched_load_balance
+                    .map(|e| format!(" sched_load_balance={}", e as u8))
+                    .unwrap_or_default(),
+                c.partition
+                    .as_ref()
+                    .map(|p| format!(" partition={p}"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    findings.push(
+        Finding::new(
+            Severity::Warn,
+            Topic::Enforcement,
+            Some(cpu),
+            format!("the kernel does not keep new tasks off CPU {cpu}: no isolated cpuset partition or exclusive non-balancing cpuset holds it"),
+            if seen.is_empty() { "no cpuset hierarchy found in /proc/mounts".to_string() } else { seen.join("; ") },
+        )
+        .remedy(procs),
+    );
+}
+
+pub(super) fn analyze_system(input: &CheckInput<'_>, findings: &mut Vec<Finding>) {
+    let facts = input.facts;
+    let list = input.list();
+    let hk = input.housekeeping();
+
+    let (model, source) = preempt_model(facts);
+    let (sev, title) = match model.as_str() {
+        "none" | "voluntary" => (
+            Severity::Warn,
+            format!("kernel preemption model is '{model}': a task inside a system call keeps its CPU until it returns or calls cond_resched()"),
+        ),
+        "unknown" => (Severity::Info, "kernel preemption model unknown".to_string()),
+        _ => (Severity::Info, format!("kernel preemption model is '{model}'")),
+    };
+    let mut f = Finding::new(
+        sev,
+        Topic::Preemption,
+        None,
+        title,
+        format!("from {source}; uname -v: {}", facts.kernel_version),
+    );
+    if sev == Severity::Warn {
+        let dynamic = facts
+            .kconfig
+            .get("CONFIG_PREEMPT_DYNAMIC")
+            .map(String::as_str)
+            == Some("y")
+            || facts.kernel_version.contains("PREEMPT_DYNAMIC");
+        if dynamic {
+            f = f
+                .remedy(Remedy::runtime(
+                    "echo full > /sys/kernel/debug/sched/preempt (debugfs mounted)",
+                ))
+                .remedy(Remedy::boot("preempt=full"));
+        } else {
+            f = f.remedy(Remedy::boot(
+                "a kernel built with CONFIG_PREEMPT=y or CONFIG_PREEMPT_RT=y",
+            ));
+        }
+    }
+    findings.push(f);
+
+    match facts.rt_runtime_us {
+        Some(rt) if rt >= 0 => findings.push(
+            Finding::new(
+                Severity::Warn,
+                Topic::RtThrottling,
+                None,
+                format!(
+                    "RT throttling is on: real-time tasks are stopped after {} ms of each {} ms",
+                    rt / 1000,
+                    facts.rt_period_us.unwrap_or(1_000_000) / 1000
+                ),
+                format!("kernel.sched_rt_runtime_us = {rt}"),
+            )
+            .remedy(Remedy::runtime("sysctl -w kernel.sched_rt_runtime_us=-1")),
+        ),
+        _ => {}
+    }
+
+    if facts.timer_migration == Some(1) {
+        findings.push(
+            Finding::new(
+                Severity::Info,
+                Topic::Timers,
+                None,
+                "timer migration is on: timers may be moved between CPUs".to_string(),
+                "kernel.timer_migration = 1".to_string(),
+            )
+            .remedy(Remedy::runtime("sysctl -w kernel.timer_migration=0")),
+        );
+    }
+
+    if let Some(mask) = &facts.workqueue_cpumask {
+        let hit = mask.intersection(input.cpus);
+        if !hit.is_empty() && !hk.is_empty() {
+            findings.push(
+                Finding::new(
+                    Severity::Warn,
+                    Topic::Workqueue,
+                    None,
+                    format!("unbound workqueue work may run on CPU {}", hit.to_list()),
+                    format!(
+                        "/sys/devices/virtual/workqueue/cpumask = {}",
+                        mask.to_mask()
+                    ),
+                )
+                .remedy(Remedy::cpushield(format!(
+                    "cpushield shield --procs {list}"
+                )))
+                .remedy(Remedy::runtime(format!(
+                    "echo {} > /sys/devices/virtual/workqueue/cpumask",
+                    hk.to_mask()
+                ))),
+            );
+        }
+    }
+
+    if let Some(mask) = &facts.default_irq_affinity {
+        let hit = mask.intersection(input.cpus);
+        if !hit.is_empty() && !hk.is_empty() {
+            findings.push(
+                Finding::new(
+                    Severity::Warn,
+                    Topic::Irq,
+                    None,
+                    format!("new IRQs will be allowed on CPU {}", hit.to_list()),
+                    format!("/proc/irq/default_smp_affinity = {}", mask.to_mask()),
+                )
+                .remedy(Remedy::cpushield(format!("cpushield shield --irqs {list}"))),
+            );
+        }
+    }
+
+    let irqbalance: Vec<i32> = input
+        .runs
+        .all_latest()
+        .filter(|t| t.stat.tid == t.pid && t.stat.comm == "irqbalance")
+        .map(|t| t.pid)
+        .collect();
+    if !irqbalance.is_empty() {
+        findings.push(
+            Finding::new(
+                Severity::BreaksShield,
+                Topic::Irqbalance,
+                None,
+                format!(
+                    "irqbalance is running (pid {}): it moves IRQs back onto shielded CPUs",
+                    join(&irqbalance)
+                ),
+                "/proc/*/comm = irqbalance".to_string(),
+            )
+            .remedy(Remedy::runtime("systemctl stop irqbalance"))
+            .remedy(Remedy::runtime(format!(
+                "IRQBALANCE_BANNED_CPULIST={list} in /etc/default/irqbalance"
+            ))),
+        );
+    }
+}
+
+fn join<T: ToString>(v: &[T]) -> String {
+    v.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,203 @@
+//! Pure analysis: two snapshots, the run-time samples in between and the
+//! configuration facts in; findings and per-CPU activity out. No I/O here.
+
+mod config;
+mod interrupts;
+mod tasks;
+
+use crate::facts::Facts;
+use crate::finding::{Finding, Severity};
+use crate::runtime::RunTracker;
+use crate::snapshot::Snapshot;
+use cpushield_cpuset::CpuSet;
+use serde::Serialize;
+
+pub use config::{nohz_full_cpus, preempt_model};
+
+/// Where the checked CPU list came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CpuSource {
+    /// `--cpus` on the command line.
+    Argument,
+    /// The shield state file (the shielded CPUs).
+    ShieldState,
+}
+
+/// Everything the analysis needs.
+pub struct CheckInput<'a> {
+    /// The CPUs checked.
+    pub cpus: &'a CpuSet,
+    /// Where they came from.
+    pub source: CpuSource,
+    /// Counters at the start of the interval.
+    pub before: &'a Snapshot,
+    /// Counters at the end (with thread affinities).
+    pub after: &'a Snapshot,
+    /// Run time per thread and CPU over the interval.
+    pub runs: &'a RunTracker,
+    /// Configuration.
+    pub facts: &'a Facts,
+    /// The process running the check (left out of the task findings).
+    pub self_pid: i32,
+}
+
+impl CheckInput<'_> {
+    pub(crate) fn interval_s(&self) -> f64 {
+        (self.after.at_ns.saturating_sub(self.before.at_ns)) as f64 / 1e9
+    }
+    pub(crate) fn per_s(&self, count: u64) -> f64 {
+        count as f64 / self.interval_s().max(1e-9)
+    }
+    /// The checked CPUs as a list, for remedies (`1,3`).
+    pub(crate) fn list(&self) -> String {
+        self.cpus.to_list()
+    }
+    /// The online CPUs that are not checked (housekeeping).
+    pub(crate) fn housekeeping(&self) -> CpuSet {
+        self.facts.online.difference(self.cpus)
+    }
+}
+
+/// A count over the interval with its rate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Count {
+    /// What was counted (IRQ number or kind, softirq name).
+    pub id: String,
+    /// A readable name (device, description).
+    pub name: String,
+    /// The count over the interval.
+    pub count: u64,
+    /// Per second.
+    pub per_s: f64,
+}
+
+/// One thread that ran on a checked CPU.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskActivity {
+    /// Process id.
+    pub pid: i32,
+    /// Thread id.
+    pub tid: i32,
+    /// Thread name.
+    pub comm: String,
+    /// Whether it is a kernel thread.
+    pub kernel_thread: bool,
+    /// Its affinity, as a CPU list.
+    pub affinity: String,
+    /// Run time charged to this CPU, ms.
+    pub run_ms: f64,
+}
+
+/// What happened on one checked CPU during the interval.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CpuActivity {
+    /// The CPU.
+    pub cpu: usize,
+    /// Busy time (not idle), percent of the interval.
+    pub busy_pct: f64,
+    /// Steal time, ms.
+    pub steal_ms: f64,
+    /// Interrupts that arrived (non-zero only), device IRQs and kinds.
+    pub interrupts: Vec<Count>,
+    /// Softirqs that ran (non-zero only).
+    pub softirqs: Vec<Count>,
+    /// Threads that ran, most run time first.
+    pub tasks: Vec<TaskActivity>,
+    /// Per-CPU kernel threads bound to it.
+    pub bound_kthreads: Vec<String>,
+}
+
+/// The result of a check.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckReport {
+    /// Schema version of the JSON form.
+    pub version: u32,
+    /// The checked CPUs.
+    pub cpus: String,
+    /// Where they came from.
+    pub cpus_source: CpuSource,
+    /// Length of the interval, s.
+    pub interval_s: f64,
+    /// How the threads were sampled, and the limits of that.
+    pub sampling: String,
+    /// The one-line verdict.
+    pub verdict: String,
+    /// Whether anything breaks the shield (exit code 3).
+    pub breaks_shield: bool,
+    /// Findings, most severe first.
+    pub findings: Vec<Finding>,
+    /// Per checked CPU.
+    pub activity: Vec<CpuActivity>,
+}
+
+/// Runs every analysis and builds the report.
+pub fn analyze(input: &CheckInput<'_>, sampling: &str) -> CheckReport {
+    let mut findings = Vec::new();
+    let mut activity = Vec::new();
+    for cpu in input.cpus.iter() {
+        let mut act = CpuActivity {
+            cpu,
+            busy_pct: 0.0,
+            steal_ms: 0.0,
+            interrupts: Vec::new(),
+            softirqs: Vec::new(),
+            tasks: Vec::new(),
+            bound_kthreads: Vec::new(),
+        };
+        interrupts::analyze_cpu(input, cpu, &mut act, &mut findings);
+        tasks::analyze_cpu(input, cpu, &mut act, &mut findings);
+        config::analyze_cpu(input, cpu, &mut act, &mut findings);
+        activity.push(act);
+    }
+    config::analyze_system(input, &mut findings);
+    findings.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then(a.cpu.cmp(&b.cpu))
+            .then(a.topic.cmp(&b.topic))
+    });
+    let breaks = findings
+        .iter()
+        .filter(|f| f.severity == Severity::BreaksShield)
+        .count();
+    let warns = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Warn)
+        .count();
+    let cpus = input.list();
+    let plural = if input.cpus.len() > 1 { "CPUs" } else { "CPU" };
+    let verdict = if breaks > 0 {
+        format!(
+            "{plural} {cpus} NOT shielded: {breaks} finding{} break{} the shield, {warns} warning{}",
+            s(breaks),
+            if breaks == 1 { "s" } else { "" },
+            s(warns)
+        )
+    } else {
+        format!(
+            "{plural} {cpus} clean: nothing reached {} that a shield keeps away ({warns} warning{})",
+            if input.cpus.len() > 1 { "them" } else { "it" },
+            s(warns)
+        )
+    };
+    CheckReport {
+        version: 1,
+        cpus,
+        cpus_source: input.source.clone(),
+        interval_s: input.interval_s(),
+        sampling: sampling.to_string(),
+        verdict,
+        breaks_shield: breaks > 0,
+        findings,
+        activity,
+    }
+}
+
+fn s(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}

@@ -1,0 +1,229 @@
+//! Threads that ran on a checked CPU, and kernel threads bound to it.
+
+use super::{CheckInput, CpuActivity, TaskActivity};
+use crate::finding::{Finding, Remedy, Severity, Topic};
+use crate::snapshot::ThreadSample;
+use cpushield_cpuset::CpuSet;
+use std::collections::BTreeMap;
+
+/// How a thread relates to a checked CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    /// A per-CPU kernel thread bound there by the kernel.
+    BoundKthread,
+    /// A kernel thread someone pinned there.
+    PinnedKthread,
+    /// A kernel thread that may run elsewhere.
+    MovableKthread,
+    /// A user thread whose affinity is only checked CPUs.
+    PinnedTask,
+    /// A user thread that may run elsewhere.
+    MovableTask,
+}
+
+fn classify(t: &ThreadSample, cpu: usize, checked: &CpuSet) -> Kind {
+    let single = t
+        .affinity
+        .as_ref()
+        .is_some_and(|a| a.len() == 1 && a.contains(cpu));
+    let only_checked = t
+        .affinity
+        .as_ref()
+        .is_some_and(|a| !a.is_empty() && a.is_subset(checked));
+    if t.stat.is_kthread() {
+        if t.stat.no_setaffinity() && (single || t.affinity.is_none()) {
+            Kind::BoundKthread
+        } else if single {
+            Kind::PinnedKthread
+        } else {
+            Kind::MovableKthread
+        }
+    } else if only_checked {
+        Kind::PinnedTask
+    } else {
+        Kind::MovableTask
+    }
+}
+
+pub(super) fn analyze_cpu(
+    input: &CheckInput<'_>,
+    cpu: usize,
+    act: &mut CpuActivity,
+    findings: &mut Vec<Finding>,
+) {
+    let list = input.list();
+    let hk = input.housekeeping().to_list();
+    let interval_ms = input.interval_s() * 1e3;
+    // Per-CPU kernel threads bound to this CPU, whether they ran or not.
+    let mut bound: Vec<String> = input
+        .runs
+        .all_latest()
+        .filter(|t| t.stat.is_kthread() && t.stat.no_setaffinity())
+        .filter(|t| {
+            t.affinity
+                .as_ref()
+                .is_some_and(|a| a.len() == 1 && a.contains(cpu))
+        })
+        .map(|t| t.stat.comm.clone())
+        .collect();
+    bound.sort();
+    act.bound_kthreads = bound;
+
+    // User threads are grouped per process; kernel threads stay one by one.
+    let mut groups: BTreeMap<(Kind, i32), Vec<(ThreadSample, u64)>> = BTreeMap::new();
+    for run in input.runs.ran_on(cpu) {
+        if run.pid == input.self_pid {
+            continue;
+        }
+        let Some(t) = input.runs.latest(run.tid) else {
+            continue;
+        };
+        let kind = classify(t, cpu, input.cpus);
+        act.tasks.push(TaskActivity {
+            pid: t.pid,
+            tid: t.stat.tid,
+            comm: t.stat.comm.clone(),
+            kernel_thread: t.stat.is_kthread(),
+            affinity: t.affinity.as_ref().map(|a| a.to_list()).unwrap_or_default(),
+            run_ms: run.run_ns as f64 / 1e6,
+        });
+        let key = if t.stat.is_kthread() {
+            t.stat.tid
+        } else {
+            t.pid
+        };
+        groups
+            .entry((kind, key))
+            .or_default()
+            .push((t.clone(), run.run_ns));
+    }
+
+    for ((kind, key), threads) in groups {
+        let total_ns: u64 = threads.iter().map(|(_, ns)| ns).sum();
+        let ms = total_ns as f64 / 1e6;
+        let share = ms / interval_ms.max(1e-9) * 100.0;
+        let first = &threads[0].0;
+        let aff = first
+            .affinity
+            .as_ref()
+            .map(|a| a.to_list())
+            .unwrap_or_else(|| "unknown (exited before the end)".into());
+        let name = process_name(input, key, first);
+        let thread_note = if threads.len() > 1 {
+            let names: Vec<String> = threads
+                .iter()
+                .take(6)
+                .map(|(t, ns)| {
+                    format!(
+                        "{} ({}) {:.2} ms",
+                        t.stat.comm,
+                        t.stat.tid,
+                        *ns as f64 / 1e6
+                    )
+                })
+                .collect();
+            format!("; {} threads: {}", threads.len(), names.join(", "))
+        } else {
+            String::new()
+        };
+        let evidence = format!(
+            "ran {ms:.2} ms ({share:.2}% of {:.1} s) on CPU {cpu} (run time from /proc/{key}/task/*/schedstat, CPU from stat field 39); affinity {aff}{thread_note}",
+            input.interval_s()
+        );
+        let topic = if first.stat.is_kthread() {
+            Topic::KernelThread
+        } else {
+            Topic::Task
+        };
+        let finding = match kind {
+            Kind::MovableTask => Finding::new(
+                Severity::BreaksShield,
+                topic,
+                Some(cpu),
+                format!("task {name} (pid {key}) ran on CPU {cpu} for {ms:.2} ms; it may run on other CPUs"),
+                evidence,
+            )
+            .remedy(Remedy::cpushield(format!("cpushield shield --procs {list}"))),
+            Kind::MovableKthread => Finding::new(
+                Severity::BreaksShield,
+                topic,
+                Some(cpu),
+                format!("kernel thread {name} (pid {key}) ran on CPU {cpu} for {ms:.2} ms; it is not bound there"),
+                evidence,
+            )
+            .remedy(Remedy::cpushield(format!("cpushield shield --procs {list}"))),
+            Kind::PinnedTask => Finding::new(
+                Severity::Warn,
+                topic,
+                Some(cpu),
+                format!("task {name} (pid {key}) is pinned to CPU {aff} and ran on CPU {cpu} for {ms:.2} ms; a shield keeps it there (if it is not your real-time task, move it)"),
+                evidence,
+            )
+            .remedy(Remedy::runtime(format!("taskset -a -pc {hk} {key}"))),
+            Kind::PinnedKthread => Finding::new(
+                Severity::Warn,
+                topic,
+                Some(cpu),
+                format!("kernel thread {name} (pid {key}) was pinned to CPU {cpu} and ran there for {ms:.2} ms"),
+                evidence,
+            )
+            .remedy(Remedy::runtime(format!("taskset -pc {hk} {key}"))),
+            Kind::BoundKthread => {
+                let (why, remedy) = bound_kthread_advice(&first.stat.comm, &list);
+                // Bound kernel threads cannot be moved; they matter when they run long.
+                let severity = if share >= 0.1 { Severity::Warn } else { Severity::Info };
+                let mut f = Finding::new(
+                    severity,
+                    topic,
+                    Some(cpu),
+                    format!("per-CPU kernel thread {name} ran on CPU {cpu} for {ms:.2} ms: {why}"),
+                    evidence,
+                );
+                if let Some(r) = remedy {
+                    f = f.remedy(r);
+                }
+                f
+            }
+        };
+        findings.push(finding);
+    }
+}
+
+/// The name of a process: its main thread's name when known.
+fn process_name(input: &CheckInput<'_>, key: i32, first: &ThreadSample) -> String {
+    input
+        .runs
+        .latest(key)
+        .map(|t| t.stat.comm.clone())
+        .unwrap_or_else(|| first.stat.comm.clone())
+}
+
+/// What a bound kernel thread does and what reduces its work.
+fn bound_kthread_advice(comm: &str, list: &str) -> (&'static str, Option<Remedy>) {
+    if comm.starts_with("ksoftirqd/") {
+        (
+            "softirqs deferred from interrupts on this CPU",
+            Some(Remedy::cpushield(format!("cpushield shield --irqs {list}"))),
+        )
+    } else if comm.starts_with("kworker/") {
+        (
+            "per-CPU workqueue work (vmstat, LRU drain, ...)",
+            Some(Remedy::runtime("sysctl -w vm.stat_interval=10".to_string())),
+        )
+    } else if comm.starts_with("rcuc/") || comm.starts_with("rcuop/") || comm.starts_with("rcuog/")
+    {
+        (
+            "RCU callbacks",
+            Some(Remedy::boot(format!("rcu_nocbs={list} rcu_nocb_poll"))),
+        )
+    } else if comm.starts_with("migration/") {
+        (
+            "stop-machine work and task migration",
+            Some(Remedy::cpushield(format!(
+                "cpushield shield --procs {list}"
+            ))),
+        )
+    } else {
+        ("bound to this CPU by the kernel; it cannot be moved", None)
+    }
+}

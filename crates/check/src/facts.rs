@@ -1,0 +1,376 @@
+//! The configuration that limits what a shield can guarantee, and the thin
+//! layer that reads it. Every field is plain data so analysis runs on fixtures.
+
+use crate::parse::cmdline::parse_kconfig;
+use cpushield_cpuset::CpuSet;
+use cpushield_sys::Kernel;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One idle state of a CPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IdleState {
+    /// `stateN` directory name.
+    pub id: String,
+    /// Its name (`POLL`, `C1`, `C6`, ...).
+    pub name: String,
+    /// Exit latency in us.
+    pub latency_us: u64,
+    /// Whether it is disabled.
+    pub disabled: bool,
+}
+
+/// Per-CPU facts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CpuFacts {
+    /// cpufreq scaling governor, when there is a cpufreq driver.
+    pub governor: Option<String>,
+    /// Idle states (empty without a cpuidle driver).
+    pub idle_states: Vec<IdleState>,
+    /// SMT siblings including the CPU itself.
+    pub siblings: Option<CpuSet>,
+}
+
+/// Whether an IRQ's affinity is managed by the kernel (cannot be changed at run time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Managed {
+    /// debugfs says IRQD_AFFINITY_MANAGED.
+    Yes,
+    /// debugfs says it is not.
+    No,
+    /// No debugfs: a queue interrupt of a multi-queue block driver, which the
+    /// kernel usually manages.
+    Likely,
+    /// No debugfs and nothing suggests it is managed.
+    Unknown,
+}
+
+/// Facts about one device IRQ.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IrqFacts {
+    /// smp_affinity_list.
+    pub affinity: Option<CpuSet>,
+    /// effective_affinity_list (where it is really delivered), when the kernel has it.
+    pub effective: Option<CpuSet>,
+    /// Whether the kernel manages its affinity.
+    pub managed: Managed,
+}
+
+/// A cpuset cgroup that holds some of the checked CPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CpusetInfo {
+    /// 1 for cgroup v1, 2 for v2.
+    pub version: u8,
+    /// Directory.
+    pub path: PathBuf,
+    /// Whether it is the hierarchy's root.
+    pub is_root: bool,
+    /// cpuset.cpus (v1) or cpuset.cpus.effective (v2).
+    pub cpus: CpuSet,
+    /// v1 cpuset.cpu_exclusive.
+    pub exclusive: Option<bool>,
+    /// v1 cpuset.sched_load_balance.
+    pub sched_load_balance: Option<bool>,
+    /// v2 cpuset.cpus.partition (`member`, `root`, `isolated`, `... invalid ...`).
+    pub partition: Option<String>,
+    /// Number of tasks in it (v1 `tasks` / v2 `cgroup.threads`), when readable.
+    pub tasks: Option<Vec<i32>>,
+}
+
+/// Everything configuration-related `check` looks at.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Facts {
+    /// Online CPUs.
+    pub online: CpuSet,
+    /// /proc/cmdline.
+    pub cmdline: String,
+    /// Kernel build options (from /proc/config.gz or /boot/config-*), possibly empty.
+    pub kconfig: BTreeMap<String, String>,
+    /// Where `kconfig` came from.
+    pub kconfig_source: Option<String>,
+    /// /proc/sys/kernel/version (`#1 SMP PREEMPT_DYNAMIC ...`, as `uname -v`).
+    pub kernel_version: String,
+    /// /sys/devices/system/cpu/nohz_full, raw.
+    pub nohz_full: Option<String>,
+    /// /sys/devices/system/cpu/isolated, raw.
+    pub isolated: Option<String>,
+    /// /sys/kernel/debug/sched/preempt (`none voluntary (full) lazy`), when debugfs is mounted.
+    pub preempt_debugfs: Option<String>,
+    /// kernel.sched_rt_runtime_us.
+    pub rt_runtime_us: Option<i64>,
+    /// kernel.sched_rt_period_us.
+    pub rt_period_us: Option<i64>,
+    /// kernel.timer_migration.
+    pub timer_migration: Option<u32>,
+    /// /sys/devices/virtual/workqueue/cpumask.
+    pub workqueue_cpumask: Option<CpuSet>,
+    /// /proc/irq/default_smp_affinity.
+    pub default_irq_affinity: Option<CpuSet>,
+    /// cpuidle driver name (`none` in many VMs).
+    pub idle_driver: Option<String>,
+    /// Per checked CPU.
+    pub cpus: BTreeMap<usize, CpuFacts>,
+    /// Per device IRQ.
+    pub irqs: BTreeMap<u32, IrqFacts>,
+    /// cpusets holding checked CPUs (and the roots).
+    pub cpusets: Vec<CpusetInfo>,
+}
+
+fn read_opt(k: &dyn Kernel, p: &str) -> Option<String> {
+    k.read(Path::new(p)).ok().map(|s| s.trim().to_string())
+}
+
+fn read_list(k: &dyn Kernel, p: &str) -> Option<CpuSet> {
+    read_opt(k, p).and_then(|s| CpuSet::parse_list(&s).ok())
+}
+
+fn read_mask(k: &dyn Kernel, p: &str) -> Option<CpuSet> {
+    read_opt(k, p).and_then(|s| CpuSet::parse_mask(&s).ok())
+}
+
+fn read_bool(k: &dyn Kernel, p: &Path) -> Option<bool> {
+    k.read(p).ok().map(|s| s.trim() == "1")
+}
+
+/// Reads the facts for the checked CPUs (the thin layer; read-only).
+pub fn read_facts(kernel: &dyn Kernel, checked: &CpuSet, irq_numbers: &[u32]) -> Facts {
+    let k = kernel;
+    let mut facts = Facts {
+        online: read_list(k, "/sys/devices/system/cpu/online").unwrap_or_default(),
+        cmdline: read_opt(k, "/proc/cmdline").unwrap_or_default(),
+        kernel_version: read_opt(k, "/proc/sys/kernel/version").unwrap_or_default(),
+        nohz_full: read_opt(k, "/sys/devices/system/cpu/nohz_full"),
+        isolated: read_opt(k, "/sys/devices/system/cpu/isolated"),
+        preempt_debugfs: read_opt(k, "/sys/kernel/debug/sched/preempt"),
+        rt_runtime_us: read_opt(k, "/proc/sys/kernel/sched_rt_runtime_us")
+            .and_then(|s| s.parse().ok()),
+        rt_period_us: read_opt(k, "/proc/sys/kernel/sched_rt_period_us")
+            .and_then(|s| s.parse().ok()),
+        timer_migration: read_opt(k, "/proc/sys/kernel/timer_migration")
+            .and_then(|s| s.parse().ok()),
+        workqueue_cpumask: read_mask(k, "/sys/devices/virtual/workqueue/cpumask"),
+        default_irq_affinity: read_mask(k, "/proc/irq/default_smp_affinity"),
+        idle_driver: read_opt(k, "/sys/devices/system/cpu/cpuidle/current_driver"),
+        ..Default::default()
+    };
+    let (kconfig, source) = read_kconfig(k);
+    facts.kconfig = kconfig;
+    facts.kconfig_source = source;
+    for cpu in checked.iter().chain(siblings_of(k, checked).iter()) {
+        facts.cpus.entry(cpu).or_insert_with(|| read_cpu(k, cpu));
+    }
+    for &irq in irq_numbers {
+        facts.irqs.insert(irq, read_irq(k, irq));
+    }
+    facts.cpusets = read_cpusets(k, checked);
+    facts
+}
+
+fn siblings_of(k: &dyn Kernel, cpus: &CpuSet) -> CpuSet {
+    let mut all = CpuSet::new();
+    for cpu in cpus.iter() {
+        if let Some(s) = read_list(
+            k,
+            &format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"),
+        ) {
+            all = all.union(&s);
+        }
+    }
+    all
+}
+
+/// The kernel build configuration and where it was read (/proc/config.gz or
+/// /boot/config-RELEASE); empty when neither is there.
+pub fn read_kconfig(k: &dyn Kernel) -> (BTreeMap<String, String>, Option<String>) {
+    // Binary, so not through `Kernel::read`; asked only when the kernel (or
+    // a fake of it) says the file exists.
+    if k.exists(Path::new("/proc/config.gz")) {
+        if let Some(text) = read_config_gz() {
+            return (parse_kconfig(&text), Some("/proc/config.gz".into()));
+        }
+    }
+    let release = read_opt(k, "/proc/sys/kernel/osrelease").unwrap_or_default();
+    let path = format!("/boot/config-{release}");
+    match k.read(Path::new(&path)) {
+        Ok(text) => (parse_kconfig(&text), Some(path)),
+        Err(_) => (BTreeMap::new(), None),
+    }
+}
+
+/// /proc/config.gz, decompressed by `zcat` when both exist (no extra crate).
+fn read_config_gz() -> Option<String> {
+    if !Path::new("/proc/config.gz").exists() {
+        return None;
+    }
+    let out = std::process::Command::new("zcat")
+        .arg("/proc/config.gz")
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn read_cpu(k: &dyn Kernel, cpu: usize) -> CpuFacts {
+    let base = format!("/sys/devices/system/cpu/cpu{cpu}");
+    let mut idle_states = Vec::new();
+    let idle_dir = format!("{base}/cpuidle");
+    if let Ok(mut names) = k.read_dir(Path::new(&idle_dir)) {
+        names.sort();
+        for id in names.into_iter().filter(|n| n.starts_with("state")) {
+            let p = |f: &str| format!("{idle_dir}/{id}/{f}");
+            idle_states.push(IdleState {
+                name: read_opt(k, &p("name")).unwrap_or_default(),
+                latency_us: read_opt(k, &p("latency"))
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0),
+                disabled: read_opt(k, &p("disable")).is_some_and(|s| s == "1"),
+                id,
+            });
+        }
+    }
+    CpuFacts {
+        governor: read_opt(k, &format!("{base}/cpufreq/scaling_governor")),
+        idle_states,
+        siblings: read_list(k, &format!("{base}/topology/thread_siblings_list")),
+    }
+}
+
+fn read_irq(k: &dyn Kernel, irq: u32) -> IrqFacts {
+    let base = format!("/proc/irq/{irq}");
+    let managed = match read_opt(k, &format!("/sys/kernel/debug/irq/irqs/{irq}")) {
+        Some(text) if text.contains("AFFINITY_MANAGED") => Managed::Yes,
+        Some(_) => Managed::No,
+        None => {
+            let name = k
+                .read_dir(Path::new(&base))
+                .unwrap_or_default()
+                .into_iter()
+                .find(|n| looks_like_managed_queue(n));
+            if name.is_some() {
+                Managed::Likely
+            } else {
+                Managed::Unknown
+            }
+        }
+    };
+    IrqFacts {
+        affinity: read_list(k, &format!("{base}/smp_affinity_list")),
+        effective: read_list(k, &format!("{base}/effective_affinity_list")),
+        managed,
+    }
+}
+
+/// Whether an IRQ handler name is a queue interrupt of a multi-queue block
+/// driver (virtio-blk `virtio1-req.0`, NVMe I/O queues `nvme0q3`), which the
+/// kernel spreads over CPUs with managed affinity.
+pub fn looks_like_managed_queue(name: &str) -> bool {
+    if name.starts_with("virtio") && name.contains("-req.") {
+        return true;
+    }
+    if let Some(rest) = name.strip_prefix("nvme") {
+        if let Some((_, q)) = rest.split_once('q') {
+            return q.parse::<u32>().is_ok_and(|n| n > 0);
+        }
+    }
+    false
+}
+
+/// The cgroup mounts in /proc/mounts: (version, mount point) of those with cpuset.
+fn cpuset_mounts(k: &dyn Kernel) -> Vec<(u8, PathBuf)> {
+    let text = read_opt(k, "/proc/mounts").unwrap_or_default();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if w.len() < 4 {
+            continue;
+        }
+        let dir = PathBuf::from(w[1]);
+        if w[2] == "cgroup" && w[3].split(',').any(|o| o == "cpuset") {
+            out.push((1, dir));
+        } else if w[2] == "cgroup2" {
+            let controllers =
+                read_opt(k, &format!("{}/cgroup.controllers", w[1])).unwrap_or_default();
+            if controllers.split_whitespace().any(|c| c == "cpuset") {
+                out.push((2, dir));
+            }
+        }
+    }
+    out
+}
+
+fn read_cpusets(k: &dyn Kernel, checked: &CpuSet) -> Vec<CpusetInfo> {
+    let mut out = Vec::new();
+    for (version, root) in cpuset_mounts(k) {
+        let mut stack = vec![(root.clone(), 0usize)];
+        let mut visited = 0usize;
+        while let Some((dir, depth)) = stack.pop() {
+            visited += 1;
+            if visited > 2000 {
+                break;
+            }
+            let is_root = dir == root;
+            let cpus_file = if version == 1 {
+                "cpuset.cpus"
+            } else {
+                "cpuset.cpus.effective"
+            };
+            let cpus = read_list(k, &dir.join(cpus_file).to_string_lossy()).unwrap_or_default();
+            if is_root || cpus.intersects(checked) {
+                let f = |name: &str| dir.join(name);
+                let tasks_file = if version == 1 {
+                    "tasks"
+                } else {
+                    "cgroup.threads"
+                };
+                out.push(CpusetInfo {
+                    version,
+                    path: dir.clone(),
+                    is_root,
+                    cpus: cpus.clone(),
+                    exclusive: (version == 1)
+                        .then(|| read_bool(k, &f("cpuset.cpu_exclusive")))
+                        .flatten(),
+                    sched_load_balance: (version == 1)
+                        .then(|| read_bool(k, &f("cpuset.sched_load_balance")))
+                        .flatten(),
+                    partition: (version == 2)
+                        .then(|| read_opt(k, &f("cpuset.cpus.partition").to_string_lossy()))
+                        .flatten(),
+                    tasks: k
+                        .read(&f(tasks_file))
+                        .ok()
+                        .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect()),
+                });
+            }
+            if depth < 4 {
+                if let Ok(mut names) = k.read_dir(&dir) {
+                    names.sort();
+                    for n in names {
+                        let child = dir.join(&n);
+                        if k.exists(&child.join(cpus_file)) {
+                            stack.push((child, depth + 1));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_queue_irqs_look_managed_and_network_irqs_do_not() {
+        assert!(looks_like_managed_queue("virtio1-req.0"));
+        assert!(looks_like_managed_queue("nvme0q3"));
+        assert!(!looks_like_managed_queue("nvme0q0"));
+        assert!(!looks_like_managed_queue("virtio2-input.0"));
+    }
+}

@@ -1,0 +1,169 @@
+//! What `check` reports: a finding with its severity, evidence and remedy.
+
+use serde::Serialize;
+use std::fmt;
+
+/// How much a finding matters to the shield's guarantee.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Severity {
+    /// Worth knowing; does not limit the guarantee by itself.
+    Info,
+    /// Limits the guarantee or adds jitter; the shield still holds.
+    Warn,
+    /// Something reaches the CPU that a shield should keep away.
+    BreaksShield,
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Severity::Info => "info",
+            Severity::Warn => "warn",
+            Severity::BreaksShield => "breaks-shield",
+        })
+    }
+}
+
+/// Where a remedy is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RemedyKind {
+    /// A `cpushield` command, applied at run time.
+    Cpushield,
+    /// A sysctl or a write to /proc or /sys, applied at run time.
+    Runtime,
+    /// A kernel command-line parameter: needs a reboot.
+    Boot,
+    /// Outside this machine (the hypervisor's host) or outside the kernel.
+    Host,
+}
+
+/// One exact way to fix a finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Remedy {
+    /// Where it applies.
+    pub kind: RemedyKind,
+    /// The command, sysctl or boot parameter itself, ready to use.
+    pub action: String,
+}
+
+impl Remedy {
+    /// A `cpushield ...` command.
+    pub fn cpushield(action: impl Into<String>) -> Self {
+        Self {
+            kind: RemedyKind::Cpushield,
+            action: action.into(),
+        }
+    }
+    /// A sysctl or /proc, /sys write.
+    pub fn runtime(action: impl Into<String>) -> Self {
+        Self {
+            kind: RemedyKind::Runtime,
+            action: action.into(),
+        }
+    }
+    /// A kernel boot parameter.
+    pub fn boot(action: impl Into<String>) -> Self {
+        Self {
+            kind: RemedyKind::Boot,
+            action: action.into(),
+        }
+    }
+    /// Something to do outside the guest or the kernel.
+    pub fn host(action: impl Into<String>) -> Self {
+        Self {
+            kind: RemedyKind::Host,
+            action: action.into(),
+        }
+    }
+}
+
+impl fmt::Display for Remedy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            RemedyKind::Boot => write!(f, "boot with {}", self.action),
+            RemedyKind::Host => write!(f, "on the host: {}", self.action),
+            _ => f.write_str(&self.action),
+        }
+    }
+}
+
+/// What a finding is about; stable names for scripts reading `--json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Topic {
+    /// A device interrupt (numbered IRQ).
+    Irq,
+    /// An architecture interrupt kind (LOC, RES, CAL, TLB, ...).
+    InterruptKind,
+    /// A softirq.
+    Softirq,
+    /// A user task that ran on the CPU.
+    Task,
+    /// A kernel thread that ran on the CPU.
+    KernelThread,
+    /// Kernel enforcement of the shield (cpusets).
+    Enforcement,
+    /// Tick, RCU callbacks, isolcpus boot parameters.
+    Isolation,
+    /// Kernel preemption model.
+    Preemption,
+    /// Real-time throttling.
+    RtThrottling,
+    /// Frequency scaling and idle states.
+    Power,
+    /// Timer migration.
+    Timers,
+    /// Unbound workqueues.
+    Workqueue,
+    /// irqbalance.
+    Irqbalance,
+    /// SMT sibling.
+    Smt,
+    /// Hypervisor steal time.
+    Steal,
+}
+
+/// One thing found on a checked CPU (or the whole system), with its fix.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// How much it matters.
+    pub severity: Severity,
+    /// What it is about.
+    pub topic: Topic,
+    /// The CPU it concerns; `None` for system-wide settings.
+    pub cpu: Option<usize>,
+    /// One line saying what was found.
+    pub title: String,
+    /// The numbers or file contents that show it.
+    pub evidence: String,
+    /// Ways to fix it, best first; empty when nothing needs doing.
+    pub remedies: Vec<Remedy>,
+}
+
+impl Finding {
+    /// A finding without remedies; add them with [`Finding::remedy`].
+    pub fn new(
+        severity: Severity,
+        topic: Topic,
+        cpu: Option<usize>,
+        title: impl Into<String>,
+        evidence: impl Into<String>,
+    ) -> Self {
+        Self {
+            severity,
+            topic,
+            cpu,
+            title: title.into(),
+            evidence: evidence.into(),
+            remedies: Vec::new(),
+        }
+    }
+
+    /// Adds a remedy.
+    pub fn remedy(mut self, remedy: Remedy) -> Self {
+        self.remedies.push(remedy);
+        self
+    }
+}

@@ -1,0 +1,130 @@
+//! /proc/stat: per-CPU time counters (in USER_HZ ticks).
+
+use super::ParseError;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One `cpuN` line of /proc/stat, in USER_HZ ticks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CpuTimes {
+    /// user
+    pub user: u64,
+    /// nice
+    pub nice: u64,
+    /// system
+    pub system: u64,
+    /// idle
+    pub idle: u64,
+    /// iowait
+    pub iowait: u64,
+    /// irq
+    pub irq: u64,
+    /// softirq
+    pub softirq: u64,
+    /// steal: time the hypervisor ran something else on this vCPU.
+    pub steal: u64,
+}
+
+impl CpuTimes {
+    /// All ticks counted.
+    pub fn total(&self) -> u64 {
+        self.user
+            + self.nice
+            + self.system
+            + self.idle
+            + self.iowait
+            + self.irq
+            + self.softirq
+            + self.steal
+    }
+
+    /// Ticks not idle (iowait counts as idle).
+    pub fn busy(&self) -> u64 {
+        self.total() - self.idle - self.iowait
+    }
+
+    /// Field-wise `self - earlier` (saturating: counters can step back on hotplug).
+    pub fn since(&self, earlier: &CpuTimes) -> CpuTimes {
+        CpuTimes {
+            user: self.user.saturating_sub(earlier.user),
+            nice: self.nice.saturating_sub(earlier.nice),
+            system: self.system.saturating_sub(earlier.system),
+            idle: self.idle.saturating_sub(earlier.idle),
+            iowait: self.iowait.saturating_sub(earlier.iowait),
+            irq: self.irq.saturating_sub(earlier.irq),
+            softirq: self.softirq.saturating_sub(earlier.softirq),
+            steal: self.steal.saturating_sub(earlier.steal),
+        }
+    }
+}
+
+/// Parses the `cpuN` lines of /proc/stat (the `cpu` total line is skipped).
+pub fn parse_cpu_times(text: &str) -> Result<BTreeMap<usize, CpuTimes>, ParseError> {
+    const FILE: &str = "/proc/stat";
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let Some(first) = words.next() else { continue };
+        let Some(num) = first.strip_prefix("cpu") else {
+            continue;
+        };
+        let Ok(cpu) = num.parse::<usize>() else {
+            continue; // the "cpu" total
+        };
+        let v: Vec<u64> = words
+            .map(|w| w.parse::<u64>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| ParseError::new(FILE, format!("bad numbers on line '{line}'")))?;
+        let get = |i: usize| v.get(i).copied().unwrap_or(0);
+        if v.len() < 4 {
+            return Err(ParseError::new(FILE, format!("short line '{line}'")));
+        }
+        out.insert(
+            cpu,
+            CpuTimes {
+                user: get(0),
+                nice: get(1),
+                system: get(2),
+                idle: get(3),
+                iowait: get(4),
+                irq: get(5),
+                softirq: get(6),
+                steal: get(7),
+            },
+        );
+    }
+    if out.is_empty() {
+        return Err(ParseError::new(FILE, "no cpuN lines"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_cpu_lines_are_parsed_and_the_total_skipped() {
+        let text = "cpu  16969 0 3389 73004 547 0 117 53 0 0\ncpu0 8237 0 1838 36568 346 0 46 27 0 0\ncpu1 8732 0 1551 36436 200 0 71 25 0 0\nintr 1 2\n";
+        let t = parse_cpu_times(text).unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!(t[&1].steal, 25);
+        assert_eq!(t[&1].busy(), 8732 + 1551 + 71 + 25);
+    }
+
+    #[test]
+    fn since_gives_deltas() {
+        let a = CpuTimes {
+            steal: 5,
+            idle: 10,
+            ..Default::default()
+        };
+        let b = CpuTimes {
+            steal: 9,
+            idle: 30,
+            ..Default::default()
+        };
+        let d = b.since(&a);
+        assert_eq!((d.steal, d.idle), (4, 20));
+    }
+}

@@ -1,0 +1,128 @@
+//! The reading side of a check: sample over the interval, then analyse.
+
+use crate::analyze::{analyze, CheckInput, CheckReport, CpuSource};
+use crate::facts::read_facts;
+use crate::runtime::RunTracker;
+use crate::snapshot::{parse_thread, read_raw, read_threads, user_hz, ReadOptions, Snapshot};
+use cpushield_cpuset::CpuSet;
+use cpushield_sys::{online_cpus, Kernel};
+use std::time::{Duration, Instant};
+
+/// How a check samples.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckOptions {
+    /// How long to watch.
+    pub interval: Duration,
+    /// How often to sample the threads' run time.
+    pub sample_every: Duration,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(5),
+            sample_every: Duration::from_millis(100),
+        }
+    }
+}
+
+/// A check that could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// A CPU asked about is not online.
+    #[error("CPU {cpu} is not online (online: {online}): pass --cpus with online CPUs")]
+    Offline {
+        /// The first offline CPU.
+        cpu: usize,
+        /// The online CPUs.
+        online: String,
+    },
+    /// No CPU to check.
+    #[error("no CPU to check: pass --cpus, e.g. --cpus 1")]
+    Empty,
+    /// A kernel file could not be read.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// A kernel file had an unexpected shape.
+    #[error("{0}")]
+    Parse(#[from] crate::parse::ParseError),
+}
+
+/// Watches `cpus` for `opts.interval` and analyses what reached them. Read-only.
+pub fn run_check(
+    kernel: &dyn Kernel,
+    cpus: &CpuSet,
+    source: CpuSource,
+    opts: CheckOptions,
+) -> Result<CheckReport, CheckError> {
+    if cpus.is_empty() {
+        return Err(CheckError::Empty);
+    }
+    let online = online_cpus(kernel)?;
+    if let Some(cpu) = cpus.difference(&online).first() {
+        return Err(CheckError::Offline {
+            cpu,
+            online: online.to_list(),
+        });
+    }
+    let start = Instant::now();
+    let clock = |i: Instant| i.duration_since(start).as_nanos() as u64;
+    let hz = user_hz();
+    let mut runs = RunTracker::new();
+    let before = Snapshot::parse(&read_raw(kernel, ReadOptions::default(), 0)?)?;
+    runs.add(&before.threads);
+    let end = start + opts.interval;
+    loop {
+        let now = Instant::now();
+        let next = now + opts.sample_every;
+        if next >= end {
+            std::thread::sleep(end.saturating_duration_since(now));
+            break;
+        }
+        std::thread::sleep(opts.sample_every);
+        let threads: Vec<_> = read_threads(kernel, ReadOptions::default())
+            .iter()
+            .filter_map(|t| parse_thread(t, hz))
+            .collect();
+        runs.add(&threads);
+    }
+    let raw = read_raw(
+        kernel,
+        ReadOptions { affinities: true },
+        clock(Instant::now()),
+    )?;
+    let after = Snapshot::parse(&raw)?;
+    runs.add(&after.threads);
+    let sampling = format!(
+        "threads sampled every {} ms from /proc/*/task/*/stat (last CPU) and schedstat (run time); run time between samples is charged to the CPU of the later sample, and threads that lived less than one sample are not seen",
+        opts.sample_every.as_millis()
+    );
+    Ok(analyse_snapshots(
+        kernel, cpus, source, &before, &after, &runs, &sampling,
+    ))
+}
+
+/// Reads the configuration facts and analyses two snapshots and the run-time
+/// samples between them (`after` should carry thread affinities).
+pub fn analyse_snapshots(
+    kernel: &dyn Kernel,
+    cpus: &CpuSet,
+    source: CpuSource,
+    before: &Snapshot,
+    after: &Snapshot,
+    runs: &RunTracker,
+    sampling: &str,
+) -> CheckReport {
+    let irqs: Vec<u32> = after.interrupts.iter().filter_map(|l| l.number()).collect();
+    let facts = read_facts(kernel, cpus, &irqs);
+    let input = CheckInput {
+        cpus,
+        source,
+        before,
+        after,
+        runs,
+        facts: &facts,
+        self_pid: std::process::id() as i32,
+    };
+    analyze(&input, sampling)
+}

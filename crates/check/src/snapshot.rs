@@ -1,0 +1,188 @@
+//! A snapshot of the per-CPU counters and threads, and the thin layer that reads
+//! one from the kernel. Parsing is separate from reading, so fixtures work.
+
+use crate::parse::interrupts::{parse_interrupts, IrqLine};
+use crate::parse::softirqs::{parse_softirqs, SoftirqCounts};
+use crate::parse::stat::{parse_cpu_times, CpuTimes};
+use crate::parse::task::{parse_schedstat_runtime, parse_thread_stat, ThreadStat};
+use crate::parse::ParseError;
+use cpushield_cpuset::CpuSet;
+use cpushield_sys::Kernel;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The text of the files a snapshot is made of, as read.
+#[derive(Debug, Clone, Default)]
+pub struct RawSnapshot {
+    /// CLOCK_MONOTONIC time of the reading, in ns.
+    pub at_ns: u64,
+    /// /proc/interrupts.
+    pub interrupts: String,
+    /// /proc/softirqs.
+    pub softirqs: String,
+    /// /proc/stat.
+    pub stat: String,
+    /// Per thread: (process id, `stat` text, `schedstat` text if readable).
+    pub threads: Vec<RawThread>,
+    /// USER_HZ, the unit of /proc/stat and of utime/stime.
+    pub user_hz: u64,
+}
+
+/// The files of one thread, as read.
+#[derive(Debug, Clone, Default)]
+pub struct RawThread {
+    /// The process (thread group) id.
+    pub pid: i32,
+    /// /proc/PID/task/TID/stat.
+    pub stat: String,
+    /// /proc/PID/task/TID/schedstat, when the kernel has it.
+    pub schedstat: Option<String>,
+    /// The thread's CPU affinity, when it was asked for.
+    pub affinity: Option<CpuSet>,
+}
+
+/// One thread at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadSample {
+    /// The process (thread group) id.
+    pub pid: i32,
+    /// What its stat file says.
+    pub stat: ThreadStat,
+    /// Total CPU time it has run, in ns: schedstat's exact sum when present,
+    /// else (utime + stime) ticks.
+    pub runtime_ns: u64,
+    /// Its CPU affinity, when read.
+    pub affinity: Option<CpuSet>,
+}
+
+/// Parsed counters and threads at one moment.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// CLOCK_MONOTONIC time, ns.
+    pub at_ns: u64,
+    /// /proc/interrupts lines.
+    pub interrupts: Vec<IrqLine>,
+    /// /proc/softirqs counts.
+    pub softirqs: SoftirqCounts,
+    /// /proc/stat per-CPU times (USER_HZ ticks).
+    pub cpu_times: BTreeMap<usize, CpuTimes>,
+    /// Every thread that could be read (threads that exit while being read are skipped).
+    pub threads: Vec<ThreadSample>,
+    /// USER_HZ.
+    pub user_hz: u64,
+}
+
+impl Snapshot {
+    /// Parses a raw snapshot. Threads whose files do not parse (they exited
+    /// mid-read) are skipped; the /proc counter files must parse.
+    pub fn parse(raw: &RawSnapshot) -> Result<Snapshot, ParseError> {
+        let user_hz = raw.user_hz.max(1);
+        let threads = raw
+            .threads
+            .iter()
+            .filter_map(|t| parse_thread(t, user_hz))
+            .collect();
+        Ok(Snapshot {
+            at_ns: raw.at_ns,
+            interrupts: parse_interrupts(&raw.interrupts)?,
+            softirqs: parse_softirqs(&raw.softirqs)?,
+            cpu_times: parse_cpu_times(&raw.stat)?,
+            threads,
+            user_hz,
+        })
+    }
+}
+
+/// Parses one thread's files.
+pub fn parse_thread(raw: &RawThread, user_hz: u64) -> Option<ThreadSample> {
+    let stat = parse_thread_stat(&raw.stat).ok()?;
+    let runtime_ns = raw
+        .schedstat
+        .as_deref()
+        .and_then(parse_schedstat_runtime)
+        .unwrap_or((stat.utime + stat.stime) * 1_000_000_000 / user_hz.max(1));
+    Some(ThreadSample {
+        pid: raw.pid,
+        stat,
+        runtime_ns,
+        affinity: raw.affinity.clone(),
+    })
+}
+
+/// What to read into a snapshot.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadOptions {
+    /// Also read each thread's affinity (one syscall per thread).
+    pub affinities: bool,
+}
+
+/// Reads the counter files and every thread's stat/schedstat (the thin layer).
+pub fn read_raw(
+    kernel: &dyn Kernel,
+    opts: ReadOptions,
+    now_ns: u64,
+) -> std::io::Result<RawSnapshot> {
+    let read = |p: &str| {
+        kernel
+            .read(Path::new(p))
+            .map_err(|e| cpushield_sys::with_path(e, Path::new(p)))
+    };
+    Ok(RawSnapshot {
+        at_ns: now_ns,
+        interrupts: read("/proc/interrupts")?,
+        softirqs: read("/proc/softirqs")?,
+        stat: read("/proc/stat")?,
+        threads: read_threads(kernel, opts),
+        user_hz: user_hz(),
+    })
+}
+
+/// Reads the stat and schedstat files of every thread of every process.
+pub fn read_threads(kernel: &dyn Kernel, opts: ReadOptions) -> Vec<RawThread> {
+    let mut out = Vec::new();
+    let Ok(entries) = kernel.read_dir(Path::new("/proc")) else {
+        return out;
+    };
+    for name in entries {
+        let Ok(pid) = name.parse::<i32>() else {
+            continue;
+        };
+        let task_dir = format!("/proc/{pid}/task");
+        let Ok(tids) = kernel.read_dir(Path::new(&task_dir)) else {
+            continue; // exited
+        };
+        for tid_name in tids {
+            let Ok(tid) = tid_name.parse::<i32>() else {
+                continue;
+            };
+            let base = format!("{task_dir}/{tid}");
+            let Ok(stat) = kernel.read(Path::new(&format!("{base}/stat"))) else {
+                continue;
+            };
+            let schedstat = kernel.read(Path::new(&format!("{base}/schedstat"))).ok();
+            let affinity = if opts.affinities {
+                kernel.get_affinity(tid).ok()
+            } else {
+                None
+            };
+            out.push(RawThread {
+                pid,
+                stat,
+                schedstat,
+                affinity,
+            });
+        }
+    }
+    out
+}
+
+/// USER_HZ (clock ticks per second of /proc/stat and utime/stime).
+pub fn user_hz() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 {
+        hz as u64
+    } else {
+        100
+    }
+}

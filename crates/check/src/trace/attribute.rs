@@ -1,0 +1,577 @@
+//! Pure attribution of one latency spike to what the trace shows ran on its
+//! CPU between the intended wakeup and the actual one.
+//!
+//! The CPU's context at any time is the innermost of: a device IRQ handler, an
+//! interrupt vector (local timer, IPIs), an hrtimer callback, a softirq, a
+//! workqueue item, or else the current task (every trace line names the task
+//! that was current when it was recorded). Each stretch between two events is
+//! charged to the context in force. Time the kernel did not see is reported as
+//! "outside the kernel's view": the CPU idle while the timer should already
+//! have fired, or a stretch with no event longer than the tick period allows
+//! (interrupts off, or the vCPU not running: steal time is the evidence).
+
+use super::event::{Event, EventKind, VECTORS};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// A latency spike to explain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Spike {
+    /// Sequence number chosen by the caller (unique per session).
+    pub seq: u64,
+    /// The CPU the measuring thread runs on.
+    pub cpu: usize,
+    /// The measuring thread's TID.
+    pub tid: i32,
+    /// When it should have woken (CLOCK_MONOTONIC ns).
+    pub intended_ns: u64,
+    /// When it woke (CLOCK_MONOTONIC ns).
+    pub actual_ns: u64,
+}
+
+impl Spike {
+    /// actual − intended.
+    pub fn latency_ns(&self) -> u64 {
+        self.actual_ns.saturating_sub(self.intended_ns)
+    }
+}
+
+/// What kind of thing took the time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CauseKind {
+    /// A device interrupt handler.
+    Irq,
+    /// An interrupt vector: local timer, IPIs, irq_work.
+    Vector,
+    /// An hrtimer callback (inside the local timer interrupt).
+    Hrtimer,
+    /// A softirq.
+    Softirq,
+    /// A workqueue item in a kworker.
+    Work,
+    /// A user task.
+    Task,
+    /// A kernel thread.
+    KernelThread,
+    /// A task that ran while the woken real-time task waited, because RT
+    /// throttling (kernel.sched_rt_runtime_us) had stopped real-time tasks.
+    RtThrottled,
+    /// The measured task itself, from being switched in to user space.
+    MeasuredTask,
+    /// Time no kernel event accounts for: hypervisor, SMI, interrupts off.
+    Outside,
+    /// Before the first traced event (the trace does not reach back that far).
+    Untraced,
+}
+
+/// Where in the wakeup the time went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// Intended time → the measured task is woken (the timer interrupt was late).
+    BeforeWakeup,
+    /// Woken → switched in (something kept the CPU).
+    AfterWakeup,
+    /// Switched in → back in user space.
+    Running,
+    /// No wakeup of the measured task in the trace window.
+    Unknown,
+}
+
+/// One cause with the time it took within the spike.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cause {
+    /// What kind.
+    pub kind: CauseKind,
+    /// Its name: `irq 38 virtio2-input.0`, `softirq NET_RX`, `stress-ng-hdd (812)`.
+    pub name: String,
+    /// In which phase.
+    pub phase: Phase,
+    /// Time taken, ns.
+    pub ns: u64,
+}
+
+/// Steal time around a spike, from /proc/stat samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct StealEvidence {
+    /// Steal time between the samples, ns.
+    pub steal_ns: u64,
+    /// The sample before the spike (CLOCK_MONOTONIC ns).
+    pub from_ns: u64,
+    /// The sample after it.
+    pub to_ns: u64,
+}
+
+/// What attribution needs besides the events.
+pub struct AttributionContext<'a> {
+    /// The tick period when the tick runs on this CPU; `None` on a nohz_full
+    /// CPU, where long stretches without events are normal.
+    pub tick_ns: Option<u64>,
+    /// Whether a pid is a kernel thread.
+    pub is_kthread: &'a dyn Fn(i32) -> bool,
+    /// Steal time around the spike, when sampled.
+    pub steal: Option<StealEvidence>,
+    /// The kernel's preemption model (`none`, `voluntary`, `full`, ...), for the notes.
+    pub preempt_model: Option<String>,
+    /// When tracing started (CLOCK_MONOTONIC ns). Before the first event of a
+    /// window, and after this, the CPU ran the task named by that first event
+    /// (an idle CPU records nothing); before it, nothing is known.
+    pub trace_start_ns: Option<u64>,
+}
+
+/// The explanation of one spike.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Attribution {
+    /// The spike.
+    pub spike: Spike,
+    /// Its latency, ns.
+    pub latency_ns: u64,
+    /// Causes, largest first (one entry per cause and phase).
+    pub causes: Vec<Cause>,
+    /// Time outside the kernel's view, ns.
+    pub outside_ns: u64,
+    /// Steal time around the spike.
+    pub steal: Option<StealEvidence>,
+    /// Measured task woken, ns after the intended time.
+    pub wakeup_after_ns: Option<u64>,
+    /// Measured task switched in, ns after the intended time.
+    pub switch_in_after_ns: Option<u64>,
+    /// Trace events in the window.
+    pub events: usize,
+    /// Notes that explain the causes.
+    pub notes: Vec<String>,
+    /// The saved raw trace window, when saved.
+    pub trace_file: Option<String>,
+}
+
+impl Attribution {
+    /// One line: the latency and its three largest causes.
+    pub fn one_line(&self) -> String {
+        let top: Vec<String> = self
+            .causes
+            .iter()
+            .take(3)
+            .map(|c| format!("{} {} ({})", fmt_ns(c.ns), c.name, phase_word(c.phase)))
+            .collect();
+        format!(
+            "spike {} on CPU {}: {} late: {}",
+            self.spike.seq,
+            self.spike.cpu,
+            fmt_ns(self.latency_ns),
+            if top.is_empty() {
+                "no events".to_string()
+            } else {
+                top.join("; ")
+            }
+        )
+    }
+}
+
+/// Short text for a phase.
+pub fn phase_word(p: Phase) -> &'static str {
+    match p {
+        Phase::BeforeWakeup => "before the wakeup",
+        Phase::AfterWakeup => "after the wakeup",
+        Phase::Running => "switching in",
+        Phase::Unknown => "no wakeup seen",
+    }
+}
+
+/// `1.25 ms`, `340 us`.
+pub fn fmt_ns(ns: u64) -> String {
+    if ns >= 1_000_000 {
+        format!("{:.2} ms", ns as f64 / 1e6)
+    } else {
+        format!("{} us", ns / 1000)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Ctx {
+    Irq(u32, String),
+    Vector(String),
+    Hrtimer(String),
+    Softirq(String),
+    /// A work item, with the kworker running it.
+    Work(String, i32),
+}
+
+impl Ctx {
+    fn cause(&self) -> (CauseKind, String) {
+        match self {
+            Ctx::Irq(n, name) => (CauseKind::Irq, format!("irq {n} {name}")),
+            Ctx::Vector(v) => (
+                CauseKind::Vector,
+                VECTORS
+                    .iter()
+                    .find(|(n, _)| n == v)
+                    .map(|(_, d)| d.to_string())
+                    .unwrap_or_else(|| v.clone()),
+            ),
+            Ctx::Hrtimer(f) => (CauseKind::Hrtimer, format!("hrtimer {f}")),
+            Ctx::Softirq(s) => (CauseKind::Softirq, format!("softirq {s}")),
+            Ctx::Work(f, _) => (CauseKind::Work, format!("workqueue {f}")),
+        }
+    }
+    fn matches_exit(&self, kind: &EventKind) -> bool {
+        match (self, kind) {
+            (Ctx::Irq(a, _), EventKind::IrqExit { irq }) => a == irq,
+            (Ctx::Vector(a), EventKind::VectorExit { vector }) => a == vector,
+            (Ctx::Hrtimer(_), EventKind::HrtimerExit) => true,
+            (Ctx::Softirq(a), EventKind::SoftirqExit { name }) => a == name,
+            (Ctx::Work(..), EventKind::WorkEnd) => true,
+            _ => false,
+        }
+    }
+}
+
+fn exit_ctx(kind: &EventKind) -> Option<Ctx> {
+    match kind {
+        EventKind::IrqExit { irq } => Some(Ctx::Irq(*irq, String::new())),
+        EventKind::VectorExit { vector } => Some(Ctx::Vector(vector.clone())),
+        EventKind::HrtimerExit => Some(Ctx::Hrtimer("callback".into())),
+        EventKind::SoftirqExit { name } => Some(Ctx::Softirq(name.clone())),
+        EventKind::WorkEnd => Some(Ctx::Work("item".into(), 0)),
+        _ => None,
+    }
+}
+
+struct State<'a> {
+    ctx: &'a AttributionContext<'a>,
+    spike: Spike,
+    wake: Option<u64>,
+    switch_in: Option<u64>,
+    stack: Vec<Ctx>,
+    task: (i32, String),
+    throttled: bool,
+    totals: BTreeMap<(CauseKind, String, Phase), u64>,
+}
+
+impl State<'_> {
+    fn phase(&self, t: u64) -> Phase {
+        match (self.wake, self.switch_in) {
+            (None, _) => Phase::Unknown,
+            (Some(w), _) if t < w => Phase::BeforeWakeup,
+            (Some(_), Some(s)) if t >= s => Phase::Running,
+            _ => Phase::AfterWakeup,
+        }
+    }
+
+    fn add(&mut self, kind: CauseKind, name: String, phase: Phase, ns: u64) {
+        if ns > 0 {
+            *self.totals.entry((kind, name, phase)).or_insert(0) += ns;
+        }
+    }
+
+    /// Charges [from, to) to the context in force (or to `exiting`). Outside
+    /// handlers the time goes to the task named by the event that ends the
+    /// stretch (`end_task`): every trace line names the task current when it
+    /// was recorded, which stays right when context switches between ordinary
+    /// tasks are filtered out of the trace.
+    fn charge(&mut self, from: u64, to: u64, exiting: Option<Ctx>, end_task: Option<(i32, &str)>) {
+        let from = from.max(self.spike.intended_ns);
+        let to = to.min(self.spike.actual_ns);
+        if to <= from {
+            return;
+        }
+        let phase = self.phase(from);
+        if let Some((pid, comm)) = end_task {
+            if pid != self.task.0 {
+                // A switch between two other tasks while the real-time task
+                // was runnable: real-time tasks were throttled.
+                if phase == Phase::AfterWakeup
+                    && pid != self.spike.tid
+                    && self.task.0 != self.spike.tid
+                    && self.task.0 > 0
+                    && pid > 0
+                {
+                    self.throttled = true;
+                }
+                self.task = (pid, comm.to_string());
+            }
+        }
+        let ns = to - from;
+        let idle = self.task.0 == 0;
+        // A work item counts only while its kworker is the current task (a
+        // switch away from it may not be in the trace).
+        let cur = self.task.0;
+        let top = self
+            .stack
+            .iter()
+            .rev()
+            .find(|c| !matches!(c, Ctx::Work(_, pid) if *pid != cur));
+        let (kind, name) = match exiting.as_ref().or(top) {
+            Some(c) => c.cause(),
+            None if idle => {
+                let why = if matches!(phase, Phase::BeforeWakeup | Phase::Unknown) {
+                    "CPU idle while the timer should have fired: hypervisor, SMI or idle-state exit"
+                } else {
+                    "CPU idle"
+                };
+                (CauseKind::Outside, why.to_string())
+            }
+            None if self.task.0 == self.spike.tid => (
+                CauseKind::MeasuredTask,
+                format!(
+                    "measured task {} ({}) on its way to user space",
+                    self.task.1, self.task.0
+                ),
+            ),
+            None if self.throttled && phase == Phase::AfterWakeup => (
+                CauseKind::RtThrottled,
+                format!(
+                    "RT throttling: {} ({}) ran while the real-time task waited",
+                    self.task.1, self.task.0
+                ),
+            ),
+            None => {
+                let k = if (self.ctx.is_kthread)(self.task.0) {
+                    CauseKind::KernelThread
+                } else {
+                    CauseKind::Task
+                };
+                (k, format!("{} ({})", self.task.1, self.task.0))
+            }
+        };
+        // A stretch without any event longer than the tick allows: the kernel
+        // did not run its tick, so the excess is outside its view.
+        if let Some(tick) = self.ctx.tick_ns {
+            if kind != CauseKind::Outside && ns > tick + tick / 2 {
+                let seen = tick;
+                self.add(kind, name, phase, seen);
+                self.add(
+                    CauseKind::Outside,
+                    format!(
+                        "no kernel event for {} (tick every {}): interrupts off or vCPU not running",
+                        fmt_ns(ns),
+                        fmt_ns(tick)
+                    ),
+                    phase,
+                    ns - seen,
+                );
+                return;
+            }
+        }
+        self.add(kind, name, phase, ns);
+    }
+
+    fn apply(&mut self, e: &Event) {
+        self.task = (e.pid, e.comm.clone());
+        match &e.kind {
+            EventKind::IrqEntry { irq, name } => self.stack.push(Ctx::Irq(*irq, name.clone())),
+            EventKind::VectorEntry { vector } => self.stack.push(Ctx::Vector(vector.clone())),
+            EventKind::HrtimerEntry { function, .. } => {
+                self.stack.push(Ctx::Hrtimer(function.clone()))
+            }
+            EventKind::SoftirqEntry { name } => self.stack.push(Ctx::Softirq(name.clone())),
+            EventKind::WorkStart { function } => {
+                self.stack.push(Ctx::Work(function.clone(), e.pid))
+            }
+            k @ (EventKind::IrqExit { .. }
+            | EventKind::VectorExit { .. }
+            | EventKind::HrtimerExit
+            | EventKind::SoftirqExit { .. }
+            | EventKind::WorkEnd) => {
+                if let Some(pos) = self.stack.iter().rposition(|c| c.matches_exit(k)) {
+                    self.stack.truncate(pos);
+                }
+            }
+            EventKind::Switch {
+                next_comm,
+                next_pid,
+                next_prio,
+                ..
+            } => {
+                self.stack.clear();
+                if let Some(w) = self.wake {
+                    let waiting = e.ts_ns >= w && self.switch_in.is_none_or(|s| e.ts_ns < s);
+                    if waiting && *next_pid != self.spike.tid && *next_prio >= 100 {
+                        self.throttled = true;
+                    }
+                }
+                self.task = (*next_pid, next_comm.clone());
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Explains a spike from the events of its CPU. `events` must be that CPU's
+/// events in time order, reaching back before the intended time when possible
+/// (the context in force at the start is taken from the events before it).
+pub fn attribute(events: &[Event], spike: &Spike, ctx: &AttributionContext<'_>) -> Attribution {
+    let start = spike.intended_ns;
+    let end = spike.actual_ns.max(start);
+    // Text timestamps are whole microseconds: allow 2 us of rounding.
+    let slack = 2_000;
+    let wake_ev = events.iter().find(|e| {
+        e.ts_ns + slack >= start
+            && e.ts_ns <= end
+            && matches!(e.kind, EventKind::Wakeup { pid, .. } if pid == spike.tid)
+    });
+    let wake = wake_ev.map(|e| e.ts_ns.max(start));
+    let switch_in = events
+        .iter()
+        .find(|e| {
+            e.ts_ns + slack >= wake.unwrap_or(start)
+                && e.ts_ns <= end
+                && matches!(e.kind, EventKind::Switch { next_pid, .. } if next_pid == spike.tid)
+        })
+        .map(|e| e.ts_ns.max(start));
+    let mut st = State {
+        ctx,
+        spike: *spike,
+        wake,
+        switch_in,
+        stack: Vec::new(),
+        task: (-1, String::new()),
+        throttled: false,
+        totals: BTreeMap::new(),
+    };
+    let mut in_window = 0;
+    let mut prev: Option<u64> = None;
+    let traced_from = ctx.trace_start_ns.unwrap_or(u64::MAX);
+    match events.first() {
+        Some(first) if first.ts_ns > start => {
+            let known = traced_from.max(start);
+            if known > start {
+                let to = known.min(first.ts_ns).min(end);
+                st.add(
+                    CauseKind::Untraced,
+                    "before tracing started".into(),
+                    st.phase(start),
+                    to - start,
+                );
+            }
+            if first.ts_ns > known {
+                st.task = (first.pid, first.comm.clone());
+                st.charge(known, first.ts_ns, None, Some((first.pid, &first.comm)));
+            }
+        }
+        None => st.add(
+            CauseKind::Untraced,
+            "no trace events".into(),
+            Phase::Unknown,
+            end - start,
+        ),
+        _ => {}
+    }
+    for e in events {
+        if e.ts_ns > end {
+            break;
+        }
+        if e.ts_ns >= start {
+            in_window += 1;
+        }
+        if let Some(p) = prev {
+            let on_stack = st.stack.iter().any(|c| c.matches_exit(&e.kind));
+            let exiting = if on_stack { None } else { exit_ctx(&e.kind) };
+            st.charge(p, e.ts_ns, exiting, Some((e.pid, &e.comm)));
+        }
+        st.apply(e);
+        prev = Some(e.ts_ns);
+    }
+    if let Some(p) = prev {
+        st.charge(p, end, None, None);
+    }
+
+    let mut causes: Vec<Cause> = st
+        .totals
+        .iter()
+        .map(|((kind, name, phase), ns)| Cause {
+            kind: *kind,
+            name: name.clone(),
+            phase: *phase,
+            ns: *ns,
+        })
+        .collect();
+    causes.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.name.cmp(&b.name)));
+    let outside_ns = causes
+        .iter()
+        .filter(|c| c.kind == CauseKind::Outside)
+        .map(|c| c.ns)
+        .sum();
+
+    let mut notes = Vec::new();
+    if let Some(w) = wake {
+        let fired = events
+            .iter()
+            .filter(|e| e.ts_ns <= wake_ev.map(|x| x.ts_ns).unwrap_or(w))
+            .rev()
+            .find_map(|e| match &e.kind {
+                EventKind::HrtimerEntry {
+                    function,
+                    now_ns: Some(now),
+                } if function == "hrtimer_wakeup" => Some(*now),
+                _ => None,
+            });
+        if let Some(now) = fired {
+            notes.push(format!(
+                "the wakeup timer ran {} after the intended time (hrtimer now={now})",
+                fmt_ns(now.saturating_sub(start))
+            ));
+        }
+        let before = w.saturating_sub(start);
+        if before > 100_000 {
+            let busy: Vec<&Cause> = causes
+                .iter()
+                .filter(|c| {
+                    c.phase == Phase::BeforeWakeup
+                        && matches!(c.kind, CauseKind::Task | CauseKind::KernelThread)
+                })
+                .collect();
+            if let Some(top) = busy.first() {
+                notes.push(format!(
+                    "the timer interrupt came {} late while {} ran: interrupts were disabled in the kernel, or the hypervisor delivered it late",
+                    fmt_ns(before),
+                    top.name
+                ));
+            }
+        }
+        let after = switch_in.unwrap_or(end).saturating_sub(w);
+        if after > 100_000 {
+            let model = ctx.preempt_model.as_deref().unwrap_or("unknown");
+            let why = if st.throttled {
+                "RT throttling had stopped real-time tasks".to_string()
+            } else if matches!(model, "none" | "voluntary") {
+                format!("the kernel's preemption model is '{model}': a task in a system call keeps the CPU until it returns or calls cond_resched()")
+            } else {
+                "the running task had preemption or interrupts disabled".to_string()
+            };
+            notes.push(format!(
+                "{} passed between the wakeup and the switch: {why}",
+                fmt_ns(after)
+            ));
+        }
+    } else {
+        notes.push(
+            "no wakeup of the measured task in the window (it may have been running or spinning)"
+                .to_string(),
+        );
+    }
+    if let Some(s) = &ctx.steal {
+        if s.steal_ns > 0 {
+            notes.push(format!(
+                "steal time +{} on this CPU between samples {} ms apart around the spike (/proc/stat)",
+                fmt_ns(s.steal_ns),
+                (s.to_ns - s.from_ns) / 1_000_000
+            ));
+        } else if outside_ns > 0 {
+            notes.push("no steal time was counted around the spike: the time outside the kernel's view was not taken by the hypervisor's scheduler as far as /proc/stat shows (SMI, interrupts off, or steal below its 10 ms resolution)".to_string());
+        }
+    }
+
+    Attribution {
+        spike: *spike,
+        latency_ns: spike.latency_ns(),
+        causes,
+        outside_ns,
+        steal: ctx.steal,
+        wakeup_after_ns: wake.map(|w| w - start),
+        switch_in_after_ns: switch_in.map(|s| s - start),
+        events: in_window,
+        notes,
+        trace_file: None,
+    }
+}

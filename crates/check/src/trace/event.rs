@@ -1,0 +1,409 @@
+//! Lines of the text trace (`per_cpu/cpuN/trace_pipe`) parsed into events.
+//!
+//! A line is `<comm>-<pid> [<cpu>] <flags> <secs>.<usecs>: <event>: <fields>`.
+//! The command name may contain spaces and dashes, so parsing anchors on the
+//! ` [NNN] ` CPU column. Text gives microsecond timestamps; that is enough to
+//! attribute spikes of 10 us and more.
+
+/// The interrupt vectors whose entry/exit events the x86 kernel has
+/// (`irq_vectors:<name>_entry`), and what each is, for the report.
+pub const VECTORS: &[(&str, &str)] = &[
+    ("local_timer", "local timer interrupt"),
+    ("reschedule", "reschedule IPI"),
+    ("call_function", "function-call IPI"),
+    ("call_function_single", "function-call IPI (single)"),
+    ("irq_work", "irq_work interrupt"),
+    ("x86_platform_ipi", "platform IPI"),
+    ("thermal_apic", "thermal interrupt"),
+    ("error_apic", "APIC error interrupt"),
+    ("spurious_apic", "spurious interrupt"),
+    ("deferred_error_apic", "deferred error interrupt"),
+    ("threshold_apic", "threshold interrupt"),
+];
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventKind {
+    /// A device interrupt handler started.
+    IrqEntry {
+        /// IRQ number.
+        irq: u32,
+        /// Handler name.
+        name: String,
+    },
+    /// A device interrupt handler ended.
+    IrqExit {
+        /// IRQ number.
+        irq: u32,
+    },
+    /// A softirq started.
+    SoftirqEntry {
+        /// Its name (`TIMER`, `NET_RX`, ...).
+        name: String,
+    },
+    /// A softirq ended.
+    SoftirqExit {
+        /// Its name.
+        name: String,
+    },
+    /// An interrupt vector handler started (`local_timer`, `reschedule`, ...).
+    VectorEntry {
+        /// The vector's event prefix.
+        vector: String,
+    },
+    /// An interrupt vector handler ended.
+    VectorExit {
+        /// The vector's event prefix.
+        vector: String,
+    },
+    /// An hrtimer callback started.
+    HrtimerEntry {
+        /// The callback (`hrtimer_wakeup`, `tick_nohz_handler`, ...).
+        function: String,
+        /// The hrtimer base's time when it ran (CLOCK_MONOTONIC ns).
+        now_ns: Option<u64>,
+    },
+    /// An hrtimer callback ended.
+    HrtimerExit,
+    /// A context switch.
+    Switch {
+        /// Outgoing task's name.
+        prev_comm: String,
+        /// Outgoing task's pid.
+        prev_pid: i32,
+        /// Outgoing state (`R`, `S`, `D`, ...; `R+` = preempted).
+        prev_state: String,
+        /// Incoming task's name.
+        next_comm: String,
+        /// Incoming task's pid.
+        next_pid: i32,
+        /// Incoming task's kernel priority (below 100 = real-time).
+        next_prio: i32,
+    },
+    /// A task was woken.
+    Wakeup {
+        /// Its name.
+        comm: String,
+        /// Its pid.
+        pid: i32,
+        /// Its kernel priority.
+        prio: i32,
+        /// The CPU it will run on.
+        target_cpu: Option<usize>,
+    },
+    /// A workqueue item started in a kworker.
+    WorkStart {
+        /// The work function.
+        function: String,
+    },
+    /// A workqueue item ended.
+    WorkEnd,
+    /// A trace_marker line.
+    Marker {
+        /// The text written.
+        text: String,
+    },
+    /// Any other event.
+    Other {
+        /// Event name.
+        name: String,
+    },
+}
+
+/// One trace line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Time (trace clock `mono` = CLOCK_MONOTONIC), ns.
+    pub ts_ns: u64,
+    /// The CPU it was recorded on.
+    pub cpu: usize,
+    /// The task current when it was recorded (0 = idle).
+    pub pid: i32,
+    /// That task's name.
+    pub comm: String,
+    /// What happened.
+    pub kind: EventKind,
+    /// The line as read, for the saved trace windows.
+    pub raw: String,
+}
+
+/// Parses a trace line; `None` for comments, blank lines and lines that do
+/// not have the expected shape (e.g. `CPU:1 [LOST 12 EVENTS]`).
+pub fn parse_line(line: &str) -> Option<Event> {
+    let line = line.trim_end();
+    if line.trim_start().starts_with('#') || line.trim().is_empty() {
+        return None;
+    }
+    let (open, close) = cpu_column(line)?;
+    let cpu: usize = line[open + 1..close].parse().ok()?;
+    let task = line[..open].trim();
+    let (comm, pid) = task.rsplit_once('-')?;
+    let pid: i32 = pid.parse().ok()?;
+    let rest = &line[close + 1..];
+    // Flags token(s), then "<secs>.<frac>:".
+    let mut ts_ns = None;
+    let mut after_ts = "";
+    for (i, word) in rest.split_whitespace().enumerate() {
+        if let Some(t) = word.strip_suffix(':').and_then(parse_ts) {
+            ts_ns = Some(t);
+            let pos = rest.find(word)? + word.len();
+            after_ts = &rest[pos..];
+            break;
+        }
+        if i > 2 {
+            return None;
+        }
+    }
+    let ts_ns = ts_ns?;
+    let after_ts = after_ts.trim_start();
+    let (name, args) = after_ts.split_once(':').unwrap_or((after_ts, ""));
+    let args = args.trim_start();
+    Some(Event {
+        ts_ns,
+        cpu,
+        pid,
+        comm: comm.to_string(),
+        kind: parse_kind(name.trim(), args),
+        raw: line.to_string(),
+    })
+}
+
+/// Finds the `[NNN]` CPU column: '[' preceded by a space, digits, ']'.
+fn cpu_column(line: &str) -> Option<(usize, usize)> {
+    let b = line.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'[' && i > 0 && b[i - 1] == b' ' {
+            let mut j = i + 1;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            if j > i + 1 && j < b.len() && b[j] == b']' {
+                return Some((i, j));
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+/// `612.177320` → ns.
+fn parse_ts(s: &str) -> Option<u64> {
+    let (secs, frac) = s.split_once('.')?;
+    let secs: u64 = secs.parse().ok()?;
+    if frac.is_empty() || frac.len() > 9 || !frac.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let frac_ns: u64 = frac.parse::<u64>().ok()? * 10u64.pow(9 - frac.len() as u32);
+    Some(secs * 1_000_000_000 + frac_ns)
+}
+
+/// The value after `key=` up to the next space.
+fn field<'a>(args: &'a str, key: &str) -> Option<&'a str> {
+    let start = find_key(args, key)?;
+    let v = &args[start..];
+    Some(v.split_whitespace().next().unwrap_or(""))
+}
+
+/// The value after `key=` up to ` next_key=` (values that may contain spaces).
+fn field_until<'a>(args: &'a str, key: &str, next_key: &str) -> Option<&'a str> {
+    let start = find_key(args, key)?;
+    let v = &args[start..];
+    let end = v.find(&format!(" {next_key}=")).unwrap_or(v.len());
+    Some(&v[..end])
+}
+
+fn find_key(args: &str, key: &str) -> Option<usize> {
+    let pat = format!("{key}=");
+    let mut from = 0;
+    while let Some(pos) = args[from..].find(&pat) {
+        let at = from + pos;
+        if at == 0 || args.as_bytes()[at - 1] == b' ' {
+            return Some(at + pat.len());
+        }
+        from = at + pat.len();
+    }
+    None
+}
+
+fn num<T: std::str::FromStr>(args: &str, key: &str) -> Option<T> {
+    field(args, key)?.parse().ok()
+}
+
+fn parse_kind(name: &str, args: &str) -> EventKind {
+    let other = || EventKind::Other {
+        name: name.to_string(),
+    };
+    match name {
+        "irq_handler_entry" => match num(args, "irq") {
+            Some(irq) => EventKind::IrqEntry {
+                irq,
+                name: field(args, "name").unwrap_or("").to_string(),
+            },
+            None => other(),
+        },
+        "irq_handler_exit" => match num(args, "irq") {
+            Some(irq) => EventKind::IrqExit { irq },
+            None => other(),
+        },
+        "softirq_entry" | "softirq_exit" => {
+            let action = args
+                .split_once("[action=")
+                .map(|(_, a)| a.trim_end_matches(']').to_string())
+                .or_else(|| field(args, "vec").map(|v| format!("vec{v}")))
+                .unwrap_or_default();
+            if name == "softirq_entry" {
+                EventKind::SoftirqEntry { name: action }
+            } else {
+                EventKind::SoftirqExit { name: action }
+            }
+        }
+        "sched_switch" => {
+            let parsed = (|| {
+                Some(EventKind::Switch {
+                    prev_comm: field_until(args, "prev_comm", "prev_pid")?.to_string(),
+                    prev_pid: num(args, "prev_pid")?,
+                    prev_state: field(args, "prev_state")?.to_string(),
+                    next_comm: field_until(args, "next_comm", "next_pid")?.to_string(),
+                    next_pid: num(args, "next_pid")?,
+                    next_prio: num(args, "next_prio")?,
+                })
+            })();
+            parsed.unwrap_or_else(other)
+        }
+        "sched_wakeup" | "sched_wakeup_new" => {
+            let parsed = (|| {
+                Some(EventKind::Wakeup {
+                    comm: field_until(args, "comm", "pid")?.to_string(),
+                    pid: num(args, "pid")?,
+                    prio: num(args, "prio")?,
+                    target_cpu: num(args, "target_cpu"),
+                })
+            })();
+            parsed.unwrap_or_else(other)
+        }
+        "hrtimer_expire_entry" => EventKind::HrtimerEntry {
+            function: field(args, "function").unwrap_or("").to_string(),
+            now_ns: num(args, "now"),
+        },
+        "hrtimer_expire_exit" => EventKind::HrtimerExit,
+        "workqueue_execute_start" => EventKind::WorkStart {
+            function: args
+                .split_once("function ")
+                .map(|(_, f)| f.trim().to_string())
+                .unwrap_or_default(),
+        },
+        "workqueue_execute_end" => EventKind::WorkEnd,
+        "tracing_mark_write" | "print" => EventKind::Marker {
+            text: args.to_string(),
+        },
+        _ => {
+            if let Some(v) = name.strip_suffix("_entry") {
+                if VECTORS.iter().any(|(n, _)| *n == v) {
+                    return EventKind::VectorEntry {
+                        vector: v.to_string(),
+                    };
+                }
+            }
+            if let Some(v) = name.strip_suffix("_exit") {
+                if VECTORS.iter().any(|(n, _)| *n == v) {
+                    return EventKind::VectorExit {
+                        vector: v.to_string(),
+                    };
+                }
+            }
+            other()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_switch_line_with_odd_names_parses() {
+        let l = " memfd:sealed-91-10527   [001] d..2.   612.198219: sched_switch: prev_comm=memfd:sealed-91 prev_pid=10527 prev_prio=120 prev_state=S ==> next_comm=my prog next_pid=13782 next_prio=4";
+        let e = parse_line(l).unwrap();
+        assert_eq!(e.cpu, 1);
+        assert_eq!(e.pid, 10527);
+        assert_eq!(e.comm, "memfd:sealed-91");
+        assert_eq!(e.ts_ns, 612_198_219_000);
+        match e.kind {
+            EventKind::Switch {
+                next_comm,
+                next_pid,
+                next_prio,
+                prev_state,
+                ..
+            } => {
+                assert_eq!(next_comm, "my prog");
+                assert_eq!(next_pid, 13782);
+                assert_eq!(next_prio, 4);
+                assert_eq!(prev_state, "S");
+            }
+            k => panic!("{k:?}"),
+        }
+    }
+
+    #[test]
+    fn irq_softirq_vector_hrtimer_and_marker_lines_parse() {
+        let lines = [
+            "          <idle>-0       [001] d.h1.   100.000010: irq_handler_entry: irq=38 name=virtio2-input.0",
+            "           rustc-13782   [001] ..s..   612.180028: softirq_entry: vec=9 [action=RCU]",
+            "           rustc-13782   [001] d.h..   612.180006: local_timer_entry: vector=236",
+            "           rustc-13782   [001] d.h..   612.198159: hrtimer_expire_entry: hrtimer=0000000045807b74 function=hrtimer_wakeup now=612198156865",
+            "            bash-13795   [001] ...1.   612.177320: tracing_mark_write: cpushield spike seq=3",
+            "           rustc-13782   [001] dNh3.   612.198170: sched_wakeup: comm=memfd:sealed-91 pid=10527 prio=120 target_cpu=001",
+        ];
+        let kinds: Vec<EventKind> = lines.iter().map(|l| parse_line(l).unwrap().kind).collect();
+        assert_eq!(
+            kinds[0],
+            EventKind::IrqEntry {
+                irq: 38,
+                name: "virtio2-input.0".into()
+            }
+        );
+        assert_eq!(kinds[1], EventKind::SoftirqEntry { name: "RCU".into() });
+        assert_eq!(
+            kinds[2],
+            EventKind::VectorEntry {
+                vector: "local_timer".into()
+            }
+        );
+        assert_eq!(
+            kinds[3],
+            EventKind::HrtimerEntry {
+                function: "hrtimer_wakeup".into(),
+                now_ns: Some(612198156865)
+            }
+        );
+        assert_eq!(
+            kinds[4],
+            EventKind::Marker {
+                text: "cpushield spike seq=3".into()
+            }
+        );
+        assert_eq!(
+            kinds[5],
+            EventKind::Wakeup {
+                comm: "memfd:sealed-91".into(),
+                pid: 10527,
+                prio: 120,
+                target_cpu: Some(1)
+            }
+        );
+    }
+
+    #[test]
+    fn older_four_flag_lines_and_comments_are_handled() {
+        let e = parse_line(
+            "          <idle>-0     [003] d.h1  55.123456: irq_handler_exit: irq=36 ret=handled",
+        )
+        .unwrap();
+        assert_eq!((e.cpu, e.pid, e.ts_ns), (3, 0, 55_123_456_000));
+        assert_eq!(e.kind, EventKind::IrqExit { irq: 36 });
+        assert!(parse_line("# tracer: nop").is_none());
+        assert!(parse_line("CPU:1 [LOST 12 EVENTS]").is_none());
+    }
+}

@@ -1,0 +1,763 @@
+//! The tracing engine behind `measure latency --trace-above`: records kernel
+//! events on the measured CPUs through tracefs (no osnoise/timerlat tracer
+//! needed) and explains each latency spike by what ran between the intended
+//! and the actual wakeup.
+//!
+//! ```no_run
+//! use cpushield_check::trace::{Spike, TraceOptions, TraceSession};
+//! use cpushield_cpuset::CpuSet;
+//! use std::sync::Arc;
+//!
+//! let cpus = CpuSet::parse_list("1").unwrap();
+//! let session = TraceSession::start(Arc::new(cpushield_sys::RealKernel), &cpus, TraceOptions::default())?;
+//! let marker = session.marker(); // Clone + Send: give it to the real-time thread
+//! // ... in the measuring loop, for a sample above the threshold:
+//! marker.mark(&Spike { seq: 1, cpu: 1, tid: 1234, intended_ns: 10, actual_ns: 2_000_010 });
+//! // ... at the end:
+//! let summary = session.finish();
+//! print!("{}", cpushield_check::trace::render_summary(&summary, 10, 3));
+//! # Ok::<(), cpushield_check::trace::TraceError>(())
+//! ```
+//!
+//! Every tracefs setting is made in a private instance
+//! (`instances/cpushield-<pid>`), so the top-level trace buffer of other users
+//! is not touched; each setting is still remembered and restored, the instance
+//! removed and tracefs unmounted if the session mounted it — on `finish`, on
+//! drop, and on SIGINT/SIGTERM.
+
+pub mod attribute;
+pub mod event;
+pub mod io;
+mod reader;
+pub mod settings;
+mod signal;
+pub mod summary;
+
+pub use attribute::{Attribution, Cause, CauseKind, Phase, Spike};
+pub use summary::{render_attribution, render_summary, TraceSummary};
+
+use crate::facts::Facts;
+use cpushield_cpuset::CpuSet;
+use cpushield_sys::Kernel;
+use io::{MarkWriter, RealTraceIo, TraceIo};
+use reader::{Reader, Shared};
+use settings::SettingsGuard;
+use signal::SignalWatch;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The events enabled, where the kernel has them (`system/event`), with the
+/// filter each gets. Wakeups and context switches are kept only when a
+/// real-time task (kernel priority below 100) is involved: under a load of
+/// ordinary tasks they are most of the volume, and every trace line already
+/// names the task current when it was recorded. The `ipi:ipi_send_*` events
+/// are left out: they fire on the sending CPU, which is not traced; the
+/// receiving side is the `irq_vectors` entries.
+pub const EVENTS: &[(&str, Option<&str>)] = &[
+    ("irq/irq_handler_entry", None),
+    ("irq/irq_handler_exit", None),
+    ("irq/softirq_entry", None),
+    ("irq/softirq_exit", None),
+    (
+        "sched/sched_switch",
+        Some("prev_prio < 100 || next_prio < 100"),
+    ),
+    ("sched/sched_wakeup", Some("prio < 100")),
+    ("timer/hrtimer_expire_entry", None),
+    ("timer/hrtimer_expire_exit", None),
+    ("irq_vectors/local_timer_entry", None),
+    ("irq_vectors/local_timer_exit", None),
+    ("irq_vectors/reschedule_entry", None),
+    ("irq_vectors/reschedule_exit", None),
+    ("irq_vectors/call_function_entry", None),
+    ("irq_vectors/call_function_exit", None),
+    ("irq_vectors/call_function_single_entry", None),
+    ("irq_vectors/call_function_single_exit", None),
+    ("irq_vectors/irq_work_entry", None),
+    ("irq_vectors/irq_work_exit", None),
+    ("irq_vectors/x86_platform_ipi_entry", None),
+    ("irq_vectors/x86_platform_ipi_exit", None),
+    ("irq_vectors/thermal_apic_entry", None),
+    ("irq_vectors/thermal_apic_exit", None),
+    ("ipi/ipi_entry", None),
+    ("ipi/ipi_exit", None),
+    ("workqueue/workqueue_execute_start", None),
+    ("workqueue/workqueue_execute_end", None),
+];
+
+/// What to do on SIGINT/SIGTERM while tracing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignalMode {
+    /// Restore tracefs, then re-raise the signal with the previous action in
+    /// place (the process dies of it, or the caller's handler runs).
+    RestoreAndReraise,
+    /// Install nothing: the caller handles signals and calls `finish`.
+    None,
+}
+
+/// How to trace.
+#[derive(Debug, Clone)]
+pub struct TraceOptions {
+    /// tracefs mount point.
+    pub tracefs: PathBuf,
+    /// Ring buffer per traced CPU, KiB.
+    pub buffer_kb: u32,
+    /// How often the reader drains the pipes.
+    pub poll: Duration,
+    /// How long events are kept in memory for attribution.
+    pub retention: Duration,
+    /// Where to save the raw trace window of each spike (created if missing).
+    pub trace_dir: Option<PathBuf>,
+    /// At most this many windows are kept on disk (those of the largest spikes).
+    pub max_saved: usize,
+    /// Spikes that may wait for attribution at once.
+    pub queue: usize,
+    /// Signal handling.
+    pub signals: SignalMode,
+    /// Use a private tracefs instance (falls back to the top level when the
+    /// kernel has no instances).
+    pub instance: bool,
+}
+
+impl Default for TraceOptions {
+    fn default() -> Self {
+        Self {
+            tracefs: PathBuf::from("/sys/kernel/tracing"),
+            buffer_kb: 32768,
+            poll: Duration::from_millis(10),
+            retention: Duration::from_secs(2),
+            trace_dir: None,
+            max_saved: 50,
+            queue: 4096,
+            signals: SignalMode::RestoreAndReraise,
+            instance: true,
+        }
+    }
+}
+
+/// A trace session that could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// Bad CPU list.
+    #[error("{0}")]
+    Cpus(String),
+    /// Another session runs in this process.
+    #[error("a trace session is already running in this process: finish it first")]
+    Busy,
+    /// tracefs could not be mounted or set up.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// Undoes what the session did to the system; runs once.
+struct Cleanup {
+    kernel: Arc<dyn Kernel>,
+    io: Arc<dyn TraceIo>,
+    guard: SettingsGuard,
+    root: PathBuf,
+    instance: Option<PathBuf>,
+    mounted_by_us: bool,
+    done: bool,
+    errors: Vec<String>,
+}
+
+impl Cleanup {
+    fn run(&mut self) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        let errs = self.guard.restore();
+        self.errors.extend(errs);
+        if let Some(dir) = self.instance.take() {
+            let mut last = None;
+            for _ in 0..20 {
+                match self.kernel.rmdir(&dir) {
+                    Ok(()) => {
+                        last = None;
+                        break;
+                    }
+                    Err(e) => {
+                        last = Some(e);
+                        std::thread::sleep(Duration::from_millis(25));
+                    }
+                }
+            }
+            if let Some(e) = last {
+                self.errors.push(format!(
+                    "{}: could not remove the trace instance: {e}; remove it with rmdir",
+                    dir.display()
+                ));
+            }
+        }
+        if self.mounted_by_us {
+            if let Err(e) = self.io.unmount(&self.root) {
+                self.errors.push(format!(
+                    "{}: could not unmount tracefs: {e} (someone else is using it); unmount it later with umount",
+                    self.root.display()
+                ));
+            }
+        }
+    }
+}
+
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// A running trace of some CPUs. Dropping it stops tracing and restores tracefs.
+pub struct TraceSession {
+    shared: Arc<Shared>,
+    cleanup: Arc<Mutex<Cleanup>>,
+    reader: Option<JoinHandle<()>>,
+    signals: Option<SignalWatch>,
+    marker: SpikeMarker,
+    dir: PathBuf,
+    cpus: CpuSet,
+    summary: TraceSummary,
+    finished: bool,
+}
+
+/// Writes spike markers into the trace and queues spikes for attribution.
+/// Cheap and allocation-free: call it from the real-time thread.
+#[derive(Clone)]
+pub struct SpikeMarker {
+    /// Taken (and the file closed) when the session ends, so the instance can go.
+    writer: Arc<RwLock<Option<Box<dyn MarkWriter>>>>,
+    shared: Arc<Shared>,
+}
+
+impl SpikeMarker {
+    /// Writes `cpushield spike seq=.. cpu=.. tid=.. intended=.. actual=.. latency_ns=..`
+    /// to trace_marker (one write(2)) and queues the spike. Returns false when
+    /// the queue was full (the spike is counted as dropped).
+    pub fn mark(&self, spike: &Spike) -> bool {
+        let mut buf = [0u8; 192];
+        let mut cur = std::io::Cursor::new(&mut buf[..]);
+        let _ = std::io::Write::write_fmt(
+            &mut cur,
+            format_args!(
+                "cpushield spike seq={} cpu={} tid={} intended={} actual={} latency_ns={}\n",
+                spike.seq,
+                spike.cpu,
+                spike.tid,
+                spike.intended_ns,
+                spike.actual_ns,
+                spike.latency_ns()
+            ),
+        );
+        let n = cur.position() as usize;
+        if let Ok(w) = self.writer.read() {
+            match w.as_ref() {
+                Some(w) => {
+                    let _ = w.write_line(&buf[..n]);
+                }
+                None => return false, // the session has ended
+            }
+        }
+        self.shared.marked.fetch_add(1, Ordering::Relaxed);
+        if self.shared.queue.push(*spike).is_err() {
+            self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+}
+
+impl TraceSession {
+    /// Starts tracing `cpus` on the real tracefs (mounting it if needed).
+    pub fn start(
+        kernel: Arc<dyn Kernel>,
+        cpus: &CpuSet,
+        opts: TraceOptions,
+    ) -> Result<TraceSession, TraceError> {
+        Self::start_with_io(kernel, Arc::new(RealTraceIo), cpus, opts)
+    }
+
+    /// Starts tracing with a given tracefs door (tests use a fake one).
+    pub fn start_with_io(
+        kernel: Arc<dyn Kernel>,
+        io: Arc<dyn TraceIo>,
+        cpus: &CpuSet,
+        opts: TraceOptions,
+    ) -> Result<TraceSession, TraceError> {
+        if cpus.is_empty() {
+            return Err(TraceError::Cpus(
+                "no CPU to trace: pass a CPU list like 1".into(),
+            ));
+        }
+        let online = cpushield_sys::online_cpus(kernel.as_ref())
+            .map_err(|e| TraceError::Cpus(e.to_string()))?;
+        if let Some(cpu) = cpus.difference(&online).first() {
+            return Err(TraceError::Cpus(format!(
+                "CPU {cpu} is not online (online: {}): trace online CPUs only",
+                online.to_list()
+            )));
+        }
+        if ACTIVE.swap(true, Ordering::SeqCst) {
+            return Err(TraceError::Busy);
+        }
+        match Self::setup(kernel, io, cpus, opts) {
+            Ok(s) => Ok(s),
+            Err(e) => {
+                ACTIVE.store(false, Ordering::SeqCst);
+                Err(e)
+            }
+        }
+    }
+
+    fn setup(
+        kernel: Arc<dyn Kernel>,
+        io: Arc<dyn TraceIo>,
+        cpus: &CpuSet,
+        opts: TraceOptions,
+    ) -> Result<TraceSession, TraceError> {
+        let root = opts.tracefs.clone();
+        let setup_err = |what: String| TraceError::Setup(what);
+        let mut mounted_by_us = false;
+        if !io.is_mounted(&root) {
+            io.mount(&root).map_err(|e| {
+                setup_err(format!(
+                    "{}: cannot mount tracefs: {e}; run as root (or mount it: mount -t tracefs nodev {})",
+                    root.display(),
+                    root.display()
+                ))
+            })?;
+            mounted_by_us = true;
+        }
+        let mut cleanup = Cleanup {
+            kernel: kernel.clone(),
+            io: io.clone(),
+            guard: SettingsGuard::new(kernel.clone()),
+            root: root.clone(),
+            instance: None,
+            mounted_by_us,
+            done: false,
+            errors: Vec::new(),
+        };
+        match Self::configure(&kernel, &io, cpus, &opts, &mut cleanup) {
+            Ok((dir, pipes, writer, mut summary, tick_ns, preempt)) => {
+                summary.mounted_tracefs = mounted_by_us;
+                if let Some(d) = &opts.trace_dir {
+                    summary.trace_dir = Some(d.display().to_string());
+                }
+                let shared = Arc::new(Shared::new(opts.queue));
+                let cleanup = Arc::new(Mutex::new(cleanup));
+                let reader = Reader {
+                    pipes,
+                    kernel: kernel.clone(),
+                    shared: shared.clone(),
+                    poll: opts.poll,
+                    retention_ns: opts.retention.as_nanos() as u64,
+                    tick_ns,
+                    preempt_model: preempt,
+                    trace_dir: opts.trace_dir.clone(),
+                    max_saved: opts.max_saved,
+                    user_hz: crate::snapshot::user_hz(),
+                    now: cpushield_rt::clock::now_ns,
+                    started_ns: cpushield_rt::clock::now_ns(),
+                };
+                let housekeeping = online_minus(kernel.as_ref(), cpus);
+                let handle = std::thread::Builder::new()
+                    .name("cpushield-trace".into())
+                    .spawn(move || {
+                        // Read on the CPUs not traced, so reading adds no noise
+                        // there, at nice -10 (still SCHED_OTHER, never
+                        // real-time) so a loaded machine does not starve it.
+                        if let Some(hk) = housekeeping {
+                            let _ = RealKernelAffinity::pin_self(&hk);
+                        }
+                        // SAFETY: setpriority on our own thread id.
+                        unsafe {
+                            libc::setpriority(
+                                libc::PRIO_PROCESS,
+                                libc::gettid() as libc::id_t,
+                                -10,
+                            );
+                        }
+                        reader.run()
+                    })
+                    .map_err(|e| setup_err(format!("cannot start the trace reader thread: {e}")));
+                let handle = match handle {
+                    Ok(h) => h,
+                    Err(e) => {
+                        cleanup.lock().expect("cleanup").run();
+                        return Err(e);
+                    }
+                };
+                let writer = Arc::new(RwLock::new(Some(writer)));
+                let signals = if opts.signals == SignalMode::RestoreAndReraise {
+                    let (sh, cl, wr) = (shared.clone(), cleanup.clone(), writer.clone());
+                    match SignalWatch::install(Box::new(move || {
+                        sh.stop.store(true, Ordering::SeqCst);
+                        sh.wait_done(Duration::from_secs(1));
+                        // Close the marker file too, or the instance stays busy.
+                        if let Ok(mut w) = wr.write() {
+                            *w = None;
+                        }
+                        cl.lock().expect("cleanup").run();
+                        ACTIVE.store(false, Ordering::SeqCst);
+                    })) {
+                        Ok(w) => Some(w),
+                        Err(e) => {
+                            shared.stop.store(true, Ordering::SeqCst);
+                            let _ = handle.join();
+                            cleanup.lock().expect("cleanup").run();
+                            return Err(setup_err(format!(
+                                "cannot install the SIGINT handler: {e}"
+                            )));
+                        }
+                    }
+                } else {
+                    None
+                };
+                Ok(TraceSession {
+                    marker: SpikeMarker {
+                        writer,
+                        shared: shared.clone(),
+                    },
+                    shared,
+                    cleanup,
+                    reader: Some(handle),
+                    signals,
+                    dir,
+                    cpus: cpus.clone(),
+                    summary,
+                    finished: false,
+                })
+            }
+            Err(e) => {
+                cleanup.run();
+                let extra = if cleanup.errors.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (and while restoring: {})", cleanup.errors.join("; "))
+                };
+                Err(setup_err(format!("{e}{extra}")))
+            }
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn configure(
+        kernel: &Arc<dyn Kernel>,
+        io: &Arc<dyn TraceIo>,
+        cpus: &CpuSet,
+        opts: &TraceOptions,
+        cleanup: &mut Cleanup,
+    ) -> Result<
+        (
+            PathBuf,
+            Vec<(usize, Box<dyn io::PipeReader>)>,
+            Box<dyn MarkWriter>,
+            TraceSummary,
+            std::collections::BTreeMap<usize, Option<u64>>,
+            Option<String>,
+        ),
+        String,
+    > {
+        let k = kernel.as_ref();
+        let root = &opts.tracefs;
+        let clocks = k.read(&root.join("trace_clock")).map_err(|e| {
+            format!(
+                "{}: {e}; is tracefs mounted there?",
+                root.join("trace_clock").display()
+            )
+        })?;
+        if !clocks
+            .split_whitespace()
+            .any(|c| c.trim_matches(|x| x == '[' || x == ']') == "mono")
+        {
+            return Err(format!(
+                "{}: this kernel has no 'mono' trace clock, so trace times cannot be compared with CLOCK_MONOTONIC",
+                root.join("trace_clock").display()
+            ));
+        }
+        let mut summary = TraceSummary::default();
+        let dir = if opts.instance && k.exists(&root.join("instances")) {
+            remove_stale_instances(k, root);
+            let inst = root
+                .join("instances")
+                .join(format!("cpushield-{}", std::process::id()));
+            match k.mkdir(&inst) {
+                Ok(()) => {
+                    cleanup.instance = Some(inst.clone());
+                    summary.instance = Some(inst.display().to_string());
+                    inst
+                }
+                Err(_) => root.clone(),
+            }
+        } else {
+            root.clone()
+        };
+        let g = &mut cleanup.guard;
+        let p = |f: &str| dir.join(f);
+        g.set(&p("tracing_on"), "0").map_err(|e| e.to_string())?;
+        if k.exists(&p("current_tracer")) {
+            g.set(&p("current_tracer"), "nop")
+                .map_err(|e| e.to_string())?;
+        }
+        // Timestamps: trace clock "mono" is ktime_get_mono_fast_ns(), the same
+        // clock as clock_gettime(CLOCK_MONOTONIC) (an NMI-safe accessor of it),
+        // so a spike's intended/actual times from the measuring thread can be
+        // compared with trace times directly. The offset is measured below
+        // with a marker and reported in the summary.
+        g.set(&p("trace_clock"), "mono")
+            .map_err(|e| e.to_string())?;
+        g.set(&p("tracing_on"), "1").map_err(|e| e.to_string())?;
+        summary.clock_offset_ns = clock_offset(k, &dir);
+        g.set(&p("tracing_on"), "0").map_err(|e| e.to_string())?;
+        let possible = cpushield_sys::possible_cpus(k).unwrap_or_else(|_| cpus.clone());
+        let width = possible.last().map(|c| c + 1).unwrap_or(1);
+        g.set(&p("tracing_cpumask"), &cpus.to_mask_padded(width))
+            .map_err(|e| e.to_string())?;
+        for cpu in cpus.iter() {
+            let f = dir.join(format!("per_cpu/cpu{cpu}/buffer_size_kb"));
+            g.set(&f, &opts.buffer_kb.to_string())
+                .map_err(|e| e.to_string())?;
+        }
+        for (ev, filter) in EVENTS {
+            let base = dir.join("events").join(ev);
+            let f = base.join("enable");
+            if k.exists(&f) {
+                if let Some(expr) = filter {
+                    g.set(&base.join("filter"), expr)
+                        .map_err(|e| e.to_string())?;
+                }
+                g.set(&f, "1").map_err(|e| e.to_string())?;
+                summary.events_enabled.push(match filter {
+                    Some(expr) => format!("{ev} if {expr}"),
+                    None => ev.to_string(),
+                });
+            }
+        }
+        if !summary
+            .events_enabled
+            .iter()
+            .any(|e| e.starts_with("sched/sched_switch"))
+        {
+            return Err(format!(
+                "{}: no sched_switch event: this kernel's tracefs lacks the scheduler events",
+                dir.join("events").display()
+            ));
+        }
+        let mut pipes = Vec::new();
+        for cpu in cpus.iter() {
+            let pipe = io
+                .open_pipe(&dir.join(format!("per_cpu/cpu{cpu}/trace_pipe")))
+                .map_err(|e| e.to_string())?;
+            pipes.push((cpu, pipe));
+        }
+        let writer = io
+            .open_marker(&p("trace_marker"))
+            .map_err(|e| e.to_string())?;
+        if let Some(d) = &opts.trace_dir {
+            std::fs::create_dir_all(d)
+                .map_err(|e| format!("{}: cannot create the trace directory: {e}", d.display()))?;
+        }
+        let (tick, preempt) = tick_and_preempt(k, cpus);
+        g.set(&p("tracing_on"), "1").map_err(|e| e.to_string())?;
+        Ok((dir, pipes, writer, summary, tick, preempt))
+    }
+
+    /// A handle for marking spikes (Clone + Send + Sync; give it to the
+    /// measuring thread).
+    pub fn marker(&self) -> SpikeMarker {
+        self.marker.clone()
+    }
+
+    /// Marks a spike (see [`SpikeMarker::mark`]).
+    pub fn mark(&self, spike: &Spike) -> bool {
+        self.marker.mark(spike)
+    }
+
+    /// The tracefs directory in use (the private instance, or the top level).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The traced CPUs.
+    pub fn cpus(&self) -> &CpuSet {
+        &self.cpus
+    }
+
+    /// The attribution of a spike, waiting up to `timeout` for the reader to
+    /// get past it. A spike not marked before is queued now.
+    pub fn attribute(&self, spike: &Spike, timeout: Duration) -> Option<Attribution> {
+        let deadline = Instant::now() + timeout;
+        let mut queued = false;
+        loop {
+            if let Some(a) = self
+                .shared
+                .results
+                .lock()
+                .expect("results")
+                .attributions
+                .iter()
+                .find(|a| a.spike == *spike)
+            {
+                return Some(a.clone());
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            // Not marked with this session's marker within half the time: queue it.
+            if !queued && Instant::now() + timeout / 2 >= deadline {
+                let _ = self.shared.queue.push(*spike);
+                queued = true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Stops tracing, attributes what is pending, restores tracefs and returns
+    /// everything found.
+    pub fn finish(mut self) -> TraceSummary {
+        self.stop(true)
+    }
+
+    fn stop(&mut self, drain: bool) -> TraceSummary {
+        if self.finished {
+            return self.summary.clone();
+        }
+        self.finished = true;
+        if drain {
+            self.shared.finishing.store(true, Ordering::SeqCst);
+        } else {
+            self.shared.stop.store(true, Ordering::SeqCst);
+        }
+        if let Some(h) = self.reader.take() {
+            let _ = h.join();
+        }
+        if let Some(s) = self.signals.take() {
+            s.uninstall();
+        }
+        if let Ok(mut w) = self.marker.writer.write() {
+            *w = None;
+        }
+        let lost = {
+            let c = self.cleanup.lock().expect("cleanup");
+            overruns(c.kernel.as_ref(), &self.dir, &self.cpus)
+        };
+        let mut cleanup = self.cleanup.lock().expect("cleanup");
+        cleanup.run();
+        ACTIVE.store(false, Ordering::SeqCst);
+        let mut r = self.shared.results.lock().expect("results");
+        let mut s = std::mem::take(&mut self.summary);
+        s.attributions = std::mem::take(&mut r.attributions);
+        s.attributions.sort_by_key(|a| a.spike.seq);
+        s.top_causes = summary::top_causes(&s.attributions);
+        s.events = r.events;
+        s.unparsed_lines = r.unparsed;
+        s.lost_events = r.lost.max(lost);
+        s.spikes_marked = self.shared.marked.load(Ordering::Relaxed);
+        s.spikes_dropped = self.shared.dropped.load(Ordering::Relaxed);
+        s.errors = std::mem::take(&mut r.errors);
+        s.errors.append(&mut cleanup.errors);
+        s
+    }
+}
+
+impl Drop for TraceSession {
+    fn drop(&mut self) {
+        if !self.finished {
+            let _ = self.stop(false);
+        }
+    }
+}
+
+/// Measures trace clock − CLOCK_MONOTONIC with a marker written just after
+/// reading the clock; `None` if the marker cannot be found.
+fn clock_offset(k: &dyn Kernel, dir: &Path) -> Option<i64> {
+    let t0 = cpushield_rt::clock::now_ns();
+    let tag = format!("cpushield-clock-sync {t0}");
+    k.write(&dir.join("trace_marker"), &format!("{tag}\n"))
+        .ok()?;
+    let text = k.read(&dir.join("trace")).ok()?;
+    text.lines()
+        .filter(|l| l.contains(&tag))
+        .find_map(event::parse_line)
+        .map(|e| e.ts_ns as i64 - t0 as i64)
+}
+
+/// Ring-buffer overruns of the traced CPUs (per_cpu/cpuN/stats).
+fn overruns(k: &dyn Kernel, dir: &Path, cpus: &CpuSet) -> u64 {
+    cpus.iter()
+        .filter_map(|c| k.read(&dir.join(format!("per_cpu/cpu{c}/stats"))).ok())
+        .map(|t| {
+            t.lines()
+                .filter(|l| l.starts_with("overrun:") || l.starts_with("dropped events:"))
+                .filter_map(|l| l.rsplit(':').next()?.trim().parse::<u64>().ok())
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+/// Removes instances left by a cpushield process that no longer exists.
+fn remove_stale_instances(k: &dyn Kernel, root: &Path) {
+    let dir = root.join("instances");
+    for name in k.read_dir(&dir).unwrap_or_default() {
+        let Some(pid) = name
+            .strip_prefix("cpushield-")
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !k.exists(Path::new(&format!("/proc/{pid}"))) {
+            let _ = k.rmdir(&dir.join(&name));
+        }
+    }
+}
+
+/// The tick period per traced CPU (None on nohz_full CPUs) and the preemption model.
+fn tick_and_preempt(
+    k: &dyn Kernel,
+    cpus: &CpuSet,
+) -> (
+    std::collections::BTreeMap<usize, Option<u64>>,
+    Option<String>,
+) {
+    let (kconfig, source) = crate::facts::read_kconfig(k);
+    let hz: Option<u64> = kconfig.get("CONFIG_HZ").and_then(|h| h.parse().ok());
+    let read = |p: &str| k.read(Path::new(p)).map(|s| s.trim().to_string()).ok();
+    let facts = Facts {
+        cmdline: read("/proc/cmdline").unwrap_or_default(),
+        kernel_version: read("/proc/sys/kernel/version").unwrap_or_default(),
+        nohz_full: read("/sys/devices/system/cpu/nohz_full"),
+        preempt_debugfs: read("/sys/kernel/debug/sched/preempt"),
+        kconfig,
+        kconfig_source: source,
+        ..Default::default()
+    };
+    let nohz = crate::analyze::nohz_full_cpus(&facts);
+    let tick = cpus
+        .iter()
+        .map(|c| {
+            (
+                c,
+                if nohz.contains(c) {
+                    None
+                } else {
+                    hz.map(|h| 1_000_000_000 / h.max(1))
+                },
+            )
+        })
+        .collect();
+    let (model, _) = crate::analyze::preempt_model(&facts);
+    (tick, Some(model))
+}
+
+fn online_minus(k: &dyn Kernel, cpus: &CpuSet) -> Option<CpuSet> {
+    let hk = cpushield_sys::online_cpus(k).ok()?.difference(cpus);
+    (!hk.is_empty()).then_some(hk)
+}
+
+/// Pins the calling thread (our own reader thread) with sched_setaffinity.
+struct RealKernelAffinity;
+
+impl RealKernelAffinity {
+    fn pin_self(cpus: &CpuSet) -> std::io::Result<()> {
+        cpushield_rt::sched::pin(0, cpus)
+    }
+}

@@ -1,0 +1,431 @@
+//! The reader thread: drains the per-CPU trace pipes into a rolling window of
+//! events, samples steal time, and attributes each queued spike once the
+//! trace has been read past it.
+
+use super::attribute::{
+    attribute, fmt_ns, phase_word, Attribution, AttributionContext, Spike, StealEvidence,
+};
+use super::event::{parse_line, Event};
+use super::io::PipeReader;
+use crate::parse::stat::parse_cpu_times;
+use crate::parse::task::parse_thread_stat;
+use cpushield_sys::Kernel;
+use crossbeam_queue::ArrayQueue;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// Context before the intended time kept for attribution (to know which
+/// handlers were already running at the start of a spike).
+const LOOKBACK_NS: u64 = 50_000_000;
+/// Raw lines saved around a spike.
+const SAVE_BEFORE_NS: u64 = 1_000_000;
+const SAVE_AFTER_NS: u64 = 500_000;
+/// A spike is attributed once the pipes were drained this long after it.
+const SETTLE_NS: u64 = 2_000_000;
+/// The most `finish` waits for the reader to catch up with a busy CPU.
+const FINISH_LIMIT_NS: u64 = 2_000_000_000;
+/// Bytes read from one pipe per round (see `io::RealPipe`).
+const READ_BUDGET: usize = super::io::READ_BUDGET;
+
+/// State shared by the session, the reader and the signal path.
+pub struct Shared {
+    /// Spikes marked and not yet taken by the reader.
+    pub queue: ArrayQueue<Spike>,
+    /// Spikes that did not fit in the queue.
+    pub dropped: AtomicU64,
+    /// Spikes marked.
+    pub marked: AtomicU64,
+    /// Stop now (signal path).
+    pub stop: AtomicBool,
+    /// Drain, attribute what is pending, then stop (finish).
+    pub finishing: AtomicBool,
+    /// What the reader produced.
+    pub results: Mutex<Results>,
+    /// Set when the reader has returned and closed the pipes.
+    pub done: (Mutex<bool>, Condvar),
+}
+
+impl Shared {
+    /// Empty shared state with room for `capacity` queued spikes.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            queue: ArrayQueue::new(capacity.max(1)),
+            dropped: AtomicU64::new(0),
+            marked: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            finishing: AtomicBool::new(false),
+            results: Mutex::new(Results::default()),
+            done: (Mutex::new(false), Condvar::new()),
+        }
+    }
+
+    /// Waits until the reader has stopped, at most `timeout`.
+    pub fn wait_done(&self, timeout: Duration) -> bool {
+        let (lock, cv) = &self.done;
+        let guard = lock.lock().expect("done lock");
+        let (guard, _) = cv
+            .wait_timeout_while(guard, timeout, |d| !*d)
+            .expect("done lock");
+        *guard
+    }
+}
+
+/// What the reader produced.
+#[derive(Debug, Default)]
+pub struct Results {
+    /// Attributions made.
+    pub attributions: Vec<Attribution>,
+    /// Lines parsed into events.
+    pub events: u64,
+    /// Lines that did not parse.
+    pub unparsed: u64,
+    /// Events reported lost in the stream.
+    pub lost: u64,
+    /// Problems met.
+    pub errors: Vec<String>,
+}
+
+/// Everything the reader thread owns.
+pub struct Reader {
+    /// (CPU, its pipe).
+    pub pipes: Vec<(usize, Box<dyn PipeReader>)>,
+    /// For /proc/stat and /proc/PID/stat.
+    pub kernel: Arc<dyn Kernel>,
+    /// Shared with the session.
+    pub shared: Arc<Shared>,
+    /// Poll period.
+    pub poll: Duration,
+    /// How long events are kept.
+    pub retention_ns: u64,
+    /// Tick period per CPU (None: nohz_full or unknown).
+    pub tick_ns: BTreeMap<usize, Option<u64>>,
+    /// Preemption model, for the notes.
+    pub preempt_model: Option<String>,
+    /// Where to save the raw windows.
+    pub trace_dir: Option<PathBuf>,
+    /// At most this many windows are kept (the largest spikes).
+    pub max_saved: usize,
+    /// USER_HZ, for steal ticks.
+    pub user_hz: u64,
+    /// A clock (CLOCK_MONOTONIC ns).
+    pub now: fn() -> u64,
+    /// When tracing started (CLOCK_MONOTONIC ns).
+    pub started_ns: u64,
+}
+
+struct Saved {
+    latency: u64,
+    path: PathBuf,
+}
+
+impl Reader {
+    /// Runs until stopped; returns when the pipes are closed.
+    pub fn run(mut self) {
+        let mut windows: BTreeMap<usize, VecDeque<Event>> = BTreeMap::new();
+        let mut carry: BTreeMap<usize, Vec<u8>> = BTreeMap::new();
+        let mut pending: Vec<Spike> = Vec::new();
+        let mut steal: VecDeque<(u64, BTreeMap<usize, u64>)> = VecDeque::new();
+        let mut kthreads: HashMap<i32, bool> = HashMap::new();
+        let mut saved: Vec<Saved> = Vec::new();
+        let mut buf = Vec::with_capacity(1 << 20);
+        // Per CPU, the time of the latest event read: the trace is complete
+        // up to there (each CPU's pipe is in time order).
+        let mut read_pos: BTreeMap<usize, u64> = BTreeMap::new();
+        let mut finish_started: Option<u64> = None;
+        loop {
+            let stop = self.shared.stop.load(Ordering::SeqCst);
+            if stop {
+                break;
+            }
+            let finishing = self.shared.finishing.load(Ordering::SeqCst);
+            let t0 = (self.now)();
+            let mut drained = true;
+            for (cpu, pipe) in self.pipes.iter_mut() {
+                buf.clear();
+                match pipe.read_available(&mut buf) {
+                    Ok(n) => {
+                        if n >= READ_BUDGET / 2 {
+                            drained = false; // probably more waiting
+                        }
+                    }
+                    Err(e) => {
+                        self.shared
+                            .results
+                            .lock()
+                            .expect("results")
+                            .errors
+                            .push(format!("trace pipe of CPU {cpu}: {e}"));
+                        drained = false;
+                    }
+                }
+                let c = carry.entry(*cpu).or_default();
+                c.extend_from_slice(&buf);
+                let Some(last_nl) = c.iter().rposition(|&b| b == b'\n') else {
+                    continue;
+                };
+                let complete: Vec<u8> = c.drain(..=last_nl).collect();
+                let text = String::from_utf8_lossy(&complete);
+                let w = windows.entry(*cpu).or_default();
+                let (mut ok, mut bad, mut lost) = (0u64, 0u64, 0u64);
+                for line in text.lines() {
+                    if let Some(n) = lost_count(line) {
+                        lost += n;
+                        continue;
+                    }
+                    match parse_line(line) {
+                        Some(e) => {
+                            ok += 1;
+                            let p = read_pos.entry(*cpu).or_insert(0);
+                            *p = (*p).max(e.ts_ns);
+                            w.push_back(e);
+                        }
+                        None if line.trim().is_empty() => {}
+                        None => bad += 1,
+                    }
+                }
+                let mut r = self.shared.results.lock().expect("results");
+                r.events += ok;
+                r.unparsed += bad;
+                r.lost += lost;
+            }
+            if let Ok(text) = self.kernel.read(Path::new("/proc/stat")) {
+                if let Ok(times) = parse_cpu_times(&text) {
+                    steal.push_back((t0, times.iter().map(|(c, t)| (*c, t.steal)).collect()));
+                }
+            }
+            while let Some(s) = self.shared.queue.pop() {
+                pending.push(s);
+            }
+            // Finishing: stop once the trace is read up to when finishing began
+            // (or was drained), or after FINISH_LIMIT_NS on a CPU too busy to catch up.
+            if finishing && finish_started.is_none() {
+                finish_started = Some(t0);
+            }
+            let flush_all = finish_started.is_some_and(|at| {
+                let caught_up = self
+                    .pipes
+                    .iter()
+                    .all(|(cpu, _)| read_pos.get(cpu).is_some_and(|&p| p >= at));
+                drained || caught_up || t0 >= at + FINISH_LIMIT_NS
+            });
+            let mut i = 0;
+            while i < pending.len() {
+                let s = pending[i];
+                let read_past = read_pos
+                    .get(&s.cpu)
+                    .is_some_and(|&p| p >= s.actual_ns + SETTLE_NS);
+                if flush_all || read_past || (drained && s.actual_ns + SETTLE_NS <= t0) {
+                    pending.swap_remove(i);
+                    let attr = self.attribute_one(&s, &windows, &steal, &mut kthreads, &mut saved);
+                    self.shared
+                        .results
+                        .lock()
+                        .expect("results")
+                        .attributions
+                        .push(attr);
+                } else {
+                    i += 1;
+                }
+            }
+            // Keep what pending spikes and the retention period need.
+            let oldest_needed = pending
+                .iter()
+                .map(|s| s.intended_ns.saturating_sub(LOOKBACK_NS))
+                .min()
+                .unwrap_or(u64::MAX)
+                .min(t0.saturating_sub(self.retention_ns));
+            for w in windows.values_mut() {
+                // Keep at least one older event: on an idle CPU it is the only
+                // record of which task (idle) was current.
+                while w.len() > 1 && w[1].ts_ns < oldest_needed {
+                    w.pop_front();
+                }
+            }
+            while steal.len() > 2 && steal[1].0 < oldest_needed {
+                steal.pop_front();
+            }
+            if flush_all {
+                break;
+            }
+            if drained {
+                std::thread::sleep(self.poll);
+            }
+        }
+        drop(std::mem::take(&mut self.pipes));
+        let (lock, cv) = &self.shared.done;
+        *lock.lock().expect("done lock") = true;
+        cv.notify_all();
+    }
+
+    fn attribute_one(
+        &self,
+        s: &Spike,
+        windows: &BTreeMap<usize, VecDeque<Event>>,
+        steal: &VecDeque<(u64, BTreeMap<usize, u64>)>,
+        kthreads: &mut HashMap<i32, bool>,
+        saved: &mut Vec<Saved>,
+    ) -> Attribution {
+        let from = s.intended_ns.saturating_sub(LOOKBACK_NS);
+        let to = s.actual_ns + SAVE_AFTER_NS;
+        let events: Vec<Event> = windows
+            .get(&s.cpu)
+            .map(|w| {
+                // From the last event before `from` (the context in force), to `to`.
+                let first = w.iter().rposition(|e| e.ts_ns < from).unwrap_or(0);
+                w.iter()
+                    .skip(first)
+                    .filter(|e| e.ts_ns <= to)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        let before = steal.iter().rev().find(|(t, _)| *t <= s.intended_ns);
+        let after = steal.iter().find(|(t, _)| *t >= s.actual_ns);
+        let steal_ev = match (before, after) {
+            (Some((t0, a)), Some((t1, b))) => {
+                let ticks = b
+                    .get(&s.cpu)
+                    .copied()
+                    .unwrap_or(0)
+                    .saturating_sub(a.get(&s.cpu).copied().unwrap_or(0));
+                Some(StealEvidence {
+                    steal_ns: ticks * 1_000_000_000 / self.user_hz.max(1),
+                    from_ns: *t0,
+                    to_ns: *t1,
+                })
+            }
+            _ => None,
+        };
+        let kernel = self.kernel.clone();
+        let cache = std::cell::RefCell::new(std::mem::take(kthreads));
+        let is_kthread = |pid: i32| -> bool {
+            if pid <= 0 {
+                return true;
+            }
+            *cache.borrow_mut().entry(pid).or_insert_with(|| {
+                kernel
+                    .read(Path::new(&format!("/proc/{pid}/stat")))
+                    .ok()
+                    .and_then(|t| parse_thread_stat(&t).ok())
+                    .is_some_and(|st| st.is_kthread())
+            })
+        };
+        let ctx = AttributionContext {
+            tick_ns: self.tick_ns.get(&s.cpu).copied().flatten(),
+            is_kthread: &is_kthread,
+            steal: steal_ev,
+            preempt_model: self.preempt_model.clone(),
+            trace_start_ns: Some(self.started_ns),
+        };
+        let mut attr = attribute(&events, s, &ctx);
+        *kthreads = cache.into_inner();
+        if let Some(dir) = &self.trace_dir {
+            match self.save_window(dir, &attr, &events, saved) {
+                Ok(Some(p)) => attr.trace_file = Some(p.display().to_string()),
+                Ok(None) => {}
+                Err(e) => self
+                    .shared
+                    .results
+                    .lock()
+                    .expect("results")
+                    .errors
+                    .push(format!(
+                        "{}: could not save a trace window: {e}",
+                        dir.display()
+                    )),
+            }
+        }
+        attr
+    }
+
+    /// Saves the raw lines around a spike, keeping only the `max_saved`
+    /// largest spikes on disk.
+    fn save_window(
+        &self,
+        dir: &Path,
+        a: &Attribution,
+        events: &[Event],
+        saved: &mut Vec<Saved>,
+    ) -> std::io::Result<Option<PathBuf>> {
+        if self.max_saved == 0 {
+            return Ok(None);
+        }
+        if saved.len() >= self.max_saved {
+            let (idx, smallest) = saved
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, s)| s.latency)
+                .map(|(i, s)| (i, s.latency))
+                .expect("non-empty");
+            if smallest >= a.latency_ns {
+                return Ok(None);
+            }
+            let old = saved.swap_remove(idx);
+            let _ = std::fs::remove_file(old.path);
+        }
+        let s = &a.spike;
+        let path = dir.join(format!(
+            "spike-{:06}-cpu{}-{}us.txt",
+            s.seq,
+            s.cpu,
+            a.latency_ns / 1000
+        ));
+        let mut text = String::new();
+        let _ = writeln!(
+            text,
+            "# cpushield trace window: spike {} on CPU {} (tid {}), intended {}.{:09}, actual {}.{:09} (CLOCK_MONOTONIC = trace clock mono), {} late",
+            s.seq,
+            s.cpu,
+            s.tid,
+            s.intended_ns / 1_000_000_000,
+            s.intended_ns % 1_000_000_000,
+            s.actual_ns / 1_000_000_000,
+            s.actual_ns % 1_000_000_000,
+            fmt_ns(a.latency_ns)
+        );
+        for c in &a.causes {
+            let _ = writeln!(
+                text,
+                "#   {:>10}  {}  [{}]",
+                fmt_ns(c.ns),
+                c.name,
+                phase_word(c.phase)
+            );
+        }
+        for n in &a.notes {
+            let _ = writeln!(text, "# note: {n}");
+        }
+        let lo = s.intended_ns.saturating_sub(SAVE_BEFORE_NS);
+        for e in events.iter().filter(|e| e.ts_ns >= lo) {
+            text.push_str(&e.raw);
+            text.push('\n');
+        }
+        std::fs::write(&path, text)?;
+        saved.push(Saved {
+            latency: a.latency_ns,
+            path: path.clone(),
+        });
+        Ok(Some(path))
+    }
+}
+
+/// `CPU:1 [LOST 12 EVENTS]` → 12.
+fn lost_count(line: &str) -> Option<u64> {
+    let rest = line.split_once("[LOST ")?.1;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lost_event_lines_are_counted() {
+        assert_eq!(lost_count("CPU:1 [LOST 12 EVENTS]"), Some(12));
+        assert_eq!(lost_count("bash-1 [001] ..."), None);
+    }
+}

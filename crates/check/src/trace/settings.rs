@@ -1,0 +1,153 @@
+//! Every tracefs setting the tracer writes, remembered and put back.
+
+use cpushield_sys::Kernel;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The value to write back so a tracefs file reads as it did.
+///
+/// - `trace_clock` lists every clock with the current one in brackets
+///   (`[local] global mono ...`): the bracketed name is written back.
+/// - `buffer_size_kb` may read `7 (expanded: 1408)` before the ring buffer was
+///   ever used: the kernel expands it to 1408 on first use, so 1408 is written
+///   back (writing 7 would pin a 7 KB buffer that never expands).
+/// - `current_tracer`, `tracing_on`, `tracing_cpumask` and event `enable`
+///   files read as they are written.
+pub fn restore_value(path: &Path, text: &str) -> String {
+    let text = text.trim();
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    match name {
+        "trace_clock" => text
+            .split_whitespace()
+            .find(|w| w.starts_with('[') && w.ends_with(']'))
+            .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
+            .unwrap_or_else(|| text.to_string()),
+        "buffer_size_kb" => {
+            if let Some((_, rest)) = text.split_once("(expanded:") {
+                rest.trim().trim_end_matches(')').trim().to_string()
+            } else {
+                text.split_whitespace().next().unwrap_or("").to_string()
+            }
+        }
+        // An event filter reads "none" when unset; writing "0" clears one.
+        "filter" if text == "none" => "0".to_string(),
+        _ => text.to_string(),
+    }
+}
+
+/// Remembers the original value of each tracefs file before its first write,
+/// and writes them back (last changed first) on [`SettingsGuard::restore`].
+pub struct SettingsGuard {
+    kernel: Arc<dyn Kernel>,
+    saved: Vec<(PathBuf, String)>,
+}
+
+impl SettingsGuard {
+    /// A guard with nothing saved yet.
+    pub fn new(kernel: Arc<dyn Kernel>) -> Self {
+        Self {
+            kernel,
+            saved: Vec::new(),
+        }
+    }
+
+    /// Writes `value` to `path`, remembering the value from before. A file
+    /// already holding `value` is left alone.
+    pub fn set(&mut self, path: &Path, value: &str) -> io::Result<()> {
+        let before = self
+            .kernel
+            .read(path)
+            .map_err(|e| cpushield_sys::with_path(e, path))?;
+        let original = restore_value(path, &before);
+        if original == value.trim() {
+            return Ok(());
+        }
+        self.kernel
+            .write(path, value)
+            .map_err(|e| cpushield_sys::with_path(e, path))?;
+        if !self.saved.iter().any(|(p, _)| p == path) {
+            self.saved.push((path.to_path_buf(), original));
+        }
+        Ok(())
+    }
+
+    /// The files changed so far and their original values, in order of change.
+    pub fn saved(&self) -> &[(PathBuf, String)] {
+        &self.saved
+    }
+
+    /// Writes every original value back, last changed first. Returns the
+    /// errors (each naming its file); the guard is empty afterwards.
+    pub fn restore(&mut self) -> Vec<String> {
+        let mut errors = Vec::new();
+        while let Some((path, value)) = self.saved.pop() {
+            if let Err(e) = self.kernel.write(&path, &value) {
+                errors.push(format!(
+                    "{}: could not restore '{value}': {e}",
+                    path.display()
+                ));
+            }
+        }
+        errors
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cpushield_sys::FakeKernel;
+
+    #[test]
+    fn restore_values_follow_the_kernel_file_formats() {
+        assert_eq!(
+            restore_value(Path::new("/t/trace_clock"), "[local] global mono\n"),
+            "local"
+        );
+        assert_eq!(
+            restore_value(Path::new("/t/buffer_size_kb"), "7 (expanded: 1408)\n"),
+            "1408"
+        );
+        assert_eq!(
+            restore_value(Path::new("/t/per_cpu/cpu1/buffer_size_kb"), "4096\n"),
+            "4096"
+        );
+        assert_eq!(restore_value(Path::new("/t/tracing_on"), "1\n"), "1");
+        assert_eq!(
+            restore_value(Path::new("/t/events/sched/sched_switch/filter"), "none\n"),
+            "0"
+        );
+    }
+
+    #[test]
+    fn restore_puts_back_every_changed_file_in_reverse_order() {
+        let k = Arc::new(FakeKernel::new());
+        k.set_file("/t/tracing_on", "1\n");
+        k.set_file("/t/trace_clock", "[local] mono\n");
+        k.set_file("/t/events/irq/irq_handler_entry/enable", "0\n");
+        let mut g = SettingsGuard::new(k.clone());
+        g.set(Path::new("/t/tracing_on"), "0").unwrap();
+        g.set(Path::new("/t/trace_clock"), "mono").unwrap();
+        g.set(Path::new("/t/tracing_on"), "1").unwrap();
+        g.set(Path::new("/t/events/irq/irq_handler_entry/enable"), "1")
+            .unwrap();
+        assert_eq!(g.saved().len(), 3);
+        assert!(g.restore().is_empty());
+        assert_eq!(k.file("/t/tracing_on").unwrap(), "1");
+        assert_eq!(k.file("/t/trace_clock").unwrap(), "local");
+        assert_eq!(
+            k.file("/t/events/irq/irq_handler_entry/enable").unwrap(),
+            "0"
+        );
+    }
+
+    #[test]
+    fn an_unchanged_value_is_not_written_or_saved() {
+        let k = Arc::new(FakeKernel::new());
+        k.set_file("/t/current_tracer", "nop\n");
+        let mut g = SettingsGuard::new(k.clone());
+        g.set(Path::new("/t/current_tracer"), "nop").unwrap();
+        assert!(g.saved().is_empty());
+        assert_eq!(k.file("/t/current_tracer").unwrap(), "nop\n");
+    }
+}

@@ -1,0 +1,173 @@
+//! What a trace session found: all spike attributions and the top causes.
+
+use super::attribute::{fmt_ns, phase_word, Attribution, CauseKind};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// One cause summed over all spikes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CauseTotal {
+    /// What kind.
+    pub kind: CauseKind,
+    /// Its name.
+    pub name: String,
+    /// Time summed over the spikes, ns.
+    pub total_ns: u64,
+    /// Spikes it appeared in.
+    pub spikes: usize,
+    /// The most it took in one spike, ns.
+    pub max_ns: u64,
+}
+
+/// The result of a trace session.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TraceSummary {
+    /// Spikes marked.
+    pub spikes_marked: u64,
+    /// Spikes that could not be queued (queue full).
+    pub spikes_dropped: u64,
+    /// Attributions, in the order they were made.
+    pub attributions: Vec<Attribution>,
+    /// Causes over all spikes, largest total first.
+    pub top_causes: Vec<CauseTotal>,
+    /// Trace lines parsed.
+    pub events: u64,
+    /// Lines that did not parse.
+    pub unparsed_lines: u64,
+    /// Events the kernel lost (ring buffer overruns and `[LOST N EVENTS]`).
+    pub lost_events: u64,
+    /// Trace clock minus CLOCK_MONOTONIC measured at start with a marker, ns.
+    pub clock_offset_ns: Option<i64>,
+    /// Events enabled.
+    pub events_enabled: Vec<String>,
+    /// The tracefs instance used (None: the top-level buffer).
+    pub instance: Option<String>,
+    /// Whether tracefs was mounted by the session (and unmounted at the end).
+    pub mounted_tracefs: bool,
+    /// Where the raw trace windows were saved.
+    pub trace_dir: Option<String>,
+    /// Problems met while tracing or restoring (empty when all went well).
+    pub errors: Vec<String>,
+}
+
+/// Sums causes over attributions.
+pub fn top_causes(attrs: &[Attribution]) -> Vec<CauseTotal> {
+    let mut map: BTreeMap<(CauseKind, String), CauseTotal> = BTreeMap::new();
+    for a in attrs {
+        let mut per_spike: BTreeMap<(CauseKind, String), u64> = BTreeMap::new();
+        for c in &a.causes {
+            *per_spike.entry((c.kind, c.name.clone())).or_insert(0) += c.ns;
+        }
+        for ((kind, name), ns) in per_spike {
+            let t = map.entry((kind, name.clone())).or_insert(CauseTotal {
+                kind,
+                name,
+                total_ns: 0,
+                spikes: 0,
+                max_ns: 0,
+            });
+            t.total_ns += ns;
+            t.spikes += 1;
+            t.max_ns = t.max_ns.max(ns);
+        }
+    }
+    let mut v: Vec<CauseTotal> = map.into_values().collect();
+    v.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    v
+}
+
+fn kind_word(k: CauseKind) -> &'static str {
+    match k {
+        CauseKind::Irq => "irq",
+        CauseKind::Vector => "vector",
+        CauseKind::Hrtimer => "hrtimer",
+        CauseKind::Softirq => "softirq",
+        CauseKind::Work => "work",
+        CauseKind::Task => "task",
+        CauseKind::KernelThread => "kthread",
+        CauseKind::RtThrottled => "throttled",
+        CauseKind::MeasuredTask => "self",
+        CauseKind::Outside => "outside",
+        CauseKind::Untraced => "untraced",
+    }
+}
+
+/// Text for a terminal: the top causes, then each of the `largest` biggest
+/// spikes with its causes and notes.
+pub fn render_summary(s: &TraceSummary, top: usize, largest: usize) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "Trace: {} spikes attributed ({} marked, {} dropped), {} events read, {} lost{}",
+        s.attributions.len(),
+        s.spikes_marked,
+        s.spikes_dropped,
+        s.events,
+        s.lost_events,
+        s.clock_offset_ns
+            .map(|o| format!(", trace clock - CLOCK_MONOTONIC = {:.1} us", o as f64 / 1e3))
+            .unwrap_or_default()
+    );
+    if !s.top_causes.is_empty() {
+        let _ = writeln!(o, "Top causes (time summed over spikes):");
+        for c in s.top_causes.iter().take(top) {
+            let _ = writeln!(
+                o,
+                "  {:>10}  {:<9} {}  (in {} spike{}, max {})",
+                fmt_ns(c.total_ns),
+                kind_word(c.kind),
+                c.name,
+                c.spikes,
+                if c.spikes == 1 { "" } else { "s" },
+                fmt_ns(c.max_ns)
+            );
+        }
+    }
+    let mut biggest: Vec<&Attribution> = s.attributions.iter().collect();
+    biggest.sort_by_key(|a| std::cmp::Reverse(a.latency_ns));
+    for a in biggest.into_iter().take(largest) {
+        let _ = writeln!(o, "{}", render_attribution(a));
+    }
+    if let Some(d) = &s.trace_dir {
+        let _ = writeln!(o, "Raw trace windows: {d}");
+    }
+    for e in &s.errors {
+        let _ = writeln!(o, "warning: {e}");
+    }
+    o
+}
+
+/// Text for one attribution.
+pub fn render_attribution(a: &Attribution) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "Spike {} on CPU {} (tid {}): {} late; woken at +{}, switched in at +{}",
+        a.spike.seq,
+        a.spike.cpu,
+        a.spike.tid,
+        fmt_ns(a.latency_ns),
+        a.wakeup_after_ns.map(fmt_ns).unwrap_or_else(|| "?".into()),
+        a.switch_in_after_ns
+            .map(fmt_ns)
+            .unwrap_or_else(|| "?".into()),
+    );
+    for c in &a.causes {
+        let _ = writeln!(
+            o,
+            "  {:>10}  {:<9} {}  [{}]",
+            fmt_ns(c.ns),
+            kind_word(c.kind),
+            c.name,
+            phase_word(c.phase)
+        );
+    }
+    for n in &a.notes {
+        let _ = writeln!(o, "  note: {n}");
+    }
+    if let Some(f) = &a.trace_file {
+        let _ = writeln!(o, "  trace: {f}");
+    }
+    o
+}

@@ -1,0 +1,236 @@
+//! Spike attribution over real trace windows (saved on this host under
+//! stress-ng) and small synthetic ones.
+
+use cpushield_check::trace::attribute::{
+    attribute, AttributionContext, CauseKind, Phase, Spike, StealEvidence,
+};
+use cpushield_check::trace::event::{parse_line, Event};
+
+fn events(text: &str) -> Vec<Event> {
+    text.lines().filter_map(parse_line).collect()
+}
+
+fn ctx<'a>(
+    is_kthread: &'a dyn Fn(i32) -> bool,
+    steal: Option<StealEvidence>,
+) -> AttributionContext<'a> {
+    AttributionContext {
+        tick_ns: Some(4_000_000),
+        is_kthread,
+        steal,
+        preempt_model: Some("none".into()),
+        trace_start_ns: Some(0),
+    }
+}
+
+#[test]
+fn a_kworker_that_keeps_the_cpu_after_the_wakeup_is_the_cause() {
+    let ev = events(include_str!("fixtures/trace-kworker-after-wakeup.txt"));
+    let spike = Spike {
+        seq: 1,
+        cpu: 1,
+        tid: 18227,
+        intended_ns: 2_423_995_354_149,
+        actual_ns: 2_423_998_193_351,
+    };
+    let kthread = |pid: i32| pid == 23939;
+    let a = attribute(&ev, &spike, &ctx(&kthread, None));
+    let top = &a.causes[0];
+    assert_eq!(top.kind, CauseKind::Work);
+    assert_eq!(top.name, "workqueue ext4_end_io_rsv_work");
+    assert_eq!(top.phase, Phase::AfterWakeup);
+    assert!(top.ns > 2_500_000, "{top:?}");
+    assert!(a.wakeup_after_ns.unwrap() < 20_000);
+    assert!(
+        a.notes
+            .iter()
+            .any(|n| n.contains("preemption model is 'none'")),
+        "{:?}",
+        a.notes
+    );
+    assert_eq!(a.outside_ns, 0);
+}
+
+#[test]
+fn a_stretch_without_events_is_outside_the_kernels_view_with_steal_as_evidence() {
+    let ev = events(include_str!("fixtures/trace-silent-gap.txt"));
+    let spike = Spike {
+        seq: 6,
+        cpu: 1,
+        tid: 18227,
+        intended_ns: 2_425_302_354_149,
+        actual_ns: 2_425_323_900_483,
+    };
+    let steal = StealEvidence {
+        steal_ns: 20_000_000,
+        from_ns: 2_425_250_000_000,
+        to_ns: 2_425_385_000_000,
+    };
+    let never = |_: i32| false;
+    let a = attribute(&ev, &spike, &ctx(&never, Some(steal)));
+    assert_eq!(a.causes[0].kind, CauseKind::Outside);
+    assert!(a.outside_ns > 15_000_000, "{:?}", a.causes);
+    assert!(
+        a.notes.iter().any(|n| n.contains("steal time +20.00 ms")),
+        "{:?}",
+        a.notes
+    );
+    assert!(
+        a.notes.iter().any(|n| n.contains("timer interrupt came")),
+        "{:?}",
+        a.notes
+    );
+    let total: u64 = a.causes.iter().map(|c| c.ns).sum();
+    assert!(
+        total.abs_diff(a.latency_ns) < 5_000,
+        "{total} vs {}",
+        a.latency_ns
+    );
+}
+
+const IDLE_LATE_TIMER: &str = "\
+          <idle>-0       [001] d.h1.   100.000500: local_timer_entry: vector=236
+          <idle>-0       [001] d.h1.   100.000501: hrtimer_expire_entry: hrtimer=00000000aa function=hrtimer_wakeup now=100000500800
+          <idle>-0       [001] dNh2.   100.000503: sched_wakeup: comm=probe pid=50 prio=4 target_cpu=001
+          <idle>-0       [001] dNh1.   100.000504: hrtimer_expire_exit: hrtimer=00000000aa
+          <idle>-0       [001] dNh1.   100.000506: local_timer_exit: vector=236
+          <idle>-0       [001] d..2.   100.000510: sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=probe next_pid=50 next_prio=4
+";
+
+#[test]
+fn an_idle_cpu_whose_timer_fires_late_is_outside_the_kernels_view() {
+    let ev = events(IDLE_LATE_TIMER);
+    let spike = Spike {
+        seq: 1,
+        cpu: 1,
+        tid: 50,
+        intended_ns: 100_000_000_000,
+        actual_ns: 100_000_520_000,
+    };
+    let never = |_: i32| false;
+    let a = attribute(&ev, &spike, &ctx(&never, None));
+    assert_eq!(a.causes[0].kind, CauseKind::Outside);
+    assert_eq!(a.causes[0].phase, Phase::BeforeWakeup);
+    assert!(a.causes[0].name.contains("CPU idle"));
+    assert!(a.causes[0].ns >= 499_000);
+    assert!(a
+        .causes
+        .iter()
+        .any(|c| c.kind == CauseKind::MeasuredTask && c.phase == Phase::Running));
+}
+
+const IRQ_AFTER_WAKEUP: &str = "\
+            load-70      [001] d.h..   200.000000: local_timer_entry: vector=236
+            load-70      [001] d.h..   200.000001: hrtimer_expire_entry: hrtimer=00000000aa function=hrtimer_wakeup now=200000000500
+            load-70      [001] dNh3.   200.000002: sched_wakeup: comm=probe pid=50 prio=4 target_cpu=001
+            load-70      [001] dNh..   200.000003: hrtimer_expire_exit: hrtimer=00000000aa
+            load-70      [001] dNh..   200.000004: local_timer_exit: vector=236
+            load-70      [001] dNh1.   200.000100: irq_handler_entry: irq=38 name=virtio2-input.0
+            load-70      [001] dNh1.   200.000400: irq_handler_exit: irq=38 ret=handled
+            load-70      [001] .Ns1.   200.000401: softirq_entry: vec=3 [action=NET_RX]
+            load-70      [001] .Ns1.   200.000601: softirq_exit: vec=3 [action=NET_RX]
+            load-70      [001] d..2.   200.000700: sched_switch: prev_comm=load prev_pid=70 prev_prio=120 prev_state=R+ ==> next_comm=probe next_pid=50 next_prio=4
+";
+
+#[test]
+fn irq_and_softirq_time_inside_the_window_is_named() {
+    let ev = events(IRQ_AFTER_WAKEUP);
+    let spike = Spike {
+        seq: 2,
+        cpu: 1,
+        tid: 50,
+        intended_ns: 200_000_000_000,
+        actual_ns: 200_000_710_000,
+    };
+    let never = |_: i32| false;
+    let a = attribute(&ev, &spike, &ctx(&never, None));
+    let get = |name: &str| {
+        a.causes
+            .iter()
+            .filter(|c| c.name == name)
+            .map(|c| c.ns)
+            .sum::<u64>()
+    };
+    assert_eq!(get("irq 38 virtio2-input.0"), 300_000);
+    assert_eq!(get("softirq NET_RX"), 200_000);
+    assert_eq!(get("load (70)"), 96_000 + 1_000 + 99_000);
+    assert_eq!(a.switch_in_after_ns, Some(700_000));
+}
+
+const THROTTLED: &str = "\
+            hog1-80      [001] d.h..   300.000000: local_timer_entry: vector=236
+            hog1-80      [001] d.h..   300.000001: hrtimer_expire_entry: hrtimer=00000000aa function=hrtimer_wakeup now=300000000500
+            hog1-80      [001] dNh3.   300.000002: sched_wakeup: comm=probe pid=50 prio=4 target_cpu=001
+            hog1-80      [001] dNh..   300.000003: hrtimer_expire_exit: hrtimer=00000000aa
+            hog1-80      [001] dNh..   300.000004: local_timer_exit: vector=236
+            hog2-81      [001] d.h..   300.004000: local_timer_entry: vector=236
+            hog2-81      [001] d.h..   300.004005: local_timer_exit: vector=236
+            hog2-81      [001] d..2.   300.006000: sched_switch: prev_comm=hog2 prev_pid=81 prev_prio=120 prev_state=R+ ==> next_comm=probe next_pid=50 next_prio=4
+";
+
+#[test]
+fn ordinary_tasks_switching_while_the_rt_task_waits_are_rt_throttling() {
+    let ev = events(THROTTLED);
+    let spike = Spike {
+        seq: 3,
+        cpu: 1,
+        tid: 50,
+        intended_ns: 300_000_000_000,
+        actual_ns: 300_006_010_000,
+    };
+    let never = |_: i32| false;
+    let a = attribute(&ev, &spike, &ctx(&never, None));
+    assert!(
+        a.causes
+            .iter()
+            .any(|c| c.kind == CauseKind::RtThrottled && c.name.contains("hog2 (81)")),
+        "{:#?}",
+        a.causes
+    );
+    assert!(
+        a.notes.iter().any(|n| n.contains("RT throttling")),
+        "{:?}",
+        a.notes
+    );
+}
+
+#[test]
+fn time_before_tracing_started_is_untraced() {
+    let ev = events(IRQ_AFTER_WAKEUP);
+    let spike = Spike {
+        seq: 5,
+        cpu: 1,
+        tid: 50,
+        intended_ns: 199_999_000_000,
+        actual_ns: 200_000_710_000,
+    };
+    let never = |_: i32| false;
+    let c = AttributionContext {
+        trace_start_ns: Some(199_999_500_000),
+        ..ctx(&never, None)
+    };
+    let a = attribute(&ev, &spike, &c);
+    let untraced: u64 = a
+        .causes
+        .iter()
+        .filter(|c| c.kind == CauseKind::Untraced)
+        .map(|c| c.ns)
+        .sum();
+    assert_eq!(untraced, 500_000);
+}
+
+#[test]
+fn a_spike_with_no_events_is_reported_as_untraced() {
+    let spike = Spike {
+        seq: 4,
+        cpu: 1,
+        tid: 50,
+        intended_ns: 10,
+        actual_ns: 1_000_010,
+    };
+    let never = |_: i32| false;
+    let a = attribute(&[], &spike, &ctx(&never, None));
+    assert_eq!(a.causes.len(), 1);
+    assert_eq!(a.causes[0].kind, CauseKind::Untraced);
+    assert_eq!(a.causes[0].ns, 1_000_000);
+}

@@ -1,0 +1,370 @@
+//! `check` analysis over a fake system: two snapshots of /proc text and the
+//! configuration files, through the same reading layer as a real run.
+
+use cpushield_check::runtime::RunTracker;
+use cpushield_check::snapshot::{read_raw, ReadOptions, Snapshot};
+use cpushield_check::{
+    analyse_snapshots, CheckReport, CpuSource, Finding, RemedyKind, Severity, Topic,
+};
+use cpushield_cpuset::CpuSet;
+use cpushield_sys::FakeKernel;
+
+const INTERRUPTS_0: &str = "           CPU0       CPU1       \n 36:          0       1000 PCI-MSIX-0000:00:02.0   1-edge      virtio1-req.0\n 38:          0       2000 PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0\n 39:        500          0 PCI-MSIX-0000:00:03.0   2-edge      virtio2-output.0\nLOC:      10000      10000   Local timer interrupts\nRES:        100        100   Rescheduling interrupts\nTLB:         10         10   TLB shootdowns\nERR:          0\n";
+const INTERRUPTS_1: &str = "           CPU0       CPU1       \n 36:          0       1040 PCI-MSIX-0000:00:02.0   1-edge      virtio1-req.0\n 38:          0       2500 PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0\n 39:        900          0 PCI-MSIX-0000:00:03.0   2-edge      virtio2-output.0\nLOC:      10250      10250   Local timer interrupts\nRES:        100        130   Rescheduling interrupts\nTLB:         10         10   TLB shootdowns\nERR:          0\n";
+const SOFTIRQS_0: &str = "                    CPU0       CPU1\n          HI:          0          0\n       TIMER:        100        100\n      NET_RX:         10         10\n         RCU:        100        100\n";
+const SOFTIRQS_1: &str = "                    CPU0       CPU1\n          HI:          0          0\n       TIMER:        200        200\n      NET_RX:         10        510\n         RCU:        150        180\n";
+const STAT_0: &str =
+    "cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 100 0 50 1000 0 0 0 0 0 0\ncpu1 100 0 50 1000 0 0 0 5 0 0\n";
+const STAT_1: &str =
+    "cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 150 0 60 1040 0 0 0 0 0 0\ncpu1 180 0 60 1050 0 0 0 7 0 0\n";
+
+fn stat_line(tid: i32, comm: &str, flags: u64, cpu: usize, prio: u32, policy: u32) -> String {
+    format!("{tid} ({comm}) S 1 {tid} {tid} 0 -1 {flags} 0 0 0 0 5 5 0 0 20 0 1 0 100 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 {cpu} {prio} {policy} 0 0 0 0 0 0 0 0 0 0 0\n")
+}
+
+/// One thread in the fake /proc, with its affinity and run time so far.
+struct Thread {
+    pid: i32,
+    tid: i32,
+    comm: &'static str,
+    flags: u64,
+    cpu: usize,
+    affinity: &'static str,
+    run_ns: u64,
+}
+
+fn put_thread(k: &FakeKernel, t: &Thread) {
+    let base = format!("/proc/{}/task/{}", t.pid, t.tid);
+    k.set_file(
+        format!("{base}/stat"),
+        stat_line(t.tid, t.comm, t.flags, t.cpu, 0, 0),
+    );
+    k.set_file(format!("{base}/schedstat"), format!("{} 0 1\n", t.run_ns));
+    k.set_thread_affinity(t.tid, CpuSet::parse_list(t.affinity).unwrap());
+}
+
+/// A two-CPU machine like this host: v1 cpuset without a shield, no
+/// nohz_full, RT throttling on, a non-preemptible kernel.
+fn base_system() -> FakeKernel {
+    let k = FakeKernel::new();
+    k.set_file("/sys/devices/system/cpu/online", "0-1\n");
+    k.set_file("/proc/cmdline", "console=ttyS0 quiet\n");
+    k.set_file("/proc/sys/kernel/version", "#1 SMP PREEMPT_DYNAMIC\n");
+    k.set_file("/proc/sys/kernel/osrelease", "6.1.0-test\n");
+    k.set_file("/boot/config-6.1.0-test", "CONFIG_HZ=250\nCONFIG_PREEMPT_NONE=y\nCONFIG_PREEMPT_DYNAMIC=y\nCONFIG_NO_HZ_FULL=y\nCONFIG_RCU_NOCB_CPU=y\n");
+    k.set_file("/sys/devices/system/cpu/isolated", "\n");
+    k.set_file("/proc/sys/kernel/sched_rt_runtime_us", "950000\n");
+    k.set_file("/proc/sys/kernel/sched_rt_period_us", "1000000\n");
+    k.set_file("/proc/sys/kernel/timer_migration", "1\n");
+    k.set_file("/sys/devices/virtual/workqueue/cpumask", "3\n");
+    k.set_file("/proc/irq/default_smp_affinity", "3\n");
+    k.set_file(
+        "/sys/devices/system/cpu/cpu1/topology/thread_siblings_list",
+        "1\n",
+    );
+    for (irq, aff, eff, name) in [
+        (36, "0-1", "1", "virtio1-req.0"),
+        (38, "0-1", "1", "virtio2-input.0"),
+        (39, "0-1", "0", "virtio2-output.0"),
+    ] {
+        k.set_file(
+            format!("/proc/irq/{irq}/smp_affinity_list"),
+            format!("{aff}\n"),
+        );
+        k.set_file(
+            format!("/proc/irq/{irq}/effective_affinity_list"),
+            format!("{eff}\n"),
+        );
+        k.add_dir(format!("/proc/irq/{irq}/{name}"));
+    }
+    k.set_file(
+        "/proc/mounts",
+        "cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n",
+    );
+    k.set_file("/sys/fs/cgroup/cpuset/cpuset.cpus", "0-1\n");
+    k.set_file("/sys/fs/cgroup/cpuset/cpuset.cpu_exclusive", "1\n");
+    k.set_file("/sys/fs/cgroup/cpuset/cpuset.sched_load_balance", "1\n");
+    k.set_file("/sys/fs/cgroup/cpuset/tasks", "1\n");
+    k.set_file("/proc/interrupts", INTERRUPTS_0);
+    k.set_file("/proc/softirqs", SOFTIRQS_0);
+    k.set_file("/proc/stat", STAT_0);
+    k
+}
+
+/// Takes the first snapshot, applies `during` (what happens in the
+/// interval), takes the second, and analyses CPU 1.
+fn check(k: &FakeKernel, during: impl FnOnce(&FakeKernel)) -> CheckReport {
+    let cpus = CpuSet::parse_list("1").unwrap();
+    let mut runs = RunTracker::new();
+    let before = Snapshot::parse(&read_raw(k, ReadOptions::default(), 0).unwrap()).unwrap();
+    runs.add(&before.threads);
+    during(k);
+    let after =
+        Snapshot::parse(&read_raw(k, ReadOptions { affinities: true }, 1_000_000_000).unwrap())
+            .unwrap();
+    runs.add(&after.threads);
+    analyse_snapshots(
+        k,
+        &cpus,
+        CpuSource::Argument,
+        &before,
+        &after,
+        &runs,
+        "fixture",
+    )
+}
+
+fn find<'a>(r: &'a CheckReport, topic: Topic, text: &str) -> &'a Finding {
+    r.findings
+        .iter()
+        .find(|f| f.topic == topic && f.title.contains(text))
+        .unwrap_or_else(|| panic!("no {topic:?} finding with '{text}' in {:#?}", r.findings))
+}
+
+fn has_remedy(f: &Finding, action: &str) -> bool {
+    f.remedies.iter().any(|r| r.action == action)
+}
+
+#[test]
+fn an_irq_arriving_on_the_cpu_is_named_with_the_shield_remedy() {
+    let k = base_system();
+    let r = check(&k, |k| k.set_file("/proc/interrupts", INTERRUPTS_1));
+    let f = find(&r, Topic::Irq, "IRQ 38 (virtio2-input.0) arrives on CPU 1");
+    assert_eq!(f.severity, Severity::BreaksShield);
+    assert_eq!(f.cpu, Some(1));
+    assert!(has_remedy(f, "cpushield shield --irqs 1"), "{f:#?}");
+    assert!(f.evidence.contains("500 on CPU 1"), "{}", f.evidence);
+    // IRQ 39 only counted on CPU 0: not a finding about CPU 1.
+    assert!(!r.findings.iter().any(|f| f.title.contains("IRQ 39")));
+    assert!(r.breaks_shield);
+}
+
+#[test]
+fn a_block_queue_irq_gets_the_managed_irq_boot_remedy() {
+    let k = base_system();
+    let r = check(&k, |k| k.set_file("/proc/interrupts", INTERRUPTS_1));
+    let f = find(&r, Topic::Irq, "IRQ 36 (virtio1-req.0)");
+    assert!(
+        f.remedies
+            .iter()
+            .any(|r| r.kind == RemedyKind::Boot && r.action == "isolcpus=managed_irq,1"),
+        "{f:#?}"
+    );
+}
+
+#[test]
+fn interrupt_kinds_and_softirqs_are_counted_per_cpu() {
+    let k = base_system();
+    let r = check(&k, |k| {
+        k.set_file("/proc/interrupts", INTERRUPTS_1);
+        k.set_file("/proc/softirqs", SOFTIRQS_1);
+    });
+    let act = &r.activity[0];
+    let count = |id: &str| act.interrupts.iter().find(|c| c.id == id).map(|c| c.count);
+    assert_eq!(count("LOC"), Some(250));
+    assert_eq!(count("RES"), Some(30));
+    assert_eq!(count("TLB"), None);
+    let loc = find(&r, Topic::InterruptKind, "local timer fires on CPU 1");
+    assert!(
+        loc.remedies.iter().any(|r| r.action == "nohz_full=1"),
+        "{loc:#?}"
+    );
+    let net = find(&r, Topic::Softirq, "NET_RX");
+    assert!(net.title.contains("500 times"));
+    let rcu = find(&r, Topic::Softirq, "RCU");
+    assert!(has_remedy(rcu, "rcu_nocbs=1 rcu_nocb_poll"));
+}
+
+#[test]
+fn a_task_pinned_to_the_cpu_is_named_and_a_movable_one_breaks_the_shield() {
+    let k = base_system();
+    let hog = Thread {
+        pid: 500,
+        tid: 500,
+        comm: "rt hog",
+        flags: 0x400000,
+        cpu: 1,
+        affinity: "1",
+        run_ns: 1_000_000,
+    };
+    let web = Thread {
+        pid: 600,
+        tid: 601,
+        comm: "web-worker",
+        flags: 0x400000,
+        cpu: 0,
+        affinity: "0-1",
+        run_ns: 0,
+    };
+    let web_main = Thread {
+        pid: 600,
+        tid: 600,
+        comm: "web",
+        flags: 0x400000,
+        cpu: 0,
+        affinity: "0-1",
+        run_ns: 0,
+    };
+    for t in [&hog, &web, &web_main] {
+        put_thread(&k, t);
+    }
+    let r = check(&k, |k| {
+        put_thread(
+            k,
+            &Thread {
+                run_ns: 301_000_000,
+                ..hog
+            },
+        );
+        put_thread(
+            k,
+            &Thread {
+                run_ns: 40_000_000,
+                cpu: 1,
+                ..web
+            },
+        );
+    });
+    let pinned = find(&r, Topic::Task, "rt hog (pid 500) is pinned to CPU 1");
+    assert_eq!(pinned.severity, Severity::Warn);
+    assert!(pinned.title.contains("300.00 ms"), "{}", pinned.title);
+    assert!(has_remedy(pinned, "taskset -a -pc 0 500"), "{pinned:#?}");
+    let movable = find(&r, Topic::Task, "web (pid 600) ran on CPU 1");
+    assert_eq!(movable.severity, Severity::BreaksShield);
+    assert!(has_remedy(movable, "cpushield shield --procs 1"));
+    assert_eq!(r.activity[0].tasks[0].comm, "rt hog");
+}
+
+#[test]
+fn per_cpu_kernel_threads_are_listed_as_bound_not_as_breaking() {
+    let k = base_system();
+    let ksoftirqd = Thread {
+        pid: 22,
+        tid: 22,
+        comm: "ksoftirqd/1",
+        flags: 0x0420_8040,
+        cpu: 1,
+        affinity: "1",
+        run_ns: 0,
+    };
+    let rcu = Thread {
+        pid: 15,
+        tid: 15,
+        comm: "rcu_preempt",
+        flags: 0x0020_8040,
+        cpu: 0,
+        affinity: "0-1",
+        run_ns: 0,
+    };
+    put_thread(&k, &ksoftirqd);
+    put_thread(&k, &rcu);
+    let r = check(&k, |k| {
+        put_thread(
+            k,
+            &Thread {
+                run_ns: 5_000_000,
+                ..ksoftirqd
+            },
+        );
+        put_thread(
+            k,
+            &Thread {
+                run_ns: 100_000,
+                cpu: 1,
+                ..rcu
+            },
+        );
+    });
+    assert_eq!(
+        r.activity[0].bound_kthreads,
+        vec!["ksoftirqd/1".to_string()]
+    );
+    let ks = find(&r, Topic::KernelThread, "ksoftirqd/1");
+    assert_eq!(ks.severity, Severity::Warn);
+    let moved = find(&r, Topic::KernelThread, "rcu_preempt (pid 15)");
+    assert_eq!(moved.severity, Severity::BreaksShield);
+}
+
+#[test]
+fn configuration_findings_carry_sysctl_and_boot_remedies() {
+    let k = base_system();
+    k.set_file(
+        "/proc/700/task/700/stat",
+        stat_line(700, "irqbalance", 0x400000, 0, 0, 0),
+    );
+    k.set_thread_affinity(700, CpuSet::parse_list("0-1").unwrap());
+    let r = check(&k, |k| k.set_file("/proc/stat", STAT_1));
+    let rt = find(&r, Topic::RtThrottling, "950 ms of each 1000 ms");
+    assert!(has_remedy(rt, "sysctl -w kernel.sched_rt_runtime_us=-1"));
+    let pre = find(&r, Topic::Preemption, "'none'");
+    assert!(pre
+        .remedies
+        .iter()
+        .any(|r| r.kind == RemedyKind::Boot && r.action == "preempt=full"));
+    let nohz = find(&r, Topic::Isolation, "not nohz_full");
+    assert!(has_remedy(nohz, "nohz_full=1"));
+    let enf = find(&r, Topic::Enforcement, "does not keep new tasks off CPU 1");
+    assert!(enf.evidence.contains("sched_load_balance=1"));
+    let irqb = find(&r, Topic::Irqbalance, "pid 700");
+    assert_eq!(irqb.severity, Severity::BreaksShield);
+    let steal = find(&r, Topic::Steal, "20 ms");
+    assert!(steal.evidence.contains("+2 ticks"), "{}", steal.evidence);
+    let wq = find(&r, Topic::Workqueue, "CPU 1");
+    assert!(
+        has_remedy(wq, "echo 1 > /sys/devices/virtual/workqueue/cpumask"),
+        "{wq:#?}"
+    );
+}
+
+#[test]
+fn an_isolated_v2_partition_counts_as_enforcement_and_a_quiet_cpu_is_clean() {
+    let k = base_system();
+    k.set_file("/proc/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n");
+    k.set_file("/sys/fs/cgroup/cgroup.controllers", "cpuset cpu\n");
+    k.set_file("/sys/fs/cgroup/cpuset.cpus.effective", "0-1\n");
+    k.set_file("/sys/fs/cgroup/shield/cpuset.cpus.effective", "1\n");
+    k.set_file("/sys/fs/cgroup/shield/cpuset.cpus.partition", "isolated\n");
+    k.set_file("/sys/fs/cgroup/shield/cgroup.threads", "");
+    k.set_file("/proc/irq/38/smp_affinity_list", "0\n");
+    k.set_file("/proc/irq/38/effective_affinity_list", "0\n");
+    k.set_file("/proc/irq/36/smp_affinity_list", "0\n");
+    k.set_file("/proc/irq/36/effective_affinity_list", "0\n");
+    k.set_file("/proc/irq/default_smp_affinity", "1\n");
+    k.set_file("/sys/devices/virtual/workqueue/cpumask", "1\n");
+    let r = check(&k, |_| {});
+    let enf = find(
+        &r,
+        Topic::Enforcement,
+        "cgroup v2 partition /sys/fs/cgroup/shield",
+    );
+    assert_eq!(enf.severity, Severity::Info);
+    assert!(!r.breaks_shield, "{:#?}", r.findings);
+    assert!(r.verdict.contains("clean"), "{}", r.verdict);
+    assert!(!r
+        .findings
+        .iter()
+        .any(|f| f.topic == Topic::Workqueue || f.title.contains("new IRQs")));
+}
+
+#[test]
+fn the_report_serialises_to_json_with_the_documented_fields() {
+    let k = base_system();
+    let r = check(&k, |k| k.set_file("/proc/interrupts", INTERRUPTS_1));
+    let v: serde_json::Value = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+    for key in [
+        "version",
+        "cpus",
+        "cpus_source",
+        "interval_s",
+        "verdict",
+        "breaks_shield",
+        "findings",
+        "activity",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key}");
+    }
+    let f = &v["findings"][0];
+    assert_eq!(f["severity"], "breaks-shield");
+    assert!(f["remedies"][0]["action"].is_string());
+    assert!(f["remedies"][0]["kind"].is_string());
+}

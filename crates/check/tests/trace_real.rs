@@ -1,0 +1,214 @@
+//! The tracer on this kernel: tracefs must read exactly as before after a
+//! session, after a session on an already-mounted tracefs, and after SIGINT.
+//! Skipped (with a message) when not root or without tracefs or CPU 1.
+
+use cpushield_check::trace::{SignalMode, Spike, TraceOptions, TraceSession};
+use cpushield_cpuset::CpuSet;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const ROOT: &str = "/sys/kernel/tracing";
+static TURN: Mutex<()> = Mutex::new(());
+
+fn usable() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let cpu1 = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| CpuSet::parse_list(s.trim()).ok())
+        .is_some_and(|s| s.contains(1));
+    let ok = root
+        && cpu1
+        && Path::new(ROOT).is_dir()
+        && std::fs::read_to_string("/proc/filesystems")
+            .unwrap_or_default()
+            .contains("tracefs");
+    if !ok {
+        eprintln!("skipped: needs root, CPU 1 online and tracefs");
+    }
+    ok
+}
+
+fn mounted() -> bool {
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| {
+            l.split_whitespace().nth(1) == Some(ROOT)
+                && l.split_whitespace().nth(2) == Some("tracefs")
+        })
+}
+
+/// Mount state and every top-level setting the tracer could touch.
+fn snapshot() -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    m.insert("mounted".into(), mounted().to_string());
+    if !mounted() {
+        return m;
+    }
+    for f in [
+        "tracing_on",
+        "current_tracer",
+        "trace_clock",
+        "tracing_cpumask",
+        "buffer_size_kb",
+        "per_cpu/cpu1/buffer_size_kb",
+        "set_event",
+        "events/sched/sched_switch/enable",
+        "events/sched/sched_switch/filter",
+        "events/irq/irq_handler_entry/enable",
+    ] {
+        let v = std::fs::read_to_string(format!("{ROOT}/{f}")).unwrap_or_default();
+        // A never-used buffer reads "7 (expanded: 1408)"; restored, it reads 1408.
+        let v = match v.trim().split_once("(expanded:") {
+            Some((_, n)) => n.trim_end_matches(')').trim().to_string(),
+            None => v.trim().to_string(),
+        };
+        m.insert(f.into(), v);
+    }
+    let mut inst: Vec<String> = std::fs::read_dir(format!("{ROOT}/instances"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    inst.sort();
+    m.insert("instances".into(), inst.join(","));
+    m
+}
+
+fn run_short_session(opts: TraceOptions) -> cpushield_check::trace::TraceSummary {
+    let session = TraceSession::start(
+        Arc::new(cpushield_sys::RealKernel),
+        &CpuSet::parse_list("1").unwrap(),
+        opts,
+    )
+    .expect("trace session starts");
+    std::thread::sleep(Duration::from_millis(200));
+    let now = cpushield_rt::clock::now_ns();
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    session.mark(&Spike {
+        seq: 1,
+        cpu: 1,
+        tid,
+        intended_ns: now - 2_000_000,
+        actual_ns: now,
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    session.finish()
+}
+
+#[test]
+fn a_session_leaves_tracefs_as_it_found_it() {
+    if !usable() {
+        return;
+    }
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let before = snapshot();
+    let s = run_short_session(TraceOptions {
+        signals: SignalMode::None,
+        ..Default::default()
+    });
+    assert_eq!(snapshot(), before);
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+    assert_eq!(s.attributions.len(), 1);
+    let offset = s.clock_offset_ns.expect("clock sync marker found");
+    assert!(
+        offset.abs() < 5_000_000,
+        "trace clock is {offset} ns off CLOCK_MONOTONIC"
+    );
+    assert!(s
+        .events_enabled
+        .iter()
+        .any(|e| e.starts_with("sched/sched_switch")));
+}
+
+#[test]
+fn a_top_level_session_on_a_mounted_tracefs_restores_each_setting() {
+    if !usable() {
+        return;
+    }
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let we_mount = !mounted();
+    if we_mount {
+        assert!(Command::new("mount")
+            .args(["-t", "tracefs", "nodev", ROOT])
+            .status()
+            .unwrap()
+            .success());
+    }
+    let before = snapshot();
+    let s = run_short_session(TraceOptions {
+        signals: SignalMode::None,
+        instance: false,
+        ..Default::default()
+    });
+    let after = snapshot();
+    if we_mount {
+        let _ = Command::new("umount").arg(ROOT).status();
+    }
+    assert_eq!(after, before);
+    assert!(s.instance.is_none());
+    assert!(!s.mounted_tracefs);
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+}
+
+#[test]
+fn sigint_restores_tracefs_and_the_process_dies_of_it() {
+    if !usable() {
+        return;
+    }
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let before = snapshot();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "sigint_child_process",
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("CPUSHIELD_TRACE_CHILD", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let ready = BufReader::new(out)
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l.contains("TRACING"));
+    assert!(ready, "child did not start tracing");
+    assert_ne!(snapshot().get("mounted"), None);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGINT), "{status:?}");
+    assert_eq!(snapshot(), before);
+}
+
+/// Run by `sigint_restores_tracefs_and_the_process_dies_of_it` in a child process.
+#[test]
+#[ignore = "child process of the SIGINT test"]
+fn sigint_child_process() {
+    if std::env::var("CPUSHIELD_TRACE_CHILD").is_err() {
+        return;
+    }
+    let _session = TraceSession::start(
+        Arc::new(cpushield_sys::RealKernel),
+        &CpuSet::parse_list("1").unwrap(),
+        TraceOptions::default(),
+    )
+    .expect("trace session starts");
+    println!("TRACING");
+    std::thread::sleep(Duration::from_secs(30));
+    panic!("SIGINT did not end the process");
+}

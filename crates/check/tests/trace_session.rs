@@ -1,0 +1,257 @@
+//! A whole trace session against a fake tracefs: settings written and put
+//! back, events read from the pipe, a marked spike attributed.
+
+use cpushield_check::trace::io::{MarkWriter, PipeReader, TraceIo};
+use cpushield_check::trace::{CauseKind, SignalMode, Spike, TraceOptions, TraceSession};
+use cpushield_cpuset::CpuSet;
+use cpushield_sys::FakeKernel;
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const ROOT: &str = "/sys/kernel/tracing";
+
+/// One session per process at a time: the tests take turns.
+static TURN: Mutex<()> = Mutex::new(());
+
+/// Pipes that hand out their scripted text once; a marker that records lines.
+#[derive(Default)]
+struct FakeIo {
+    pipes: Mutex<BTreeMap<PathBuf, String>>,
+    marks: Arc<Mutex<Vec<String>>>,
+    opened: Mutex<Vec<PathBuf>>,
+}
+
+struct Scripted(Option<String>);
+
+impl PipeReader for Scripted {
+    fn read_available(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        match self.0.take() {
+            Some(t) => {
+                buf.extend_from_slice(t.as_bytes());
+                Ok(t.len())
+            }
+            None => Ok(0),
+        }
+    }
+}
+
+struct Marks(Arc<Mutex<Vec<String>>>);
+
+impl MarkWriter for Marks {
+    fn write_line(&self, line: &[u8]) -> io::Result<()> {
+        self.0
+            .lock()
+            .unwrap()
+            .push(String::from_utf8_lossy(line).into_owned());
+        Ok(())
+    }
+}
+
+impl TraceIo for FakeIo {
+    fn is_mounted(&self, _: &Path) -> bool {
+        true
+    }
+    fn mount(&self, _: &Path) -> io::Result<()> {
+        unreachable!("mounted")
+    }
+    fn unmount(&self, _: &Path) -> io::Result<()> {
+        unreachable!("not mounted by the session")
+    }
+    fn open_pipe(&self, path: &Path) -> io::Result<Box<dyn PipeReader>> {
+        self.opened.lock().unwrap().push(path.to_path_buf());
+        Ok(Box::new(Scripted(self.pipes.lock().unwrap().remove(path))))
+    }
+    fn open_marker(&self, _: &Path) -> io::Result<Box<dyn MarkWriter>> {
+        Ok(Box::new(Marks(self.marks.clone())))
+    }
+}
+
+fn tracefs() -> FakeKernel {
+    let k = FakeKernel::new();
+    k.set_file("/sys/devices/system/cpu/online", "0-1\n");
+    k.set_file("/sys/devices/system/cpu/possible", "0-1\n");
+    k.set_file(
+        "/proc/stat",
+        "cpu  0 0 0 0\ncpu0 1 0 1 10 0 0 0 0\ncpu1 1 0 1 10 0 0 0 3\n",
+    );
+    let f = |p: &str, v: &str| k.set_file(format!("{ROOT}/{p}"), v);
+    f("trace_clock", "[local] global counter mono mono_raw\n");
+    f("tracing_on", "1\n");
+    f("current_tracer", "nop\n");
+    f("tracing_cpumask", "3\n");
+    f("trace_marker", "");
+    f("trace", "# tracer: nop\n");
+    f("per_cpu/cpu0/buffer_size_kb", "7 (expanded: 1408)\n");
+    f("per_cpu/cpu1/buffer_size_kb", "7 (expanded: 1408)\n");
+    for ev in [
+        "irq/irq_handler_entry",
+        "irq/irq_handler_exit",
+        "irq/softirq_entry",
+        "irq/softirq_exit",
+        "sched/sched_switch",
+        "sched/sched_wakeup",
+        "irq_vectors/local_timer_entry",
+        "irq_vectors/local_timer_exit",
+    ] {
+        f(&format!("events/{ev}/enable"), "0\n");
+        f(&format!("events/{ev}/filter"), "none\n");
+    }
+    k
+}
+
+fn window(t0: u64) -> String {
+    // Times are trace-clock seconds.microseconds around `t0` (ns).
+    let ts = |off_us: u64| {
+        let ns = t0 + off_us * 1000;
+        format!("{}.{:06}", ns / 1_000_000_000, (ns % 1_000_000_000) / 1000)
+    };
+    [
+        format!("            load-70      [001] d.h..  {}: local_timer_entry: vector=236", ts(10)),
+        format!("            load-70      [001] dNh3.  {}: sched_wakeup: comm=probe pid=50 prio=4 target_cpu=001", ts(12)),
+        format!("            load-70      [001] dNh..  {}: local_timer_exit: vector=236", ts(14)),
+        format!("            load-70      [001] dNh1.  {}: irq_handler_entry: irq=38 name=virtio2-input.0", ts(100)),
+        format!("            load-70      [001] dNh1.  {}: irq_handler_exit: irq=38 ret=handled", ts(900)),
+        format!("            load-70      [001] d..2.  {}: sched_switch: prev_comm=load prev_pid=70 prev_prio=120 prev_state=R+ ==> next_comm=probe next_pid=50 next_prio=4", ts(1000)),
+        format!("           probe-50      [001] d..2.  {}: sched_switch: prev_comm=probe prev_pid=50 prev_prio=4 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120", ts(1020)),
+        format!("          <idle>-0       [001] d.h1.  {}: local_timer_entry: vector=236", ts(9000)),
+        String::new(),
+    ]
+    .join("\n")
+}
+
+#[test]
+fn a_session_sets_up_attributes_a_marked_spike_and_restores_every_setting() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let k = Arc::new(tracefs());
+    let before = k.files();
+    let io = Arc::new(FakeIo::default());
+    let t0 = cpushield_rt::clock::now_ns();
+    io.pipes.lock().unwrap().insert(
+        PathBuf::from(format!("{ROOT}/per_cpu/cpu1/trace_pipe")),
+        window(t0),
+    );
+    let opts = TraceOptions {
+        signals: SignalMode::None,
+        instance: false,
+        poll: Duration::from_millis(1),
+        ..Default::default()
+    };
+    let cpus = CpuSet::parse_list("1").unwrap();
+    let session = TraceSession::start_with_io(k.clone(), io.clone(), &cpus, opts).unwrap();
+    // While tracing: only CPU 1 traced, clock mono, events on with filters.
+    assert_eq!(k.file(format!("{ROOT}/tracing_cpumask")).unwrap(), "2");
+    assert_eq!(k.file(format!("{ROOT}/trace_clock")).unwrap(), "mono");
+    assert_eq!(k.file(format!("{ROOT}/tracing_on")).unwrap(), "1");
+    assert_eq!(
+        k.file(format!("{ROOT}/per_cpu/cpu1/buffer_size_kb"))
+            .unwrap(),
+        "32768"
+    );
+    assert_eq!(
+        k.file(format!("{ROOT}/per_cpu/cpu0/buffer_size_kb"))
+            .unwrap(),
+        "7 (expanded: 1408)\n"
+    );
+    assert_eq!(
+        k.file(format!("{ROOT}/events/sched/sched_wakeup/enable"))
+            .unwrap(),
+        "1"
+    );
+    assert_eq!(
+        k.file(format!("{ROOT}/events/sched/sched_wakeup/filter"))
+            .unwrap(),
+        "prio < 100"
+    );
+    assert_eq!(io.opened.lock().unwrap().len(), 1);
+
+    let spike = Spike {
+        seq: 7,
+        cpu: 1,
+        tid: 50,
+        intended_ns: t0,
+        actual_ns: t0 + 1_010_000,
+    };
+    assert!(session.mark(&spike));
+    let a = session
+        .attribute(&spike, Duration::from_secs(5))
+        .expect("attributed");
+    let irq: u64 = a
+        .causes
+        .iter()
+        .filter(|c| c.kind == CauseKind::Irq)
+        .map(|c| c.ns)
+        .sum();
+    assert_eq!(irq, 800_000, "{:#?}", a.causes);
+    assert!(io.marks.lock().unwrap()[0].starts_with("cpushield spike seq=7 cpu=1 tid=50"));
+
+    let summary = session.finish();
+    assert_eq!(summary.attributions.len(), 1);
+    assert_eq!(summary.top_causes[0].name, "irq 38 virtio2-input.0");
+    assert!(summary.errors.is_empty(), "{:?}", summary.errors);
+    // Every setting back; the clock-sync marker write is the only trace.
+    let mut after = k.files();
+    let mut expected = before;
+    for f in ["trace_marker", "trace"] {
+        after.remove(&PathBuf::from(format!("{ROOT}/{f}")));
+        expected.remove(&PathBuf::from(format!("{ROOT}/{f}")));
+    }
+    let norm = |m: &BTreeMap<PathBuf, String>| -> BTreeMap<PathBuf, String> {
+        m.iter()
+            .map(|(p, v)| {
+                (
+                    p.clone(),
+                    v.trim()
+                        .replace("7 (expanded: 1408)", "1408")
+                        .replace("none", "0")
+                        .replace("[local] global counter mono mono_raw", "local"),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(norm(&after), norm(&expected));
+}
+
+#[test]
+fn a_kernel_without_the_mono_clock_is_refused_and_nothing_is_left_changed() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let k = Arc::new(tracefs());
+    k.set_file(format!("{ROOT}/trace_clock"), "[local] global counter\n");
+    let before = k.files();
+    let opts = TraceOptions {
+        signals: SignalMode::None,
+        instance: false,
+        ..Default::default()
+    };
+    let err = TraceSession::start_with_io(
+        k.clone(),
+        Arc::new(FakeIo::default()),
+        &CpuSet::parse_list("1").unwrap(),
+        opts,
+    )
+    .err()
+    .expect("refused");
+    assert!(err.to_string().contains("no 'mono' trace clock"), "{err}");
+    assert_eq!(k.files(), before);
+}
+
+#[test]
+fn an_offline_cpu_is_refused() {
+    let k = Arc::new(tracefs());
+    let opts = TraceOptions {
+        signals: SignalMode::None,
+        instance: false,
+        ..Default::default()
+    };
+    let err = TraceSession::start_with_io(
+        k,
+        Arc::new(FakeIo::default()),
+        &CpuSet::parse_list("5").unwrap(),
+        opts,
+    )
+    .err()
+    .expect("refused");
+    assert!(err.to_string().contains("CPU 5 is not online"), "{err}");
+}

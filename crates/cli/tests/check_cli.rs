@@ -1,0 +1,104 @@
+//! `cpushield check` end to end on this machine (read-only, 1 s runs).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn cpushield(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cpushield"))
+        .args(args)
+        .output()
+        .expect("cpushield runs")
+}
+
+fn cpu1_online() -> bool {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let ok = cpushield_cpuset::CpuSet::parse_list(online.trim()).is_ok_and(|s| s.contains(1));
+    if !ok {
+        eprintln!("skipped: CPU 1 is not online");
+    }
+    ok
+}
+
+#[test]
+fn a_one_second_json_check_of_cpu_1_parses_and_exits_0_or_3() {
+    if !cpu1_online() {
+        return;
+    }
+    let out = cpushield(&["check", "--cpus", "1", "--interval", "1s", "--json"]);
+    let code = out.status.code();
+    assert!(
+        matches!(code, Some(0) | Some(3)),
+        "exit {code:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(v["cpus"], "1");
+    assert_eq!(v["cpus_source"], "argument");
+    assert!((v["interval_s"].as_f64().unwrap() - 1.0).abs() < 0.2);
+    assert_eq!(v["breaks_shield"].as_bool(), Some(code == Some(3)));
+    assert!(v["verdict"].as_str().unwrap().contains("CPU 1"));
+    assert_eq!(v["activity"][0]["cpu"], 1);
+    // Every finding has a severity, evidence, and remedies with their kind.
+    for f in v["findings"].as_array().unwrap() {
+        assert!(["info", "warn", "breaks-shield"].contains(&f["severity"].as_str().unwrap()));
+        assert!(!f["evidence"].as_str().unwrap().is_empty());
+        for r in f["remedies"].as_array().unwrap() {
+            assert!(r["action"].is_string() && r["kind"].is_string());
+        }
+    }
+    // The local timer ticks on an ordinary CPU 1: counted and explained.
+    let loc = v["activity"][0]["interrupts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "LOC");
+    assert!(loc.is_some_and(|c| c["count"].as_u64().unwrap() > 0));
+}
+
+#[test]
+fn human_output_ends_with_the_verdict() {
+    if !cpu1_online() {
+        return;
+    }
+    let out = cpushield(&["check", "--cpus", "1", "--interval", "300ms"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Findings ("), "{text}");
+    assert!(
+        text.trim_end()
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("Verdict: CPU 1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_offline_cpu_is_an_error_naming_it() {
+    let out = cpushield(&["check", "--cpus", "4095", "--interval", "100ms"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("CPU 4095 is not online"), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn bad_arguments_exit_1_with_a_message() {
+    let out = cpushield(&["check", "--cpus", "1", "--interval", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--interval 0"));
+    let out = cpushield(&["check", "--cpus", "one"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--cpus"));
+}
+
+#[test]
+fn without_a_shield_the_cpus_must_be_given() {
+    if Path::new("/run/cpushield/state.json").exists() {
+        eprintln!("skipped: a shield is up");
+        return;
+    }
+    let out = cpushield(&["check", "--interval", "100ms"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pass the CPUs to check with --cpus"));
+}

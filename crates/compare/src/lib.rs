@@ -1,0 +1,12 @@
+//! `compare` and `demo`: the papers' experiments in one run — idle, loaded,
+//! shielded, shielded with advance, and probes on an unshielded CPU while the
+//! shield is up — each under the same load for the same time, producing a
+//! [`cpushield_report::CompareReport`].
+
+pub mod irqcount;
+pub mod namespace;
+pub mod runner;
+pub mod scenario;
+
+pub use runner::{run, CompareConfig, CompareError, Progress, Scope};
+pub use scenario::Scenario;

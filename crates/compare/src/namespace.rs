@@ -1,0 +1,64 @@
+//! Running the experiment inside a private PID namespace (with its own /proc),
+//! whose tasks are then "the system": shielding moves only them, while IRQs are
+//! moved for real. When the namespace's init exits, the kernel kills every task
+//! left in it, so nothing the experiment started can outlive it.
+
+use nix::mount::{mount, MsFlags};
+use nix::sched::{unshare, CloneFlags};
+use nix::sys::signal::{signal, SigHandler, Signal};
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::{fork, ForkResult};
+use std::io;
+
+/// Runs `body` as PID 1 of a new PID and mount namespace and returns its exit
+/// code. Must be called while the process is single-threaded (before any
+/// thread is spawned). The caller ignores SIGINT/SIGTERM while waiting: the
+/// terminal's signal reaches the child too, which stops and cleans up.
+pub fn run_private<F: FnOnce() -> i32>(body: F) -> io::Result<i32> {
+    unshare(CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS).map_err(|e| {
+        io::Error::other(format!(
+            "unshare(CLONE_NEWPID|CLONE_NEWNS) failed: {e}; run as root, or use --system"
+        ))
+    })?;
+    // Keep the new /proc mount out of the parent's mount namespace.
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| io::Error::other(format!("making / private in the new mount namespace: {e}")))?;
+    match unsafe { fork() }.map_err(io::Error::from)? {
+        ForkResult::Child => {
+            let code = match mount(
+                Some("proc"),
+                "/proc",
+                Some("proc"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+                None::<&str>,
+            ) {
+                Ok(()) => body(),
+                Err(e) => {
+                    eprintln!("cpushield: error: mounting /proc in the private namespace: {e}");
+                    1
+                }
+            };
+            unsafe { libc::_exit(code) }
+        }
+        ForkResult::Parent { child } => {
+            for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+                unsafe { signal(sig, SigHandler::SigIgn) }.map_err(io::Error::from)?;
+            }
+            loop {
+                match waitpid(child, None) {
+                    Ok(WaitStatus::Exited(_, code)) => return Ok(code),
+                    Ok(WaitStatus::Signaled(_, sig, _)) => return Ok(128 + sig as i32),
+                    Ok(_) => continue,
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,543 @@
+//! Runs the scenarios in order — idle; then the load; loaded; then the shield;
+//! shielded, shielded+advance, unshielded-cpu — with the same probes in each,
+//! and turns the measurements into a [`CompareReport`]. The shield is reset
+//! and the load stopped on every way out (normal end, error, SIGINT/SIGTERM).
+
+use crate::irqcount;
+use crate::scenario::Scenario;
+use cpushield_cpuset::CpuSet;
+use cpushield_load::{Load, LoadSpec, RunningLoad, Workload};
+use cpushield_measure::determinism::{self, DeterminismConfig, Work};
+use cpushield_measure::latency::{self, LatencyConfig, Length};
+use cpushield_measure::{Distribution, Period};
+use cpushield_report::{
+    CompareReport, DeterminismSummary, LatencySummary, LoadOps, ScenarioResult, Verdict, SCHEMA,
+};
+use cpushield_shield::{Options, ShieldMasks};
+use cpushield_sys::{Kernel, RealKernel};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Why a comparison could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    /// Bad input or an unusable machine, with the remedy.
+    #[error("{0}")]
+    Refused(String),
+    /// A probe failed.
+    #[error("measuring: {0}")]
+    Measure(#[from] cpushield_measure::MeasureError),
+    /// The load failed.
+    #[error("load: {0}")]
+    Load(#[from] cpushield_load::LoadError),
+    /// Shielding failed.
+    #[error("shield: {0}")]
+    Shield(#[from] cpushield_shield::ShieldError),
+    /// Reading the system failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Where the experiment's tasks live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// A private PID namespace: its tasks are "the system".
+    Namespace,
+    /// The whole machine.
+    System,
+}
+
+/// Everything a comparison needs.
+#[derive(Debug, Clone)]
+pub struct CompareConfig {
+    /// CPUs to shield and measure; `None` picks the highest CPU and its SMT siblings.
+    pub cpus: Option<CpuSet>,
+    /// Scenarios, in run order.
+    pub scenarios: Vec<Scenario>,
+    /// Workloads of the load.
+    pub load: Vec<Workload>,
+    /// The load's name as the user gave it (profile or list).
+    pub load_name: String,
+    /// Directory the load's files go under.
+    pub load_dir: PathBuf,
+    /// Latency probe time per scenario.
+    pub duration: Duration,
+    /// Latency probe period.
+    pub period: Period,
+    /// SCHED_FIFO priority of the probes.
+    pub priority: u8,
+    /// Advance of the shielded+advance scenario.
+    pub advance: Duration,
+    /// Determinism runs per scenario (0 skips the determinism probe).
+    pub determinism_runs: u32,
+    /// Length of one determinism run (calibrated once, then fixed).
+    pub determinism_work: Duration,
+    /// Scope of the experiment.
+    pub scope: Scope,
+}
+
+/// Progress of the whole experiment, for a progress bar.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    /// Scenario under way.
+    pub scenario: Scenario,
+    /// Its position (0-based) and the number of scenarios.
+    pub index: usize,
+    /// Number of scenarios that run.
+    pub total: usize,
+    /// "latency", "determinism", "shield", "load".
+    pub phase: &'static str,
+    /// Fraction of the current phase done.
+    pub fraction: f64,
+    /// Largest latency seen so far in this scenario, ns.
+    pub max_ns: u64,
+}
+
+/// The CPUs to shield by default: the highest online CPU and its hyperthread
+/// siblings, keeping CPU 0 for housekeeping. Refused on a 1-CPU machine.
+pub fn default_cpus(
+    online: &CpuSet,
+    siblings_of: &dyn Fn(usize) -> CpuSet,
+) -> Result<CpuSet, CompareError> {
+    let last = online.last().unwrap_or(0);
+    if online.len() < 2 || last == 0 {
+        return Err(CompareError::Refused(format!(
+            "this machine has only CPU(s) {online}: a shield needs at least 2 CPUs, one kept for the rest of the system"
+        )));
+    }
+    let cpus = siblings_of(last)
+        .union(&CpuSet::from_cpus([last]))
+        .intersection(online);
+    let cpus = cpus.difference(&CpuSet::from_cpus([0]));
+    if online.difference(&cpus).is_empty() {
+        return Err(CompareError::Refused(format!(
+            "shielding CPU {last} with its siblings would leave no CPU for the rest of the system: name a CPU with --cpus"
+        )));
+    }
+    Ok(cpus)
+}
+
+/// The CPU the unshielded-cpu scenario measures: the highest housekeeping CPU
+/// other than CPU 0 (which runs the machine's own services), if any.
+pub fn unshielded_probe_cpu(online: &CpuSet, shielded: &CpuSet) -> Option<usize> {
+    online
+        .difference(shielded)
+        .iter()
+        .filter(|c| *c != 0)
+        .last()
+}
+
+fn siblings(cpu: usize) -> CpuSet {
+    let path = format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list");
+    cpushield_sys::read_cpu_list(&RealKernel, Path::new(&path))
+        .unwrap_or_else(|_| CpuSet::from_cpus([cpu]))
+}
+
+/// Checks everything that can be checked before the first change.
+pub fn preflight(config: &CompareConfig) -> Result<CpuSet, CompareError> {
+    let kernel = RealKernel;
+    let online = cpushield_sys::online_cpus(&kernel)?;
+    let cpus = match &config.cpus {
+        Some(c) => c.clone(),
+        None => default_cpus(&online, &siblings)?,
+    };
+    if cpus.is_empty() || !cpus.is_subset(&online) {
+        return Err(CompareError::Refused(format!(
+            "--cpus {cpus}: not all online (online CPUs: {online}); pick CPUs from that list"
+        )));
+    }
+    if online.difference(&cpus).is_empty() {
+        return Err(CompareError::Refused(format!(
+            "--cpus {cpus} covers every online CPU: leave at least one for the rest of the system"
+        )));
+    }
+    if config.scenarios.iter().any(|s| s.shield_up()) {
+        if !nix::unistd::geteuid().is_root() {
+            return Err(CompareError::Refused(
+                "the shielded scenarios move tasks and IRQs: run as root (or use --scenarios idle,loaded)".into(),
+            ));
+        }
+        if cpushield_shield::state::is_shielded() {
+            return Err(CompareError::Refused(format!(
+                "a shield is already up ({}): run `cpushield reset` first",
+                cpushield_shield::state::state_path().display()
+            )));
+        }
+        if cpushield_shield::layout::detect(&kernel).is_none() {
+            return Err(cpushield_shield::ShieldError::NoCpuset.into());
+        }
+    }
+    if config.scenarios.iter().any(|s| s.loaded()) {
+        Load::validate(&load_spec(config))?;
+    }
+    if config.duration.is_zero() {
+        return Err(CompareError::Refused(
+            "--duration must be longer than 0: use e.g. --duration 60s".into(),
+        ));
+    }
+    Ok(cpus)
+}
+
+fn load_spec(config: &CompareConfig) -> LoadSpec {
+    let mut spec = LoadSpec::new(config.load.clone());
+    spec.dir = config.load_dir.clone();
+    spec
+}
+
+/// Takes the shield down (and the measuring-thread placer off) when dropped.
+struct ShieldGuard;
+
+impl ShieldGuard {
+    fn raise(cpus: &CpuSet) -> Result<Self, CompareError> {
+        cpushield_shield::shield(
+            &RealKernel,
+            &ShieldMasks::all(cpus),
+            Options {
+                is_root: true,
+                whole_cores: false,
+            },
+        )?;
+        cpushield_measure::set_thread_placer(Some(place_thread));
+        Ok(ShieldGuard)
+    }
+}
+
+fn place_thread(tid: i32, cpus: &CpuSet) -> std::io::Result<()> {
+    cpushield_shield::placement::place_task(&RealKernel, tid, cpus)
+}
+
+impl Drop for ShieldGuard {
+    fn drop(&mut self) {
+        cpushield_measure::set_thread_placer(None);
+        if let Err(e) = cpushield_shield::reset(
+            &RealKernel,
+            Options {
+                is_root: true,
+                whole_cores: false,
+            },
+        ) {
+            eprintln!("cpushield: error: resetting the shield failed: {e}; run `cpushield reset`");
+        }
+    }
+}
+
+fn interrupts_on(cpus: &CpuSet) -> u64 {
+    let text = RealKernel
+        .read(Path::new("/proc/interrupts"))
+        .unwrap_or_default();
+    irqcount::total_on(&text, cpus)
+}
+
+fn counters(load: Option<&RunningLoad>) -> BTreeMap<String, u64> {
+    load.map(|l| l.counters().into_iter().collect())
+        .unwrap_or_default()
+}
+
+/// Runs the experiment. Stops early (with what was measured) when `stop` is set.
+pub fn run(
+    config: &CompareConfig,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<CompareReport, CompareError> {
+    let shielded_cpus = preflight(config)?;
+    let online = cpushield_sys::online_cpus(&RealKernel)?;
+    let mut planned: Vec<(Scenario, CpuSet)> = Vec::new();
+    let mut skipped = Vec::new();
+    for &s in &config.scenarios {
+        let cpus = match s {
+            Scenario::UnshieldedCpu => match unshielded_probe_cpu(&online, &shielded_cpus) {
+                Some(c) => CpuSet::from_cpus([c]),
+                None => {
+                    skipped.push(format!(
+                        "unshielded-cpu skipped: the only unshielded CPU is CPU 0, which runs the machine's own services (needs 3+ CPUs)"
+                    ));
+                    continue;
+                }
+            },
+            _ => shielded_cpus.clone(),
+        };
+        planned.push((s, cpus));
+    }
+    let total = planned.len();
+    let mut results = Vec::new();
+    let mut load: Option<RunningLoad> = None;
+    let mut shield: Option<ShieldGuard> = None;
+    let mut iterations: Option<u64> = None;
+    for (index, (scenario, cpus)) in planned.iter().enumerate() {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let report = |phase, fraction, max_ns| Progress {
+            scenario: *scenario,
+            index,
+            total,
+            phase,
+            fraction,
+            max_ns,
+        };
+        if scenario.loaded() && load.is_none() {
+            progress(report("load", 0.0, 0));
+            load = Some(Load::start(&load_spec(config))?);
+            // Let the load reach its steady state before measuring.
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        if scenario.shield_up() && shield.is_none() {
+            progress(report("shield", 0.0, 0));
+            shield = Some(ShieldGuard::raise(&shielded_cpus)?);
+        }
+        let ops_before = counters(load.as_ref());
+        let irqs_before = interrupts_on(cpus);
+        let started = Instant::now();
+
+        let mut lat = LatencyConfig::new(cpus.clone());
+        lat.period = config.period;
+        lat.length = Length::Duration(config.duration);
+        lat.priority = Some(config.priority);
+        if *scenario == Scenario::ShieldedAdvance {
+            lat.advance = Some(config.advance);
+        }
+        let latency_report = latency::run(&lat, stop, &mut |p| {
+            progress(report("latency", p.fraction, p.max_ns))
+        })?;
+        let max_seen = latency_report.max_ns();
+
+        let determinism = if config.determinism_runs > 0 && !stop.load(Ordering::Relaxed) {
+            let mut det = DeterminismConfig::new(cpus.clone());
+            det.runs = config.determinism_runs;
+            det.priority = Some(config.priority);
+            det.work = match iterations {
+                Some(n) => Work::Iterations(n),
+                None => Work::Duration(config.determinism_work),
+            };
+            let r = determinism::run(&det, stop, &mut |p| {
+                progress(report("determinism", p.fraction, max_seen))
+            })?;
+            iterations.get_or_insert(r.settings.iterations);
+            Some(r)
+        } else {
+            None
+        };
+        let elapsed = started.elapsed().as_secs_f64().max(1e-9);
+        let irqs_per_s = interrupts_on(cpus).saturating_sub(irqs_before) as f64 / elapsed;
+        let ops_after = counters(load.as_ref());
+        let load_ops = if scenario.loaded() {
+            ops_after
+                .iter()
+                .map(|(name, after)| {
+                    let ops = after.saturating_sub(*ops_before.get(name).unwrap_or(&0));
+                    LoadOps {
+                        workload: name.clone(),
+                        ops,
+                        ops_per_s: ops as f64 / elapsed,
+                    }
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut warnings: Vec<String> = latency_report
+            .run
+            .warnings
+            .iter()
+            .map(|w| format!("{} (fix: {})", w.message, w.fix))
+            .collect();
+        if let Some(d) = &determinism {
+            for w in &d.run.warnings {
+                let line = format!("{} (fix: {})", w.message, w.fix);
+                if !warnings.contains(&line) {
+                    warnings.push(line);
+                }
+            }
+        }
+        results.push(ScenarioResult {
+            name: scenario.name().into(),
+            description: scenario.description().into(),
+            measured_cpus: cpus.to_list(),
+            shielded: scenario.shield_up() && *scenario != Scenario::UnshieldedCpu,
+            advance_ns: lat.advance.map(|a| a.as_nanos() as u64),
+            latency: summarize_latency(&latency_report),
+            determinism: determinism.as_ref().map(summarize_determinism),
+            load: load_ops,
+            irqs_per_s,
+            warnings,
+        });
+        progress(report("done", 1.0, max_seen));
+    }
+    drop(shield);
+    if let Some(l) = load {
+        let _ = l.stop();
+    }
+    let mut report = CompareReport {
+        schema: SCHEMA.into(),
+        created: rfc3339_now(),
+        host: host_line(&online),
+        scope: match config.scope {
+            Scope::Namespace => "namespace (private PID namespace; IRQs moved for real)".into(),
+            Scope::System => "system".into(),
+        },
+        load_profile: config.load_name.clone(),
+        duration_s: config.duration.as_secs_f64(),
+        interval_ns: config.period.nominal_ns(),
+        scenarios: results,
+        verdict: Verdict::default(),
+    };
+    report.judge();
+    if let Some(first) = report.scenarios.first_mut() {
+        first.warnings.extend(skipped);
+    }
+    Ok(report)
+}
+
+/// Merges the per-CPU latency distributions (counts summed, worst tail kept).
+fn summarize_latency(r: &latency::LatencyReport) -> LatencySummary {
+    let worst = r.cpus.iter().max_by_key(|c| c.latency.summary.max_ns);
+    let Some(worst) = worst else {
+        return LatencySummary::default();
+    };
+    let mut histogram: BTreeMap<u64, u64> = BTreeMap::new();
+    for c in &r.cpus {
+        for bin in &c.latency.histogram {
+            *histogram.entry(bin.high_ns).or_default() += bin.count;
+        }
+    }
+    let samples: u64 = r.cpus.iter().map(|c| c.samples).sum();
+    let mean = if samples > 0 {
+        r.cpus
+            .iter()
+            .map(|c| c.latency.summary.mean_ns * c.samples as f64)
+            .sum::<f64>()
+            / samples as f64
+    } else {
+        0.0
+    };
+    let d: &Distribution = &worst.latency;
+    LatencySummary {
+        samples,
+        missed: r.cpus.iter().map(|c| c.missed_periods).sum(),
+        min_ns: r
+            .cpus
+            .iter()
+            .map(|c| c.latency.summary.min_ns)
+            .min()
+            .unwrap_or(0),
+        mean_ns: mean,
+        p50_ns: d.summary.percentiles.p50_ns,
+        p99_ns: d.summary.percentiles.p99_ns,
+        p99999_ns: d.summary.percentiles.p99_999_ns,
+        max_ns: d.summary.max_ns,
+        histogram: histogram.into_iter().collect(),
+    }
+}
+
+fn summarize_determinism(r: &determinism::DeterminismReport) -> DeterminismSummary {
+    let worst = r
+        .cpus
+        .iter()
+        .max_by(|a, b| a.jitter_percent.total_cmp(&b.jitter_percent));
+    let Some(c) = worst else {
+        return DeterminismSummary::default();
+    };
+    DeterminismSummary {
+        runs: c.runs_ns.len() as u64,
+        ideal_s: c.ideal_ns as f64 / 1e9,
+        max_s: c.max_ns as f64 / 1e9,
+        jitter_s: c.jitter_ns as f64 / 1e9,
+        jitter_pct: c.jitter_percent,
+        run_times_s: c.runs_ns.iter().map(|n| *n as f64 / 1e9).collect(),
+    }
+}
+
+fn host_line(online: &CpuSet) -> String {
+    let release = RealKernel
+        .read(Path::new("/proc/sys/kernel/osrelease"))
+        .unwrap_or_default();
+    let cpuinfo = RealKernel
+        .read(Path::new("/proc/cpuinfo"))
+        .unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .and_then(|r| r.split_once(':'))
+                .map(|(_, m)| m.trim().to_string())
+        })
+        .unwrap_or_default();
+    let vm = if cpuinfo.contains(" hypervisor") {
+        ", virtual machine"
+    } else {
+        ""
+    };
+    format!(
+        "Linux {}, {} CPUs ({model}){vm}",
+        release.trim(),
+        online.len()
+    )
+}
+
+/// UTC now as RFC 3339, without a date crate.
+fn rfc3339_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_cpus_take_the_highest_core_and_keep_cpu0() {
+        let online = CpuSet::first_n(4);
+        let no_smt = |c: usize| CpuSet::from_cpus([c]);
+        assert_eq!(default_cpus(&online, &no_smt).unwrap().to_list(), "3");
+        let smt = |c: usize| CpuSet::from_cpus([c - c % 2, c - c % 2 + 1]);
+        assert_eq!(default_cpus(&online, &smt).unwrap().to_list(), "2-3");
+        assert!(default_cpus(&CpuSet::first_n(1), &no_smt).is_err());
+        let all_one_core = |_c: usize| CpuSet::first_n(2);
+        assert_eq!(
+            default_cpus(&CpuSet::first_n(2), &all_one_core)
+                .unwrap()
+                .to_list(),
+            "1"
+        );
+    }
+
+    #[test]
+    fn the_unshielded_probe_never_uses_cpu0() {
+        assert_eq!(
+            unshielded_probe_cpu(&CpuSet::first_n(2), &CpuSet::from_cpus([1])),
+            None
+        );
+        assert_eq!(
+            unshielded_probe_cpu(&CpuSet::first_n(4), &CpuSet::from_cpus([3])),
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        let t = rfc3339_now();
+        assert_eq!(t.len(), 20);
+        assert!(t.ends_with('Z') && t.as_bytes()[10] == b'T');
+    }
+}
