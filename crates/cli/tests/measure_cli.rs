@@ -400,18 +400,62 @@ fn an_advance_not_shorter_than_the_period_is_refused() {
     );
 }
 
+fn tracefs_mounted() -> bool {
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split_whitespace().nth(2) == Some("tracefs"))
+}
+
 #[test]
-fn trace_above_says_it_is_not_available_yet() {
+fn trace_above_attributes_spikes_and_leaves_tracefs_as_found() {
+    if !std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+    {
+        eprintln!("skipped: tracing needs root");
+        return;
+    }
+    let mounted_before = tracefs_mounted();
+    let dir = tempfile::tempdir().unwrap();
+    let trace_dir = dir.path().join("trace");
+    let out = cpushield(&[
+        "measure",
+        "latency",
+        "--cpus",
+        "1",
+        "--duration",
+        "1s",
+        "--trace-above",
+        "15us",
+        "--trace-dir",
+        trace_dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary = read_json(&trace_dir.join("trace-summary.json"));
+    assert!(summary.is_object(), "trace summary is not an object");
+    assert_eq!(
+        tracefs_mounted(),
+        mounted_before,
+        "tracefs mount state changed"
+    );
+}
+
+#[test]
+fn a_zero_trace_threshold_is_refused() {
     refused(
         &[
             "measure",
             "latency",
             "--cpus",
             "1",
+            "--duration",
+            "1s",
             "--trace-above",
-            "100us",
+            "0us",
         ],
-        &["--trace-above is not available yet"],
+        &["--trace-above must be longer than 0"],
     );
 }
 

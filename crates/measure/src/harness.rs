@@ -164,7 +164,7 @@ pub fn set_thread_placer(placer: Option<ThreadPlacer>) {
     *THREAD_PLACER.lock().expect("placer lock") = placer;
 }
 
-fn gettid() -> i32 {
+pub(crate) fn gettid() -> i32 {
     unsafe { libc::syscall(libc::SYS_gettid) as i32 }
 }
 

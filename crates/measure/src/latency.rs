@@ -327,6 +327,7 @@ fn measure_cpu(
     ring: Option<&SpikeRing>,
 ) -> Result<(CpuLatency, Option<guard::Warning>), MeasureError> {
     let (applied, warning) = harness::enter_measuring_thread(cpu, plan.priority)?;
+    let tid = harness::gettid();
     let mut latency = Recorder::new();
     let mut spin = plan.advance_ns.map(|_| Recorder::new());
     let (mut samples, mut missed, mut late) = (0u64, 0u64, 0u64);
@@ -363,6 +364,7 @@ fn measure_cpu(
         if let Some(ring) = ring {
             ring.offer(Spike {
                 cpu,
+                tid,
                 intended_ns: target,
                 actual_ns: actual,
                 latency_ns: value,

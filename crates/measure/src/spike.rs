@@ -15,6 +15,8 @@ use std::time::Duration;
 pub struct Spike {
     /// The measured CPU.
     pub cpu: usize,
+    /// The measuring thread's TID (what a tracer sees switched in).
+    pub tid: i32,
     /// When the thread should have woken.
     pub intended_ns: u64,
     /// When it did (with an advance: when the work started).
@@ -81,6 +83,7 @@ mod tests {
     fn spike(latency_ns: u64) -> Spike {
         Spike {
             cpu: 1,
+            tid: 1,
             intended_ns: 1000,
             actual_ns: 1000 + latency_ns,
             latency_ns,

@@ -2,6 +2,7 @@
 //! probe from cpushield-measure, print the report (text, JSON, cyclictest
 //! histogram) and pick the exit code. Measuring is in the library.
 
+use super::trace_link;
 use crate::args::{self, EXIT_OK, EXIT_THRESHOLD};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
@@ -71,9 +72,12 @@ struct LatencyArgs {
     /// Exit with code 2 if any latency exceeds this (e.g. 100us).
     #[arg(long, value_parser = args::duration)]
     max_latency: Option<Duration>,
-    /// Trace the kernel when a latency exceeds this (needs the check verb; not yet).
+    /// Trace the measured CPUs' kernel events and attribute every latency above this to its causes.
     #[arg(long, value_parser = args::duration)]
     trace_above: Option<Duration>,
+    /// Where --trace-above keeps each spike's raw trace window [default: ./cpushield-trace-<time>].
+    #[arg(long, value_name = "DIR", requires = "trace_above")]
+    trace_dir: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -236,9 +240,6 @@ fn print_warnings(warnings: &[Warning]) {
 }
 
 fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
-    if a.trace_above.is_some() {
-        bail!("--trace-above is not available yet: it needs the check verb's tracing; use --max-latency to flag the spikes for now");
-    }
     let mut config = LatencyConfig::new(a.cpus);
     config.period = match (a.rate, a.interval) {
         (_, Some(i)) => Period::from_interval(i),
@@ -257,10 +258,29 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     let hist_out = open_opt(&a.histogram, "--histogram")?;
     let stop =
         cpushield_measure::signal::stop_on_signals().context("installing the SIGINT handler")?;
+    let tracer = match a.trace_above {
+        Some(threshold) => {
+            if threshold.is_zero() {
+                bail!("--trace-above must be longer than 0: use e.g. --trace-above 100us");
+            }
+            let (tracer, tap) =
+                trace_link::SpikeTracer::start(&config.cpus, threshold, a.trace_dir.clone())?;
+            config.spikes = Some(tap);
+            Some(tracer)
+        }
+        None => None,
+    };
     let bar = Bar::new("samples");
     let report = latency::run(&config, stop, &mut |p| bar.update(p));
     bar.finish();
+    // The probe's spike sender goes with the config; the tracer then drains and restores tracefs.
+    drop(config);
+    let trace_summary = tracer.map(trace_link::SpikeTracer::finish);
     let report = report?;
+    if let Some((summary, dir)) = &trace_summary {
+        print!("{}", cpushield_check::trace::render_summary(summary, 10, 3));
+        println!("trace windows and trace-summary.json: {}", dir.display());
+    }
     print_warnings(&report.run.warnings);
     if !Output::is_stdout(&a.json) && !Output::is_stdout(&a.histogram) {
         print!("{}", text::latency(&report));

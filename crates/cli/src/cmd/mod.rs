@@ -6,3 +6,4 @@ pub mod load;
 pub mod measure;
 pub mod run;
 pub mod shield;
+pub mod trace_link;
