@@ -250,9 +250,10 @@ pub fn run(
             Scenario::UnshieldedCpu => match unshielded_probe_cpu(&online, &shielded_cpus) {
                 Some(c) => CpuSet::from_cpus([c]),
                 None => {
-                    skipped.push(format!(
+                    skipped.push(
                         "unshielded-cpu skipped: the only unshielded CPU is CPU 0, which runs the machine's own services (needs 3+ CPUs)"
-                    ));
+                            .to_string(),
+                    );
                     continue;
                 }
             },
