@@ -8,4 +8,8 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 # One test binary at a time touches IRQs and cgroups; tests inside a binary
 # that do so serialise themselves.
+# The real-kernel tests boot Debian's 6.1 kernel under QEMU (tests/guest/);
+# CPUSHIELD_GUEST=1 makes a missing QEMU or kernel a failure, not a skip.
+tests/guest/fetch-kernel.sh >/dev/null
+export CPUSHIELD_GUEST="${CPUSHIELD_GUEST:-1}"
 cargo test --workspace --release

@@ -63,7 +63,7 @@ pub enum ShieldError {
         here: String,
     },
     /// An I/O error, with the path and what to do.
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
 }
 

@@ -247,6 +247,20 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
                         );
                     }
                 }
+                let overlapping: Vec<String> = snap
+                    .foreign_cgroups
+                    .iter()
+                    .filter(|(_, cpus)| cpus.intersects(&procs))
+                    .map(|(name, _)| name.clone())
+                    .collect();
+                if exists(&shield) && !overlapping.is_empty() {
+                    // An exclusive cpuset may not take CPUs a sibling holds.
+                    plan.write(
+                        shield.join("cpuset.cpu_exclusive"),
+                        "0",
+                        WriteKind::Required,
+                    );
+                }
                 let kept = saved.masks.procs.intersection(&procs);
                 if exists(&shield) && !kept.is_empty() {
                     plan.write(
@@ -265,12 +279,6 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
                     procs.to_list(),
                     WriteKind::Required,
                 );
-                let overlapping: Vec<String> = snap
-                    .foreign_cgroups
-                    .iter()
-                    .filter(|(_, cpus)| cpus.intersects(&procs))
-                    .map(|(name, _)| name.clone())
-                    .collect();
                 if overlapping.is_empty() {
                     plan.write(
                         shield.join("cpuset.cpu_exclusive"),
@@ -352,6 +360,15 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
         }
         m
     };
+    // Changing a cpuset's CPUs (or its partition) makes the kernel reset the
+    // affinity of every task in it, so then every affinity is set again, after
+    // all cgroup changes.
+    let cpusets_change = plan
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::Write { path, .. } if path.starts_with(layout.root())))
+        || (procs.is_empty() && !saved.created_cgroups.is_empty());
+    let mut affinities = Vec::new();
     let mut per_cpu_threads: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     for task in &snap.tasks {
         let origin = &origins[&task.tid];
@@ -368,7 +385,7 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
         let managed = origin.cgroup == "/" || is_ours(&origin.cgroup) || layout.is_v2();
         if !managed {
             if eff != task.affinity {
-                plan.steps.push(Step::Affinity {
+                affinities.push(Step::Affinity {
                     tid: task.tid,
                     comm: task.comm.clone(),
                     cpus: eff,
@@ -396,8 +413,8 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
             }
             moved = true;
         }
-        if moved || eff != task.affinity {
-            plan.steps.push(Step::Affinity {
+        if moved || cpusets_change || eff != task.affinity {
+            affinities.push(Step::Affinity {
                 tid: task.tid,
                 comm: task.comm.clone(),
                 cpus: eff.clone(),
@@ -438,10 +455,12 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
         );
     }
 
-    // 3. Tear down cgroups no longer needed (procs mask now empty).
+    // 3. Tear down cgroups no longer needed (procs mask now empty), then set
+    // the affinities, which cgroup changes would otherwise overwrite.
     if procs.is_empty() {
         teardown_cgroups(&mut plan, saved, layout);
     }
+    plan.steps.extend(affinities);
 
     // 4. IRQs and the default for new IRQs.
     let irqs = masks.irqs.intersection(online);
@@ -634,6 +653,7 @@ pub fn plan_reset(snap: &Snapshot, saved: &SavedState) -> Plan {
     let layout = &saved.layout;
     let origins = origins(snap, saved);
     let mut moved_processes = BTreeSet::new();
+    let mut affinities = Vec::new();
     let same_namespace =
         saved.pid_namespace.is_empty() || saved.pid_namespace == snap.pid_namespace;
     if !same_namespace {
@@ -662,10 +682,11 @@ pub fn plan_reset(snap: &Snapshot, saved: &SavedState) -> Plan {
                 });
             }
         }
-        // A task born meanwhile outside our cgroups keeps what it chose.
+        // A task born meanwhile outside our cgroups keeps what it chose. The
+        // teardown below resets affinities in v2, so every task is set again.
         let restore = !origin.born || in_ours;
-        if restore && (in_ours || origin.requested != task.affinity) {
-            plan.steps.push(Step::Affinity {
+        if restore && (in_ours || layout.is_v2() || origin.requested != task.affinity) {
+            affinities.push(Step::Affinity {
                 tid: task.tid,
                 comm: task.comm.clone(),
                 cpus: origin.requested.clone(),
@@ -673,6 +694,7 @@ pub fn plan_reset(snap: &Snapshot, saved: &SavedState) -> Plan {
         }
     }
     teardown_cgroups(&mut plan, saved, layout);
+    plan.steps.extend(affinities);
     for irq in &snap.irqs {
         if let Some(text) = saved.irqs.get(&irq.irq) {
             if *text != irq.mask_text {

@@ -201,6 +201,31 @@ fn a_second_shield_reapplies_the_rule_from_the_requested_masks() {
 }
 
 #[test]
+fn tasks_keep_their_rule_when_a_second_shield_resizes_the_cpusets() {
+    // Resizing cpushield-system resets its tasks to 0-1 in the kernel; the
+    // rule must be applied again afterwards (task 103 asked for 1 only).
+    let k = machine(&[(100, "0-3"), (103, "1"), (104, "0,2")]);
+    let layout = layout::detect(&k).unwrap();
+    let snap = snapshot::take(&k, &layout).unwrap();
+    let mut saved = SavedState::from_snapshot(&snap, ShieldMasks::default());
+    let first = ShieldMasks::all(&cpus("3"));
+    let plan = plan_shield(&snap, &saved, &first);
+    saved.created_cgroups = plan.creates.clone();
+    saved.masks = first;
+    apply(&k, &plan).unwrap();
+    let snap = snapshot::take(&k, &layout).unwrap();
+    apply(
+        &k,
+        &plan_shield(&snap, &saved, &ShieldMasks::all(&cpus("2-3"))),
+    )
+    .unwrap();
+    let aff = k.affinities();
+    assert_eq!(aff[&100], cpus("0-1"));
+    assert_eq!(aff[&103], cpus("1"));
+    assert_eq!(aff[&104], cpus("0"));
+}
+
+#[test]
 fn per_cpu_kernel_threads_are_listed_not_moved() {
     let k = machine(&[(100, "0-3")]);
     // A kthread with PF_KTHREAD|PF_NO_SETAFFINITY bound to CPU 3.

@@ -153,6 +153,9 @@ impl Kernel for FakeKernel {
             return Ok(());
         }
         st.files.insert(path.to_path_buf(), data.to_string());
+        if name == "cpuset.cpus" {
+            emulate_cpuset_resize(&mut st, path, data);
+        }
         Ok(())
     }
 
@@ -279,6 +282,31 @@ fn emulate_v1_attach(st: &mut FakeState, tasks_file: &Path, hierarchy_root: &Pat
     if let (Some(cpus), Ok(tid)) = (cpus, tid.parse::<i32>()) {
         if !cpus.is_empty() && st.affinity.contains_key(&tid) {
             st.affinity.insert(tid, cpus);
+        }
+    }
+}
+
+/// What the kernel (6.1) does when a cpuset's CPUs change: every task in it
+/// gets the cpuset's whole CPU list as its affinity.
+fn emulate_cpuset_resize(st: &mut FakeState, cpus_file: &Path, data: &str) {
+    let (Some(dir), Ok(cpus)) = (cpus_file.parent(), CpuSet::parse_list(data)) else {
+        return;
+    };
+    if cpus.is_empty() {
+        return;
+    }
+    let tids: Vec<i32> = st
+        .files
+        .get(&dir.join("tasks"))
+        .map(|t| {
+            t.split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    for tid in tids {
+        if st.affinity.contains_key(&tid) {
+            st.affinity.insert(tid, cpus.clone());
         }
     }
 }

@@ -1,0 +1,182 @@
+//! Real-kernel tests: each test boots Debian's 6.1 kernel under QEMU (4 CPUs, software
+//! emulation) with a static `cpushield` and one scenario of `tests/guest/scenarios` as
+//! `/init`, and passes when the guest reports no failed check (see docs/TESTING.md).
+//!
+//! Without `qemu-system-x86_64` or when the kernel package cannot be downloaded the tests
+//! print `skipped: ...` and pass, unless `CPUSHIELD_GUEST=1` (set by CI) makes that a
+//! failure. `CPUSHIELD_GUEST=0` skips them outright. The guests run one at a time: each
+//! one keeps the host's CPUs busy.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// The repository root (two levels above this crate).
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root exists")
+}
+
+/// What the preparation step found: ready to boot, or why the tests must be skipped.
+enum Setup {
+    Ready,
+    Unavailable(String),
+}
+
+/// One guest at a time, across the tests of this binary.
+fn guest_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn guest_required() -> bool {
+    std::env::var("CPUSHIELD_GUEST").is_ok_and(|v| v == "1")
+}
+
+fn guest_disabled() -> bool {
+    std::env::var("CPUSHIELD_GUEST").is_ok_and(|v| v == "0")
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
+/// Fetches the kernel and builds the static binary and initramfs, once per test binary.
+fn setup() -> &'static Setup {
+    static SETUP: OnceLock<Setup> = OnceLock::new();
+    SETUP.get_or_init(|| {
+        if !on_path("qemu-system-x86_64") {
+            return Setup::Unavailable(
+                "qemu-system-x86_64 not installed (apt-get install qemu-system-x86)".into(),
+            );
+        }
+        let root = repo_root();
+        let kernel = Command::new(root.join("tests/guest/fetch-kernel.sh"))
+            .output()
+            .expect("run tests/guest/fetch-kernel.sh");
+        if !kernel.status.success() {
+            return Setup::Unavailable(format!(
+                "the guest kernel could not be fetched: {}",
+                String::from_utf8_lossy(&kernel.stderr).trim()
+            ));
+        }
+        // A failing static build is a real failure, not a reason to skip.
+        let initramfs = Command::new(root.join("tests/guest/build-initramfs.sh"))
+            .output()
+            .expect("run tests/guest/build-initramfs.sh");
+        assert!(
+            initramfs.status.success(),
+            "tests/guest/build-initramfs.sh failed (static build of cpushield or cpio):\n{}",
+            String::from_utf8_lossy(&initramfs.stderr)
+        );
+        Setup::Ready
+    })
+}
+
+/// Boots `script` (relative to the repository root) with `args` and asserts success,
+/// or prints why the guest tests are skipped.
+fn run_guest(name: &str, script: &str, args: &[&str]) {
+    if guest_disabled() {
+        eprintln!("skipped: guest test {name}: CPUSHIELD_GUEST=0");
+        return;
+    }
+    let _one_at_a_time = guest_lock();
+    match setup() {
+        Setup::Unavailable(why) if guest_required() => {
+            panic!("guest test {name} cannot run and CPUSHIELD_GUEST=1: {why}")
+        }
+        Setup::Unavailable(why) => {
+            eprintln!("skipped: guest test {name}: {why}");
+            return;
+        }
+        Setup::Ready => {}
+    }
+    let root = repo_root();
+    let output = Command::new(root.join(script))
+        .args(args)
+        .env("GUEST_NO_BUILD", "1")
+        .env("GUEST_QUIET", "1")
+        .output()
+        .unwrap_or_else(|e| panic!("run {script}: {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // Shown by the test harness only when the test fails (or with --nocapture).
+    println!("{stdout}");
+    eprintln!("{stderr}");
+    let failures: Vec<&str> = stdout
+        .lines()
+        .chain(stderr.lines())
+        .filter(|line| line.contains("GUEST-FAIL") || line.starts_with("run.sh:"))
+        .collect();
+    assert!(
+        output.status.success(),
+        "guest scenario {name} failed:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn guest_kernel_isolated_partition_behaves_as_cpushield_assumes() {
+    run_guest(
+        "kernel-partition",
+        "tests/guest/run.sh",
+        &["kernel-partition"],
+    );
+}
+
+#[test]
+fn guest_cgroup_v2_shield_follows_rule_enforces_and_resets_exactly() {
+    run_guest("shield-v2", "tests/guest/run.sh", &["shield-v2"]);
+}
+
+#[test]
+fn guest_cgroup_v1_shield_follows_rule_enforces_and_resets_exactly() {
+    run_guest("shield-v1", "tests/guest/run.sh", &["shield-v1"]);
+}
+
+#[test]
+fn guest_reset_after_sigkill_mid_shield_restores_everything() {
+    run_guest("shield-sigkill", "tests/guest/run.sh", &["shield-sigkill"]);
+}
+
+#[test]
+fn guest_reset_is_idempotent_and_serialised() {
+    run_guest(
+        "reset-idempotent",
+        "tests/guest/run.sh",
+        &["reset-idempotent"],
+    );
+}
+
+#[test]
+fn guest_boot_params_fragment_takes_effect_on_reboot() {
+    run_guest("boot-params", "tests/guest/run-boot-params.sh", &[]);
+}
+
+#[test]
+fn guest_run_places_a_task_on_the_v2_shield_binds_irqs_and_reserves() {
+    run_guest("run", "tests/guest/run.sh", &["run"]);
+}
+
+#[test]
+fn guest_run_places_a_task_on_the_v1_shield_binds_irqs_and_reserves() {
+    run_guest("run-v1", "tests/guest/run.sh", &["run-v1"]);
+}
+
+#[test]
+fn guest_check_names_an_irq_bound_to_a_shielded_cpu_with_its_remedy() {
+    run_guest("check-irq", "tests/guest/run.sh", &["check-irq"]);
+}
+
+#[test]
+fn guest_check_names_a_task_pinned_to_a_shielded_cpu() {
+    run_guest("check-task", "tests/guest/run.sh", &["check-task"]);
+}
+
+#[test]
+fn guest_check_finds_a_real_shield_clean() {
+    run_guest("check-shielded", "tests/guest/run.sh", &["check-shielded"]);
+}
