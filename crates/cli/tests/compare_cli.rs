@@ -1,0 +1,205 @@
+//! `cpushield compare` end to end on this host, inside its private PID
+//! namespace: short scenarios produce the report, and an interrupted run still
+//! resets the shield, stops the load and restores every IRQ.
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_cpushield")
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+}
+
+fn irq_masks() -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = std::fs::read_dir("/proc/irq")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let p = e.path().join("smp_affinity");
+            std::fs::read_to_string(&p)
+                .ok()
+                .map(|t| (p.display().to_string(), t))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn assert_machine_restored(irqs_before: &[(String, String)], state: &Path) {
+    assert_eq!(irqs_before, irq_masks().as_slice(), "IRQ affinities differ");
+    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-system").exists());
+    assert!(
+        !state.join("state.json").exists(),
+        "shield state left behind"
+    );
+}
+
+#[test]
+fn short_scenarios_run_end_to_end_and_write_the_report() {
+    if !is_root() {
+        eprintln!("skipped: compare needs root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out_dir = tmp.path().join("report");
+    let irqs = irq_masks();
+    let out = Command::new(bin())
+        .args([
+            "compare",
+            "--duration",
+            "2s",
+            "--runs",
+            "2",
+            "--work",
+            "50ms",
+        ])
+        .args(["--scenarios", "idle,loaded,shielded", "--load", "fpu,ttcp"])
+        .args([
+            "--dir",
+            tmp.path().to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ])
+        .env("CPUSHIELD_STATE_DIR", tmp.path())
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("loaded max / shielded max"), "{text}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["schema"], "cpushield.compare/1");
+    let names: Vec<&str> = report["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["idle", "loaded", "shielded"]);
+    for s in report["scenarios"].as_array().unwrap() {
+        assert!(
+            s["latency"]["samples"].as_u64().unwrap() > 1000,
+            "{}",
+            s["name"]
+        );
+        assert!(s["determinism"]["runs"].as_u64().unwrap() == 2);
+        if s["name"] != "idle" {
+            let ops: u64 = s["load"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| l["ops"].as_u64().unwrap())
+                .sum();
+            assert!(ops > 0, "{} carried no load", s["name"]);
+        }
+    }
+    assert_eq!(report["scenarios"][2]["shielded"], true);
+    for f in [
+        "report.html",
+        "latency.svg",
+        "latency.png",
+        "determinism.svg",
+        "determinism.png",
+    ] {
+        assert!(out_dir.join(f).exists(), "{f} missing");
+    }
+    assert_machine_restored(&irqs, tmp.path());
+}
+
+#[test]
+fn sigint_in_the_shielded_scenario_restores_everything() {
+    if !is_root() {
+        eprintln!("skipped: compare needs root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let irqs = irq_masks();
+    let mut child = Command::new(bin())
+        .args([
+            "compare",
+            "--duration",
+            "30s",
+            "--runs",
+            "0",
+            "--scenarios",
+            "shielded",
+            "--load",
+            "fpu",
+        ])
+        .args([
+            "--dir",
+            tmp.path().to_str().unwrap(),
+            "--out",
+            tmp.path().join("r").to_str().unwrap(),
+        ])
+        .env("CPUSHIELD_STATE_DIR", tmp.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    // Wait until the shield is up, then interrupt the whole group as a terminal would.
+    let start = Instant::now();
+    while !tmp.path().join("state.json").exists() && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        tmp.path().join("state.json").exists(),
+        "the shield never came up"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "compare did not stop after SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let out = child.wait_with_output().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(status.success(), "{text}");
+    assert!(text.contains("interrupted"), "{text}");
+    assert_machine_restored(&irqs, tmp.path());
+}
+
+#[test]
+fn bad_compare_input_exits_1_before_changing_anything() {
+    let tmp = tempfile::tempdir().unwrap();
+    for args in [
+        vec!["compare", "--scenarios", "bogus"],
+        vec!["compare", "--cpus", "0-1"],
+        vec!["compare", "--cpus", "77"],
+        vec!["compare", "--load", "nosuchload"],
+        vec!["compare", "--duration", "0s"],
+    ] {
+        let out = Command::new(bin())
+            .args(&args)
+            .env("CPUSHIELD_STATE_DIR", tmp.path())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!tmp.path().join("state.json").exists());
+    }
+}

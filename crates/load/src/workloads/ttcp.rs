@@ -1,0 +1,90 @@
+//! TTCP: a sender process pushes 64 MiB data sets through a TCP connection
+//! over 127.0.0.1 to the receiver (the worker), connection after connection.
+//! The receiver resets each finished connection (SO_LINGER 0) so no
+//! TIME_WAIT sockets pile up. One op = one 64 KiB buffer received.
+
+use super::{context, is_timeout, set_recv_timeout, Ctx, Partner};
+use std::convert::Infallible;
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+
+/// Bytes per buffer (one op).
+pub const BUFFER: usize = 64 * 1024;
+/// Bytes per connection.
+pub const DATASET: u64 = 64 << 20;
+
+/// Receives forever; returns only on an error.
+pub fn run(ctx: &Ctx) -> io::Result<Infallible> {
+    let listener =
+        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(context("binding 127.0.0.1"))?;
+    let addr = listener.local_addr()?;
+    let sender = Partner::fork("ttcp sender", || send_forever(addr))?;
+    set_recv_timeout(listener.as_raw_fd(), 1000);
+    ctx.ready();
+    let mut buf = vec![0u8; BUFFER];
+    let mut pending = 0u64;
+    loop {
+        let mut stream = match listener.accept() {
+            Ok((s, _)) => s,
+            Err(e) if is_timeout(&e) => {
+                sender.check()?;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        set_recv_timeout(stream.as_raw_fd(), 1000);
+        let mut got = 0u64;
+        while got < DATASET {
+            let n = match stream.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n as u64,
+                Err(e) if is_timeout(&e) => {
+                    sender.check()?;
+                    continue;
+                }
+                Err(e) => return Err(sender.explain(e)),
+            };
+            got += n;
+            pending += n;
+            if pending >= BUFFER as u64 {
+                ctx.add(pending / BUFFER as u64);
+                pending %= BUFFER as u64;
+            }
+        }
+        reset_on_close(&stream);
+    }
+}
+
+/// Connects and sends data sets forever.
+fn send_forever(addr: SocketAddr) -> io::Result<Infallible> {
+    let buf = vec![0x5au8; BUFFER];
+    loop {
+        let mut stream = TcpStream::connect(addr)?;
+        let mut sent = 0u64;
+        while sent < DATASET {
+            stream.write_all(&buf)?;
+            sent += BUFFER as u64;
+        }
+        // Wait for the receiver's reset (or EOF) before the next data set.
+        let _ = stream.read(&mut [0u8; 1]);
+    }
+}
+
+/// Makes close() send a reset instead of entering TIME_WAIT.
+fn reset_on_close(stream: &TcpStream) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt with a valid linger struct.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &linger as *const _ as *const libc::c_void,
+            std::mem::size_of_val(&linger) as libc::socklen_t,
+        );
+    }
+}
