@@ -4,6 +4,7 @@
 # the guest test kernel runner (qemu, busybox, cpio), chromium for the report
 # test, then `cargo build --release` and a link in /usr/local/bin.
 set -euo pipefail
+exec </dev/null
 cd "$(dirname "$0")/.."
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 packages=(rt-tests stress-ng qemu-system-x86 busybox-static cpio gcc chromium util-linux)

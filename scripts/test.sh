@@ -2,6 +2,7 @@
 # Runs every test: unit tests, host tests (inside private PID namespaces),
 # and the real-kernel guest tests under QEMU.
 set -euo pipefail
+exec </dev/null
 cd "$(dirname "$0")/.."
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 cargo fmt --all -- --check
