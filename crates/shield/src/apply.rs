@@ -28,10 +28,21 @@ fn errno(e: &io::Error) -> i32 {
     e.raw_os_error().unwrap_or(0)
 }
 
+/// Test hook: microseconds to pause after each step, so that a crash test can
+/// SIGKILL a shield reliably while it is half applied. Unset in normal use.
+pub const STEP_DELAY_ENV: &str = "CPUSHIELD_TEST_STEP_DELAY_US";
+
 /// Applies every step in order. Returns the first required failure as an error.
 pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
     let mut out = Outcome::default();
+    let step_delay = std::env::var(STEP_DELAY_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(std::time::Duration::from_micros);
     for step in &plan.steps {
+        if let Some(pause) = step_delay {
+            std::thread::sleep(pause);
+        }
         match step {
             Step::Mkdir(dir) => match kernel.mkdir(dir) {
                 Err(e) if errno(&e) != libc::EEXIST && e.kind() != io::ErrorKind::AlreadyExists => {

@@ -7,6 +7,9 @@
 GUEST_CGROUP=v2
 
 scenario_main() {
+    # Test hook: a pause after each change widens the window in which shield
+    # writes, so that the kills below land in it rather than around it.
+    export CPUSHIELD_TEST_STEP_DELAY_US=300
     tasks=$(cmdline_arg tasks 2000)
     iterations=$(cmdline_arg iterations 4)
     spawn_mix "$tasks"
