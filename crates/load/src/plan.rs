@@ -11,8 +11,8 @@ use std::path::PathBuf;
 pub const MAX_SCALE: u32 = 64;
 /// Smallest accepted per-workload size cap.
 pub const MIN_SIZE_CAP: u64 = 4 << 20;
-/// Default per-workload size cap (`--size`).
-pub const DEFAULT_SIZE_CAP: u64 = 256 << 20;
+/// Default per-workload size cap (`--size`): 1 GiB, as stress-ng's `--hdd` writes.
+pub const DEFAULT_SIZE_CAP: u64 = 1 << 30;
 /// Free space kept in reserve beyond the caps.
 pub const SPACE_HEADROOM: u64 = 64 << 20;
 
@@ -36,7 +36,7 @@ pub struct LoadSpec {
 
 impl LoadSpec {
     /// A spec for these workloads with the defaults: unconfined, scale 1,
-    /// `/var/tmp`, 256 MiB per workload.
+    /// `/var/tmp`, 1 GiB per file-writing workload.
     pub fn new(workloads: Vec<Workload>) -> Self {
         LoadSpec {
             workloads,

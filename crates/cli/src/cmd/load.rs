@@ -32,8 +32,8 @@ pub struct LoadArgs {
     /// Directory for the load's files; a per-run directory is made there and removed.
     #[arg(long, default_value = "/var/tmp")]
     pub dir: PathBuf,
-    /// Size cap per file-writing workload instance (fs, disknoise, filemove, iodisk): 256M, 1G, or bytes.
-    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = size)]
+    /// Size cap per file-writing workload instance (fs, disknoise, filemove, iodisk): 1G, 256M, or bytes.
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = size)]
     pub size: u64,
     /// Also write the report as JSON to FILE ("-": stdout, the table then goes to stderr).
     #[arg(long, value_name = "FILE")]

@@ -1,13 +1,13 @@
-//! FS: unnatural acts on a set of large files. Four files, each a quarter
-//! of the size cap (apparent size S). Per file and cycle: write it whole,
-//! sequentially (buffered, like a large file being made); truncate it to a
+//! FS: unnatural acts on a set of large files. Four files of apparent size
+//! S, half the size cap (after its acts a file keeps about S/8 allocated,
+//! so the set stays under the cap). Per file and cycle: write it whole,
+//! sequentially, and fdatasync it (a large file made, on disk); truncate it to a
 //! quarter and write its last chunk (a hole in the middle); read it all
 //! back; truncate to half and extend back to S (a new hole); eight 4 KiB
 //! writes at random offsets; punch a hole over the first eighth. Every
-//! fourth cycle each file is fsync'd, every eighth the files are removed and
-//! made again; in between, the kernel's writeback carries the dirty data to
-//! the disk. One op = one of those acts (a whole-file write or read counts
-//! once).
+//! fourth cycle each file is also fsync'd after its acts, every eighth the
+//! files are removed and made again. One op = one of those acts (a
+//! whole-file write or read counts once).
 
 use super::{context, Ctx};
 use rand::{Rng, SeedableRng};
@@ -24,7 +24,7 @@ pub const CHUNK: usize = 64 * 1024;
 
 /// The apparent size of each file under `size_cap`.
 pub fn file_size(size_cap: u64) -> u64 {
-    (size_cap / FILES as u64) & !(CHUNK as u64 - 1)
+    (size_cap / 2) & !(CHUNK as u64 - 1)
 }
 
 /// Abuses files forever.
@@ -86,6 +86,8 @@ fn acts(
     let chunk = CHUNK as u64;
     fill(f, data, 0, size).map_err(context("writing the whole file"))?;
     ctx.add(1);
+    f.sync_data().map_err(context("fdatasync"))?;
+    ctx.add(1);
     f.set_len(size / 4).map_err(context("truncate"))?;
     ctx.add(1);
     f.write_all_at(data, size - chunk)
@@ -126,15 +128,25 @@ fn acts(
 mod tests {
     use super::*;
 
+    /// Bytes a file keeps allocated after its acts, at most: the head quarter
+    /// less the punched eighth, the tail chunk and the random writes.
+    fn kept_bytes(size: u64) -> u64 {
+        size / 4 - size / 8 + CHUNK as u64 + 8 * 4096
+    }
+
     #[test]
     fn the_files_fit_the_cap_and_leave_room_for_a_hole() {
-        let cap = 64 << 20;
-        let size = file_size(cap);
-        assert!(size * FILES as u64 <= cap);
-        assert!(
-            size / 8 >= CHUNK as u64,
-            "room for a hole between head and tail"
-        );
-        assert_eq!(size % CHUNK as u64, 0);
+        for cap in [crate::plan::MIN_SIZE_CAP, 64 << 20, 1 << 30] {
+            let size = file_size(cap);
+            // One file being written whole while the others keep their rest.
+            assert!(
+                size + (FILES as u64 - 1) * kept_bytes(size) <= cap,
+                "cap {cap}"
+            );
+            assert!(
+                size / 4 + CHUNK as u64 <= size - CHUNK as u64,
+                "room for a hole"
+            );
+        }
     }
 }
