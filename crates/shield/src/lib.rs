@@ -133,12 +133,13 @@ fn with_siblings(masks: &ShieldMasks, snap: &snapshot::Snapshot) -> ShieldMasks 
     }
 }
 
-/// Adds `request` to the shield (the first call saves the original state).
-pub fn shield(
+/// Refuses, before anything is read under the lock or written, a request that
+/// names no CPU or offline CPUs, or a caller that is not root.
+fn check_request(
     kernel: &dyn Kernel,
     request: &ShieldMasks,
     options: Options,
-) -> Result<Report, ShieldError> {
+) -> Result<(), ShieldError> {
     if request.is_empty() {
         return Err(ShieldError::NothingRequested);
     }
@@ -153,6 +154,16 @@ pub fn shield(
     if !options.is_root {
         return Err(ShieldError::NotRoot);
     }
+    Ok(())
+}
+
+/// Adds `request` to the shield (the first call saves the original state).
+pub fn shield(
+    kernel: &dyn Kernel,
+    request: &ShieldMasks,
+    options: Options,
+) -> Result<Report, ShieldError> {
+    check_request(kernel, request, options)?;
     let layout = layout(kernel)?;
     let _lock = state::StateLock::acquire()?;
     let saved = state::load()?;
@@ -178,20 +189,7 @@ pub fn unshield(
     request: &ShieldMasks,
     options: Options,
 ) -> Result<Report, ShieldError> {
-    if request.is_empty() {
-        return Err(ShieldError::NothingRequested);
-    }
-    let online = cpushield_sys::online_cpus(kernel)?;
-    let offline = request.any().difference(&online);
-    if !offline.is_empty() {
-        return Err(ShieldError::NotOnline {
-            asked: offline,
-            online,
-        });
-    }
-    if !options.is_root {
-        return Err(ShieldError::NotRoot);
-    }
+    check_request(kernel, request, options)?;
     let lock = state::StateLock::acquire()?;
     let Some(saved) = state::load()? else {
         return Ok(empty_report(kernel));

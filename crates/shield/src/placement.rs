@@ -13,14 +13,11 @@ pub fn shielded_procs(_kernel: &dyn Kernel) -> io::Result<CpuSet> {
     Ok(state::load()?.map(|s| s.masks.procs).unwrap_or_default())
 }
 
-/// Places thread `tid` on `cpus`: refuses CPUs another process has reserved
-/// (`cpushield run --reserve`), then, when they are all shielded, moves it (v1)
-/// or its process (v2) into the shield cgroup; then sets its affinity.
+/// Places thread `tid` on `cpus`: when they are all shielded, moves it (v1) or
+/// its process (v2) into the shield cgroup first; then sets its affinity.
+/// Reservations (`run --reserve`) are checked by the callers that place tasks
+/// for users (`run` and the rt library), which know who holds them.
 pub fn place_task(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()> {
-    let tgid = tgid_of(kernel, tid).unwrap_or(tid);
-    cpushield_rt::reserve::ReserveDir::from_env()
-        .check(cpus, tgid)
-        .map_err(|e| io::Error::new(io::ErrorKind::ResourceBusy, e.to_string()))?;
     if let Some(saved) = state::load()? {
         if !cpus.is_empty() && cpus.is_subset(&saved.masks.procs) {
             let dir = shield_dir(&saved.layout);
