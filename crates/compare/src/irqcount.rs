@@ -5,29 +5,11 @@ use cpushield_cpuset::CpuSet;
 /// Sum of all interrupt counts (device IRQs and per-CPU kinds such as LOC, RES)
 /// on the given CPUs, from the text of /proc/interrupts.
 pub fn total_on(interrupts: &str, cpus: &CpuSet) -> u64 {
-    let mut lines = interrupts.lines();
-    let Some(header) = lines.next() else {
-        return 0;
-    };
-    let columns: Vec<usize> = header
-        .split_whitespace()
-        .filter_map(|c| c.strip_prefix("CPU").and_then(|n| n.parse().ok()))
-        .collect();
-    let mut total = 0;
-    for line in lines {
-        let Some((_, rest)) = line.split_once(':') else {
-            continue;
-        };
-        for (value, cpu) in rest.split_whitespace().zip(&columns) {
-            let Ok(count) = value.parse::<u64>() else {
-                break;
-            };
-            if cpus.contains(*cpu) {
-                total += count;
-            }
-        }
-    }
-    total
+    cpushield_check::parse::interrupts::parse_interrupts(interrupts)
+        .unwrap_or_default()
+        .iter()
+        .map(|line| cpus.iter().map(|cpu| line.on(cpu)).sum::<u64>())
+        .sum()
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
-use crate::guard::{self, Spin, SystemView, Warning};
+use crate::guard::{self, Spin, Warning};
 use crate::harness::{
     self, AppliedPolicy, Bound, Control, ControlPlacement, Live, ProcessSetup, StopFlags,
 };
@@ -181,10 +181,7 @@ pub fn run(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<DeterminismReport, MeasureError> {
     let kernel = RealKernel;
-    let view = SystemView::read(&kernel, &config.cpus).map_err(|source| MeasureError::System {
-        what: "reading the online CPUs".into(),
-        source,
-    })?;
+    let view = guard::read_view(&kernel, &config.cpus)?;
     config.validate(&view.online)?;
     let mut warnings = guard::before_run(&view, &config.cpus, harness::is_root(), None);
     let setup = ProcessSetup::enter(config.lock_memory);

@@ -106,6 +106,17 @@ pub struct Spin {
     pub fraction: f64,
 }
 
+/// Reads the system view every probe starts from, as a probe error.
+pub(crate) fn read_view(
+    kernel: &dyn Kernel,
+    cpus: &CpuSet,
+) -> Result<SystemView, crate::MeasureError> {
+    SystemView::read(kernel, cpus).map_err(|source| crate::MeasureError::System {
+        what: "reading the online CPUs".into(),
+        source,
+    })
+}
+
 /// Checks the CPUs to measure: not empty, all online. The error names the
 /// CPUs and the remedy.
 pub fn validate_cpus(cpus: &CpuSet, online: &CpuSet) -> Result<(), String> {

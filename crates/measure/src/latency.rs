@@ -10,7 +10,7 @@
 
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
-use crate::guard::{self, Spin, SystemView};
+use crate::guard::{self, Spin};
 use crate::harness::{
     self, AppliedPolicy, Bound, Control, ControlPlacement, Live, ProcessSetup, StopFlags,
 };
@@ -214,10 +214,7 @@ pub fn run(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<LatencyReport, MeasureError> {
     let kernel = RealKernel;
-    let view = SystemView::read(&kernel, &config.cpus).map_err(|source| MeasureError::System {
-        what: "reading the online CPUs".into(),
-        source,
-    })?;
+    let view = guard::read_view(&kernel, &config.cpus)?;
     config.validate(&view.online)?;
     let period_ns = config.period.nominal_ns();
     let advance_ns = config.advance.map(|a| a.as_nanos() as u64);

@@ -13,7 +13,7 @@
 
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
-use crate::guard::{self, Spin, SystemView, Warning};
+use crate::guard::{self, Spin, Warning};
 use crate::harness::{
     self, AppliedPolicy, Bound, Control, ControlPlacement, Live, ProcessSetup, StopFlags,
 };
@@ -140,10 +140,7 @@ pub fn run(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<NoiseReport, MeasureError> {
     let kernel = RealKernel;
-    let view = SystemView::read(&kernel, &config.cpus).map_err(|source| MeasureError::System {
-        what: "reading the online CPUs".into(),
-        source,
-    })?;
+    let view = guard::read_view(&kernel, &config.cpus)?;
     config.validate(&view.online)?;
     let duration_ns = config.duration.as_nanos().min(u64::MAX as u128) as u64;
     let spin = config.priority.map(|_| Spin {
