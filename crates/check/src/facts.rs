@@ -110,6 +110,8 @@ pub struct Facts {
     pub default_irq_affinity: Option<CpuSet>,
     /// cpuidle driver name (`none` in many VMs).
     pub idle_driver: Option<String>,
+    /// The CPUs are virtual (`hypervisor` in /proc/cpuinfo's flags).
+    pub hypervisor: bool,
     /// Per checked CPU.
     pub cpus: BTreeMap<usize, CpuFacts>,
     /// Per device IRQ.
@@ -153,6 +155,9 @@ pub fn read_facts(kernel: &dyn Kernel, checked: &CpuSet, irq_numbers: &[u32]) ->
         workqueue_cpumask: read_mask(k, "/sys/devices/virtual/workqueue/cpumask"),
         default_irq_affinity: read_mask(k, "/proc/irq/default_smp_affinity"),
         idle_driver: read_opt(k, "/sys/devices/system/cpu/cpuidle/current_driver"),
+        hypervisor: cpushield_rt::idle_poll::runs_under_hypervisor(
+            &read_opt(k, "/proc/cpuinfo").unwrap_or_default(),
+        ),
         ..Default::default()
     };
     let (kconfig, source) = read_kconfig(k);

@@ -317,6 +317,48 @@ fn configuration_findings_carry_sysctl_and_boot_remedies() {
 }
 
 #[test]
+fn a_halting_virtual_cpu_is_named_with_the_idle_poll_remedy() {
+    let k = base_system();
+    k.set_file(
+        "/proc/cpuinfo",
+        "processor\t: 1\nflags\t\t: fpu tsc hypervisor\n",
+    );
+    k.set_file("/sys/devices/system/cpu/cpuidle/current_driver", "none\n");
+    let r = check(&k, |_| {});
+    let f = find(&r, Topic::Power, "virtual CPU that halts when idle");
+    assert!(
+        f.evidence.contains("cpuidle driver: none"),
+        "{}",
+        f.evidence
+    );
+    assert!(has_remedy(
+        f,
+        "cpushield run --cpus 1 --idle-poll -- <task> (keeps the CPU polling while the task lives)"
+    ));
+    assert!(f.remedies.iter().any(|r| r.kind == RemedyKind::Boot));
+
+    let halts = |r: &CheckReport| {
+        r.findings
+            .iter()
+            .any(|f| f.title.contains("halts when idle"))
+    };
+    k.set_file(
+        "/sys/devices/system/cpu/cpuidle/current_driver",
+        "haltpoll\n",
+    );
+    assert!(!halts(&check(&k, |_| {})), "haltpoll polls before halting");
+    k.set_file("/sys/devices/system/cpu/cpuidle/current_driver", "none\n");
+    k.set_file("/proc/cmdline", "console=ttyS0 idle=poll\n");
+    assert!(!halts(&check(&k, |_| {})), "idle=poll never halts");
+    k.set_file("/proc/cpuinfo", "processor\t: 1\nflags\t\t: fpu tsc\n");
+    k.set_file("/proc/cmdline", "console=ttyS0\n");
+    assert!(
+        !halts(&check(&k, |_| {})),
+        "bare metal has no host to wait for"
+    );
+}
+
+#[test]
 fn an_isolated_v2_partition_counts_as_enforcement_and_a_quiet_cpu_is_clean() {
     let k = base_system();
     k.set_file("/proc/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n");

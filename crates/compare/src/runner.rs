@@ -76,6 +76,9 @@ pub struct CompareConfig {
     pub determinism_work: Duration,
     /// Scope of the experiment.
     pub scope: Scope,
+    /// Keep the measured CPUs polling instead of halting when idle, in every
+    /// scenario alike (see `cpushield_rt::idle_poll`).
+    pub idle_poll: bool,
 }
 
 /// Progress of the whole experiment, for a progress bar.
@@ -296,6 +299,7 @@ pub fn run(
         lat.period = config.period;
         lat.length = Length::Duration(config.duration);
         lat.priority = Some(config.priority);
+        lat.idle_poll = config.idle_poll;
         if *scenario == Scenario::ShieldedAdvance {
             lat.advance = Some(config.advance);
         }
@@ -380,6 +384,7 @@ pub fn run(
         },
         load_profile: config.load_name.clone(),
         duration_s: config.duration.as_secs_f64(),
+        idle_poll: config.idle_poll,
         interval_ns: config.period.nominal_ns(),
         scenarios: results,
         verdict: Verdict::default(),
@@ -443,6 +448,7 @@ fn summarize_determinism(r: &determinism::DeterminismReport) -> DeterminismSumma
     DeterminismSummary {
         runs: c.runs_ns.len() as u64,
         ideal_s: c.ideal_ns as f64 / 1e9,
+        fastest_s: c.ideal_ns as f64 / 1e9,
         max_s: c.max_ns as f64 / 1e9,
         jitter_s: c.jitter_ns as f64 / 1e9,
         jitter_pct: c.jitter_percent,

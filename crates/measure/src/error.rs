@@ -25,6 +25,9 @@ pub enum MeasureError {
         /// The error from sched_setaffinity.
         source: io::Error,
     },
+    /// The measured CPUs could not be kept polling (`idle_poll`).
+    #[error("{0}: run as root, or measure without --idle-poll")]
+    IdlePoll(#[from] cpushield_rt::idle_poll::PollerError),
     /// A measuring thread could not be started.
     #[error("could not start a measuring thread: {0}")]
     Spawn(io::Error),

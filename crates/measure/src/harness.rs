@@ -164,6 +164,11 @@ pub fn set_thread_placer(placer: Option<ThreadPlacer>) {
     *THREAD_PLACER.lock().expect("placer lock") = placer;
 }
 
+/// The placer set by [`set_thread_placer`], if any.
+pub(crate) fn thread_placer() -> Option<ThreadPlacer> {
+    *THREAD_PLACER.lock().expect("placer lock")
+}
+
 pub(crate) fn gettid() -> i32 {
     unsafe { libc::syscall(libc::SYS_gettid) as i32 }
 }
@@ -177,8 +182,7 @@ pub(crate) fn enter_measuring_thread(
 ) -> Result<(AppliedPolicy, Option<Warning>), MeasureError> {
     block_stop_signals();
     let target = CpuSet::from_cpus([cpu]);
-    let placer = *THREAD_PLACER.lock().expect("placer lock");
-    match placer {
+    match thread_placer() {
         Some(place) => place(gettid(), &target),
         None => sched::pin(0, &target),
     }

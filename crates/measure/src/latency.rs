@@ -22,6 +22,7 @@ use crate::run_info::{kernel_release, RunInfo};
 use crate::spike::{Spike, SpikeRing, SpikeTap};
 use cpushield_cpuset::CpuSet;
 use cpushield_rt::clock::{now_ns, sleep_until_ns, spin_until_ns};
+use cpushield_rt::idle_poll::IdlePoller;
 use cpushield_sys::RealKernel;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicBool;
@@ -56,6 +57,10 @@ pub struct LatencyConfig {
     pub lock_memory: bool,
     /// Where to send samples above a threshold (for tracing), if anywhere.
     pub spikes: Option<SpikeTap>,
+    /// Keep the measured CPUs polling instead of halting between wakeups (a
+    /// SCHED_IDLE spinner per CPU; see `cpushield_rt::idle_poll`). Default off,
+    /// as cyclictest.
+    pub idle_poll: bool,
     /// How often the control thread reports progress and forwards spikes (default 50 ms).
     pub tick: Duration,
 }
@@ -71,6 +76,7 @@ impl LatencyConfig {
             advance: None,
             lock_memory: true,
             spikes: None,
+            idle_poll: false,
             tick: Duration::from_millis(50),
         }
     }
@@ -141,6 +147,9 @@ pub struct LatencySettings {
     pub advance_ns: Option<u64>,
     /// Spike threshold in nanoseconds, if a spike tap was given.
     pub spike_threshold_ns: Option<u64>,
+    /// Whether the measured CPUs were kept polling instead of halting when idle.
+    #[serde(default)]
+    pub idle_poll: bool,
 }
 
 /// What the advance did on one CPU.
@@ -230,6 +239,11 @@ pub fn run(
     warnings.extend(setup.warnings.iter().cloned());
     let _placement =
         ControlPlacement::enter(guard::control_cpus(&config.cpus, &view.online).as_ref());
+    let _poller = if config.idle_poll {
+        Some(IdlePoller::start(&config.cpus, harness::thread_placer())?)
+    } else {
+        None
+    };
     let plan = Plan {
         period: config.period,
         end_offset_ns: match config.length {
@@ -302,6 +316,7 @@ pub fn run(
                 .spikes
                 .as_ref()
                 .map(|t| t.threshold.as_nanos() as u64),
+            idle_poll: config.idle_poll,
         },
         run: RunInfo {
             started_unix_ns,

@@ -54,9 +54,9 @@ th {{ background: #e8eef7; }} td:first-child {{ text-align: left; }}
 figure {{ margin: 1em 0; }}
 </style></head><body>
 <h1>cpushield compare</h1>
-<p>{created} — {host}; scope <b>{scope}</b>; load <b>{load}</b>; {dur:.0} s per scenario; probe interval {interval}.</p>
+<p>{created} — {host}; scope <b>{scope}</b>; load <b>{load}</b>; {dur:.0} s per scenario; probe interval {interval}{poll}.</p>
 <p class="{verdict_class}">{verdict}</p>
-<table><tr><th>scenario</th><th>CPUs</th><th>samples</th><th>missed</th><th>min</th><th>p99</th><th>p99.999</th><th>max</th><th>det. ideal</th><th>det. max</th><th>jitter</th><th>load ops/s</th><th>IRQ/s</th></tr>
+{notes}<table><tr><th>scenario</th><th>CPUs</th><th>samples</th><th>missed</th><th>min</th><th>p99</th><th>p99.999</th><th>max</th><th>det. ideal</th><th>det. max</th><th>jitter</th><th>load ops/s</th><th>IRQ/s</th></tr>
 {rows}</table>
 <figure>{latency_svg}<figcaption>Wakeup latency histograms, log-scale counts (as seed 000 Figures 5-7).</figcaption></figure>
 <figure>{determinism_svg}<figcaption>Execution determinism: each run's time over the ideal (as seed 000 Figures 1-4).</figcaption></figure>
@@ -67,7 +67,18 @@ figure {{ margin: 1em 0; }}
         scope = escape(&report.scope),
         load = escape(&report.load_profile),
         dur = report.duration_s,
+        poll = if report.idle_poll {
+            "; idle CPUs kept polling in every scenario"
+        } else {
+            ""
+        },
         interval = human_ns(report.interval_ns),
         verdict = escape(&report.verdict.line),
+        notes = report
+            .verdict
+            .notes
+            .iter()
+            .map(|n| format!("<p>Note: {}</p>\n", escape(n)))
+            .collect::<String>(),
     )
 }

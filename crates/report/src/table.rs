@@ -8,8 +8,16 @@ pub fn render(report: &CompareReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "cpushield compare — load {}, {:.0} s per scenario, scope {}, {}",
-        report.load_profile, report.duration_s, report.scope, report.host
+        "cpushield compare — load {}, {:.0} s per scenario, scope {}, {}{}",
+        report.load_profile,
+        report.duration_s,
+        report.scope,
+        report.host,
+        if report.idle_poll {
+            "; idle CPUs kept polling in every scenario"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(
         out,
@@ -94,6 +102,9 @@ pub fn render(report: &CompareReport) -> String {
         ratio(v.jitter_shielded_over_loaded)
     );
     let _ = writeln!(out, "{}", v.line);
+    for n in &v.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
     for s in &report.scenarios {
         for w in &s.warnings {
             let _ = writeln!(out, "warning ({}): {w}", s.name);

@@ -39,6 +39,7 @@ fn determinism(jitter_pct: f64) -> DeterminismSummary {
     DeterminismSummary {
         runs: 10,
         ideal_s: ideal,
+        fastest_s: ideal,
         max_s: ideal * (1.0 + jitter_pct / 100.0),
         jitter_s: ideal * jitter_pct / 100.0,
         jitter_pct,
@@ -74,6 +75,7 @@ fn fixture() -> CompareReport {
         scope: "namespace".into(),
         load_profile: "stress-kernel".into(),
         duration_s: 60.0,
+        idle_poll: false,
         interval_ns: 488_281,
         scenarios: vec![
             scenario("idle", 441_000, 5, 0.5, false),
@@ -100,6 +102,54 @@ fn the_verdict_applies_the_acceptance_ratios() {
 }
 
 #[test]
+fn determinism_jitter_is_measured_from_the_experiments_fastest_run() {
+    let mut r = fixture();
+    // The loaded scenario's runs are all slower than the idle ideal.
+    let loaded = r.scenarios[1].determinism.as_mut().unwrap();
+    loaded.run_times_s = vec![0.6, 0.62, 0.65];
+    loaded.ideal_s = 0.6;
+    loaded.max_s = 0.65;
+    r.judge();
+    let d = r.scenarios[1].determinism.as_ref().unwrap();
+    assert!(
+        (d.ideal_s - 0.5).abs() < 1e-12,
+        "one ideal for all: {}",
+        d.ideal_s
+    );
+    assert!((d.fastest_s - 0.6).abs() < 1e-12);
+    assert!((d.jitter_pct - 30.0).abs() < 1e-9, "{}", d.jitter_pct);
+}
+
+#[test]
+fn the_verdict_names_the_idle_floor_when_it_caps_the_ratio() {
+    let mut r = fixture();
+    r.scenarios[0].latency.max_ns = 3_400_000;
+    r.scenarios[2].latency.max_ns = 4_500_000;
+    r.judge();
+    assert!(!r.verdict.pass);
+    assert_eq!(r.verdict.notes.len(), 1, "{:?}", r.verdict.notes);
+    assert!(r.verdict.notes[0].contains("cannot exceed about 10.2"));
+    assert!(fixture().verdict.notes.is_empty());
+}
+
+#[test]
+fn the_verdict_notes_jitter_that_exists_without_load() {
+    let mut r = fixture();
+    let idle = r.scenarios[0].determinism.as_mut().unwrap();
+    idle.run_times_s.push(0.75);
+    idle.max_s = 0.75;
+    r.judge();
+    assert!(
+        r.verdict
+            .notes
+            .iter()
+            .any(|n| n.contains("with no load and no shield the jitter is already 50.0%")),
+        "{:?}",
+        r.verdict.notes
+    );
+}
+
+#[test]
 fn the_table_matches_its_golden_file() {
     let text = table::render(&fixture());
     let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/table.txt");
@@ -115,7 +165,7 @@ fn report_json_round_trips_with_its_schema() {
     let r = fixture();
     let text = serde_json::to_string(&r).unwrap();
     let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(value["schema"], "cpushield.compare/1");
+    assert_eq!(value["schema"], "cpushield.compare/2");
     for field in [
         "created",
         "host",

@@ -11,10 +11,12 @@
 //!   worst deviation;
 //! - [`spsc`]: bounded wait-free single-producer/single-consumer queue;
 //! - [`irq::bind_irq`]: send an IRQ to the task's CPUs, old mask restored on drop;
+//! - [`idle_poll::IdlePoller`]: keep CPUs polling instead of halting into a hypervisor;
 //! - [`launch`]: start a command placed before it runs (`cpushield run`);
 //! - `capi`: the same for C (`include/cpushield.h`).
 
 pub mod clock;
+pub mod idle_poll;
 pub mod irq;
 pub mod launch;
 pub mod periodic;

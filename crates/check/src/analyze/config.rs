@@ -263,6 +263,10 @@ pub(super) fn analyze_cpu(
             );
         }
 
+        if let Some(f) = halting_vcpu(facts, cpu) {
+            findings.push(f);
+        }
+
         // SMT siblings outside the checked set.
         if let Some(sibs) = &cf.siblings {
             for sib in sibs.difference(input.cpus).iter() {
@@ -299,6 +303,29 @@ pub(super) fn analyze_cpu(
             }
         }
     }
+}
+
+/// A virtual CPU whose idle loop halts hands itself back to the host: the next
+/// timer wakeup waits until the host runs it again (milliseconds when the host
+/// is busy). `haltpoll` polls first; `idle=poll` never halts.
+fn halting_vcpu(facts: &Facts, cpu: usize) -> Option<Finding> {
+    let driver = facts.idle_driver.as_deref().unwrap_or("none");
+    let polls = driver == "haltpoll" || param(&facts.cmdline, "idle") == Some("poll");
+    if !facts.hypervisor || polls {
+        return None;
+    }
+    Some(
+        Finding::new(
+            Severity::Warn,
+            Topic::Power,
+            Some(cpu),
+            format!("CPU {cpu} is a virtual CPU that halts when idle: a wakeup from idle waits for the host to run it again (milliseconds on a busy host)"),
+            format!("/proc/cpuinfo flags: hypervisor; cpuidle driver: {driver}; no idle=poll on /proc/cmdline"),
+        )
+        .remedy(Remedy::cpushield(format!("cpushield run --cpus {cpu} --idle-poll -- <task> (keeps the CPU polling while the task lives)")))
+        .remedy(Remedy::boot("cpuidle_haltpoll.force=1 haltpoll.guest_halt_poll_ns=1000000 (or idle=poll)"))
+        .remedy(Remedy::host("dedicate and pin host cores to this VM's vCPUs")),
+    )
 }
 
 fn enforcement(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>) {

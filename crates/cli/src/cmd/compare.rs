@@ -55,6 +55,33 @@ pub struct CompareArgs {
     /// Directory for the load's files.
     #[arg(long, default_value = "/var/tmp")]
     dir: PathBuf,
+    /// What a measured CPU does when idle, in every scenario alike: halt, poll
+    /// (a SCHED_IDLE spinner, so a VM's vCPU is never handed back to the host),
+    /// or auto (poll in a VM whose idle loop halts, else halt).
+    #[arg(long, value_enum, default_value_t = IdleMode::Auto)]
+    idle: IdleMode,
+}
+
+/// What the measured CPUs do when idle.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IdleMode {
+    /// Poll in a VM whose idle loop halts into the hypervisor; halt otherwise.
+    Auto,
+    /// Keep polling (a SCHED_IDLE spinner per measured CPU).
+    Poll,
+    /// Let the kernel's idle loop run (as cyclictest does).
+    Halt,
+}
+
+impl IdleMode {
+    /// Whether to keep the CPUs polling on this machine.
+    fn polls(self) -> bool {
+        match self {
+            IdleMode::Auto => cpushield_rt::idle_poll::idle_exits_to_hypervisor(),
+            IdleMode::Poll => true,
+            IdleMode::Halt => false,
+        }
+    }
 }
 
 /// Arguments of `cpushield demo`.
@@ -99,6 +126,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
         } else {
             Scope::Namespace
         },
+        idle_poll: args.idle.polls(),
     };
     execute(config, args.out, args.max_latency)
 }
@@ -118,6 +146,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         determinism_runs: 10,
         determinism_work: Duration::from_millis(200),
         scope: Scope::Namespace,
+        idle_poll: IdleMode::Auto.polls(),
     };
     println!(
         "cpushield demo: idle, loaded and shielded scenarios, {} s each, inside a private PID namespace (nothing outside it is moved; IRQs are moved and restored)",

@@ -60,6 +60,10 @@ struct LatencyArgs {
     /// Wake this much before each deadline and spin to it (e.g. 20us).
     #[arg(long, value_parser = non_negative_duration, allow_hyphen_values = true)]
     advance: Option<Duration>,
+    /// Keep the measured CPUs polling instead of halting when idle (a SCHED_IDLE
+    /// spinner per CPU): in a VM a halted vCPU waits for the host to run it again.
+    #[arg(long)]
+    idle_poll: bool,
     /// Write cyclictest's -h histogram text to FILE.
     #[arg(long, value_name = "FILE")]
     histogram: Option<PathBuf>,
@@ -253,6 +257,7 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     };
     config.priority = priority(a.priority);
     config.advance = a.advance;
+    config.idle_poll = a.idle_poll;
     config.validate(&online()?)?;
     let json_out = open_opt(&a.json, "--json")?;
     let hist_out = open_opt(&a.histogram, "--histogram")?;

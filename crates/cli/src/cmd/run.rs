@@ -24,6 +24,7 @@ use crate::args::{cpu_set, duration, EXIT_OK};
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
 use cpushield_cpuset::CpuSet;
+use cpushield_rt::idle_poll::IdlePoller;
 use cpushield_rt::irq::{self, IrqBinding};
 use cpushield_rt::launch::{self, PidWait};
 use cpushield_rt::reserve::{Holder, Reservation, ReserveDir};
@@ -64,6 +65,10 @@ pub struct RunArgs {
     /// Reserve the CPUs while the task lives: other placements are refused.
     #[arg(long)]
     reserve: bool,
+    /// Keep the CPUs polling instead of halting while the task lives (a
+    /// SCHED_IDLE spinner per CPU): in a VM a halted vCPU waits for the host.
+    #[arg(long)]
+    idle_poll: bool,
     /// Move this existing task instead of starting a command.
     #[arg(long, value_name = "PID", conflicts_with = "command")]
     pid: Option<i32>,
@@ -137,6 +142,7 @@ struct Request {
     irqs: Vec<u32>,
     reserve: bool,
     mlock: bool,
+    idle_poll: bool,
 }
 
 /// Checks the arguments against the system (`shielded`: the CPUs shielded
@@ -204,6 +210,7 @@ fn check_request(
         irqs: args.irq,
         reserve: args.reserve,
         mlock: args.mlock,
+        idle_poll: args.idle_poll,
     })
 }
 
@@ -256,6 +263,7 @@ fn run_command(
         allow_mlock(child)?;
     }
     let bindings = bind_irqs(&req.irqs, &req.cpus)?;
+    let poller = keep_polling(req)?;
     if let Some(r) = &reservation {
         r.set_holder(&Holder {
             pid: child,
@@ -267,6 +275,7 @@ fn run_command(
         .release()
         .map_err(|e| anyhow!("cannot execute '{}': {e}", program.display()))?;
     let exit = running.wait().context("waiting for the task")?;
+    drop(poller);
     restore_irqs(bindings);
     drop(reservation);
     Ok(ExitCode::from(exit.shell_status()))
@@ -302,16 +311,21 @@ fn move_task(
         if moved == 1 { "" } else { "s" },
         req.cpus
     );
-    if req.irqs.is_empty() && reservation.is_none() {
+    if req.irqs.is_empty() && reservation.is_none() && !req.idle_poll {
         return Ok(ExitCode::from(EXIT_OK));
     }
     let bindings = bind_irqs(&req.irqs, &req.cpus)?;
+    let poller = keep_polling(req)?;
     let mut held: Vec<String> = req.irqs.iter().map(|n| format!("IRQ {n}")).collect();
     if reservation.is_some() {
         held.push(format!("the reservation of CPU(s) {}", req.cpus));
     }
+    if poller.is_some() {
+        held.push(format!("CPU(s) {} polling", req.cpus));
+    }
     println!("holding {} until PID {pid} exits", held.join(", "));
     let why = watch.wait().context("watching the task")?;
+    drop(poller);
     restore_irqs(bindings);
     drop(reservation);
     match why {
@@ -321,6 +335,18 @@ fn move_task(
             Ok(ExitCode::from(launch::Exit::Signal(sig).shell_status()))
         }
     }
+}
+
+/// With --idle-poll, a SCHED_IDLE spinner on each of the task's CPUs, placed
+/// the way the task is (into the shield's cpuset).
+fn keep_polling(req: &Request) -> anyhow::Result<Option<IdlePoller>> {
+    if !req.idle_poll {
+        return Ok(None);
+    }
+    fn place_poller(tid: i32, cpus: &CpuSet) -> io::Result<()> {
+        placement::place_task(&RealKernel, tid, cpus)
+    }
+    Ok(Some(IdlePoller::start(&req.cpus, Some(place_poller))?))
 }
 
 fn reserve(

@@ -74,13 +74,18 @@ pub fn largest(dist: &Distribution, what: &str) -> String {
 pub fn latency(report: &LatencyReport) -> String {
     let st = &report.settings;
     let mut out = format!(
-        "latency: CPUs {}, {} Hz (period {}), {}; {}\n",
+        "latency: CPUs {}, {} Hz (period {}), {}{}; {}\n",
         st.cpus,
         fmt_rate(st.rate_hz),
         fmt_ns(st.period_ns),
         match st.advance_ns {
             Some(a) => format!("advance {} (wake early, spin to the deadline)", fmt_ns(a)),
             None => "absolute sleeps".into(),
+        },
+        if st.idle_poll {
+            ", idle CPUs kept polling"
+        } else {
+            ""
         },
         run_line(&report.run)
     );
