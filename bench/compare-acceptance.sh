@@ -29,14 +29,7 @@ for tool in cyclictest unshare; do
 done
 [ "$(id -u)" = 0 ] || { echo "run as root (shield, SCHED_FIFO, IRQ affinity)" >&2; exit 1; }
 grep -qw 1 <(tr ',-' '  ' </sys/devices/system/cpu/online) || { echo "needs CPU 1 online" >&2; exit 1; }
-if [[ -n ${CPUSHIELD:-} ]]; then
-    BIN=$CPUSHIELD
-else
-    cargo build --release -q -p cpushield
-    TARGET_DIR=${CARGO_TARGET_DIR:-target}
-    case $TARGET_DIR in /*) ;; *) TARGET_DIR="$(pwd)/$TARGET_DIR" ;; esac
-    BIN="$TARGET_DIR/release/cpushield"
-fi
+source bench/cpushield-bin.sh
 WORK=$(mktemp -d /var/tmp/cpushield-acceptance.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 

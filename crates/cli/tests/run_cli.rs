@@ -127,6 +127,25 @@ fn the_command_starts_on_the_cpu_with_the_policy_already_set() {
 }
 
 #[test]
+fn idle_poll_keeps_a_sched_idle_spinner_on_the_cpu_while_the_task_runs() {
+    let env = Env::new();
+    let out = env.run(&[
+        "--cpus",
+        "1",
+        "--allow-unshielded",
+        "--idle-poll",
+        "--",
+        "sh",
+        "-c",
+        "for t in /proc/$PPID/task/*; do if [ \"$(cat $t/comm)\" = cpushield-poll1 ]; then chrt -p ${t##*/}; grep Cpus_allowed_list $t/status; fi; done",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("policy: SCHED_IDLE"), "{stdout}");
+    assert!(stdout.contains("Cpus_allowed_list:\t1\n"), "{stdout}");
+}
+
+#[test]
 fn unshielded_cpus_are_refused_and_nothing_runs() {
     let env = Env::new();
     let marker = env.dir.path().join("ran");

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# bench/rt-periodic.sh on a shielded CPU under load, halting and polling:
+# in a private PID namespace (so the shield moves only our tasks), for each of
+# "halting" and "--idle-poll":
+#   cpushield shield --all CPU; cpushield load stress-kernel (lands on the
+#   housekeeping CPUs); cpushield run --cpus CPU [--idle-poll] -- bench/rt-periodic.sh ...;
+#   cpushield reset (also on failure or Ctrl-C).
+#
+# Usage: bench/rt-periodic-shielded.sh [CPU=1] [CYCLES=5000] [PERIOD_US=1000] [ADVANCE_US=50]
+# Env:   CPUSHIELD=path to a built binary (default: cargo build --release).
+# Needs: root, rt-tests (cyclictest), util-linux (unshare).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+args=("${1:-1}" "${2:-5000}" "${3:-1000}" "${4:-50}")
+cpu=${args[0]}
+[ "$cpu" != 0 ] || { echo "rt-periodic-shielded: CPU 0 keeps the rest of the system: use CPU 1" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "rt-periodic-shielded: run as root (shield, SCHED_FIFO, IRQ affinity)" >&2; exit 1; }
+source bench/cpushield-bin.sh
+# Build the bench outside the shield, so only the measurement runs on it.
+cargo bench -q -p cpushield-rt --bench periodic --no-run >/dev/null 2>&1
+for mode in halting --idle-poll; do
+    flag=""; [[ $mode = --idle-poll ]] && flag=--idle-poll
+    echo "=== CPU $cpu shielded, stress-kernel on the other CPUs, idle: $mode"
+    unshare --pid --fork --mount-proc env BIN="$BIN" FLAG="$flag" ARGS="${args[*]}" CPU="$cpu" bash -c '
+        set -euo pipefail
+        LOAD=
+        finish() { [ -n "$LOAD" ] && kill -INT "$LOAD" 2>/dev/null && wait "$LOAD" 2>/dev/null; "$BIN" reset >/dev/null 2>&1 || true; }
+        trap finish EXIT
+        "$BIN" shield --all "$CPU" >/dev/null
+        "$BIN" load stress-kernel --duration 120s --dir /var/tmp >/dev/null 2>&1 & LOAD=$!
+        sleep 2
+        "$BIN" run --cpus "$CPU" $FLAG -- bench/rt-periodic.sh $ARGS
+    ' </dev/null
+done
