@@ -471,7 +471,7 @@ fn host_line(online: &CpuSet) -> String {
                 .map(|(_, m)| m.trim().to_string())
         })
         .unwrap_or_default();
-    let vm = if cpuinfo.contains(" hypervisor") {
+    let vm = if cpushield_rt::idle_poll::runs_under_hypervisor(&cpuinfo) {
         ", virtual machine"
     } else {
         ""

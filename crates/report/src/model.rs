@@ -170,12 +170,11 @@ impl CompareReport {
     /// whole experiment, as seed 000 does (its figures 1-4 share the best run
     /// on an unloaded system); each scenario's own fastest is kept apart.
     pub fn use_common_ideal(&mut self) {
-        let runs = |d: &DeterminismSummary| d.run_times_s.clone();
         let ideal = self
             .scenarios
             .iter()
             .filter_map(|s| s.determinism.as_ref())
-            .flat_map(runs)
+            .flat_map(|d| d.run_times_s.iter().copied())
             .filter(|t| *t > 0.0)
             .fold(f64::INFINITY, f64::min);
         if !ideal.is_finite() {

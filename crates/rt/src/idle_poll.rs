@@ -111,20 +111,22 @@ fn enter_poller_thread(cpu: usize, place: Option<Placer>) -> io::Result<()> {
     Ok(())
 }
 
-/// Whether an idle CPU of this machine hands its time back to a hypervisor:
-/// the CPU runs under one (`hypervisor` in /proc/cpuinfo) and the cpuidle
-/// driver is not the guest-polling `haltpoll` one. Then [`IdlePoller`] helps.
+/// Whether an idle CPU of this machine hands its time back to a hypervisor
+/// (see [`halts_into_hypervisor`]). Then [`IdlePoller`] helps.
 pub fn idle_exits_to_hypervisor() -> bool {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let driver = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
-        .unwrap_or_default();
-    halts_into_hypervisor(&cpuinfo, driver.trim())
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    halts_into_hypervisor(
+        runs_under_hypervisor(&read("/proc/cpuinfo")),
+        read("/sys/devices/system/cpu/cpuidle/current_driver").trim(),
+        &read("/proc/cmdline"),
+    )
 }
 
-/// [`idle_exits_to_hypervisor`] over the texts of /proc/cpuinfo and the cpuidle
-/// driver name (empty when there is no cpuidle directory).
-pub fn halts_into_hypervisor(cpuinfo: &str, cpuidle_driver: &str) -> bool {
-    runs_under_hypervisor(cpuinfo) && cpuidle_driver != "haltpoll"
+/// Whether an idle CPU halts into the hypervisor: the CPU is virtual, the
+/// cpuidle driver (empty when there is none) is not the guest-polling
+/// `haltpoll`, and the kernel command line has no `idle=poll`.
+pub fn halts_into_hypervisor(in_vm: bool, cpuidle_driver: &str, cmdline: &str) -> bool {
+    in_vm && cpuidle_driver != "haltpoll" && !cmdline.split_whitespace().any(|p| p == "idle=poll")
 }
 
 /// Whether /proc/cpuinfo's flags include `hypervisor` (the CPU is virtual).
@@ -142,17 +144,20 @@ mod tests {
     #[test]
     fn a_guest_without_haltpoll_halts_into_the_hypervisor() {
         let guest = "processor\t: 0\nflags\t\t: fpu vme hypervisor lahf_lm\n";
-        assert!(halts_into_hypervisor(guest, "none"));
-        assert!(halts_into_hypervisor(guest, ""));
-        assert!(halts_into_hypervisor(guest, "acpi_idle"));
-        assert!(!halts_into_hypervisor(guest, "haltpoll"));
+        let guest = runs_under_hypervisor(guest);
+        assert!(halts_into_hypervisor(guest, "none", "quiet"));
+        assert!(halts_into_hypervisor(guest, "", "quiet"));
+        assert!(halts_into_hypervisor(guest, "acpi_idle", "quiet"));
+        assert!(!halts_into_hypervisor(guest, "haltpoll", "quiet"));
+        assert!(!halts_into_hypervisor(guest, "none", "quiet idle=poll"));
     }
 
     #[test]
     fn bare_metal_does_not_halt_into_a_hypervisor() {
         let metal = "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr\n";
-        assert!(!halts_into_hypervisor(metal, "intel_idle"));
-        assert!(!halts_into_hypervisor(metal, "none"));
+        let metal = runs_under_hypervisor(metal);
+        assert!(!halts_into_hypervisor(metal, "intel_idle", "quiet"));
+        assert!(!halts_into_hypervisor(metal, "none", "quiet"));
     }
 
     #[test]

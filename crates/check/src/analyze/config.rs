@@ -310,8 +310,7 @@ pub(super) fn analyze_cpu(
 /// is busy). `haltpoll` polls first; `idle=poll` never halts.
 fn halting_vcpu(facts: &Facts, cpu: usize) -> Option<Finding> {
     let driver = facts.idle_driver.as_deref().unwrap_or("none");
-    let polls = driver == "haltpoll" || param(&facts.cmdline, "idle") == Some("poll");
-    if !facts.hypervisor || polls {
+    if !cpushield_rt::idle_poll::halts_into_hypervisor(facts.hypervisor, driver, &facts.cmdline) {
         return None;
     }
     Some(
