@@ -17,6 +17,7 @@ fn ctx<'a>(
     AttributionContext {
         tick_ns: Some(4_000_000),
         is_kthread,
+        in_other_namespace: &|_| false,
         steal,
         preempt_model: Some("none".into()),
         trace_start_ns: Some(0),
@@ -233,4 +234,79 @@ fn a_spike_with_no_events_is_reported_as_untraced() {
     assert_eq!(a.causes.len(), 1);
     assert_eq!(a.causes[0].kind, CauseKind::Untraced);
     assert_eq!(a.causes[0].ns, 1_000_000);
+}
+
+const POLLING_STALL: &str = "\
+  cpushield-poll1-90     [001] d.h..   400.004000: local_timer_entry: vector=236
+  cpushield-poll1-90     [001] d.h..   400.004002: local_timer_exit: vector=236
+  cpushield-poll1-90     [001] d.h..   400.009000: local_timer_entry: vector=236
+  cpushield-poll1-90     [001] d.h..   400.009001: hrtimer_expire_entry: hrtimer=00000000aa function=hrtimer_wakeup now=400009000500
+  cpushield-poll1-90     [001] dNh3.   400.009002: sched_wakeup: comm=probe pid=50 prio=4 target_cpu=001
+  cpushield-poll1-90     [001] dNh..   400.009003: hrtimer_expire_exit: hrtimer=00000000aa
+  cpushield-poll1-90     [001] dNh..   400.009004: local_timer_exit: vector=236
+  cpushield-poll1-90     [001] d..2.   400.009010: sched_switch: prev_comm=cpushield-poll1 prev_pid=90 prev_prio=139 prev_state=R+ ==> next_comm=probe next_pid=50 next_prio=4
+";
+
+#[test]
+fn a_polling_cpu_whose_timer_fires_late_with_no_guest_event_is_outside_the_guest() {
+    // The idle poller spins; nothing in the guest delays the interrupt, which
+    // arrives 4.5 ms late: the vCPU was not running.
+    let ev = events(POLLING_STALL);
+    let spike = Spike {
+        seq: 9,
+        cpu: 1,
+        tid: 50,
+        intended_ns: 400_004_500_000,
+        actual_ns: 400_009_020_000,
+    };
+    let never = |_: i32| false;
+    let a = attribute(&ev, &spike, &ctx(&never, None));
+    assert_eq!(a.causes[0].kind, CauseKind::Outside, "{:#?}", a.causes);
+    assert!(a.causes[0].name.contains("CPU polling"));
+    assert!(a.outside_ns >= 4_490_000, "{}", a.outside_ns);
+    assert_eq!(a.irq_entry_after_ns, Some(4_500_000), "kernel latency");
+    assert!(a
+        .causes
+        .iter()
+        .all(|c| c.kind != CauseKind::Task || c.ns < 20_000));
+}
+
+#[test]
+fn the_kernel_latency_is_the_interrupt_entry_that_led_to_the_wakeup() {
+    let ev = events(IDLE_LATE_TIMER);
+    let spike = Spike {
+        seq: 1,
+        cpu: 1,
+        tid: 50,
+        intended_ns: 100_000_000_000,
+        actual_ns: 100_000_520_000,
+    };
+    let never = |_: i32| false;
+    let a = attribute(&ev, &spike, &ctx(&never, None));
+    assert_eq!(a.irq_entry_after_ns, Some(500_000));
+    assert_eq!(a.wakeup_after_ns, Some(503_000));
+    assert_eq!(a.latency_ns, 520_000);
+}
+
+#[test]
+fn a_task_of_another_pid_namespace_is_named_as_such() {
+    let ev = events(IRQ_AFTER_WAKEUP);
+    let spike = Spike {
+        seq: 2,
+        cpu: 1,
+        tid: 50,
+        intended_ns: 200_000_000_000,
+        actual_ns: 200_000_710_000,
+    };
+    let never = |_: i32| false;
+    let foreign = |pid: i32| pid == 70;
+    let c = AttributionContext {
+        in_other_namespace: &foreign,
+        ..ctx(&never, None)
+    };
+    let a = attribute(&ev, &spike, &c);
+    assert!(a
+        .causes
+        .iter()
+        .any(|c| c.kind == CauseKind::OtherNamespace && c.name == "load (70)"));
 }

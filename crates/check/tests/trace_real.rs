@@ -63,10 +63,21 @@ fn snapshot() -> BTreeMap<String, String> {
         "events/irq/irq_handler_entry/enable",
     ] {
         let v = std::fs::read_to_string(format!("{ROOT}/{f}")).unwrap_or_default();
-        // A never-used buffer reads "7 (expanded: 1408)"; restored, it reads 1408.
-        let v = match v.trim().split_once("(expanded:") {
-            Some((_, n)) => n.trim_end_matches(')').trim().to_string(),
-            None => v.trim().to_string(),
+        // A never-used buffer reads "7 (expanded: 1408)" at the top level and
+        // "7" per CPU; what the kernel means, and what a restore gives, is 1408.
+        let top = std::fs::read_to_string(format!("{ROOT}/buffer_size_kb")).unwrap_or_default();
+        let expanded = top.trim().split_once("(expanded:").map(|(small, n)| {
+            (
+                small.trim().to_string(),
+                n.trim_end_matches(')').trim().to_string(),
+            )
+        });
+        let v = match (v.trim().split_once("(expanded:"), &expanded) {
+            (Some((_, n)), _) => n.trim_end_matches(')').trim().to_string(),
+            (None, Some((small, n))) if f.ends_with("buffer_size_kb") && v.trim() == small => {
+                n.clone()
+            }
+            _ => v.trim().to_string(),
         };
         m.insert(f.into(), v);
     }

@@ -3,6 +3,9 @@
 //! shield is up — each under the same load for the same time, producing a
 //! [`cpushield_report::CompareReport`].
 
+pub mod anchor;
+pub mod explain;
+pub mod idle;
 pub mod irqcount;
 pub mod namespace;
 pub mod runner;

@@ -10,6 +10,15 @@ use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, ForkResult};
 use std::io;
 
+static HOST_PROC: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Inside [`run_private`]'s namespace: a path to the machine's own /proc
+/// (where global thread IDs, as tracefs reports them, can be looked up).
+/// `None` outside it.
+pub fn host_proc() -> Option<&'static std::path::Path> {
+    HOST_PROC.get().map(|p| p.as_path())
+}
+
 /// Runs `body` as PID 1 of a new PID and mount namespace and returns its exit
 /// code. Must be called while the process is single-threaded (before any
 /// thread is spawned). The caller ignores SIGINT/SIGTERM while waiting: the
@@ -31,6 +40,13 @@ pub fn run_private<F: FnOnce() -> i32>(body: F) -> io::Result<i32> {
     .map_err(|e| io::Error::other(format!("making / private in the new mount namespace: {e}")))?;
     match unsafe { fork() }.map_err(io::Error::from)? {
         ForkResult::Child => {
+            // The machine's /proc, kept open before the namespace's own is
+            // mounted over it: trace events carry global thread IDs, which
+            // only this view can look up.
+            if let Ok(dir) = std::fs::File::open("/proc") {
+                let fd = std::os::fd::IntoRawFd::into_raw_fd(dir);
+                let _ = HOST_PROC.set(std::path::PathBuf::from(format!("/proc/self/fd/{fd}")));
+            }
             let code = match mount(
                 Some("proc"),
                 "/proc",

@@ -3,15 +3,19 @@
 //! and turns the measurements into a [`CompareReport`]. The shield is reset
 //! and the load stopped on every way out (normal end, error, SIGINT/SIGTERM).
 
+use crate::anchor::{self, AnchorRun};
+use crate::explain::{DeterminismSplit, ProbeTrace};
+use crate::idle::{self, Calibration, IdleMode};
 use crate::irqcount;
 use crate::scenario::Scenario;
 use cpushield_cpuset::CpuSet;
 use cpushield_load::{Load, LoadSpec, RunningLoad, Workload};
 use cpushield_measure::determinism::{self, DeterminismConfig, Work};
 use cpushield_measure::latency::{self, LatencyConfig, Length};
-use cpushield_measure::{Distribution, Period};
+use cpushield_measure::{procstat, Distribution, Period};
 use cpushield_report::{
-    CompareReport, DeterminismSummary, LatencySummary, LoadOps, ScenarioResult, Verdict, SCHEMA,
+    human_ns, AttributionSummary, CheckFinding, CompareReport, DeterminismSummary, IdleChoice,
+    LatencySummary, LoadOps, ScenarioResult, Verdict, SCHEMA,
 };
 use cpushield_shield::{Options, ShieldMasks};
 use cpushield_sys::{Kernel, RealKernel};
@@ -68,17 +72,26 @@ pub struct CompareConfig {
     pub period: Period,
     /// SCHED_FIFO priority of the probes.
     pub priority: u8,
-    /// Advance of the shielded+advance scenario.
-    pub advance: Duration,
+    /// Advance of the shielded+advance scenario; `None` chooses it from the
+    /// shielded scenario's measured wakeup latency.
+    pub advance: Option<Duration>,
     /// Determinism runs per scenario (0 skips the determinism probe).
     pub determinism_runs: u32,
     /// Length of one determinism run (calibrated once, then fixed).
     pub determinism_work: Duration,
     /// Scope of the experiment.
     pub scope: Scope,
-    /// Keep the measured CPUs polling instead of halting when idle, in every
-    /// scenario alike (see `cpushield_rt::idle_poll`).
-    pub idle_poll: bool,
+    /// What the measured CPUs do when idle (see [`crate::idle`]).
+    pub idle: IdleMode,
+    /// Explain every sample above a threshold from a kernel trace (and split
+    /// determinism runs the same way).
+    pub attribute: bool,
+    /// The threshold; `None`: four times the idle machine's p99, measured
+    /// at the start (between 20 us and 1 ms).
+    pub attribute_above: Option<Duration>,
+    /// Run cyclictest in the loaded and shielded scenarios as an anchor,
+    /// when it is installed.
+    pub anchor: bool,
 }
 
 /// Progress of the whole experiment, for a progress bar.
@@ -238,6 +251,113 @@ fn counters(load: Option<&RunningLoad>) -> BTreeMap<String, u64> {
         .unwrap_or_default()
 }
 
+/// Steal time of `cpus` since `before`, ns (/proc/stat, USER_HZ resolution).
+fn steal_since(before: &Option<procstat::CpuTimes>, cpus: &CpuSet) -> u64 {
+    let (Some(before), Ok(after)) = (before, procstat::snapshot(&RealKernel)) else {
+        return 0;
+    };
+    let hz = procstat::user_hz().max(1);
+    cpus.iter()
+        .filter_map(|c| Some(after.get(&c)?.since(before.get(&c)?).steal))
+        .sum::<u64>()
+        * 1_000_000_000
+        / hz
+}
+
+fn steal_mark() -> Option<procstat::CpuTimes> {
+    procstat::snapshot(&RealKernel).ok()
+}
+
+/// One short latency run for calibration: worst case, p99 and steal.
+fn short_probe(
+    config: &CompareConfig,
+    cpus: &CpuSet,
+    poll: bool,
+    length: Duration,
+    stop: &AtomicBool,
+) -> Result<Calibration, CompareError> {
+    let mut lat = LatencyConfig::new(cpus.clone());
+    lat.period = config.period;
+    lat.length = Length::Duration(length);
+    lat.priority = Some(config.priority);
+    lat.idle_poll = poll;
+    let before = steal_mark();
+    let r = latency::run(&lat, stop, &mut |_| {})?;
+    let summary = summarize_latency(&r);
+    Ok(Calibration {
+        max_ns: summary.max_ns,
+        p99_ns: summary.p99_ns,
+        steal_ns: steal_since(&before, cpus),
+    })
+}
+
+/// The spike threshold: four times the unloaded machine's p99, 20 us to 1 ms.
+pub fn threshold_from_idle_p99(p99_ns: u64) -> Duration {
+    Duration::from_nanos((p99_ns.saturating_mul(4)).clamp(20_000, 1_000_000))
+}
+
+/// The advance of the shielded+advance scenario from the shielded
+/// scenario's wakeup latency: its 99.999th percentile (so nearly every
+/// wakeup comes before the deadline), at least 10 us and at most a quarter
+/// of the period (the spin must leave the CPU mostly idle).
+pub fn advance_from_shielded(shielded: &LatencySummary, period_ns: u64) -> Duration {
+    let quarter = (period_ns / 4).max(10_000);
+    Duration::from_nanos(shielded.p99999_ns.clamp(10_000, quarter))
+}
+
+/// Runs `cpushield check` on `cpus` for `interval`, in a thread, while a
+/// probe runs; its findings go into the scenario.
+fn check_while(cpus: &CpuSet, interval: Duration) -> std::thread::JoinHandle<Vec<CheckFinding>> {
+    let cpus = cpus.clone();
+    std::thread::spawn(move || {
+        let opts = cpushield_check::CheckOptions {
+            interval,
+            ..Default::default()
+        };
+        match cpushield_check::run_check(
+            &RealKernel,
+            &cpus,
+            cpushield_check::CpuSource::ShieldState,
+            opts,
+        ) {
+            Ok(report) => report
+                .findings
+                .iter()
+                .filter(|f| f.severity >= cpushield_check::Severity::Warn)
+                .filter(|f| f.cpu.is_none_or(|c| cpus.contains(c)))
+                .map(|f| CheckFinding {
+                    severity: f.severity.to_string(),
+                    title: f.title.clone(),
+                    remedies: f.remedies.iter().map(|r| r.action.clone()).collect(),
+                    runtime_fix: f.remedies.iter().any(|r| {
+                        matches!(
+                            r.kind,
+                            cpushield_check::RemedyKind::Cpushield
+                                | cpushield_check::RemedyKind::Runtime
+                        )
+                    }),
+                })
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    })
+}
+
+/// The fix `check` names for a cause, matched by IRQ number or task ID.
+fn fix_for(name: &str, findings: &[CheckFinding]) -> Option<String> {
+    let key = if let Some(rest) = name.strip_prefix("irq ") {
+        format!("IRQ {} ", rest.split_whitespace().next()?)
+    } else if let Some(open) = name.rfind('(') {
+        format!("({}", name[open + 1..].trim_end_matches(')'))
+    } else {
+        return None;
+    };
+    findings
+        .iter()
+        .find(|f| f.title.contains(&key))
+        .and_then(|f| f.remedies.first().cloned())
+}
+
 /// Runs the experiment. Stops early (with what was measured) when `stop` is set.
 pub fn run(
     config: &CompareConfig,
@@ -265,10 +385,51 @@ pub fn run(
         planned.push((s, cpus));
     }
     let total = planned.len();
-    let mut results = Vec::new();
+    let mut results: Vec<ScenarioResult> = Vec::new();
     let mut load: Option<RunningLoad> = None;
     let mut shield: Option<ShieldGuard> = None;
     let mut iterations: Option<u64> = None;
+    let mut general = Vec::new();
+    let cyclictest = if config.anchor {
+        let found = anchor::find_cyclictest();
+        if found.is_none() {
+            general.push(
+                "no cyclictest anchor: rt-tests is not installed (apt-get install rt-tests)"
+                    .to_string(),
+            );
+        }
+        found
+    } else {
+        None
+    };
+    let cpushield_exe = std::env::current_exe().ok();
+    // The spike threshold, from the unloaded machine before anything starts.
+    let threshold = match (config.attribute, config.attribute_above) {
+        (false, _) => None,
+        (true, Some(t)) => Some(t),
+        (true, None) => {
+            if let Some((s, cpus)) = planned.first() {
+                progress(Progress {
+                    scenario: *s,
+                    index: 0,
+                    total,
+                    phase: "baseline",
+                    fraction: 0.0,
+                    max_ns: 0,
+                });
+                let base = short_probe(
+                    config,
+                    cpus,
+                    false,
+                    idle::calibration_length(config.duration),
+                    stop,
+                )?;
+                Some(threshold_from_idle_p99(base.p99_ns))
+            } else {
+                None
+            }
+        }
+    };
     for (index, (scenario, cpus)) in planned.iter().enumerate() {
         if stop.load(Ordering::Relaxed) {
             break;
@@ -291,23 +452,128 @@ pub fn run(
             progress(report("shield", 0.0, 0));
             shield = Some(ShieldGuard::raise(&shielded_cpus)?);
         }
+        let mut notes = Vec::new();
+        // 1. How the CPUs idle: measured, or as asked.
+        let idle_choice: IdleChoice = match config.idle {
+            IdleMode::Auto => {
+                let length = idle::calibration_length(config.duration);
+                progress(report("idle calibration", 0.0, 0));
+                let halt = short_probe(config, cpus, false, length, stop)?;
+                progress(report("idle calibration", 0.5, halt.max_ns));
+                let poll = short_probe(config, cpus, true, length, stop)?;
+                idle::decide(halt, poll, length.as_secs_f64())
+            }
+            mode => idle::fixed(mode),
+        };
+        let poll = idle_choice.policy == "poll";
+        let advance = if *scenario == Scenario::ShieldedAdvance {
+            Some(match config.advance {
+                Some(a) => a,
+                None => {
+                    let chosen = results
+                        .iter()
+                        .find(|r| r.name == Scenario::Shielded.name())
+                        .map(|r| advance_from_shielded(&r.latency, config.period.nominal_ns()));
+                    match chosen {
+                        Some(a) => {
+                            notes.push(format!(
+                                "advance {} chosen by measurement: the shielded scenario's 99.999th percentile wakeup latency (spinning {:.0}% of each period)",
+                                human_ns(a.as_nanos() as u64),
+                                a.as_nanos() as f64 * 100.0 / config.period.nominal_ns() as f64
+                            ));
+                            a
+                        }
+                        None => Duration::from_micros(100),
+                    }
+                }
+            })
+        } else {
+            None
+        };
+
         let ops_before = counters(load.as_ref());
         let irqs_before = interrupts_on(cpus);
         let started = Instant::now();
 
+        // 2. Latency, traced.
         let mut lat = LatencyConfig::new(cpus.clone());
         lat.period = config.period;
         lat.length = Length::Duration(config.duration);
         lat.priority = Some(config.priority);
-        lat.idle_poll = config.idle_poll;
-        if *scenario == Scenario::ShieldedAdvance {
-            lat.advance = Some(config.advance);
+        lat.idle_poll = poll;
+        lat.advance = advance;
+        let mut trace = match threshold {
+            Some(_) => match ProbeTrace::start(cpus, Duration::from_secs(2)) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    notes.push(format!("not traced: {e}"));
+                    None
+                }
+            },
+            None => None,
+        };
+        if let (Some(t), Some(th)) = (trace.as_mut(), threshold) {
+            lat.spikes = Some(t.spike_tap(th));
+            lat.observer = Some(t.observer());
         }
+        let checker = (scenario.shield_up() && *scenario != Scenario::UnshieldedCpu)
+            .then(|| check_while(cpus, config.duration));
+        let steal_before = steal_mark();
         let latency_report = latency::run(&lat, stop, &mut |p| {
             progress(report("latency", p.fraction, p.max_ns))
-        })?;
+        });
+        let latency_steal = steal_since(&steal_before, cpus);
+        drop(lat);
+        let latency_report = latency_report?;
         let max_seen = latency_report.max_ns();
+        let latency = summarize_latency(&latency_report);
+        let mut findings = checker.and_then(|h| h.join().ok()).unwrap_or_default();
+        findings.sort_by(|a, b| b.severity.cmp(&a.severity));
+        let attribution: Option<AttributionSummary> = match (trace, threshold) {
+            (Some(t), Some(th)) => {
+                progress(report("explaining", 1.0, max_seen));
+                let (mut summary, _) = t.finish_latency(
+                    th.as_nanos() as u64,
+                    latency.max_ns,
+                    latency_report.spikes_dropped,
+                    latency_steal,
+                );
+                for row in summary.causes.iter_mut() {
+                    row.fix = fix_for(&row.name, &findings);
+                }
+                Some(summary)
+            }
+            _ => None,
+        };
 
+        // 3. The anchor, placed like the probe.
+        let anchor = match (&cyclictest, &cpushield_exe, scenario) {
+            (Some(ct), Some(exe), Scenario::Loaded | Scenario::Shielded)
+                if !stop.load(Ordering::Relaxed) =>
+            {
+                progress(report("cyclictest", 0.0, max_seen));
+                let run = AnchorRun {
+                    cpushield: exe.clone(),
+                    cyclictest: ct.clone(),
+                    cpu: cpus.first().unwrap_or(0),
+                    duration: (config.duration / 2).max(Duration::from_secs(1)),
+                    interval_us: (config.period.nominal_ns() / 1000).max(1),
+                    priority: config.priority,
+                    idle_poll: poll,
+                    shielded: scenario.shield_up(),
+                };
+                match run.run() {
+                    Ok(a) => Some(a),
+                    Err(e) => {
+                        notes.push(format!("cyclictest anchor failed: {e}"));
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+
+        // 4. Determinism, traced the same way.
         let determinism = if config.determinism_runs > 0 && !stop.load(Ordering::Relaxed) {
             let mut det = DeterminismConfig::new(cpus.clone());
             det.runs = config.determinism_runs;
@@ -316,11 +582,26 @@ pub fn run(
                 Some(n) => Work::Iterations(n),
                 None => Work::Duration(config.determinism_work),
             };
+            let det_trace = match threshold {
+                Some(_) => {
+                    ProbeTrace::start(cpus, config.determinism_work * 2 + Duration::from_secs(1))
+                        .ok()
+                }
+                None => None,
+            };
+            if let Some(t) = &det_trace {
+                det.observer = Some(t.observer());
+            }
+            let steal_before = steal_mark();
             let r = determinism::run(&det, stop, &mut |p| {
                 progress(report("determinism", p.fraction, max_seen))
-            })?;
+            });
+            let det_steal = steal_since(&steal_before, cpus);
+            drop(det);
+            let r = r?;
             iterations.get_or_insert(r.settings.iterations);
-            Some(r)
+            let split = det_trace.map(|t| t.finish_determinism(&r));
+            Some((r, split, det_steal))
         } else {
             None
         };
@@ -342,18 +623,18 @@ pub fn run(
         } else {
             Vec::new()
         };
-        let mut warnings: Vec<String> = latency_report
-            .run
-            .warnings
-            .iter()
-            .map(|w| format!("{} (fix: {})", w.message, w.fix))
-            .collect();
-        if let Some(d) = &determinism {
+        let mut warnings: Vec<String> = Vec::new();
+        let mut add_warning = |line: String| {
+            if !warnings.contains(&line) {
+                warnings.push(line);
+            }
+        };
+        for w in &latency_report.run.warnings {
+            add_warning(format!("{} (fix: {})", w.message, w.fix));
+        }
+        if let Some((d, _, _)) = &determinism {
             for w in &d.run.warnings {
-                let line = format!("{} (fix: {})", w.message, w.fix);
-                if !warnings.contains(&line) {
-                    warnings.push(line);
-                }
+                add_warning(format!("{} (fix: {})", w.message, w.fix));
             }
         }
         results.push(ScenarioResult {
@@ -361,12 +642,19 @@ pub fn run(
             description: scenario.description().into(),
             measured_cpus: cpus.to_list(),
             shielded: scenario.shield_up() && *scenario != Scenario::UnshieldedCpu,
-            advance_ns: lat.advance.map(|a| a.as_nanos() as u64),
-            latency: summarize_latency(&latency_report),
-            determinism: determinism.as_ref().map(summarize_determinism),
+            advance_ns: advance.map(|a| a.as_nanos() as u64),
+            latency,
+            determinism: determinism
+                .as_ref()
+                .map(|(d, split, steal)| summarize_determinism(d, split.as_ref(), *steal)),
             load: load_ops,
             irqs_per_s,
             warnings,
+            idle: Some(idle_choice),
+            attribution,
+            anchor,
+            notes,
+            findings,
         });
         progress(report("done", 1.0, max_seen));
     }
@@ -374,6 +662,11 @@ pub fn run(
     if let Some(l) = load {
         let _ = l.stop();
     }
+    explain_advance(&mut results);
+    let polled_everywhere = !results.is_empty()
+        && results
+            .iter()
+            .all(|r| r.idle.as_ref().is_some_and(|i| i.policy == "poll"));
     let mut report = CompareReport {
         schema: SCHEMA.into(),
         created: rfc3339_now(),
@@ -384,7 +677,12 @@ pub fn run(
         },
         load_profile: config.load_name.clone(),
         duration_s: config.duration.as_secs_f64(),
-        idle_poll: config.idle_poll,
+        idle_poll: polled_everywhere,
+        idle_mode: match config.idle {
+            IdleMode::Auto => "auto (calibrated per scenario)".into(),
+            IdleMode::Poll => "poll".into(),
+            IdleMode::Halt => "halt".into(),
+        },
         interval_ns: config.period.nominal_ns(),
         scenarios: results,
         verdict: Verdict::default(),
@@ -392,8 +690,49 @@ pub fn run(
     report.judge();
     if let Some(first) = report.scenarios.first_mut() {
         first.warnings.extend(skipped);
+        first.warnings.extend(general);
     }
     Ok(report)
+}
+
+/// Says why shielded+advance did worse than plain shielded, when it did and
+/// the trace shows the reason: time outside the guest while spinning.
+fn explain_advance(results: &mut [ScenarioResult]) {
+    let shielded = results
+        .iter()
+        .find(|r| r.name == Scenario::Shielded.name())
+        .map(|r| r.latency.max_ns);
+    let Some(shielded_max) = shielded else {
+        return;
+    };
+    for r in results
+        .iter_mut()
+        .filter(|r| r.name == Scenario::ShieldedAdvance.name())
+    {
+        if r.latency.max_ns <= shielded_max {
+            continue;
+        }
+        if let Some(a) = &r.attribution {
+            let line = if a.outside_worst_ns * 2 >= r.latency.max_ns {
+                format!(
+                    "worse than plain shielded ({} vs {}) because of time outside the guest (up to {} in one sample, steal {}): a spinning vCPU keeps running and competes on the host with the VM's own I/O emulation, as a polling one does; the advance itself worked (guest-caused worst {})",
+                    human_ns(r.latency.max_ns),
+                    human_ns(shielded_max),
+                    human_ns(a.outside_worst_ns),
+                    human_ns(a.steal_ns),
+                    human_ns(a.guest_worst_ns)
+                )
+            } else {
+                format!(
+                    "worse than plain shielded ({} vs {}); guest-caused worst {}: see the cause table",
+                    human_ns(r.latency.max_ns),
+                    human_ns(shielded_max),
+                    human_ns(a.guest_worst_ns)
+                )
+            };
+            r.notes.push(line);
+        }
+    }
 }
 
 /// Merges the per-CPU latency distributions (counts summed, worst tail kept).
@@ -437,7 +776,11 @@ fn summarize_latency(r: &latency::LatencyReport) -> LatencySummary {
     }
 }
 
-fn summarize_determinism(r: &determinism::DeterminismReport) -> DeterminismSummary {
+fn summarize_determinism(
+    r: &determinism::DeterminismReport,
+    split: Option<&DeterminismSplit>,
+    steal_ns: u64,
+) -> DeterminismSummary {
     let worst = r
         .cpus
         .iter()
@@ -453,6 +796,14 @@ fn summarize_determinism(r: &determinism::DeterminismReport) -> DeterminismSumma
         jitter_s: c.jitter_ns as f64 / 1e9,
         jitter_pct: c.jitter_percent,
         run_times_s: c.runs_ns.iter().map(|n| *n as f64 / 1e9).collect(),
+        run_in_guest_s: split
+            .map(|s| s.in_guest_ns.iter().map(|n| *n as f64 / 1e9).collect())
+            .unwrap_or_default(),
+        run_outside_s: split
+            .map(|s| s.outside_ns.iter().map(|n| *n as f64 / 1e9).collect())
+            .unwrap_or_default(),
+        guest_jitter_pct: None,
+        steal_s: Some(steal_ns as f64 / 1e9),
     }
 }
 

@@ -17,12 +17,14 @@ use crate::procstat;
 use crate::progress::Progress;
 use crate::recorder::Recorder;
 use crate::run_info::{kernel_release, RunInfo};
+use crate::spike::ProbeObserver;
 use crate::workload;
 use cpushield_cpuset::CpuSet;
-use cpushield_rt::clock::{now_ns, sleep_until_ns};
+use cpushield_rt::clock::{now_ns, sleep_until_ns, thread_cpu_ns};
 use cpushield_sys::RealKernel;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How much work one run does.
@@ -35,7 +37,7 @@ pub enum Work {
 }
 
 /// Configuration of a determinism run.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct DeterminismConfig {
     /// CPUs to measure, one thread each.
     pub cpus: CpuSet,
@@ -52,6 +54,9 @@ pub struct DeterminismConfig {
     pub lock_memory: bool,
     /// How often the control thread reports progress (default 100 ms).
     pub tick: Duration,
+    /// Told which thread measures which CPU and when each run ran (for a
+    /// tracer that explains the runs), if anyone listens.
+    pub observer: Option<Arc<dyn ProbeObserver>>,
 }
 
 impl DeterminismConfig {
@@ -65,6 +70,7 @@ impl DeterminismConfig {
             rest: Duration::from_millis(100),
             lock_memory: true,
             tick: Duration::from_millis(100),
+            observer: None,
         }
     }
 
@@ -131,6 +137,11 @@ pub struct CpuDeterminism {
     pub jitter_percent: f64,
     /// Distribution of the run durations.
     pub durations: Distribution,
+    /// CPU time the thread got in each run (its scheduler run time), ns, in
+    /// order: a run's duration minus this is time the CPU gave to something
+    /// else (other tasks, or a hypervisor where the kernel accounts steal).
+    #[serde(default)]
+    pub runs_cpu_ns: Vec<u64>,
 }
 
 impl CpuDeterminism {
@@ -158,6 +169,7 @@ impl CpuDeterminism {
             },
             durations: rec.finish(),
             runs_ns,
+            runs_cpu_ns: Vec::new(),
         }
     }
 }
@@ -296,12 +308,24 @@ fn measure_cpu(
     flags: &StopFlags<'_>,
 ) -> Result<(CpuDeterminism, Option<Warning>), MeasureError> {
     let (applied, warning) = harness::enter_measuring_thread(cpu, config.priority)?;
+    let tid = harness::gettid();
+    let observer = config.observer.as_deref();
+    if let Some(o) = observer {
+        o.thread_started(cpu, tid);
+    }
     let mut runs = Vec::with_capacity(config.runs as usize);
+    let mut cpu_times = Vec::with_capacity(config.runs as usize);
     let mut max = 0u64;
     for i in 0..config.runs {
+        let cpu_before = thread_cpu_ns();
+        let start = now_ns();
         let Some(t) = workload::time_loop(iterations, &|| flags.is_set()) else {
             break;
         };
+        cpu_times.push(thread_cpu_ns().saturating_sub(cpu_before));
+        if let Some(o) = observer {
+            o.run_finished(cpu, tid, i, start, start + t);
+        }
         runs.push(t);
         max = max.max(t);
         live.publish(runs.len() as u64, max);
@@ -312,7 +336,9 @@ fn measure_cpu(
             sleep_until_ns(now_ns() + rest_ns, true);
         }
     }
-    Ok((CpuDeterminism::from_runs(cpu, applied, runs), warning))
+    let mut result = CpuDeterminism::from_runs(cpu, applied, runs);
+    result.runs_cpu_ns = cpu_times;
+    Ok((result, warning))
 }
 
 #[cfg(test)]

@@ -19,13 +19,14 @@ use crate::procstat;
 use crate::progress::Progress;
 use crate::recorder::Recorder;
 use crate::run_info::{kernel_release, RunInfo};
-use crate::spike::{Spike, SpikeRing, SpikeTap};
+use crate::spike::{ProbeObserver, Spike, SpikeRing, SpikeTap};
 use cpushield_cpuset::CpuSet;
 use cpushield_rt::clock::{now_ns, sleep_until_ns, spin_until_ns};
 use cpushield_rt::idle_poll::IdlePoller;
 use cpushield_sys::RealKernel;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Delay between a thread's set-up and its first wakeup.
@@ -63,6 +64,8 @@ pub struct LatencyConfig {
     pub idle_poll: bool,
     /// How often the control thread reports progress and forwards spikes (default 50 ms).
     pub tick: Duration,
+    /// Told which thread measures which CPU (for a tracer), if anyone listens.
+    pub observer: Option<Arc<dyn ProbeObserver>>,
 }
 
 impl LatencyConfig {
@@ -78,6 +81,7 @@ impl LatencyConfig {
             spikes: None,
             idle_poll: false,
             tick: Duration::from_millis(50),
+            observer: None,
         }
     }
 
@@ -279,7 +283,14 @@ pub fn run(
         progress,
     };
     let outcomes = harness::run_per_cpu(&config.cpus, stop, control, |cpu, live, flags| {
-        measure_cpu(&plan, cpu, live, flags, ring.as_ref())
+        measure_cpu(
+            &plan,
+            cpu,
+            live,
+            flags,
+            ring.as_ref(),
+            config.observer.as_deref(),
+        )
     })?;
     let elapsed_ns = started.elapsed().as_nanos() as u64;
     if let (Some(before), Ok(after)) = (before, procstat::snapshot(&kernel)) {
@@ -337,9 +348,13 @@ fn measure_cpu(
     live: &Live,
     flags: &StopFlags<'_>,
     ring: Option<&SpikeRing>,
+    observer: Option<&dyn ProbeObserver>,
 ) -> Result<(CpuLatency, Option<guard::Warning>), MeasureError> {
     let (applied, warning) = harness::enter_measuring_thread(cpu, plan.priority)?;
     let tid = harness::gettid();
+    if let Some(o) = observer {
+        o.thread_started(cpu, tid);
+    }
     let mut latency = Recorder::new();
     let mut spin = plan.advance_ns.map(|_| Recorder::new());
     let (mut samples, mut missed, mut late) = (0u64, 0u64, 0u64);

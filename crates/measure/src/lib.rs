@@ -44,5 +44,5 @@ pub use harness::{AppliedPolicy, SchedPolicy};
 pub use period::Period;
 pub use progress::Progress;
 pub use run_info::RunInfo;
-pub use spike::{Spike, SpikeTap};
+pub use spike::{ProbeObserver, Spike, SpikeTap};
 pub use top::TopSample;

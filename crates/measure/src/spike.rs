@@ -34,6 +34,19 @@ pub struct SpikeTap {
     pub sender: Sender<Spike>,
 }
 
+/// Told by the measuring threads themselves what a tracer needs to follow
+/// them: which thread measures which CPU, and when each determinism run ran.
+/// Called on the measuring thread, never inside a timed stretch.
+pub trait ProbeObserver: Send + Sync + std::fmt::Debug {
+    /// A measuring thread is on its CPU and about to take its first sample.
+    /// `tid` is the thread's ID in the caller's PID namespace; a tracer that
+    /// sees global IDs learns the mapping from a write made on this thread.
+    fn thread_started(&self, cpu: usize, tid: i32);
+    /// A determinism run finished: it ran from `start_ns` to `end_ns`
+    /// (CLOCK_MONOTONIC). `index` counts from 0 per CPU.
+    fn run_finished(&self, _cpu: usize, _tid: i32, _index: u32, _start_ns: u64, _end_ns: u64) {}
+}
+
 /// Capacity of the ring between measuring and control threads.
 pub const RING_CAPACITY: usize = 4096;
 

@@ -6,6 +6,7 @@ pub mod html;
 pub mod model;
 pub mod plot;
 pub mod table;
+pub mod verdict;
 
 pub use model::*;
 

@@ -1,9 +1,9 @@
-//! The data of a compare run (schema `cpushield.compare/2`, see docs/compare-json.md).
+//! The data of a compare run (schema `cpushield.compare/3`, see docs/compare-json.md).
 
 use serde::{Deserialize, Serialize};
 
 /// Schema name and version written into report.json.
-pub const SCHEMA: &str = "cpushield.compare/2";
+pub const SCHEMA: &str = "cpushield.compare/3";
 
 /// Distribution summary of one latency probe, in nanoseconds.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -77,6 +77,23 @@ pub struct DeterminismSummary {
     pub jitter_pct: f64,
     /// Every run's time, seconds, in order.
     pub run_times_s: Vec<f64>,
+    /// Per run, the time other code ran on the CPU inside the guest (IRQs,
+    /// softirqs, other tasks, kernel threads), seconds, from the trace; empty
+    /// when the runs were not traced.
+    #[serde(default)]
+    pub run_in_guest_s: Vec<f64>,
+    /// Per run, the time the vCPU did not run at all (outside the guest),
+    /// seconds; empty when not known.
+    #[serde(default)]
+    pub run_outside_s: Vec<f64>,
+    /// Jitter with the time outside the guest taken out of every run, as %
+    /// of the ideal: what the guest itself caused (see
+    /// [`CompareReport::use_common_ideal`]).
+    #[serde(default)]
+    pub guest_jitter_pct: Option<f64>,
+    /// Steal time on the measured CPUs during the runs, seconds (/proc/stat).
+    #[serde(default)]
+    pub steal_s: Option<f64>,
 }
 
 /// Work a load did during a scenario.
@@ -113,6 +130,146 @@ pub struct ScenarioResult {
     pub irqs_per_s: f64,
     /// Warnings raised while measuring.
     pub warnings: Vec<String>,
+    /// How the measured CPUs idled, and why.
+    #[serde(default)]
+    pub idle: Option<IdleChoice>,
+    /// Every sample above the threshold explained: guest causes vs time
+    /// outside the guest.
+    #[serde(default)]
+    pub attribution: Option<AttributionSummary>,
+    /// cyclictest in the same scenario, placed like the probe.
+    #[serde(default)]
+    pub anchor: Option<Anchor>,
+    /// Notes on this scenario's figures (why the advance was chosen, ...).
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// What `cpushield check` found on the measured CPUs while the probe ran
+    /// (shielded scenarios), most severe first.
+    #[serde(default)]
+    pub findings: Vec<CheckFinding>,
+}
+
+/// The idle policy of a scenario's measured CPUs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IdleChoice {
+    /// `halt` (the kernel's idle loop) or `poll` (a SCHED_IDLE spinner).
+    pub policy: String,
+    /// `calibrated` (measured both, kept the better), `asked` or `default`.
+    pub how: String,
+    /// Worst latency of the calibration run that halted, ns.
+    pub halt_max_ns: Option<u64>,
+    /// Worst latency of the calibration run that polled, ns.
+    pub poll_max_ns: Option<u64>,
+    /// Steal during the halting calibration run, ns.
+    pub halt_steal_ns: Option<u64>,
+    /// Steal during the polling calibration run, ns.
+    pub poll_steal_ns: Option<u64>,
+    /// Length of each calibration run, s.
+    pub calibration_s: f64,
+    /// Why, in a sentence.
+    pub reason: String,
+}
+
+/// A cause of latency above the threshold, summed over the samples.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CauseRow {
+    /// `irq`, `vector`, `hrtimer`, `softirq`, `work`, `task`, `kthread`,
+    /// `throttled`, `self` (the probe itself), `outside`, `untraced`.
+    pub kind: String,
+    /// Its name (`irq 36 virtio0-requests`, `stress-ng-hdd (812)`).
+    pub name: String,
+    /// Whether it is inside the guest (the shield's business).
+    pub guest: bool,
+    /// Samples it appeared in.
+    pub count: u64,
+    /// Time summed over those samples, ns.
+    pub total_ns: u64,
+    /// The most it took in one sample, ns.
+    pub worst_ns: u64,
+    /// The fix `check` names for it, when it names one.
+    #[serde(default)]
+    pub fix: Option<String>,
+}
+
+/// Samples above the threshold, explained from a kernel trace of the
+/// measured CPUs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AttributionSummary {
+    /// Samples above this were explained, ns.
+    pub threshold_ns: u64,
+    /// Samples above the threshold.
+    pub samples_above: u64,
+    /// Of those, explained from the trace.
+    pub explained: u64,
+    /// Samples above the threshold lost before they could be explained.
+    pub lost: u64,
+    /// Latency summed over the samples above the threshold, ns.
+    pub latency_ns: u64,
+    /// Of that, charged to a named cause (anything but "untraced"), ns.
+    pub named_ns: u64,
+    /// Of that, charged to causes inside the guest, ns.
+    pub guest_ns: u64,
+    /// Of that, time the vCPU (or CPU) was not running at all, ns.
+    pub outside_ns: u64,
+    /// The worst latency the guest itself caused: a sample minus its time
+    /// outside the guest, over all samples, ns.
+    pub guest_worst_ns: u64,
+    /// The most time outside the guest in one sample, ns.
+    pub outside_worst_ns: u64,
+    /// Kernel latency (interrupt entry − intended, the Hyades paper's t1 − t0)
+    /// of the samples above the threshold: the worst, ns.
+    pub kernel_latency_max_ns: Option<u64>,
+    /// User latency (task running − intended, t2 − t0) of the same samples:
+    /// the worst, ns.
+    pub user_latency_max_ns: Option<u64>,
+    /// Steal time on the measured CPUs during the latency probe, ns (/proc/stat).
+    pub steal_ns: u64,
+    /// Trace events the kernel dropped.
+    pub lost_events: u64,
+    /// Causes, largest total first.
+    pub causes: Vec<CauseRow>,
+}
+
+impl AttributionSummary {
+    /// Share of the latency above the threshold charged to a named cause, %.
+    pub fn named_pct(&self) -> f64 {
+        if self.latency_ns == 0 {
+            100.0
+        } else {
+            self.named_ns as f64 * 100.0 / self.latency_ns as f64
+        }
+    }
+}
+
+/// cyclictest run in the same scenario as an independent anchor.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Anchor {
+    /// The tool (`cyclictest`).
+    pub tool: String,
+    /// The command line.
+    pub command: String,
+    /// Seconds it ran.
+    pub duration_s: f64,
+    /// Its samples.
+    pub samples: u64,
+    /// Its worst latency, ns.
+    pub max_ns: u64,
+    /// Its average latency, ns.
+    pub avg_ns: u64,
+}
+
+/// A `check` finding, as the report carries it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CheckFinding {
+    /// `info`, `warn` or `breaks-shield`.
+    pub severity: String,
+    /// What was found.
+    pub title: String,
+    /// The fixes, best first (each ready to use).
+    pub remedies: Vec<String>,
+    /// Whether a fix applies at run time (a cpushield command or a sysctl):
+    /// a cause the shield should have removed.
+    pub runtime_fix: bool,
 }
 
 /// The whole experiment.
@@ -134,6 +291,10 @@ pub struct CompareReport {
     /// idle, in every scenario alike (`--idle`).
     #[serde(default)]
     pub idle_poll: bool,
+    /// How the idle policy was chosen: `auto (calibrated per scenario)`,
+    /// `poll` or `halt`; each scenario's choice is in its `idle`.
+    #[serde(default)]
+    pub idle_mode: String,
     /// Latency probe interval, ns.
     pub interval_ns: u64,
     /// The scenarios in the order run.
@@ -151,6 +312,27 @@ pub struct Verdict {
     pub shielded_over_idle: Option<f64>,
     /// shielded jitter % / loaded jitter %.
     pub jitter_shielded_over_loaded: Option<f64>,
+    /// loaded / shielded worst case caused inside the guest (time outside
+    /// the guest taken out), when the runs were traced.
+    #[serde(default)]
+    pub guest_loaded_over_shielded: Option<f64>,
+    /// shielded / loaded jitter caused inside the guest.
+    #[serde(default)]
+    pub guest_jitter_shielded_over_loaded: Option<f64>,
+    /// loaded max / shielded max of the cyclictest anchor in the same run.
+    #[serde(default)]
+    pub anchor_loaded_over_shielded: Option<f64>,
+    /// Whether the verdict agrees with its anchor: false when cyclictest
+    /// shows the shield working (>= 10x) and the verdict says it does not.
+    #[serde(default)]
+    pub anchor_agrees: Option<bool>,
+    /// Whether time outside the guest (steal, a vCPU not running) was large
+    /// enough to matter in the loaded or shielded figures.
+    #[serde(default)]
+    pub host_noisy: bool,
+    /// Causes inside the guest that still reach the shielded CPUs, with the fix.
+    #[serde(default)]
+    pub remaining: Vec<String>,
     /// Whether the shield met the papers' claim on this run.
     pub pass: bool,
     /// One line for humans.
@@ -167,8 +349,10 @@ impl CompareReport {
     }
 
     /// Puts every scenario's determinism on one ideal, the fastest run of the
-    /// whole experiment, as seed 000 does (its figures 1-4 share the best run
-    /// on an unloaded system); each scenario's own fastest is kept apart.
+    /// whole experiment, as Brosky & Rotolo do (their Figures 1-4 share the
+    /// best run on an unloaded system); each scenario's own fastest is kept
+    /// apart. The guest-caused jitter takes each run's time outside the guest
+    /// out before comparing with the same ideal.
     pub fn use_common_ideal(&mut self) {
         let ideal = self
             .scenarios
@@ -193,72 +377,15 @@ impl CompareReport {
             d.ideal_s = ideal;
             d.jitter_s = d.max_s - ideal;
             d.jitter_pct = d.jitter_s / ideal * 100.0;
-        }
-    }
-
-    /// Puts determinism on the common ideal ([`Self::use_common_ideal`]), then
-    /// computes the ratios, the verdict (acceptance of issue 5: loaded/shielded
-    /// ≥ 20, shielded ≤ 1.5 × idle, jitter ≤ 1/3) and notes on what limited it.
-    pub fn judge(&mut self) {
-        self.use_common_ideal();
-        let max = |n: &str| {
-            self.scenario(n)
-                .map(|s| s.latency.max_ns as f64)
-                .filter(|m| *m > 0.0)
-        };
-        let jitter = |n: &str| {
-            self.scenario(n)
-                .and_then(|s| s.determinism.as_ref())
-                .map(|d| d.jitter_pct)
-        };
-        let (idle, loaded, shielded) = (max("idle"), max("loaded"), max("shielded"));
-        let (jitter_shielded, jitter_loaded, jitter_idle) =
-            (jitter("shielded"), jitter("loaded"), jitter("idle"));
-        let v = &mut self.verdict;
-        v.loaded_over_shielded = loaded.zip(shielded).map(|(l, s)| l / s);
-        v.shielded_over_idle = shielded.zip(idle).map(|(s, i)| s / i);
-        v.jitter_shielded_over_loaded = jitter_shielded
-            .zip(jitter_loaded)
-            .filter(|(_, l)| *l > 0.0)
-            .map(|(s, l)| s / l);
-        let checks = [
-            v.loaded_over_shielded.map(|r| r >= 20.0),
-            v.shielded_over_idle.map(|r| r <= 1.5),
-            v.jitter_shielded_over_loaded.map(|r| r <= 1.0 / 3.0),
-        ];
-        let known: Vec<bool> = checks.iter().flatten().copied().collect();
-        v.pass = !known.is_empty() && known.iter().all(|b| *b);
-        let fmt = |r: Option<f64>| r.map(|x| format!("{x:.1}")).unwrap_or_else(|| "n/a".into());
-        v.line = match (loaded, shielded) {
-            (Some(l), Some(s)) => format!(
-                "{}: shielded worst case {} vs loaded {} ({}x better), {}x idle; determinism jitter ratio {}",
-                if v.pass { "SHIELD WORKS" } else { "SHIELD FALLS SHORT" },
-                human_ns(s as u64),
-                human_ns(l as u64),
-                fmt(v.loaded_over_shielded),
-                fmt(v.shielded_over_idle),
-                fmt(v.jitter_shielded_over_loaded)
-            ),
-            _ => "no verdict: the run lacks the loaded or shielded scenario".into(),
-        };
-        v.notes.clear();
-        if let (Some(l), Some(s), Some(i)) = (loaded, shielded, idle) {
-            if s <= 1.5 * i && l / s < 20.0 {
-                v.notes.push(format!(
-                    "latency: the shielded CPU is as good as the idle one ({} vs {}): the floor is the unloaded machine's own worst case, so loaded / shielded cannot exceed about {:.1} on this run",
-                    human_ns(s as u64),
-                    human_ns(i as u64),
-                    l / i
-                ));
-            }
-        }
-        if let (Some(ji), Some(jl)) = (jitter_idle, jitter_loaded) {
-            if jl > 0.0 && ji > jl / 3.0 {
-                v.notes.push(format!(
-                    "determinism: with no load and no shield the jitter is already {ji:.1}% ({:.1}% loaded): the variation comes from outside the kernel's scheduling (the host, frequency, shared caches), which a shield does not remove",
-                    jl
-                ));
-            }
+            d.guest_jitter_pct = (d.run_outside_s.len() == d.run_times_s.len()).then(|| {
+                let worst = d
+                    .run_times_s
+                    .iter()
+                    .zip(&d.run_outside_s)
+                    .map(|(t, out)| (t - out).max(ideal))
+                    .fold(ideal, f64::max);
+                (worst - ideal) / ideal * 100.0
+            });
         }
     }
 }

@@ -19,6 +19,7 @@ pub fn render(report: &CompareReport) -> String {
             ""
         }
     );
+    let anchored = report.scenarios.iter().any(|s| s.anchor.is_some());
     let _ = writeln!(
         out,
         "{:<18} {:>5} {:>10} {:>7} {:>9} {:>9} {:>9} {:>9}  {:>9} {:>9} {:>8} {:>8}",
@@ -62,7 +63,29 @@ pub fn render(report: &CompareReport) -> String {
             s.irqs_per_s
         );
     }
-    let _ = writeln!(out, "\nsamples below each threshold (seed 000 §6.2):");
+    if anchored {
+        let _ = writeln!(
+            out,
+            "\ncyclictest (rt-tests), same scenario, placed like the probe: {}",
+            report
+                .scenarios
+                .iter()
+                .filter_map(|s| s.anchor.as_ref().map(|a| format!(
+                    "{} max {} (ours {})",
+                    s.name,
+                    human_ns(a.max_ns),
+                    human_ns(s.latency.max_ns)
+                )))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    render_idle(&mut out, report);
+    render_split(&mut out, report);
+    let _ = writeln!(
+        out,
+        "\nsamples below each threshold (Brosky & Rotolo §6.2):"
+    );
     let _ = write!(out, "{:<18}", "scenario");
     for edge in BUCKET_EDGES_NS {
         let _ = write!(out, " {:>19}", format!("< {}", threshold(edge)));
@@ -93,7 +116,6 @@ pub fn render(report: &CompareReport) -> String {
         let _ = writeln!(out, "\nload carried: {}", loads.join(", "));
     }
     let v = &report.verdict;
-    let ratio = |r: Option<f64>| r.map(|x| format!("{x:.1}")).unwrap_or_else(|| "n/a".into());
     let _ = writeln!(
         out,
         "\nloaded max / shielded max = {}   shielded max / idle max = {}   shielded jitter / loaded jitter = {}",
@@ -101,9 +123,27 @@ pub fn render(report: &CompareReport) -> String {
         ratio(v.shielded_over_idle),
         ratio(v.jitter_shielded_over_loaded)
     );
+    if let Some(g) = v.guest_loaded_over_shielded {
+        let _ = writeln!(
+            out,
+            "caused inside the guest: loaded worst / shielded worst = {g:.1}   shielded jitter / loaded jitter = {}{}",
+            ratio(v.guest_jitter_shielded_over_loaded),
+            v.anchor_loaded_over_shielded
+                .map(|a| format!("   cyclictest loaded / shielded = {a:.1}"))
+                .unwrap_or_default()
+        );
+    }
     let _ = writeln!(out, "{}", v.line);
+    for r in &v.remaining {
+        let _ = writeln!(out, "still reaching the shield: {r}");
+    }
     for n in &v.notes {
         let _ = writeln!(out, "note: {n}");
+    }
+    for s in &report.scenarios {
+        for n in &s.notes {
+            let _ = writeln!(out, "note ({}): {n}", s.name);
+        }
     }
     for s in &report.scenarios {
         for w in &s.warnings {
@@ -111,6 +151,128 @@ pub fn render(report: &CompareReport) -> String {
         }
     }
     out
+}
+
+/// How each scenario's CPUs idled, and why.
+fn render_idle(out: &mut String, report: &CompareReport) {
+    let choices: Vec<_> = report
+        .scenarios
+        .iter()
+        .filter_map(|s| s.idle.as_ref().map(|i| (s, i)))
+        .collect();
+    if choices.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nidle policy ({}):", report.idle_mode);
+    for (s, i) in choices {
+        let _ = writeln!(out, "  {:<18} {:<5} {}", s.name, i.policy, i.reason);
+    }
+}
+
+/// Each scenario's samples above the threshold split into guest causes and
+/// time outside the guest, then the largest causes.
+fn render_split(out: &mut String, report: &CompareReport) {
+    let traced: Vec<_> = report
+        .scenarios
+        .iter()
+        .filter_map(|s| s.attribution.as_ref().map(|a| (s, a)))
+        .collect();
+    let Some((_, first)) = traced.first() else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "\nguest vs outside: every sample above {} explained from a kernel trace of the measured CPUs",
+        human_ns(first.threshold_ns)
+    );
+    let _ = writeln!(
+        out,
+        "{:<18} {:>9} {:>7} {:>11} {:>12} {:>13} {:>9} {:>10} {:>10} {:>9} {:>9}",
+        "scenario",
+        "above",
+        "named%",
+        "guest worst",
+        "outside max",
+        "outside total",
+        "steal",
+        "kernel max",
+        "user max",
+        "jitter%",
+        "guest j%"
+    );
+    for (s, a) in &traced {
+        let (raw_j, guest_j) = s
+            .determinism
+            .as_ref()
+            .map(|d| {
+                (
+                    format!("{:.2}", d.jitter_pct),
+                    d.guest_jitter_pct
+                        .map(|g| format!("{g:.2}"))
+                        .unwrap_or_else(|| "-".into()),
+                )
+            })
+            .unwrap_or_else(|| ("-".into(), "-".into()));
+        let _ = writeln!(
+            out,
+            "{:<18} {:>9} {:>7.1} {:>11} {:>12} {:>13} {:>9} {:>10} {:>10} {:>9} {:>9}",
+            s.name,
+            a.samples_above,
+            a.named_pct(),
+            human_ns(a.guest_worst_ns),
+            human_ns(a.outside_worst_ns),
+            human_ns(a.outside_ns),
+            human_ns(a.steal_ns),
+            a.kernel_latency_max_ns
+                .map(human_ns)
+                .unwrap_or_else(|| "-".into()),
+            a.user_latency_max_ns
+                .map(human_ns)
+                .unwrap_or_else(|| "-".into()),
+            raw_j,
+            guest_j
+        );
+    }
+    for (s, a) in &traced {
+        if a.causes.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "causes above the threshold, {} (samples, total, worst):",
+            s.name
+        );
+        for c in a.causes.iter().take(CAUSES_SHOWN) {
+            let _ = writeln!(
+                out,
+                "  {:<8} {:<7} {:>6} {:>10} {:>10}  {}{}",
+                c.kind,
+                if c.guest { "guest" } else { "outside" },
+                c.count,
+                human_ns(c.total_ns),
+                human_ns(c.worst_ns),
+                c.name,
+                c.fix
+                    .as_ref()
+                    .map(|f| format!(" (fix: {f})"))
+                    .unwrap_or_default()
+            );
+        }
+        if a.causes.len() > CAUSES_SHOWN {
+            let _ = writeln!(
+                out,
+                "  ... {} more in report.json",
+                a.causes.len() - CAUSES_SHOWN
+            );
+        }
+    }
+}
+
+/// Causes listed per scenario in the terminal (all are in report.json).
+const CAUSES_SHOWN: usize = 6;
+
+fn ratio(r: Option<f64>) -> String {
+    r.map(|x| format!("{x:.1}")).unwrap_or_else(|| "n/a".into())
 }
 
 fn threshold(ns: u64) -> String {

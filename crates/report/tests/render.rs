@@ -44,6 +44,7 @@ fn determinism(jitter_pct: f64) -> DeterminismSummary {
         jitter_s: ideal * jitter_pct / 100.0,
         jitter_pct,
         run_times_s: runs,
+        ..Default::default()
     }
 }
 
@@ -67,6 +68,7 @@ fn fixture() -> CompareReport {
         },
         irqs_per_s: 250.0,
         warnings: vec![],
+        ..Default::default()
     };
     let mut report = CompareReport {
         schema: SCHEMA.into(),
@@ -83,9 +85,54 @@ fn fixture() -> CompareReport {
             scenario("shielded", 412_000, 5, 0.8, true),
         ],
         verdict: Verdict::default(),
+        ..Default::default()
     };
     report.judge();
     report
+}
+
+/// The fixture with every latency sample above 100 us explained: each
+/// scenario's worst case caused inside the guest and its worst time outside.
+fn traced(
+    loaded_guest_ns: u64,
+    shielded_guest_ns: u64,
+    outside_ns: u64,
+    steal_ns: u64,
+) -> CompareReport {
+    let mut r = fixture();
+    for s in r.scenarios.iter_mut() {
+        let guest = match s.name.as_str() {
+            "loaded" => loaded_guest_ns,
+            "shielded" => shielded_guest_ns,
+            _ => 30_000,
+        };
+        let outside = if s.name == "idle" { 0 } else { outside_ns };
+        s.latency.max_ns = guest + outside;
+        s.attribution = Some(AttributionSummary {
+            threshold_ns: 100_000,
+            samples_above: 10,
+            explained: 10,
+            latency_ns: 10 * (guest + outside),
+            named_ns: 10 * (guest + outside),
+            guest_ns: 10 * guest,
+            outside_ns: 10 * outside,
+            guest_worst_ns: guest,
+            outside_worst_ns: outside,
+            steal_ns,
+            causes: vec![CauseRow {
+                kind: "irq".into(),
+                name: "irq 38 virtio2-input.0".into(),
+                guest: true,
+                count: 10,
+                total_ns: 10 * guest,
+                worst_ns: guest,
+                fix: Some("cpushield shield --irqs 1".into()),
+            }],
+            ..Default::default()
+        });
+    }
+    r.judge();
+    r
 }
 
 #[test]
@@ -165,7 +212,7 @@ fn report_json_round_trips_with_its_schema() {
     let r = fixture();
     let text = serde_json::to_string(&r).unwrap();
     let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(value["schema"], "cpushield.compare/2");
+    assert_eq!(value["schema"], "cpushield.compare/3");
     for field in [
         "created",
         "host",
@@ -254,4 +301,222 @@ fn report_html_renders_in_headless_chromium() {
     );
     let bytes = std::fs::read(&shot).unwrap();
     assert!(distinct_colours(&bytes) > 16, "report.html rendered blank");
+}
+
+#[test]
+fn a_working_shield_on_a_quiet_host_is_called_working() {
+    let r = traced(30_000_000, 60_000, 0, 0);
+    assert!(r.verdict.pass, "{}", r.verdict.line);
+    assert!(!r.verdict.host_noisy);
+    assert!(
+        r.verdict.line.starts_with("SHIELD WORKS"),
+        "{}",
+        r.verdict.line
+    );
+    assert!(
+        r.verdict
+            .line
+            .contains("nothing that mattered came from outside the guest"),
+        "{}",
+        r.verdict.line
+    );
+    assert!((r.verdict.guest_loaded_over_shielded.unwrap() - 500.0).abs() < 1e-9);
+}
+
+#[test]
+fn a_working_shield_on_a_noisy_host_is_not_blamed_for_the_host() {
+    // Raw figures alone: 46 ms vs 16 ms, 2.9x. Inside the guest: 500x.
+    let r = traced(30_000_000, 60_000, 16_000_000, 720_000_000);
+    assert!(r.verdict.pass, "{}", r.verdict.line);
+    assert!(r.verdict.host_noisy);
+    assert!(r.verdict.loaded_over_shielded.unwrap() < 3.0);
+    let line = &r.verdict.line;
+    assert!(
+        line.starts_with("SHIELD WORKS: the shield removed"),
+        "{line}"
+    );
+    assert!(
+        line.contains("came from outside the guest (steal 720.0 ms)"),
+        "{line}"
+    );
+    assert!(
+        r.verdict
+            .notes
+            .iter()
+            .any(|n| n.contains("time outside the guest, not because of the shield")),
+        "{:?}",
+        r.verdict.notes
+    );
+}
+
+#[test]
+fn a_failing_shield_on_a_quiet_host_names_what_still_reaches_the_cpu() {
+    let r = traced(30_000_000, 5_000_000, 0, 0);
+    assert!(!r.verdict.pass);
+    let line = &r.verdict.line;
+    assert!(line.starts_with("SHIELD FALLS SHORT"), "{line}");
+    assert!(line.contains("needs 10x"), "{line}");
+    assert!(line.contains("irq 38 virtio2-input.0"), "{line}");
+    assert!(line.contains("fix: cpushield shield --irqs 1"), "{line}");
+    assert!(!line.contains("outside the guest (the vCPU"), "{line}");
+}
+
+#[test]
+fn a_failing_shield_on_a_noisy_host_keeps_the_host_apart() {
+    let r = traced(30_000_000, 5_000_000, 16_000_000, 720_000_000);
+    assert!(!r.verdict.pass);
+    let line = &r.verdict.line;
+    assert!(line.starts_with("SHIELD FALLS SHORT"), "{line}");
+    assert!(line.contains("not counted against it"), "{line}");
+}
+
+#[test]
+fn a_task_left_on_the_shielded_cpu_is_never_called_working() {
+    let mut r = traced(30_000_000, 60_000, 0, 0);
+    let shielded = r
+        .scenarios
+        .iter_mut()
+        .find(|s| s.name == "shielded")
+        .unwrap();
+    shielded
+        .attribution
+        .as_mut()
+        .unwrap()
+        .causes
+        .push(CauseRow {
+            kind: "task".into(),
+            name: "hog (812)".into(),
+            guest: true,
+            count: 1,
+            total_ns: 50_000,
+            worst_ns: 50_000,
+            fix: None,
+        });
+    r.judge();
+    assert!(!r.verdict.pass);
+    assert!(
+        r.verdict.line.starts_with("SHIELD LEAKS"),
+        "{}",
+        r.verdict.line
+    );
+    assert!(r.verdict.remaining.iter().any(|x| x.contains("hog (812)")));
+}
+
+#[test]
+fn a_kernel_managed_irq_is_named_with_its_boot_fix_without_failing_the_shield() {
+    let mut r = traced(30_000_000, 60_000, 0, 0);
+    let shielded = r
+        .scenarios
+        .iter_mut()
+        .find(|s| s.name == "shielded")
+        .unwrap();
+    shielded.findings.push(CheckFinding {
+        severity: "breaks-shield".into(),
+        title: "IRQ 36 (virtio1-req.0) is kernel-managed and arrives on CPU 1".into(),
+        remedies: vec!["isolcpus=managed_irq,1".into()],
+        runtime_fix: false,
+    });
+    r.judge();
+    assert!(r.verdict.pass, "{}", r.verdict.line);
+    assert_eq!(
+        r.verdict.remaining,
+        vec!["IRQ 36 (virtio1-req.0) is kernel-managed and arrives on CPU 1 (fix: isolcpus=managed_irq,1)".to_string()]
+    );
+}
+
+#[test]
+fn a_verdict_that_disagrees_with_its_cyclictest_anchor_says_so() {
+    let mut r = traced(30_000_000, 5_000_000, 0, 0);
+    let anchor = |max_ns| Anchor {
+        tool: "cyclictest".into(),
+        max_ns,
+        ..Default::default()
+    };
+    for s in r.scenarios.iter_mut() {
+        match s.name.as_str() {
+            "loaded" => s.anchor = Some(anchor(35_000_000)),
+            "shielded" => s.anchor = Some(anchor(400_000)),
+            _ => {}
+        }
+    }
+    r.judge();
+    assert_eq!(r.verdict.anchor_agrees, Some(false));
+    assert!(r
+        .verdict
+        .notes
+        .iter()
+        .any(|n| n.contains("disagrees with its cyclictest anchor")));
+    let agreeing = traced(30_000_000, 60_000, 0, 0);
+    assert_eq!(agreeing.verdict.anchor_agrees, None, "no anchor, no claim");
+}
+
+#[test]
+fn report_html_shows_every_section_of_the_terminal_report_in_chromium() {
+    let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("chromium is installed by scripts/setup.sh");
+    let mut r = traced(30_000_000, 60_000, 16_000_000, 720_000_000);
+    for s in r.scenarios.iter_mut() {
+        s.idle = Some(IdleChoice {
+            policy: "halt".into(),
+            how: "calibrated".into(),
+            halt_max_ns: Some(296_000),
+            poll_max_ns: Some(24_300_000),
+            reason: "halting 296 us vs polling 24.3 ms".into(),
+            ..Default::default()
+        });
+        s.warnings.push(format!("steal on {}", s.name));
+        s.notes.push(format!("note on {}", s.name));
+    }
+    r.judge();
+    let dir = tempfile::tempdir().unwrap();
+    write_all(&r, dir.path()).unwrap();
+    let profile = dir.path().join("profile");
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!(
+            "file://{}",
+            dir.path().join("report.html").display()
+        ))
+        .output()
+        .expect("run chromium");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    for id in [
+        "verdict",
+        "notes",
+        "scenarios",
+        "idle-policy",
+        "guest-host",
+        "causes",
+        "warnings",
+    ] {
+        assert!(
+            dom.contains(&format!("id=\"{id}\"")),
+            "section {id} missing from the rendered page"
+        );
+    }
+    assert!(dom.contains("SHIELD WORKS"), "verdict text");
+    assert!(dom.contains("irq 38 virtio2-input.0"), "cause table");
+    assert!(
+        dom.contains("halting 296 us vs polling 24.3 ms"),
+        "idle policy reason"
+    );
+    assert!(dom.contains("steal on shielded") && dom.contains("note on loaded"));
+    assert!(
+        dom.contains("<td>-</td><td>250</td></tr>"),
+        "idle load shows '-'"
+    );
+    assert!(!dom.contains(">-0<"));
 }

@@ -17,6 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
+/// The name of every polling thread starts with this (`cpushield-poll3`), so
+/// a tracer can tell the poller's time from real work.
+pub const POLLER_THREAD_PREFIX: &str = "cpushield-poll";
+
 /// Stack of a polling thread: it calls nothing deep.
 const POLLER_STACK_BYTES: usize = 64 * 1024;
 
@@ -53,7 +57,7 @@ impl IdlePoller {
             let (ready_tx, ready_rx) = mpsc::channel();
             let stop = Arc::clone(&poller.stop);
             let handle = std::thread::Builder::new()
-                .name(format!("cpushield-poll{cpu}"))
+                .name(format!("{POLLER_THREAD_PREFIX}{cpu}"))
                 .stack_size(POLLER_STACK_BYTES)
                 .spawn(move || {
                     let entered = enter_poller_thread(cpu, place);

@@ -318,9 +318,10 @@ fn halting_vcpu(facts: &Facts, cpu: usize) -> Option<Finding> {
             Severity::Warn,
             Topic::Power,
             Some(cpu),
-            format!("CPU {cpu} is a virtual CPU that halts when idle: a wakeup from idle waits for the host to run it again (milliseconds on a busy host)"),
+            format!("CPU {cpu} is a virtual CPU that halts when idle: a wakeup from idle waits for the host to run it again (milliseconds on a busy host); polling instead can be worse, because a vCPU that never halts competes on the host with the VM's own I/O emulation"),
             format!("/proc/cpuinfo flags: hypervisor; cpuidle driver: {driver}; no idle=poll on /proc/cmdline"),
         )
+        .remedy(Remedy::cpushield(format!("cpushield compare --cpus {cpu} --idle auto (measures halting and polling under your load and keeps the better; use run --idle-poll only where it wins)")))
         .remedy(Remedy::cpushield(format!("cpushield run --cpus {cpu} --idle-poll -- <task> (keeps the CPU polling while the task lives)")))
         .remedy(Remedy::boot("cpuidle_haltpoll.force=1 haltpoll.guest_halt_poll_ns=1000000 (or idle=poll)"))
         .remedy(Remedy::host("dedicate and pin host cores to this VM's vCPUs")),

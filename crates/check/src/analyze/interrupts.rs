@@ -1,6 +1,6 @@
 //! Interrupts and softirqs that reached a checked CPU during the interval.
 
-use super::{CheckInput, Count, CpuActivity};
+use super::{CheckInput, Count, CpuActivity, CpuSource};
 use crate::facts::Managed;
 use crate::finding::{Finding, Remedy, Severity, Topic};
 use crate::parse::cmdline::cpu_param;
@@ -72,7 +72,19 @@ fn device_irq(input: &CheckInput<'_>, cpu: usize, irq: u32, c: &Count, list: &st
         .and_then(|f| f.effective.as_ref())
         .map(|s| format!(", effective {}", s.to_list()))
         .unwrap_or_default();
-    let managed = facts.map(|f| f.managed).unwrap_or(Managed::Unknown);
+    let mut managed = facts.map(|f| f.managed).unwrap_or(Managed::Unknown);
+    // A block-queue IRQ that still may run on a CPU the shield holds: the
+    // shield tried and the kernel refused, so it is managed in practice and
+    // only a boot parameter moves it.
+    let still_allowed = facts
+        .and_then(|f| f.affinity.as_ref())
+        .is_some_and(|a| a.contains(cpu));
+    let mut managed_evidence = "; debugfs: IRQD_AFFINITY_MANAGED";
+    if managed == Managed::Likely && input.source == CpuSource::ShieldState && still_allowed {
+        managed = Managed::Yes;
+        managed_evidence =
+            "; a block-queue interrupt the shield could not move off the shielded CPU";
+    }
     let evidence = format!(
         "/proc/interrupts: {} on CPU {cpu} in {:.1} s ({:.1}/s); /proc/irq/{irq}/smp_affinity_list {aff}{eff}",
         c.count,
@@ -86,7 +98,7 @@ fn device_irq(input: &CheckInput<'_>, cpu: usize, irq: u32, c: &Count, list: &st
             Topic::Irq,
             Some(cpu),
             format!("IRQ {irq} ({}) is kernel-managed and arrives on CPU {cpu}: its affinity can only change at boot", c.name),
-            evidence + "; debugfs: IRQD_AFFINITY_MANAGED",
+            evidence + managed_evidence,
         )
         .remedy(boot),
         Managed::Likely => Finding::new(

@@ -54,6 +54,9 @@ pub enum CauseKind {
     Task,
     /// A kernel thread.
     KernelThread,
+    /// A user task of another PID namespace than the measuring one: inside
+    /// the machine, but outside a shield scoped to that namespace.
+    OtherNamespace,
     /// A task that ran while the woken real-time task waited, because RT
     /// throttling (kernel.sched_rt_runtime_us) had stopped real-time tasks.
     RtThrottled,
@@ -110,6 +113,9 @@ pub struct AttributionContext<'a> {
     pub tick_ns: Option<u64>,
     /// Whether a pid is a kernel thread.
     pub is_kthread: &'a dyn Fn(i32) -> bool,
+    /// Whether a pid is a task of another PID namespace than the measuring
+    /// one (always false when the measurement is not namespace-scoped).
+    pub in_other_namespace: &'a dyn Fn(i32) -> bool,
     /// Steal time around the spike, when sampled.
     pub steal: Option<StealEvidence>,
     /// The kernel's preemption model (`none`, `voluntary`, `full`, ...), for the notes.
@@ -133,6 +139,10 @@ pub struct Attribution {
     pub outside_ns: u64,
     /// Steal time around the spike.
     pub steal: Option<StealEvidence>,
+    /// The interrupt that woke the measured task entered, ns after the
+    /// intended time: the kernel latency of the Hyades paper's Table 2
+    /// (interrupt entry − intended); `latency_ns` is its user latency.
+    pub irq_entry_after_ns: Option<u64>,
     /// Measured task woken, ns after the intended time.
     pub wakeup_after_ns: Option<u64>,
     /// Measured task switched in, ns after the intended time.
@@ -301,8 +311,19 @@ impl State<'_> {
             .iter()
             .rev()
             .find(|c| !matches!(c, Ctx::Work(_, pid) if *pid != cur));
+        let polling = self
+            .task
+            .1
+            .starts_with(cpushield_rt::idle_poll::POLLER_THREAD_PREFIX);
         let (kind, name) = match exiting.as_ref().or(top) {
             Some(c) => c.cause(),
+            // The idle poller gives way to any task at once, and nothing it
+            // does delays an interrupt: a timer that fires late while it
+            // spins was delivered late (the vCPU was not running).
+            None if polling && matches!(phase, Phase::BeforeWakeup | Phase::Unknown) => (
+                CauseKind::Outside,
+                "CPU polling while the timer should have fired: vCPU not running (hypervisor) or SMI".to_string(),
+            ),
             None if idle => {
                 let why = if matches!(phase, Phase::BeforeWakeup | Phase::Unknown) {
                     "CPU idle while the timer should have fired: hypervisor, SMI or idle-state exit"
@@ -328,6 +349,8 @@ impl State<'_> {
             None => {
                 let k = if (self.ctx.is_kthread)(self.task.0) {
                     CauseKind::KernelThread
+                } else if (self.ctx.in_other_namespace)(self.task.0) {
+                    CauseKind::OtherNamespace
                 } else {
                     CauseKind::Task
                 };
@@ -411,6 +434,21 @@ pub fn attribute(events: &[Event], spike: &Spike, ctx: &AttributionContext<'_>) 
             && matches!(e.kind, EventKind::Wakeup { pid, .. } if pid == spike.tid)
     });
     let wake = wake_ev.map(|e| e.ts_ns.max(start));
+    // The interrupt the wakeup ran in: the last interrupt or vector entry at
+    // or before the wakeup event, inside the window.
+    let irq_entry = wake_ev.and_then(|w| {
+        events
+            .iter()
+            .filter(|e| e.ts_ns <= w.ts_ns && e.ts_ns + slack >= start)
+            .rev()
+            .find(|e| {
+                matches!(
+                    e.kind,
+                    EventKind::VectorEntry { .. } | EventKind::IrqEntry { .. }
+                )
+            })
+            .map(|e| e.ts_ns.max(start))
+    });
     let switch_in = events
         .iter()
         .find(|e| {
@@ -568,6 +606,7 @@ pub fn attribute(events: &[Event], spike: &Spike, ctx: &AttributionContext<'_>) 
         causes,
         outside_ns,
         steal: ctx.steal,
+        irq_entry_after_ns: irq_entry.map(|t| t - start),
         wakeup_after_ns: wake.map(|w| w - start),
         switch_in_after_ns: switch_in.map(|s| s - start),
         events: in_window,

@@ -120,6 +120,12 @@ pub struct TraceOptions {
     /// Use a private tracefs instance (falls back to the top level when the
     /// kernel has no instances).
     pub instance: bool,
+    /// The /proc where trace events' (global) thread IDs are looked up: the
+    /// machine's own, also when the caller runs in a private PID namespace.
+    pub proc_root: PathBuf,
+    /// The measurement runs in a private PID namespace: user tasks of other
+    /// namespaces are charged as such (a namespace-scoped shield leaves them).
+    pub namespace_scope: bool,
 }
 
 impl Default for TraceOptions {
@@ -134,6 +140,8 @@ impl Default for TraceOptions {
             queue: 4096,
             signals: SignalMode::RestoreAndReraise,
             instance: true,
+            proc_root: PathBuf::from("/proc"),
+            namespace_scope: false,
         }
     }
 }
@@ -265,6 +273,31 @@ impl SpikeMarker {
     }
 }
 
+impl SpikeMarker {
+    /// Tells the trace which thread measures `cpu`: writes `cpushield thread
+    /// cpu=.. tid=..` to trace_marker. Call it on the measuring thread itself:
+    /// the trace records the writer's global thread ID, so a spike that
+    /// carries the ID seen inside a PID namespace is matched with the events
+    /// (which carry global IDs).
+    pub fn announce(&self, cpu: usize, tid: i32) {
+        let mut buf = [0u8; 96];
+        let mut cur = std::io::Cursor::new(&mut buf[..]);
+        let _ = std::io::Write::write_fmt(
+            &mut cur,
+            format_args!("{THREAD_MARK} cpu={cpu} tid={tid}\n"),
+        );
+        let n = cur.position() as usize;
+        if let Ok(w) = self.writer.read() {
+            if let Some(w) = w.as_ref() {
+                let _ = w.write_line(&buf[..n]);
+            }
+        }
+    }
+}
+
+/// The text that starts a thread announcement (see [`SpikeMarker::announce`]).
+pub const THREAD_MARK: &str = "cpushield thread";
+
 impl TraceSession {
     /// Starts tracing `cpus` on the real tracefs (mounting it if needed).
     pub fn start(
@@ -355,6 +388,8 @@ impl TraceSession {
                     trace_dir: opts.trace_dir.clone(),
                     max_saved: opts.max_saved,
                     user_hz: crate::snapshot::user_hz(),
+                    proc_root: opts.proc_root.clone(),
+                    namespace_scope: opts.namespace_scope,
                     now: cpushield_rt::clock::now_ns,
                     started_ns: cpushield_rt::clock::now_ns(),
                 };

@@ -8,7 +8,7 @@ use super::attribute::{
 use super::event::{parse_line, Event};
 use super::io::PipeReader;
 use crate::parse::stat::parse_cpu_times;
-use crate::parse::task::parse_thread_stat;
+use crate::parse::task::{parse_nspid, parse_thread_stat};
 use cpushield_sys::Kernel;
 use crossbeam_queue::ArrayQueue;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -19,8 +19,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// Context before the intended time kept for attribution (to know which
-/// handlers were already running at the start of a spike).
-const LOOKBACK_NS: u64 = 50_000_000;
+/// handlers were already running at the start of a spike); the last event
+/// before it is always kept as well.
+const LOOKBACK_NS: u64 = 10_000_000;
 /// Raw lines saved around a spike.
 const SAVE_BEFORE_NS: u64 = 1_000_000;
 const SAVE_AFTER_NS: u64 = 500_000;
@@ -111,10 +112,23 @@ pub struct Reader {
     pub max_saved: usize,
     /// USER_HZ, for steal ticks.
     pub user_hz: u64,
+    /// Where thread IDs of trace events are looked up (the machine's /proc).
+    pub proc_root: PathBuf,
+    /// Tell tasks of other PID namespaces apart (see `TraceOptions`).
+    pub namespace_scope: bool,
     /// A clock (CLOCK_MONOTONIC ns).
     pub now: fn() -> u64,
     /// When tracing started (CLOCK_MONOTONIC ns).
     pub started_ns: u64,
+}
+
+/// What is known of the tasks named by events, by global ID.
+#[derive(Default)]
+struct TaskCache {
+    /// Whether it is a kernel thread.
+    kthreads: HashMap<i32, bool>,
+    /// Whether it belongs to another PID namespace than the measuring one.
+    other_namespace: HashMap<i32, bool>,
 }
 
 struct Saved {
@@ -129,13 +143,15 @@ impl Reader {
         let mut carry: BTreeMap<usize, Vec<u8>> = BTreeMap::new();
         let mut pending: Vec<Spike> = Vec::new();
         let mut steal: VecDeque<(u64, BTreeMap<usize, u64>)> = VecDeque::new();
-        let mut kthreads: HashMap<i32, bool> = HashMap::new();
+        let mut tasks = TaskCache::default();
         let mut saved: Vec<Saved> = Vec::new();
         let mut buf = Vec::with_capacity(1 << 20);
         // Per CPU, the time of the latest event read: the trace is complete
         // up to there (each CPU's pipe is in time order).
         let mut read_pos: BTreeMap<usize, u64> = BTreeMap::new();
         let mut finish_started: Option<u64> = None;
+        // (CPU, thread ID as the measuring thread knows it) -> global thread ID.
+        let mut threads: HashMap<(usize, i32), i32> = HashMap::new();
         loop {
             let stop = self.shared.stop.load(Ordering::SeqCst);
             if stop {
@@ -179,6 +195,9 @@ impl Reader {
                     match parse_line(line) {
                         Some(e) => {
                             ok += 1;
+                            if let Some(key) = thread_announcement(&e) {
+                                threads.insert(key, e.pid);
+                            }
                             let p = read_pos.entry(*cpu).or_insert(0);
                             *p = (*p).max(e.ts_ns);
                             w.push_back(e);
@@ -220,7 +239,14 @@ impl Reader {
                     .is_some_and(|&p| p >= s.actual_ns + SETTLE_NS);
                 if flush_all || read_past || (drained && s.actual_ns + SETTLE_NS <= t0) {
                     pending.swap_remove(i);
-                    let attr = self.attribute_one(&s, &windows, &steal, &mut kthreads, &mut saved);
+                    let attr = self.attribute_one(
+                        &s,
+                        threads.get(&(s.cpu, s.tid)).copied(),
+                        &windows,
+                        &steal,
+                        &mut tasks,
+                        &mut saved,
+                    );
                     self.shared
                         .results
                         .lock()
@@ -264,24 +290,17 @@ impl Reader {
     fn attribute_one(
         &self,
         s: &Spike,
+        global_tid: Option<i32>,
         windows: &BTreeMap<usize, VecDeque<Event>>,
         steal: &VecDeque<(u64, BTreeMap<usize, u64>)>,
-        kthreads: &mut HashMap<i32, bool>,
+        tasks: &mut TaskCache,
         saved: &mut Vec<Saved>,
     ) -> Attribution {
         let from = s.intended_ns.saturating_sub(LOOKBACK_NS);
         let to = s.actual_ns + SAVE_AFTER_NS;
         let events: Vec<Event> = windows
             .get(&s.cpu)
-            .map(|w| {
-                // From the last event before `from` (the context in force), to `to`.
-                let first = w.iter().rposition(|e| e.ts_ns < from).unwrap_or(0);
-                w.iter()
-                    .skip(first)
-                    .filter(|e| e.ts_ns <= to)
-                    .cloned()
-                    .collect()
-            })
+            .map(|w| window_events(w, from, to))
             .unwrap_or_default();
         let before = steal.iter().rev().find(|(t, _)| *t <= s.intended_ns);
         let after = steal.iter().find(|(t, _)| *t >= s.actual_ns);
@@ -301,28 +320,52 @@ impl Reader {
             _ => None,
         };
         let kernel = self.kernel.clone();
-        let cache = std::cell::RefCell::new(std::mem::take(kthreads));
+        let cache = std::cell::RefCell::new(std::mem::take(&mut tasks.kthreads));
         let is_kthread = |pid: i32| -> bool {
             if pid <= 0 {
                 return true;
             }
             *cache.borrow_mut().entry(pid).or_insert_with(|| {
                 kernel
-                    .read(Path::new(&format!("/proc/{pid}/stat")))
+                    .read(&self.proc_root.join(format!("{pid}/stat")))
                     .ok()
                     .and_then(|t| parse_thread_stat(&t).ok())
                     .is_some_and(|st| st.is_kthread())
             })
         };
+        let foreign = std::cell::RefCell::new(std::mem::take(&mut tasks.other_namespace));
+        let in_other_namespace = |pid: i32| -> bool {
+            if !self.namespace_scope || pid <= 0 {
+                return false;
+            }
+            *foreign.borrow_mut().entry(pid).or_insert_with(|| {
+                // A task of the measuring namespace has two IDs in NSpid (the
+                // machine's and its own); one means another namespace.
+                kernel
+                    .read(&self.proc_root.join(format!("{pid}/status")))
+                    .ok()
+                    .and_then(|t| parse_nspid(&t))
+                    .is_some_and(|ids| ids.len() < 2)
+            })
+        };
         let ctx = AttributionContext {
             tick_ns: self.tick_ns.get(&s.cpu).copied().flatten(),
             is_kthread: &is_kthread,
+            in_other_namespace: &in_other_namespace,
             steal: steal_ev,
             preempt_model: self.preempt_model.clone(),
             trace_start_ns: Some(self.started_ns),
         };
-        let mut attr = attribute(&events, s, &ctx);
-        *kthreads = cache.into_inner();
+        // The events name threads by their global ID; the spike may carry the
+        // ID from inside a PID namespace.
+        let traced = Spike {
+            tid: global_tid.unwrap_or(s.tid),
+            ..*s
+        };
+        let mut attr = attribute(&events, &traced, &ctx);
+        attr.spike = *s;
+        tasks.kthreads = cache.into_inner();
+        tasks.other_namespace = foreign.into_inner();
         if let Some(dir) = &self.trace_dir {
             match self.save_window(dir, &attr, &events, saved) {
                 Ok(Some(p)) => attr.trace_file = Some(p.display().to_string()),
@@ -413,6 +456,33 @@ impl Reader {
     }
 }
 
+/// The events from the last one before `from` (the context in force) to the
+/// last one at or before `to`, found by bisection (the window is in time order).
+fn window_events(w: &VecDeque<Event>, from: u64, to: u64) -> Vec<Event> {
+    let first = w.partition_point(|e| e.ts_ns < from).saturating_sub(1);
+    let end = w.partition_point(|e| e.ts_ns <= to);
+    w.range(first..end.max(first)).cloned().collect()
+}
+
+/// A thread announcement (`cpushield thread cpu=1 tid=5`, see
+/// `SpikeMarker::announce`): the CPU and the thread ID it names.
+fn thread_announcement(e: &Event) -> Option<(usize, i32)> {
+    let super::event::EventKind::Marker { text } = &e.kind else {
+        return None;
+    };
+    let rest = text.trim().strip_prefix(super::THREAD_MARK)?;
+    let mut cpu = None;
+    let mut tid = None;
+    for word in rest.split_whitespace() {
+        if let Some(v) = word.strip_prefix("cpu=") {
+            cpu = v.parse().ok();
+        } else if let Some(v) = word.strip_prefix("tid=") {
+            tid = v.parse().ok();
+        }
+    }
+    Some((cpu?, tid?))
+}
+
 /// `CPU:1 [LOST 12 EVENTS]` → 12.
 fn lost_count(line: &str) -> Option<u64> {
     let rest = line.split_once("[LOST ")?.1;
@@ -422,6 +492,39 @@ fn lost_count(line: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_announcement_names_the_cpu_and_the_namespace_tid() {
+        let line = "  cpushield-cpu1-8812    [001] .....  2402.000001: tracing_mark_write: cpushield thread cpu=1 tid=5";
+        let e = parse_line(line).expect("parses");
+        assert_eq!(e.pid, 8812);
+        assert_eq!(thread_announcement(&e), Some((1, 5)));
+        let spike = parse_line(
+            "  x-1 [001] ..... 1.0: tracing_mark_write: cpushield spike seq=1 cpu=1 tid=5",
+        )
+        .expect("parses");
+        assert_eq!(thread_announcement(&spike), None);
+    }
+
+    #[test]
+    fn window_events_keep_the_context_before_and_stop_after_the_end() {
+        let ev = |ts_us: u64| {
+            parse_line(&format!(
+                "  x-1 [001] ..... {}.{:06}: local_timer_entry: vector=236",
+                ts_us / 1_000_000,
+                ts_us % 1_000_000
+            ))
+            .expect("parses")
+        };
+        let w: VecDeque<Event> = [10, 20, 30, 40, 50].iter().map(|t| ev(*t)).collect();
+        let got: Vec<u64> = window_events(&w, 25_000, 40_000)
+            .iter()
+            .map(|e| e.ts_ns / 1000)
+            .collect();
+        assert_eq!(got, vec![20, 30, 40]);
+        assert!(window_events(&w, 60_000, 70_000).len() == 1);
+        assert_eq!(window_events(&w, 0, 5_000).len(), 0);
+    }
 
     #[test]
     fn lost_event_lines_are_counted() {

@@ -11,7 +11,9 @@ use std::sync::Arc;
 ///   (`[local] global mono ...`): the bracketed name is written back.
 /// - `buffer_size_kb` may read `7 (expanded: 1408)` before the ring buffer was
 ///   ever used: the kernel expands it to 1408 on first use, so 1408 is written
-///   back (writing 7 would pin a 7 KB buffer that never expands).
+///   back (writing 7 would pin a 7 KB buffer that never expands). A per-CPU
+///   `per_cpu/cpuN/buffer_size_kb` reads a bare `7` then: see
+///   [`SettingsGuard::set`], which reads the meaning from the top-level file.
 /// - `current_tracer`, `tracing_on`, `tracing_cpumask` and event `enable`
 ///   files read as they are written.
 pub fn restore_value(path: &Path, text: &str) -> String {
@@ -59,7 +61,10 @@ impl SettingsGuard {
             .kernel
             .read(path)
             .map_err(|e| cpushield_sys::with_path(e, path))?;
-        let original = restore_value(path, &before);
+        let mut original = restore_value(path, &before);
+        if let Some(expanded) = unexpanded_per_cpu_size(self.kernel.as_ref(), path, &original) {
+            original = expanded;
+        }
         if original == value.trim() {
             return Ok(());
         }
@@ -91,6 +96,25 @@ impl SettingsGuard {
         }
         errors
     }
+}
+
+/// For `<dir>/per_cpu/cpuN/buffer_size_kb` holding the never-used size while
+/// `<dir>/buffer_size_kb` reads `7 (expanded: 1408)`: the size the kernel
+/// gives that buffer on first use (1408), which is what the file means.
+fn unexpanded_per_cpu_size(kernel: &dyn Kernel, path: &Path, value: &str) -> Option<String> {
+    if path.file_name()? != "buffer_size_kb" {
+        return None;
+    }
+    let cpu_dir = path.parent()?;
+    let per_cpu = cpu_dir.parent()?;
+    if per_cpu.file_name()? != "per_cpu" {
+        return None;
+    }
+    let top = kernel
+        .read(&per_cpu.parent()?.join("buffer_size_kb"))
+        .ok()?;
+    let (unexpanded, rest) = top.trim().split_once("(expanded:")?;
+    (unexpanded.trim() == value).then(|| rest.trim().trim_end_matches(')').trim().to_string())
 }
 
 #[cfg(test)]
@@ -139,6 +163,26 @@ mod tests {
             k.file("/t/events/irq/irq_handler_entry/enable").unwrap(),
             "0"
         );
+    }
+
+    #[test]
+    fn a_never_used_per_cpu_buffer_is_restored_to_its_expanded_size() {
+        // A freshly booted kernel: the top-level file says what "7" means.
+        let k = Arc::new(FakeKernel::new());
+        k.set_file("/t/buffer_size_kb", "7 (expanded: 1408)\n");
+        k.set_file("/t/per_cpu/cpu1/buffer_size_kb", "7\n");
+        let mut g = SettingsGuard::new(k.clone());
+        g.set(Path::new("/t/per_cpu/cpu1/buffer_size_kb"), "32768")
+            .unwrap();
+        assert!(g.restore().is_empty());
+        assert_eq!(k.file("/t/per_cpu/cpu1/buffer_size_kb").unwrap(), "1408");
+        // An expanded buffer of a user's chosen 7 KB stays 7.
+        k.set_file("/t/buffer_size_kb", "7\n");
+        k.set_file("/t/per_cpu/cpu1/buffer_size_kb", "7\n");
+        g.set(Path::new("/t/per_cpu/cpu1/buffer_size_kb"), "32768")
+            .unwrap();
+        assert!(g.restore().is_empty());
+        assert_eq!(k.file("/t/per_cpu/cpu1/buffer_size_kb").unwrap(), "7");
     }
 
     #[test]

@@ -86,6 +86,7 @@ fn kind_word(k: CauseKind) -> &'static str {
         CauseKind::Work => "work",
         CauseKind::Task => "task",
         CauseKind::KernelThread => "kthread",
+        CauseKind::OtherNamespace => "other-ns",
         CauseKind::RtThrottled => "throttled",
         CauseKind::MeasuredTask => "self",
         CauseKind::Outside => "outside",

@@ -3,6 +3,7 @@
 
 use crate::args::{cpu_set, duration, EXIT_ERROR, EXIT_OK, EXIT_THRESHOLD};
 use clap::Args;
+use cpushield_compare::idle::IdleMode;
 use cpushield_compare::{namespace, runner, CompareConfig, Scenario, Scope};
 use cpushield_cpuset::CpuSet;
 use cpushield_measure::Period;
@@ -40,9 +41,10 @@ pub struct CompareArgs {
     /// Exit 2 when a shielded scenario's worst latency exceeds this.
     #[arg(long, value_parser = duration)]
     max_latency: Option<Duration>,
-    /// Advance of the shielded+advance scenario.
-    #[arg(long, value_parser = duration, default_value = "100us")]
-    advance: Duration,
+    /// Advance of the shielded+advance scenario (default: the shielded
+    /// scenario's measured 99.999th percentile wakeup latency).
+    #[arg(long, value_parser = duration)]
+    advance: Option<Duration>,
     /// Latency probe rate in Hz (realfeel's 2048 by default).
     #[arg(long, default_value_t = 2048)]
     rate: u32,
@@ -55,17 +57,27 @@ pub struct CompareArgs {
     /// Directory for the load's files.
     #[arg(long, default_value = "/var/tmp")]
     dir: PathBuf,
-    /// What a measured CPU does when idle, in every scenario alike: halt, poll
-    /// (a SCHED_IDLE spinner, so a VM's vCPU is never handed back to the host),
-    /// or auto (poll in a VM whose idle loop halts, else halt).
-    #[arg(long, value_enum, default_value_t = IdleMode::Auto)]
-    idle: IdleMode,
+    /// What a measured CPU does when idle: auto (run the probe briefly both
+    /// ways in each scenario and keep the better worst case), halt (the
+    /// kernel's idle loop, as cyclictest), or poll (a SCHED_IDLE spinner).
+    #[arg(long, value_enum, default_value_t = IdleArg::Auto)]
+    idle: IdleArg,
+    /// Do not trace the measured CPUs (no guest/host split of the spikes).
+    #[arg(long)]
+    no_attribute: bool,
+    /// Explain every sample above this latency from the trace (default: four
+    /// times the unloaded machine's p99, measured at the start).
+    #[arg(long, value_parser = duration)]
+    attribute_above: Option<Duration>,
+    /// Do not run cyclictest as the anchor in the loaded and shielded scenarios.
+    #[arg(long)]
+    no_anchor: bool,
 }
 
 /// What the measured CPUs do when idle.
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum IdleMode {
-    /// Poll in a VM whose idle loop halts into the hypervisor; halt otherwise.
+pub enum IdleArg {
+    /// Measure halting and polling briefly in each scenario; keep the better.
     Auto,
     /// Keep polling (a SCHED_IDLE spinner per measured CPU).
     Poll,
@@ -73,13 +85,12 @@ pub enum IdleMode {
     Halt,
 }
 
-impl IdleMode {
-    /// Whether to keep the CPUs polling on this machine.
-    fn polls(self) -> bool {
-        match self {
-            IdleMode::Auto => cpushield_rt::idle_poll::idle_exits_to_hypervisor(),
-            IdleMode::Poll => true,
-            IdleMode::Halt => false,
+impl From<IdleArg> for IdleMode {
+    fn from(a: IdleArg) -> Self {
+        match a {
+            IdleArg::Auto => IdleMode::Auto,
+            IdleArg::Poll => IdleMode::Poll,
+            IdleArg::Halt => IdleMode::Halt,
         }
     }
 }
@@ -126,7 +137,10 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
         } else {
             Scope::Namespace
         },
-        idle_poll: args.idle.polls(),
+        idle: args.idle.into(),
+        attribute: !args.no_attribute,
+        attribute_above: args.attribute_above,
+        anchor: !args.no_anchor,
     };
     execute(config, args.out, args.max_latency)
 }
@@ -142,11 +156,14 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         duration: args.duration,
         period: Period::from_rate(2048),
         priority: 95,
-        advance: Duration::from_micros(100),
+        advance: None,
         determinism_runs: 10,
         determinism_work: Duration::from_millis(200),
         scope: Scope::Namespace,
-        idle_poll: IdleMode::Auto.polls(),
+        idle: IdleMode::Auto,
+        attribute: true,
+        attribute_above: None,
+        anchor: true,
     };
     println!(
         "cpushield demo: idle, loaded and shielded scenarios, {} s each, inside a private PID namespace (nothing outside it is moved; IRQs are moved and restored)",

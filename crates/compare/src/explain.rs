@@ -1,0 +1,439 @@
+//! Explains a scenario's figures from a kernel trace of the measured CPUs
+//! (cpushield-check's tracer): every latency sample above the threshold is
+//! charged to named causes inside the guest or to time the vCPU did not run,
+//! and every determinism run's time over the ideal is split the same way.
+
+use cpushield_check::trace::{
+    Attribution, CauseKind, SignalMode, Spike, SpikeMarker, TraceOptions, TraceSession,
+    TraceSummary,
+};
+use cpushield_cpuset::CpuSet;
+use cpushield_measure::determinism::DeterminismReport;
+use cpushield_measure::{ProbeObserver, SpikeTap};
+use cpushield_report::{AttributionSummary, CauseRow};
+use cpushield_sys::RealKernel;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// The kind of a task outside the experiment's PID namespace: inside the
+/// guest, but not something a namespace-scoped shield moves.
+pub const OTHER_NAMESPACE: &str = cpushield_report::verdict::OTHER_NAMESPACE_KIND;
+
+/// Sequence numbers of determinism windows start here (latency spikes count from 0).
+const WINDOW_SEQ_BASE: u64 = 1 << 48;
+
+/// Tells the tracer which thread measures which CPU, and marks each
+/// determinism run as a window to explain.
+struct TraceObserver {
+    marker: SpikeMarker,
+    windows: Mutex<Vec<Window>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    cpu: usize,
+    index: u32,
+    seq: u64,
+}
+
+impl std::fmt::Debug for TraceObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TraceObserver")
+    }
+}
+
+impl ProbeObserver for TraceObserver {
+    fn thread_started(&self, cpu: usize, tid: i32) {
+        self.marker.announce(cpu, tid);
+    }
+
+    fn run_finished(&self, cpu: usize, tid: i32, index: u32, start_ns: u64, end_ns: u64) {
+        let seq = WINDOW_SEQ_BASE + ((cpu as u64) << 24) + index as u64;
+        self.marker.mark(&Spike {
+            seq,
+            cpu,
+            tid,
+            intended_ns: start_ns,
+            actual_ns: end_ns,
+        });
+        if let Ok(mut w) = self.windows.lock() {
+            w.push(Window { cpu, index, seq });
+        }
+    }
+}
+
+/// A trace of the measured CPUs while one probe runs.
+pub struct ProbeTrace {
+    session: TraceSession,
+    observer: Arc<TraceObserver>,
+    forward: Option<JoinHandle<Vec<(u64, cpushield_measure::Spike)>>>,
+}
+
+impl ProbeTrace {
+    /// Starts tracing `cpus`; `retention` must cover the longest window to
+    /// explain (a determinism run).
+    pub fn start(cpus: &CpuSet, retention: Duration) -> Result<Self, String> {
+        let options = TraceOptions {
+            signals: SignalMode::None,
+            retention: retention.max(Duration::from_secs(2)),
+            proc_root: machine_proc().to_path_buf(),
+            namespace_scope: crate::namespace::host_proc().is_some(),
+            ..Default::default()
+        };
+        let session = TraceSession::start(Arc::new(RealKernel), cpus, options)
+            .map_err(|e| format!("tracing the measured CPUs: {e}"))?;
+        let observer = Arc::new(TraceObserver {
+            marker: session.marker(),
+            windows: Mutex::new(Vec::new()),
+        });
+        Ok(Self {
+            session,
+            observer,
+            forward: None,
+        })
+    }
+
+    /// The observer to put in a probe's configuration.
+    pub fn observer(&self) -> Arc<dyn ProbeObserver> {
+        self.observer.clone()
+    }
+
+    /// A tap for the latency probe: samples above `threshold` are marked in
+    /// the trace and kept for the summary.
+    pub fn spike_tap(&mut self, threshold: Duration) -> SpikeTap {
+        let (sender, receiver) = std::sync::mpsc::channel::<cpushield_measure::Spike>();
+        let marker = self.session.marker();
+        self.forward = Some(
+            std::thread::Builder::new()
+                .name("cpushield-spikes".into())
+                .spawn(move || {
+                    let mut seen = Vec::new();
+                    for (seq, s) in receiver.into_iter().enumerate() {
+                        let seq = seq as u64;
+                        marker.mark(&Spike {
+                            seq,
+                            cpu: s.cpu,
+                            tid: s.tid,
+                            intended_ns: s.intended_ns,
+                            actual_ns: s.actual_ns,
+                        });
+                        seen.push((seq, s));
+                    }
+                    seen
+                })
+                .expect("spawn the spike forwarding thread"),
+        );
+        SpikeTap { threshold, sender }
+    }
+
+    /// Ends a latency trace (the tap must be dropped first) and explains
+    /// every sample above the threshold. `probe_max_ns` is the probe's worst
+    /// sample; `ring_lost` the samples the probe could not hand over.
+    pub fn finish_latency(
+        mut self,
+        threshold_ns: u64,
+        probe_max_ns: u64,
+        ring_lost: u64,
+        steal_ns: u64,
+    ) -> (AttributionSummary, TraceSummary) {
+        let spikes = self
+            .forward
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default();
+        let trace = self.session.finish();
+        let by_seq: HashMap<u64, &Attribution> = trace
+            .attributions
+            .iter()
+            .map(|a| (a.spike.seq, a))
+            .collect();
+        let mut s = AttributionSummary {
+            threshold_ns,
+            samples_above: spikes.len() as u64 + ring_lost,
+            lost: ring_lost,
+            steal_ns,
+            lost_events: trace.lost_events,
+            // Samples at or below the threshold were not explained: count
+            // them as caused inside the guest.
+            guest_worst_ns: probe_max_ns.min(threshold_ns),
+            ..AttributionSummary::default()
+        };
+        let mut causes = CauseTable::default();
+        for (seq, spike) in &spikes {
+            s.latency_ns += spike.latency_ns;
+            let Some(a) = by_seq.get(seq) else {
+                s.lost += 1;
+                s.guest_worst_ns = s.guest_worst_ns.max(spike.latency_ns);
+                continue;
+            };
+            s.explained += 1;
+            let split = Split::of(a);
+            s.named_ns += split.named;
+            s.guest_ns += split.guest;
+            s.outside_ns += split.outside;
+            s.guest_worst_ns = s
+                .guest_worst_ns
+                .max(spike.latency_ns.saturating_sub(split.outside));
+            s.outside_worst_ns = s.outside_worst_ns.max(split.outside);
+            if let Some(k) = a.irq_entry_after_ns {
+                s.kernel_latency_max_ns = Some(s.kernel_latency_max_ns.unwrap_or(0).max(k));
+            }
+            s.user_latency_max_ns = Some(s.user_latency_max_ns.unwrap_or(0).max(spike.latency_ns));
+            causes.add(a);
+        }
+        s.causes = causes.rows();
+        (s, trace)
+    }
+
+    /// Ends a determinism trace and splits each run of the worst CPU (the
+    /// one the report shows) into time inside the guest and time outside it.
+    pub fn finish_determinism(self, report: &DeterminismReport) -> DeterminismSplit {
+        let trace = self.session.finish();
+        let windows = self
+            .observer
+            .windows
+            .lock()
+            .map(|w| w.clone())
+            .unwrap_or_default();
+        let by_seq: HashMap<u64, &Attribution> = trace
+            .attributions
+            .iter()
+            .map(|a| (a.spike.seq, a))
+            .collect();
+        let worst = report
+            .cpus
+            .iter()
+            .max_by(|a, b| a.jitter_percent.total_cmp(&b.jitter_percent));
+        let Some(cpu) = worst else {
+            return DeterminismSplit::default();
+        };
+        let mut split = DeterminismSplit {
+            in_guest_ns: vec![0; cpu.runs_ns.len()],
+            outside_ns: vec![0; cpu.runs_ns.len()],
+            explained: 0,
+        };
+        for w in windows.iter().filter(|w| w.cpu == cpu.cpu) {
+            let i = w.index as usize;
+            let (Some(a), Some(&wall)) = (by_seq.get(&w.seq), cpu.runs_ns.get(i)) else {
+                continue;
+            };
+            split.explained += 1;
+            let parts = Split::of(a);
+            split.in_guest_ns[i] = parts.guest_others;
+            // The thread's own run time leaves out what other tasks ran and,
+            // where the kernel accounts steal, the time the vCPU did not run.
+            let not_running = cpu
+                .runs_cpu_ns
+                .get(i)
+                .map(|c| wall.saturating_sub(*c).saturating_sub(parts.guest_others))
+                .unwrap_or(0);
+            split.outside_ns[i] = parts.outside.max(not_running).min(wall);
+        }
+        split
+    }
+}
+
+/// The machine's /proc: the one trace events' thread IDs belong to.
+fn machine_proc() -> &'static Path {
+    crate::namespace::host_proc().unwrap_or(Path::new("/proc"))
+}
+
+/// Each run's time inside the guest (other code on the CPU) and outside it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeterminismSplit {
+    /// Per run: IRQs, softirqs, other tasks and kernel threads on the CPU, ns.
+    pub in_guest_ns: Vec<u64>,
+    /// Per run: time the vCPU did not run, ns.
+    pub outside_ns: Vec<u64>,
+    /// Runs explained from the trace.
+    pub explained: usize,
+}
+
+/// One attribution's time by side.
+#[derive(Debug, Default, Clone, Copy)]
+struct Split {
+    /// Charged to a named cause (all but "untraced").
+    named: u64,
+    /// Inside the guest, the measured task's own path included.
+    guest: u64,
+    /// Inside the guest, other code than the measured task.
+    guest_others: u64,
+    /// Outside the guest.
+    outside: u64,
+}
+
+impl Split {
+    fn of(a: &Attribution) -> Self {
+        let mut s = Split::default();
+        for c in &a.causes {
+            match c.kind {
+                CauseKind::Untraced => continue,
+                CauseKind::Outside => s.outside += c.ns,
+                CauseKind::MeasuredTask => s.guest += c.ns,
+                _ => {
+                    s.guest += c.ns;
+                    s.guest_others += c.ns;
+                }
+            }
+            s.named += c.ns;
+        }
+        s
+    }
+}
+
+/// The report's word for a cause kind.
+pub fn kind_word(k: CauseKind) -> &'static str {
+    match k {
+        CauseKind::Irq => "irq",
+        CauseKind::Vector => "vector",
+        CauseKind::Hrtimer => "hrtimer",
+        CauseKind::Softirq => "softirq",
+        CauseKind::Work => "work",
+        CauseKind::Task => "task",
+        CauseKind::KernelThread => "kthread",
+        CauseKind::OtherNamespace => OTHER_NAMESPACE,
+        CauseKind::RtThrottled => "throttled",
+        CauseKind::MeasuredTask => "self",
+        CauseKind::Outside => "outside",
+        CauseKind::Untraced => "untraced",
+    }
+}
+
+/// Causes summed over attributions: per (kind, name), samples, total and worst.
+#[derive(Default)]
+struct CauseTable {
+    rows: BTreeMap<(CauseKind, String), CauseRow>,
+}
+
+impl CauseTable {
+    fn add(&mut self, a: &Attribution) {
+        let mut per_sample: BTreeMap<(CauseKind, String), u64> = BTreeMap::new();
+        for c in &a.causes {
+            *per_sample
+                .entry((c.kind, group_name(c.kind, &c.name)))
+                .or_insert(0) += c.ns;
+        }
+        for ((kind, name), ns) in per_sample {
+            let row = self
+                .rows
+                .entry((kind, name.clone()))
+                .or_insert_with(|| CauseRow {
+                    kind: kind_word(kind).into(),
+                    name,
+                    guest: !matches!(kind, CauseKind::Outside | CauseKind::Untraced),
+                    ..CauseRow::default()
+                });
+            row.count += 1;
+            row.total_ns += ns;
+            row.worst_ns = row.worst_ns.max(ns);
+        }
+    }
+
+    fn rows(self) -> Vec<CauseRow> {
+        let mut v: Vec<CauseRow> = self.rows.into_values().collect();
+        v.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+        v
+    }
+}
+
+/// One name per cause across samples: the text of "outside" causes carries
+/// the length of each stretch, which is dropped here.
+fn group_name(kind: CauseKind, name: &str) -> String {
+    match kind {
+        CauseKind::Outside if name.starts_with("no kernel event for") => {
+            "no kernel event for longer than the tick: interrupts off or vCPU not running".into()
+        }
+        CauseKind::MeasuredTask => "the probe itself, on its way to user space".into(),
+        _ => name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cpushield_check::trace::{Cause, Phase};
+
+    fn attribution(causes: &[(CauseKind, &str, u64)]) -> Attribution {
+        let total: u64 = causes.iter().map(|c| c.2).sum();
+        Attribution {
+            spike: Spike {
+                seq: 0,
+                cpu: 1,
+                tid: 5,
+                intended_ns: 0,
+                actual_ns: total,
+            },
+            latency_ns: total,
+            causes: causes
+                .iter()
+                .map(|(kind, name, ns)| Cause {
+                    kind: *kind,
+                    name: name.to_string(),
+                    phase: Phase::BeforeWakeup,
+                    ns: *ns,
+                })
+                .collect(),
+            outside_ns: causes
+                .iter()
+                .filter(|c| c.0 == CauseKind::Outside)
+                .map(|c| c.2)
+                .sum(),
+            steal: None,
+            irq_entry_after_ns: None,
+            wakeup_after_ns: None,
+            switch_in_after_ns: None,
+            events: 3,
+            notes: Vec::new(),
+            trace_file: None,
+        }
+    }
+
+    #[test]
+    fn time_outside_the_guest_is_kept_apart_from_guest_causes() {
+        let a = attribution(&[
+            (
+                CauseKind::Outside,
+                "CPU idle while the timer should have fired",
+                900,
+            ),
+            (CauseKind::Irq, "irq 36 virtio0", 80),
+            (CauseKind::MeasuredTask, "measured task", 15),
+            (CauseKind::Untraced, "before tracing started", 5),
+        ]);
+        let s = Split::of(&a);
+        assert_eq!(s.outside, 900);
+        assert_eq!(s.guest, 95);
+        assert_eq!(s.guest_others, 80);
+        assert_eq!(s.named, 995);
+    }
+
+    #[test]
+    fn causes_are_summed_per_name_with_count_and_worst() {
+        let mut t = CauseTable::default();
+        t.add(&attribution(&[
+            (CauseKind::Irq, "irq 36 virtio0", 80),
+            (CauseKind::Outside, "no kernel event for 9.10 ms (tick every 4.00 ms): interrupts off or vCPU not running", 5_000),
+        ]));
+        t.add(&attribution(&[
+            (CauseKind::Irq, "irq 36 virtio0", 120),
+            (CauseKind::Outside, "no kernel event for 7.00 ms (tick every 4.00 ms): interrupts off or vCPU not running", 3_000),
+        ]));
+        let rows = t.rows();
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(rows[0].kind, "outside");
+        assert!(!rows[0].guest);
+        assert_eq!(
+            (rows[0].count, rows[0].total_ns, rows[0].worst_ns),
+            (2, 8_000, 5_000)
+        );
+        assert_eq!(rows[1].name, "irq 36 virtio0");
+        assert!(rows[1].guest);
+        assert_eq!(
+            (rows[1].count, rows[1].total_ns, rows[1].worst_ns),
+            (2, 200, 120)
+        );
+    }
+}
