@@ -20,4 +20,4 @@ pub mod trace;
 
 pub use analyze::{analyze, CheckInput, CheckReport, CpuSource};
 pub use finding::{Finding, Remedy, RemedyKind, Severity, Topic};
-pub use run::{analyse_snapshots, run_check, CheckError, CheckOptions};
+pub use run::{analyse_snapshots, run_check, run_check_until, CheckError, CheckOptions};

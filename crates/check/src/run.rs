@@ -55,6 +55,19 @@ pub fn run_check(
     source: CpuSource,
     opts: CheckOptions,
 ) -> Result<CheckReport, CheckError> {
+    run_check_until(kernel, cpus, source, opts, &|| false)
+}
+
+/// Like [`run_check`], but ends early, with what was seen so far, once
+/// `done()` returns true (checked at every sample): for watching a CPU
+/// exactly while something else runs.
+pub fn run_check_until(
+    kernel: &dyn Kernel,
+    cpus: &CpuSet,
+    source: CpuSource,
+    opts: CheckOptions,
+    done: &dyn Fn() -> bool,
+) -> Result<CheckReport, CheckError> {
     if cpus.is_empty() {
         return Err(CheckError::Empty);
     }
@@ -75,6 +88,9 @@ pub fn run_check(
     loop {
         let now = Instant::now();
         let next = now + opts.sample_every;
+        if done() {
+            break;
+        }
         if next >= end {
             std::thread::sleep(end.saturating_duration_since(now));
             break;

@@ -18,6 +18,7 @@ fn ctx<'a>(
         tick_ns: Some(4_000_000),
         is_kthread,
         in_other_namespace: &|_| false,
+        virtual_cpu: false,
         steal,
         preempt_model: Some("none".into()),
         trace_start_ns: Some(0),
@@ -309,4 +310,57 @@ fn a_task_of_another_pid_namespace_is_named_as_such() {
         .causes
         .iter()
         .any(|c| c.kind == CauseKind::OtherNamespace && c.name == "load (70)"));
+}
+
+const PREEMPTED_IN_HANDLER: &str = "\
+           <idle>-0       [001] d.h1.   500.000010: local_timer_entry: vector=236
+           <idle>-0       [001] d.h1.   500.000011: hrtimer_expire_entry: hrtimer=00000000bb function=tick_nohz_handler now=500000010000
+           <idle>-0       [001] d.h1.   500.001711: hrtimer_expire_exit: hrtimer=00000000bb
+           <idle>-0       [001] d.h1.   500.001712: hrtimer_expire_entry: hrtimer=00000000aa function=hrtimer_wakeup now=500001711000
+           <idle>-0       [001] dNh2.   500.001713: sched_wakeup: comm=probe pid=50 prio=4 target_cpu=001
+           <idle>-0       [001] dNh1.   500.001714: hrtimer_expire_exit: hrtimer=00000000aa
+           <idle>-0       [001] dNh1.   500.001715: local_timer_exit: vector=236
+           <idle>-0       [001] d..2.   500.001720: sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=probe next_pid=50 next_prio=4
+";
+
+#[test]
+fn a_handler_that_shows_no_event_for_too_long_was_preempted_from_outside() {
+    // The tick's hrtimer callback "runs" 1.7 ms: no handler does; the vCPU
+    // was taken away inside it.
+    let ev = events(PREEMPTED_IN_HANDLER);
+    let spike = Spike {
+        seq: 11,
+        cpu: 1,
+        tid: 50,
+        intended_ns: 500_000_000_000,
+        actual_ns: 500_001_730_000,
+    };
+    let never = |_: i32| false;
+    let vm = AttributionContext {
+        virtual_cpu: true,
+        ..ctx(&never, None)
+    };
+    let a = attribute(&ev, &spike, &vm);
+    let bare_metal = attribute(&ev, &spike, &ctx(&never, None));
+    assert!(
+        bare_metal
+            .causes
+            .iter()
+            .any(|c| c.name == "hrtimer tick_nohz_handler" && c.ns == 1_700_000),
+        "on bare metal a slow handler is the handler's own time"
+    );
+    let preempted: u64 = a
+        .causes
+        .iter()
+        .filter(|c| c.kind == CauseKind::Outside && c.name.starts_with("hrtimer tick_nohz_handler"))
+        .map(|c| c.ns)
+        .sum();
+    assert_eq!(preempted, 1_700_000 - 500_000, "{:#?}", a.causes);
+    let handler: u64 = a
+        .causes
+        .iter()
+        .filter(|c| c.name == "hrtimer tick_nohz_handler")
+        .map(|c| c.ns)
+        .sum();
+    assert_eq!(handler, 500_000);
 }

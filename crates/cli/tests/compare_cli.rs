@@ -79,7 +79,7 @@ fn short_scenarios_run_end_to_end_and_write_the_report() {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
             .unwrap();
-    assert_eq!(report["schema"], "cpushield.compare/2");
+    assert_eq!(report["schema"], "cpushield.compare/3");
     let names: Vec<&str> = report["scenarios"]
         .as_array()
         .unwrap()
@@ -105,6 +105,41 @@ fn short_scenarios_run_end_to_end_and_write_the_report() {
         }
     }
     assert_eq!(report["scenarios"][2]["shielded"], true);
+    // Every scenario chose its idle policy by calibration and was traced;
+    // the loaded and shielded ones carry the cyclictest anchor.
+    for s in report["scenarios"].as_array().unwrap() {
+        let idle = &s["idle"];
+        assert_eq!(idle["how"], "calibrated", "{}", s["name"]);
+        assert!(idle["halt_max_ns"].as_u64().unwrap() > 0);
+        assert!(idle["poll_max_ns"].as_u64().unwrap() > 0);
+        let a = &s["attribution"];
+        assert!(
+            a["threshold_ns"].as_u64().unwrap() >= 20_000,
+            "{}",
+            s["name"]
+        );
+        assert!(
+            a["explained"].as_u64().unwrap() + a["lost"].as_u64().unwrap()
+                == a["samples_above"].as_u64().unwrap(),
+            "{a}"
+        );
+        assert!(a["guest_worst_ns"].as_u64().unwrap() <= s["latency"]["max_ns"].as_u64().unwrap());
+        let det = &s["determinism"];
+        assert_eq!(
+            det["run_outside_s"].as_array().unwrap().len(),
+            2,
+            "{}",
+            s["name"]
+        );
+        if s["name"] != "idle" {
+            assert_eq!(s["anchor"]["tool"], "cyclictest", "{}", s["name"]);
+            assert!(s["anchor"]["samples"].as_u64().unwrap() > 0);
+        }
+    }
+    let v = &report["verdict"];
+    assert!(v["guest_loaded_over_shielded"].as_f64().is_some(), "{v}");
+    assert!(v["anchor_loaded_over_shielded"].as_f64().is_some(), "{v}");
+    assert!(text.contains("guest vs outside"), "{text}");
     for f in [
         "report.html",
         "latency.svg",

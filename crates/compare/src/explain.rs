@@ -174,10 +174,16 @@ impl ProbeTrace {
             s.named_ns += split.named;
             s.guest_ns += split.guest;
             s.outside_ns += split.outside;
-            s.guest_worst_ns = s
-                .guest_worst_ns
-                .max(spike.latency_ns.saturating_sub(split.outside));
+            // What the shield answers for: the sample without its time
+            // outside the guest and outside the shield's scope.
+            s.guest_worst_ns = s.guest_worst_ns.max(
+                spike
+                    .latency_ns
+                    .saturating_sub(split.outside)
+                    .saturating_sub(split.other_scope),
+            );
             s.outside_worst_ns = s.outside_worst_ns.max(split.outside);
+            s.other_scope_worst_ns = s.other_scope_worst_ns.max(split.other_scope);
             if let Some(k) = a.irq_entry_after_ns {
                 s.kernel_latency_max_ns = Some(s.kernel_latency_max_ns.unwrap_or(0).max(k));
             }
@@ -263,6 +269,9 @@ struct Split {
     guest_others: u64,
     /// Outside the guest.
     outside: u64,
+    /// Tasks of other PID namespaces (inside the guest, outside a
+    /// namespace-scoped shield).
+    other_scope: u64,
 }
 
 impl Split {
@@ -273,6 +282,11 @@ impl Split {
                 CauseKind::Untraced => continue,
                 CauseKind::Outside => s.outside += c.ns,
                 CauseKind::MeasuredTask => s.guest += c.ns,
+                CauseKind::OtherNamespace => {
+                    s.guest += c.ns;
+                    s.guest_others += c.ns;
+                    s.other_scope += c.ns;
+                }
                 _ => {
                     s.guest += c.ns;
                     s.guest_others += c.ns;

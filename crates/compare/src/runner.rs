@@ -305,20 +305,46 @@ pub fn advance_from_shielded(shielded: &LatencySummary, period_ns: u64) -> Durat
     Duration::from_nanos(shielded.p99999_ns.clamp(10_000, quarter))
 }
 
-/// Runs `cpushield check` on `cpus` for `interval`, in a thread, while a
-/// probe runs; its findings go into the scenario.
-fn check_while(cpus: &CpuSet, interval: Duration) -> std::thread::JoinHandle<Vec<CheckFinding>> {
-    let cpus = cpus.clone();
-    std::thread::spawn(move || {
+/// `cpushield check` on some CPUs while a probe runs, in a thread of its own
+/// (on the housekeeping CPUs, where the runner is).
+struct CheckWhile {
+    done: std::sync::Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<Vec<CheckFinding>>,
+}
+
+impl CheckWhile {
+    /// Starts watching `cpus`, for at most `interval`.
+    fn start(cpus: &CpuSet, interval: Duration) -> Self {
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        let cpus = cpus.clone();
+        let handle = std::thread::spawn(move || check_findings(&cpus, interval, &flag));
+        Self { done, handle }
+    }
+
+    /// Stops watching and returns what `check` found, most severe first.
+    fn finish(self) -> Vec<CheckFinding> {
+        self.done.store(true, Ordering::Relaxed);
+        let mut findings = self.handle.join().unwrap_or_default();
+        findings.sort_by(|a, b| b.severity.cmp(&a.severity));
+        findings
+    }
+}
+
+/// Runs `cpushield check` on `cpus` until `done` (at most `interval`) and
+/// keeps its findings about those CPUs.
+fn check_findings(cpus: &CpuSet, interval: Duration, done: &AtomicBool) -> Vec<CheckFinding> {
+    {
         let opts = cpushield_check::CheckOptions {
             interval,
             ..Default::default()
         };
-        match cpushield_check::run_check(
+        match cpushield_check::run_check_until(
             &RealKernel,
-            &cpus,
+            cpus,
             cpushield_check::CpuSource::ShieldState,
             opts,
+            &|| done.load(Ordering::Relaxed),
         ) {
             Ok(report) => report
                 .findings
@@ -340,7 +366,7 @@ fn check_while(cpus: &CpuSet, interval: Duration) -> std::thread::JoinHandle<Vec
                 .collect(),
             Err(_) => Vec::new(),
         }
-    })
+    }
 }
 
 /// The fix `check` names for a cause, matched by IRQ number or task ID.
@@ -517,18 +543,17 @@ pub fn run(
             lat.observer = Some(t.observer());
         }
         let checker = (scenario.shield_up() && *scenario != Scenario::UnshieldedCpu)
-            .then(|| check_while(cpus, config.duration));
+            .then(|| CheckWhile::start(cpus, config.duration));
         let steal_before = steal_mark();
         let latency_report = latency::run(&lat, stop, &mut |p| {
             progress(report("latency", p.fraction, p.max_ns))
         });
         let latency_steal = steal_since(&steal_before, cpus);
         drop(lat);
+        let findings = checker.map(CheckWhile::finish).unwrap_or_default();
         let latency_report = latency_report?;
         let max_seen = latency_report.max_ns();
         let latency = summarize_latency(&latency_report);
-        let mut findings = checker.and_then(|h| h.join().ok()).unwrap_or_default();
-        findings.sort_by(|a, b| b.severity.cmp(&a.severity));
         let attribution: Option<AttributionSummary> = match (trace, threshold) {
             (Some(t), Some(th)) => {
                 progress(report("explaining", 1.0, max_seen));

@@ -211,11 +211,16 @@ pub struct AttributionSummary {
     pub guest_ns: u64,
     /// Of that, time the vCPU (or CPU) was not running at all, ns.
     pub outside_ns: u64,
-    /// The worst latency the guest itself caused: a sample minus its time
-    /// outside the guest, over all samples, ns.
+    /// The worst latency the guest itself caused, within the shield's scope:
+    /// a sample minus its time outside the guest and minus time taken by
+    /// tasks of other PID namespaces, over all samples, ns.
     pub guest_worst_ns: u64,
     /// The most time outside the guest in one sample, ns.
     pub outside_worst_ns: u64,
+    /// The most time one sample lost to tasks of other PID namespaces (a
+    /// namespace-scoped shield does not move them; `--system` does), ns.
+    #[serde(default)]
+    pub other_scope_worst_ns: u64,
     /// Kernel latency (interrupt entry − intended, the Hyades paper's t1 − t0)
     /// of the samples above the threshold: the worst, ns.
     pub kernel_latency_max_ns: Option<u64>,

@@ -14,6 +14,11 @@ use super::event::{Event, EventKind, VECTORS};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+/// The longest a hard-interrupt handler (device IRQ, interrupt vector,
+/// hrtimer callback) is taken to run between two events on a virtual CPU;
+/// time beyond it inside one handler is time the vCPU did not run.
+pub const HANDLER_BOUND_NS: u64 = 500_000;
+
 /// A latency spike to explain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Spike {
@@ -118,6 +123,11 @@ pub struct AttributionContext<'a> {
     pub in_other_namespace: &'a dyn Fn(i32) -> bool,
     /// Steal time around the spike, when sampled.
     pub steal: Option<StealEvidence>,
+    /// Whether the CPU is a virtual one (the hypervisor flag): only there is
+    /// a hard-interrupt handler that shows no event for longer than
+    /// [`HANDLER_BOUND_NS`] taken to have lost its vCPU (on bare metal a slow
+    /// driver can really take that long).
+    pub virtual_cpu: bool,
     /// The kernel's preemption model (`none`, `voluntary`, `full`, ...), for the notes.
     pub preempt_model: Option<String>,
     /// When tracing started (CLOCK_MONOTONIC ns). Before the first event of a
@@ -357,6 +367,28 @@ impl State<'_> {
                 (k, format!("{} ({})", self.task.1, self.task.0))
             }
         };
+        // A hard-interrupt handler (device IRQ, vector, hrtimer callback)
+        // runs for microseconds; one that shows no event for longer was not
+        // running: the vCPU was taken away inside it.
+        if self.ctx.virtual_cpu
+            && matches!(
+                kind,
+                CauseKind::Irq | CauseKind::Vector | CauseKind::Hrtimer
+            )
+            && ns > HANDLER_BOUND_NS
+        {
+            self.add(kind, name.clone(), phase, HANDLER_BOUND_NS);
+            self.add(
+                CauseKind::Outside,
+                format!(
+                    "{name} showed no event for longer than any handler runs ({}): the vCPU was not running",
+                    fmt_ns(HANDLER_BOUND_NS)
+                ),
+                phase,
+                ns - HANDLER_BOUND_NS,
+            );
+            return;
+        }
         // A stretch without any event longer than the tick allows: the kernel
         // did not run its tick, so the excess is outside its view.
         if let Some(tick) = self.ctx.tick_ns {

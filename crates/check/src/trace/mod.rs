@@ -390,6 +390,9 @@ impl TraceSession {
                     user_hz: crate::snapshot::user_hz(),
                     proc_root: opts.proc_root.clone(),
                     namespace_scope: opts.namespace_scope,
+                    virtual_cpu: kernel
+                        .read(Path::new("/proc/cpuinfo"))
+                        .is_ok_and(|c| cpushield_rt::idle_poll::runs_under_hypervisor(&c)),
                     now: cpushield_rt::clock::now_ns,
                     started_ns: cpushield_rt::clock::now_ns(),
                 };

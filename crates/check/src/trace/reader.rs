@@ -116,6 +116,8 @@ pub struct Reader {
     pub proc_root: PathBuf,
     /// Tell tasks of other PID namespaces apart (see `TraceOptions`).
     pub namespace_scope: bool,
+    /// The traced CPUs are virtual (the hypervisor flag in /proc/cpuinfo).
+    pub virtual_cpu: bool,
     /// A clock (CLOCK_MONOTONIC ns).
     pub now: fn() -> u64,
     /// When tracing started (CLOCK_MONOTONIC ns).
@@ -352,6 +354,7 @@ impl Reader {
             tick_ns: self.tick_ns.get(&s.cpu).copied().flatten(),
             is_kthread: &is_kthread,
             in_other_namespace: &in_other_namespace,
+            virtual_cpu: self.virtual_cpu,
             steal: steal_ev,
             preempt_model: self.preempt_model.clone(),
             trace_start_ns: Some(self.started_ns),

@@ -79,9 +79,33 @@ struct LatencyArgs {
     /// Trace the measured CPUs' kernel events and attribute every latency above this to its causes.
     #[arg(long, value_parser = args::duration)]
     trace_above: Option<Duration>,
+    /// Trace the measured CPUs and explain every sample above four times the
+    /// p99 of a 2-second run made first (as `compare` does): guest causes vs
+    /// time outside the guest, kernel vs user latency.
+    #[arg(long, conflicts_with = "trace_above")]
+    attribute: bool,
     /// Where --trace-above keeps each spike's raw trace window [default: ./cpushield-trace-<time>].
-    #[arg(long, value_name = "DIR", requires = "trace_above")]
+    #[arg(long, value_name = "DIR")]
     trace_dir: Option<PathBuf>,
+}
+
+/// `--attribute`'s threshold: four times the p99 of a 2-second run with the
+/// same settings (20 us to 1 ms).
+fn attribution_threshold(
+    config: &LatencyConfig,
+    stop: &std::sync::atomic::AtomicBool,
+) -> anyhow::Result<Duration> {
+    let mut short = config.clone();
+    short.length = Length::Duration(Duration::from_secs(2));
+    short.spikes = None;
+    let r = latency::run(&short, stop, &mut |_| {})?;
+    let p99 = r
+        .cpus
+        .iter()
+        .map(|c| c.latency.summary.percentiles.p99_ns)
+        .max()
+        .unwrap_or(0);
+    Ok(cpushield_compare::runner::threshold_from_idle_p99(p99))
 }
 
 #[derive(Args)]
@@ -263,14 +287,20 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     let hist_out = open_opt(&a.histogram, "--histogram")?;
     let stop =
         cpushield_measure::signal::stop_on_signals().context("installing the SIGINT handler")?;
-    let tracer = match a.trace_above {
+    let trace_above = match (a.trace_above, a.attribute) {
+        (Some(t), _) => Some(t),
+        (None, true) => Some(attribution_threshold(&config, stop)?),
+        (None, false) => None,
+    };
+    let tracer = match trace_above {
         Some(threshold) => {
             if threshold.is_zero() {
                 bail!("--trace-above must be longer than 0: use e.g. --trace-above 100us");
             }
-            let (tracer, tap) =
+            let (tracer, tap, announcer) =
                 trace_link::SpikeTracer::start(&config.cpus, threshold, a.trace_dir.clone())?;
             config.spikes = Some(tap);
+            config.observer = Some(announcer);
             Some(tracer)
         }
         None => None,

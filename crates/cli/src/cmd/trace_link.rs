@@ -19,13 +19,30 @@ pub struct SpikeTracer {
     dir: PathBuf,
 }
 
+/// Tells the trace which (possibly namespace-local) thread ID measures each
+/// CPU, from the measuring thread itself (see `SpikeMarker::announce`).
+struct Announcer(cpushield_check::trace::SpikeMarker);
+
+impl std::fmt::Debug for Announcer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Announcer")
+    }
+}
+
+impl cpushield_measure::ProbeObserver for Announcer {
+    fn thread_started(&self, cpu: usize, tid: i32) {
+        self.0.announce(cpu, tid);
+    }
+}
+
 impl SpikeTracer {
-    /// Starts tracing `cpus` and returns the tap to put in the latency config.
+    /// Starts tracing `cpus` and returns the tap and the observer to put in
+    /// the latency config.
     pub fn start(
         cpus: &CpuSet,
         threshold: Duration,
         dir: Option<PathBuf>,
-    ) -> anyhow::Result<(Self, SpikeTap)> {
+    ) -> anyhow::Result<(Self, SpikeTap, Arc<dyn cpushield_measure::ProbeObserver>)> {
         let dir = dir.unwrap_or_else(|| {
             let secs = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -44,6 +61,8 @@ impl SpikeTracer {
         let session = TraceSession::start(Arc::new(RealKernel), cpus, options)
             .context("--trace-above: starting the kernel trace")?;
         let marker = session.marker();
+        let announcer: Arc<dyn cpushield_measure::ProbeObserver> =
+            Arc::new(Announcer(session.marker()));
         let (sender, receiver) = std::sync::mpsc::channel::<cpushield_measure::Spike>();
         let forward = std::thread::Builder::new()
             .name("cpushield-spikes".into())
@@ -66,6 +85,7 @@ impl SpikeTracer {
                 dir,
             },
             SpikeTap { threshold, sender },
+            announcer,
         ))
     }
 
