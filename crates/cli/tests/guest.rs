@@ -180,3 +180,8 @@ fn guest_check_names_a_task_pinned_to_a_shielded_cpu() {
 fn guest_check_finds_a_real_shield_clean() {
     run_guest("check-shielded", "tests/guest/run.sh", &["check-shielded"]);
 }
+
+#[test]
+fn guest_trace_on_a_fresh_kernel_restores_what_tracefs_meant() {
+    run_guest("trace-fresh", "tests/guest/run.sh", &["trace-fresh"]);
+}

@@ -530,6 +530,12 @@ impl TraceSession {
             root.clone()
         };
         let g = &mut cleanup.guard;
+        // What the top-level buffer means must survive the session, also
+        // when the session itself only uses an instance.
+        let top_buffer = root.join("buffer_size_kb");
+        if k.exists(&top_buffer) {
+            g.watch(&top_buffer).map_err(|e| e.to_string())?;
+        }
         let p = |f: &str| dir.join(f);
         g.set(&p("tracing_on"), "0").map_err(|e| e.to_string())?;
         if k.exists(&p("current_tracer")) {

@@ -77,6 +77,24 @@ impl SettingsGuard {
         Ok(())
     }
 
+    /// Remembers what `path` means now without writing it, so that
+    /// [`SettingsGuard::restore`] puts that meaning back if something the
+    /// session did changes it as a side effect. The top-level
+    /// `buffer_size_kb` needs this: on a kernel that never traced it reads
+    /// `7 (expanded: 1408)`, and using an instance can leave it at a plain
+    /// `7`, a 7 KB buffer for every later user of tracefs.
+    pub fn watch(&mut self, path: &Path) -> io::Result<()> {
+        let before = self
+            .kernel
+            .read(path)
+            .map_err(|e| cpushield_sys::with_path(e, path))?;
+        if !self.saved.iter().any(|(p, _)| p == path) {
+            self.saved
+                .push((path.to_path_buf(), restore_value(path, &before)));
+        }
+        Ok(())
+    }
+
     /// The files changed so far and their original values, in order of change.
     pub fn saved(&self) -> &[(PathBuf, String)] {
         &self.saved
@@ -87,6 +105,12 @@ impl SettingsGuard {
     pub fn restore(&mut self) -> Vec<String> {
         let mut errors = Vec::new();
         while let Some((path, value)) = self.saved.pop() {
+            // A file that still means what it meant is left alone.
+            if let Ok(now) = self.kernel.read(&path) {
+                if restore_value(&path, &now) == value {
+                    continue;
+                }
+            }
             if let Err(e) = self.kernel.write(&path, &value) {
                 errors.push(format!(
                     "{}: could not restore '{value}': {e}",
@@ -183,6 +207,23 @@ mod tests {
             .unwrap();
         assert!(g.restore().is_empty());
         assert_eq!(k.file("/t/per_cpu/cpu1/buffer_size_kb").unwrap(), "7");
+    }
+
+    #[test]
+    fn a_top_level_buffer_left_at_its_never_used_size_gets_its_meaning_back() {
+        let k = Arc::new(FakeKernel::new());
+        k.set_file("/t/buffer_size_kb", "7 (expanded: 1408)\n");
+        let mut g = SettingsGuard::new(k.clone());
+        g.watch(Path::new("/t/buffer_size_kb")).unwrap();
+        // Using an instance expanded the flag but not the buffer.
+        k.set_file("/t/buffer_size_kb", "7\n");
+        assert!(g.restore().is_empty());
+        assert_eq!(k.file("/t/buffer_size_kb").unwrap(), "1408");
+        // Untouched, a watched file is not written.
+        k.set_file("/t/buffer_size_kb", "7 (expanded: 1408)\n");
+        g.watch(Path::new("/t/buffer_size_kb")).unwrap();
+        assert!(g.restore().is_empty());
+        assert_eq!(k.file("/t/buffer_size_kb").unwrap(), "7 (expanded: 1408)\n");
     }
 
     #[test]

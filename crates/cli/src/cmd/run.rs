@@ -338,15 +338,57 @@ fn move_task(
 }
 
 /// With --idle-poll, a SCHED_IDLE spinner on each of the task's CPUs, placed
-/// the way the task is (into the shield's cpuset).
-fn keep_polling(req: &Request) -> anyhow::Result<Option<IdlePoller>> {
+/// the way the task is (into the shield's cpuset). Dropping it stops the
+/// spinners and says whether the host took time from the polling CPUs.
+fn keep_polling(req: &Request) -> anyhow::Result<Option<Polling>> {
     if !req.idle_poll {
         return Ok(None);
     }
     fn place_poller(tid: i32, cpus: &CpuSet) -> io::Result<()> {
         placement::place_task(&RealKernel, tid, cpus)
     }
-    Ok(Some(IdlePoller::start(&req.cpus, Some(place_poller))?))
+    let steal_before = cpushield_measure::procstat::snapshot(&RealKernel).ok();
+    Ok(Some(Polling {
+        _poller: IdlePoller::start(&req.cpus, Some(place_poller))?,
+        cpus: req.cpus.clone(),
+        started: std::time::Instant::now(),
+        steal_before,
+    }))
+}
+
+/// Polling CPUs and the evidence on whether polling helps: a vCPU that never
+/// halts competes on the host with the VM's own I/O emulation, and steal
+/// time on the polled CPUs is the sign that it lost.
+struct Polling {
+    _poller: IdlePoller,
+    cpus: CpuSet,
+    started: std::time::Instant,
+    steal_before: Option<cpushield_measure::procstat::CpuTimes>,
+}
+
+impl Drop for Polling {
+    fn drop(&mut self) {
+        let (Some(before), Ok(after)) = (
+            self.steal_before.as_ref(),
+            cpushield_measure::procstat::snapshot(&RealKernel),
+        ) else {
+            return;
+        };
+        let ticks: u64 = self
+            .cpus
+            .iter()
+            .filter_map(|c| Some(after.get(&c)?.since(before.get(&c)?).steal))
+            .sum();
+        let steal_ms = ticks * 1000 / cpushield_measure::procstat::user_hz().max(1);
+        let elapsed_ms = self.started.elapsed().as_millis() as u64;
+        // More than 1% of the time taken by the host while polling.
+        if steal_ms * 100 > elapsed_ms.max(1) {
+            eprintln!(
+                "cpushield: while CPU(s) {} polled, the host took {steal_ms} ms of {elapsed_ms} ms from them (steal): polling may be hurting here; `cpushield compare --cpus {} --idle auto` measures halting against polling under your load",
+                self.cpus, self.cpus
+            );
+        }
+    }
 }
 
 fn reserve(

@@ -56,6 +56,9 @@ impl SpikeTracer {
             trace_dir: Some(dir.clone()),
             // The probe's own SIGINT handler stops the run; finish() then restores tracefs.
             signals: SignalMode::None,
+            // CPUSHIELD_TRACE_INSTANCE=0 traces in the top-level buffer, as on
+            // a kernel without instances (the guest tests use it).
+            instance: std::env::var("CPUSHIELD_TRACE_INSTANCE").as_deref() != Ok("0"),
             ..Default::default()
         };
         let session = TraceSession::start(Arc::new(RealKernel), cpus, options)
