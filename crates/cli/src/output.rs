@@ -20,6 +20,19 @@ fn parent_of(path: &Path) -> PathBuf {
     }
 }
 
+/// Creates and removes a probe file in the existing directory `dir`.
+fn probe(dir: &Path) -> Result<(), String> {
+    tempfile::Builder::new()
+        .prefix(".cpushield-probe-")
+        .tempfile_in(dir)
+        .map(drop)
+        .map_err(|e| {
+            // tempfile's error carries the probe's random name; the OS error is enough.
+            let e = e.to_string();
+            e.split(" at path ").next().unwrap_or_default().to_string()
+        })
+}
+
 /// Checks that files can be created in `dir`, or in the nearest existing
 /// directory above it when `dir` does not exist yet (it would be created),
 /// by creating and removing a probe file. Changes nothing.
@@ -33,41 +46,49 @@ fn check_creatable_dir(dir: &Path, flag: &str, shown: &Path) -> anyhow::Result<(
     }
     if !existing.is_dir() {
         anyhow::bail!(
-            "{flag} {}: {} is not a directory; pick a writable path",
+            "cannot write {flag} {}: {} is not a directory; pick a writable path",
             shown.display(),
             existing.display()
         );
     }
-    tempfile::Builder::new()
-        .prefix(".cpushield-probe-")
-        .tempfile_in(&existing)
-        .map(drop)
-        .map_err(|e| {
-            // tempfile's error carries the probe's random name; the OS error is enough.
-            let e = e.to_string();
-            let e = e.split(" at path ").next().unwrap_or_default();
-            anyhow::anyhow!(
-                "{flag} {}: cannot create files in {} ({e}); pick a writable path",
-                shown.display(),
-                existing.display()
-            )
-        })
+    probe(&existing).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot write {flag} {}: cannot create files in {} ({e}); pick a writable path",
+            shown.display(),
+            existing.display()
+        )
+    })
 }
 
 /// Checks, before any work, that the file `path` can be written (`-` is stdout
-/// and always can). Creates nothing.
+/// and always can): its directory must exist (a missing one is most likely a
+/// typo) and take new files. Creates nothing.
 pub fn check_file(path: &Path, flag: &str) -> anyhow::Result<()> {
     if is_stdout(path) {
         return Ok(());
     }
     if path.is_dir() {
         anyhow::bail!(
-            "{flag} {}: is a directory; name a file, e.g. {}/result.json",
+            "cannot write {flag} {}: it is a directory; name a file, e.g. {}/result.json",
             path.display(),
             path.display()
         );
     }
-    check_creatable_dir(&parent_of(path), flag, path)
+    let dir = parent_of(path);
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "cannot write {flag} {}: {} is not a directory; pick a writable path",
+            path.display(),
+            dir.display()
+        );
+    }
+    probe(&dir).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot write {flag} {}: cannot create files in {} ({e}); pick a writable path",
+            path.display(),
+            dir.display()
+        )
+    })
 }
 
 /// Checks, before any work, that `dir` is or can become a directory files can
@@ -75,7 +96,7 @@ pub fn check_file(path: &Path, flag: &str) -> anyhow::Result<()> {
 pub fn check_dir(dir: &Path, flag: &str) -> anyhow::Result<()> {
     if dir.exists() && !dir.is_dir() {
         anyhow::bail!(
-            "{flag} {}: exists and is not a directory; name a new or existing directory",
+            "cannot write {flag} {}: it exists and is not a directory; name a new or existing directory",
             dir.display()
         );
     }
@@ -116,18 +137,19 @@ mod tests {
     fn an_unwritable_file_path_is_refused_before_work() {
         let err = check_file(Path::new("/proc/nope.json"), "--json").unwrap_err();
         assert!(
-            err.to_string().starts_with("--json /proc/nope.json"),
+            err.to_string()
+                .starts_with("cannot write --json /proc/nope.json"),
             "{err}"
         );
         assert!(!Path::new("/proc/nope.json").exists());
     }
 
     #[test]
-    fn a_file_path_in_a_missing_but_creatable_directory_is_accepted_and_not_created() {
+    fn a_missing_report_directory_is_accepted_and_not_created_but_a_files_is_refused() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("new/sub/a.json");
-        check_file(&path, "--json").unwrap();
-        assert!(!tmp.path().join("new").exists());
+        assert!(check_file(&path, "--json").is_err());
+        check_file(&tmp.path().join("a.json"), "--json").unwrap();
         check_dir(&tmp.path().join("report"), "--out").unwrap();
         assert!(!tmp.path().join("report").exists());
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
