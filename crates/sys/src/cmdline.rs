@@ -64,8 +64,8 @@ fn same_key(a: &str, b: &str) -> bool {
 pub fn param(cmdline: &str, key: &str) -> Option<String> {
     words(cmdline)
         .into_iter()
-        .filter(|(k, _)| same_key(k, key))
-        .last()
+        .rev()
+        .find(|(k, _)| same_key(k, key))
         .map(|(_, v)| v.unwrap_or_default())
 }
 
