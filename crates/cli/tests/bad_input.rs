@@ -61,6 +61,16 @@ fn a_rate_faster_than_a_timer_is_refused_at_once() {
         "1s",
     ]);
     assert!(err.contains("--rate 100000 or less"), "{err}");
+    let err = refused(&[
+        "compare",
+        "--cpus",
+        "1",
+        "--rate",
+        "4000000000",
+        "--duration",
+        "1s",
+    ]);
+    assert!(err.contains("--rate 100000 or less"), "{err}");
 }
 
 #[test]
