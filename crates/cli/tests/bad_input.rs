@@ -89,6 +89,7 @@ fn negative_values_name_their_option() {
             &["measure", "latency", "--cpus", "1", "--rate", "-5"][..],
             "--rate",
         ),
+        (&["run", "--cpus", "1", "--pid", "-5"][..], "--pid"),
     ] {
         let err = refused(args);
         assert!(err.contains(&format!("'{flag} ")), "{args:?}: {err}");
