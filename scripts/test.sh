@@ -14,3 +14,8 @@ cargo clippy --workspace --all-targets -- -D warnings
 tests/guest/fetch-kernel.sh >/dev/null
 export CPUSHIELD_GUEST="${CPUSHIELD_GUEST:-1}"
 cargo test --workspace --release
+# The parsers' property/fuzz suite once more with many more cases, optimised
+# but with overflow checks on (profile fuzz), so an overflow is a reported
+# crash, not a silent wrap (about 2 minutes, build included).
+CPUSHIELD_FUZZ_CASES="${CPUSHIELD_FUZZ_LONG_CASES:-100000}" \
+    cargo test --profile fuzz -p cpushield-fuzz --test parsers

@@ -100,13 +100,20 @@ pub fn parse_thread(raw: &RawThread, user_hz: u64) -> Option<ThreadSample> {
         .schedstat
         .as_deref()
         .and_then(parse_schedstat_runtime)
-        .unwrap_or((stat.utime + stat.stime) * 1_000_000_000 / user_hz.max(1));
+        .unwrap_or_else(|| ticks_to_ns(stat.utime.saturating_add(stat.stime), user_hz));
     Some(ThreadSample {
         pid: raw.pid,
         stat,
         runtime_ns,
         affinity: raw.affinity.clone(),
     })
+}
+
+/// `ticks` of USER_HZ in nanoseconds, saturating instead of overflowing on
+/// absurd counters.
+fn ticks_to_ns(ticks: u64, user_hz: u64) -> u64 {
+    let ns = ticks as u128 * 1_000_000_000 / user_hz.max(1) as u128;
+    u64::try_from(ns).unwrap_or(u64::MAX)
 }
 
 /// What to read into a snapshot.

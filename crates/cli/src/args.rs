@@ -1,6 +1,9 @@
-//! Argument types shared by the subcommands: CPU sets, durations, exit codes.
+//! Argument types shared by the subcommands: CPU sets, durations, exit codes,
+//! and the rule that a value may start with `-` (so `--rr -5` is refused by
+//! the option's own parser, naming the option and its range).
 
-use cpushield_cpuset::CpuSet;
+use clap::Command;
+use cpushield_cpuset::{CpuSet, Reading};
 use std::time::Duration;
 
 /// Exit code: success.
@@ -14,25 +17,84 @@ pub const EXIT_THRESHOLD: u8 = 2;
 /// Exit code: `check` found something that breaks the shield.
 pub const EXIT_FINDINGS: u8 = 3;
 
+/// The longest duration any option accepts (a year): longer ones are typos, and
+/// they would overflow the clock arithmetic of the probes.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// clap value parser for a CPU list (`0-3,8`) or hex mask (`0x8`, `f,00000000`).
+/// A mask typed without `0x` (`abc`, `1,00000000`) that names CPUs which are not
+/// online is refused with the reading that was taken.
 pub fn cpu_set(text: &str) -> Result<CpuSet, String> {
-    CpuSet::parse_user(text).map_err(|e| format!("{e}; use a list like 1,3-4 or a mask like 0x8"))
+    let online = cpushield_sys::online_cpus(&cpushield_sys::RealKernel).ok();
+    cpu_set_on(text, online.as_ref())
 }
 
-#[allow(dead_code)] // used once measure lands
+/// [`cpu_set`] against a given set of online CPUs (`None`: unknown).
+pub fn cpu_set_on(text: &str, online: Option<&CpuSet>) -> Result<CpuSet, String> {
+    if text.trim_start().starts_with('-') {
+        return Err(format!(
+            "'{text}' is negative: CPU numbers start at 0; use a list like 1,3-4 or a mask like 0x8"
+        ));
+    }
+    let (set, reading) = CpuSet::parse_user_reading(text)
+        .map_err(|e| format!("{e}; use a list like 1,3-4 or a mask like 0x8"))?;
+    if reading == Reading::BareMask {
+        if let Some(online) = online {
+            let missing = set.difference(online);
+            if !missing.is_empty() {
+                let why = reading.explain(text, &set).unwrap_or_default();
+                return Err(format!(
+                    "CPU(s) {missing} not online (online: {online}): {why}"
+                ));
+            }
+        }
+    }
+    Ok(set)
+}
+
 /// clap value parser for a duration: `60s`, `1ms`, `20us`, `500ns`, `2m`, `1h`;
-/// a bare number is seconds.
+/// a bare number is seconds. From 0 to [`MAX_DURATION`].
 pub fn duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
-    if let Ok(secs) = t.parse::<f64>() {
-        if secs.is_finite() && secs >= 0.0 {
-            return Ok(Duration::from_secs_f64(secs));
-        }
-        return Err(format!("'{t}' is not a duration: use e.g. 60s, 1ms, 20us"));
+    let range = "give a duration from 0 to 365 days, e.g. 60s, 1ms, 20us";
+    if t.starts_with('-') {
+        return Err(format!("'{t}' is negative: {range}"));
     }
-    let t = t.replace("µs", "us");
-    humantime::parse_duration(&t)
-        .map_err(|_| format!("'{text}' is not a duration: use e.g. 60s, 1ms, 20us, 500ns"))
+    let parsed = if let Ok(secs) = t.parse::<f64>() {
+        if !secs.is_finite() || secs < 0.0 {
+            return Err(format!("'{t}' is not a duration: {range}"));
+        }
+        Duration::try_from_secs_f64(secs).map_err(|_| format!("'{t}' is too long: {range}"))?
+    } else {
+        let t = t.replace("µs", "us");
+        humantime::parse_duration(&t).map_err(|_| format!("'{text}' is not a duration: {range}"))?
+    };
+    if parsed > MAX_DURATION {
+        return Err(format!("'{t}' is too long: {range}"));
+    }
+    Ok(parsed)
+}
+
+/// Lets every option that takes a value accept one that starts with `-`, in
+/// `cmd` and all its subcommands, so `--rr -5`, `--all -1` and `--duration -1s`
+/// reach the option's parser (which names the option and the valid range)
+/// instead of clap's "unexpected argument" (which for `run` even suggests
+/// `-- -5`, running `-5` as the program). Positional arguments are unchanged.
+pub fn hyphen_values(cmd: Command) -> Command {
+    let cmd = cmd.mut_args(|arg| {
+        if arg.is_positional() || !arg.get_action().takes_values() {
+            arg
+        } else {
+            arg.allow_hyphen_values(true)
+        }
+    });
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    names
+        .into_iter()
+        .fold(cmd, |cmd, name| cmd.mut_subcommand(name, hyphen_values))
 }
 
 #[cfg(test)]
@@ -47,5 +109,38 @@ mod tests {
         assert_eq!(duration("1.5").unwrap(), Duration::from_millis(1500));
         assert!(duration("-1").is_err());
         assert!(duration("soon").is_err());
+    }
+
+    #[test]
+    fn huge_durations_are_refused_with_the_range_not_a_panic() {
+        for text in ["1e20", "1e30", "1e300", "99999999999h", "400days"] {
+            let err = duration(text).unwrap_err();
+            assert!(err.contains("0 to 365 days"), "{text}: {err}");
+        }
+        assert_eq!(duration("365days").unwrap(), MAX_DURATION);
+    }
+
+    #[test]
+    fn negative_durations_and_cpus_name_the_problem() {
+        assert!(duration("-1s").unwrap_err().contains("negative"));
+        assert!(cpu_set_on("-1", None).unwrap_err().contains("negative"));
+    }
+
+    #[test]
+    fn a_bare_mask_naming_offline_cpus_says_how_it_was_read() {
+        let online = CpuSet::first_n(2);
+        let err = cpu_set_on("abc", Some(&online)).unwrap_err();
+        assert!(
+            err.contains(
+                "read 'abc' as the hex mask 0xabc = CPUs 2-5,7,9,11; write 0xabc or a list"
+            ),
+            "{err}"
+        );
+        let err = cpu_set_on("1,00000000", Some(&online)).unwrap_err();
+        assert!(err.contains("= CPUs 32;"), "{err}");
+        // Unambiguous inputs pass through to the command's own check.
+        assert_eq!(cpu_set_on("0x3", Some(&online)).unwrap().to_list(), "0-1");
+        assert_eq!(cpu_set_on("5", Some(&online)).unwrap().to_list(), "5");
+        assert_eq!(cpu_set_on("3", Some(&online)).unwrap().to_list(), "3");
     }
 }

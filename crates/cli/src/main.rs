@@ -3,8 +3,9 @@
 
 mod args;
 mod cmd;
+mod output;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Real-time CPU shielding for stock Linux, with proof by measurement.
@@ -42,7 +43,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let parsed = args::hyphen_values(Cli::command())
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(error) => {
             // clap exits 2 on usage errors; 2 means "threshold exceeded" here.

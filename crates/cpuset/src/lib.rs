@@ -54,9 +54,10 @@ impl CpuSet {
         Self::from_cpus(0..n)
     }
 
-    /// Parses the kernel's list format: `0-3,8`, `1`, `0-7:2` (stride), or an empty
-    /// string for the empty set (as `/proc/.../Cpus_allowed_list` never prints, but
-    /// cgroup files do).
+    /// Parses the kernel's list format (Documentation/admin-guide/kernel-parameters,
+    /// "cpu lists"): `0-3,8`, `1`, `0-15:2/4` (in each group of 4 CPUs from 0 to 15,
+    /// the first 2), plus cpushield's stride shorthand `0-7:2`; an empty string
+    /// is the empty set (as cgroup files print it).
     pub fn parse_list(text: &str) -> Result<Self, ParseError> {
         let text = text.trim();
         let mut set = Self::new();
@@ -65,9 +66,19 @@ impl CpuSet {
         }
         for token in text.split(',') {
             let token = token.trim();
-            let (range, stride) = match token.split_once(':') {
-                Some((r, s)) => (r, parse_num(s, token)?.max(1)),
-                None => (token, 1),
+            // (used, group): `u/g` as the kernel; `s` alone is a stride (1 of every s).
+            let (range, used, group) = match token.split_once(':') {
+                Some((r, spec)) => match spec.split_once('/') {
+                    Some((u, g)) => {
+                        let (u, g) = (parse_num(u, token)?, parse_num(g, token)?);
+                        if g == 0 || u > g {
+                            return Err(ParseError::BadToken(token.to_string()));
+                        }
+                        (r, u, g)
+                    }
+                    None => (r, 1, parse_num(spec, token)?.max(1)),
+                },
+                None => (token, 1, 1),
             };
             let (lo, hi) = match range.split_once('-') {
                 Some((a, b)) => (parse_num(a, token)?, parse_num(b, token)?),
@@ -82,15 +93,19 @@ impl CpuSet {
             if hi >= MAX_CPUS {
                 return Err(ParseError::OutOfRange(hi));
             }
-            for cpu in (lo..=hi).step_by(stride) {
-                set.insert(cpu);
+            for base in (lo..=hi).step_by(group) {
+                for cpu in base..(base + used).min(hi + 1) {
+                    set.insert(cpu);
+                }
             }
         }
         Ok(set)
     }
 
-    /// Parses the kernel's hex mask format: `ff,00000001` (32-bit groups, most
-    /// significant first), with or without a `0x` prefix. `0` is the empty set.
+    /// Parses the kernel's hex mask format: `ff,00000001` (32-bit groups of at
+    /// most 8 hex digits, most significant first; the first may be short, as in
+    /// `1,00000000` = CPU 32), with or without a `0x` prefix. Without commas the
+    /// whole string is one hex number. `0` is the empty set.
     pub fn parse_mask(text: &str) -> Result<Self, ParseError> {
         let text = text.trim();
         let digits = text
@@ -110,14 +125,19 @@ impl CpuSet {
             4 * digits.len()
         };
         for (index, group) in groups.iter().rev().enumerate() {
-            if group.is_empty() || !group.chars().all(|c| c.is_ascii_hexdigit()) {
+            if group.is_empty()
+                || (groups.len() > 1 && group.len() > 8)
+                || !group.chars().all(|c| c.is_ascii_hexdigit())
+            {
                 return Err(ParseError::BadToken(text.to_string()));
             }
             for (nibble_index, c) in group.chars().rev().enumerate() {
                 let value = c.to_digit(16).expect("checked hex digit");
                 for bit in 0..4 {
                     if value & (1 << bit) != 0 {
-                        let cpu = index * width + nibble_index * 4 + bit;
+                        let cpu = index
+                            .saturating_mul(width)
+                            .saturating_add(nibble_index * 4 + bit);
                         if cpu >= MAX_CPUS {
                             return Err(ParseError::OutOfRange(cpu));
                         }
@@ -129,24 +149,27 @@ impl CpuSet {
         Ok(set)
     }
 
-    /// Parses what a user typed: a hex mask when it starts with `0x` or contains
-    /// hex letters or comma-separated 8-digit groups, the list format otherwise.
-    /// An empty input is an error here (a user never means "no CPUs").
+    /// Parses what a user typed: a hex mask when it starts with `0x`, contains
+    /// hex letters, or is comma groups of exactly 8 hex digits after a first
+    /// group of 1 to 8 (the kernel's own mask print, e.g. `1,00000000`); the
+    /// list format otherwise. An empty input is an error here (a user never
+    /// means "no CPUs").
     pub fn parse_user(text: &str) -> Result<Self, ParseError> {
+        Self::parse_user_reading(text).map(|(set, _)| set)
+    }
+
+    /// [`CpuSet::parse_user`], also telling which reading was taken.
+    pub fn parse_user_reading(text: &str) -> Result<(Self, Reading), ParseError> {
         let t = text.trim();
         if t.is_empty() {
             return Err(ParseError::Empty);
         }
-        let looks_hex = t.starts_with("0x")
-            || t.starts_with("0X")
-            || t.chars()
-                .any(|c| c.is_ascii_hexdigit() && !c.is_ascii_digit())
-            || (t.contains(',') && t.split(',').all(|g| g.len() == 8));
-        if looks_hex {
-            Self::parse_mask(t)
-        } else {
-            Self::parse_list(t)
-        }
+        let reading = user_reading(t);
+        let set = match reading {
+            Reading::List => Self::parse_list(t)?,
+            Reading::PrefixedMask | Reading::BareMask => Self::parse_mask(t)?,
+        };
+        Ok((set, reading))
     }
 
     /// Adds a CPU.
@@ -335,6 +358,59 @@ impl CpuSet {
     }
 }
 
+/// How [`CpuSet::parse_user`] read a text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// As a CPU list (`0-3,8`).
+    List,
+    /// As a hex mask with a `0x` prefix: unambiguous.
+    PrefixedMask,
+    /// As a hex mask without a prefix (hex letters such as `abc`, or kernel
+    /// comma groups such as `1,00000000`): a user may have meant something else.
+    BareMask,
+}
+
+impl Reading {
+    /// For a bare mask, the sentence that says how `text` was read, e.g.
+    /// "read 'abc' as the hex mask 0xabc = CPUs 0-1,3,5,7,9,11; write 0xabc or a list";
+    /// `None` for the unambiguous readings.
+    pub fn explain(&self, text: &str, set: &CpuSet) -> Option<String> {
+        if *self != Reading::BareMask {
+            return None;
+        }
+        let t = text.trim();
+        let cpus = if set.is_empty() {
+            "no CPU".to_string()
+        } else {
+            format!("CPUs {set}")
+        };
+        Some(format!(
+            "read '{t}' as the hex mask 0x{t} = {cpus}; write 0x{t} or a list"
+        ))
+    }
+}
+
+fn user_reading(t: &str) -> Reading {
+    if t.starts_with("0x") || t.starts_with("0X") {
+        return Reading::PrefixedMask;
+    }
+    let hex_letters = t
+        .chars()
+        .any(|c| c.is_ascii_hexdigit() && !c.is_ascii_digit());
+    let groups: Vec<&str> = t.split(',').collect();
+    let kernel_groups = groups.len() > 1
+        && (1..=8).contains(&groups[0].len())
+        && groups[1..].iter().all(|g| g.len() == 8)
+        && groups
+            .iter()
+            .all(|g| g.chars().all(|c| c.is_ascii_hexdigit()));
+    if hex_letters || kernel_groups {
+        Reading::BareMask
+    } else {
+        Reading::List
+    }
+}
+
 /// The affinity rule of seed 001: a task's effective CPUs are its requested CPUs
 /// minus the shielded ones, unless that would leave nothing, in which case the
 /// request stands (a task that asks only for shielded CPUs runs there).
@@ -354,9 +430,13 @@ pub fn shielded_affinity(requested: &CpuSet, online: &CpuSet, shielded: &CpuSet)
 }
 
 fn parse_num(s: &str, token: &str) -> Result<usize, ParseError> {
-    s.trim()
-        .parse::<usize>()
-        .map_err(|_| ParseError::BadToken(token.to_string()))
+    let s = s.trim();
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ParseError::BadToken(token.to_string()));
+    }
+    // Digits only: a failure is a number too large for usize, far past MAX_CPUS.
+    s.parse::<usize>()
+        .map_err(|_| ParseError::OutOfRange(usize::MAX))
 }
 
 impl fmt::Display for CpuSet {
@@ -467,6 +547,67 @@ mod tests {
         ));
         assert!(matches!(
             CpuSet::parse_user("99999"),
+            Err(ParseError::OutOfRange(_))
+        ));
+    }
+
+    #[test]
+    fn kernel_used_group_ranges_are_read_as_the_kernel_does() {
+        // kernel-parameters.txt: "100-2550:2/25" = 100,101,125,126,...
+        let set = CpuSet::parse_list("0-15:2/4").unwrap();
+        assert_eq!(set.to_list(), "0-1,4-5,8-9,12-13");
+        assert_eq!(
+            CpuSet::parse_list("0-9:3/4").unwrap().to_list(),
+            "0-2,4-6,8-9"
+        );
+        assert_eq!(CpuSet::parse_list("2-3:0/4").unwrap(), CpuSet::new());
+        assert!(matches!(
+            CpuSet::parse_list("0-7:5/4"),
+            Err(ParseError::BadToken(_))
+        ));
+        assert!(matches!(
+            CpuSet::parse_list("0-7:1/0"),
+            Err(ParseError::BadToken(_))
+        ));
+    }
+
+    #[test]
+    fn a_kernel_mask_with_a_short_first_group_is_cpu_32_not_a_list() {
+        let (set, reading) = CpuSet::parse_user_reading("1,00000000").unwrap();
+        assert_eq!(set.to_list(), "32");
+        assert_eq!(reading, Reading::BareMask);
+        assert_eq!(
+            CpuSet::parse_user("ff,0000000f").unwrap().to_list(),
+            "0-3,32-39"
+        );
+        // A real list with commas stays a list.
+        assert_eq!(CpuSet::parse_user("1,3").unwrap().to_list(), "1,3");
+        // Groups after the first longer than 8 digits are not a kernel mask.
+        assert!(CpuSet::parse_mask("1,123456789").is_err());
+    }
+
+    #[test]
+    fn a_bare_mask_reading_is_explained_and_a_prefixed_one_is_not() {
+        let (set, reading) = CpuSet::parse_user_reading("abc").unwrap();
+        assert_eq!(set.to_list(), "2-5,7,9,11");
+        assert_eq!(
+            reading.explain("abc", &set).unwrap(),
+            "read 'abc' as the hex mask 0xabc = CPUs 2-5,7,9,11; write 0xabc or a list"
+        );
+        let (set, reading) = CpuSet::parse_user_reading("0xabc").unwrap();
+        assert_eq!(reading, Reading::PrefixedMask);
+        assert!(reading.explain("0xabc", &set).is_none());
+        let (set, reading) = CpuSet::parse_user_reading("10").unwrap();
+        assert_eq!(reading, Reading::List);
+        assert!(reading.explain("10", &set).is_none());
+    }
+
+    #[test]
+    fn signs_and_huge_numbers_are_refused_in_lists() {
+        assert!(CpuSet::parse_list("+3").is_err());
+        assert!(CpuSet::parse_list("-1").is_err());
+        assert!(matches!(
+            CpuSet::parse_list("99999999999999999999999"),
             Err(ParseError::OutOfRange(_))
         ));
     }

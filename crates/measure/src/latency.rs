@@ -213,6 +213,8 @@ impl LatencyReport {
 struct Plan {
     period: Period,
     end_offset_ns: u64,
+    /// The first wakeup index at or past `end_offset_ns`.
+    end_index: u64,
     max_samples: u64,
     priority: Option<u8>,
     advance_ns: Option<u64>,
@@ -248,12 +250,14 @@ pub fn run(
     } else {
         None
     };
+    let end_offset_ns = match config.length {
+        Length::Duration(d) => d.as_nanos().min(u64::MAX as u128) as u64,
+        Length::Samples(_) => u64::MAX,
+    };
     let plan = Plan {
         period: config.period,
-        end_offset_ns: match config.length {
-            Length::Duration(d) => d.as_nanos().min(u64::MAX as u128) as u64,
-            Length::Samples(_) => u64::MAX,
-        },
+        end_offset_ns,
+        end_index: config.period.first_due_at_or_after(end_offset_ns),
         max_samples: match config.length {
             Length::Samples(n) => n,
             Length::Duration(_) => u64::MAX,
@@ -404,14 +408,13 @@ fn measure_cpu(
         }
         k += 1;
         // periods whose time passed before this late wakeup: missed, not folded in
-        loop {
-            let next = plan.period.offset_ns(k);
-            if next >= plan.end_offset_ns || start + next >= actual {
-                break;
-            }
-            missed += 1;
-            k += 1;
-        }
+        // (computed from the wake time, not stepped through one by one)
+        let due = plan
+            .period
+            .first_due_at_or_after(actual.saturating_sub(start));
+        let skipped = due.min(plan.end_index).saturating_sub(k);
+        missed += skipped;
+        k += skipped;
     }
     let result = CpuLatency {
         cpu,

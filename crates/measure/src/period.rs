@@ -5,6 +5,13 @@
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+/// The shortest period a probe accepts (10 us): a timer wakeup plus the
+/// sample's bookkeeping takes microseconds, so shorter periods only miss.
+pub const MIN_PERIOD_NS: u64 = 10_000;
+
+/// The highest rate a probe accepts: one wakeup per [`MIN_PERIOD_NS`].
+pub const MAX_RATE_HZ: u32 = (1_000_000_000 / MIN_PERIOD_NS) as u32;
+
 /// A wakeup period, either a rate in Hz or a fixed interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -34,7 +41,8 @@ impl Period {
         }
     }
 
-    /// Checks that the period is not zero, naming the remedy.
+    /// Checks that the period is not zero and not shorter than
+    /// [`MIN_PERIOD_NS`] (what a timer wakeup can keep up with), naming the remedy.
     pub fn validate(&self) -> Result<(), String> {
         match *self {
             Period::Rate { hz: 0 } => {
@@ -43,8 +51,21 @@ impl Period {
             Period::Interval { ns: 0 } => Err(
                 "--interval 0: the interval must be longer than 0: use e.g. --interval 1ms".into(),
             ),
+            Period::Rate { hz } if hz > MAX_RATE_HZ => Err(format!(
+                "--rate {hz}: a period below 10 us is more than a timer wakeup can keep up with: use --rate {MAX_RATE_HZ} or less (e.g. 2048)"
+            )),
+            Period::Interval { ns } if ns < MIN_PERIOD_NS => Err(format!(
+                "--interval {ns}ns: a period below 10 us is more than a timer wakeup can keep up with: use --interval 10us or longer (e.g. 1ms)"
+            )),
             _ => Ok(()),
         }
+    }
+
+    /// The index of the first wakeup due at or after `elapsed_ns` from the
+    /// first one: the smallest `k` with `offset_ns(k) >= elapsed_ns`. Computed,
+    /// not stepped to, so a wakeup that came very late costs no loop.
+    pub fn first_due_at_or_after(&self, elapsed_ns: u64) -> u64 {
+        self.wakeups_in(elapsed_ns)
     }
 
     /// Offset of wakeup `k` from the first wakeup, in nanoseconds, exact to the
@@ -71,7 +92,7 @@ impl Period {
             Period::Rate { hz } => {
                 // smallest k with k * 1e9 / hz >= duration, i.e. ceil(duration * hz / 1e9)
                 let num = duration_ns as u128 * hz as u128;
-                num.div_ceil(1_000_000_000) as u64
+                u64::try_from(num.div_ceil(1_000_000_000)).unwrap_or(u64::MAX)
             }
             Period::Interval { ns } => duration_ns.div_ceil(ns.max(1)),
         }
@@ -118,5 +139,36 @@ mod tests {
         assert!(Period::from_rate(0).validate().is_err());
         assert!(Period::from_interval(Duration::ZERO).validate().is_err());
         assert!(Period::from_rate(1).validate().is_ok());
+    }
+
+    #[test]
+    fn periods_below_ten_microseconds_are_refused_naming_the_limit() {
+        let err = Period::from_rate(4_000_000_000).validate().unwrap_err();
+        assert!(err.contains("--rate 100000 or less"), "{err}");
+        assert!(Period::from_rate(100_000).validate().is_ok());
+        assert!(Period::from_rate(100_001).validate().is_err());
+        let err = Period::from_interval(Duration::from_micros(9))
+            .validate()
+            .unwrap_err();
+        assert!(err.contains("10us"), "{err}");
+        assert!(Period::from_interval(Duration::from_micros(10))
+            .validate()
+            .is_ok());
+    }
+
+    #[test]
+    fn the_first_due_wakeup_is_computed_exactly() {
+        for p in [
+            Period::from_rate(2048),
+            Period::from_rate(100_000),
+            Period::from_rate(7),
+            Period::from_interval(Duration::from_micros(700)),
+        ] {
+            for e in [0u64, 1, 488_281, 488_282, 10_000_000_007, u64::MAX / 2] {
+                let k = p.first_due_at_or_after(e);
+                assert!(p.offset_ns(k) >= e, "{p:?} {e}");
+                assert!(k == 0 || p.offset_ns(k - 1) < e, "{p:?} {e}");
+            }
+        }
     }
 }

@@ -23,12 +23,15 @@ pub struct CpuTicks {
 impl CpuTicks {
     /// All accounted time.
     pub fn total(&self) -> u64 {
-        self.user + self.system + self.idle + self.steal
+        self.user
+            .saturating_add(self.system)
+            .saturating_add(self.idle)
+            .saturating_add(self.steal)
     }
 
     /// Time not idle (user, system, steal).
     pub fn busy(&self) -> u64 {
-        self.total() - self.idle
+        self.total().saturating_sub(self.idle)
     }
 
     /// Counter increases from `earlier` to `self` (saturating: a CPU that went
@@ -66,9 +69,9 @@ pub fn parse(text: &str) -> CpuTimes {
         out.insert(
             cpu,
             CpuTicks {
-                user: at(0) + at(1),
-                system: at(2) + at(5) + at(6),
-                idle: at(3) + at(4),
+                user: at(0).saturating_add(at(1)),
+                system: at(2).saturating_add(at(5)).saturating_add(at(6)),
+                idle: at(3).saturating_add(at(4)),
                 steal: at(7),
             },
         );

@@ -159,3 +159,34 @@ fn determinism_times_each_run_of_the_calibrated_loop() {
     assert_eq!(again.settings.iterations, report.settings.iterations);
     assert_eq!(again.settings.work_ns, None);
 }
+
+#[test]
+fn the_fastest_accepted_rate_runs_no_longer_than_twice_its_duration() {
+    // 100 kHz is the highest rate validate() accepts. At SCHED_OTHER many
+    // wakeups come late; the periods they skip are counted, not stepped
+    // through, so the run still ends on time.
+    let mut config = LatencyConfig::new(cpu1());
+    config.period = Period::from_rate(100_000);
+    config.priority = None;
+    let length = Duration::from_millis(300);
+    config.length = Length::Duration(length);
+    let stop = AtomicBool::new(false);
+    let started = Instant::now();
+    let report = latency::run(&config, &stop, &mut |_| {}).unwrap();
+    let wall = started.elapsed();
+    assert!(wall < 2 * length, "ran {wall:?} for a {length:?} run");
+    let cpu = &report.cpus[0];
+    assert_eq!(cpu.samples + cpu.missed_periods, 30_000, "100 kHz x 0.3 s");
+}
+
+#[test]
+fn a_rate_above_what_a_timer_can_keep_is_refused_before_running() {
+    let mut config = LatencyConfig::new(cpu1());
+    config.period = Period::from_rate(4_000_000_000);
+    config.length = Length::Duration(Duration::from_secs(1));
+    let stop = AtomicBool::new(false);
+    let started = Instant::now();
+    let err = latency::run(&config, &stop, &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("--rate"), "{err}");
+    assert!(started.elapsed() < Duration::from_millis(500));
+}

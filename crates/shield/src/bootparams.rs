@@ -34,19 +34,6 @@ pub fn boot_params(masks: &ShieldMasks, online: &CpuSet) -> String {
     parts.join(" ")
 }
 
-/// CPUs from a kernel command line parameter such as `nohz_full=2-3`, if present.
-pub fn cmdline_cpus(cmdline: &str, key: &str) -> Option<CpuSet> {
-    cmdline.split_whitespace().find_map(|arg| {
-        let value = arg.strip_prefix(key)?.strip_prefix('=')?;
-        // isolcpus may carry flags before the list: isolcpus=managed_irq,domain,3
-        let list: Vec<&str> = value
-            .split(',')
-            .filter(|t| t.chars().next().is_some_and(|c| c.is_ascii_digit()))
-            .collect();
-        CpuSet::parse_list(&list.join(",")).ok()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,14 +68,5 @@ mod tests {
             boot_params(&only_irqs, &online),
             "isolcpus=managed_irq,3 irqaffinity=0-2"
         );
-    }
-
-    #[test]
-    fn cmdline_parameters_are_parsed_with_flags() {
-        let line = "quiet isolcpus=managed_irq,domain,2-3 nohz_full=3 rcu_nocbs=1,3";
-        assert_eq!(cmdline_cpus(line, "isolcpus").unwrap().to_list(), "2-3");
-        assert_eq!(cmdline_cpus(line, "nohz_full").unwrap().to_list(), "3");
-        assert_eq!(cmdline_cpus(line, "rcu_nocbs").unwrap().to_list(), "1,3");
-        assert!(cmdline_cpus(line, "irqaffinity").is_none());
     }
 }

@@ -1,12 +1,12 @@
 //! What `show` prints: the shields in force and what can still run on each CPU.
 
-use crate::bootparams::cmdline_cpus;
 use crate::layout::{self, CgroupLayout};
 use crate::masks::ShieldMasks;
 use crate::plan::shield_dir;
 use crate::snapshot::{self, Scope, Snapshot};
 use crate::state;
 use cpushield_cpuset::CpuSet;
+use cpushield_sys::cmdline::cpus as cmdline_cpus;
 use cpushield_sys::{read_cpu_list, read_trimmed, Kernel};
 use serde::Serialize;
 use std::path::Path;

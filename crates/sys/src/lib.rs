@@ -11,6 +11,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+pub mod cmdline;
 mod fake;
 mod real;
 

@@ -28,19 +28,24 @@ pub struct CpuTimes {
 impl CpuTimes {
     /// All ticks counted.
     pub fn total(&self) -> u64 {
-        self.user
-            + self.nice
-            + self.system
-            + self.idle
-            + self.iowait
-            + self.irq
-            + self.softirq
-            + self.steal
+        [
+            self.nice,
+            self.system,
+            self.idle,
+            self.iowait,
+            self.irq,
+            self.softirq,
+            self.steal,
+        ]
+        .iter()
+        .fold(self.user, |sum, v| sum.saturating_add(*v))
     }
 
     /// Ticks not idle (iowait counts as idle).
     pub fn busy(&self) -> u64 {
-        self.total() - self.idle - self.iowait
+        self.total()
+            .saturating_sub(self.idle)
+            .saturating_sub(self.iowait)
     }
 
     /// Field-wise `self - earlier` (saturating: counters can step back on hotplug).

@@ -1,8 +1,8 @@
 //! Lines of the text trace (`per_cpu/cpuN/trace_pipe`) parsed into events.
 //!
 //! A line is `<comm>-<pid> [<cpu>] <flags> <secs>.<usecs>: <event>: <fields>`.
-//! The command name may contain spaces and dashes, so parsing anchors on the
-//! ` [NNN] ` CPU column. Text gives microsecond timestamps; that is enough to
+//! The command name may contain spaces, dashes and even ` [N]`, so parsing
+//! anchors on the ` [NNN] <flags> <secs>.<frac>:` pattern. Text gives microsecond timestamps; that is enough to
 //! attribute spikes of 10 us and more.
 
 /// The interrupt vectors whose entry/exit events the x86 kernel has
@@ -134,27 +134,11 @@ pub fn parse_line(line: &str) -> Option<Event> {
     if line.trim_start().starts_with('#') || line.trim().is_empty() {
         return None;
     }
-    let (open, close) = cpu_column(line)?;
+    let (open, close, ts_ns, after_ts) = cpu_column(line)?;
     let cpu: usize = line[open + 1..close].parse().ok()?;
     let task = line[..open].trim();
     let (comm, pid) = task.rsplit_once('-')?;
     let pid: i32 = pid.parse().ok()?;
-    let rest = &line[close + 1..];
-    // Flags token(s), then "<secs>.<frac>:".
-    let mut ts_ns = None;
-    let mut after_ts = "";
-    for (i, word) in rest.split_whitespace().enumerate() {
-        if let Some(t) = word.strip_suffix(':').and_then(parse_ts) {
-            ts_ns = Some(t);
-            let pos = rest.find(word)? + word.len();
-            after_ts = &rest[pos..];
-            break;
-        }
-        if i > 2 {
-            return None;
-        }
-    }
-    let ts_ns = ts_ns?;
     let after_ts = after_ts.trim_start();
     let (name, args) = after_ts.split_once(':').unwrap_or((after_ts, ""));
     let args = args.trim_start();
@@ -168,8 +152,13 @@ pub fn parse_line(line: &str) -> Option<Event> {
     })
 }
 
-/// Finds the `[NNN]` CPU column: '[' preceded by a space, digits, ']'.
-fn cpu_column(line: &str) -> Option<(usize, usize)> {
+/// Finds the CPU column: `[NNN]` preceded by a space and followed by the
+/// flags field (optional: `irq-info` may be off) and the `<secs>.<frac>:`
+/// timestamp, with a `comm-pid` task before it. A task name may itself hold
+/// ` [N]` (e.g. `kworker [3]`), so a bracket that is not followed by the
+/// flags and timestamp is not the column, and the search goes on to the right.
+/// Returns the brackets' positions, the timestamp and the text after it.
+fn cpu_column(line: &str) -> Option<(usize, usize, u64, &str)> {
     let b = line.as_bytes();
     let mut i = 0;
     while i < b.len() {
@@ -179,10 +168,40 @@ fn cpu_column(line: &str) -> Option<(usize, usize)> {
                 j += 1;
             }
             if j > i + 1 && j < b.len() && b[j] == b']' {
-                return Some((i, j));
+                let task_ok = line[..i]
+                    .trim()
+                    .rsplit_once('-')
+                    .is_some_and(|(_, pid)| pid.parse::<i32>().is_ok());
+                if task_ok {
+                    if let Some((ts, after)) = flags_and_timestamp(&line[j + 1..]) {
+                        return Some((i, j, ts, after));
+                    }
+                }
             }
         }
         i += 1;
+    }
+    None
+}
+
+/// After the CPU column: ` <flags> <secs>.<frac>: rest` or ` <secs>.<frac>: rest`;
+/// the timestamp in ns and the rest.
+fn flags_and_timestamp(rest: &str) -> Option<(u64, &str)> {
+    if !rest.starts_with(' ') {
+        return None;
+    }
+    let mut tail = rest;
+    for _ in 0..2 {
+        let trimmed = tail.trim_start_matches(' ');
+        let end = trimmed.find(' ').unwrap_or(trimmed.len());
+        let word = &trimmed[..end];
+        if word.is_empty() {
+            return None;
+        }
+        if let Some(ts) = word.strip_suffix(':').and_then(parse_ts) {
+            return Some((ts, &trimmed[end..]));
+        }
+        tail = &trimmed[end..];
     }
     None
 }
@@ -195,7 +214,7 @@ fn parse_ts(s: &str) -> Option<u64> {
         return None;
     }
     let frac_ns: u64 = frac.parse::<u64>().ok()? * 10u64.pow(9 - frac.len() as u32);
-    Some(secs * 1_000_000_000 + frac_ns)
+    secs.checked_mul(1_000_000_000)?.checked_add(frac_ns)
 }
 
 /// The value after `key=` up to the next space.
@@ -405,5 +424,45 @@ mod tests {
         assert_eq!(e.kind, EventKind::IrqExit { irq: 36 });
         assert!(parse_line("# tracer: nop").is_none());
         assert!(parse_line("CPU:1 [LOST 12 EVENTS]").is_none());
+    }
+
+    #[test]
+    fn a_task_name_holding_a_bracketed_number_still_parses() {
+        // A comm such as "worker [3]" (prctl PR_SET_NAME allows it): the first
+        // " [3]" is part of the name, the CPU column is the one before the flags.
+        let e = parse_line(
+            "      worker [3]-4242    [001] d.h1.   612.180006: local_timer_entry: vector=236",
+        )
+        .unwrap();
+        assert_eq!((e.cpu, e.pid, e.ts_ns), (1, 4242, 612_180_006_000));
+        assert_eq!(e.comm, "worker [3]");
+        assert_eq!(
+            e.kind,
+            EventKind::VectorEntry {
+                vector: "local_timer".into()
+            }
+        );
+        let e = parse_line(
+            "  a [7] b [12]-99 [000] ..s.. 5.000001: softirq_entry: vec=1 [action=TIMER]",
+        )
+        .unwrap();
+        assert_eq!((e.cpu, e.pid, e.comm.as_str()), (0, 99, "a [7] b [12]"));
+    }
+
+    #[test]
+    fn a_line_without_the_flags_field_parses() {
+        let e = parse_line("  bash-17 [002] 12.5: tracing_mark_write: hello").unwrap();
+        assert_eq!((e.cpu, e.pid, e.ts_ns), (2, 17, 12_500_000_000));
+    }
+
+    #[test]
+    fn an_overflowing_timestamp_is_rejected_not_wrapped() {
+        assert!(parse_line(
+            "  bash-17 [002] .... 99999999999999999999.000001: tracing_mark_write: x"
+        )
+        .is_none());
+        assert!(
+            parse_line("  bash-17 [002] .... 18446744074.000001: tracing_mark_write: x").is_none()
+        );
     }
 }

@@ -177,8 +177,11 @@ fn execute(
     out: Option<PathBuf>,
     max_latency: Option<Duration>,
 ) -> anyhow::Result<ExitCode> {
-    runner::preflight(&config)?;
     let out = out.unwrap_or_else(default_out_dir);
+    // Before any work: a run whose report cannot be written is lost.
+    crate::output::check_dir(&out, "--out")?;
+    config.period.validate().map_err(anyhow::Error::msg)?;
+    runner::preflight(&config)?;
     if config.scope == Scope::System {
         return Ok(ExitCode::from(experiment(&config, &out, max_latency)));
     }

@@ -60,6 +60,9 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--duration 0s: a load needs a positive duration; use e.g. --duration 60s");
     }
     let spec = spec(&args)?;
+    if let Some(path) = &args.json {
+        crate::output::check_file(path, "--json")?;
+    }
     install_stop_handlers();
     let load = Load::start(&spec)?;
     eprintln!(
@@ -88,12 +91,11 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
         }
         Some(path) => {
             print!("{table}");
-            std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n").map_err(|e| {
-                anyhow::anyhow!(
-                    "--json {}: cannot write it ({e}); pick a writable path",
-                    path.display()
-                )
-            })?;
+            crate::output::write_file(
+                path,
+                "--json",
+                (serde_json::to_string_pretty(&report)? + "\n").as_bytes(),
+            )?;
         }
         None => print!("{table}"),
     }

@@ -4,6 +4,7 @@
 
 use super::trace_link;
 use crate::args::{self, EXIT_OK, EXIT_THRESHOLD};
+use crate::output;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use cpushield_cpuset::CpuSet;
@@ -14,8 +15,7 @@ use cpushield_measure::render::{cyclictest, text, units};
 use cpushield_measure::{json, Period, Progress, Warning};
 use cpushield_sys::RealKernel;
 use indicatif::{ProgressBar, ProgressStyle};
-use std::fs::File;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -68,7 +68,7 @@ struct LatencyArgs {
     #[arg(long, value_name = "FILE")]
     histogram: Option<PathBuf>,
     /// Microsecond bins of --histogram [default: enough to hold the largest latency].
-    #[arg(long, value_name = "N", requires = "histogram")]
+    #[arg(long, value_name = "N", requires = "histogram", value_parser = histogram_bins)]
     histogram_bins: Option<usize>,
     /// Write the JSON report (docs/measure-json.md) to FILE; `-` for stdout.
     #[arg(long, value_name = "FILE")]
@@ -172,6 +172,19 @@ fn non_negative_duration(text: &str) -> Result<Duration, String> {
     args::duration(text)
 }
 
+/// The largest `--histogram-bins` (one per microsecond: a second).
+const MAX_HISTOGRAM_BINS: usize = 1_000_000;
+
+/// `--histogram-bins`: 1 to [`MAX_HISTOGRAM_BINS`].
+fn histogram_bins(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_HISTOGRAM_BINS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "'{text}' is not a bin count: use 1..={MAX_HISTOGRAM_BINS} (one bin per microsecond), e.g. 100"
+        )),
+    }
+}
+
 /// `--priority 0` means SCHED_OTHER.
 fn priority(p: u8) -> Option<u8> {
     (p != 0).then_some(p)
@@ -181,24 +194,20 @@ fn online() -> anyhow::Result<CpuSet> {
     cpushield_sys::online_cpus(&RealKernel).context("reading the online CPUs")
 }
 
-/// An output file opened before measuring, so a bad path fails at once.
+/// An output path checked before measuring (so a bad path fails at once) and
+/// written only at the end, whole (so a failed run leaves no empty file).
 enum Output {
     Stdout,
-    File(PathBuf, File),
+    File(PathBuf, &'static str),
 }
 
 impl Output {
-    fn open(path: &Path, flag: &str) -> anyhow::Result<Self> {
-        if path == Path::new("-") {
+    fn open(path: &Path, flag: &'static str) -> anyhow::Result<Self> {
+        if output::is_stdout(path) {
             return Ok(Output::Stdout);
         }
-        let file = File::create(path).with_context(|| {
-            format!(
-                "cannot write {flag} {}: pick a writable path",
-                path.display()
-            )
-        })?;
-        Ok(Output::File(path.to_path_buf(), file))
+        output::check_file(path, flag)?;
+        Ok(Output::File(path.to_path_buf(), flag))
     }
 
     fn write(self, text: &str) -> anyhow::Result<()> {
@@ -207,9 +216,7 @@ impl Output {
                 print!("{text}");
                 Ok(())
             }
-            Output::File(path, mut file) => file
-                .write_all(text.as_bytes())
-                .with_context(|| format!("writing {}", path.display())),
+            Output::File(path, flag) => output::write_file(&path, flag, text.as_bytes()),
         }
     }
 
@@ -218,7 +225,7 @@ impl Output {
     }
 }
 
-fn open_opt(path: &Option<PathBuf>, flag: &str) -> anyhow::Result<Option<Output>> {
+fn open_opt(path: &Option<PathBuf>, flag: &'static str) -> anyhow::Result<Option<Output>> {
     path.as_deref().map(|p| Output::open(p, flag)).transpose()
 }
 

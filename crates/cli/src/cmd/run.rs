@@ -70,7 +70,7 @@ pub struct RunArgs {
     #[arg(long)]
     idle_poll: bool,
     /// Move this existing task instead of starting a command.
-    #[arg(long, value_name = "PID", conflicts_with = "command")]
+    #[arg(long, value_name = "PID", conflicts_with = "command", value_parser = clap::value_parser!(i32).range(1..))]
     pid: Option<i32>,
     /// With --pid: move every thread of the process, not only the one named.
     #[arg(long)]
