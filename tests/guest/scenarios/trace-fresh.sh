@@ -25,6 +25,9 @@ trace_settings() {
         if [ -n "$expanded" ] && [ "${f##*/}" = buffer_size_kb ] && [ "$v" = "$small" ]; then
             v=$expanded
         fi
+        # Sizes are kept in whole pages: 1408 KB written reads 1410 KB, the
+        # same 354 pages the kernel's own expansion gives.
+        [ "${f##*/}" = buffer_size_kb ] && v="~$((v / 16 * 16))"
         echo "$f=$v"
     done
     ls $T/instances 2>/dev/null | sed 's/^/instance=/'
