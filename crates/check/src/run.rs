@@ -84,6 +84,7 @@ pub fn run_check_until(
     let mut runs = RunTracker::new();
     let before = Snapshot::parse(&read_raw(kernel, ReadOptions::default(), 0)?)?;
     runs.add(&before.threads);
+    runs.add_activity(read_activity(kernel));
     let end = start + opts.interval;
     loop {
         let now = Instant::now();
@@ -101,6 +102,7 @@ pub fn run_check_until(
             .filter_map(|t| parse_thread(t, hz))
             .collect();
         runs.add(&threads);
+        runs.add_activity(read_activity(kernel));
     }
     let raw = read_raw(
         kernel,
@@ -116,6 +118,18 @@ pub fn run_check_until(
     Ok(analyse_snapshots(
         kernel, cpus, source, &before, &after, &runs, &sampling,
     ))
+}
+
+/// The CPUs' time counters and the disks' busy time now (empty where a file
+/// cannot be read).
+fn read_activity(kernel: &dyn Kernel) -> crate::runtime::ActivitySample {
+    let read = |p: &str| kernel.read(std::path::Path::new(p)).unwrap_or_default();
+    crate::runtime::ActivitySample {
+        cpu_times: crate::parse::stat::parse_cpu_times(&read("/proc/stat")).unwrap_or_default(),
+        disk_busy_ms: crate::parse::diskstats::parse_io_ticks(&read("/proc/diskstats"))
+            .values()
+            .fold(0u64, |sum, ms| sum.saturating_add(*ms)),
+    }
 }
 
 /// Reads the configuration facts and analyses two snapshots and the run-time

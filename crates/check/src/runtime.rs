@@ -9,8 +9,19 @@
 //! Sampling more often (the default is every 100 ms) narrows the first error;
 //! the tracer (`trace`) has none of these limits.
 
+use crate::parse::stat::CpuTimes;
 use crate::snapshot::ThreadSample;
 use std::collections::BTreeMap;
+
+/// One sample of the CPUs' time counters and the disks' busy time, for
+/// telling whether steal on one CPU rises while others do I/O.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ActivitySample {
+    /// /proc/stat per CPU (USER_HZ ticks).
+    pub cpu_times: BTreeMap<usize, CpuTimes>,
+    /// Milliseconds the block devices spent doing I/O, summed (/proc/diskstats).
+    pub disk_busy_ms: u64,
+}
 
 /// What one thread did on one CPU during the interval.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,6 +41,7 @@ pub struct RunTracker {
     first_done: bool,
     per_cpu: BTreeMap<(usize, i32), ThreadRun>,
     latest: BTreeMap<i32, ThreadSample>,
+    activity: Vec<ActivitySample>,
 }
 
 impl RunTracker {
@@ -79,6 +91,16 @@ impl RunTracker {
     /// The most recent sample of a thread.
     pub fn latest(&self, tid: i32) -> Option<&ThreadSample> {
         self.latest.get(&tid)
+    }
+
+    /// Adds one sample of the CPU counters and disk activity.
+    pub fn add_activity(&mut self, sample: ActivitySample) {
+        self.activity.push(sample);
+    }
+
+    /// The CPU counter and disk activity samples, in order.
+    pub fn activity(&self) -> &[ActivitySample] {
+        &self.activity
     }
 
     /// The most recent sample of every thread seen.

@@ -410,3 +410,63 @@ fn the_report_serialises_to_json_with_the_documented_fields() {
     assert!(f["remedies"][0]["action"].is_string());
     assert!(f["remedies"][0]["kind"].is_string());
 }
+
+#[test]
+fn steal_that_rises_with_disk_io_is_named_with_the_halt_advice() {
+    use cpushield_check::parse::stat::CpuTimes;
+    use cpushield_check::runtime::ActivitySample;
+    let k = base_system();
+    let cpus = CpuSet::parse_list("1").unwrap();
+    let before = Snapshot::parse(&read_raw(&k, ReadOptions::default(), 0).unwrap()).unwrap();
+    let sample = |steal: u64, disk_busy_ms: u64| ActivitySample {
+        cpu_times: [(
+            1,
+            CpuTimes {
+                steal,
+                ..CpuTimes::default()
+            },
+        )]
+        .into_iter()
+        .collect(),
+        disk_busy_ms,
+    };
+    let judge = |series: &[(u64, u64)]| {
+        let mut runs = RunTracker::new();
+        runs.add(&before.threads);
+        for (steal, disk) in series {
+            runs.add_activity(sample(*steal, *disk));
+        }
+        k.set_file("/proc/stat", STAT_1);
+        let after = Snapshot::parse(
+            &read_raw(&k, ReadOptions { affinities: true }, 1_000_000_000).unwrap(),
+        )
+        .unwrap();
+        analyse_snapshots(
+            &k,
+            &cpus,
+            CpuSource::Argument,
+            &before,
+            &after,
+            &runs,
+            "fixture",
+        )
+    };
+    // Steal (cumulative ticks) grows only in the samples where the disk was busy.
+    let io_bound = [(0, 0), (2, 10), (4, 20), (4, 20), (7, 35), (7, 35), (9, 50)];
+    let r = judge(&io_bound);
+    let f = find(&r, Topic::Steal, "rises while the disks are busy");
+    assert_eq!(f.severity, Severity::Warn);
+    assert!(
+        f.evidence
+            .contains("90 ms stolen in 4 samples with disk I/O vs 0 ms in 2 without"),
+        "{}",
+        f.evidence
+    );
+    assert!(f.remedies[0].action.contains("no --idle-poll"), "{f:#?}");
+    // The same steal spread evenly, disks idle: no such finding.
+    let even = [(0, 0), (2, 0), (4, 0), (6, 0), (8, 0), (9, 0), (10, 0)];
+    assert!(!judge(&even)
+        .findings
+        .iter()
+        .any(|f| f.title.contains("rises while the disks")));
+}

@@ -119,6 +119,8 @@ pub(super) fn analyze_cpu(
         );
     }
 
+    findings.extend(steal_with_io(input, cpu));
+
     // Enforcement by cpusets.
     enforcement(input, cpu, findings);
 
@@ -325,6 +327,55 @@ fn halting_vcpu(facts: &Facts, cpu: usize) -> Option<Finding> {
         .remedy(Remedy::cpushield(format!("cpushield run --cpus {cpu} --idle-poll -- <task> (keeps the CPU polling while the task lives)")))
         .remedy(Remedy::boot("cpuidle_haltpoll.force=1 haltpoll.guest_halt_poll_ns=1000000 (or idle=poll)"))
         .remedy(Remedy::host("dedicate and pin host cores to this VM's vCPUs")),
+    )
+}
+
+/// Steal on a checked CPU that rises while the disks are busy: the host runs
+/// the VM's I/O emulation where this vCPU would run. A vCPU that never halts
+/// (polling) competes with it harder.
+fn steal_with_io(input: &CheckInput<'_>, cpu: usize) -> Option<Finding> {
+    let samples = input.runs.activity();
+    let (mut io_n, mut io_steal, mut quiet_n, mut quiet_steal) = (0u64, 0u64, 0u64, 0u64);
+    for w in samples.windows(2) {
+        let steal = match (w[0].cpu_times.get(&cpu), w[1].cpu_times.get(&cpu)) {
+            (Some(a), Some(b)) => b.since(a).steal,
+            _ => continue,
+        };
+        if w[1].disk_busy_ms > w[0].disk_busy_ms {
+            io_n += 1;
+            io_steal += steal;
+        } else {
+            quiet_n += 1;
+            quiet_steal += steal;
+        }
+    }
+    let rate = |steal: u64, n: u64| steal as f64 / n.max(1) as f64;
+    let (with_io, without) = (rate(io_steal, io_n), rate(quiet_steal, quiet_n));
+    if io_n < 3 || io_steal == 0 || with_io < 2.0 * without {
+        return None;
+    }
+    let tick_ms = 1000.0 / input.after.user_hz.max(1) as f64;
+    let hk = input.housekeeping().to_list();
+    Some(
+        Finding::new(
+            Severity::Warn,
+            Topic::Steal,
+            Some(cpu),
+            format!("steal on CPU {cpu} rises while the disks are busy: the host runs this VM's I/O emulation where CPU {cpu}'s vCPU would run"),
+            format!(
+                "{:.0} ms stolen in {io_n} samples with disk I/O vs {:.0} ms in {quiet_n} without (/proc/stat steal, /proc/diskstats io_ticks, every sample ~{} ms)",
+                io_steal as f64 * tick_ms,
+                quiet_steal as f64 * tick_ms,
+                input.interval_s() * 1000.0 / samples.len().max(1) as f64
+            ),
+        )
+        .remedy(Remedy::cpushield(format!(
+            "keep CPU {cpu} halting when idle: no --idle-poll (cpushield compare --cpus {cpu} --idle auto measures which is better here)"
+        )))
+        .remedy(Remedy::runtime(format!(
+            "lower the I/O priority of the disk-heavy work on CPUs {hk} (ionice -c3 -p PID), or run it outside the real-time work's critical periods"
+        )))
+        .remedy(Remedy::host("give the VM's I/O emulation threads host cores of their own, apart from the vCPUs")),
     )
 }
 

@@ -1,6 +1,7 @@
 //! Parsers of kernel text files: pure functions from text to data, no I/O.
 
 pub mod cmdline;
+pub mod diskstats;
 pub mod interrupts;
 pub mod softirqs;
 pub mod stat;
