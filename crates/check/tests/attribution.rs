@@ -355,12 +355,12 @@ fn a_handler_that_shows_no_event_for_too_long_was_preempted_from_outside() {
         .filter(|c| c.kind == CauseKind::Outside && c.name.starts_with("hrtimer tick_nohz_handler"))
         .map(|c| c.ns)
         .sum();
-    assert_eq!(preempted, 1_700_000 - 500_000, "{:#?}", a.causes);
+    assert_eq!(preempted, 1_700_000 - 100_000, "{:#?}", a.causes);
     let handler: u64 = a
         .causes
         .iter()
         .filter(|c| c.name == "hrtimer tick_nohz_handler")
         .map(|c| c.ns)
         .sum();
-    assert_eq!(handler, 500_000);
+    assert_eq!(handler, 100_000);
 }

@@ -86,9 +86,12 @@ pub struct DeterminismSummary {
     /// seconds; empty when not known.
     #[serde(default)]
     pub run_outside_s: Vec<f64>,
-    /// Jitter with the time outside the guest taken out of every run, as %
-    /// of the ideal: what the guest itself caused (see
-    /// [`CompareReport::use_common_ideal`]).
+    /// The most time other code inside the guest (IRQs, softirqs, other
+    /// tasks, kernel threads) took from one run, as % of the ideal: the
+    /// jitter the shield answers for. The rest of a run's time over the
+    /// ideal is time outside the guest (`run_outside_s`) or the CPU running
+    /// the same code slower (a busy SMT sibling or shared cache, frequency),
+    /// which no shield of one CPU removes.
     #[serde(default)]
     pub guest_jitter_pct: Option<f64>,
     /// Steal time on the measured CPUs during the runs, seconds (/proc/stat).
@@ -382,15 +385,9 @@ impl CompareReport {
             d.ideal_s = ideal;
             d.jitter_s = d.max_s - ideal;
             d.jitter_pct = d.jitter_s / ideal * 100.0;
-            d.guest_jitter_pct = (d.run_outside_s.len() == d.run_times_s.len()).then(|| {
-                let worst = d
-                    .run_times_s
-                    .iter()
-                    .zip(&d.run_outside_s)
-                    .map(|(t, out)| (t - out).max(ideal))
-                    .fold(ideal, f64::max);
-                (worst - ideal) / ideal * 100.0
-            });
+            d.guest_jitter_pct = (d.run_in_guest_s.len() == d.run_times_s.len()
+                && !d.run_in_guest_s.is_empty())
+            .then(|| d.run_in_guest_s.iter().copied().fold(0.0, f64::max) / ideal * 100.0);
         }
     }
 }

@@ -15,9 +15,10 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The longest a hard-interrupt handler (device IRQ, interrupt vector,
-/// hrtimer callback) is taken to run between two events on a virtual CPU;
-/// time beyond it inside one handler is time the vCPU did not run.
-pub const HANDLER_BOUND_NS: u64 = 500_000;
+/// hrtimer callback), or the measured task's own way from being switched in
+/// to user space, is taken to run between two events on a virtual CPU; time
+/// beyond it in one such stretch is time the vCPU did not run.
+pub const HANDLER_BOUND_NS: u64 = 100_000;
 
 /// A latency spike to explain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -124,9 +125,9 @@ pub struct AttributionContext<'a> {
     /// Steal time around the spike, when sampled.
     pub steal: Option<StealEvidence>,
     /// Whether the CPU is a virtual one (the hypervisor flag): only there is
-    /// a hard-interrupt handler that shows no event for longer than
-    /// [`HANDLER_BOUND_NS`] taken to have lost its vCPU (on bare metal a slow
-    /// driver can really take that long).
+    /// a hard-interrupt handler (or the probe's way to user space) that shows
+    /// no event for longer than [`HANDLER_BOUND_NS`] taken to have lost its
+    /// vCPU (on bare metal a slow driver can really take that long).
     pub virtual_cpu: bool,
     /// The kernel's preemption model (`none`, `voluntary`, `full`, ...), for the notes.
     pub preempt_model: Option<String>,
@@ -373,17 +374,24 @@ impl State<'_> {
         if self.ctx.virtual_cpu
             && matches!(
                 kind,
-                CauseKind::Irq | CauseKind::Vector | CauseKind::Hrtimer
+                CauseKind::Irq | CauseKind::Vector | CauseKind::Hrtimer | CauseKind::MeasuredTask
             )
             && ns > HANDLER_BOUND_NS
         {
             self.add(kind, name.clone(), phase, HANDLER_BOUND_NS);
             self.add(
                 CauseKind::Outside,
-                format!(
-                    "{name} showed no event for longer than any handler runs ({}): the vCPU was not running",
-                    fmt_ns(HANDLER_BOUND_NS)
-                ),
+                if kind == CauseKind::MeasuredTask {
+                    format!(
+                        "the probe's way to user space showed no event for longer than it takes ({}): the vCPU was not running",
+                        fmt_ns(HANDLER_BOUND_NS)
+                    )
+                } else {
+                    format!(
+                        "{name} showed no event for longer than any handler runs ({}): the vCPU was not running",
+                        fmt_ns(HANDLER_BOUND_NS)
+                    )
+                },
                 phase,
                 ns - HANDLER_BOUND_NS,
             );
