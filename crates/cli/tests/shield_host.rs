@@ -138,3 +138,54 @@ fn bad_cpu_lists_exit_1_with_one_line_and_change_nothing() {
     }
     assert_eq!(irqs_before, irq_masks());
 }
+
+/// A thread whose name is not valid UTF-8 (prctl cuts "worker-xéééé" at 15
+/// bytes, mid-character) used to be invisible to the shield and stay on the
+/// shielded CPU. It must be moved like its siblings and restored by reset.
+const NON_UTF8_THREAD: &str = r#"
+set -u
+fail() { echo "ASSERT-FAIL $*"; }
+python3 - <<'PY' &
+import ctypes, threading, time
+libc = ctypes.CDLL(None)
+def worker():
+    libc.prctl(15, "worker-xéééé".encode(), 0, 0, 0)
+    time.sleep(60)
+t = threading.Thread(target=worker); t.start()
+time.sleep(60)
+PY
+PY=$!
+sleep 0.5
+TID=$(for t in /proc/$PY/task/*; do t=${t##*/}; [ "$t" != $PY ] && echo $t; done | head -1)
+[ -n "$TID" ] || fail "no worker thread"
+head -c 16 /proc/$PY/task/$TID/comm | od -c | head -1
+before=$(grep Cpus_allowed_list /proc/$PY/task/$TID/status | cut -f2)
+$CS shield --all 1 || fail "shield exit $?"
+now=$(grep Cpus_allowed_list /proc/$PY/task/$TID/status | cut -f2)
+[ "$now" = 0 ] || fail "non-UTF-8 thread $TID still on CPUs $now after shield --all 1"
+$CS show --json | grep '"procs": "1"' >/dev/null || fail "show lacks procs 1"
+$CS reset || fail "reset exit $?"
+after=$(grep Cpus_allowed_list /proc/$PY/task/$TID/status | cut -f2)
+[ "$after" = "$before" ] || fail "non-UTF-8 thread on $after after reset, was $before"
+kill $PY
+echo SCENARIO-DONE
+"#;
+
+#[test]
+fn a_thread_named_with_invalid_utf8_is_shielded_and_restored() {
+    if let Err(why) = can_shield_here() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let irqs_before = irq_masks();
+    let (out, code) = in_namespace(NON_UTF8_THREAD, state.path());
+    assert_eq!(
+        irqs_before,
+        irq_masks(),
+        "IRQ affinities differ after reset"
+    );
+    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    assert!(!out.contains("ASSERT-FAIL"), "{out}");
+    assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
+}

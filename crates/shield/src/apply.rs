@@ -25,7 +25,7 @@ pub struct Outcome {
 }
 
 fn errno(e: &io::Error) -> i32 {
-    e.raw_os_error().unwrap_or(0)
+    cpushield_sys::os_errno(e).unwrap_or(0)
 }
 
 /// Test hook: microseconds to pause after each step, so that a crash test can

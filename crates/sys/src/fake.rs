@@ -20,6 +20,10 @@ pub struct FakeKernel {
 #[derive(Default)]
 struct FakeState {
     files: FakeFiles,
+    /// Files whose bytes are not valid UTF-8 (they shadow `files`).
+    raw: BTreeMap<PathBuf, Vec<u8>>,
+    /// Paths whose read fails with this errno.
+    unreadable: BTreeMap<PathBuf, i32>,
     dirs: BTreeSet<PathBuf>,
     affinity: BTreeMap<i32, CpuSet>,
     refused: BTreeSet<PathBuf>,
@@ -37,6 +41,26 @@ impl FakeKernel {
         let path = path.as_ref().to_path_buf();
         add_parents(&mut st.dirs, &path);
         st.files.insert(path, text.into());
+    }
+
+    /// Adds or replaces a file holding raw bytes (e.g. a thread name that is
+    /// not valid UTF-8); [`Kernel::read`] shows it lossily.
+    pub fn set_file_bytes(&self, path: impl AsRef<Path>, bytes: Vec<u8>) {
+        let mut st = self.state.lock().expect("fake lock");
+        let path = path.as_ref().to_path_buf();
+        add_parents(&mut st.dirs, &path);
+        st.files
+            .insert(path.clone(), String::from_utf8_lossy(&bytes).into_owned());
+        st.raw.insert(path, bytes);
+    }
+
+    /// Makes reads of `path` fail with `errno` (EACCES, EIO, ESRCH…).
+    pub fn refuse_reads(&self, path: impl AsRef<Path>, errno: i32) {
+        self.state
+            .lock()
+            .expect("fake lock")
+            .unreadable
+            .insert(path.as_ref().to_path_buf(), errno);
     }
 
     /// Adds a directory (and its parents).
@@ -114,13 +138,17 @@ fn not_found(path: &Path) -> io::Error {
 }
 
 impl Kernel for FakeKernel {
-    fn read(&self, path: &Path) -> io::Result<String> {
-        self.state
-            .lock()
-            .expect("fake lock")
-            .files
+    fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
+        let st = self.state.lock().expect("fake lock");
+        if let Some(&errno) = st.unreadable.get(path) {
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        if let Some(bytes) = st.raw.get(path) {
+            return Ok(bytes.clone());
+        }
+        st.files
             .get(path)
-            .cloned()
+            .map(|t| t.as_bytes().to_vec())
             .ok_or_else(|| not_found(path))
     }
 
@@ -152,6 +180,7 @@ impl Kernel for FakeKernel {
             emulate_v1_attach(&mut st, path, &hierarchy_root, &tid);
             return Ok(());
         }
+        st.raw.remove(path);
         st.files.insert(path.to_path_buf(), data.to_string());
         if name == "cpuset.cpus" {
             emulate_cpuset_resize(&mut st, path, data);

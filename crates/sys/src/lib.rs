@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 mod fake;
+pub mod procstat;
 mod real;
 
 pub use fake::FakeKernel;
@@ -22,9 +23,19 @@ pub use real::RealKernel;
 /// Paths are absolute as on a real system (`/proc/irq/36/smp_affinity`); a fake
 /// maps them to memory. Errors are plain `io::Error`s; callers add the path and
 /// the remedy.
+///
+/// Kernel files are bytes, not text: a thread may name itself with invalid
+/// UTF-8 (`prctl(PR_SET_NAME)` cuts a name at 15 bytes, mid-character), and
+/// that name shows up in `/proc/PID/stat`. [`Kernel::read_bytes`] is the one
+/// read; [`Kernel::read`] is its lossy text view and never fails on encoding.
 pub trait Kernel: Send + Sync {
-    /// Reads a whole file as text.
-    fn read(&self, path: &Path) -> io::Result<String>;
+    /// Reads a whole file as bytes.
+    fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>>;
+    /// Reads a whole file as text; invalid UTF-8 becomes U+FFFD (never an error).
+    fn read(&self, path: &Path) -> io::Result<String> {
+        self.read_bytes(path)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
     /// Writes text to a file (no truncation semantics beyond what the kernel does).
     fn write(&self, path: &Path, data: &str) -> io::Result<()>;
     /// Names of the entries of a directory.
@@ -60,14 +71,44 @@ pub fn read_cpu_list(kernel: &dyn Kernel, path: &Path) -> io::Result<CpuSet> {
     })
 }
 
-/// Adds the path to an I/O error's message, keeping its kind and errno.
+/// An I/O error on a path: the path for the message, the original error (and
+/// so its errno) as the source.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+pub struct PathError {
+    /// The file or directory the operation was on.
+    pub path: PathBuf,
+    /// The original error, errno included.
+    #[source]
+    pub source: io::Error,
+}
+
+/// Adds the path to an I/O error's message, keeping its kind and its errno
+/// (reachable with [`os_errno`]).
 pub fn with_path(error: io::Error, path: &Path) -> io::Error {
-    let raw = error.raw_os_error();
-    let msg = format!("{}: {error}", path.display());
-    match raw {
-        Some(code) => io::Error::new(io::Error::from_raw_os_error(code).kind(), msg),
-        None => io::Error::new(error.kind(), msg),
-    }
+    io::Error::new(
+        error.kind(),
+        PathError {
+            path: path.to_path_buf(),
+            source: error,
+        },
+    )
+}
+
+/// The errno of an I/O error, looking through the path added by [`with_path`].
+pub fn os_errno(error: &io::Error) -> Option<i32> {
+    error.raw_os_error().or_else(|| {
+        error
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<PathError>())
+            .and_then(|p| os_errno(&p.source))
+    })
+}
+
+/// Whether an error means the task (or its /proc entry) is gone: ENOENT or ESRCH.
+pub fn is_gone(error: &io::Error) -> bool {
+    matches!(os_errno(error), Some(libc::ENOENT) | Some(libc::ESRCH))
+        || error.kind() == io::ErrorKind::NotFound
 }
 
 /// The online CPUs of the machine.
@@ -115,8 +156,8 @@ impl<'a> RecordingKernel<'a> {
 }
 
 impl Kernel for RecordingKernel<'_> {
-    fn read(&self, path: &Path) -> io::Result<String> {
-        self.inner.read(path)
+    fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
+        self.inner.read_bytes(path)
     }
     fn write(&self, path: &Path, data: &str) -> io::Result<()> {
         self.log
@@ -159,3 +200,45 @@ impl Kernel for RecordingKernel<'_> {
 
 /// Files of a fake system, keyed by absolute path. Used to build a [`FakeKernel`].
 pub type FakeFiles = BTreeMap<PathBuf, String>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn with_path_keeps_esrch_and_eperm_reachable_and_names_the_path() {
+        for code in [libc::ESRCH, libc::EPERM, libc::ENOSPC] {
+            let e = with_path(
+                io::Error::from_raw_os_error(code),
+                Path::new("/proc/7/stat"),
+            );
+            assert_eq!(os_errno(&e), Some(code));
+            assert!(e.to_string().starts_with("/proc/7/stat: "), "{e}");
+            let twice = with_path(e, Path::new("/outer"));
+            assert_eq!(os_errno(&twice), Some(code), "nested path keeps the errno");
+        }
+    }
+
+    #[test]
+    fn a_vanished_task_is_told_from_other_errors() {
+        let gone = with_path(io::Error::from_raw_os_error(libc::ESRCH), Path::new("/x"));
+        let enoent = with_path(io::Error::from_raw_os_error(libc::ENOENT), Path::new("/x"));
+        let eacces = with_path(io::Error::from_raw_os_error(libc::EACCES), Path::new("/x"));
+        assert!(is_gone(&gone) && is_gone(&enoent));
+        assert!(!is_gone(&eacces));
+    }
+
+    #[test]
+    fn read_is_lossy_on_invalid_utf8() {
+        let k = FakeKernel::new();
+        k.set_file_bytes("/proc/5/comm", b"worker-x\xc3\n".to_vec());
+        assert_eq!(
+            k.read(Path::new("/proc/5/comm")).unwrap(),
+            "worker-x\u{fffd}\n"
+        );
+        assert_eq!(
+            k.read_bytes(Path::new("/proc/5/comm")).unwrap(),
+            b"worker-x\xc3\n"
+        );
+    }
+}

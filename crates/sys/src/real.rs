@@ -10,8 +10,8 @@ use std::path::Path;
 pub struct RealKernel;
 
 impl Kernel for RealKernel {
-    fn read(&self, path: &Path) -> io::Result<String> {
-        std::fs::read_to_string(path)
+    fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
+        std::fs::read(path)
     }
 
     fn write(&self, path: &Path, data: &str) -> io::Result<()> {
@@ -44,6 +44,7 @@ impl Kernel for RealKernel {
     fn get_affinity(&self, tid: i32) -> io::Result<CpuSet> {
         // Large enough for 8192 CPUs.
         let mut words = [0u64; 128];
+        // SAFETY: the buffer is valid for writes of its full size, which is passed.
         let rc = unsafe {
             libc::syscall(
                 libc::SYS_sched_getaffinity,
@@ -68,9 +69,13 @@ impl Kernel for RealKernel {
 
     fn set_affinity(&self, tid: i32, cpus: &CpuSet) -> io::Result<()> {
         let mut words = [0u64; 128];
+        if cpus.iter().any(|cpu| cpu >= 64 * words.len()) {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
         for cpu in cpus.iter() {
             words[cpu / 64] |= 1u64 << (cpu % 64);
         }
+        // SAFETY: the buffer is valid for reads of its full size, which is passed.
         let rc = unsafe {
             libc::syscall(
                 libc::SYS_sched_setaffinity,
