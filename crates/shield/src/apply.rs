@@ -28,6 +28,10 @@ fn errno(e: &io::Error) -> i32 {
     cpushield_sys::os_errno(e).unwrap_or(0)
 }
 
+/// Extended attribute set on each cgroup cpushield creates (kernfs keeps
+/// `trusted.*` attributes on cgroup v1 and v2 directories).
+pub const CGROUP_MARK: &str = "trusted.cpushield";
+
 /// Test hook: microseconds to pause after each step, so that a crash test can
 /// SIGKILL a shield reliably while it is half applied. Unset in normal use.
 pub const STEP_DELAY_ENV: &str = "CPUSHIELD_TEST_STEP_DELAY_US";
@@ -48,7 +52,11 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
                 Err(e) if errno(&e) != libc::EEXIST && e.kind() != io::ErrorKind::AlreadyExists => {
                     return Err(cpushield_sys::with_path(e, dir));
                 }
-                _ => {}
+                // Marked as ours: reset removes only cgroups that carry the mark.
+                Ok(()) => {
+                    let _ = kernel.set_xattr(dir, CGROUP_MARK, b"1");
+                }
+                Err(_) => {}
             },
             Step::Write { path, value, kind } => {
                 if let Err(e) = kernel.write(path, value) {

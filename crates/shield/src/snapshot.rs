@@ -294,6 +294,14 @@ pub fn candidate_files(layout: &CgroupLayout) -> Vec<PathBuf> {
     files
 }
 
+/// The PID namespace this process runs in (link text of /proc/self/ns/pid),
+/// empty when unknown.
+pub fn pid_namespace() -> String {
+    std::fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
 /// Takes a snapshot of the system.
 pub fn take(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Snapshot> {
     let online = cpushield_sys::online_cpus(kernel)?;
@@ -326,9 +334,7 @@ pub fn take(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Snaps
         .into_iter()
         .filter_map(|p| read_trimmed(kernel, &p).ok().map(|t| (p, t)))
         .collect();
-    let pid_namespace = std::fs::read_link("/proc/self/ns/pid")
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
+    let pid_namespace = pid_namespace();
     Ok(Snapshot {
         pid_namespace,
         siblings: read_siblings(kernel, &online),

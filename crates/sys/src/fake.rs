@@ -22,6 +22,8 @@ struct FakeState {
     files: FakeFiles,
     /// Files whose bytes are not valid UTF-8 (they shadow `files`).
     raw: BTreeMap<PathBuf, Vec<u8>>,
+    /// Extended attributes by path and name.
+    xattrs: BTreeMap<(PathBuf, String), Vec<u8>>,
     /// Paths whose read fails with this errno.
     unreadable: BTreeMap<PathBuf, i32>,
     dirs: BTreeSet<PathBuf>,
@@ -253,6 +255,7 @@ impl Kernel for FakeKernel {
         }
         st.dirs.remove(path);
         st.files.retain(|p, _| p.parent() != Some(path));
+        st.xattrs.retain(|(p, _), _| p != path);
         Ok(())
     }
 
@@ -276,6 +279,27 @@ impl Kernel for FakeKernel {
         }
         st.affinity.insert(tid, cpus.clone());
         Ok(())
+    }
+
+    fn set_xattr(&self, path: &Path, name: &str, value: &[u8]) -> io::Result<()> {
+        let mut st = self.state.lock().expect("fake lock");
+        if !st.dirs.contains(path) && !st.files.contains_key(path) {
+            return Err(not_found(path));
+        }
+        st.xattrs
+            .insert((path.to_path_buf(), name.to_string()), value.to_vec());
+        Ok(())
+    }
+
+    fn get_xattr(&self, path: &Path, name: &str) -> io::Result<Vec<u8>> {
+        let st = self.state.lock().expect("fake lock");
+        if !st.dirs.contains(path) && !st.files.contains_key(path) {
+            return Err(not_found(path));
+        }
+        st.xattrs
+            .get(&(path.to_path_buf(), name.to_string()))
+            .cloned()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENODATA))
     }
 }
 

@@ -50,6 +50,26 @@ pub trait Kernel: Send + Sync {
     fn get_affinity(&self, tid: i32) -> io::Result<CpuSet>;
     /// Sets the CPUs a thread may run on (sched_setaffinity).
     fn set_affinity(&self, tid: i32, cpus: &CpuSet) -> io::Result<()>;
+    /// Sets an extended attribute (cpushield marks the cgroups it creates).
+    fn set_xattr(&self, path: &Path, name: &str, value: &[u8]) -> io::Result<()>;
+    /// Reads an extended attribute: ENODATA when absent, EOPNOTSUPP when the
+    /// file system has none.
+    fn get_xattr(&self, path: &Path, name: &str) -> io::Result<Vec<u8>>;
+}
+
+/// Where the shield keeps its state and lock: `CPUSHIELD_STATE_DIR`, else
+/// `/run/cpushield`. Shared by the shield (which writes the state) and `check`
+/// (which reads the shielded CPUs from it).
+pub fn shield_state_dir() -> PathBuf {
+    std::env::var_os("CPUSHIELD_STATE_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/run/cpushield"))
+}
+
+/// The shield's state file (`state.json` in [`shield_state_dir`]).
+pub fn shield_state_file() -> PathBuf {
+    shield_state_dir().join("state.json")
 }
 
 /// Reads a file and trims trailing whitespace, with the path in the error.
@@ -132,6 +152,8 @@ pub enum Change {
     Rmdir(PathBuf),
     /// An affinity change.
     Affinity(i32, CpuSet),
+    /// An extended attribute set (name, value).
+    Xattr(PathBuf, String, Vec<u8>),
 }
 
 /// Wraps a kernel and records every change it is asked to make.
@@ -195,6 +217,17 @@ impl Kernel for RecordingKernel<'_> {
             .expect("log lock")
             .push(Change::Affinity(tid, cpus.clone()));
         self.inner.set_affinity(tid, cpus)
+    }
+    fn set_xattr(&self, path: &Path, name: &str, value: &[u8]) -> io::Result<()> {
+        self.log.lock().expect("log lock").push(Change::Xattr(
+            path.to_path_buf(),
+            name.to_string(),
+            value.to_vec(),
+        ));
+        self.inner.set_xattr(path, name, value)
+    }
+    fn get_xattr(&self, path: &Path, name: &str) -> io::Result<Vec<u8>> {
+        self.inner.get_xattr(path, name)
     }
 }
 

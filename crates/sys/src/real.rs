@@ -2,8 +2,14 @@
 
 use crate::Kernel;
 use cpushield_cpuset::CpuSet;
+use std::ffi::CString;
 use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+
+fn c_string(bytes: &[u8]) -> io::Result<CString> {
+    CString::new(bytes).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
 
 /// The running kernel.
 #[derive(Debug, Default, Clone, Copy)]
@@ -88,5 +94,46 @@ impl Kernel for RealKernel {
             return Err(io::Error::last_os_error());
         }
         Ok(())
+    }
+
+    fn set_xattr(&self, path: &Path, name: &str, value: &[u8]) -> io::Result<()> {
+        let cpath = c_string(path.as_os_str().as_bytes())?;
+        let cname = c_string(name.as_bytes())?;
+        // SAFETY: both strings are NUL-terminated and live across the call; the
+        // value pointer is valid for reads of its length.
+        let rc = unsafe {
+            libc::setxattr(
+                cpath.as_ptr(),
+                cname.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                0,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    fn get_xattr(&self, path: &Path, name: &str) -> io::Result<Vec<u8>> {
+        let cpath = c_string(path.as_os_str().as_bytes())?;
+        let cname = c_string(name.as_bytes())?;
+        let mut buf = vec![0u8; 256];
+        // SAFETY: both strings are NUL-terminated and live across the call; the
+        // buffer is valid for writes of its length, which is passed.
+        let rc = unsafe {
+            libc::getxattr(
+                cpath.as_ptr(),
+                cname.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        buf.truncate(rc as usize);
+        Ok(buf)
     }
 }
