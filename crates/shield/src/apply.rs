@@ -97,6 +97,36 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
                     remedy: None,
                 }),
             },
+            Step::Sched {
+                tid,
+                comm,
+                policy,
+                priority,
+                nice,
+                flags,
+                deadline,
+            } => {
+                let params = cpushield_sys::SchedParams {
+                    policy: *policy,
+                    flags: *flags,
+                    nice: *nice,
+                    priority: *priority,
+                    runtime: deadline[0],
+                    deadline: deadline[1],
+                    period: deadline[2],
+                };
+                match kernel.set_sched(*tid, &params) {
+                    Ok(()) => {}
+                    Err(e) if errno(&e) == libc::ESRCH => out.vanished += 1,
+                    Err(e) => out.notes.push(Note {
+                        severity: Severity::Warn,
+                        text: format!(
+                            "task {tid} ({comm}): its scheduling policy {policy} (priority {priority}, nice {nice}) could not be restored: {e}"
+                        ),
+                        remedy: Some(format!("chrt -p -o 0 {tid} (or the policy it had) by hand")),
+                    }),
+                }
+            }
             Step::Drain { from, to } => drain(kernel, from, to)?,
             Step::Rmdir(dir) => remove_cgroup(kernel, dir)?,
         }

@@ -455,7 +455,7 @@ pub fn paths_outside(plan: &plan::Plan, layout: &CgroupLayout) -> Vec<std::path:
             plan::Step::Write { path, .. } => vec![path],
             plan::Step::Move { to, .. } => vec![to],
             plan::Step::Drain { from, to } => vec![from, to],
-            plan::Step::Affinity { .. } => vec![],
+            plan::Step::Affinity { .. } | plan::Step::Sched { .. } => vec![],
         };
         out.extend(
             paths
@@ -511,10 +511,12 @@ fn reset_locked(
                     .collect(),
             });
         }
-        let work = plan
-            .steps
-            .iter()
-            .any(|s| !matches!(s, plan::Step::Drain { .. } | plan::Step::Rmdir(_)));
+        let work = plan.steps.iter().any(|s| {
+            !matches!(
+                s,
+                plan::Step::Drain { .. } | plan::Step::Rmdir(_) | plan::Step::Sched { .. }
+            )
+        });
         let outcome = apply::apply(kernel, &plan)?;
         total.applied += outcome.applied;
         total.moved += outcome.moved;

@@ -40,6 +40,41 @@ pub struct AdoptedTask {
     pub requested: CpuSet,
 }
 
+/// A thread's scheduling policy before `cpushield run --pid` changed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedSched {
+    /// Start time, as in [`SavedTask`]: a reused TID is not restored.
+    pub starttime: u64,
+    /// Policy number (SCHED_OTHER 0, SCHED_FIFO 1, SCHED_RR 2, SCHED_BATCH 3,
+    /// SCHED_IDLE 5, SCHED_DEADLINE 6).
+    pub policy: u32,
+    /// SCHED_FLAG_* bits.
+    #[serde(default)]
+    pub flags: u64,
+    /// Nice value.
+    pub nice: i32,
+    /// Real-time priority.
+    pub priority: u32,
+    /// SCHED_DEADLINE runtime, deadline and period (ns).
+    #[serde(default)]
+    pub deadline: [u64; 3],
+}
+
+impl SavedSched {
+    /// The parameters to give back to the kernel.
+    pub fn params(&self) -> cpushield_sys::SchedParams {
+        cpushield_sys::SchedParams {
+            policy: self.policy,
+            flags: self.flags,
+            nice: self.nice,
+            priority: self.priority,
+            runtime: self.deadline[0],
+            deadline: self.deadline[1],
+            period: self.deadline[2],
+        }
+    }
+}
+
 /// Everything needed to undo the shield, and the shield's current masks.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SavedState {
@@ -67,6 +102,9 @@ pub struct SavedState {
     /// IDs are only meaningful there.
     #[serde(default)]
     pub pid_namespace: String,
+    /// Scheduling policies `cpushield run --pid` changed, by TID, as they were.
+    #[serde(default)]
+    pub sched: BTreeMap<i32, SavedSched>,
     /// CRC-32 of the file as written with this field 0 (0: not sealed).
     #[serde(default)]
     pub checksum: u32,
@@ -107,6 +145,7 @@ impl SavedState {
             files: snap.files.clone(),
             created_cgroups: Vec::new(),
             pid_namespace: snap.pid_namespace.clone(),
+            sched: BTreeMap::new(),
             checksum: 0,
         }
     }
@@ -191,6 +230,20 @@ impl SavedState {
                 out.push(format!(
                     "task {tid} (born under the shield): affinity '{}' is not a CPU list that can be set",
                     a.requested.to_list()
+                ));
+            }
+        }
+        for (tid, p) in &self.sched {
+            let valid = match p.policy {
+                0 | 3 | 5 => (-20..=19).contains(&p.nice) && p.priority == 0,
+                1 | 2 => (1..=99).contains(&p.priority),
+                6 => p.deadline[0] <= p.deadline[1] && p.deadline[1] <= p.deadline[2],
+                _ => false,
+            };
+            if !valid {
+                out.push(format!(
+                    "task {tid}: saved scheduling policy {} (priority {}, nice {}) is not one the kernel takes",
+                    p.policy, p.priority, p.nice
                 ));
             }
         }
@@ -375,28 +428,11 @@ fn store_error(e: io::Error, path: &Path) -> io::Error {
         Some(libc::EROFS) => format!("{} is read-only: remount it read-write", dir.display()),
         _ => format!("make {} writable", dir.display()),
     };
-    let kind = e.kind();
-    let inner = cpushield_sys::with_path(e, path);
-    io::Error::new(
-        kind,
-        StoreError {
-            remedy: format!(
-                "{remedy}, or set CPUSHIELD_STATE_DIR to a writable directory; nothing was changed"
-            ),
-            source: inner,
-        },
+    cpushield_sys::with_path_and_remedy(
+        e,
+        path,
+        format!("cannot save the shield state: {remedy}, or set CPUSHIELD_STATE_DIR to a writable directory; nothing was changed"),
     )
-}
-
-/// Saving the state failed (see [`store_error`]).
-#[derive(Debug, thiserror::Error)]
-#[error("cannot save the shield state: {source}: {remedy}")]
-pub struct StoreError {
-    /// What to do.
-    pub remedy: String,
-    /// The error on the path.
-    #[source]
-    pub source: io::Error,
 }
 
 /// Writes `text` to `dir/name` through a temp file: write, fsync, rename. The
@@ -541,6 +577,7 @@ mod tests {
             files: BTreeMap::from([(PathBuf::from("/proc/irq/default_smp_affinity"), "3".into())]),
             created_cgroups: vec![root.join("cpushield-system"), root.join("cpushield-shield")],
             pid_namespace: "pid:[1]".into(),
+            sched: BTreeMap::new(),
             checksum: 0,
         }
     }

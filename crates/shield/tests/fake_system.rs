@@ -335,3 +335,37 @@ fn a_reset_plan_writing_outside_the_kernel_trees_is_caught() {
         vec![std::path::PathBuf::from("/etc/motd")]
     );
 }
+
+#[test]
+fn reset_gives_back_the_scheduling_policy_run_changed() {
+    let k = machine(&[(100, "0-3"), (101, "0-3")]);
+    let mut saved = shield_and_save(&k, &ShieldMasks::all(&cpus("3")));
+    // What `run --pid 100 --fifo 10` records before changing it.
+    saved.sched.insert(
+        100,
+        cpushield_shield::state::SavedSched {
+            starttime: 1100,
+            policy: 0,
+            flags: 0,
+            nice: 0,
+            priority: 0,
+            deadline: [0; 3],
+        },
+    );
+    let fifo = cpushield_sys::SchedParams {
+        policy: 1,
+        priority: 10,
+        ..Default::default()
+    };
+    use cpushield_sys::Kernel;
+    k.set_sched(100, &fifo).unwrap();
+    k.set_sched(101, &fifo).unwrap();
+    let snap = snapshot::take(&k, &saved.layout).unwrap();
+    apply(&k, &plan_reset(&snap, &saved)).unwrap();
+    let scheds = k.scheds();
+    assert_eq!(scheds[&100], cpushield_sys::SchedParams::default());
+    assert_eq!(
+        scheds[&101], fifo,
+        "a policy cpushield did not change is left alone"
+    );
+}

@@ -34,6 +34,7 @@ fn sample() -> SavedState {
         files: BTreeMap::new(),
         created_cgroups: vec![root.join("cpushield-system"), root.join("cpushield-shield")],
         pid_namespace: "pid:[1]".into(),
+        sched: BTreeMap::new(),
         checksum: 0,
     }
 }

@@ -1,6 +1,6 @@
 //! An in-memory system for tests: files, directories and per-thread affinities.
 
-use crate::{FakeFiles, Kernel};
+use crate::{FakeFiles, Kernel, SchedParams};
 use cpushield_cpuset::CpuSet;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -22,6 +22,8 @@ struct FakeState {
     files: FakeFiles,
     /// Files whose bytes are not valid UTF-8 (they shadow `files`).
     raw: BTreeMap<PathBuf, Vec<u8>>,
+    /// Scheduling parameters by thread (absent: SCHED_OTHER, nice 0).
+    sched: BTreeMap<i32, SchedParams>,
     /// Extended attributes by path and name.
     xattrs: BTreeMap<(PathBuf, String), Vec<u8>>,
     /// Paths whose read fails with this errno.
@@ -104,6 +106,11 @@ impl FakeKernel {
     /// A copy of all files, for comparing whole-system states.
     pub fn files(&self) -> FakeFiles {
         self.state.lock().expect("fake lock").files.clone()
+    }
+
+    /// A copy of all scheduling parameters set (threads never set are absent).
+    pub fn scheds(&self) -> BTreeMap<i32, SchedParams> {
+        self.state.lock().expect("fake lock").sched.clone()
     }
 
     /// A copy of all thread affinities.
@@ -300,6 +307,23 @@ impl Kernel for FakeKernel {
             .get(&(path.to_path_buf(), name.to_string()))
             .cloned()
             .ok_or_else(|| io::Error::from_raw_os_error(libc::ENODATA))
+    }
+
+    fn get_sched(&self, tid: i32) -> io::Result<SchedParams> {
+        let st = self.state.lock().expect("fake lock");
+        if !st.affinity.contains_key(&tid) {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        Ok(st.sched.get(&tid).copied().unwrap_or_default())
+    }
+
+    fn set_sched(&self, tid: i32, params: &SchedParams) -> io::Result<()> {
+        let mut st = self.state.lock().expect("fake lock");
+        if !st.affinity.contains_key(&tid) {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        st.sched.insert(tid, *params);
+        Ok(())
     }
 }
 

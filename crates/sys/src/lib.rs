@@ -55,6 +55,29 @@ pub trait Kernel: Send + Sync {
     /// Reads an extended attribute: ENODATA when absent, EOPNOTSUPP when the
     /// file system has none.
     fn get_xattr(&self, path: &Path, name: &str) -> io::Result<Vec<u8>>;
+    /// A thread's scheduling policy and parameters (sched_getattr).
+    fn get_sched(&self, tid: i32) -> io::Result<SchedParams>;
+    /// Sets a thread's scheduling policy and parameters (sched_setattr).
+    fn set_sched(&self, tid: i32, params: &SchedParams) -> io::Result<()>;
+}
+
+/// A thread's scheduling policy and parameters, as sched_getattr(2) gives them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SchedParams {
+    /// SCHED_OTHER 0, SCHED_FIFO 1, SCHED_RR 2, SCHED_BATCH 3, SCHED_IDLE 5, SCHED_DEADLINE 6.
+    pub policy: u32,
+    /// SCHED_FLAG_* bits (reset-on-fork…).
+    pub flags: u64,
+    /// Nice value (SCHED_OTHER, SCHED_BATCH).
+    pub nice: i32,
+    /// Real-time priority (SCHED_FIFO, SCHED_RR).
+    pub priority: u32,
+    /// SCHED_DEADLINE runtime, ns.
+    pub runtime: u64,
+    /// SCHED_DEADLINE deadline, ns.
+    pub deadline: u64,
+    /// SCHED_DEADLINE period, ns.
+    pub period: u64,
 }
 
 /// Where the shield keeps its state and lock: `CPUSHIELD_STATE_DIR`, else
@@ -91,17 +114,30 @@ pub fn read_cpu_list(kernel: &dyn Kernel, path: &Path) -> io::Result<CpuSet> {
     })
 }
 
-/// An I/O error on a path: the path for the message, the original error (and
-/// so its errno) as the source.
-#[derive(Debug, thiserror::Error)]
-#[error("{}: {source}", path.display())]
+/// An I/O error on a path: the path (and a remedy) for the message, the
+/// original error, errno included, kept whole. Its text already holds the
+/// original error's, so it names no `source()` (a printed chain would repeat it).
+#[derive(Debug)]
 pub struct PathError {
     /// The file or directory the operation was on.
     pub path: PathBuf,
     /// The original error, errno included.
-    #[source]
-    pub source: io::Error,
+    pub error: io::Error,
+    /// What to do about it, when known.
+    pub remedy: Option<String>,
 }
+
+impl std::fmt::Display for PathError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.error)?;
+        if let Some(remedy) = &self.remedy {
+            write!(f, ": {remedy}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for PathError {}
 
 /// Adds the path to an I/O error's message, keeping its kind and its errno
 /// (reachable with [`os_errno`]).
@@ -110,7 +146,20 @@ pub fn with_path(error: io::Error, path: &Path) -> io::Error {
         error.kind(),
         PathError {
             path: path.to_path_buf(),
-            source: error,
+            error,
+            remedy: None,
+        },
+    )
+}
+
+/// [`with_path`] plus what to do about it.
+pub fn with_path_and_remedy(error: io::Error, path: &Path, remedy: String) -> io::Error {
+    io::Error::new(
+        error.kind(),
+        PathError {
+            path: path.to_path_buf(),
+            error,
+            remedy: Some(remedy),
         },
     )
 }
@@ -121,7 +170,7 @@ pub fn os_errno(error: &io::Error) -> Option<i32> {
         error
             .get_ref()
             .and_then(|inner| inner.downcast_ref::<PathError>())
-            .and_then(|p| os_errno(&p.source))
+            .and_then(|p| os_errno(&p.error))
     })
 }
 
@@ -154,6 +203,8 @@ pub enum Change {
     Affinity(i32, CpuSet),
     /// An extended attribute set (name, value).
     Xattr(PathBuf, String, Vec<u8>),
+    /// A scheduling policy change.
+    Sched(i32, SchedParams),
 }
 
 /// Wraps a kernel and records every change it is asked to make.
@@ -229,6 +280,16 @@ impl Kernel for RecordingKernel<'_> {
     fn get_xattr(&self, path: &Path, name: &str) -> io::Result<Vec<u8>> {
         self.inner.get_xattr(path, name)
     }
+    fn get_sched(&self, tid: i32) -> io::Result<SchedParams> {
+        self.inner.get_sched(tid)
+    }
+    fn set_sched(&self, tid: i32, params: &SchedParams) -> io::Result<()> {
+        self.log
+            .lock()
+            .expect("log lock")
+            .push(Change::Sched(tid, *params));
+        self.inner.set_sched(tid, params)
+    }
 }
 
 /// Files of a fake system, keyed by absolute path. Used to build a [`FakeKernel`].
@@ -249,6 +310,14 @@ mod tests {
             assert!(e.to_string().starts_with("/proc/7/stat: "), "{e}");
             let twice = with_path(e, Path::new("/outer"));
             assert_eq!(os_errno(&twice), Some(code), "nested path keeps the errno");
+            let fix = with_path_and_remedy(
+                io::Error::from_raw_os_error(code),
+                Path::new("/run/x"),
+                "do this".into(),
+            );
+            assert_eq!(os_errno(&fix), Some(code));
+            assert!(fix.to_string().ends_with(": do this"), "{fix}");
+            assert!(std::error::Error::source(&fix).is_none_or(|s| s.source().is_none()));
         }
     }
 

@@ -1,11 +1,25 @@
 //! The kernel as it is: std::fs for files, libc for affinity.
 
-use crate::Kernel;
+use crate::{Kernel, SchedParams};
 use cpushield_cpuset::CpuSet;
 use std::ffi::CString;
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+
+/// struct sched_attr of sched_setattr(2) (the first version, 48 bytes).
+#[repr(C)]
+#[derive(Default)]
+struct SchedAttr {
+    size: u32,
+    sched_policy: u32,
+    sched_flags: u64,
+    sched_nice: i32,
+    sched_priority: u32,
+    sched_runtime: u64,
+    sched_deadline: u64,
+    sched_period: u64,
+}
 
 fn c_string(bytes: &[u8]) -> io::Result<CString> {
     CString::new(bytes).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
@@ -135,5 +149,52 @@ impl Kernel for RealKernel {
         }
         buf.truncate(rc as usize);
         Ok(buf)
+    }
+
+    fn get_sched(&self, tid: i32) -> io::Result<SchedParams> {
+        let mut attr = SchedAttr::default();
+        let size = std::mem::size_of::<SchedAttr>() as u32;
+        // SAFETY: attr is a valid, writable sched_attr of the size passed.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_sched_getattr,
+                tid,
+                &mut attr as *mut SchedAttr,
+                size,
+                0,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(SchedParams {
+            policy: attr.sched_policy,
+            flags: attr.sched_flags,
+            nice: attr.sched_nice,
+            priority: attr.sched_priority,
+            runtime: attr.sched_runtime,
+            deadline: attr.sched_deadline,
+            period: attr.sched_period,
+        })
+    }
+
+    fn set_sched(&self, tid: i32, p: &SchedParams) -> io::Result<()> {
+        let attr = SchedAttr {
+            size: std::mem::size_of::<SchedAttr>() as u32,
+            sched_policy: p.policy,
+            sched_flags: p.flags,
+            sched_nice: p.nice,
+            sched_priority: p.priority,
+            sched_runtime: p.runtime,
+            sched_deadline: p.deadline,
+            sched_period: p.period,
+        };
+        // SAFETY: attr is a valid sched_attr whose size field is set; the kernel only reads it.
+        let rc =
+            unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 }
