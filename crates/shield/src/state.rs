@@ -444,6 +444,10 @@ fn write_atomically(dir: &Path, name: &str, text: &[u8]) -> io::Result<()> {
         let mut file = File::create(&tmp).map_err(|e| store_error(e, &tmp))?;
         file.write_all(text).map_err(|e| store_error(e, &tmp))?;
         file.sync_all().map_err(|e| store_error(e, &tmp))?;
+        if path.is_dir() {
+            // A damaged state "file" that is an empty directory (see load_checked).
+            std::fs::remove_dir(&path).map_err(|e| store_error(e, &path))?;
+        }
         std::fs::rename(&tmp, &path).map_err(|e| store_error(e, &path))
     })();
     if result.is_err() {

@@ -96,7 +96,9 @@ fn a_damaged_state_file_is_recovered_from_its_verified_copy_and_never_lost() {
     std::fs::remove_file(&main).unwrap();
     std::fs::create_dir(&main).unwrap();
     assert!(state::load_checked().unwrap().unwrap().recovered.is_some());
-    std::fs::remove_dir(&main).unwrap();
+    // The next store replaces it with a good file.
+    state::store(&sample()).unwrap();
+    assert!(state::load_checked().unwrap().unwrap().recovered.is_none());
 
     // Both damaged: an error naming both, no advice to remove, files untouched.
     std::fs::write(&main, b"{").unwrap();
