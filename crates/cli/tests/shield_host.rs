@@ -218,7 +218,7 @@ expect_refused() {
     for t in "$@"; do
         case "$out" in *"$t"*) ;; *) fail "$what: message lacks [$t]: $out" ;; esac
     done
-    case "$out" in *"remove it"*|*"rm "*) fail "$what: advice that loses data: $out" ;; esac
+    case "$out" in *"forget the shield"*|*"rm "*state*|*"remove the state"*) fail "$what: advice that loses data: $out" ;; esac
     [ -f $SD/state.json ] || fail "$what: state file gone"
     [ "$(aff $S)" = 0 ] || fail "$what: task $S moved to $(aff $S): something changed"
 }
