@@ -9,6 +9,15 @@ fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_cpushield")
 }
 
+/// Prints why a test cannot run here; in CI (CI=true) that is a failure.
+fn skip(why: &str) {
+    assert!(
+        std::env::var("CI").map_or(true, |v| v != "true"),
+        "cannot run in CI: {why}"
+    );
+    eprintln!("skipped: {why}");
+}
+
 /// The host tests shield the same cpuset hierarchy: one at a time.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -104,7 +113,7 @@ echo SCENARIO-DONE
 fn shield_and_reset_in_a_private_namespace_restore_everything() {
     let _serial = serial();
     if let Err(why) = can_shield_here() {
-        eprintln!("skipped: {why}");
+        skip(&why);
         return;
     }
     let state = tempfile::tempdir().unwrap();
@@ -183,7 +192,7 @@ echo SCENARIO-DONE
 fn a_thread_named_with_invalid_utf8_is_shielded_and_restored() {
     let _serial = serial();
     if let Err(why) = can_shield_here() {
-        eprintln!("skipped: {why}");
+        skip(&why);
         return;
     }
     let state = tempfile::tempdir().unwrap();
@@ -282,7 +291,7 @@ fn cleanup_cgroup(name: &str) {
 fn damaged_or_unrestorable_state_refuses_reset_naming_each_object_and_changes_nothing() {
     let _serial = serial();
     if let Err(why) = can_shield_here() {
-        eprintln!("skipped: {why}");
+        skip(&why);
         return;
     }
     let state = tempfile::tempdir().unwrap();
@@ -334,7 +343,7 @@ echo SCENARIO-DONE
 fn a_full_or_read_only_state_dir_names_the_path_leaves_nothing_and_reset_still_restores() {
     let _serial = serial();
     if let Err(why) = can_shield_here() {
-        eprintln!("skipped: {why}");
+        skip(&why);
         return;
     }
     let state = tempfile::tempdir().unwrap();
@@ -382,7 +391,7 @@ echo SCENARIO-DONE
 fn killed_reset_run_policy_and_unshield_under_one_lock_all_end_restored() {
     let _serial = serial();
     if let Err(why) = can_shield_here() {
-        eprintln!("skipped: {why}");
+        skip(&why);
         return;
     }
     let state = tempfile::tempdir().unwrap();
@@ -402,7 +411,7 @@ fn killed_reset_run_policy_and_unshield_under_one_lock_all_end_restored() {
 fn a_second_pid_namespace_sharing_the_state_dir_is_refused_and_changes_nothing() {
     let _serial = serial();
     if let Err(why) = can_shield_here() {
-        eprintln!("skipped: {why}");
+        skip(&why);
         return;
     }
     let state = tempfile::tempdir().unwrap();

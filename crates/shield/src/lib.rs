@@ -380,8 +380,11 @@ pub fn machine_problems(
         set.last().is_some_and(|c| c < snap.possible) && set.intersects(&snap.online)
     };
     let online = snap.online.to_list();
+    // Only tasks still alive need their values: an exited task is not restored.
+    let alive: std::collections::BTreeSet<(i32, u64)> =
+        snap.tasks.iter().map(|t| (t.tid, t.starttime)).collect();
     for (tid, t) in &saved.tasks {
-        if !fits(&t.affinity) {
+        if alive.contains(&(*tid, t.starttime)) && !fits(&t.affinity) {
             out.push(format!(
                 "task {tid} ({}): saved affinity '{}' does not fit this machine (online CPUs {online}, {} possible)",
                 t.comm,
@@ -391,7 +394,7 @@ pub fn machine_problems(
         }
     }
     for (tid, a) in &saved.adopted {
-        if !fits(&a.requested) {
+        if alive.contains(&(*tid, a.starttime)) && !fits(&a.requested) {
             out.push(format!(
                 "task {tid} (born under the shield): affinity '{}' does not fit this machine (online CPUs {online})",
                 a.requested.to_list()

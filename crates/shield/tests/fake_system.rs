@@ -319,6 +319,10 @@ fn saved_values_this_machine_cannot_restore_are_named_before_any_change() {
         "{problems}"
     );
     assert!(!problems.contains("task 101"), "{problems}");
+    // A task that exited is not restored: its saved value does not matter.
+    saved.tasks.get_mut(&100).unwrap().starttime += 1;
+    let problems = cpushield_shield::machine_problems(&k, &saved, &snap).join("\n");
+    assert!(!problems.contains("task 100"), "{problems}");
 }
 
 #[test]
