@@ -14,8 +14,20 @@ pub const SHIELD_STATE: &str = "/run/cpushield/state.json";
 /// The shielded CPUs (the union of the process, IRQ and local-timer shields)
 /// from the shield state file; `Ok(None)` when there is no state file.
 pub fn shielded_cpus(kernel: &dyn Kernel) -> Result<Option<CpuSet>, String> {
-    let path = cpushield_sys::shield_state_file();
-    shielded_cpus_at(kernel, &path)
+    shielded_cpus_in(kernel, &cpushield_sys::shield_state_file())
+}
+
+/// [`shielded_cpus`] from the state file `path`, or from its verified copy
+/// (`state.json.bak`, which the shield writes first) when the file is absent
+/// or damaged.
+pub fn shielded_cpus_in(kernel: &dyn Kernel, path: &Path) -> Result<Option<CpuSet>, String> {
+    match shielded_cpus_at(kernel, path) {
+        Ok(Some(cpus)) => Ok(Some(cpus)),
+        first => match shielded_cpus_at(kernel, &path.with_file_name("state.json.bak")) {
+            Ok(Some(cpus)) => Ok(Some(cpus)),
+            _ => first,
+        },
+    }
 }
 
 /// [`shielded_cpus`] from the state file at `path`.
@@ -84,6 +96,28 @@ mod tests {
         assert!(shielded_cpus_at(&k, Path::new(AT))
             .unwrap_err()
             .contains(SHIELD_STATE));
+    }
+
+    #[test]
+    fn a_damaged_or_missing_state_file_falls_back_to_its_copy() {
+        let k = FakeKernel::new();
+        let bak = "/run/cpushield/state.json.bak";
+        k.set_file(bak, r#"{"masks":{"procs":"1","irqs":"1","ltmr":""}}"#);
+        assert_eq!(
+            shielded_cpus_in(&k, Path::new(AT))
+                .unwrap()
+                .unwrap()
+                .to_list(),
+            "1"
+        );
+        k.set_file(AT, "{");
+        assert_eq!(
+            shielded_cpus_in(&k, Path::new(AT))
+                .unwrap()
+                .unwrap()
+                .to_list(),
+            "1"
+        );
     }
 
     #[test]
