@@ -152,6 +152,11 @@ fn guest_reset_is_idempotent_and_serialised() {
 }
 
 #[test]
+fn guest_state_faults_are_recovered_or_refused_and_reset_is_exact() {
+    run_guest("state-faults", "tests/guest/run.sh", &["state-faults"]);
+}
+
+#[test]
 fn guest_boot_params_fragment_takes_effect_on_reboot() {
     run_guest("boot-params", "tests/guest/run-boot-params.sh", &[]);
 }

@@ -9,6 +9,21 @@ fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_cpushield")
 }
 
+/// Prints why a test cannot run here; in CI (CI=true) that is a failure.
+fn skip(why: &str) {
+    assert!(
+        std::env::var("CI").map_or(true, |v| v != "true"),
+        "cannot run in CI: {why}"
+    );
+    eprintln!("skipped: {why}");
+}
+
+/// The host tests shield the same cpuset hierarchy: one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn can_shield_here() -> Result<(), String> {
     if !nix_is_root() {
         return Err("not root".into());
@@ -96,8 +111,9 @@ echo SCENARIO-DONE
 
 #[test]
 fn shield_and_reset_in_a_private_namespace_restore_everything() {
+    let _serial = serial();
     if let Err(why) = can_shield_here() {
-        eprintln!("skipped: {why}");
+        skip(&why);
         return;
     }
     let state = tempfile::tempdir().unwrap();
@@ -113,6 +129,7 @@ fn shield_and_reset_in_a_private_namespace_restore_everything() {
 
 #[test]
 fn bad_cpu_lists_exit_1_with_one_line_and_change_nothing() {
+    let _serial = serial();
     let state = tempfile::tempdir().unwrap();
     let irqs_before = irq_masks();
     for args in [
@@ -137,4 +154,308 @@ fn bad_cpu_lists_exit_1_with_one_line_and_change_nothing() {
         );
     }
     assert_eq!(irqs_before, irq_masks());
+}
+
+/// A thread whose name is not valid UTF-8 (prctl cuts "worker-xéééé" at 15
+/// bytes, mid-character) used to be invisible to the shield and stay on the
+/// shielded CPU. It must be moved like its siblings and restored by reset.
+const NON_UTF8_THREAD: &str = r#"
+set -u
+fail() { echo "ASSERT-FAIL $*"; }
+python3 - <<'PY' &
+import ctypes, threading, time
+libc = ctypes.CDLL(None)
+def worker():
+    libc.prctl(15, "worker-xéééé".encode(), 0, 0, 0)
+    time.sleep(60)
+t = threading.Thread(target=worker); t.start()
+time.sleep(60)
+PY
+PY=$!
+sleep 0.5
+TID=$(for t in /proc/$PY/task/*; do t=${t##*/}; [ "$t" != $PY ] && echo $t; done | head -1)
+[ -n "$TID" ] || fail "no worker thread"
+head -c 16 /proc/$PY/task/$TID/comm | od -c | head -1
+before=$(grep Cpus_allowed_list /proc/$PY/task/$TID/status | cut -f2)
+$CS shield --all 1 || fail "shield exit $?"
+now=$(grep Cpus_allowed_list /proc/$PY/task/$TID/status | cut -f2)
+[ "$now" = 0 ] || fail "non-UTF-8 thread $TID still on CPUs $now after shield --all 1"
+$CS show --json | grep '"procs": "1"' >/dev/null || fail "show lacks procs 1"
+$CS reset || fail "reset exit $?"
+after=$(grep Cpus_allowed_list /proc/$PY/task/$TID/status | cut -f2)
+[ "$after" = "$before" ] || fail "non-UTF-8 thread on $after after reset, was $before"
+kill $PY
+echo SCENARIO-DONE
+"#;
+
+#[test]
+fn a_thread_named_with_invalid_utf8_is_shielded_and_restored() {
+    let _serial = serial();
+    if let Err(why) = can_shield_here() {
+        skip(&why);
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let irqs_before = irq_masks();
+    let (out, code) = in_namespace(NON_UTF8_THREAD, state.path());
+    assert_eq!(
+        irqs_before,
+        irq_masks(),
+        "IRQ affinities differ after reset"
+    );
+    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    assert!(!out.contains("ASSERT-FAIL"), "{out}");
+    assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
+}
+
+/// Shell helpers for the state-file fault tests: `edit_both SED` applies a
+/// sed expression to the state file and its copy and unseals them (checksum
+/// 0), as a hand edit would; `keep`/`put_back` save and restore both.
+const FAULT_LIB: &str = r##"
+set -u
+fail() { echo "ASSERT-FAIL $*"; }
+aff() { grep Cpus_allowed_list /proc/$1/status | cut -f2; }
+SD=$CPUSHIELD_STATE_DIR
+edit_both() { for f in $SD/state.json $SD/state.json.bak; do sed -i -e "$1" -e 's/"checksum":[0-9]*/"checksum":0/' $f; done; }
+keep() { cp $SD/state.json $SD/keep.json; cp $SD/state.json.bak $SD/keep.bak; }
+put_back() { cp $SD/keep.json $SD/state.json; cp $SD/keep.bak $SD/state.json.bak; }
+# expect_refused WHAT TEXT...: the last command's output ($out, $rc) is exit 1
+# naming every TEXT, the state is kept and the task $S still shielded.
+expect_refused() {
+    what=$1; shift
+    [ "$rc" = 1 ] || fail "$what: exit $rc, want 1: $out"
+    for t in "$@"; do
+        case "$out" in *"$t"*) ;; *) fail "$what: message lacks [$t]: $out" ;; esac
+    done
+    case "$out" in *"forget the shield"*|*"rm "*state*|*"remove the state"*) fail "$what: advice that loses data: $out" ;; esac
+    [ -f $SD/state.json ] || fail "$what: state file gone"
+    [ "$(aff $S)" = 0 ] || fail "$what: task $S moved to $(aff $S): something changed"
+}
+sleep 60 & S=$!
+sleep 0.2
+"##;
+
+const BAD_VALUES: &str = r##"
+$CS shield --all 1 >/dev/null || fail "shield exit $?"
+keep
+IRQ=$(grep -o '"irqs":{"[0-9]*"' $SD/state.json | grep -o '[0-9]*')
+aff_of_s="s/\"$S\":{\"tgid\":$S,\"comm\":\"sleep\",\"starttime\":\([0-9]*\),\"affinity\":\"[^\"]*\"/\"$S\":{\"tgid\":$S,\"comm\":\"sleep\",\"starttime\":\1,\"affinity\":\"AFF\"/"
+
+edit_both "$(echo "$aff_of_s" | sed 's/AFF/5000-8191/')"
+out=$($CS reset 2>&1); rc=$?
+expect_refused "affinity 5000-8191" "task $S (sleep): saved affinity '5000-8191'"
+put_back
+
+edit_both "$(echo "$aff_of_s" | sed 's/AFF//')"
+edit_both "s/\"irqs\":{\"$IRQ\":\"[^\"]*\"/\"irqs\":{\"$IRQ\":\"zz\"/"
+out=$($CS reset 2>&1); rc=$?
+expect_refused "empty affinity and IRQ zz" "task $S (sleep): saved affinity ''" "IRQ $IRQ: saved affinity mask 'zz'" "state.json.bak"
+put_back
+
+mkdir /sys/fs/cgroup/cpuset/cpushield-hosttest-foreign
+edit_both 's#"created_cgroups":\[#"created_cgroups":["/sys/fs/cgroup/cpuset/cpushield-hosttest-foreign","cpushield-shield",#'
+edit_both 's#"files":{#"files":{"/etc/cpushield-hosttest":"1",#'
+out=$($CS reset 2>&1); rc=$?
+expect_refused "foreign cgroup, relative path, file outside" \
+    "cgroup /sys/fs/cgroup/cpuset/cpushield-hosttest-foreign: not one cpushield creates" \
+    "cgroup cpushield-shield: not one cpushield creates" "file /etc/cpushield-hosttest: not a file cpushield changes"
+[ -d /sys/fs/cgroup/cpuset/cpushield-hosttest-foreign ] || fail "the foreign cgroup was removed"
+rmdir /sys/fs/cgroup/cpuset/cpushield-hosttest-foreign
+[ -e /etc/cpushield-hosttest ] && fail "a file outside /proc and /sys was written"
+put_back
+
+edit_both 's#"pid_namespace":"[^"]*"#"pid_namespace":"pid:[1]"#'
+out=$($CS shield --all 1 2>&1); rc=$?
+expect_refused "shield from another namespace" "PID namespace pid:[1]"
+out=$($CS reset 2>&1); rc=$?
+expect_refused "reset from another namespace" "PID namespace pid:[1]" "--namespace-gone"
+put_back
+
+head -c 100 $SD/keep.json > $SD/state.json
+out=$($CS reset 2>&1); rc=$?
+[ "$rc" = 0 ] || fail "reset with a truncated state file and a good copy: exit $rc: $out"
+case "$out" in *"damaged"*) ;; *) fail "no word of the recovery: $out" ;; esac
+[ "$(aff $S)" = 0-1 ] || fail "task on $(aff $S) after the recovered reset"
+rm -f $SD/keep.json $SD/keep.bak
+[ -e $SD/state.json ] && fail "state file left after a complete reset"
+[ -e $SD/state.json.bak ] && fail "state copy left after a complete reset"
+kill $S
+echo SCENARIO-DONE
+"##;
+
+fn cleanup_cgroup(name: &str) {
+    let _ = std::fs::remove_dir(Path::new("/sys/fs/cgroup/cpuset").join(name));
+}
+
+#[test]
+fn damaged_or_unrestorable_state_refuses_reset_naming_each_object_and_changes_nothing() {
+    let _serial = serial();
+    if let Err(why) = can_shield_here() {
+        skip(&why);
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let irqs_before = irq_masks();
+    let (out, code) = in_namespace(&format!("{FAULT_LIB}{BAD_VALUES}"), state.path());
+    cleanup_cgroup("cpushield-hosttest-foreign");
+    assert_eq!(
+        irqs_before,
+        irq_masks(),
+        "IRQ affinities differ after reset"
+    );
+    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    assert!(!out.contains("ASSERT-FAIL"), "{out}");
+    assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
+}
+
+const DISK_FULL_READ_ONLY: &str = r##"
+T=$(mktemp -d /tmp/cpushield-hosttest-fs.XXXXXX)
+mount -t tmpfs -o size=64k tmpfs $T || fail "mount tmpfs"
+export CPUSHIELD_STATE_DIR=$T/state
+SD=$CPUSHIELD_STATE_DIR
+mkdir $SD
+dd if=/dev/zero of=$T/fill bs=4k count=100 2>/dev/null
+out=$($CS shield --all 1 2>&1); rc=$?
+[ "$rc" = 1 ] || fail "shield on a full disk: exit $rc: $out"
+case "$out" in *"$SD/state.json"*"free space in $SD"*) ;; *) fail "message lacks the path or the remedy: $out" ;; esac
+left=$(ls $SD | grep -v '^lock$')
+[ -z "$left" ] || fail "left behind on a full disk: $left"
+[ "$(aff $S)" = 0-1 ] || fail "task moved to $(aff $S) by a shield that failed"
+[ -d /sys/fs/cgroup/cpuset/cpushield-shield ] && fail "cgroup created by a shield that failed"
+rm $T/fill
+$CS shield --all 1 >/dev/null || fail "shield after freeing space: exit $?"
+[ "$(aff $S)" = 0 ] || fail "not shielded: $(aff $S)"
+mount -o remount,ro $T || fail "remount ro"
+out=$($CS reset 2>&1); rc=$?
+[ "$rc" = 1 ] || fail "reset on a read-only state dir: exit $rc, want 1 (state not removed): $out"
+case "$out" in *"everything was restored"*"$SD/state.json"*"reset"*) ;; *) fail "read-only reset message: $out" ;; esac
+[ "$(aff $S)" = 0-1 ] || fail "read-only reset did not restore the task: $(aff $S)"
+[ -d /sys/fs/cgroup/cpuset/cpushield-shield ] && fail "read-only reset left the cgroup"
+mount -o remount,rw $T
+$CS reset >/dev/null || fail "second reset exit $?"
+[ -e $SD/state.json ] && fail "state file left"
+umount $T; rmdir $T
+kill $S
+echo SCENARIO-DONE
+"##;
+
+#[test]
+fn a_full_or_read_only_state_dir_names_the_path_leaves_nothing_and_reset_still_restores() {
+    let _serial = serial();
+    if let Err(why) = can_shield_here() {
+        skip(&why);
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let irqs_before = irq_masks();
+    let (out, code) = in_namespace(&format!("{FAULT_LIB}{DISK_FULL_READ_ONLY}"), state.path());
+    assert_eq!(
+        irqs_before,
+        irq_masks(),
+        "IRQ affinities differ after reset"
+    );
+    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    assert!(!out.contains("ASSERT-FAIL"), "{out}");
+    assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
+}
+
+const KILL_FIFO_UNSHIELD: &str = r##"
+$CS shield --all 1 >/dev/null || fail "shield exit $?"
+CPUSHIELD_TEST_STEP_DELAY_US=100000 $CS reset >/dev/null 2>&1 & R=$!
+sleep 0.3; kill -9 $R; wait $R 2>/dev/null
+[ -f $SD/state.json ] || fail "state gone after a killed reset"
+$CS reset >/dev/null || fail "reset after a killed reset: exit $?"
+[ "$(aff $S)" = 0-1 ] || fail "task on $(aff $S) after the reset that followed a killed one"
+
+$CS shield --all 1 >/dev/null || fail "shield exit $?"
+$CS run --cpus 1 --pid $S --fifo 10 >/dev/null || fail "run --pid --fifo exit $?"
+case "$(chrt -p $S)" in *SCHED_FIFO*) ;; *) fail "run did not set SCHED_FIFO: $(chrt -p $S)" ;; esac
+$CS reset >/dev/null || fail "reset exit $?"
+case "$(chrt -p $S)" in *SCHED_OTHER*"priority: 0"*) ;; *) fail "policy not restored by reset: $(chrt -p $S)" ;; esac
+[ "$(aff $S)" = 0-1 ] || fail "task on $(aff $S) after reset"
+
+$CS shield --all 1 >/dev/null || fail "shield exit $?"
+CPUSHIELD_TEST_STEP_DELAY_US=20000 $CS unshield --all 1 >/dev/null 2>&1 & U=$!
+sleep 0.2
+$CS shield --procs 1 >/dev/null || fail "shield during unshield: exit $?"
+wait $U || fail "unshield exit $?"
+$CS show --json | grep '"procs": "1"' >/dev/null || fail "the shield taken during unshield was undone"
+[ "$(aff $S)" = 0 ] || fail "task on $(aff $S) under the second shield"
+$CS reset >/dev/null || fail "final reset exit $?"
+[ "$(aff $S)" = 0-1 ] || fail "task on $(aff $S) after the final reset"
+kill $S
+echo SCENARIO-DONE
+"##;
+
+#[test]
+fn killed_reset_run_policy_and_unshield_under_one_lock_all_end_restored() {
+    let _serial = serial();
+    if let Err(why) = can_shield_here() {
+        skip(&why);
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let irqs_before = irq_masks();
+    let (out, code) = in_namespace(&format!("{FAULT_LIB}{KILL_FIFO_UNSHIELD}"), state.path());
+    assert_eq!(
+        irqs_before,
+        irq_masks(),
+        "IRQ affinities differ after reset"
+    );
+    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    assert!(!out.contains("ASSERT-FAIL"), "{out}");
+    assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
+}
+
+#[test]
+fn a_second_pid_namespace_sharing_the_state_dir_is_refused_and_changes_nothing() {
+    let _serial = serial();
+    if let Err(why) = can_shield_here() {
+        skip(&why);
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let flags = tempfile::tempdir().unwrap();
+    let irqs_before = irq_masks();
+    let script = r#"
+set -u
+fail() { echo "ASSERT-FAIL $*"; }
+unshare --pid --fork --mount-proc bash -c '
+    sleep 60 & S=$!
+    $CS shield --all 1 >/dev/null || echo "ASSERT-FAIL first namespace: shield exit $?"
+    touch $F/up
+    while [ ! -e $F/go ]; do sleep 0.05; done
+    $CS reset >/dev/null || echo "ASSERT-FAIL first namespace: reset exit $?"
+    kill $S' &
+A=$!
+for i in $(seq 100); do [ -e $F/up ] && break; sleep 0.05; done
+[ -e $F/up ] || fail "first namespace never shielded"
+for verb in "shield --all 1" "reset" "unshield --all 1"; do
+    out=$(unshare --pid --fork --mount-proc bash -c "\$CS $verb" 2>&1); rc=$?
+    [ "$rc" = 1 ] || fail "$verb from a second namespace: exit $rc: $out"
+    case "$out" in *"PID namespace"*) ;; *) fail "$verb: message lacks the reason: $out" ;; esac
+done
+[ -d /sys/fs/cgroup/cpuset/cpushield-shield ] || fail "the first namespace's shield was undone"
+touch $F/go
+wait $A
+[ -e $CPUSHIELD_STATE_DIR/state.json ] && fail "state left after the first namespace's reset"
+echo SCENARIO-DONE
+"#;
+    let out = Command::new("bash")
+        .args(["-c", script])
+        .env("CS", bin())
+        .env("CPUSHIELD_STATE_DIR", state.path())
+        .env("F", flags.path())
+        .output()
+        .expect("run bash");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        irqs_before,
+        irq_masks(),
+        "IRQ affinities differ after reset"
+    );
+    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    assert!(!text.contains("ASSERT-FAIL"), "{text}");
+    assert!(text.contains("SCENARIO-DONE"), "{text}");
 }

@@ -25,8 +25,12 @@ pub struct Outcome {
 }
 
 fn errno(e: &io::Error) -> i32 {
-    e.raw_os_error().unwrap_or(0)
+    cpushield_sys::os_errno(e).unwrap_or(0)
 }
+
+/// Extended attribute set on each cgroup cpushield creates (kernfs keeps
+/// `trusted.*` attributes on cgroup v1 and v2 directories).
+pub const CGROUP_MARK: &str = "trusted.cpushield";
 
 /// Test hook: microseconds to pause after each step, so that a crash test can
 /// SIGKILL a shield reliably while it is half applied. Unset in normal use.
@@ -48,7 +52,11 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
                 Err(e) if errno(&e) != libc::EEXIST && e.kind() != io::ErrorKind::AlreadyExists => {
                     return Err(cpushield_sys::with_path(e, dir));
                 }
-                _ => {}
+                // Marked as ours: reset removes only cgroups that carry the mark.
+                Ok(()) => {
+                    let _ = kernel.set_xattr(dir, CGROUP_MARK, b"1");
+                }
+                Err(_) => {}
             },
             Step::Write { path, value, kind } => {
                 if let Err(e) = kernel.write(path, value) {
@@ -89,6 +97,36 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
                     remedy: None,
                 }),
             },
+            Step::Sched {
+                tid,
+                comm,
+                policy,
+                priority,
+                nice,
+                flags,
+                deadline,
+            } => {
+                let params = cpushield_sys::SchedParams {
+                    policy: *policy,
+                    flags: *flags,
+                    nice: *nice,
+                    priority: *priority,
+                    runtime: deadline[0],
+                    deadline: deadline[1],
+                    period: deadline[2],
+                };
+                match kernel.set_sched(*tid, &params) {
+                    Ok(()) => {}
+                    Err(e) if errno(&e) == libc::ESRCH => out.vanished += 1,
+                    Err(e) => out.notes.push(Note {
+                        severity: Severity::Warn,
+                        text: format!(
+                            "task {tid} ({comm}): its scheduling policy {policy} (priority {priority}, nice {nice}) could not be restored: {e}"
+                        ),
+                        remedy: Some(format!("chrt -p -o 0 {tid} (or the policy it had) by hand")),
+                    }),
+                }
+            }
             Step::Drain { from, to } => drain(kernel, from, to)?,
             Step::Rmdir(dir) => remove_cgroup(kernel, dir)?,
         }

@@ -55,12 +55,30 @@ pub enum ShieldError {
     #[error("no cpuset controller found in /proc/self/mountinfo: mount one (mount -t cgroup -o cpuset none /sys/fs/cgroup/cpuset) or enable it in cgroup v2 (echo +cpuset > /sys/fs/cgroup/cgroup.subtree_control)")]
     NoCpuset,
     /// The shield was set up from another PID namespace.
-    #[error("the shield was set up in PID namespace {saved} but this is {here}: run `cpushield reset` first")]
+    #[error("the shield in {dir} was set up in PID namespace {saved} but this is {here}: task IDs differ between namespaces, so nothing was changed; run cpushield in that namespace (`cpushield reset` there undoes it), or, if that namespace no longer exists, `cpushield reset --namespace-gone` restores the cgroups, IRQs and settings")]
     OtherNamespace {
+        /// The state directory.
+        dir: String,
         /// Namespace of the saved state.
         saved: String,
         /// Namespace of this invocation.
         here: String,
+    },
+    /// The saved state holds values that cannot be restored on this machine.
+    #[error("the shield state {path} cannot be restored exactly, so nothing was changed and it is kept: {}; correct those values by hand (docs/RELIABILITY.md), then run reset again", problems.join("; "))]
+    BadState {
+        /// The state file.
+        path: String,
+        /// Each object that cannot be restored, with its value.
+        problems: Vec<String>,
+    },
+    /// A shield is in place but its state is missing.
+    #[error("cgroup {cgroup} exists but there is no shield state in {dir}: a shield set up with another CPUSHIELD_STATE_DIR, or its state was removed; nothing was changed. Run `cpushield reset` with that state directory; shielding again now would record the shielded state as the original")]
+    LostState {
+        /// The cgroup found.
+        cgroup: String,
+        /// The state directory searched.
+        dir: String,
     },
     /// An I/O error, with the path and what to do.
     #[error(transparent)]
@@ -166,7 +184,13 @@ pub fn shield(
     check_request(kernel, request, options)?;
     let layout = layout(kernel)?;
     let _lock = state::StateLock::acquire()?;
-    let saved = state::load()?;
+    let loaded = state::load_checked()?;
+    let recovered = loaded.as_ref().and_then(|l| l.recovered.clone());
+    let saved = loaded.map(|l| l.state);
+    match &saved {
+        Some(s) => same_namespace(s)?,
+        None => no_lost_shield(kernel, &layout)?,
+    }
     let layout = saved.as_ref().map(|s| s.layout.clone()).unwrap_or(layout);
     let snap = snapshot::take(kernel, &layout)?;
     let request = if options.whole_cores {
@@ -180,7 +204,45 @@ pub fn shield(
         .unwrap_or_else(|| request.clone());
     validate(&masks, &snap.online)?;
     let saved = saved.unwrap_or_else(|| SavedState::from_snapshot(&snap, ShieldMasks::default()));
-    change(kernel, snap, saved, masks)
+    let mut report = change(kernel, snap, saved, masks)?;
+    report.notes.extend(recovered_note(recovered));
+    Ok(report)
+}
+
+fn recovered_note(recovered: Option<String>) -> Option<Note> {
+    recovered.map(|text| Note {
+        severity: plan::Severity::Warn,
+        text,
+        remedy: None,
+    })
+}
+
+/// Refuses a state written from another PID namespace: its task IDs name
+/// other tasks here (one state per scope).
+fn same_namespace(saved: &SavedState) -> Result<(), ShieldError> {
+    let here = snapshot::pid_namespace();
+    if saved.pid_namespace.is_empty() || here.is_empty() || saved.pid_namespace == here {
+        return Ok(());
+    }
+    Err(ShieldError::OtherNamespace {
+        dir: state::state_dir().display().to_string(),
+        saved: saved.pid_namespace.clone(),
+        here,
+    })
+}
+
+/// Refuses to shield when our cgroups exist but no state does: the new state
+/// would record the shielded system as the original.
+fn no_lost_shield(kernel: &dyn Kernel, layout: &CgroupLayout) -> Result<(), ShieldError> {
+    for dir in [plan::shield_dir(layout), plan::system_dir(layout)] {
+        if kernel.exists(&dir) {
+            return Err(ShieldError::LostState {
+                cgroup: dir.display().to_string(),
+                dir: state::state_dir().display().to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Removes `request` from the shield; when nothing stays shielded, resets.
@@ -191,16 +253,19 @@ pub fn unshield(
 ) -> Result<Report, ShieldError> {
     check_request(kernel, request, options)?;
     let lock = state::StateLock::acquire()?;
-    let Some(saved) = state::load()? else {
+    let Some(loaded) = state::load_checked()? else {
         return Ok(empty_report(kernel));
     };
-    let masks = saved.masks.difference(request);
+    same_namespace(&loaded.state)?;
+    let masks = loaded.state.masks.difference(request);
     if masks.is_empty() {
-        drop(lock);
-        return reset(kernel, options);
+        // Under the same lock: a shield cannot slip in between and be undone.
+        return reset_locked(kernel, false, &lock);
     }
-    let snap = snapshot::take(kernel, &saved.layout)?;
-    change(kernel, snap, saved, masks)
+    let snap = snapshot::take(kernel, &loaded.state.layout)?;
+    let mut report = change(kernel, snap, loaded.state, masks)?;
+    report.notes.extend(recovered_note(loaded.recovered));
+    Ok(report)
 }
 
 fn change(
@@ -279,27 +344,182 @@ fn empty_report(kernel: &dyn Kernel) -> Report {
 }
 
 /// Restores exactly the state saved before the first shield. Idempotent; a
-/// no-op when nothing is shielded. The state file is removed only when every
-/// change has been undone.
+/// no-op when nothing is shielded. The whole state is checked against the
+/// machine before any change: a value that cannot be restored refuses the
+/// reset, naming each object, and keeps the state. The state file is removed
+/// only when every change has been undone.
 pub fn reset(kernel: &dyn Kernel, options: Options) -> Result<Report, ShieldError> {
     if !options.is_root {
         return Err(ShieldError::NotRoot);
     }
-    let _lock = state::StateLock::acquire()?;
-    let Some(saved) = state::load()? else {
+    let lock = state::StateLock::acquire_for_reset()?;
+    reset_locked(kernel, false, &lock)
+}
+
+/// [`reset`] of a shield set up from a PID namespace that no longer exists:
+/// its tasks are gone, so cgroups, IRQs and settings are restored and task
+/// IDs (which name other tasks here) are left alone.
+pub fn reset_namespace_gone(kernel: &dyn Kernel, options: Options) -> Result<Report, ShieldError> {
+    if !options.is_root {
+        return Err(ShieldError::NotRoot);
+    }
+    let lock = state::StateLock::acquire_for_reset()?;
+    reset_locked(kernel, true, &lock)
+}
+
+/// Everything in a saved state that this machine cannot restore: CPUs it does
+/// not have, a cgroup root that is not its cpuset hierarchy, cgroups without
+/// cpushield's mark.
+pub fn machine_problems(
+    kernel: &dyn Kernel,
+    saved: &SavedState,
+    snap: &snapshot::Snapshot,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let fits = |set: &CpuSet| {
+        set.last().is_some_and(|c| c < snap.possible) && set.intersects(&snap.online)
+    };
+    let online = snap.online.to_list();
+    // Only tasks still alive need their values: an exited task is not restored.
+    let alive: std::collections::BTreeSet<(i32, u64)> =
+        snap.tasks.iter().map(|t| (t.tid, t.starttime)).collect();
+    for (tid, t) in &saved.tasks {
+        if alive.contains(&(*tid, t.starttime)) && !fits(&t.affinity) {
+            out.push(format!(
+                "task {tid} ({}): saved affinity '{}' does not fit this machine (online CPUs {online}, {} possible)",
+                t.comm,
+                t.affinity.to_list(),
+                snap.possible
+            ));
+        }
+    }
+    for (tid, a) in &saved.adopted {
+        if alive.contains(&(*tid, a.starttime)) && !fits(&a.requested) {
+            out.push(format!(
+                "task {tid} (born under the shield): affinity '{}' does not fit this machine (online CPUs {online})",
+                a.requested.to_list()
+            ));
+        }
+    }
+    for (irq, text) in &saved.irqs {
+        let ok = CpuSet::parse_mask(text).is_ok_and(|s| fits(&s));
+        if !ok {
+            out.push(format!(
+                "IRQ {irq}: saved mask '{text}' does not fit this machine (online CPUs {online})"
+            ));
+        }
+    }
+    match layout::detect(kernel) {
+        Some(l) if l == saved.layout => {}
+        other => out.push(format!(
+            "cgroup hierarchy {} is not the cpuset hierarchy mounted here ({})",
+            saved.layout.root().display(),
+            other
+                .map(|l| l.root().display().to_string())
+                .unwrap_or_else(|| "none".into())
+        )),
+    }
+    for dir in &saved.created_cgroups {
+        if !kernel.exists(dir) {
+            continue;
+        }
+        match kernel.get_xattr(dir, apply::CGROUP_MARK) {
+            Err(e) if cpushield_sys::os_errno(&e) == Some(libc::ENODATA) => out.push(format!(
+                "cgroup {}: has no cpushield mark ({}), so cpushield did not create it and will not empty or remove it",
+                dir.display(),
+                apply::CGROUP_MARK
+            )),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Whether every path a plan touches lies where reset may write: the cpuset
+/// hierarchy, /proc/sys, /proc/irq and /sys. Returns the ones outside.
+pub fn paths_outside(plan: &plan::Plan, layout: &CgroupLayout) -> Vec<std::path::PathBuf> {
+    let allowed = [
+        layout.root(),
+        std::path::Path::new("/proc/sys"),
+        std::path::Path::new("/proc/irq"),
+        std::path::Path::new("/sys"),
+    ];
+    let inside = |p: &std::path::Path| {
+        p.is_absolute()
+            && !p
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+            && allowed.iter().any(|a| p.starts_with(a))
+    };
+    let mut out = Vec::new();
+    for step in &plan.steps {
+        let paths: Vec<&std::path::Path> = match step {
+            plan::Step::Mkdir(p) | plan::Step::Rmdir(p) => vec![p],
+            plan::Step::Write { path, .. } => vec![path],
+            plan::Step::Move { to, .. } => vec![to],
+            plan::Step::Drain { from, to } => vec![from, to],
+            plan::Step::Affinity { .. } | plan::Step::Sched { .. } => vec![],
+        };
+        out.extend(
+            paths
+                .into_iter()
+                .filter(|p| !inside(p))
+                .map(|p| p.to_path_buf()),
+        );
+    }
+    out
+}
+
+fn reset_locked(
+    kernel: &dyn Kernel,
+    namespace_gone: bool,
+    _lock: &state::StateLock,
+) -> Result<Report, ShieldError> {
+    let Some(loaded) = state::load_checked()? else {
         return Ok(empty_report(kernel));
     };
+    let saved = loaded.state;
+    if !namespace_gone {
+        same_namespace(&saved)?;
+    }
+    let path = state::state_path().display().to_string();
+    let first = snapshot::take(kernel, &saved.layout)?;
+    let problems = machine_problems(kernel, &saved, &first);
+    if !problems.is_empty() {
+        return Err(ShieldError::BadState { path, problems });
+    }
     let mut total = Outcome::default();
     let mut notes = Vec::new();
     let mut last_snap = None;
+    let mut snap = Some(first);
     // Tasks forked while reset runs are caught by the next pass.
     for _ in 0..3 {
-        let snap = snapshot::take(kernel, &saved.layout)?;
-        let plan = plan::plan_reset(&snap, &saved);
-        let work = plan
-            .steps
-            .iter()
-            .any(|s| !matches!(s, plan::Step::Drain { .. } | plan::Step::Rmdir(_)));
+        let snap_now = match snap.take() {
+            Some(s) => s,
+            None => snapshot::take(kernel, &saved.layout)?,
+        };
+        let plan = plan::plan_reset(&snap_now, &saved);
+        let outside = paths_outside(&plan, &saved.layout);
+        if !outside.is_empty() {
+            return Err(ShieldError::BadState {
+                path,
+                problems: outside
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "{}: outside the cpuset hierarchy, /proc/sys, /proc/irq and /sys",
+                            p.display()
+                        )
+                    })
+                    .collect(),
+            });
+        }
+        let work = plan.steps.iter().any(|s| {
+            !matches!(
+                s,
+                plan::Step::Drain { .. } | plan::Step::Rmdir(_) | plan::Step::Sched { .. }
+            )
+        });
         let outcome = apply::apply(kernel, &plan)?;
         total.applied += outcome.applied;
         total.moved += outcome.moved;
@@ -308,12 +528,20 @@ pub fn reset(kernel: &dyn Kernel, options: Options) -> Result<Report, ShieldErro
         total.vanished += outcome.vanished;
         total.notes.extend(outcome.notes);
         notes = plan.notes;
-        last_snap = Some(snap);
+        last_snap = Some(snap_now);
         if !work {
             break;
         }
     }
-    state::remove()?;
+    state::remove().map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!(
+                "everything was restored, but the shield state could not be removed ({e}); run `cpushield reset` again once it is writable (a second reset changes nothing)"
+            ),
+        )
+    })?;
+    notes.extend(recovered_note(loaded.recovered));
     let snap = last_snap.expect("at least one pass");
     Ok(report(&snap, ShieldMasks::default(), total, notes))
 }

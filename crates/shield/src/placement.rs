@@ -43,3 +43,52 @@ fn tgid_of(kernel: &dyn Kernel, tid: i32) -> io::Result<i32> {
         .and_then(|v| v.trim().parse().ok())
         .ok_or_else(|| io::Error::other(format!("/proc/{tid}/status has no Tgid")))
 }
+
+/// Records, in the shield's state, the scheduling policy of each thread in
+/// `tids` before `cpushield run --pid` changes it, so that `reset` gives it
+/// back. A thread already recorded keeps its first (original) record. Does
+/// nothing when no shield is up (there is no reset to restore it).
+pub fn record_sched(kernel: &dyn Kernel, pid: i32, tids: &[i32]) -> io::Result<()> {
+    let _lock = state::StateLock::acquire()?;
+    let Some(mut saved) = state::load()? else {
+        return Ok(());
+    };
+    let mut changed = false;
+    for &tid in tids {
+        let stat_path = std::path::PathBuf::from(format!("/proc/{pid}/task/{tid}/stat"));
+        let stat = match kernel.read_bytes(&stat_path) {
+            Ok(b) => cpushield_sys::procstat::parse_stat(&b)
+                .map_err(|e| io::Error::other(format!("{}: {e}", stat_path.display())))?,
+            Err(e) if cpushield_sys::is_gone(&e) => continue,
+            Err(e) => return Err(cpushield_sys::with_path(e, &stat_path)),
+        };
+        if saved
+            .sched
+            .get(&tid)
+            .is_some_and(|s| s.starttime == stat.starttime)
+        {
+            continue;
+        }
+        let p = match kernel.get_sched(tid) {
+            Ok(p) => p,
+            Err(e) if cpushield_sys::is_gone(&e) => continue,
+            Err(e) => return Err(e),
+        };
+        saved.sched.insert(
+            tid,
+            state::SavedSched {
+                starttime: stat.starttime,
+                policy: p.policy,
+                flags: p.flags,
+                nice: p.nice,
+                priority: p.priority,
+                deadline: [p.runtime, p.deadline, p.period],
+            },
+        );
+        changed = true;
+    }
+    if changed {
+        state::store(&saved)?;
+    }
+    Ok(())
+}

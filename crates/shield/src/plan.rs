@@ -62,6 +62,23 @@ pub enum Step {
         /// New affinity.
         cpus: CpuSet,
     },
+    /// Give a thread back its scheduling policy and parameters.
+    Sched {
+        /// Thread ID.
+        tid: i32,
+        /// Command name, for messages.
+        comm: String,
+        /// Policy number, for messages and the kernel.
+        policy: u32,
+        /// Real-time priority.
+        priority: u32,
+        /// Nice value.
+        nice: i32,
+        /// SCHED_FLAG_* bits.
+        flags: u64,
+        /// SCHED_DEADLINE runtime, deadline, period (ns).
+        deadline: [u64; 3],
+    },
     /// Move every task still in a cgroup (including ones not visible) to another.
     Drain {
         /// The cgroup emptied.
@@ -695,6 +712,24 @@ pub fn plan_reset(snap: &Snapshot, saved: &SavedState) -> Plan {
     }
     teardown_cgroups(&mut plan, saved, layout);
     plan.steps.extend(affinities);
+    // Scheduling policies `run --pid` changed, for the same tasks only.
+    for task in snap.tasks.iter().filter(|_| same_namespace) {
+        if let Some(s) = saved
+            .sched
+            .get(&task.tid)
+            .filter(|s| s.starttime == task.starttime)
+        {
+            plan.steps.push(Step::Sched {
+                tid: task.tid,
+                comm: task.comm.clone(),
+                policy: s.policy,
+                priority: s.priority,
+                nice: s.nice,
+                flags: s.flags,
+                deadline: s.deadline,
+            });
+        }
+    }
     for irq in &snap.irqs {
         if let Some(text) = saved.irqs.get(&irq.irq) {
             if *text != irq.mask_text {

@@ -3,8 +3,7 @@
 
 use crate::layout::{cgroup_of, CgroupLayout};
 use cpushield_cpuset::CpuSet;
-use cpushield_sys::{read_cpu_list, read_trimmed, Kernel};
-use procfs_core::FromRead;
+use cpushield_sys::{is_gone, read_cpu_list, read_trimmed, with_path, Kernel};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -116,19 +115,55 @@ pub fn is_ours(cgroup: &str) -> bool {
     top == SHIELD_CGROUP || top == SYSTEM_CGROUP
 }
 
-/// Reads one thread; `None` if it vanished meanwhile.
+/// A task the tool could not read: shielding must not go on without it.
+fn unreadable(tid: i32, what: &str, path: &Path, error: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(format!(
+        "thread {tid}: cannot read {what} ({}: {error}); the shield would miss this task, so nothing was changed",
+        path.display()
+    ))
+}
+
+/// Reads one thread; `Ok(None)` if it vanished meanwhile (ENOENT, ESRCH).
+/// Any other failure is an error naming the thread and the path: a task the
+/// tool cannot see would escape the shield.
 pub fn read_task(
     kernel: &dyn Kernel,
     layout: &CgroupLayout,
     pid: i32,
     tid: i32,
-) -> Option<TaskInfo> {
+) -> std::io::Result<Option<TaskInfo>> {
     let base = PathBuf::from(format!("/proc/{pid}/task/{tid}"));
-    let stat_text = kernel.read(&base.join("stat")).ok()?;
-    let stat = procfs_core::process::Stat::from_read(stat_text.as_bytes()).ok()?;
-    let cgroup_text = kernel.read(&base.join("cgroup")).ok()?;
-    let affinity = kernel.get_affinity(tid).ok()?;
-    Some(TaskInfo {
+    let stat_path = base.join("stat");
+    let stat_bytes = match kernel.read_bytes(&stat_path) {
+        Ok(b) => b,
+        Err(e) if is_gone(&e) => return Ok(None),
+        Err(e) => return Err(unreadable(tid, "its stat", &stat_path, e)),
+    };
+    if stat_bytes.is_empty() {
+        // An exiting thread shows an empty file for a moment.
+        return Ok(None);
+    }
+    let stat = cpushield_sys::procstat::parse_stat(&stat_bytes)
+        .map_err(|e| unreadable(tid, "its stat", &stat_path, e))?;
+    let cgroup_path = base.join("cgroup");
+    let cgroup_text = match kernel.read(&cgroup_path) {
+        Ok(t) => t,
+        Err(e) if is_gone(&e) => return Ok(None),
+        Err(e) => return Err(unreadable(tid, "its cgroup", &cgroup_path, e)),
+    };
+    let affinity = match kernel.get_affinity(tid) {
+        Ok(a) => a,
+        Err(e) if is_gone(&e) => return Ok(None),
+        Err(e) => {
+            return Err(unreadable(
+                tid,
+                "its affinity",
+                Path::new("sched_getaffinity"),
+                e,
+            ))
+        }
+    };
+    Ok(Some(TaskInfo {
         tid,
         tgid: pid,
         ppid: stat.ppid,
@@ -138,28 +173,37 @@ pub fn read_task(
         pinned_by_kernel: stat.flags & PF_NO_SETAFFINITY != 0,
         affinity,
         cgroup: cgroup_of(layout, &cgroup_text).unwrap_or_else(|| "/".into()),
-    })
+    }))
 }
 
-/// Reads every visible thread.
-pub fn read_tasks(kernel: &dyn Kernel, layout: &CgroupLayout) -> Vec<TaskInfo> {
+/// Reads every visible thread. A thread that cannot be read (other than one
+/// that exited meanwhile) is an error, never skipped in silence.
+pub fn read_tasks(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Vec<TaskInfo>> {
     let mut tasks = Vec::new();
-    let Ok(entries) = kernel.read_dir(Path::new("/proc")) else {
-        return tasks;
-    };
+    let entries = kernel
+        .read_dir(Path::new("/proc"))
+        .map_err(|e| with_path(e, Path::new("/proc")))?;
     let mut pids: Vec<i32> = entries.iter().filter_map(|e| e.parse().ok()).collect();
     pids.sort_unstable();
     for pid in pids {
-        let Ok(tids) = kernel.read_dir(Path::new(&format!("/proc/{pid}/task"))) else {
-            continue;
+        let dir = PathBuf::from(format!("/proc/{pid}/task"));
+        let tids = match kernel.read_dir(&dir) {
+            Ok(t) => t,
+            Err(e) if is_gone(&e) => continue,
+            Err(e) => {
+                return Err(std::io::Error::other(format!(
+                    "process {pid}: cannot list its threads ({}); the shield would miss them, so nothing was changed",
+                    with_path(e, &dir)
+                )))
+            }
         };
         for tid in tids.iter().filter_map(|t| t.parse::<i32>().ok()) {
-            if let Some(task) = read_task(kernel, layout, pid, tid) {
+            if let Some(task) = read_task(kernel, layout, pid, tid)? {
                 tasks.push(task);
             }
         }
     }
-    tasks
+    Ok(tasks)
 }
 
 /// Reads every IRQ that has an affinity file, with names from /proc/interrupts.
@@ -250,6 +294,14 @@ pub fn candidate_files(layout: &CgroupLayout) -> Vec<PathBuf> {
     files
 }
 
+/// The PID namespace this process runs in (link text of /proc/self/ns/pid),
+/// empty when unknown.
+pub fn pid_namespace() -> String {
+    std::fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
 /// Takes a snapshot of the system.
 pub fn take(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Snapshot> {
     let online = cpushield_sys::online_cpus(kernel)?;
@@ -282,9 +334,7 @@ pub fn take(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Snaps
         .into_iter()
         .filter_map(|p| read_trimmed(kernel, &p).ok().map(|t| (p, t)))
         .collect();
-    let pid_namespace = std::fs::read_link("/proc/self/ns/pid")
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
+    let pid_namespace = pid_namespace();
     Ok(Snapshot {
         pid_namespace,
         siblings: read_siblings(kernel, &online),
@@ -292,7 +342,7 @@ pub fn take(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Snaps
         possible,
         layout: layout.clone(),
         scope: detect_scope(kernel),
-        tasks: read_tasks(kernel, layout),
+        tasks: read_tasks(kernel, layout)?,
         irqs: read_irqs(kernel),
         files,
         root_cpus,
@@ -312,6 +362,56 @@ mod tests {
         assert_eq!(names[&4], "ttyS0");
         assert_eq!(names[&36], "virtio0-req.0");
         assert_eq!(names.len(), 2);
+    }
+
+    fn fake_with_thread(stat: Vec<u8>) -> (cpushield_sys::FakeKernel, CgroupLayout) {
+        let k = cpushield_sys::FakeKernel::new();
+        k.set_file_bytes("/proc/7/task/7/stat", stat);
+        k.set_file("/proc/7/task/7/cgroup", "3:cpuset:/\n");
+        k.set_thread_affinity(7, CpuSet::from_cpus([0, 1]));
+        let layout = CgroupLayout::V1 {
+            root: "/sys/fs/cgroup/cpuset".into(),
+        };
+        (k, layout)
+    }
+
+    #[test]
+    fn a_thread_named_with_invalid_utf8_is_seen_not_skipped() {
+        let mut stat = b"7 (".to_vec();
+        stat.extend_from_slice(&"worker-xéééé".as_bytes()[..15]);
+        stat.extend_from_slice(b") S 1 7 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 2 0 5555 0 0\n");
+        let (k, layout) = fake_with_thread(stat);
+        let tasks = read_tasks(&k, &layout).unwrap();
+        assert_eq!(tasks.len(), 1);
+        assert_eq!(tasks[0].comm, "worker-xééé\u{fffd}");
+        assert_eq!(tasks[0].starttime, 5555);
+    }
+
+    #[test]
+    fn a_thread_that_cannot_be_read_fails_loudly_naming_it_and_the_path() {
+        let (k, layout) =
+            fake_with_thread(b"7 (x) S 1 7 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0\n".to_vec());
+        k.refuse_reads("/proc/7/task/7/stat", libc::EACCES);
+        let e = read_tasks(&k, &layout).unwrap_err().to_string();
+        assert!(
+            e.contains("thread 7") && e.contains("/proc/7/task/7/stat"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_malformed_stat_fails_loudly_instead_of_panicking() {
+        let (k, layout) = fake_with_thread(b"7 (x) S 1".to_vec());
+        let e = read_tasks(&k, &layout).unwrap_err().to_string();
+        assert!(e.contains("thread 7") && e.contains("malformed"), "{e}");
+    }
+
+    #[test]
+    fn a_thread_that_vanished_is_skipped() {
+        let (k, layout) =
+            fake_with_thread(b"7 (x) S 1 7 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0\n".to_vec());
+        k.refuse_reads("/proc/7/task/7/stat", libc::ESRCH);
+        assert!(read_tasks(&k, &layout).unwrap().is_empty());
     }
 
     #[test]

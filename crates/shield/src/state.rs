@@ -3,7 +3,7 @@
 
 use crate::layout::CgroupLayout;
 use crate::masks::ShieldMasks;
-use crate::snapshot::{Scope, Snapshot};
+use crate::snapshot::{Scope, Snapshot, SHIELD_CGROUP, SYSTEM_CGROUP};
 use cpushield_cpuset::CpuSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -40,6 +40,41 @@ pub struct AdoptedTask {
     pub requested: CpuSet,
 }
 
+/// A thread's scheduling policy before `cpushield run --pid` changed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedSched {
+    /// Start time, as in [`SavedTask`]: a reused TID is not restored.
+    pub starttime: u64,
+    /// Policy number (SCHED_OTHER 0, SCHED_FIFO 1, SCHED_RR 2, SCHED_BATCH 3,
+    /// SCHED_IDLE 5, SCHED_DEADLINE 6).
+    pub policy: u32,
+    /// SCHED_FLAG_* bits.
+    #[serde(default)]
+    pub flags: u64,
+    /// Nice value.
+    pub nice: i32,
+    /// Real-time priority.
+    pub priority: u32,
+    /// SCHED_DEADLINE runtime, deadline and period (ns).
+    #[serde(default)]
+    pub deadline: [u64; 3],
+}
+
+impl SavedSched {
+    /// The parameters to give back to the kernel.
+    pub fn params(&self) -> cpushield_sys::SchedParams {
+        cpushield_sys::SchedParams {
+            policy: self.policy,
+            flags: self.flags,
+            nice: self.nice,
+            priority: self.priority,
+            runtime: self.deadline[0],
+            deadline: self.deadline[1],
+            period: self.deadline[2],
+        }
+    }
+}
+
 /// Everything needed to undo the shield, and the shield's current masks.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SavedState {
@@ -67,6 +102,12 @@ pub struct SavedState {
     /// IDs are only meaningful there.
     #[serde(default)]
     pub pid_namespace: String,
+    /// Scheduling policies `cpushield run --pid` changed, by TID, as they were.
+    #[serde(default)]
+    pub sched: BTreeMap<i32, SavedSched>,
+    /// CRC-32 of the file as written with this field 0 (0: not sealed).
+    #[serde(default)]
+    pub checksum: u32,
 }
 
 impl SavedState {
@@ -104,6 +145,8 @@ impl SavedState {
             files: snap.files.clone(),
             created_cgroups: Vec::new(),
             pid_namespace: snap.pid_namespace.clone(),
+            sched: BTreeMap::new(),
+            checksum: 0,
         }
     }
 
@@ -125,84 +168,510 @@ impl SavedState {
 
 /// Where state and lock files live; `CPUSHIELD_STATE_DIR` overrides for tests.
 pub fn state_dir() -> PathBuf {
-    std::env::var_os("CPUSHIELD_STATE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/run/cpushield"))
+    cpushield_sys::shield_state_dir()
 }
 
 /// Path of the state file.
 pub fn state_path() -> PathBuf {
-    state_dir().join("state.json")
+    state_dir().join(STATE_FILE)
 }
 
-/// Loads the saved state; `Ok(None)` when nothing is shielded.
-pub fn load() -> io::Result<Option<SavedState>> {
-    let path = state_path();
-    match std::fs::read_to_string(&path) {
-        Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
-            io::Error::new(
+/// Path of the verified second copy of the state file.
+pub fn backup_path() -> PathBuf {
+    state_dir().join(BACKUP_FILE)
+}
+
+/// Name of the state file in the state directory.
+pub const STATE_FILE: &str = "state.json";
+/// Name of its second copy, written first, with the same checksum.
+pub const BACKUP_FILE: &str = "state.json.bak";
+
+/// The largest CPU number the kernel door can set (8192 CPUs).
+const MAX_CPUS: usize = 8192;
+
+impl SavedState {
+    /// The checksum of the state as serialised with `checksum` = 0.
+    fn digest(&self) -> u32 {
+        let mut plain = self.clone();
+        plain.checksum = 0;
+        let text = serde_json::to_string(&plain).expect("a state serialises");
+        crc32fast::hash(text.as_bytes())
+    }
+
+    /// Everything wrong with a state that no machine could restore: each
+    /// problem names the object (task, IRQ, file, cgroup) and the value.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let root = self.layout.root();
+        if !root.is_absolute() || has_dot_dot(root) {
+            out.push(format!(
+                "cgroup root '{}' is not an absolute path",
+                root.display()
+            ));
+        }
+        let cpu_set_ok = |set: &CpuSet| !set.is_empty() && set.last().is_some_and(|c| c < MAX_CPUS);
+        for (tid, t) in &self.tasks {
+            if !cpu_set_ok(&t.affinity) {
+                out.push(format!(
+                    "task {tid} ({}): saved affinity '{}' is not a CPU list that can be set",
+                    t.comm,
+                    t.affinity.to_list()
+                ));
+            }
+            if !t.cgroup.starts_with('/') || has_dot_dot(Path::new(&t.cgroup)) {
+                out.push(format!(
+                    "task {tid} ({}): saved cgroup '{}' is not a cgroup path",
+                    t.comm, t.cgroup
+                ));
+            }
+        }
+        for (tid, a) in &self.adopted {
+            if !cpu_set_ok(&a.requested) {
+                out.push(format!(
+                    "task {tid} (born under the shield): affinity '{}' is not a CPU list that can be set",
+                    a.requested.to_list()
+                ));
+            }
+        }
+        for (tid, p) in &self.sched {
+            let valid = match p.policy {
+                0 | 3 | 5 => (-20..=19).contains(&p.nice) && p.priority == 0,
+                1 | 2 => (1..=99).contains(&p.priority),
+                6 => p.deadline[0] <= p.deadline[1] && p.deadline[1] <= p.deadline[2],
+                _ => false,
+            };
+            if !valid {
+                out.push(format!(
+                    "task {tid}: saved scheduling policy {} (priority {}, nice {}) is not one the kernel takes",
+                    p.policy, p.priority, p.nice
+                ));
+            }
+        }
+        for (irq, text) in &self.irqs {
+            match CpuSet::parse_mask(text) {
+                Ok(set) if cpu_set_ok(&set) => {}
+                _ => out.push(format!(
+                    "IRQ {irq}: saved affinity mask '{text}' is not a CPU mask that can be set"
+                )),
+            }
+        }
+        let allowed = crate::snapshot::candidate_files(&self.layout);
+        for (path, value) in &self.files {
+            if !allowed.contains(path) {
+                out.push(format!(
+                    "file {}: not a file cpushield changes (only {})",
+                    path.display(),
+                    allowed
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            } else if !file_value_ok(path, value) {
+                out.push(format!(
+                    "file {}: saved value '{value}' is not a value it takes",
+                    path.display()
+                ));
+            }
+        }
+        for dir in &self.created_cgroups {
+            let ours = [SHIELD_CGROUP, SYSTEM_CGROUP].map(|n| root.join(n));
+            if !ours.contains(dir) {
+                out.push(format!(
+                    "cgroup {}: not one cpushield creates ({} or {}); it is never removed",
+                    dir.display(),
+                    ours[0].display(),
+                    ours[1].display()
+                ));
+            }
+        }
+        out
+    }
+}
+
+fn has_dot_dot(path: &Path) -> bool {
+    path.components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+}
+
+/// Whether a saved value is one the file takes (the planner writes it back verbatim).
+fn file_value_ok(path: &Path, value: &str) -> bool {
+    let v = value.trim();
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    match name {
+        "default_smp_affinity" | "cpumask" => CpuSet::parse_mask(v).is_ok_and(|s| !s.is_empty()),
+        "watchdog_cpumask" => CpuSet::parse_list(v).is_ok(),
+        "timer_migration" | "cpuset.sched_load_balance" => v == "0" || v == "1",
+        "stat_interval" => v.parse::<u64>().is_ok(),
+        "cgroup.subtree_control" => v
+            .split_whitespace()
+            .all(|w| w.chars().all(|c| c.is_ascii_lowercase() || c == '_')),
+        _ => false,
+    }
+}
+
+/// Decodes and verifies one copy of the state: UTF-8, JSON, version,
+/// checksum, and [`SavedState::problems`].
+pub fn decode(bytes: &[u8]) -> Result<SavedState, String> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| format!("not UTF-8 text (byte {})", e.valid_up_to()))?;
+    if text.trim().is_empty() {
+        return Err("empty".into());
+    }
+    let state: SavedState =
+        serde_json::from_str(text).map_err(|e| format!("not a valid state ({e})"))?;
+    if state.version != STATE_VERSION {
+        return Err(format!(
+            "format version {} (this cpushield reads {STATE_VERSION})",
+            state.version
+        ));
+    }
+    if state.checksum != 0 && state.checksum != state.digest() {
+        return Err("checksum mismatch: the file was changed after cpushield wrote it".into());
+    }
+    let problems = state.problems();
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
+    }
+    Ok(state)
+}
+
+/// The state text as written: with its checksum.
+pub fn encode(state: &SavedState) -> String {
+    let mut sealed = state.clone();
+    sealed.checksum = state.digest();
+    serde_json::to_string(&sealed).expect("a state serialises")
+}
+
+/// A loaded state and, when the state file was damaged, how it was recovered.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The verified state.
+    pub state: SavedState,
+    /// Set when the state file was damaged and its verified copy was used.
+    pub recovered: Option<String>,
+}
+
+enum StateCopy {
+    Missing,
+    Bad(String),
+    Good(Box<SavedState>),
+}
+
+fn read_copy(path: &Path) -> StateCopy {
+    match std::fs::read(path) {
+        Ok(bytes) => match decode(&bytes) {
+            Ok(s) => StateCopy::Good(Box::new(s)),
+            Err(why) => StateCopy::Bad(why),
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => StateCopy::Missing,
+        Err(e) => StateCopy::Bad(format!("cannot be read ({e})")),
+    }
+}
+
+/// Loads and verifies the saved state; `Ok(None)` when nothing is shielded.
+/// A damaged state file is recovered from its verified copy; when both are
+/// damaged, the error names each problem and both files stay untouched.
+pub fn load_checked() -> io::Result<Option<Loaded>> {
+    let (main, bak) = (state_path(), backup_path());
+    match (read_copy(&main), read_copy(&bak)) {
+        (StateCopy::Missing, StateCopy::Missing) => Ok(None),
+        (StateCopy::Good(state), _) => Ok(Some(Loaded {
+            state: *state,
+            recovered: None,
+        })),
+        (main_copy, StateCopy::Good(state)) => {
+            let why = match main_copy {
+                StateCopy::Bad(why) => why,
+                _ => "missing".into(),
+            };
+            Ok(Some(Loaded {
+                state: *state,
+                recovered: Some(format!(
+                    "the state file {} is damaged ({why}); the verified copy {} was used",
+                    main.display(),
+                    bak.display()
+                )),
+            }))
+        }
+        (main_copy, bak_copy) => {
+            let describe = |c: StateCopy| match c {
+                StateCopy::Missing => "missing".to_string(),
+                StateCopy::Bad(why) => why,
+                StateCopy::Good(_) => unreachable!("handled above"),
+            };
+            Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
-                    "{}: corrupt state file ({e}); inspect it, then remove it to forget the shield",
-                    path.display()
+                    "the shield state cannot be trusted: {}: {}; {}: {}. Nothing was changed and both files are kept (they record the state before the shield): correct the named values by hand (docs/RELIABILITY.md), then run the command again",
+                    main.display(),
+                    describe(main_copy),
+                    bak.display(),
+                    describe(bak_copy)
                 ),
-            )
-        }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(cpushield_sys::with_path(e, &path)),
+            ))
+        }
     }
 }
 
-/// Writes the state durably: temp file, fsync, rename, fsync of the directory.
+/// Loads the saved state (see [`load_checked`]); `Ok(None)` when nothing is shielded.
+pub fn load() -> io::Result<Option<SavedState>> {
+    load_checked().map(|l| l.map(|l| l.state))
+}
+
+/// An error saving the state, with the path and the remedy; the errno stays
+/// reachable through [`cpushield_sys::os_errno`].
+fn store_error(e: io::Error, path: &Path) -> io::Error {
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    let remedy = match cpushield_sys::os_errno(&e) {
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => format!("free space in {}", dir.display()),
+        Some(libc::EROFS) => format!("{} is read-only: remount it read-write", dir.display()),
+        _ => format!("make {} writable", dir.display()),
+    };
+    cpushield_sys::with_path_and_remedy(
+        e,
+        path,
+        format!("cannot save the shield state: {remedy}, or set CPUSHIELD_STATE_DIR to a writable directory; nothing was changed"),
+    )
+}
+
+/// Writes `text` to `dir/name` through a temp file: write, fsync, rename. The
+/// temp file never outlives a failure.
+fn write_atomically(dir: &Path, name: &str, text: &[u8]) -> io::Result<()> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    let result = (|| {
+        let mut file = File::create(&tmp).map_err(|e| store_error(e, &tmp))?;
+        file.write_all(text).map_err(|e| store_error(e, &tmp))?;
+        file.sync_all().map_err(|e| store_error(e, &tmp))?;
+        if path.is_dir() {
+            // A damaged state "file" that is an empty directory (see load_checked).
+            std::fs::remove_dir(&path).map_err(|e| store_error(e, &path))?;
+        }
+        std::fs::rename(&tmp, &path).map_err(|e| store_error(e, &path))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Writes the state durably, twice: the checksummed copy first, then the state
+/// file, each through a temp file with fsync and rename, then the directory.
 pub fn store(state: &SavedState) -> io::Result<()> {
     let dir = state_dir();
-    std::fs::create_dir_all(&dir).map_err(|e| cpushield_sys::with_path(e, &dir))?;
-    let tmp = dir.join("state.json.tmp");
-    let text = serde_json::to_string(state).map_err(io::Error::other)?;
-    {
-        let mut file = File::create(&tmp).map_err(|e| cpushield_sys::with_path(e, &tmp))?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
+    std::fs::create_dir_all(&dir).map_err(|e| store_error(e, &dir))?;
+    let first = !state_path().exists();
+    let text = encode(state);
+    write_atomically(&dir, BACKUP_FILE, text.as_bytes())?;
+    if let Err(e) = write_atomically(&dir, STATE_FILE, text.as_bytes()) {
+        if first {
+            // Leave nothing behind: no change was made yet.
+            let _ = std::fs::remove_file(backup_path());
+        }
+        return Err(e);
     }
-    std::fs::rename(&tmp, state_path())?;
-    File::open(&dir)?.sync_all()
+    File::open(&dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| store_error(e, &dir))
 }
 
-/// Removes the state file (after a complete reset).
-pub fn remove() -> io::Result<()> {
-    match std::fs::remove_file(state_path()) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => File::open(state_dir())
-            .and_then(|d| d.sync_all())
-            .or(Ok(())),
+fn remove_one(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        // A state "file" that is an (empty) directory.
+        Err(e) if path.is_dir() => std::fs::remove_dir(path).map_err(|_| e),
+        Err(e) => Err(e),
     }
+    .map_err(|e| cpushield_sys::with_path(e, path))
+}
+
+/// Removes the state file and its copy (after a complete reset).
+pub fn remove() -> io::Result<()> {
+    remove_one(&state_path())?;
+    remove_one(&backup_path())?;
+    File::open(state_dir())
+        .and_then(|d| d.sync_all())
+        .or(Ok(()))
 }
 
 /// An exclusive lock serialising cpushield invocations; released on drop or death.
 pub struct StateLock {
-    _file: File,
+    _file: Option<File>,
 }
 
 impl StateLock {
     /// Waits for and takes the lock.
     pub fn acquire() -> io::Result<Self> {
         let dir = state_dir();
-        std::fs::create_dir_all(&dir).map_err(|e| cpushield_sys::with_path(e, &dir))?;
+        std::fs::create_dir_all(&dir).map_err(|e| store_error(e, &dir))?;
         let path = dir.join("lock");
         let file = File::options()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&path)
-            .map_err(|e| cpushield_sys::with_path(e, &path))?;
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(cpushield_sys::with_path(io::Error::last_os_error(), &path));
+            .map_err(|e| store_error(e, &path))?;
+        Self::lock(file, &path)
+    }
+
+    /// Takes the lock for a reset, which also works where the state directory
+    /// is read-only: the lock file is then opened for reading (flock works on
+    /// any open file); with no lock file there, no shield can be written
+    /// meanwhile either, so none is needed.
+    pub fn acquire_for_reset() -> io::Result<Self> {
+        match Self::acquire() {
+            Ok(lock) => Ok(lock),
+            Err(e)
+                if matches!(
+                    cpushield_sys::os_errno(&e),
+                    Some(libc::EROFS) | Some(libc::EACCES) | Some(libc::ENOSPC)
+                ) =>
+            {
+                let path = state_dir().join("lock");
+                match File::open(&path) {
+                    Ok(file) => Self::lock(file, &path),
+                    Err(_) => Ok(Self { _file: None }),
+                }
+            }
+            Err(e) => Err(e),
         }
-        Ok(Self { _file: file })
+    }
+
+    fn lock(file: File, path: &Path) -> io::Result<Self> {
+        // SAFETY: flock on a file descriptor this function owns (valid while `file` lives).
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(cpushield_sys::with_path(io::Error::last_os_error(), path));
+        }
+        Ok(Self { _file: Some(file) })
     }
 }
 
-/// Whether a state dir exists with a state file (for messages).
+/// Whether a state file (or its copy) exists (for messages).
 pub fn is_shielded() -> bool {
-    Path::new(&state_path()).exists()
+    state_path().exists() || backup_path().exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::CgroupLayout;
+
+    fn sample() -> SavedState {
+        let root = PathBuf::from("/sys/fs/cgroup/cpuset");
+        SavedState {
+            version: STATE_VERSION,
+            masks: ShieldMasks::all(&CpuSet::from_cpus([1])),
+            layout: CgroupLayout::V1 { root: root.clone() },
+            scope: Scope::Namespace,
+            online: CpuSet::from_cpus([0, 1]),
+            tasks: BTreeMap::from([(
+                7,
+                SavedTask {
+                    tgid: 7,
+                    comm: "worker-xééé\u{fffd}".into(),
+                    starttime: 5,
+                    affinity: CpuSet::from_cpus([0, 1]),
+                    cgroup: "/".into(),
+                },
+            )]),
+            adopted: BTreeMap::new(),
+            irqs: BTreeMap::from([(10, "3".to_string())]),
+            files: BTreeMap::from([(PathBuf::from("/proc/irq/default_smp_affinity"), "3".into())]),
+            created_cgroups: vec![root.join("cpushield-system"), root.join("cpushield-shield")],
+            pid_namespace: "pid:[1]".into(),
+            sched: BTreeMap::new(),
+            checksum: 0,
+        }
+    }
+
+    #[test]
+    fn an_encoded_state_decodes_to_itself() {
+        let s = sample();
+        let back = decode(encode(&s).as_bytes()).unwrap();
+        assert_eq!(
+            serde_json::to_value(&back.tasks).unwrap(),
+            serde_json::to_value(&s.tasks).unwrap()
+        );
+        assert_ne!(back.checksum, 0);
+    }
+
+    #[test]
+    fn truncated_empty_invalid_non_utf8_and_missing_keys_are_refused() {
+        let good = encode(&sample());
+        let missing_key = good.replacen("\"masks\":", "\"maskz\":", 1);
+        let mut non_utf8 = good.clone().into_bytes();
+        let at = good.find("worker").unwrap();
+        non_utf8[at] = 0xff;
+        for (what, bytes) in [
+            ("truncated", good.as_bytes()[..good.len() / 2].to_vec()),
+            ("empty", Vec::new()),
+            ("invalid", b"{not json".to_vec()),
+            ("missing key", missing_key.into_bytes()),
+            ("non-UTF-8", non_utf8),
+        ] {
+            assert!(decode(&bytes).is_err(), "{what} accepted");
+        }
+    }
+
+    #[test]
+    fn an_edited_value_fails_the_checksum() {
+        let good = encode(&sample());
+        let edited = good.replacen("\"10\":\"3\"", "\"10\":\"1\"", 1);
+        assert_ne!(good, edited);
+        assert!(decode(edited.as_bytes()).unwrap_err().contains("checksum"));
+    }
+
+    #[test]
+    fn values_that_cannot_be_restored_are_named() {
+        let mut s = sample();
+        s.tasks.get_mut(&7).unwrap().affinity = CpuSet::parse_list("5000-8191").unwrap();
+        s.irqs.insert(11, "zz".into());
+        s.tasks.insert(
+            8,
+            SavedTask {
+                tgid: 8,
+                comm: "empty".into(),
+                starttime: 1,
+                affinity: CpuSet::new(),
+                cgroup: "/../../etc".into(),
+            },
+        );
+        let p = s.problems().join("\n");
+        assert!(p.contains("task 8 (empty): saved affinity ''"), "{p}");
+        assert!(
+            p.contains("task 8 (empty): saved cgroup '/../../etc'"),
+            "{p}"
+        );
+        assert!(p.contains("IRQ 11: saved affinity mask 'zz'"), "{p}");
+        // 5000-8191 is a settable list in itself; the check against the
+        // machine (lib.rs) refuses it there.
+        assert!(!p.contains("task 7"), "{p}");
+    }
+
+    #[test]
+    fn cgroups_and_files_outside_what_cpushield_owns_are_refused() {
+        let mut s = sample();
+        s.created_cgroups
+            .push("/sys/fs/cgroup/cpuset/docker".into());
+        s.created_cgroups.push("cpushield-shield".into());
+        s.files.insert("/etc/passwd".into(), "x".into());
+        s.files
+            .insert("/proc/sys/kernel/timer_migration".into(), "7".into());
+        let p = s.problems().join("\n");
+        assert!(
+            p.contains("cgroup /sys/fs/cgroup/cpuset/docker: not one cpushield creates"),
+            "{p}"
+        );
+        assert!(p.contains("cgroup cpushield-shield: not one"), "{p}");
+        assert!(
+            p.contains("file /etc/passwd: not a file cpushield changes"),
+            "{p}"
+        );
+        assert!(
+            p.contains("file /proc/sys/kernel/timer_migration: saved value '7'"),
+            "{p}"
+        );
+    }
 }

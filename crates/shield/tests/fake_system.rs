@@ -271,3 +271,105 @@ fn validation_refuses_offline_cpus_and_shielding_everything() {
     assert!(cpushield_shield::validate(&irqs_everywhere, &online).is_err());
     assert!(cpushield_shield::validate(&ShieldMasks::all(&cpus("1-3")), &online).is_ok());
 }
+
+#[test]
+fn cgroups_cpushield_creates_carry_its_mark_and_pass_the_machine_check() {
+    let k = machine(&[(100, "0-3"), (101, "3")]);
+    let saved = shield_and_save(&k, &ShieldMasks::all(&cpus("3")));
+    let snap = snapshot::take(&k, &saved.layout).unwrap();
+    assert_eq!(
+        cpushield_shield::machine_problems(&k, &saved, &snap),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn reset_refuses_to_remove_a_cgroup_without_the_mark() {
+    let k = machine(&[(100, "0-3")]);
+    let mut saved = shield_and_save(&k, &ShieldMasks::all(&cpus("3")));
+    // Someone else's cgroup that happens to carry our name, created unmarked.
+    let foreign = Path::new(ROOT).join("cpushield-foreign");
+    k.add_dir(&foreign);
+    saved.created_cgroups.push(foreign.clone());
+    let snap = snapshot::take(&k, &saved.layout).unwrap();
+    let problems = cpushield_shield::machine_problems(&k, &saved, &snap).join("\n");
+    assert!(
+        problems.contains(&format!(
+            "cgroup {}: has no cpushield mark",
+            foreign.display()
+        )),
+        "{problems}"
+    );
+}
+
+#[test]
+fn saved_values_this_machine_cannot_restore_are_named_before_any_change() {
+    let k = machine(&[(100, "0-3"), (101, "0-3")]);
+    let mut saved = shield_and_save(&k, &ShieldMasks::all(&cpus("3")));
+    saved.tasks.get_mut(&100).unwrap().affinity = cpus("5000-8191");
+    saved.irqs.insert(11, "10000".into());
+    let snap = snapshot::take(&k, &saved.layout).unwrap();
+    let problems = cpushield_shield::machine_problems(&k, &saved, &snap).join("\n");
+    assert!(
+        problems.contains("task 100 (task100): saved affinity '5000-8191' does not fit"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("IRQ 11: saved mask '10000'"),
+        "{problems}"
+    );
+    assert!(!problems.contains("task 101"), "{problems}");
+    // A task that exited is not restored: its saved value does not matter.
+    saved.tasks.get_mut(&100).unwrap().starttime += 1;
+    let problems = cpushield_shield::machine_problems(&k, &saved, &snap).join("\n");
+    assert!(!problems.contains("task 100"), "{problems}");
+}
+
+#[test]
+fn a_reset_plan_writing_outside_the_kernel_trees_is_caught() {
+    let k = machine(&[(100, "0-3")]);
+    let mut saved = shield_and_save(&k, &ShieldMasks::all(&cpus("3")));
+    saved.files.insert("/etc/motd".into(), "x".into());
+    k.set_file("/etc/motd", "y");
+    let mut snap = snapshot::take(&k, &saved.layout).unwrap();
+    snap.files.insert("/etc/motd".into(), "y".into());
+    let plan = plan_reset(&snap, &saved);
+    assert_eq!(
+        cpushield_shield::paths_outside(&plan, &saved.layout),
+        vec![std::path::PathBuf::from("/etc/motd")]
+    );
+}
+
+#[test]
+fn reset_gives_back_the_scheduling_policy_run_changed() {
+    let k = machine(&[(100, "0-3"), (101, "0-3")]);
+    let mut saved = shield_and_save(&k, &ShieldMasks::all(&cpus("3")));
+    // What `run --pid 100 --fifo 10` records before changing it.
+    saved.sched.insert(
+        100,
+        cpushield_shield::state::SavedSched {
+            starttime: 1100,
+            policy: 0,
+            flags: 0,
+            nice: 0,
+            priority: 0,
+            deadline: [0; 3],
+        },
+    );
+    let fifo = cpushield_sys::SchedParams {
+        policy: 1,
+        priority: 10,
+        ..Default::default()
+    };
+    use cpushield_sys::Kernel;
+    k.set_sched(100, &fifo).unwrap();
+    k.set_sched(101, &fifo).unwrap();
+    let snap = snapshot::take(&k, &saved.layout).unwrap();
+    apply(&k, &plan_reset(&snap, &saved)).unwrap();
+    let scheds = k.scheds();
+    assert_eq!(scheds[&100], cpushield_sys::SchedParams::default());
+    assert_eq!(
+        scheds[&101], fifo,
+        "a policy cpushield did not change is left alone"
+    );
+}

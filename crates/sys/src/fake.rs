@@ -1,6 +1,6 @@
 //! An in-memory system for tests: files, directories and per-thread affinities.
 
-use crate::{FakeFiles, Kernel};
+use crate::{FakeFiles, Kernel, SchedParams};
 use cpushield_cpuset::CpuSet;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -20,6 +20,14 @@ pub struct FakeKernel {
 #[derive(Default)]
 struct FakeState {
     files: FakeFiles,
+    /// Files whose bytes are not valid UTF-8 (they shadow `files`).
+    raw: BTreeMap<PathBuf, Vec<u8>>,
+    /// Scheduling parameters by thread (absent: SCHED_OTHER, nice 0).
+    sched: BTreeMap<i32, SchedParams>,
+    /// Extended attributes by path and name.
+    xattrs: BTreeMap<(PathBuf, String), Vec<u8>>,
+    /// Paths whose read fails with this errno.
+    unreadable: BTreeMap<PathBuf, i32>,
     dirs: BTreeSet<PathBuf>,
     affinity: BTreeMap<i32, CpuSet>,
     refused: BTreeSet<PathBuf>,
@@ -37,6 +45,26 @@ impl FakeKernel {
         let path = path.as_ref().to_path_buf();
         add_parents(&mut st.dirs, &path);
         st.files.insert(path, text.into());
+    }
+
+    /// Adds or replaces a file holding raw bytes (e.g. a thread name that is
+    /// not valid UTF-8); [`Kernel::read`] shows it lossily.
+    pub fn set_file_bytes(&self, path: impl AsRef<Path>, bytes: Vec<u8>) {
+        let mut st = self.state.lock().expect("fake lock");
+        let path = path.as_ref().to_path_buf();
+        add_parents(&mut st.dirs, &path);
+        st.files
+            .insert(path.clone(), String::from_utf8_lossy(&bytes).into_owned());
+        st.raw.insert(path, bytes);
+    }
+
+    /// Makes reads of `path` fail with `errno` (EACCES, EIO, ESRCH…).
+    pub fn refuse_reads(&self, path: impl AsRef<Path>, errno: i32) {
+        self.state
+            .lock()
+            .expect("fake lock")
+            .unreadable
+            .insert(path.as_ref().to_path_buf(), errno);
     }
 
     /// Adds a directory (and its parents).
@@ -80,6 +108,11 @@ impl FakeKernel {
         self.state.lock().expect("fake lock").files.clone()
     }
 
+    /// A copy of all scheduling parameters set (threads never set are absent).
+    pub fn scheds(&self) -> BTreeMap<i32, SchedParams> {
+        self.state.lock().expect("fake lock").sched.clone()
+    }
+
     /// A copy of all thread affinities.
     pub fn affinities(&self) -> BTreeMap<i32, CpuSet> {
         self.state.lock().expect("fake lock").affinity.clone()
@@ -114,13 +147,17 @@ fn not_found(path: &Path) -> io::Error {
 }
 
 impl Kernel for FakeKernel {
-    fn read(&self, path: &Path) -> io::Result<String> {
-        self.state
-            .lock()
-            .expect("fake lock")
-            .files
+    fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
+        let st = self.state.lock().expect("fake lock");
+        if let Some(&errno) = st.unreadable.get(path) {
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        if let Some(bytes) = st.raw.get(path) {
+            return Ok(bytes.clone());
+        }
+        st.files
             .get(path)
-            .cloned()
+            .map(|t| t.as_bytes().to_vec())
             .ok_or_else(|| not_found(path))
     }
 
@@ -152,6 +189,7 @@ impl Kernel for FakeKernel {
             emulate_v1_attach(&mut st, path, &hierarchy_root, &tid);
             return Ok(());
         }
+        st.raw.remove(path);
         st.files.insert(path.to_path_buf(), data.to_string());
         if name == "cpuset.cpus" {
             emulate_cpuset_resize(&mut st, path, data);
@@ -224,6 +262,7 @@ impl Kernel for FakeKernel {
         }
         st.dirs.remove(path);
         st.files.retain(|p, _| p.parent() != Some(path));
+        st.xattrs.retain(|(p, _), _| p != path);
         Ok(())
     }
 
@@ -246,6 +285,44 @@ impl Kernel for FakeKernel {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
         st.affinity.insert(tid, cpus.clone());
+        Ok(())
+    }
+
+    fn set_xattr(&self, path: &Path, name: &str, value: &[u8]) -> io::Result<()> {
+        let mut st = self.state.lock().expect("fake lock");
+        if !st.dirs.contains(path) && !st.files.contains_key(path) {
+            return Err(not_found(path));
+        }
+        st.xattrs
+            .insert((path.to_path_buf(), name.to_string()), value.to_vec());
+        Ok(())
+    }
+
+    fn get_xattr(&self, path: &Path, name: &str) -> io::Result<Vec<u8>> {
+        let st = self.state.lock().expect("fake lock");
+        if !st.dirs.contains(path) && !st.files.contains_key(path) {
+            return Err(not_found(path));
+        }
+        st.xattrs
+            .get(&(path.to_path_buf(), name.to_string()))
+            .cloned()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENODATA))
+    }
+
+    fn get_sched(&self, tid: i32) -> io::Result<SchedParams> {
+        let st = self.state.lock().expect("fake lock");
+        if !st.affinity.contains_key(&tid) {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        Ok(st.sched.get(&tid).copied().unwrap_or_default())
+    }
+
+    fn set_sched(&self, tid: i32, params: &SchedParams) -> io::Result<()> {
+        let mut st = self.state.lock().expect("fake lock");
+        if !st.affinity.contains_key(&tid) {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        st.sched.insert(tid, *params);
         Ok(())
     }
 }

@@ -13,6 +13,7 @@ use std::sync::Mutex;
 
 pub mod cmdline;
 mod fake;
+pub mod procstat;
 mod real;
 
 pub use fake::FakeKernel;
@@ -23,9 +24,19 @@ pub use real::RealKernel;
 /// Paths are absolute as on a real system (`/proc/irq/36/smp_affinity`); a fake
 /// maps them to memory. Errors are plain `io::Error`s; callers add the path and
 /// the remedy.
+///
+/// Kernel files are bytes, not text: a thread may name itself with invalid
+/// UTF-8 (`prctl(PR_SET_NAME)` cuts a name at 15 bytes, mid-character), and
+/// that name shows up in `/proc/PID/stat`. [`Kernel::read_bytes`] is the one
+/// read; [`Kernel::read`] is its lossy text view and never fails on encoding.
 pub trait Kernel: Send + Sync {
-    /// Reads a whole file as text.
-    fn read(&self, path: &Path) -> io::Result<String>;
+    /// Reads a whole file as bytes.
+    fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>>;
+    /// Reads a whole file as text; invalid UTF-8 becomes U+FFFD (never an error).
+    fn read(&self, path: &Path) -> io::Result<String> {
+        self.read_bytes(path)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
     /// Writes text to a file (no truncation semantics beyond what the kernel does).
     fn write(&self, path: &Path, data: &str) -> io::Result<()>;
     /// Names of the entries of a directory.
@@ -40,6 +51,49 @@ pub trait Kernel: Send + Sync {
     fn get_affinity(&self, tid: i32) -> io::Result<CpuSet>;
     /// Sets the CPUs a thread may run on (sched_setaffinity).
     fn set_affinity(&self, tid: i32, cpus: &CpuSet) -> io::Result<()>;
+    /// Sets an extended attribute (cpushield marks the cgroups it creates).
+    fn set_xattr(&self, path: &Path, name: &str, value: &[u8]) -> io::Result<()>;
+    /// Reads an extended attribute: ENODATA when absent, EOPNOTSUPP when the
+    /// file system has none.
+    fn get_xattr(&self, path: &Path, name: &str) -> io::Result<Vec<u8>>;
+    /// A thread's scheduling policy and parameters (sched_getattr).
+    fn get_sched(&self, tid: i32) -> io::Result<SchedParams>;
+    /// Sets a thread's scheduling policy and parameters (sched_setattr).
+    fn set_sched(&self, tid: i32, params: &SchedParams) -> io::Result<()>;
+}
+
+/// A thread's scheduling policy and parameters, as sched_getattr(2) gives them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SchedParams {
+    /// SCHED_OTHER 0, SCHED_FIFO 1, SCHED_RR 2, SCHED_BATCH 3, SCHED_IDLE 5, SCHED_DEADLINE 6.
+    pub policy: u32,
+    /// SCHED_FLAG_* bits (reset-on-fork…).
+    pub flags: u64,
+    /// Nice value (SCHED_OTHER, SCHED_BATCH).
+    pub nice: i32,
+    /// Real-time priority (SCHED_FIFO, SCHED_RR).
+    pub priority: u32,
+    /// SCHED_DEADLINE runtime, ns.
+    pub runtime: u64,
+    /// SCHED_DEADLINE deadline, ns.
+    pub deadline: u64,
+    /// SCHED_DEADLINE period, ns.
+    pub period: u64,
+}
+
+/// Where the shield keeps its state and lock: `CPUSHIELD_STATE_DIR`, else
+/// `/run/cpushield`. Shared by the shield (which writes the state) and `check`
+/// (which reads the shielded CPUs from it).
+pub fn shield_state_dir() -> PathBuf {
+    std::env::var_os("CPUSHIELD_STATE_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/run/cpushield"))
+}
+
+/// The shield's state file (`state.json` in [`shield_state_dir`]).
+pub fn shield_state_file() -> PathBuf {
+    shield_state_dir().join("state.json")
 }
 
 /// Reads a file and trims trailing whitespace, with the path in the error.
@@ -61,14 +115,70 @@ pub fn read_cpu_list(kernel: &dyn Kernel, path: &Path) -> io::Result<CpuSet> {
     })
 }
 
-/// Adds the path to an I/O error's message, keeping its kind and errno.
-pub fn with_path(error: io::Error, path: &Path) -> io::Error {
-    let raw = error.raw_os_error();
-    let msg = format!("{}: {error}", path.display());
-    match raw {
-        Some(code) => io::Error::new(io::Error::from_raw_os_error(code).kind(), msg),
-        None => io::Error::new(error.kind(), msg),
+/// An I/O error on a path: the path (and a remedy) for the message, the
+/// original error, errno included, kept whole. Its text already holds the
+/// original error's, so it names no `source()` (a printed chain would repeat it).
+#[derive(Debug)]
+pub struct PathError {
+    /// The file or directory the operation was on.
+    pub path: PathBuf,
+    /// The original error, errno included.
+    pub error: io::Error,
+    /// What to do about it, when known.
+    pub remedy: Option<String>,
+}
+
+impl std::fmt::Display for PathError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.error)?;
+        if let Some(remedy) = &self.remedy {
+            write!(f, ": {remedy}")?;
+        }
+        Ok(())
     }
+}
+
+impl std::error::Error for PathError {}
+
+/// Adds the path to an I/O error's message, keeping its kind and its errno
+/// (reachable with [`os_errno`]).
+pub fn with_path(error: io::Error, path: &Path) -> io::Error {
+    io::Error::new(
+        error.kind(),
+        PathError {
+            path: path.to_path_buf(),
+            error,
+            remedy: None,
+        },
+    )
+}
+
+/// [`with_path`] plus what to do about it.
+pub fn with_path_and_remedy(error: io::Error, path: &Path, remedy: String) -> io::Error {
+    io::Error::new(
+        error.kind(),
+        PathError {
+            path: path.to_path_buf(),
+            error,
+            remedy: Some(remedy),
+        },
+    )
+}
+
+/// The errno of an I/O error, looking through the path added by [`with_path`].
+pub fn os_errno(error: &io::Error) -> Option<i32> {
+    error.raw_os_error().or_else(|| {
+        error
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<PathError>())
+            .and_then(|p| os_errno(&p.error))
+    })
+}
+
+/// Whether an error means the task (or its /proc entry) is gone: ENOENT or ESRCH.
+pub fn is_gone(error: &io::Error) -> bool {
+    matches!(os_errno(error), Some(libc::ENOENT) | Some(libc::ESRCH))
+        || error.kind() == io::ErrorKind::NotFound
 }
 
 /// The online CPUs of the machine.
@@ -92,6 +202,10 @@ pub enum Change {
     Rmdir(PathBuf),
     /// An affinity change.
     Affinity(i32, CpuSet),
+    /// An extended attribute set (name, value).
+    Xattr(PathBuf, String, Vec<u8>),
+    /// A scheduling policy change.
+    Sched(i32, SchedParams),
 }
 
 /// Wraps a kernel and records every change it is asked to make.
@@ -116,8 +230,8 @@ impl<'a> RecordingKernel<'a> {
 }
 
 impl Kernel for RecordingKernel<'_> {
-    fn read(&self, path: &Path) -> io::Result<String> {
-        self.inner.read(path)
+    fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
+        self.inner.read_bytes(path)
     }
     fn write(&self, path: &Path, data: &str) -> io::Result<()> {
         self.log
@@ -156,7 +270,78 @@ impl Kernel for RecordingKernel<'_> {
             .push(Change::Affinity(tid, cpus.clone()));
         self.inner.set_affinity(tid, cpus)
     }
+    fn set_xattr(&self, path: &Path, name: &str, value: &[u8]) -> io::Result<()> {
+        self.log.lock().expect("log lock").push(Change::Xattr(
+            path.to_path_buf(),
+            name.to_string(),
+            value.to_vec(),
+        ));
+        self.inner.set_xattr(path, name, value)
+    }
+    fn get_xattr(&self, path: &Path, name: &str) -> io::Result<Vec<u8>> {
+        self.inner.get_xattr(path, name)
+    }
+    fn get_sched(&self, tid: i32) -> io::Result<SchedParams> {
+        self.inner.get_sched(tid)
+    }
+    fn set_sched(&self, tid: i32, params: &SchedParams) -> io::Result<()> {
+        self.log
+            .lock()
+            .expect("log lock")
+            .push(Change::Sched(tid, *params));
+        self.inner.set_sched(tid, params)
+    }
 }
 
 /// Files of a fake system, keyed by absolute path. Used to build a [`FakeKernel`].
 pub type FakeFiles = BTreeMap<PathBuf, String>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn with_path_keeps_esrch_and_eperm_reachable_and_names_the_path() {
+        for code in [libc::ESRCH, libc::EPERM, libc::ENOSPC] {
+            let e = with_path(
+                io::Error::from_raw_os_error(code),
+                Path::new("/proc/7/stat"),
+            );
+            assert_eq!(os_errno(&e), Some(code));
+            assert!(e.to_string().starts_with("/proc/7/stat: "), "{e}");
+            let twice = with_path(e, Path::new("/outer"));
+            assert_eq!(os_errno(&twice), Some(code), "nested path keeps the errno");
+            let fix = with_path_and_remedy(
+                io::Error::from_raw_os_error(code),
+                Path::new("/run/x"),
+                "do this".into(),
+            );
+            assert_eq!(os_errno(&fix), Some(code));
+            assert!(fix.to_string().ends_with(": do this"), "{fix}");
+            assert!(std::error::Error::source(&fix).is_none_or(|s| s.source().is_none()));
+        }
+    }
+
+    #[test]
+    fn a_vanished_task_is_told_from_other_errors() {
+        let gone = with_path(io::Error::from_raw_os_error(libc::ESRCH), Path::new("/x"));
+        let enoent = with_path(io::Error::from_raw_os_error(libc::ENOENT), Path::new("/x"));
+        let eacces = with_path(io::Error::from_raw_os_error(libc::EACCES), Path::new("/x"));
+        assert!(is_gone(&gone) && is_gone(&enoent));
+        assert!(!is_gone(&eacces));
+    }
+
+    #[test]
+    fn read_is_lossy_on_invalid_utf8() {
+        let k = FakeKernel::new();
+        k.set_file_bytes("/proc/5/comm", b"worker-x\xc3\n".to_vec());
+        assert_eq!(
+            k.read(Path::new("/proc/5/comm")).unwrap(),
+            "worker-x\u{fffd}\n"
+        );
+        assert_eq!(
+            k.read_bytes(Path::new("/proc/5/comm")).unwrap(),
+            b"worker-x\xc3\n"
+        );
+    }
+}

@@ -1,17 +1,37 @@
 //! The kernel as it is: std::fs for files, libc for affinity.
 
-use crate::Kernel;
+use crate::{Kernel, SchedParams};
 use cpushield_cpuset::CpuSet;
+use std::ffi::CString;
 use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+
+/// struct sched_attr of sched_setattr(2) (the first version, 48 bytes).
+#[repr(C)]
+#[derive(Default)]
+struct SchedAttr {
+    size: u32,
+    sched_policy: u32,
+    sched_flags: u64,
+    sched_nice: i32,
+    sched_priority: u32,
+    sched_runtime: u64,
+    sched_deadline: u64,
+    sched_period: u64,
+}
+
+fn c_string(bytes: &[u8]) -> io::Result<CString> {
+    CString::new(bytes).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
 
 /// The running kernel.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RealKernel;
 
 impl Kernel for RealKernel {
-    fn read(&self, path: &Path) -> io::Result<String> {
-        std::fs::read_to_string(path)
+    fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
+        std::fs::read(path)
     }
 
     fn write(&self, path: &Path, data: &str) -> io::Result<()> {
@@ -44,6 +64,7 @@ impl Kernel for RealKernel {
     fn get_affinity(&self, tid: i32) -> io::Result<CpuSet> {
         // Large enough for 8192 CPUs.
         let mut words = [0u64; 128];
+        // SAFETY: the buffer is valid for writes of its full size, which is passed.
         let rc = unsafe {
             libc::syscall(
                 libc::SYS_sched_getaffinity,
@@ -68,9 +89,13 @@ impl Kernel for RealKernel {
 
     fn set_affinity(&self, tid: i32, cpus: &CpuSet) -> io::Result<()> {
         let mut words = [0u64; 128];
+        if cpus.iter().any(|cpu| cpu >= 64 * words.len()) {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
         for cpu in cpus.iter() {
             words[cpu / 64] |= 1u64 << (cpu % 64);
         }
+        // SAFETY: the buffer is valid for reads of its full size, which is passed.
         let rc = unsafe {
             libc::syscall(
                 libc::SYS_sched_setaffinity,
@@ -79,6 +104,94 @@ impl Kernel for RealKernel {
                 words.as_ptr(),
             )
         };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    fn set_xattr(&self, path: &Path, name: &str, value: &[u8]) -> io::Result<()> {
+        let cpath = c_string(path.as_os_str().as_bytes())?;
+        let cname = c_string(name.as_bytes())?;
+        // SAFETY: both strings are NUL-terminated and live across the call; the
+        // value pointer is valid for reads of its length.
+        let rc = unsafe {
+            libc::setxattr(
+                cpath.as_ptr(),
+                cname.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                0,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    fn get_xattr(&self, path: &Path, name: &str) -> io::Result<Vec<u8>> {
+        let cpath = c_string(path.as_os_str().as_bytes())?;
+        let cname = c_string(name.as_bytes())?;
+        let mut buf = vec![0u8; 256];
+        // SAFETY: both strings are NUL-terminated and live across the call; the
+        // buffer is valid for writes of its length, which is passed.
+        let rc = unsafe {
+            libc::getxattr(
+                cpath.as_ptr(),
+                cname.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        buf.truncate(rc as usize);
+        Ok(buf)
+    }
+
+    fn get_sched(&self, tid: i32) -> io::Result<SchedParams> {
+        let mut attr = SchedAttr::default();
+        let size = std::mem::size_of::<SchedAttr>() as u32;
+        // SAFETY: attr is a valid, writable sched_attr of the size passed.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_sched_getattr,
+                tid,
+                &mut attr as *mut SchedAttr,
+                size,
+                0,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(SchedParams {
+            policy: attr.sched_policy,
+            flags: attr.sched_flags,
+            nice: attr.sched_nice,
+            priority: attr.sched_priority,
+            runtime: attr.sched_runtime,
+            deadline: attr.sched_deadline,
+            period: attr.sched_period,
+        })
+    }
+
+    fn set_sched(&self, tid: i32, p: &SchedParams) -> io::Result<()> {
+        let attr = SchedAttr {
+            size: std::mem::size_of::<SchedAttr>() as u32,
+            sched_policy: p.policy,
+            sched_flags: p.flags,
+            sched_nice: p.nice,
+            sched_priority: p.priority,
+            sched_runtime: p.runtime,
+            sched_deadline: p.deadline,
+            sched_period: p.period,
+        };
+        // SAFETY: attr is a valid sched_attr whose size field is set; the kernel only reads it.
+        let rc =
+            unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0) };
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }

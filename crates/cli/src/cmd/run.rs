@@ -293,6 +293,11 @@ fn move_task(
     let watch = launch::PidWatch::open(pid)
         .map_err(|e| anyhow!("no task with PID {pid}: {e}; check the PID"))?;
     let reservation = reserve(reserves, req, &Holder::of_pid(pid))?;
+    if req.policy.is_some() {
+        // Before the change: `reset` gives each thread its policy back.
+        placement::record_sched(kernel, pid, tids)
+            .context("recording the task's scheduling policy in the shield state")?;
+    }
     let mut moved = 0;
     for &tid in tids {
         match place(kernel, tid, &req.cpus, req.policy) {

@@ -63,6 +63,10 @@ pub struct UnshieldArgs {
 /// Arguments of `cpushield reset`.
 #[derive(Args)]
 pub struct ResetArgs {
+    /// The shield was set up from a PID namespace that no longer exists:
+    /// restore its cgroups, IRQs and settings (its tasks are gone).
+    #[arg(long)]
+    namespace_gone: bool,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -148,7 +152,11 @@ pub fn unshield(args: UnshieldArgs) -> anyhow::Result<ExitCode> {
 
 /// Runs `cpushield reset`.
 pub fn reset(args: ResetArgs) -> anyhow::Result<ExitCode> {
-    let report = cpushield_shield::reset(&RealKernel, options(false))?;
+    let report = if args.namespace_gone {
+        cpushield_shield::reset_namespace_gone(&RealKernel, options(false))?
+    } else {
+        cpushield_shield::reset(&RealKernel, options(false))?
+    };
     print_report(&report, args.json, "reset")
 }
 
