@@ -127,8 +127,16 @@ impl RunningLoad {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             self.check()?;
-            let up = (0..plan.instances.len())
-                .all(|i| matches!(self.shared.slot(i).state(), SLOT_RUNNING | SLOT_EXITED));
+            // A worker marks itself running, possibly before the supervisor
+            // has recorded its PID: wait for both.
+            let up = (0..plan.instances.len()).all(|i| {
+                let slot = self.shared.slot(i);
+                match slot.state() {
+                    SLOT_RUNNING => slot.pid() > 0,
+                    SLOT_EXITED => true,
+                    _ => false,
+                }
+            });
             if up {
                 return Ok(());
             }

@@ -143,18 +143,7 @@ pub fn render(report: &CompareReport, latency_svg: &str, determinism_svg: &str) 
     let mut causes = String::new();
     for s in &report.scenarios {
         let Some(a) = &s.attribution else { continue };
-        let (raw_j, guest_j) = s
-            .determinism
-            .as_ref()
-            .map(|d| {
-                (
-                    format!("{:.2}%", d.jitter_pct),
-                    d.guest_jitter_pct
-                        .map(|g| format!("{g:.2}%"))
-                        .unwrap_or_else(|| "-".into()),
-                )
-            })
-            .unwrap_or_else(|| ("-".into(), "-".into()));
+        let (raw_j, guest_j) = s.jitter_cells();
         let _ = writeln!(
             split,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td><td><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{raw_j}</td><td>{guest_j}</td></tr>",
@@ -196,7 +185,7 @@ pub fn render(report: &CompareReport, latency_svg: &str, determinism_svg: &str) 
         String::new()
     } else {
         format!(
-            "<section id=\"guest-host\"><h2>Guest vs outside the guest</h2><p>Every sample above the threshold explained from a kernel trace of the measured CPUs: the worst latency caused inside the guest (what the shield controls) beside the time the vCPU did not run (the host's steal, firmware). Kernel latency is interrupt entry − intended, user latency task running − intended (as the Hyades paper's Table 2).</p><table><tr><th>scenario</th><th>threshold</th><th>samples above</th><th>named</th><th>guest worst</th><th>outside max</th><th>outside total</th><th>steal</th><th>kernel max</th><th>user max</th><th>jitter</th><th>guest jitter</th></tr>\n{split}</table></section>\n<section id=\"causes\"><h2>Causes above the threshold</h2>\n{causes}</section>\n"
+            "<section id=\"guest-host\"><h2>Guest vs outside the guest</h2><p>Every sample above the threshold explained from a kernel trace of the measured CPUs: the worst latency caused inside the guest (what the shield controls) beside the time the vCPU did not run (the host's steal, firmware). Kernel latency is interrupt entry − intended, user latency task running − intended (as the Hyades paper's Table 2).</p><table><tr><th>scenario</th><th>threshold</th><th>samples above</th><th>named</th><th>guest worst</th><th>outside max</th><th>outside total</th><th>steal</th><th>kernel max</th><th>user max</th><th>jitter %</th><th>in-guest %</th></tr>\n{split}</table></section>\n<section id=\"causes\"><h2>Causes above the threshold</h2>\n{causes}</section>\n"
         )
     };
     let mut findings = String::new();

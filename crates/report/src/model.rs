@@ -99,6 +99,22 @@ pub struct DeterminismSummary {
     pub steal_s: Option<f64>,
 }
 
+impl ScenarioResult {
+    /// Determinism jitter % and in-guest interruption %, as text with two
+    /// decimals (`-` where not measured), for tables.
+    pub fn jitter_cells(&self) -> (String, String) {
+        let Some(d) = &self.determinism else {
+            return ("-".into(), "-".into());
+        };
+        (
+            format!("{:.2}", d.jitter_pct),
+            d.guest_jitter_pct
+                .map(|g| format!("{g:.2}"))
+                .unwrap_or_else(|| "-".into()),
+        )
+    }
+}
+
 /// Work a load did during a scenario.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LoadOps {

@@ -198,21 +198,10 @@ fn render_split(out: &mut String, report: &CompareReport) {
         "kernel max",
         "user max",
         "jitter%",
-        "guest j%"
+        "in-guest%"
     );
     for (s, a) in &traced {
-        let (raw_j, guest_j) = s
-            .determinism
-            .as_ref()
-            .map(|d| {
-                (
-                    format!("{:.2}", d.jitter_pct),
-                    d.guest_jitter_pct
-                        .map(|g| format!("{g:.2}"))
-                        .unwrap_or_else(|| "-".into()),
-                )
-            })
-            .unwrap_or_else(|| ("-".into(), "-".into()));
+        let (raw_j, guest_j) = s.jitter_cells();
         let _ = writeln!(
             out,
             "{:<18} {:>9} {:>7.1} {:>11} {:>12} {:>13} {:>9} {:>10} {:>10} {:>9} {:>9}",
