@@ -13,6 +13,7 @@
 #
 # Usage: bench/compare-acceptance.sh [RUNS=5] [SECS=30]
 # Env:   CPUSHIELD=path to a built binary (default: cargo build --release).
+#        KEEP=DIR keeps every run's report (report.json, report.html, plots) there.
 # Needs: root, rt-tests (cyclictest), jq, CPU 1 online. Run nothing else
 #        meanwhile: this measures the machine.
 # Takes about RUNS x (4 x (SECS + SECS/3 + 8) + SECS) s, plus ~2.5 min for the demo.
@@ -27,7 +28,7 @@ done
 [ "$(id -u)" = 0 ] || { echo "run as root (shield, SCHED_FIFO, IRQ affinity)" >&2; exit 1; }
 source bench/cpushield-bin.sh
 WORK=$(mktemp -d /var/tmp/cpushield-acceptance.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+trap 'if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp -r "$WORK"/. "$KEEP"/; fi; rm -rf "$WORK"' EXIT
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -r), $(nproc) CPUs"
 echo "# command: bench/compare-acceptance.sh $RUNS $SECS  (each run: $BIN compare --duration ${SECS}s)"

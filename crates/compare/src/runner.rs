@@ -369,10 +369,15 @@ fn check_findings(cpus: &CpuSet, interval: Duration, done: &AtomicBool) -> Vec<C
     }
 }
 
-/// The fix `check` names for a cause, matched by IRQ number or task ID.
+/// The fix `check` names for a cause, matched by IRQ number, softirq name,
+/// the local timer, or task ID.
 fn fix_for(name: &str, findings: &[CheckFinding]) -> Option<String> {
     let key = if let Some(rest) = name.strip_prefix("irq ") {
         format!("IRQ {} ", rest.split_whitespace().next()?)
+    } else if let Some(soft) = name.strip_prefix("softirq ") {
+        format!("{soft} softirq ")
+    } else if name == "local timer interrupt" {
+        "the local timer fires".to_string()
     } else if let Some(open) = name.rfind('(') {
         format!("({}", name[open + 1..].trim_end_matches(')'))
     } else {
@@ -382,6 +387,57 @@ fn fix_for(name: &str, findings: &[CheckFinding]) -> Option<String> {
         .iter()
         .find(|f| f.title.contains(&key))
         .and_then(|f| f.remedies.first().cloned())
+}
+
+#[cfg(test)]
+mod fix_tests {
+    use super::*;
+
+    fn finding(title: &str, remedy: &str) -> CheckFinding {
+        CheckFinding {
+            severity: "warn".into(),
+            title: title.into(),
+            remedies: vec![remedy.into()],
+            runtime_fix: false,
+        }
+    }
+
+    #[test]
+    fn causes_are_matched_with_the_fix_check_names() {
+        let findings = [
+            finding(
+                "IRQ 36 (virtio1-req.0) is kernel-managed and arrives on CPU 1",
+                "isolcpus=managed_irq,1",
+            ),
+            finding(
+                "BLOCK softirq ran 2226 times on CPU 1: completions of disk I/O",
+                "isolcpus=managed_irq,1",
+            ),
+            finding("the local timer fires on CPU 1 (2300/s)", "nohz_full=1"),
+            finding(
+                "task hog (812) ran 5.0 ms on CPU 1",
+                "cpushield shield --procs 1",
+            ),
+        ];
+        assert_eq!(
+            fix_for("irq 36 virtio1-req.0", &findings).as_deref(),
+            Some("isolcpus=managed_irq,1")
+        );
+        assert_eq!(
+            fix_for("softirq BLOCK", &findings).as_deref(),
+            Some("isolcpus=managed_irq,1")
+        );
+        assert_eq!(
+            fix_for("local timer interrupt", &findings).as_deref(),
+            Some("nohz_full=1")
+        );
+        assert_eq!(
+            fix_for("hog (812)", &findings).as_deref(),
+            Some("cpushield shield --procs 1")
+        );
+        assert_eq!(fix_for("irq 38 virtio2-input.0", &findings), None);
+        assert_eq!(fix_for("softirq NET_RX", &findings), None);
+    }
 }
 
 /// Runs the experiment. Stops early (with what was measured) when `stop` is set.

@@ -254,6 +254,25 @@ fn softirq(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Finding
             "cpushield shield --procs {list}"
         )))
         .remedy(Remedy::boot(format!("isolcpus=domain,{list}"))),
+        "BLOCK" => {
+            let finding = f(
+                Severity::Warn,
+                format!(
+                    "BLOCK softirq ran {} times on CPU {cpu}: completions of disk I/O whose interrupt arrives there",
+                    c.count
+                ),
+            );
+            let boot = Remedy::boot(format!("isolcpus=managed_irq,{list}"));
+            // Under a shield the movable block IRQs are already gone: what
+            // is left comes from a kernel-managed queue interrupt.
+            if input.source == CpuSource::ShieldState {
+                finding.remedy(boot)
+            } else {
+                finding
+                    .remedy(Remedy::cpushield(format!("cpushield shield --irqs {list}")))
+                    .remedy(boot)
+            }
+        }
         "NET_RX" | "NET_TX" => f(
             Severity::Warn,
             format!(

@@ -200,6 +200,18 @@ impl Reader {
                             if let Some(key) = thread_announcement(&e) {
                                 threads.insert(key, e.pid);
                             }
+                            // Tell a task's namespace while it still lives:
+                            // by attribution time a short-lived one is gone.
+                            if self.namespace_scope
+                                && e.pid > 0
+                                && !tasks.other_namespace.contains_key(&e.pid)
+                            {
+                                if let Some(other) =
+                                    other_namespace(self.kernel.as_ref(), &self.proc_root, e.pid)
+                                {
+                                    tasks.other_namespace.insert(e.pid, other);
+                                }
+                            }
                             let p = read_pos.entry(*cpu).or_insert(0);
                             *p = (*p).max(e.ts_ns);
                             w.push_back(e);
@@ -341,13 +353,7 @@ impl Reader {
                 return false;
             }
             *foreign.borrow_mut().entry(pid).or_insert_with(|| {
-                // A task of the measuring namespace has two IDs in NSpid (the
-                // machine's and its own); one means another namespace.
-                kernel
-                    .read(&self.proc_root.join(format!("{pid}/status")))
-                    .ok()
-                    .and_then(|t| parse_nspid(&t))
-                    .is_some_and(|ids| ids.len() < 2)
+                other_namespace(self.kernel.as_ref(), &self.proc_root, pid).unwrap_or(false)
             })
         };
         let ctx = AttributionContext {
@@ -457,6 +463,17 @@ impl Reader {
         });
         Ok(Some(path))
     }
+}
+
+/// Whether a task (global ID) belongs to another PID namespace than the
+/// measuring one: a task of the measuring namespace has two IDs in NSpid (the
+/// machine's and its own). `None` when it cannot be read (it is gone).
+fn other_namespace(kernel: &dyn Kernel, proc_root: &Path, pid: i32) -> Option<bool> {
+    kernel
+        .read(&proc_root.join(format!("{pid}/status")))
+        .ok()
+        .and_then(|t| parse_nspid(&t))
+        .map(|ids| ids.len() < 2)
 }
 
 /// The events from the last one before `from` (the context in force) to the
