@@ -364,3 +364,41 @@ fn a_handler_that_shows_no_event_for_too_long_was_preempted_from_outside() {
         .sum();
     assert_eq!(handler, 100_000);
 }
+
+const CPU_BOUND_RUN: &str = "\
+           probe-50      [001] d.h1.   600.000000: local_timer_entry: vector=236
+           probe-50      [001] d.h1.   600.000004: local_timer_exit: vector=236
+           probe-50      [001] d.h1.   600.004000: local_timer_entry: vector=236
+           probe-50      [001] d.h1.   600.004004: local_timer_exit: vector=236
+           probe-50      [001] d.h1.   600.008000: local_timer_entry: vector=236
+           probe-50      [001] d.h1.   600.008004: local_timer_exit: vector=236
+           probe-50      [001] d.h1.   600.012000: local_timer_entry: vector=236
+           probe-50      [001] d.h1.   600.012004: local_timer_exit: vector=236
+";
+
+#[test]
+fn a_determinism_run_computing_between_ticks_on_a_vcpu_is_not_time_outside_the_guest() {
+    // The measured task runs 4 ms between ticks: its own work, not a lost vCPU.
+    let ev = events(CPU_BOUND_RUN);
+    let window = Spike {
+        seq: 1 << 48,
+        cpu: 1,
+        tid: 50,
+        intended_ns: 600_000_000_000,
+        actual_ns: 600_012_004_000,
+    };
+    let never = |_: i32| false;
+    let vm = AttributionContext {
+        virtual_cpu: true,
+        ..ctx(&never, None)
+    };
+    let a = attribute(&ev, &window, &vm);
+    assert_eq!(a.outside_ns, 0, "{:#?}", a.causes);
+    let own: u64 = a
+        .causes
+        .iter()
+        .filter(|c| c.kind == CauseKind::MeasuredTask)
+        .map(|c| c.ns)
+        .sum();
+    assert!(own > 11_900_000, "{own}");
+}

@@ -158,7 +158,12 @@ fn irq_kind(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Option
             } else {
                 format!("the local timer fires on CPU {cpu} ({:.0}/s): the scheduler tick, because CPU {cpu} is not nohz_full{hrtimers}", c.per_s)
             };
-            let mut finding = f(Severity::Warn, title).remedy(Remedy::cpushield(format!("cpushield shield --ltmr {list}")));
+            // Under a shield the runtime part of --ltmr is in force already:
+            // only a boot parameter stops the tick.
+            let mut finding = f(Severity::Warn, title);
+            if input.source != CpuSource::ShieldState {
+                finding = finding.remedy(Remedy::cpushield(format!("cpushield shield --ltmr {list}")));
+            }
             if !nohz {
                 finding = finding.remedy(nohz_full_remedy(input, list));
             }

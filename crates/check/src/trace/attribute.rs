@@ -371,19 +371,23 @@ impl State<'_> {
         // A hard-interrupt handler (device IRQ, vector, hrtimer callback)
         // runs for microseconds; one that shows no event for longer was not
         // running: the vCPU was taken away inside it.
-        if self.ctx.virtual_cpu
-            && matches!(
-                kind,
-                CauseKind::Irq | CauseKind::Vector | CauseKind::Hrtimer | CauseKind::MeasuredTask
-            )
-            && ns > HANDLER_BOUND_NS
-        {
+        // The measured task counts only on its way to user space (in a
+        // determinism run it computes for milliseconds between ticks), and
+        // the idle poller only while it gives way after the wakeup.
+        let bounded = match kind {
+            CauseKind::Irq | CauseKind::Vector | CauseKind::Hrtimer => true,
+            CauseKind::MeasuredTask => phase == Phase::Running,
+            CauseKind::Task => polling,
+            _ => false,
+        };
+        if self.ctx.virtual_cpu && bounded && ns > HANDLER_BOUND_NS {
             self.add(kind, name.clone(), phase, HANDLER_BOUND_NS);
             self.add(
                 CauseKind::Outside,
-                if kind == CauseKind::MeasuredTask {
+                if matches!(kind, CauseKind::MeasuredTask | CauseKind::Task) {
                     format!(
-                        "the probe's way to user space showed no event for longer than it takes ({}): the vCPU was not running",
+                        "{} showed no event for longer than switching to the probe takes ({}): the vCPU was not running",
+                        if kind == CauseKind::Task { "the idle poller giving way" } else { "the probe's way to user space" },
                         fmt_ns(HANDLER_BOUND_NS)
                     )
                 } else {
