@@ -371,12 +371,12 @@ impl State<'_> {
         // A hard-interrupt handler (device IRQ, vector, hrtimer callback)
         // runs for microseconds; one that shows no event for longer was not
         // running: the vCPU was taken away inside it.
-        // The measured task counts only on its way to user space (in a
-        // determinism run it computes for milliseconds between ticks), and
+        // The measured task counts only around its wakeup (in a determinism
+        // run, which has none, it computes for milliseconds between ticks), and
         // the idle poller only while it gives way after the wakeup.
         let bounded = match kind {
             CauseKind::Irq | CauseKind::Vector | CauseKind::Hrtimer => true,
-            CauseKind::MeasuredTask => phase == Phase::Running,
+            CauseKind::MeasuredTask => phase != Phase::Unknown,
             CauseKind::Task => polling,
             _ => false,
         };
