@@ -402,3 +402,41 @@ fn a_determinism_run_computing_between_ticks_on_a_vcpu_is_not_time_outside_the_g
         .sum();
     assert!(own > 11_900_000, "{own}");
 }
+
+const WOKEN_THEN_SILENT: &str = "\
+  cpushield-poll1-90     [001] d.h..   700.000010: local_timer_entry: vector=236
+  cpushield-poll1-90     [001] d.h..   700.000011: hrtimer_expire_entry: hrtimer=00000000aa function=hrtimer_wakeup now=700000010500
+  cpushield-poll1-90     [001] dNh3.   700.000012: sched_wakeup: comm=probe pid=50 prio=4 target_cpu=001
+  cpushield-poll1-90     [001] dNh..   700.000013: hrtimer_expire_exit: hrtimer=00000000aa
+  cpushield-poll1-90     [001] dNh..   700.000014: local_timer_exit: vector=236
+           probe-50      [001] d.h..   700.004900: local_timer_entry: vector=236
+           probe-50      [001] d.h..   700.004902: local_timer_exit: vector=236
+";
+
+#[test]
+fn a_woken_probe_silent_for_milliseconds_without_its_switch_in_lost_its_vcpu() {
+    // The switch-in is missing from the trace; the probe's own stretch after
+    // its wakeup shows no event for almost 5 ms: on a vCPU, time outside.
+    let ev = events(WOKEN_THEN_SILENT);
+    let spike = Spike {
+        seq: 12,
+        cpu: 1,
+        tid: 50,
+        intended_ns: 700_000_000_000,
+        actual_ns: 700_004_910_000,
+    };
+    let never = |_: i32| false;
+    let vm = AttributionContext {
+        virtual_cpu: true,
+        ..ctx(&never, None)
+    };
+    let a = attribute(&ev, &spike, &vm);
+    let own: u64 = a
+        .causes
+        .iter()
+        .filter(|c| c.kind == CauseKind::MeasuredTask)
+        .map(|c| c.ns)
+        .sum();
+    assert!(own <= 100_000 + 20_000, "{:#?}", a.causes);
+    assert!(a.outside_ns > 4_700_000, "{:#?}", a.causes);
+}
