@@ -253,15 +253,10 @@ fn counters(load: Option<&RunningLoad>) -> BTreeMap<String, u64> {
 
 /// Steal time of `cpus` since `before`, ns (/proc/stat, USER_HZ resolution).
 fn steal_since(before: &Option<procstat::CpuTimes>, cpus: &CpuSet) -> u64 {
-    let (Some(before), Ok(after)) = (before, procstat::snapshot(&RealKernel)) else {
-        return 0;
-    };
-    let hz = procstat::user_hz().max(1);
-    cpus.iter()
-        .filter_map(|c| Some(after.get(&c)?.since(before.get(&c)?).steal))
-        .sum::<u64>()
-        * 1_000_000_000
-        / hz
+    match (before, procstat::snapshot(&RealKernel)) {
+        (Some(before), Ok(after)) => procstat::steal_ns(before, &after, cpus),
+        _ => 0,
+    }
 }
 
 fn steal_mark() -> Option<procstat::CpuTimes> {

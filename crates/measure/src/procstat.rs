@@ -88,6 +88,16 @@ pub fn snapshot(kernel: &dyn Kernel) -> io::Result<CpuTimes> {
     Ok(parse(&text))
 }
 
+/// Steal time of `cpus` between two snapshots, in nanoseconds (USER_HZ
+/// resolution; a CPU missing from either snapshot counts nothing).
+pub fn steal_ns(before: &CpuTimes, after: &CpuTimes, cpus: &cpushield_cpuset::CpuSet) -> u64 {
+    let ticks: u64 = cpus
+        .iter()
+        .filter_map(|c| Some(after.get(&c)?.since(before.get(&c)?).steal))
+        .sum();
+    ticks.saturating_mul(1_000_000_000) / user_hz().max(1)
+}
+
 /// USER_HZ: the unit of /proc/stat, in ticks per second.
 pub fn user_hz() -> u64 {
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };

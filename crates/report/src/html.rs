@@ -1,7 +1,7 @@
 //! report.html: one self-contained page (inline SVG and CSS, no scripts, no
 //! network) with the table, the verdict and both plots.
 
-use crate::model::{human_ns, CompareReport};
+use crate::model::{fmt_ratio, human_ns, CompareReport};
 use std::fmt::Write;
 
 fn escape(text: &str) -> String {
@@ -58,19 +58,18 @@ pub fn render(report: &CompareReport, latency_svg: &str, determinism_svg: &str) 
     let v = &report.verdict;
     let verdict_class = if v.pass { "pass" } else { "fail" };
     let mut verdict_extra = String::new();
-    let ratio = |r: Option<f64>| r.map(|x| format!("{x:.1}")).unwrap_or_else(|| "n/a".into());
     let _ = write!(
         verdict_extra,
         "<p>Raw: loaded max / shielded max = {}; shielded max / idle max = {}; shielded jitter / loaded jitter = {}.",
-        ratio(v.loaded_over_shielded),
-        ratio(v.shielded_over_idle),
-        ratio(v.jitter_shielded_over_loaded)
+        fmt_ratio(v.loaded_over_shielded),
+        fmt_ratio(v.shielded_over_idle),
+        fmt_ratio(v.jitter_shielded_over_loaded)
     );
     if let Some(g) = v.guest_loaded_over_shielded {
         let _ = write!(
             verdict_extra,
             " Caused inside the guest: loaded worst / shielded worst = {g:.1}; jitter ratio {}.",
-            ratio(v.guest_jitter_shielded_over_loaded)
+            fmt_ratio(v.guest_jitter_shielded_over_loaded)
         );
     }
     if let Some(a) = v.anchor_loaded_over_shielded {

@@ -408,6 +408,11 @@ impl CompareReport {
     }
 }
 
+/// A ratio for humans with one decimal (`84.3`), `n/a` when unknown.
+pub fn fmt_ratio(r: Option<f64>) -> String {
+    r.map(|x| format!("{x:.1}")).unwrap_or_else(|| "n/a".into())
+}
+
 /// A duration in ns for humans: 412 us, 34.7 ms, 143 ns.
 pub fn human_ns(ns: u64) -> String {
     match ns {

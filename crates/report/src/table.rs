@@ -1,6 +1,6 @@
 //! The terminal table in the papers' terms.
 
-use crate::model::{human_ns, CompareReport, BUCKET_EDGES_NS};
+use crate::model::{fmt_ratio, human_ns, CompareReport, BUCKET_EDGES_NS};
 use std::fmt::Write;
 
 /// Renders the comparison table, the seeds' bucket counts, and the verdict.
@@ -119,15 +119,15 @@ pub fn render(report: &CompareReport) -> String {
     let _ = writeln!(
         out,
         "\nloaded max / shielded max = {}   shielded max / idle max = {}   shielded jitter / loaded jitter = {}",
-        ratio(v.loaded_over_shielded),
-        ratio(v.shielded_over_idle),
-        ratio(v.jitter_shielded_over_loaded)
+        fmt_ratio(v.loaded_over_shielded),
+        fmt_ratio(v.shielded_over_idle),
+        fmt_ratio(v.jitter_shielded_over_loaded)
     );
     if let Some(g) = v.guest_loaded_over_shielded {
         let _ = writeln!(
             out,
             "caused inside the guest: loaded worst / shielded worst = {g:.1}   shielded jitter / loaded jitter = {}{}",
-            ratio(v.guest_jitter_shielded_over_loaded),
+            fmt_ratio(v.guest_jitter_shielded_over_loaded),
             v.anchor_loaded_over_shielded
                 .map(|a| format!("   cyclictest loaded / shielded = {a:.1}"))
                 .unwrap_or_default()
@@ -259,10 +259,6 @@ fn render_split(out: &mut String, report: &CompareReport) {
 
 /// Causes listed per scenario in the terminal (all are in report.json).
 const CAUSES_SHOWN: usize = 6;
-
-fn ratio(r: Option<f64>) -> String {
-    r.map(|x| format!("{x:.1}")).unwrap_or_else(|| "n/a".into())
-}
 
 fn threshold(ns: u64) -> String {
     format!("{}ms", ns as f64 / 1e6)

@@ -7,7 +7,7 @@
 //! the second is shown beside it and never blamed on the shield. Without a
 //! trace, the raw maxima are judged against the papers' ratios.
 
-use crate::model::{human_ns, CompareReport, ScenarioResult, Verdict};
+use crate::model::{fmt_ratio, human_ns, CompareReport, ScenarioResult, Verdict};
 
 /// The guest-caused worst case must improve at least this much under the shield.
 pub const GUEST_RATIO_NEEDED: f64 = 10.0;
@@ -70,10 +70,6 @@ impl CompareReport {
     }
 }
 
-fn ratio(r: Option<f64>) -> String {
-    r.map(|x| format!("{x:.1}")).unwrap_or_else(|| "n/a".into())
-}
-
 /// The papers' ratios on the raw maxima (no trace to separate the host).
 fn judge_raw(
     v: &mut Verdict,
@@ -97,9 +93,9 @@ fn judge_raw(
         if v.pass { "SHIELD WORKS" } else { "SHIELD FALLS SHORT" },
         human_ns(smax),
         human_ns(lmax),
-        ratio(v.loaded_over_shielded),
-        ratio(v.shielded_over_idle),
-        ratio(v.jitter_shielded_over_loaded)
+        fmt_ratio(v.loaded_over_shielded),
+        fmt_ratio(v.shielded_over_idle),
+        fmt_ratio(v.jitter_shielded_over_loaded)
     );
     if let Some(i) = idle {
         let imax = i.latency.max_ns as f64;
@@ -204,7 +200,7 @@ fn judge_traced(
         "raw {} → {} ({}x)",
         human_ns(loaded.latency.max_ns),
         human_ns(shielded.latency.max_ns),
-        ratio(v.loaded_over_shielded)
+        fmt_ratio(v.loaded_over_shielded)
     );
     // How much of the shielded worst case itself was outside the guest.
     let shielded_outside = shielded.latency.max_ns.saturating_sub(sa.guest_worst_ns);

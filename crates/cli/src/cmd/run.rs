@@ -379,12 +379,8 @@ impl Drop for Polling {
         ) else {
             return;
         };
-        let ticks: u64 = self
-            .cpus
-            .iter()
-            .filter_map(|c| Some(after.get(&c)?.since(before.get(&c)?).steal))
-            .sum();
-        let steal_ms = ticks * 1000 / cpushield_measure::procstat::user_hz().max(1);
+        let steal_ms =
+            cpushield_measure::procstat::steal_ns(before, &after, &self.cpus) / 1_000_000;
         let elapsed_ms = self.started.elapsed().as_millis() as u64;
         // More than 1% of the time taken by the host while polling.
         if steal_ms * 100 > elapsed_ms.max(1) {
