@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The SPSC queue of cpushield-rt against crossbeam's ArrayQueue and std's
-# bounded mpsc, same harness, same run: throughput between two threads and
-# per-operation latency.
+# The SPSC queue of cpushield-rt against the wait-free SPSC rings rtrb and
+# ringbuf, crossbeam's ArrayQueue and std's bounded mpsc, same harness, same
+# run (one table row each): throughput between two threads and per-operation
+# latency (mean, p50, p99, p99.99, max of push and of pop).
 #
 #   bench/rt-queue.sh [ITEMS] [PRODUCER_CPU] [CONSUMER_CPU]
 #

@@ -1,5 +1,8 @@
-//! Queue benchmark: cpushield-rt's SPSC queue against crossbeam's ArrayQueue
-//! and std's bounded mpsc (sync_channel), same capacity, same harness.
+//! Queue benchmark: cpushield-rt's SPSC queue against the two wait-free SPSC
+//! rings of the Rust real-time world (rtrb and ringbuf), crossbeam's
+//! ArrayQueue and std's bounded mpsc (sync_channel): same capacity, same item
+//! type, same harness, same thread placement, each through its own
+//! non-blocking single-item API.
 //!
 //! `cargo bench -p cpushield-rt --bench queue -- [--items N] [--producer-cpu P] [--consumer-cpu C]`
 //!
@@ -17,6 +20,7 @@ use cpushield_rt::sched::Policy;
 use cpushield_rt::{clock, sched, spsc};
 use crossbeam_queue::ArrayQueue;
 use hdrhistogram::Histogram;
+use ringbuf::traits::{Consumer as _, Producer as _, Split as _};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Instant;
@@ -48,6 +52,42 @@ impl Queue for Ours {
     #[inline]
     fn pop(rx: &mut Self::Rx) -> Option<u64> {
         rx.pop()
+    }
+}
+
+struct Rtrb;
+impl Queue for Rtrb {
+    const NAME: &'static str = "rtrb RingBuffer";
+    type Tx = rtrb::Producer<u64>;
+    type Rx = rtrb::Consumer<u64>;
+    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
+        rtrb::RingBuffer::new(capacity)
+    }
+    #[inline]
+    fn push(tx: &mut Self::Tx, v: u64) -> bool {
+        tx.push(v).is_ok()
+    }
+    #[inline]
+    fn pop(rx: &mut Self::Rx) -> Option<u64> {
+        rx.pop().ok()
+    }
+}
+
+struct Ringbuf;
+impl Queue for Ringbuf {
+    const NAME: &'static str = "ringbuf HeapRb";
+    type Tx = ringbuf::HeapProd<u64>;
+    type Rx = ringbuf::HeapCons<u64>;
+    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
+        ringbuf::HeapRb::new(capacity).split()
+    }
+    #[inline]
+    fn push(tx: &mut Self::Tx, v: u64) -> bool {
+        tx.try_push(v).is_ok()
+    }
+    #[inline]
+    fn pop(rx: &mut Self::Rx) -> Option<u64> {
+        rx.try_pop()
     }
 }
 
@@ -339,6 +379,8 @@ fn main() {
         "max"
     );
     report::<Ours>(&o, scale, overhead);
+    report::<Rtrb>(&o, scale, overhead);
+    report::<Ringbuf>(&o, scale, overhead);
     report::<Crossbeam>(&o, scale, overhead);
     report::<StdMpsc>(&o, scale, overhead);
 }

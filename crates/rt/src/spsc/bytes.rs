@@ -54,15 +54,16 @@ pub fn channel(capacity: usize, item_size: usize) -> Option<(ByteProducer, ByteC
         item_size,
         buf: (0..bytes).map(|_| UnsafeCell::new(0)).collect(),
     });
+    let (pc, cc) = (
+        ProducerCursor::new(&shared.idx),
+        ConsumerCursor::new(&shared.idx),
+    );
     Some((
         ByteProducer {
             shared: shared.clone(),
-            cursor: ProducerCursor::default(),
+            cursor: pc,
         },
-        ByteConsumer {
-            shared,
-            cursor: ConsumerCursor::default(),
-        },
+        ByteConsumer { shared, cursor: cc },
     ))
 }
 

@@ -6,7 +6,10 @@
 //!   and never block, spin or retry;
 //! - no allocation after [`channel`] returns: the slots are allocated once;
 //! - the two indices live on separate cache lines, and each side caches the
-//!   other's index, so an uncontended operation touches one shared line.
+//!   other's index, so an uncontended operation touches one shared line;
+//! - each handle keeps the slot array's address and the index mask itself, so
+//!   an operation reads no shared read-only line either and needs no bounds
+//!   check (a masked position is always inside the array).
 //!
 //! ```
 //! let (mut tx, mut rx) = cpushield_rt::spsc::channel::<u64>(1024).unwrap();
@@ -25,6 +28,7 @@ pub use ring::MAX_CAPACITY;
 use crate::sync::{Arc, UnsafeCell};
 use ring::{ConsumerCursor, Indices, ProducerCursor};
 use std::mem::MaybeUninit;
+use std::ptr::NonNull;
 
 struct Shared<T> {
     idx: Indices,
@@ -47,16 +51,47 @@ impl<T> Drop for Shared<T> {
     }
 }
 
+/// A slot of the queue.
+type Slot<T> = UnsafeCell<MaybeUninit<T>>;
+
 /// The sending half. Only one exists per queue; move it to the producing thread.
 pub struct Producer<T> {
     shared: Arc<Shared<T>>,
+    /// The first of `shared.slots`, which stay where they are while `shared` lives.
+    slots: NonNull<Slot<T>>,
     cursor: ProducerCursor,
 }
 
 /// The receiving half. Only one exists per queue; move it to the consuming thread.
 pub struct Consumer<T> {
     shared: Arc<Shared<T>>,
+    /// The first of `shared.slots`, which stay where they are while `shared` lives.
+    slots: NonNull<Slot<T>>,
     cursor: ConsumerCursor,
+}
+
+// SAFETY: the handle owns one side of the queue; `slots` points into the
+// `Shared` that its `Arc` keeps alive, and a slot is touched only by the side
+// the index protocol gives it to, so sending a handle to another thread is as
+// safe as sending the `Arc<Shared<T>>` it holds. Shared access (`&Producer`)
+// reads only the atomic indices.
+unsafe impl<T: Send> Send for Producer<T> {}
+// SAFETY: as for `Send`: `&self` methods read only the atomic indices.
+unsafe impl<T: Send> Sync for Producer<T> {}
+// SAFETY: as for the producer.
+unsafe impl<T: Send> Send for Consumer<T> {}
+// SAFETY: as for the producer.
+unsafe impl<T: Send> Sync for Consumer<T> {}
+
+/// The slot at `pos` of the array starting at `first`.
+///
+/// # Safety
+/// `pos` is below the queue's slot count (true of every position a cursor
+/// returns), and the `Arc<Shared<T>>` the array belongs to is alive for `'a`.
+#[inline(always)]
+unsafe fn slot<'a, T>(first: NonNull<Slot<T>>, pos: usize) -> &'a Slot<T> {
+    // SAFETY: pos is inside the array (the caller's promise), which lives for 'a.
+    unsafe { first.add(pos).as_ref() }
 }
 
 /// Creates a queue holding at least `capacity` items (rounded up to a power of
@@ -69,14 +104,18 @@ pub fn channel<T: Send>(capacity: usize) -> Option<(Producer<T>, Consumer<T>)> {
             .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
             .collect(),
     });
+    // From the whole slice, so the pointer may reach every slot.
+    let first = NonNull::from(&*shared.slots).cast::<Slot<T>>();
     Some((
         Producer {
             shared: shared.clone(),
-            cursor: ProducerCursor::default(),
+            slots: first,
+            cursor: ProducerCursor::new(&shared.idx),
         },
         Consumer {
+            slots: first,
+            cursor: ConsumerCursor::new(&shared.idx),
             shared,
-            cursor: ConsumerCursor::default(),
         },
     ))
 }
@@ -85,13 +124,16 @@ impl<T> Producer<T> {
     /// Appends `value`, or gives it back if the queue is full. Wait-free.
     #[inline]
     pub fn push(&mut self, value: T) -> Result<(), T> {
-        let shared = &*self.shared;
-        match self.cursor.claim(&shared.idx) {
+        let idx = &self.shared.idx;
+        match self.cursor.claim(idx) {
             Some(pos) => {
+                // SAFETY: claim's positions are below the slot count, and
+                // `self.shared` keeps the array alive.
+                let slot = unsafe { slot(self.slots, pos) };
                 // SAFETY: the slot is free (claim saw head past it) and only
                 // this producer writes slots.
-                shared.slots[pos].with_mut(|p| unsafe { (*p).write(value) });
-                self.cursor.publish(&shared.idx);
+                slot.with_mut(|p| unsafe { (*p).write(value) });
+                self.cursor.publish(idx);
                 Ok(())
             }
             None => Err(value),
@@ -118,12 +160,15 @@ impl<T> Consumer<T> {
     /// Takes the oldest item, or `None` if the queue is empty. Wait-free.
     #[inline]
     pub fn pop(&mut self) -> Option<T> {
-        let shared = &*self.shared;
-        let pos = self.cursor.peek(&shared.idx)?;
+        let idx = &self.shared.idx;
+        let pos = self.cursor.peek(idx)?;
+        // SAFETY: peek's positions are below the slot count, and `self.shared`
+        // keeps the array alive.
+        let slot = unsafe { slot(self.slots, pos) };
         // SAFETY: the slot was published by the producer's Release store of
         // `tail`, seen by peek's Acquire load; only this consumer reads it.
-        let value = shared.slots[pos].with(|p| unsafe { (*p).assume_init_read() });
-        self.cursor.release(&shared.idx);
+        let value = slot.with(|p| unsafe { (*p).assume_init_read() });
+        self.cursor.release(idx);
         Some(value)
     }
 
@@ -180,6 +225,15 @@ mod tests {
         assert_eq!(tx.len(), 2);
         assert_eq!(rx.pop(), Some("a"));
         tx.push("c").unwrap();
+    }
+
+    #[test]
+    fn handles_of_send_items_can_be_sent_and_shared_between_threads() {
+        // Compile-time: the handles hold a raw slot pointer, so Send and Sync
+        // come from explicit impls; this fails to build if they go missing.
+        fn send_and_sync<X: Send + Sync>() {}
+        send_and_sync::<Producer<String>>();
+        send_and_sync::<Consumer<String>>();
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The index protocol shared by the typed and the byte queue: two monotonically
 //! increasing counters, each written by one side only, on their own cache lines,
-//! and a private cursor per side that caches the other side's counter so the
-//! common case touches no shared line it does not own.
+//! and a private cursor per side that caches the other side's counter (and
+//! keeps its own copy of the index mask) so the common case touches no shared
+//! line it does not own: not even a read-only one.
 //!
 //! Every operation is a bounded number of steps (no retry loop): wait-free on
 //! both sides.
@@ -62,24 +63,37 @@ impl Indices {
     }
 }
 
-/// The producer's private state: its own tail and the last head it saw.
-#[derive(Debug, Default)]
+/// The producer's private state: its own tail, the last head it saw and a
+/// copy of the mask.
+#[derive(Debug)]
 pub(crate) struct ProducerCursor {
     tail: usize,
     cached_head: usize,
+    mask: usize,
 }
 
 impl ProducerCursor {
-    /// The slot to write next, or `None` if the queue is full.
+    /// The cursor of a new queue's producer.
+    pub(crate) fn new(idx: &Indices) -> Self {
+        Self {
+            tail: 0,
+            cached_head: 0,
+            mask: idx.mask,
+        }
+    }
+
+    /// The slot to write next, or `None` if the queue is full. The position
+    /// returned is always below the queue's slot count.
     #[inline]
     pub(crate) fn claim(&mut self, idx: &Indices) -> Option<usize> {
-        if self.tail.wrapping_sub(self.cached_head) == idx.capacity() {
+        let capacity = self.mask + 1;
+        if self.tail.wrapping_sub(self.cached_head) == capacity {
             self.cached_head = idx.head.load(Ordering::Acquire);
-            if self.tail.wrapping_sub(self.cached_head) == idx.capacity() {
+            if self.tail.wrapping_sub(self.cached_head) == capacity {
                 return None;
             }
         }
-        Some(self.tail & idx.mask)
+        Some(self.tail & self.mask)
     }
 
     /// Makes the slot returned by `claim` visible to the consumer.
@@ -90,15 +104,27 @@ impl ProducerCursor {
     }
 }
 
-/// The consumer's private state: its own head and the last tail it saw.
-#[derive(Debug, Default)]
+/// The consumer's private state: its own head, the last tail it saw and a
+/// copy of the mask.
+#[derive(Debug)]
 pub(crate) struct ConsumerCursor {
     head: usize,
     cached_tail: usize,
+    mask: usize,
 }
 
 impl ConsumerCursor {
-    /// The slot to read next, or `None` if the queue is empty.
+    /// The cursor of a new queue's consumer.
+    pub(crate) fn new(idx: &Indices) -> Self {
+        Self {
+            head: 0,
+            cached_tail: 0,
+            mask: idx.mask,
+        }
+    }
+
+    /// The slot to read next, or `None` if the queue is empty. The position
+    /// returned is always below the queue's slot count.
     #[inline]
     pub(crate) fn peek(&mut self, idx: &Indices) -> Option<usize> {
         if self.head == self.cached_tail {
@@ -107,7 +133,7 @@ impl ConsumerCursor {
                 return None;
             }
         }
-        Some(self.head & idx.mask)
+        Some(self.head & self.mask)
     }
 
     /// Hands the slot returned by `peek` back to the producer.
@@ -141,10 +167,12 @@ mod tests {
         let mut p = ProducerCursor {
             tail: start,
             cached_head: start,
+            ..ProducerCursor::new(&idx)
         };
         let mut c = ConsumerCursor {
             head: start,
             cached_tail: start,
+            ..ConsumerCursor::new(&idx)
         };
         assert_eq!(c.peek(&idx), None);
         for _ in 0..2 {
