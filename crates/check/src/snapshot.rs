@@ -183,13 +183,6 @@ pub fn read_threads(kernel: &dyn Kernel, opts: ReadOptions) -> Vec<RawThread> {
     out
 }
 
-/// USER_HZ (clock ticks per second of /proc/stat and utime/stime).
-pub fn user_hz() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if hz > 0 {
-        hz as u64
-    } else {
-        100
-    }
-}
+/// USER_HZ (clock ticks per second of /proc/stat and utime/stime), from
+/// the kernel door.
+pub use cpushield_sys::user_hz;
