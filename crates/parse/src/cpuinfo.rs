@@ -22,7 +22,10 @@ pub fn model_name(cpuinfo: &str) -> Option<String> {
 /// cpuidle driver (empty when there is none) is not the guest-polling
 /// `haltpoll`, and the kernel command line has no `idle=poll`.
 pub fn halts_into_hypervisor(in_vm: bool, cpuidle_driver: &str, cmdline: &str) -> bool {
-    in_vm && cpuidle_driver != "haltpoll" && !cmdline.split_whitespace().any(|p| p == "idle=poll")
+    let idle_poll = crate::cmdline::words(cmdline)
+        .iter()
+        .any(|(k, v)| k == "idle" && v.as_deref() == Some("poll"));
+    in_vm && cpuidle_driver != "haltpoll" && !idle_poll
 }
 
 #[cfg(test)]
@@ -38,6 +41,8 @@ mod tests {
         assert!(halts_into_hypervisor(guest, "acpi_idle", "quiet"));
         assert!(!halts_into_hypervisor(guest, "haltpoll", "quiet"));
         assert!(!halts_into_hypervisor(guest, "none", "quiet idle=poll"));
+        // Words for init (after `--`) do not reach the kernel.
+        assert!(halts_into_hypervisor(guest, "none", "quiet -- idle=poll"));
     }
 
     #[test]

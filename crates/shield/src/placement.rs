@@ -37,10 +37,7 @@ pub fn place_task(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()
 
 fn tgid_of(kernel: &dyn Kernel, tid: i32) -> io::Result<i32> {
     let status = kernel.read(std::path::Path::new(&format!("/proc/{tid}/status")))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
+    cpushield_parse::pid_status::parse_tgid(&status)
         .ok_or_else(|| io::Error::other(format!("/proc/{tid}/status has no Tgid")))
 }
 
