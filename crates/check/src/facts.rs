@@ -1,8 +1,8 @@
 //! The configuration that limits what a shield can guarantee, and the thin
 //! layer that reads it. Every field is plain data so analysis runs on fixtures.
 
-use crate::parse::cmdline::parse_kconfig;
 use cpushield_cpuset::CpuSet;
+use cpushield_parse::kconfig::parse_kconfig;
 use cpushield_sys::Kernel;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -380,6 +380,22 @@ fn read_cpusets(k: &dyn Kernel, checked: &CpuSet) -> Vec<CpusetInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_nohz_full_cpu_counts_as_rcu_offloaded() {
+        let facts = Facts {
+            cmdline: "quiet nohz_full=1 rcu_nocbs=3".into(),
+            nohz_full: Some("(null)".into()),
+            ..Default::default()
+        };
+        assert_eq!(facts.nohz_full_cpus().to_list(), "1");
+        assert_eq!(facts.rcu_offloaded_cpus().to_list(), "1,3");
+        let from_sysfs = Facts {
+            nohz_full: Some("2".into()),
+            ..facts
+        };
+        assert_eq!(from_sysfs.rcu_offloaded_cpus().to_list(), "2-3");
+    }
 
     #[test]
     fn block_queue_irqs_look_managed_and_network_irqs_do_not() {

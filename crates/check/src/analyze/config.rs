@@ -6,8 +6,8 @@ use super::interrupts::nohz_full_remedy;
 use super::{CheckInput, CpuActivity};
 use crate::facts::{Facts, Managed};
 use crate::finding::{Finding, Remedy, Severity, Topic};
-use crate::parse::cmdline::param;
 use cpushield_cpuset::CpuSet;
+use cpushield_parse::cmdline::param;
 
 /// CPUs in nohz_full mode: sysfs when it says, else the command line.
 pub fn nohz_full_cpus(facts: &Facts) -> CpuSet {

@@ -1,6 +1,7 @@
 //! The parsers `check` reads kernel text with: all of them live in
-//! `cpushield_parse` (one module per file format); these are its names
-//! under the paths `check` has used.
+//! `cpushield_parse` (one module per file format). These re-exports keep
+//! the paths `check::parse::…` that the tracer and outside tests use; new
+//! code names `cpushield_parse` directly.
 
 pub use cpushield_parse::{diskstats, interrupts, softirqs, stat, ParseError};
 
