@@ -1,8 +1,8 @@
 //! The configuration that limits what a shield can guarantee, and the thin
 //! layer that reads it. Every field is plain data so analysis runs on fixtures.
 
-use crate::parse::cmdline::parse_kconfig;
 use cpushield_cpuset::CpuSet;
+use cpushield_parse::kconfig::parse_kconfig;
 use cpushield_sys::Kernel;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -77,6 +77,19 @@ pub struct CpusetInfo {
     pub partition: Option<String>,
     /// Number of tasks in it (v1 `tasks` / v2 `cgroup.threads`), when readable.
     pub tasks: Option<Vec<i32>>,
+}
+
+impl Facts {
+    /// CPUs in nohz_full mode: sysfs when it says, else the command line.
+    pub fn nohz_full_cpus(&self) -> CpuSet {
+        cpushield_parse::cmdline::nohz_full_cpus(self.nohz_full.as_deref(), &self.cmdline)
+    }
+
+    /// CPUs whose RCU callbacks are offloaded: `rcu_nocbs=` and every
+    /// nohz_full CPU (the rule `show` uses too).
+    pub fn rcu_offloaded_cpus(&self) -> CpuSet {
+        cpushield_parse::cmdline::rcu_offloaded_cpus(&self.cmdline, &self.nohz_full_cpus())
+    }
 }
 
 /// Everything configuration-related `check` looks at.
@@ -155,7 +168,7 @@ pub fn read_facts(kernel: &dyn Kernel, checked: &CpuSet, irq_numbers: &[u32]) ->
         workqueue_cpumask: read_mask(k, "/sys/devices/virtual/workqueue/cpumask"),
         default_irq_affinity: read_mask(k, "/proc/irq/default_smp_affinity"),
         idle_driver: read_opt(k, "/sys/devices/system/cpu/cpuidle/current_driver"),
-        hypervisor: cpushield_rt::idle_poll::runs_under_hypervisor(
+        hypervisor: cpushield_parse::cpuinfo::runs_under_hypervisor(
             &read_opt(k, "/proc/cpuinfo").unwrap_or_default(),
         ),
         ..Default::default()
@@ -176,10 +189,7 @@ pub fn read_facts(kernel: &dyn Kernel, checked: &CpuSet, irq_numbers: &[u32]) ->
 fn siblings_of(k: &dyn Kernel, cpus: &CpuSet) -> CpuSet {
     let mut all = CpuSet::new();
     for cpu in cpus.iter() {
-        if let Some(s) = read_list(
-            k,
-            &format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"),
-        ) {
+        if let Ok(s) = cpushield_sys::thread_siblings(k, cpu) {
             all = all.union(&s);
         }
     }
@@ -240,7 +250,7 @@ fn read_cpu(k: &dyn Kernel, cpu: usize) -> CpuFacts {
     CpuFacts {
         governor: read_opt(k, &format!("{base}/cpufreq/scaling_governor")),
         idle_states,
-        siblings: read_list(k, &format!("{base}/topology/thread_siblings_list")),
+        siblings: cpushield_sys::thread_siblings(k, cpu).ok(),
     }
 }
 
@@ -370,6 +380,22 @@ fn read_cpusets(k: &dyn Kernel, checked: &CpuSet) -> Vec<CpusetInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_nohz_full_cpu_counts_as_rcu_offloaded() {
+        let facts = Facts {
+            cmdline: "quiet nohz_full=1 rcu_nocbs=3".into(),
+            nohz_full: Some("(null)".into()),
+            ..Default::default()
+        };
+        assert_eq!(facts.nohz_full_cpus().to_list(), "1");
+        assert_eq!(facts.rcu_offloaded_cpus().to_list(), "1,3");
+        let from_sysfs = Facts {
+            nohz_full: Some("2".into()),
+            ..facts
+        };
+        assert_eq!(from_sysfs.rcu_offloaded_cpus().to_list(), "2-3");
+    }
 
     #[test]
     fn block_queue_irqs_look_managed_and_network_irqs_do_not() {

@@ -45,7 +45,7 @@ pub enum CheckError {
     Io(#[from] std::io::Error),
     /// A kernel file had an unexpected shape.
     #[error("{0}")]
-    Parse(#[from] crate::parse::ParseError),
+    Parse(#[from] cpushield_parse::ParseError),
 }
 
 /// Watches `cpus` for `opts.interval` and analyses what reached them. Read-only.
@@ -125,8 +125,8 @@ pub fn run_check_until(
 fn read_activity(kernel: &dyn Kernel) -> crate::runtime::ActivitySample {
     let read = |p: &str| kernel.read(std::path::Path::new(p)).unwrap_or_default();
     crate::runtime::ActivitySample {
-        cpu_times: crate::parse::stat::parse_cpu_times(&read("/proc/stat")).unwrap_or_default(),
-        disk_busy_ms: crate::parse::diskstats::parse_io_ticks(&read("/proc/diskstats"))
+        cpu_times: cpushield_parse::stat::parse_cpu_times(&read("/proc/stat")).unwrap_or_default(),
+        disk_busy_ms: cpushield_parse::diskstats::parse_io_ticks(&read("/proc/diskstats"))
             .values()
             .fold(0u64, |sum, ms| sum.saturating_add(*ms)),
     }

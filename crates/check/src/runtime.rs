@@ -9,8 +9,8 @@
 //! Sampling more often (the default is every 100 ms) narrows the first error;
 //! the tracer (`trace`) has none of these limits.
 
-use crate::parse::stat::CpuTimes;
 use crate::snapshot::ThreadSample;
+use cpushield_parse::stat::CpuTimes;
 use std::collections::BTreeMap;
 
 /// One sample of the CPUs' time counters and the disks' busy time, for
@@ -112,7 +112,7 @@ impl RunTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::task::ThreadStat;
+    use cpushield_parse::pid_stat::ThreadStat;
 
     fn sample(tid: i32, cpu: usize, runtime_ns: u64) -> ThreadSample {
         ThreadSample {

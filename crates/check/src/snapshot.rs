@@ -1,12 +1,13 @@
 //! A snapshot of the per-CPU counters and threads, and the thin layer that reads
 //! one from the kernel. Parsing is separate from reading, so fixtures work.
 
-use crate::parse::interrupts::{parse_interrupts, IrqLine};
-use crate::parse::softirqs::{parse_softirqs, SoftirqCounts};
-use crate::parse::stat::{parse_cpu_times, CpuTimes};
-use crate::parse::task::{parse_schedstat_runtime, parse_thread_stat, ThreadStat};
-use crate::parse::ParseError;
 use cpushield_cpuset::CpuSet;
+use cpushield_parse::interrupts::{parse_interrupts, IrqLine};
+use cpushield_parse::pid_stat::{parse_thread_stat, ThreadStat};
+use cpushield_parse::schedstat::parse_schedstat_runtime;
+use cpushield_parse::softirqs::{parse_softirqs, SoftirqCounts};
+use cpushield_parse::stat::{parse_cpu_times, CpuTimes};
+use cpushield_parse::ParseError;
 use cpushield_sys::Kernel;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -183,13 +184,6 @@ pub fn read_threads(kernel: &dyn Kernel, opts: ReadOptions) -> Vec<RawThread> {
     out
 }
 
-/// USER_HZ (clock ticks per second of /proc/stat and utime/stime).
-pub fn user_hz() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if hz > 0 {
-        hz as u64
-    } else {
-        100
-    }
-}
+/// USER_HZ (clock ticks per second of /proc/stat and utime/stime), from
+/// the kernel door.
+pub use cpushield_sys::user_hz;

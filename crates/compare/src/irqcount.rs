@@ -5,7 +5,7 @@ use cpushield_cpuset::CpuSet;
 /// Sum of all interrupt counts (device IRQs and per-CPU kinds such as LOC, RES)
 /// on the given CPUs, from the text of /proc/interrupts.
 pub fn total_on(interrupts: &str, cpus: &CpuSet) -> u64 {
-    cpushield_check::parse::interrupts::parse_interrupts(interrupts)
+    cpushield_parse::interrupts::parse_interrupts(interrupts)
         .unwrap_or_default()
         .iter()
         .map(|line| cpus.iter().map(|cpu| line.on(cpu)).sum::<u64>())

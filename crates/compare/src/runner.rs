@@ -146,9 +146,7 @@ pub fn unshielded_probe_cpu(online: &CpuSet, shielded: &CpuSet) -> Option<usize>
 }
 
 fn siblings(cpu: usize) -> CpuSet {
-    let path = format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list");
-    cpushield_sys::read_cpu_list(&RealKernel, Path::new(&path))
-        .unwrap_or_else(|_| CpuSet::from_cpus([cpu]))
+    cpushield_sys::thread_siblings(&RealKernel, cpu).unwrap_or_else(|_| CpuSet::from_cpus([cpu]))
 }
 
 /// Checks everything that can be checked before the first change.
@@ -890,15 +888,8 @@ fn host_line(online: &CpuSet) -> String {
     let cpuinfo = RealKernel
         .read(Path::new("/proc/cpuinfo"))
         .unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .and_then(|r| r.split_once(':'))
-                .map(|(_, m)| m.trim().to_string())
-        })
-        .unwrap_or_default();
-    let vm = if cpushield_rt::idle_poll::runs_under_hypervisor(&cpuinfo) {
+    let model = cpushield_parse::cpuinfo::model_name(&cpuinfo).unwrap_or_default();
+    let vm = if cpushield_parse::cpuinfo::runs_under_hypervisor(&cpuinfo) {
         ", virtual machine"
     } else {
         ""

@@ -94,18 +94,18 @@ proptest! {
 
     #[test]
     fn proc_interrupts_parsers_never_panic(t in text("interrupts")) {
-        let _ = cpushield_check::parse::interrupts::parse_interrupts(&t);
-        let _ = cpushield_shield::snapshot::irq_names(&t);
+        let _ = cpushield_parse::interrupts::parse_interrupts(&t);
+        let _ = cpushield_parse::interrupts::irq_names(&t);
     }
 
     #[test]
     fn proc_softirqs_parser_never_panics(t in text("softirqs")) {
-        let _ = cpushield_check::parse::softirqs::parse_softirqs(&t);
+        let _ = cpushield_parse::softirqs::parse_softirqs(&t);
     }
 
     #[test]
     fn proc_stat_parsers_never_panic_and_sums_saturate(t in text("stat")) {
-        if let Ok(times) = cpushield_check::parse::stat::parse_cpu_times(&t) {
+        if let Ok(times) = cpushield_parse::stat::parse_cpu_times(&t) {
             for c in times.values() {
                 prop_assert!(c.busy() <= c.total());
                 let _ = c.since(c);
@@ -120,8 +120,8 @@ proptest! {
     fn pid_stat_and_schedstat_parsers_never_panic(
         stat in text("pid_stat"), sched in text("schedstat"), user_hz in any::<u64>(),
     ) {
-        let _ = cpushield_check::parse::task::parse_thread_stat(&stat);
-        let _ = cpushield_check::parse::task::parse_schedstat_runtime(&sched);
+        let _ = cpushield_parse::pid_stat::parse_thread_stat(&stat);
+        let _ = cpushield_parse::schedstat::parse_schedstat_runtime(&sched);
         let raw = cpushield_check::snapshot::RawThread {
             pid: 1,
             stat: stat.clone(),
@@ -131,6 +131,48 @@ proptest! {
         let _ = cpushield_check::snapshot::parse_thread(&raw, user_hz);
         let raw = cpushield_check::snapshot::RawThread { schedstat: None, ..raw };
         let _ = cpushield_check::snapshot::parse_thread(&raw, user_hz);
+    }
+
+    #[test]
+    fn every_reading_of_a_stat_line_agrees_and_none_panics(stat in input("pid_stat")) {
+        use cpushield_parse::pid_stat::{parse_stat, parse_thread_stat, StatLine};
+        let line = StatLine::parse(&stat);
+        let shield = parse_stat(&stat);
+        if let Ok(s) = &shield {
+            let line = line.as_ref().unwrap();
+            prop_assert_eq!((s.pid, &s.comm), (line.pid, &line.comm));
+        }
+        if let Ok(text) = std::str::from_utf8(&stat) {
+            if let (Ok(t), Ok(s)) = (parse_thread_stat(text), &shield) {
+                prop_assert_eq!((t.tid, &t.comm, t.ppid), (s.pid, &s.comm, s.ppid));
+            }
+        }
+    }
+
+    #[test]
+    fn show_and_check_agree_on_rcu_offloaded_cpus(
+        t in text("cmdline"),
+        nohz in prop_oneof![Just(None), Just(Some("(null)\n".to_string())), "[0-9,-]{1,6}".prop_map(Some)],
+        list in "[0-9]{1,2}(-[0-9]{1,2})?",
+    ) {
+        // A command line from the corpus or one with the parameters set.
+        for cmdline in [t.clone(), format!("{t} nohz_full={list}"), format!("quiet nohz_full={list} rcu_nocbs=1")] {
+            let k = cpushield_sys::FakeKernel::new();
+            k.set_file("/proc/cmdline", cmdline.clone());
+            if let Some(n) = &nohz {
+                k.set_file("/sys/devices/system/cpu/nohz_full", n.clone());
+            }
+            let (show_nohz, show_rcu) = cpushield_shield::status::tick_and_rcu_offload(&k);
+            let facts = cpushield_check::facts::Facts {
+                cmdline: cmdline.clone(),
+                nohz_full: nohz.as_ref().map(|n| n.trim().to_string()),
+                ..Default::default()
+            };
+            prop_assert_eq!(&show_nohz, &facts.nohz_full_cpus());
+            prop_assert_eq!(&show_rcu, &facts.rcu_offloaded_cpus());
+            // A nohz_full CPU is RCU-offloaded for both.
+            prop_assert!(show_nohz.iter().all(|c| show_rcu.contains(c)));
+        }
     }
 
     #[test]
@@ -159,7 +201,7 @@ proptest! {
         tid in 1i32..i32::MAX, comm in "[ -~]{0,15}",
     ) {
         let line = format!("{tid} ({comm}) S 1 1 1 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 1 0 4242 1000 10 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0");
-        let s = cpushield_check::parse::task::parse_thread_stat(&line).unwrap();
+        let s = cpushield_parse::pid_stat::parse_thread_stat(&line).unwrap();
         prop_assert_eq!(s.tid, tid);
         prop_assert_eq!(s.comm, comm);
         prop_assert_eq!((s.utime, s.stime, s.processor), (7, 3, 1));
@@ -169,7 +211,7 @@ proptest! {
 
     #[test]
     fn cmdline_parser_never_panics_and_agrees_with_its_words(t in text("cmdline")) {
-        use cpushield_sys::cmdline;
+        use cpushield_parse::cmdline;
         let words = cmdline::words(&t);
         for key in ["isolcpus", "nohz_full", "rcu_nocbs", "irqaffinity", "quiet"] {
             let last = words.iter().rev().find(|(k, _)| k.replace('-', "_") == key);
@@ -182,12 +224,12 @@ proptest! {
                 prop_assert!(flags.iter().all(|f| !f.is_empty()));
             }
         }
-        let _ = cpushield_check::parse::cmdline::parse_kconfig(&t);
+        let _ = cpushield_parse::kconfig::parse_kconfig(&t);
     }
 
     #[test]
     fn kconfig_parser_never_panics(t in text("kconfig")) {
-        let _ = cpushield_check::parse::cmdline::parse_kconfig(&t);
+        let _ = cpushield_parse::kconfig::parse_kconfig(&t);
     }
 
     // ---- mountinfo and cgroup files ----
@@ -277,21 +319,21 @@ fn every_seed_of_the_real_files_parses() {
             .collect()
     };
     for s in t("interrupts") {
-        assert!(!cpushield_check::parse::interrupts::parse_interrupts(&s)
+        assert!(!cpushield_parse::interrupts::parse_interrupts(&s)
             .unwrap()
             .is_empty());
     }
     for s in t("softirqs") {
-        cpushield_check::parse::softirqs::parse_softirqs(&s).unwrap();
+        cpushield_parse::softirqs::parse_softirqs(&s).unwrap();
     }
     for s in t("stat") {
-        assert!(!cpushield_check::parse::stat::parse_cpu_times(&s)
+        assert!(!cpushield_parse::stat::parse_cpu_times(&s)
             .unwrap()
             .is_empty());
         assert!(!cpushield_measure::procstat::parse(&s).is_empty());
     }
     for s in t("pid_stat") {
-        cpushield_check::parse::task::parse_thread_stat(&s).unwrap();
+        cpushield_parse::pid_stat::parse_thread_stat(&s).unwrap();
     }
     for s in t("cpuset") {
         CpuSet::parse_user(&s).unwrap();

@@ -8,6 +8,8 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use cpushield_sys::Kernel;
+
 /// Turns a -1 return into the errno.
 pub fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
     if rc == -1 {
@@ -188,33 +190,35 @@ pub struct ProcStat {
     pub pgrp: i32,
 }
 
-/// Parses /proc/PID/stat text (the command name may hold spaces and parens).
+/// Parses /proc/PID/stat text (the command name may hold spaces and parens;
+/// the one stat parser is `cpushield_parse::pid_stat`).
 pub fn parse_stat(text: &str) -> Option<ProcStat> {
-    let open = text.find('(')?;
-    let close = text.rfind(')')?;
-    let pid = text[..open].trim().parse().ok()?;
-    let mut rest = text[close + 1..].split_whitespace();
-    let state = rest.next()?.chars().next()?;
-    let ppid = rest.next()?.parse().ok()?;
-    let pgrp = rest.next()?.parse().ok()?;
+    let line = cpushield_parse::pid_stat::StatLine::parse(text.as_bytes()).ok()?;
     Some(ProcStat {
-        pid,
-        state,
-        ppid,
-        pgrp,
+        pid: line.pid,
+        state: line.state().ok()?,
+        ppid: line.signed(4).ok()?,
+        pgrp: line.signed(5).ok()?,
     })
 }
 
-/// Every process on the system, from /proc.
-pub fn all_processes() -> Vec<ProcStat> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
+/// Every process on the system, from /proc read through `kernel`.
+pub fn all_processes(kernel: &dyn Kernel) -> Vec<ProcStat> {
+    let Ok(names) = kernel.read_dir(Path::new("/proc")) else {
         return Vec::new();
     };
-    dir.filter_map(Result::ok)
-        .filter(|e| e.file_name().as_bytes().iter().all(u8::is_ascii_digit))
-        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
-        .filter_map(|t| parse_stat(&t))
+    names
+        .iter()
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .filter_map(|n| stat_of(kernel, n.parse().ok()?))
         .collect()
+}
+
+/// The stat line of process `pid`, read through `kernel`; `None` when it
+/// is gone or unreadable.
+pub fn stat_of(kernel: &dyn Kernel, pid: libc::pid_t) -> Option<ProcStat> {
+    let text = kernel.read(Path::new(&format!("/proc/{pid}/stat"))).ok()?;
+    parse_stat(&text)
 }
 
 /// Where a spawned program's stdout or stderr goes.
@@ -375,6 +379,25 @@ mod tests {
             }
         );
         assert!(parse_stat("garbage").is_none());
+    }
+
+    #[test]
+    fn processes_are_found_through_the_kernel_door() {
+        let k = cpushield_sys::FakeKernel::new();
+        k.set_file("/proc/12/stat", "12 (my (odd) name) S 1 12 12 0 -1\n");
+        k.set_file("/proc/13/stat", "13 (z) Z 12 12 12 0 -1\n");
+        k.set_file("/proc/self/stat", "12 (x) S 1 12 12 0 -1\n");
+        k.set_file("/proc/uptime", "1.0 1.0\n");
+        let mut all = all_processes(&k);
+        all.sort_by_key(|p| p.pid);
+        assert_eq!(
+            all.iter()
+                .map(|p| (p.pid, p.ppid, p.state))
+                .collect::<Vec<_>>(),
+            vec![(12, 1, 'S'), (13, 12, 'Z')]
+        );
+        assert_eq!(stat_of(&k, 13).map(|p| p.state), Some('Z'));
+        assert_eq!(stat_of(&k, 14), None);
     }
 
     #[test]

@@ -320,8 +320,5 @@ impl Drop for RunningLoad {
 
 /// Whether our child `pid` has ended (zombie or reaped).
 fn process_gone(pid: libc::pid_t) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(text) => procs::parse_stat(&text).is_none_or(|s| s.state == 'Z'),
-        Err(_) => true,
-    }
+    procs::stat_of(&cpushield_sys::RealKernel, pid).is_none_or(|s| s.state == 'Z')
 }

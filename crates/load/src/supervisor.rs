@@ -230,7 +230,10 @@ fn reap_all(workers: &[libc::pid_t]) {
             for &w in workers {
                 procs::kill_group(w, libc::SIGKILL);
             }
-            for p in procs::all_processes().into_iter().filter(|p| p.ppid == me) {
+            for p in procs::all_processes(&cpushield_sys::RealKernel)
+                .into_iter()
+                .filter(|p| p.ppid == me)
+            {
                 // SAFETY: our own child (reparented to us as subreaper).
                 unsafe { libc::kill(p.pid, libc::SIGKILL) };
             }

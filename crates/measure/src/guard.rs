@@ -82,8 +82,7 @@ impl SystemView {
         };
         let mut siblings = BTreeMap::new();
         for cpu in cpus.iter() {
-            let path = format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list");
-            if let Ok(set) = cpushield_sys::read_cpu_list(kernel, Path::new(&path)) {
+            if let Ok(set) = cpushield_sys::thread_siblings(kernel, cpu) {
                 siblings.insert(cpu, set);
             }
         }

@@ -126,43 +126,11 @@ pub fn idle_exits_to_hypervisor() -> bool {
     )
 }
 
-/// Whether an idle CPU halts into the hypervisor: the CPU is virtual, the
-/// cpuidle driver (empty when there is none) is not the guest-polling
-/// `haltpoll`, and the kernel command line has no `idle=poll`.
-pub fn halts_into_hypervisor(in_vm: bool, cpuidle_driver: &str, cmdline: &str) -> bool {
-    in_vm && cpuidle_driver != "haltpoll" && !cmdline.split_whitespace().any(|p| p == "idle=poll")
-}
-
-/// Whether /proc/cpuinfo's flags include `hypervisor` (the CPU is virtual).
-pub fn runs_under_hypervisor(cpuinfo: &str) -> bool {
-    cpuinfo
-        .lines()
-        .filter(|l| l.starts_with("flags"))
-        .any(|l| l.split_whitespace().any(|f| f == "hypervisor"))
-}
+pub use cpushield_parse::cpuinfo::{halts_into_hypervisor, runs_under_hypervisor};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_guest_without_haltpoll_halts_into_the_hypervisor() {
-        let guest = "processor\t: 0\nflags\t\t: fpu vme hypervisor lahf_lm\n";
-        let guest = runs_under_hypervisor(guest);
-        assert!(halts_into_hypervisor(guest, "none", "quiet"));
-        assert!(halts_into_hypervisor(guest, "", "quiet"));
-        assert!(halts_into_hypervisor(guest, "acpi_idle", "quiet"));
-        assert!(!halts_into_hypervisor(guest, "haltpoll", "quiet"));
-        assert!(!halts_into_hypervisor(guest, "none", "quiet idle=poll"));
-    }
-
-    #[test]
-    fn bare_metal_does_not_halt_into_a_hypervisor() {
-        let metal = "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr\n";
-        let metal = runs_under_hypervisor(metal);
-        assert!(!halts_into_hypervisor(metal, "intel_idle", "quiet"));
-        assert!(!halts_into_hypervisor(metal, "none", "quiet"));
-    }
 
     #[test]
     fn a_poller_runs_at_sched_idle_on_its_cpu_and_stops_on_drop() {

@@ -37,10 +37,7 @@ pub fn place_task(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()
 
 fn tgid_of(kernel: &dyn Kernel, tid: i32) -> io::Result<i32> {
     let status = kernel.read(std::path::Path::new(&format!("/proc/{tid}/status")))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
+    cpushield_parse::pid_status::parse_tgid(&status)
         .ok_or_else(|| io::Error::other(format!("/proc/{tid}/status has no Tgid")))
 }
 
@@ -57,7 +54,7 @@ pub fn record_sched(kernel: &dyn Kernel, pid: i32, tids: &[i32]) -> io::Result<(
     for &tid in tids {
         let stat_path = std::path::PathBuf::from(format!("/proc/{pid}/task/{tid}/stat"));
         let stat = match kernel.read_bytes(&stat_path) {
-            Ok(b) => cpushield_sys::procstat::parse_stat(&b)
+            Ok(b) => cpushield_parse::pid_stat::parse_stat(&b)
                 .map_err(|e| io::Error::other(format!("{}: {e}", stat_path.display())))?,
             Err(e) if cpushield_sys::is_gone(&e) => continue,
             Err(e) => return Err(cpushield_sys::with_path(e, &stat_path)),

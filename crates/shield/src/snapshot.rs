@@ -8,11 +8,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// PF_KTHREAD in /proc/PID/stat flags.
-const PF_KTHREAD: u32 = 0x0020_0000;
-/// PF_NO_SETAFFINITY: the kernel refuses affinity changes (per-CPU kthreads).
-const PF_NO_SETAFFINITY: u32 = 0x0400_0000;
-
 /// Path of the unbound workqueue cpumask.
 pub const WORKQUEUE_CPUMASK: &str = "/sys/devices/virtual/workqueue/cpumask";
 /// Path of the default affinity of new IRQs.
@@ -143,7 +138,7 @@ pub fn read_task(
         // An exiting thread shows an empty file for a moment.
         return Ok(None);
     }
-    let stat = cpushield_sys::procstat::parse_stat(&stat_bytes)
+    let stat = cpushield_parse::pid_stat::parse_stat(&stat_bytes)
         .map_err(|e| unreadable(tid, "its stat", &stat_path, e))?;
     let cgroup_path = base.join("cgroup");
     let cgroup_text = match kernel.read(&cgroup_path) {
@@ -163,14 +158,15 @@ pub fn read_task(
             ))
         }
     };
+    let (kthread, pinned_by_kernel) = (stat.is_kthread(), stat.no_setaffinity());
     Ok(Some(TaskInfo {
         tid,
         tgid: pid,
         ppid: stat.ppid,
         comm: stat.comm,
         starttime: stat.starttime,
-        kthread: stat.flags & PF_KTHREAD != 0,
-        pinned_by_kernel: stat.flags & PF_NO_SETAFFINITY != 0,
+        kthread,
+        pinned_by_kernel,
         affinity,
         cgroup: cgroup_of(layout, &cgroup_text).unwrap_or_else(|| "/".into()),
     }))
@@ -208,7 +204,7 @@ pub fn read_tasks(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result
 
 /// Reads every IRQ that has an affinity file, with names from /proc/interrupts.
 pub fn read_irqs(kernel: &dyn Kernel) -> Vec<IrqInfo> {
-    let names = irq_names(
+    let names = cpushield_parse::interrupts::irq_names(
         &kernel
             .read(Path::new("/proc/interrupts"))
             .unwrap_or_default(),
@@ -237,30 +233,6 @@ pub fn read_irqs(kernel: &dyn Kernel) -> Vec<IrqInfo> {
     irqs
 }
 
-/// IRQ number → device names, from the text of /proc/interrupts.
-pub fn irq_names(interrupts: &str) -> BTreeMap<u32, String> {
-    let mut lines = interrupts.lines();
-    let ncpus = lines
-        .next()
-        .map(|h| h.split_whitespace().count())
-        .unwrap_or(0);
-    let mut names = BTreeMap::new();
-    for line in lines {
-        let Some((label, rest)) = line.split_once(':') else {
-            continue;
-        };
-        let Ok(irq) = label.trim().parse::<u32>() else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        // After the per-CPU counts: chip, hwirq/type, then device names.
-        let tail = fields.get(ncpus..).unwrap_or(&[]);
-        let name = tail.iter().skip(2).copied().collect::<Vec<_>>().join(" ");
-        names.insert(irq, name);
-    }
-    names
-}
-
 /// Detects the scope: kthreadd (PID 2) is visible only from the initial PID namespace.
 pub fn detect_scope(kernel: &dyn Kernel) -> Scope {
     match kernel.read(Path::new("/proc/2/comm")) {
@@ -274,10 +246,8 @@ pub fn read_siblings(kernel: &dyn Kernel, online: &CpuSet) -> BTreeMap<usize, Cp
     online
         .iter()
         .map(|cpu| {
-            let path = PathBuf::from(format!(
-                "/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"
-            ));
-            let set = read_cpu_list(kernel, &path).unwrap_or_else(|_| CpuSet::from_cpus([cpu]));
+            let set = cpushield_sys::thread_siblings(kernel, cpu)
+                .unwrap_or_else(|_| CpuSet::from_cpus([cpu]));
             (cpu, set)
         })
         .collect()
@@ -354,15 +324,6 @@ pub fn take(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Snaps
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn irq_names_come_after_the_per_cpu_counts() {
-        let text = "           CPU0       CPU1\n  4:         10          0   IO-APIC   4-edge      ttyS0\n 36:          1          2   PCI-MSIX-0000:00:01.0  0-edge  virtio0-req.0\nLOC:        100        200   Local timer interrupts\n";
-        let names = irq_names(text);
-        assert_eq!(names[&4], "ttyS0");
-        assert_eq!(names[&36], "virtio0-req.0");
-        assert_eq!(names.len(), 2);
-    }
 
     fn fake_with_thread(stat: Vec<u8>) -> (cpushield_sys::FakeKernel, CgroupLayout) {
         let k = cpushield_sys::FakeKernel::new();

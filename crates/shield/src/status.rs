@@ -6,7 +6,6 @@ use crate::plan::shield_dir;
 use crate::snapshot::{self, Scope, Snapshot};
 use crate::state;
 use cpushield_cpuset::CpuSet;
-use cpushield_sys::cmdline::cpus as cmdline_cpus;
 use cpushield_sys::{read_cpu_list, read_trimmed, Kernel};
 use serde::Serialize;
 use std::path::Path;
@@ -98,12 +97,7 @@ pub fn status(kernel: &dyn Kernel) -> std::io::Result<Status> {
         Some(l) => Some(snapshot::take(kernel, l)?),
         None => None,
     };
-    let cmdline = kernel.read(Path::new("/proc/cmdline")).unwrap_or_default();
-    let nohz = read_cpu_list(kernel, Path::new("/sys/devices/system/cpu/nohz_full"))
-        .ok()
-        .or_else(|| cmdline_cpus(&cmdline, "nohz_full"))
-        .unwrap_or_default();
-    let nocbs = cmdline_cpus(&cmdline, "rcu_nocbs").unwrap_or_default();
+    let (nohz, nocbs) = tick_and_rcu_offload(kernel);
     let isolated =
         read_cpu_list(kernel, Path::new("/sys/devices/system/cpu/isolated")).unwrap_or_default();
     let cpus = online
@@ -124,6 +118,19 @@ pub fn status(kernel: &dyn Kernel) -> std::io::Result<Status> {
         state_file: saved.map(|_| state::state_path().display().to_string()),
         cpus,
     })
+}
+
+/// The nohz_full CPUs and the CPUs whose RCU callbacks are offloaded, as
+/// `show` reports them: the rule is `cpushield_parse::cmdline`'s, the one
+/// `check` uses too (a nohz_full CPU is offloaded).
+pub fn tick_and_rcu_offload(kernel: &dyn Kernel) -> (CpuSet, CpuSet) {
+    let cmdline = kernel.read(Path::new("/proc/cmdline")).unwrap_or_default();
+    let sysfs = kernel
+        .read(Path::new("/sys/devices/system/cpu/nohz_full"))
+        .ok();
+    let nohz = cpushield_parse::cmdline::nohz_full_cpus(sysfs.as_deref(), &cmdline);
+    let rcu = cpushield_parse::cmdline::rcu_offloaded_cpus(&cmdline, &nohz);
+    (nohz, rcu)
 }
 
 fn cpu_status(
@@ -210,5 +217,22 @@ fn enforcement(kernel: &dyn Kernel, layout: Option<&CgroupLayout>, masks: &Shiel
                 dir.display()
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn show_counts_a_nohz_full_cpu_as_rcu_offloaded() {
+        // Regression: `show` printed rcu_nocbs=no for a CPU of nohz_full=
+        // while `check` counted it offloaded (the kernel offloads it).
+        let k = cpushield_sys::FakeKernel::new();
+        k.set_file("/proc/cmdline", "quiet nohz_full=1 rcu_nocbs=3\n");
+        k.set_file("/sys/devices/system/cpu/nohz_full", "(null)\n");
+        let (nohz, rcu) = tick_and_rcu_offload(&k);
+        assert_eq!(nohz.to_list(), "1");
+        assert_eq!(rcu.to_list(), "1,3");
     }
 }

@@ -11,9 +11,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-pub mod cmdline;
 mod fake;
-pub mod procstat;
 mod real;
 
 pub use fake::FakeKernel;
@@ -191,6 +189,25 @@ pub fn possible_cpus(kernel: &dyn Kernel) -> io::Result<CpuSet> {
     read_cpu_list(kernel, Path::new("/sys/devices/system/cpu/possible"))
 }
 
+/// The SMT siblings of `cpu` (its `topology/thread_siblings_list`, the CPU
+/// itself included).
+pub fn thread_siblings(kernel: &dyn Kernel, cpu: usize) -> io::Result<CpuSet> {
+    let path = format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list");
+    read_cpu_list(kernel, Path::new(&path))
+}
+
+/// USER_HZ: the clock ticks per second of /proc/stat and of utime/stime in
+/// /proc/PID/stat (100 when the system does not say).
+pub fn user_hz() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 {
+        hz as u64
+    } else {
+        100
+    }
+}
+
 /// A record of every write made through a [`RecordingKernel`], for tests and dry runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
@@ -299,6 +316,22 @@ pub type FakeFiles = BTreeMap<PathBuf, String>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thread_siblings_are_read_from_the_cpu_topology() {
+        let k = FakeKernel::new();
+        k.set_file(
+            "/sys/devices/system/cpu/cpu1/topology/thread_siblings_list",
+            "1,5\n",
+        );
+        assert_eq!(thread_siblings(&k, 1).unwrap().to_list(), "1,5");
+        assert!(thread_siblings(&k, 2).is_err());
+    }
+
+    #[test]
+    fn user_hz_is_a_positive_tick_rate() {
+        assert!((1..=10_000).contains(&user_hz()));
+    }
 
     #[test]
     fn with_path_keeps_esrch_and_eperm_reachable_and_names_the_path() {

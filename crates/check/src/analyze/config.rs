@@ -6,29 +6,12 @@ use super::interrupts::nohz_full_remedy;
 use super::{CheckInput, CpuActivity};
 use crate::facts::{Facts, Managed};
 use crate::finding::{Finding, Remedy, Severity, Topic};
-use crate::parse::cmdline::{cpu_param, param};
 use cpushield_cpuset::CpuSet;
+use cpushield_parse::cmdline::param;
 
 /// CPUs in nohz_full mode: sysfs when it says, else the command line.
 pub fn nohz_full_cpus(facts: &Facts) -> CpuSet {
-    if let Some(set) = facts
-        .nohz_full
-        .as_deref()
-        .and_then(|s| CpuSet::parse_list(s).ok())
-    {
-        return set;
-    }
-    cpu_param(&facts.cmdline, "nohz_full")
-        .map(|(s, _)| s)
-        .unwrap_or_default()
-}
-
-/// CPUs whose RCU callbacks are offloaded (rcu_nocbs, or implied by nohz_full).
-fn rcu_nocb_cpus(facts: &Facts) -> CpuSet {
-    let nocbs = cpu_param(&facts.cmdline, "rcu_nocbs")
-        .map(|(s, _)| s)
-        .unwrap_or_default();
-    nocbs.union(&nohz_full_cpus(facts))
+    facts.nohz_full_cpus()
 }
 
 /// The kernel's preemption model and where that was read: debugfs, the
@@ -146,7 +129,7 @@ pub(super) fn analyze_cpu(
             .remedy(nohz_full_remedy(input, &list)),
         );
     }
-    if !rcu_nocb_cpus(facts).contains(cpu) {
+    if !facts.rcu_offloaded_cpus().contains(cpu) {
         findings.push(
             Finding::new(
                 Severity::Warn,
@@ -312,7 +295,7 @@ pub(super) fn analyze_cpu(
 /// is busy). `haltpoll` polls first; `idle=poll` never halts.
 fn halting_vcpu(facts: &Facts, cpu: usize) -> Option<Finding> {
     let driver = facts.idle_driver.as_deref().unwrap_or("none");
-    if !cpushield_rt::idle_poll::halts_into_hypervisor(facts.hypervisor, driver, &facts.cmdline) {
+    if !cpushield_parse::cpuinfo::halts_into_hypervisor(facts.hypervisor, driver, &facts.cmdline) {
         return None;
     }
     Some(

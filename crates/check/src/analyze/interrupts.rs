@@ -3,7 +3,6 @@
 use super::{CheckInput, Count, CpuActivity, CpuSource};
 use crate::facts::Managed;
 use crate::finding::{Finding, Remedy, Severity, Topic};
-use crate::parse::cmdline::cpu_param;
 
 pub(super) fn analyze_cpu(
     input: &CheckInput<'_>,
@@ -223,9 +222,7 @@ fn softirq(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Finding
         |sev, title: String| Finding::new(sev, Topic::Softirq, Some(cpu), title, evidence.clone());
     match c.id.as_str() {
         "RCU" => {
-            let covered = cpu_param(&input.facts.cmdline, "rcu_nocbs")
-                .is_some_and(|(s, _)| s.contains(cpu))
-                || super::config::nohz_full_cpus(input.facts).contains(cpu);
+            let covered = input.facts.rcu_offloaded_cpus().contains(cpu);
             let finding = f(
                 Severity::Warn,
                 format!(

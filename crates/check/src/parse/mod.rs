@@ -1,45 +1,21 @@
-//! Parsers of kernel text files: pure functions from text to data, no I/O.
+//! The parsers `check` reads kernel text with: all of them live in
+//! `cpushield_parse` (one module per file format). These re-exports keep
+//! the paths `check::parse::…` that the tracer and outside tests use; new
+//! code names `cpushield_parse` directly.
 
-pub mod cmdline;
-pub mod diskstats;
-pub mod interrupts;
-pub mod softirqs;
-pub mod stat;
-pub mod task;
+pub use cpushield_parse::{diskstats, interrupts, softirqs, stat, ParseError};
 
-/// A file's text did not have the expected shape.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}: {reason}")]
-pub struct ParseError {
-    /// The file (or kind of file) being parsed.
-    pub file: String,
-    /// What was wrong.
-    pub reason: String,
+/// The kernel command line and build configuration.
+pub mod cmdline {
+    pub use cpushield_parse::cmdline::{cpu_param, param};
+    pub use cpushield_parse::kconfig::parse_kconfig;
 }
 
-impl ParseError {
-    pub(crate) fn new(file: &str, reason: impl Into<String>) -> Self {
-        Self {
-            file: file.to_string(),
-            reason: reason.into(),
-        }
-    }
-}
-
-/// Maps a `CPU0 CPU1 ...` header line to the CPU number of each column
-/// (offline CPUs have no column).
-pub(crate) fn cpu_columns(header: &str, file: &str) -> Result<Vec<usize>, ParseError> {
-    let cols: Result<Vec<usize>, _> = header
-        .split_whitespace()
-        .map(|w| {
-            w.strip_prefix("CPU")
-                .and_then(|n| n.parse().ok())
-                .ok_or_else(|| ParseError::new(file, format!("bad header column '{w}'")))
-        })
-        .collect();
-    let cols = cols?;
-    if cols.is_empty() {
-        return Err(ParseError::new(file, "no CPU columns in the header"));
-    }
-    Ok(cols)
+/// A thread's stat, schedstat and status files.
+pub mod task {
+    pub use cpushield_parse::pid_stat::{
+        parse_thread_stat, ThreadStat, PF_KTHREAD, PF_NO_SETAFFINITY,
+    };
+    pub use cpushield_parse::pid_status::parse_nspid;
+    pub use cpushield_parse::schedstat::parse_schedstat_runtime;
 }

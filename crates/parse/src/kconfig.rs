@@ -1,9 +1,7 @@
-//! The kernel command line (the one parser is `cpushield_sys::cmdline`,
-//! shared with `show`) and the kernel build configuration.
+//! The kernel build configuration (/proc/config.gz decompressed, or
+//! /boot/config-RELEASE).
 
 use std::collections::BTreeMap;
-
-pub use cpushield_sys::cmdline::{cpu_param, param};
 
 /// `CONFIG_X=value` lines of a kernel config (`# CONFIG_X is not set` maps to "n").
 pub fn parse_kconfig(text: &str) -> BTreeMap<String, String> {

@@ -1,5 +1,6 @@
 //! The kernel command line (`/proc/cmdline`), read the way the kernel reads it.
-//! The one parser for `show` (crates/shield) and `check` (crates/check).
+//! The one parser for `show` (crates/shield) and `check` (crates/check), and
+//! the facts both derive from it ([`nohz_full_cpus`], [`rcu_offloaded_cpus`]).
 //!
 //! Rules, from the kernel's `parse_args()`/`next_arg()`:
 //! - words are split on whitespace, except inside double quotes (`key="a b"`);
@@ -99,6 +100,28 @@ pub fn cpus(cmdline: &str, key: &str) -> Option<CpuSet> {
     cpu_param(cmdline, key).map(|(cpus, _)| cpus)
 }
 
+/// CPUs in nohz_full mode: /sys/devices/system/cpu/nohz_full when it holds
+/// a CPU list (`sysfs`, its text), else the `nohz_full=` parameter.
+/// A kernel without nohz_full shows `(null)` there.
+pub fn nohz_full_cpus(sysfs: Option<&str>, cmdline: &str) -> CpuSet {
+    sysfs
+        .and_then(|s| CpuSet::parse_list(s.trim()).ok())
+        .or_else(|| cpus(cmdline, "nohz_full"))
+        .unwrap_or_default()
+}
+
+/// CPUs whose RCU callbacks are offloaded to `rcuo` kthreads: those of
+/// `rcu_nocbs=` and every nohz_full CPU (`nohz_full`, see
+/// [`nohz_full_cpus`]). Documentation/admin-guide/kernel-parameters.txt,
+/// `nohz_full=` (since Linux 4.13): "Any CPUs in this list will have their
+/// RCU callbacks offloaded, just as if they had also been called out in the
+/// rcu_nocbs= boot parameter."
+pub fn rcu_offloaded_cpus(cmdline: &str, nohz_full: &CpuSet) -> CpuSet {
+    cpus(cmdline, "rcu_nocbs")
+        .unwrap_or_default()
+        .union(nohz_full)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,5 +177,28 @@ mod tests {
     #[test]
     fn kernel_cpu_list_groups_work_in_parameters() {
         assert_eq!(cpus_of("nohz_full=0-7:1/4", "nohz_full"), "0,4");
+    }
+
+    #[test]
+    fn nohz_full_cpus_count_as_rcu_offloaded() {
+        let cl = "nohz_full=2-3 rcu_nocbs=1";
+        let nohz = nohz_full_cpus(None, cl);
+        assert_eq!(nohz.to_list(), "2-3");
+        assert_eq!(rcu_offloaded_cpus(cl, &nohz).to_list(), "1-3");
+        assert_eq!(
+            rcu_offloaded_cpus("nohz_full=2", &nohz_full_cpus(None, "nohz_full=2")).to_list(),
+            "2"
+        );
+        assert!(rcu_offloaded_cpus("quiet", &CpuSet::new()).is_empty());
+    }
+
+    #[test]
+    fn sysfs_nohz_full_wins_over_the_command_line_unless_it_is_null() {
+        assert_eq!(nohz_full_cpus(Some("3\n"), "nohz_full=1-3").to_list(), "3");
+        assert_eq!(
+            nohz_full_cpus(Some("(null)\n"), "nohz_full=1-3").to_list(),
+            "1-3"
+        );
+        assert!(nohz_full_cpus(Some("(null)\n"), "quiet").is_empty());
     }
 }

@@ -1,6 +1,6 @@
 //! /proc/softirqs: per-kind, per-CPU softirq counts.
 
-use super::{cpu_columns, ParseError};
+use crate::{cpu_columns, ParseError};
 use std::collections::BTreeMap;
 
 /// Softirq name (`TIMER`, `NET_RX`, `RCU`, ...) to per-CPU counts.

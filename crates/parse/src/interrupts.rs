@@ -1,6 +1,6 @@
 //! /proc/interrupts: per-IRQ, per-CPU counts.
 
-use super::{cpu_columns, ParseError};
+use crate::{cpu_columns, ParseError};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -79,6 +79,16 @@ pub fn parse_interrupts(text: &str) -> Result<Vec<IrqLine>, ParseError> {
     Ok(out)
 }
 
+/// IRQ number → device names, from the text of /proc/interrupts (empty
+/// when the text has no CPU header).
+pub fn irq_names(text: &str) -> BTreeMap<u32, String> {
+    parse_interrupts(text)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|line| Some((line.number()?, line.name())))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,5 +122,20 @@ ERR:          0\n";
         let lines = parse_interrupts(text).unwrap();
         assert_eq!(lines[0].on(2), 7);
         assert_eq!(lines[0].on(1), 0);
+    }
+
+    #[test]
+    fn irq_names_come_after_the_per_cpu_counts() {
+        let text = "           CPU0       CPU1\n  4:         10          0   IO-APIC   4-edge      ttyS0\n 36:          1          2   PCI-MSIX-0000:00:01.0  0-edge  virtio0-req.0\nLOC:        100        200   Local timer interrupts\n";
+        let names = irq_names(text);
+        assert_eq!(names[&4], "ttyS0");
+        assert_eq!(names[&36], "virtio0-req.0");
+        assert_eq!(names.len(), 2);
+    }
+
+    #[test]
+    fn a_device_irq_with_several_handlers_names_them_all() {
+        let text = "   CPU0\n  9:  3  IO-APIC   9-fasteoi   acpi, uhci_hcd:usb1\n";
+        assert_eq!(irq_names(text)[&9], "acpi, uhci_hcd:usb1");
     }
 }

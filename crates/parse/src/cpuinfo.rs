@@ -1,0 +1,68 @@
+//! /proc/cpuinfo, and the rule built on it: whether an idle CPU hands its
+//! time back to a hypervisor.
+
+/// Whether /proc/cpuinfo's flags include `hypervisor` (the CPU is virtual).
+pub fn runs_under_hypervisor(cpuinfo: &str) -> bool {
+    cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("flags"))
+        .any(|l| l.split_whitespace().any(|f| f == "hypervisor"))
+}
+
+/// The first CPU's `model name` (x86; other architectures have none).
+pub fn model_name(cpuinfo: &str) -> Option<String> {
+    cpuinfo.lines().find_map(|l| {
+        l.strip_prefix("model name")
+            .and_then(|r| r.split_once(':'))
+            .map(|(_, m)| m.trim().to_string())
+    })
+}
+
+/// Whether an idle CPU halts into the hypervisor: the CPU is virtual, the
+/// cpuidle driver (empty when there is none) is not the guest-polling
+/// `haltpoll`, and the kernel command line has no `idle=poll`.
+pub fn halts_into_hypervisor(in_vm: bool, cpuidle_driver: &str, cmdline: &str) -> bool {
+    let idle_poll = crate::cmdline::words(cmdline)
+        .iter()
+        .any(|(k, v)| k == "idle" && v.as_deref() == Some("poll"));
+    in_vm && cpuidle_driver != "haltpoll" && !idle_poll
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_guest_without_haltpoll_halts_into_the_hypervisor() {
+        let guest = "processor\t: 0\nflags\t\t: fpu vme hypervisor lahf_lm\n";
+        let guest = runs_under_hypervisor(guest);
+        assert!(halts_into_hypervisor(guest, "none", "quiet"));
+        assert!(halts_into_hypervisor(guest, "", "quiet"));
+        assert!(halts_into_hypervisor(guest, "acpi_idle", "quiet"));
+        assert!(!halts_into_hypervisor(guest, "haltpoll", "quiet"));
+        assert!(!halts_into_hypervisor(guest, "none", "quiet idle=poll"));
+        // Words for init (after `--`) do not reach the kernel.
+        assert!(halts_into_hypervisor(guest, "none", "quiet -- idle=poll"));
+    }
+
+    #[test]
+    fn bare_metal_does_not_halt_into_a_hypervisor() {
+        let metal = "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr\n";
+        let metal = runs_under_hypervisor(metal);
+        assert!(!halts_into_hypervisor(metal, "intel_idle", "quiet"));
+        assert!(!halts_into_hypervisor(metal, "none", "quiet"));
+    }
+
+    #[test]
+    fn the_model_name_is_the_first_cpus() {
+        let text = "processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu\n\nprocessor\t: 1\nmodel name\t: other\n";
+        assert_eq!(model_name(text).as_deref(), Some("AMD EPYC 7B13"));
+        assert_eq!(model_name("processor\t: 0\n"), None);
+    }
+
+    #[test]
+    fn a_flag_named_in_another_line_does_not_count() {
+        let text = "model name\t: hypervisor-like CPU\nflags\t\t: fpu vme\n";
+        assert!(!runs_under_hypervisor(text));
+    }
+}
