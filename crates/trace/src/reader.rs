@@ -7,8 +7,7 @@ use super::attribute::{
 };
 use super::event::{parse_line, Event};
 use super::io::PipeReader;
-use crate::parse::stat::parse_cpu_times;
-use crate::parse::task::{parse_nspid, parse_thread_stat};
+use crate::procfs::{parse_cpu_steal, parse_nspid, stat_is_kthread};
 use cpushield_sys::Kernel;
 use crossbeam_queue::ArrayQueue;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -226,8 +225,8 @@ impl Reader {
                 r.lost += lost;
             }
             if let Ok(text) = self.kernel.read(Path::new("/proc/stat")) {
-                if let Ok(times) = parse_cpu_times(&text) {
-                    steal.push_back((t0, times.iter().map(|(c, t)| (*c, t.steal)).collect()));
+                if let Some(times) = parse_cpu_steal(&text) {
+                    steal.push_back((t0, times));
                 }
             }
             while let Some(s) = self.shared.queue.pop() {
@@ -343,8 +342,8 @@ impl Reader {
                 kernel
                     .read(&self.proc_root.join(format!("{pid}/stat")))
                     .ok()
-                    .and_then(|t| parse_thread_stat(&t).ok())
-                    .is_some_and(|st| st.is_kthread())
+                    .and_then(|t| stat_is_kthread(&t))
+                    .unwrap_or(false)
             })
         };
         let foreign = std::cell::RefCell::new(std::mem::take(&mut tasks.other_namespace));
