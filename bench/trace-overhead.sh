@@ -24,7 +24,7 @@ done
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
 target="${CARGO_TARGET_DIR:-$here/target}"
-cargo build --quiet --release -p cpushield-check --example trace_spikes --manifest-path "$here/Cargo.toml"
+cargo build --quiet --release -p cpushield-cli --example trace_spikes --manifest-path "$here/Cargo.toml"
 tracer="$target/release/examples/trace_spikes"
 
 work="$(mktemp -d)"

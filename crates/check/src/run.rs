@@ -2,7 +2,7 @@
 
 use crate::analyze::{analyze, CheckInput, CheckReport, CpuSource};
 use crate::facts::read_facts;
-use crate::runtime::RunTracker;
+use crate::sampling::RunTracker;
 use crate::snapshot::{parse_thread, read_raw, read_threads, user_hz, ReadOptions, Snapshot};
 use cpushield_cpuset::CpuSet;
 use cpushield_sys::{online_cpus, Kernel};
@@ -122,9 +122,9 @@ pub fn run_check_until(
 
 /// The CPUs' time counters and the disks' busy time now (empty where a file
 /// cannot be read).
-fn read_activity(kernel: &dyn Kernel) -> crate::runtime::ActivitySample {
+fn read_activity(kernel: &dyn Kernel) -> crate::sampling::ActivitySample {
     let read = |p: &str| kernel.read(std::path::Path::new(p)).unwrap_or_default();
-    crate::runtime::ActivitySample {
+    crate::sampling::ActivitySample {
         cpu_times: cpushield_parse::stat::parse_cpu_times(&read("/proc/stat")).unwrap_or_default(),
         disk_busy_ms: cpushield_parse::diskstats::parse_io_ticks(&read("/proc/diskstats"))
             .values()

@@ -1,7 +1,7 @@
 //! `check` analysis over a fake system: two snapshots of /proc text and the
 //! configuration files, through the same reading layer as a real run.
 
-use cpushield_check::runtime::RunTracker;
+use cpushield_check::sampling::RunTracker;
 use cpushield_check::snapshot::{read_raw, ReadOptions, Snapshot};
 use cpushield_check::{
     analyse_snapshots, CheckReport, CpuSource, Finding, RemedyKind, Severity, Topic,
@@ -413,8 +413,8 @@ fn the_report_serialises_to_json_with_the_documented_fields() {
 
 #[test]
 fn steal_that_rises_with_disk_io_is_named_with_the_halt_advice() {
-    use cpushield_check::parse::stat::CpuTimes;
-    use cpushield_check::runtime::ActivitySample;
+    use cpushield_check::sampling::ActivitySample;
+    use cpushield_parse::stat::CpuTimes;
     let k = base_system();
     let cpus = CpuSet::parse_list("1").unwrap();
     let before = Snapshot::parse(&read_raw(&k, ReadOptions::default(), 0).unwrap()).unwrap();

@@ -1,17 +1,17 @@
 //! Explains a scenario's figures from a kernel trace of the measured CPUs
-//! (cpushield-check's tracer): every latency sample above the threshold is
+//! (`cpushield-trace`): every latency sample above the threshold is
 //! charged to named causes inside the guest or to time the vCPU did not run,
 //! and every determinism run's time over the ideal is split the same way.
 
-use cpushield_check::trace::{
-    Attribution, CauseKind, SignalMode, Spike, SpikeMarker, TraceOptions, TraceSession,
-    TraceSummary,
-};
 use cpushield_cpuset::CpuSet;
 use cpushield_measure::determinism::DeterminismReport;
 use cpushield_measure::{ProbeObserver, SpikeTap};
 use cpushield_report::{AttributionSummary, CauseRow};
 use cpushield_sys::RealKernel;
+use cpushield_trace::{
+    Attribution, CauseKind, KernelContext, SignalMode, Spike, SpikeMarker, TraceOptions,
+    TraceSession, TraceSummary,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -69,14 +69,20 @@ impl ProbeObserver for TraceObserver {
 pub struct ProbeTrace {
     session: TraceSession,
     observer: Arc<TraceObserver>,
-    forward: Option<JoinHandle<Vec<(u64, cpushield_measure::Spike)>>>,
+    forward: Option<JoinHandle<Vec<Spike>>>,
 }
 
 impl ProbeTrace {
     /// Starts tracing `cpus`; `retention` must cover the longest window to
-    /// explain (a determinism run).
-    pub fn start(cpus: &CpuSet, retention: Duration) -> Result<Self, String> {
+    /// explain (a determinism run); `kernel` is what the attribution knows of
+    /// the kernel (tick, preemption model, virtual CPUs).
+    pub fn start(
+        cpus: &CpuSet,
+        retention: Duration,
+        kernel: KernelContext,
+    ) -> Result<Self, String> {
         let options = TraceOptions {
+            kernel,
             signals: SignalMode::None,
             retention: retention.max(Duration::from_secs(2)),
             proc_root: machine_proc().to_path_buf(),
@@ -104,7 +110,7 @@ impl ProbeTrace {
     /// A tap for the latency probe: samples above `threshold` are marked in
     /// the trace and kept for the summary.
     pub fn spike_tap(&mut self, threshold: Duration) -> SpikeTap {
-        let (sender, receiver) = std::sync::mpsc::channel::<cpushield_measure::Spike>();
+        let (sender, receiver) = std::sync::mpsc::channel::<Spike>();
         let marker = self.session.marker();
         self.forward = Some(
             std::thread::Builder::new()
@@ -112,15 +118,12 @@ impl ProbeTrace {
                 .spawn(move || {
                     let mut seen = Vec::new();
                     for (seq, s) in receiver.into_iter().enumerate() {
-                        let seq = seq as u64;
-                        marker.mark(&Spike {
-                            seq,
-                            cpu: s.cpu,
-                            tid: s.tid,
-                            intended_ns: s.intended_ns,
-                            actual_ns: s.actual_ns,
-                        });
-                        seen.push((seq, s));
+                        let spike = Spike {
+                            seq: seq as u64,
+                            ..s
+                        };
+                        marker.mark(&spike);
+                        seen.push(spike);
                     }
                     seen
                 })
@@ -162,11 +165,11 @@ impl ProbeTrace {
             ..AttributionSummary::default()
         };
         let mut causes = CauseTable::default();
-        for (seq, spike) in &spikes {
-            s.latency_ns += spike.latency_ns;
-            let Some(a) = by_seq.get(seq) else {
+        for spike in &spikes {
+            s.latency_ns += spike.latency_ns();
+            let Some(a) = by_seq.get(&spike.seq) else {
                 s.lost += 1;
-                s.guest_worst_ns = s.guest_worst_ns.max(spike.latency_ns);
+                s.guest_worst_ns = s.guest_worst_ns.max(spike.latency_ns());
                 continue;
             };
             s.explained += 1;
@@ -178,7 +181,7 @@ impl ProbeTrace {
             // outside the guest and outside the shield's scope.
             s.guest_worst_ns = s.guest_worst_ns.max(
                 spike
-                    .latency_ns
+                    .latency_ns()
                     .saturating_sub(split.outside)
                     .saturating_sub(split.other_scope),
             );
@@ -187,7 +190,8 @@ impl ProbeTrace {
             if let Some(k) = a.irq_entry_after_ns {
                 s.kernel_latency_max_ns = Some(s.kernel_latency_max_ns.unwrap_or(0).max(k));
             }
-            s.user_latency_max_ns = Some(s.user_latency_max_ns.unwrap_or(0).max(spike.latency_ns));
+            s.user_latency_max_ns =
+                Some(s.user_latency_max_ns.unwrap_or(0).max(spike.latency_ns()));
             causes.add(a);
         }
         s.causes = causes.rows();
@@ -368,7 +372,7 @@ fn group_name(kind: CauseKind, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cpushield_check::trace::{Cause, Phase};
+    use cpushield_trace::{Cause, Phase};
 
     fn attribution(causes: &[(CauseKind, &str, u64)]) -> Attribution {
         let total: u64 = causes.iter().map(|c| c.2).sum();

@@ -4,6 +4,7 @@
 //! [`cpushield_report::CompareReport`].
 
 pub mod anchor;
+pub mod audit;
 pub mod explain;
 pub mod idle;
 pub mod irqcount;
@@ -11,5 +12,6 @@ pub mod namespace;
 pub mod runner;
 pub mod scenario;
 
+pub use audit::ShieldAudit;
 pub use runner::{run, CompareConfig, CompareError, Progress, Scope};
 pub use scenario::Scenario;

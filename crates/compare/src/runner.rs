@@ -4,6 +4,7 @@
 //! and the load stopped on every way out (normal end, error, SIGINT/SIGTERM).
 
 use crate::anchor::{self, AnchorRun};
+use crate::audit::ShieldAudit;
 use crate::explain::{DeterminismSplit, ProbeTrace};
 use crate::idle::{self, Calibration, IdleMode};
 use crate::irqcount;
@@ -22,6 +23,7 @@ use cpushield_sys::{Kernel, RealKernel};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Why a comparison could not run.
@@ -92,6 +94,14 @@ pub struct CompareConfig {
     /// Run cyclictest in the loaded and shielded scenarios as an anchor,
     /// when it is installed.
     pub anchor: bool,
+    /// The check run on the measured CPUs during the shielded scenarios'
+    /// latency probe; its findings go in the report and name the fix of each
+    /// cause. `None`: no check, no findings.
+    pub audit: Option<Arc<dyn ShieldAudit>>,
+    /// What the tracer knows of the kernel (tick period per CPU, preemption
+    /// model, virtual CPUs), for the attribution of every CPU that may be
+    /// measured.
+    pub trace_context: cpushield_trace::KernelContext,
 }
 
 /// Progress of the whole experiment, for a progress bar.
@@ -298,67 +308,31 @@ pub fn advance_from_shielded(shielded: &LatencySummary, period_ns: u64) -> Durat
     Duration::from_nanos(shielded.p99999_ns.clamp(10_000, quarter))
 }
 
-/// `cpushield check` on some CPUs while a probe runs, in a thread of its own
+/// The check on some CPUs while a probe runs, in a thread of its own
 /// (on the housekeeping CPUs, where the runner is).
 struct CheckWhile {
-    done: std::sync::Arc<AtomicBool>,
+    done: Arc<AtomicBool>,
     handle: std::thread::JoinHandle<Vec<CheckFinding>>,
 }
 
 impl CheckWhile {
     /// Starts watching `cpus`, for at most `interval`.
-    fn start(cpus: &CpuSet, interval: Duration) -> Self {
-        let done = std::sync::Arc::new(AtomicBool::new(false));
+    fn start(audit: Arc<dyn ShieldAudit>, cpus: &CpuSet, interval: Duration) -> Self {
+        let done = Arc::new(AtomicBool::new(false));
         let flag = done.clone();
         let cpus = cpus.clone();
-        let handle = std::thread::spawn(move || check_findings(&cpus, interval, &flag));
+        let handle = std::thread::spawn(move || {
+            audit.findings_until(&cpus, interval, &|| flag.load(Ordering::Relaxed))
+        });
         Self { done, handle }
     }
 
-    /// Stops watching and returns what `check` found, most severe first.
+    /// Stops watching and returns what the check found, most severe first.
     fn finish(self) -> Vec<CheckFinding> {
         self.done.store(true, Ordering::Relaxed);
         let mut findings = self.handle.join().unwrap_or_default();
         findings.sort_by(|a, b| b.severity.cmp(&a.severity));
         findings
-    }
-}
-
-/// Runs `cpushield check` on `cpus` until `done` (at most `interval`) and
-/// keeps its findings about those CPUs.
-fn check_findings(cpus: &CpuSet, interval: Duration, done: &AtomicBool) -> Vec<CheckFinding> {
-    {
-        let opts = cpushield_check::CheckOptions {
-            interval,
-            ..Default::default()
-        };
-        match cpushield_check::run_check_until(
-            &RealKernel,
-            cpus,
-            cpushield_check::CpuSource::ShieldState,
-            opts,
-            &|| done.load(Ordering::Relaxed),
-        ) {
-            Ok(report) => report
-                .findings
-                .iter()
-                .filter(|f| f.severity >= cpushield_check::Severity::Warn)
-                .filter(|f| f.cpu.is_none_or(|c| cpus.contains(c)))
-                .map(|f| CheckFinding {
-                    severity: f.severity.to_string(),
-                    title: f.title.clone(),
-                    remedies: f.remedies.iter().map(|r| r.action.clone()).collect(),
-                    runtime_fix: f.remedies.iter().any(|r| {
-                        matches!(
-                            r.kind,
-                            cpushield_check::RemedyKind::Cpushield
-                                | cpushield_check::RemedyKind::Runtime
-                        )
-                    }),
-                })
-                .collect(),
-            Err(_) => Vec::new(),
-        }
     }
 }
 
@@ -578,21 +552,27 @@ pub fn run(
         lat.idle_poll = poll;
         lat.advance = advance;
         let mut trace = match threshold {
-            Some(_) => match ProbeTrace::start(cpus, Duration::from_secs(2)) {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    notes.push(format!("not traced: {e}"));
-                    None
+            Some(_) => {
+                match ProbeTrace::start(cpus, Duration::from_secs(2), config.trace_context.clone())
+                {
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        notes.push(format!("not traced: {e}"));
+                        None
+                    }
                 }
-            },
+            }
             None => None,
         };
         if let (Some(t), Some(th)) = (trace.as_mut(), threshold) {
             lat.spikes = Some(t.spike_tap(th));
             lat.observer = Some(t.observer());
         }
-        let checker = (scenario.shield_up() && *scenario != Scenario::UnshieldedCpu)
-            .then(|| CheckWhile::start(cpus, config.duration));
+        let checker = config
+            .audit
+            .clone()
+            .filter(|_| scenario.shield_up() && *scenario != Scenario::UnshieldedCpu)
+            .map(|audit| CheckWhile::start(audit, cpus, config.duration));
         let steal_before = steal_mark();
         let latency_report = latency::run(&lat, stop, &mut |p| {
             progress(report("latency", p.fraction, p.max_ns))
@@ -657,10 +637,12 @@ pub fn run(
                 None => Work::Duration(config.determinism_work),
             };
             let det_trace = match threshold {
-                Some(_) => {
-                    ProbeTrace::start(cpus, config.determinism_work * 2 + Duration::from_secs(1))
-                        .ok()
-                }
+                Some(_) => ProbeTrace::start(
+                    cpus,
+                    config.determinism_work * 2 + Duration::from_secs(1),
+                    config.trace_context.clone(),
+                )
+                .ok(),
                 None => None,
             };
             if let Some(t) = &det_trace {

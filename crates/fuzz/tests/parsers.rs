@@ -261,9 +261,9 @@ proptest! {
 
     #[test]
     fn trace_line_parser_never_panics(line in mutated_line("trace"), t in text("trace")) {
-        let _ = cpushield_check::trace::event::parse_line(&line);
+        let _ = cpushield_trace::event::parse_line(&line);
         for l in t.lines() {
-            let _ = cpushield_check::trace::event::parse_line(l);
+            let _ = cpushield_trace::event::parse_line(l);
         }
     }
 
@@ -276,7 +276,7 @@ proptest! {
         let line = format!(
             "{comm:>16}-{pid:<7} [{cpu:03}] {flags} {secs:>5}.{usecs:06}: local_timer_entry: vector=236"
         );
-        let e = cpushield_check::trace::event::parse_line(&line);
+        let e = cpushield_trace::event::parse_line(&line);
         prop_assert!(e.is_some(), "{}", line);
         let e = e.unwrap();
         prop_assert_eq!(e.comm, comm);
@@ -344,7 +344,7 @@ fn every_seed_of_the_real_files_parses() {
     let parsed: usize = t("trace")
         .iter()
         .flat_map(|s| s.lines().map(str::to_string).collect::<Vec<_>>())
-        .filter(|l| cpushield_check::trace::event::parse_line(l).is_some())
+        .filter(|l| cpushield_trace::event::parse_line(l).is_some())
         .count();
     assert!(parsed > 20, "only {parsed} trace lines parsed");
     let k = cpushield_sys::FakeKernel::new();

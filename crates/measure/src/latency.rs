@@ -394,11 +394,11 @@ fn measure_cpu(
         }
         if let Some(ring) = ring {
             ring.offer(Spike {
+                seq: 0,
                 cpu,
                 tid,
                 intended_ns: target,
                 actual_ns: actual,
-                latency_ns: value,
             });
         }
         samples += 1;

@@ -4,6 +4,8 @@
 //!   optional advance (wake early, spin to the deadline).
 //! - [`determinism`]: a fixed CPU-bound loop timed repeatedly: ideal, max, jitter.
 //! - [`noise`]: a busy loop's gaps between clock reads (oslat-like).
+//! - [`trace`]: the latency probe's spikes marked in a kernel trace and
+//!   attributed (`cpushield-trace`), for `--trace-above`.
 //!
 //! Each probe has a `Config` with defaults and `validate`, and
 //! `run(&config, stop, progress) -> Result<Report>`: `stop` ends the run early
@@ -34,6 +36,7 @@ pub mod run_info;
 pub mod signal;
 pub mod spike;
 pub mod top;
+pub mod trace;
 pub mod workload;
 
 pub use cpushield_cpuset::CpuSet;

@@ -9,21 +9,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
-/// A sample above the spike threshold. Times are CLOCK_MONOTONIC nanoseconds,
-/// the clock tracers can be set to (`trace_clock` = mono), for correlation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Spike {
-    /// The measured CPU.
-    pub cpu: usize,
-    /// The measuring thread's TID (what a tracer sees switched in).
-    pub tid: i32,
-    /// When the thread should have woken.
-    pub intended_ns: u64,
-    /// When it did (with an advance: when the work started).
-    pub actual_ns: u64,
-    /// `actual_ns - intended_ns`.
-    pub latency_ns: u64,
-}
+/// A sample above the spike threshold: the tracer's own type
+/// ([`cpushield_trace::Spike`]), so a spike goes from the probe to the trace
+/// unchanged. Times are CLOCK_MONOTONIC nanoseconds, the clock tracers can be
+/// set to (`trace_clock` = mono), for correlation. The probe leaves `seq` at
+/// 0; whoever forwards spikes to a trace numbers them.
+pub use cpushield_trace::Spike;
 
 /// Where to send spikes, and above what.
 #[derive(Debug, Clone)]
@@ -70,7 +61,7 @@ impl SpikeRing {
     /// Called by a measuring thread for every sample: cheap when below threshold.
     #[inline]
     pub(crate) fn offer(&self, spike: Spike) {
-        if spike.latency_ns > self.threshold_ns && self.queue.push(spike).is_err() {
+        if spike.latency_ns() > self.threshold_ns && self.queue.push(spike).is_err() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -95,11 +86,11 @@ mod tests {
 
     fn spike(latency_ns: u64) -> Spike {
         Spike {
+            seq: 0,
             cpu: 1,
             tid: 1,
             intended_ns: 1000,
             actual_ns: 1000 + latency_ns,
-            latency_ns,
         }
     }
 
@@ -111,7 +102,7 @@ mod tests {
         ring.offer(spike(101));
         ring.offer(spike(5));
         ring.drain_to(&tx);
-        let got: Vec<u64> = rx.try_iter().map(|s| s.latency_ns).collect();
+        let got: Vec<u64> = rx.try_iter().map(|s| s.latency_ns()).collect();
         assert_eq!(got, vec![101]);
     }
 

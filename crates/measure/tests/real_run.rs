@@ -82,9 +82,9 @@ fn samples_above_the_threshold_reach_the_spike_channel() {
     );
     for s in &spikes {
         assert_eq!(s.cpu, CPU);
-        assert_eq!(s.actual_ns - s.intended_ns, s.latency_ns);
+        assert_eq!(s.actual_ns - s.intended_ns, s.latency_ns());
     }
-    let max = spikes.iter().map(|s| s.latency_ns).max().unwrap();
+    let max = spikes.iter().map(|s| s.latency_ns()).max().unwrap();
     assert_eq!(max, report.cpus[0].latency.summary.max_ns);
 }
 

@@ -1,19 +1,6 @@
 //! CLOCK_MONOTONIC in nanoseconds: read it, sleep to an absolute time, spin to one.
 
-/// Nanoseconds per second.
-pub const NS_PER_SEC: u64 = 1_000_000_000;
-
-/// The current CLOCK_MONOTONIC time in nanoseconds.
-#[inline]
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // clock_gettime on CLOCK_MONOTONIC cannot fail with a valid pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * NS_PER_SEC + ts.tv_nsec as u64
-}
+pub use cpushield_sys::clock::{now_ns, NS_PER_SEC};
 
 /// CPU time the calling thread has used, in nanoseconds
 /// (CLOCK_THREAD_CPUTIME_ID: the scheduler's run time of this thread, which

@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 
 /// The name of every polling thread starts with this (`cpushield-poll3`), so
 /// a tracer can tell the poller's time from real work.
-pub const POLLER_THREAD_PREFIX: &str = "cpushield-poll";
+pub use cpushield_sys::POLLER_THREAD_PREFIX;
 
 /// Stack of a polling thread: it calls nothing deep.
 const POLLER_STACK_BYTES: usize = 64 * 1024;
@@ -126,7 +126,7 @@ pub fn idle_exits_to_hypervisor() -> bool {
     )
 }
 
-pub use cpushield_parse::cpuinfo::{halts_into_hypervisor, runs_under_hypervisor};
+use cpushield_parse::cpuinfo::{halts_into_hypervisor, runs_under_hypervisor};
 
 #[cfg(test)]
 mod tests {

@@ -11,11 +11,17 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+pub mod clock;
 mod fake;
 mod real;
 
 pub use fake::FakeKernel;
 pub use real::RealKernel;
+
+/// The name of every idle-polling thread starts with this (`cpushield-poll3`),
+/// so a tracer can tell the poller's time from real work. The runtime names
+/// its pollers with it; the tracer recognises them by it.
+pub const POLLER_THREAD_PREFIX: &str = "cpushield-poll";
 
 /// Access to the kernel's files and the scheduling syscalls.
 ///

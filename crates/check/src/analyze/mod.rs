@@ -7,7 +7,7 @@ mod tasks;
 
 use crate::facts::Facts;
 use crate::finding::{Finding, Severity};
-use crate::runtime::RunTracker;
+use crate::sampling::RunTracker;
 use crate::snapshot::Snapshot;
 use cpushield_cpuset::CpuSet;
 use serde::Serialize;

@@ -4,14 +4,16 @@
 use crate::args::{cpu_set, duration, EXIT_ERROR, EXIT_OK, EXIT_THRESHOLD};
 use clap::Args;
 use cpushield_compare::idle::IdleMode;
-use cpushield_compare::{namespace, runner, CompareConfig, Scenario, Scope};
+use cpushield_compare::{namespace, runner, CompareConfig, Scenario, Scope, ShieldAudit};
 use cpushield_cpuset::CpuSet;
 use cpushield_measure::Period;
-use cpushield_report::human_ns;
+use cpushield_report::{human_ns, CheckFinding};
+use cpushield_sys::RealKernel;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Arguments of `cpushield compare`.
@@ -141,6 +143,8 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
         attribute: !args.no_attribute,
         attribute_above: args.attribute_above,
         anchor: !args.no_anchor,
+        audit: Some(Arc::new(CheckAudit)),
+        trace_context: trace_context(),
     };
     execute(config, args.out, args.max_latency)
 }
@@ -164,12 +168,71 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         attribute: true,
         attribute_above: None,
         anchor: true,
+        audit: Some(Arc::new(CheckAudit)),
+        trace_context: trace_context(),
     };
     println!(
         "cpushield demo: idle, loaded and shielded scenarios, {} s each, inside a private PID namespace (nothing outside it is moved; IRQs are moved and restored)",
         config.duration.as_secs()
     );
     execute(config, args.out, None)
+}
+
+/// `cpushield check` on the shielded CPUs while the shielded probes run.
+#[derive(Debug)]
+struct CheckAudit;
+
+impl ShieldAudit for CheckAudit {
+    fn findings_until(
+        &self,
+        cpus: &CpuSet,
+        interval: Duration,
+        done: &dyn Fn() -> bool,
+    ) -> Vec<CheckFinding> {
+        let opts = cpushield_check::CheckOptions {
+            interval,
+            ..Default::default()
+        };
+        match cpushield_check::run_check_until(
+            &RealKernel,
+            cpus,
+            cpushield_check::CpuSource::ShieldState,
+            opts,
+            done,
+        ) {
+            Ok(report) => compare_findings(&report.findings, cpus),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+/// The findings compare reports: warnings and worse about `cpus` (or about
+/// no CPU in particular), with their remedies and whether one of them is a
+/// runtime fix.
+fn compare_findings(findings: &[cpushield_check::Finding], cpus: &CpuSet) -> Vec<CheckFinding> {
+    findings
+        .iter()
+        .filter(|f| f.severity >= cpushield_check::Severity::Warn)
+        .filter(|f| f.cpu.is_none_or(|c| cpus.contains(c)))
+        .map(|f| CheckFinding {
+            severity: f.severity.to_string(),
+            title: f.title.clone(),
+            remedies: f.remedies.iter().map(|r| r.action.clone()).collect(),
+            runtime_fix: f.remedies.iter().any(|r| {
+                matches!(
+                    r.kind,
+                    cpushield_check::RemedyKind::Cpushield | cpushield_check::RemedyKind::Runtime
+                )
+            }),
+        })
+        .collect()
+}
+
+/// What the tracer knows of this kernel, for every online CPU (any of them
+/// may be the measured one).
+fn trace_context() -> cpushield_trace::KernelContext {
+    let cpus = cpushield_sys::online_cpus(&RealKernel).unwrap_or_default();
+    cpushield_check::trace_context(&RealKernel, &cpus)
 }
 
 fn execute(
@@ -274,4 +337,40 @@ fn experiment(config: &CompareConfig, out: &std::path::Path, max_latency: Option
         }
     }
     EXIT_OK
+}
+
+#[cfg(test)]
+mod audit_tests {
+    use super::*;
+    use cpushield_check::{Finding, Remedy, Severity, Topic};
+
+    #[test]
+    fn only_warnings_and_worse_about_the_measured_cpus_are_kept_with_their_remedies() {
+        let findings = [
+            Finding::new(
+                Severity::BreaksShield,
+                Topic::Irq,
+                Some(1),
+                "IRQ 36 on CPU 1",
+                "",
+            )
+            .remedy(Remedy::boot("isolcpus=managed_irq,1"))
+            .remedy(Remedy::cpushield("cpushield shield --irqs")),
+            Finding::new(Severity::Warn, Topic::Task, None, "task hog (812)", "")
+                .remedy(Remedy::boot("nohz_full=1")),
+            Finding::new(Severity::Info, Topic::Irq, Some(1), "IRQ 9 quiet", ""),
+            Finding::new(Severity::Warn, Topic::Irq, Some(0), "IRQ 4 on CPU 0", ""),
+        ];
+        let kept = compare_findings(&findings, &CpuSet::from_cpus([1]));
+        assert_eq!(kept.len(), 2);
+        assert_eq!(kept[0].severity, Severity::BreaksShield.to_string());
+        assert_eq!(kept[0].title, "IRQ 36 on CPU 1");
+        assert_eq!(
+            kept[0].remedies,
+            vec!["isolcpus=managed_irq,1", "cpushield shield --irqs"]
+        );
+        assert!(kept[0].runtime_fix);
+        assert_eq!(kept[1].title, "task hog (812)");
+        assert!(!kept[1].runtime_fix);
+    }
 }

@@ -2,7 +2,6 @@
 //! probe from cpushield-measure, print the report (text, JSON, cyclictest
 //! histogram) and pick the exit code. Measuring is in the library.
 
-use super::trace_link;
 use crate::args::{self, EXIT_OK, EXIT_THRESHOLD};
 use crate::output;
 use anyhow::{bail, Context};
@@ -12,6 +11,7 @@ use cpushield_measure::determinism::{self, DeterminismConfig, Work};
 use cpushield_measure::latency::{self, LatencyConfig, Length};
 use cpushield_measure::noise::{self, NoiseConfig};
 use cpushield_measure::render::{cyclictest, text, units};
+use cpushield_measure::trace::SpikeTracer;
 use cpushield_measure::{json, Period, Progress, Warning};
 use cpushield_sys::RealKernel;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -304,8 +304,12 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
             if threshold.is_zero() {
                 bail!("--trace-above must be longer than 0: use e.g. --trace-above 100us");
             }
-            let (tracer, tap, announcer) =
-                trace_link::SpikeTracer::start(&config.cpus, threshold, a.trace_dir.clone())?;
+            let (tracer, tap, announcer) = SpikeTracer::start(
+                &config.cpus,
+                threshold,
+                a.trace_dir.clone(),
+                cpushield_check::trace_context(&RealKernel, &config.cpus),
+            )?;
             config.spikes = Some(tap);
             config.observer = Some(announcer);
             Some(tracer)
@@ -317,10 +321,10 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     bar.finish();
     // The probe's spike sender goes with the config; the tracer then drains and restores tracefs.
     drop(config);
-    let trace_summary = tracer.map(trace_link::SpikeTracer::finish);
+    let trace_summary = tracer.map(SpikeTracer::finish);
     let report = report?;
     if let Some((summary, dir)) = &trace_summary {
-        print!("{}", cpushield_check::trace::render_summary(summary, 10, 3));
+        print!("{}", cpushield_trace::render_summary(summary, 10, 3));
         println!("trace windows and trace-summary.json: {}", dir.display());
     }
     print_warnings(&report.run.warnings);

@@ -6,4 +6,3 @@ pub mod load;
 pub mod measure;
 pub mod run;
 pub mod shield;
-pub mod trace_link;

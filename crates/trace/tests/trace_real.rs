@@ -2,8 +2,8 @@
 //! session, after a session on an already-mounted tracefs, and after SIGINT.
 //! Skipped (with a message) when not root or without tracefs or CPU 1.
 
-use cpushield_check::trace::{SignalMode, Spike, TraceOptions, TraceSession};
 use cpushield_cpuset::CpuSet;
+use cpushield_trace::{SignalMode, Spike, TraceOptions, TraceSession};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -99,7 +99,7 @@ fn snapshot() -> BTreeMap<String, String> {
     m
 }
 
-fn run_short_session(opts: TraceOptions) -> cpushield_check::trace::TraceSummary {
+fn run_short_session(opts: TraceOptions) -> cpushield_trace::TraceSummary {
     let session = TraceSession::start(
         Arc::new(cpushield_sys::RealKernel),
         &CpuSet::parse_list("1").unwrap(),
@@ -107,7 +107,7 @@ fn run_short_session(opts: TraceOptions) -> cpushield_check::trace::TraceSummary
     )
     .expect("trace session starts");
     std::thread::sleep(Duration::from_millis(200));
-    let now = cpushield_rt::clock::now_ns();
+    let now = cpushield_sys::clock::now_ns();
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::gettid() };
     session.mark(&Spike {

@@ -9,10 +9,10 @@
 //! trace_spikes hold --cpus 1 [--duration 25]
 //! ```
 
-use cpushield_check::trace::{render_summary, Spike, TraceOptions, TraceSession};
 use cpushield_cpuset::CpuSet;
 use cpushield_rt::clock::{now_ns, sleep_until_ns};
 use cpushield_rt::sched::{lock_memory, pin, prefault_stack, set_policy, Policy};
+use cpushield_trace::{render_summary, Spike, TraceOptions, TraceSession};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -65,6 +65,7 @@ fn main() {
 fn start(cpus: &CpuSet, trace_dir: Option<PathBuf>) -> TraceSession {
     let opts = TraceOptions {
         trace_dir,
+        kernel: cpushield_check::trace_context(&cpushield_sys::RealKernel, cpus),
         ..Default::default()
     };
     TraceSession::start(Arc::new(cpushield_sys::RealKernel), cpus, opts).unwrap_or_else(|e| {

@@ -1,16 +1,36 @@
-//! `measure latency --trace-above`: spikes from the probe are marked in a
-//! kernel trace of the measured CPUs (cpushield-check's tracer) and attributed
-//! to the IRQs, softirqs and tasks that held the CPU.
+//! `measure latency --trace-above`: spikes from the probe's tap are marked in
+//! a kernel trace of the measured CPUs (`cpushield-trace`) and attributed to
+//! the IRQs, softirqs and tasks that held the CPU.
 
-use anyhow::Context;
-use cpushield_check::trace::{SignalMode, Spike, TraceOptions, TraceSession, TraceSummary};
+use crate::spike::{ProbeObserver, Spike, SpikeTap};
 use cpushield_cpuset::CpuSet;
-use cpushield_measure::SpikeTap;
 use cpushield_sys::RealKernel;
+use cpushield_trace::{
+    KernelContext, SignalMode, SpikeMarker, TraceError, TraceOptions, TraceSession, TraceSummary,
+};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+/// Why the spike tracer could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SpikeTraceError {
+    /// The trace directory could not be created.
+    #[error("--trace-dir {}: cannot create it: {error}", dir.display())]
+    TraceDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The kernel trace could not start.
+    #[error("--trace-above: starting the kernel trace: {0}")]
+    Start(TraceError),
+    /// The thread that forwards spikes to the trace could not start.
+    #[error("starting the spike forwarding thread: {0}")]
+    Spawn(std::io::Error),
+}
 
 /// A running trace fed by the probe's spike tap.
 pub struct SpikeTracer {
@@ -20,8 +40,8 @@ pub struct SpikeTracer {
 }
 
 /// Tells the trace which (possibly namespace-local) thread ID measures each
-/// CPU, from the measuring thread itself (see `SpikeMarker::announce`).
-struct Announcer(cpushield_check::trace::SpikeMarker);
+/// CPU, from the measuring thread itself (see [`SpikeMarker::announce`]).
+struct Announcer(SpikeMarker);
 
 impl std::fmt::Debug for Announcer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -29,7 +49,7 @@ impl std::fmt::Debug for Announcer {
     }
 }
 
-impl cpushield_measure::ProbeObserver for Announcer {
+impl ProbeObserver for Announcer {
     fn thread_started(&self, cpu: usize, tid: i32) {
         self.0.announce(cpu, tid);
     }
@@ -37,12 +57,15 @@ impl cpushield_measure::ProbeObserver for Announcer {
 
 impl SpikeTracer {
     /// Starts tracing `cpus` and returns the tap and the observer to put in
-    /// the latency config.
+    /// the latency config. The raw trace windows go under `dir` (default
+    /// `cpushield-trace-<unix seconds>`); `kernel` is what the attribution
+    /// knows of the kernel (`cpushield_check::trace_context`).
     pub fn start(
         cpus: &CpuSet,
         threshold: Duration,
         dir: Option<PathBuf>,
-    ) -> anyhow::Result<(Self, SpikeTap, Arc<dyn cpushield_measure::ProbeObserver>)> {
+        kernel: KernelContext,
+    ) -> Result<(Self, SpikeTap, Arc<dyn ProbeObserver>), SpikeTraceError> {
         let dir = dir.unwrap_or_else(|| {
             let secs = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -50,8 +73,10 @@ impl SpikeTracer {
                 .unwrap_or(0);
             PathBuf::from(format!("cpushield-trace-{secs}"))
         });
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("--trace-dir {}: cannot create it", dir.display()))?;
+        std::fs::create_dir_all(&dir).map_err(|error| SpikeTraceError::TraceDir {
+            dir: dir.clone(),
+            error,
+        })?;
         let options = TraceOptions {
             trace_dir: Some(dir.clone()),
             // The probe's own SIGINT handler stops the run; finish() then restores tracefs.
@@ -59,28 +84,25 @@ impl SpikeTracer {
             // CPUSHIELD_TRACE_INSTANCE=0 traces in the top-level buffer, as on
             // a kernel without instances (the guest tests use it).
             instance: std::env::var("CPUSHIELD_TRACE_INSTANCE").as_deref() != Ok("0"),
+            kernel,
             ..Default::default()
         };
         let session = TraceSession::start(Arc::new(RealKernel), cpus, options)
-            .context("--trace-above: starting the kernel trace")?;
+            .map_err(SpikeTraceError::Start)?;
         let marker = session.marker();
-        let announcer: Arc<dyn cpushield_measure::ProbeObserver> =
-            Arc::new(Announcer(session.marker()));
-        let (sender, receiver) = std::sync::mpsc::channel::<cpushield_measure::Spike>();
+        let announcer: Arc<dyn ProbeObserver> = Arc::new(Announcer(session.marker()));
+        let (sender, receiver) = std::sync::mpsc::channel::<Spike>();
         let forward = std::thread::Builder::new()
             .name("cpushield-spikes".into())
             .spawn(move || {
                 for (seq, s) in receiver.into_iter().enumerate() {
                     marker.mark(&Spike {
                         seq: seq as u64,
-                        cpu: s.cpu,
-                        tid: s.tid,
-                        intended_ns: s.intended_ns,
-                        actual_ns: s.actual_ns,
+                        ..s
                     });
                 }
             })
-            .context("starting the spike forwarding thread")?;
+            .map_err(SpikeTraceError::Spawn)?;
         Ok((
             Self {
                 session,

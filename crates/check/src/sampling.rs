@@ -7,7 +7,7 @@
 //! two samples is not seen at all; a thread seen for the first time after the
 //! first sample is charged its whole run time (it was born during the interval).
 //! Sampling more often (the default is every 100 ms) narrows the first error;
-//! the tracer (`trace`) has none of these limits.
+//! the tracer (`cpushield-trace`) has none of these limits.
 
 use crate::snapshot::ThreadSample;
 use cpushield_parse::stat::CpuTimes;

@@ -1,10 +1,11 @@
-//! The tracing engine behind `measure latency --trace-above`: records kernel
+//! cpushield-trace: the tracing engine behind `measure latency --trace-above`
+//! and `compare --attribute`: records kernel
 //! events on the measured CPUs through tracefs (no osnoise/timerlat tracer
 //! needed) and explains each latency spike by what ran between the intended
 //! and the actual wakeup.
 //!
 //! ```no_run
-//! use cpushield_check::trace::{Spike, TraceOptions, TraceSession};
+//! use cpushield_trace::{Spike, TraceOptions, TraceSession};
 //! use cpushield_cpuset::CpuSet;
 //! use std::sync::Arc;
 //!
@@ -15,8 +16,8 @@
 //! marker.mark(&Spike { seq: 1, cpu: 1, tid: 1234, intended_ns: 10, actual_ns: 2_000_010 });
 //! // ... at the end:
 //! let summary = session.finish();
-//! print!("{}", cpushield_check::trace::render_summary(&summary, 10, 3));
-//! # Ok::<(), cpushield_check::trace::TraceError>(())
+//! print!("{}", cpushield_trace::render_summary(&summary, 10, 3));
+//! # Ok::<(), cpushield_trace::TraceError>(())
 //! ```
 //!
 //! Every tracefs setting is made in a private instance
@@ -24,6 +25,12 @@
 //! is not touched; each setting is still remembered and restored, the instance
 //! removed and tracefs unmounted if the session mounted it — on `finish`, on
 //! drop, and on SIGINT/SIGTERM.
+//!
+//! What the attribution needs to know of the kernel beyond the trace (the
+//! tick period, the preemption model, whether the CPUs are virtual) comes in
+//! [`TraceOptions::kernel`] as a [`KernelContext`]: `cpushield-check` reads it
+//! (`cpushield_check::trace_context`), so this crate depends on nothing above
+//! the kernel door (`cpushield-sys`).
 
 pub mod attribute;
 pub mod event;
@@ -36,13 +43,13 @@ pub mod summary;
 pub use attribute::{Attribution, Cause, CauseKind, Phase, Spike};
 pub use summary::{render_attribution, render_summary, TraceSummary};
 
-use crate::facts::Facts;
 use cpushield_cpuset::CpuSet;
 use cpushield_sys::Kernel;
 use io::{MarkWriter, RealTraceIo, TraceIo};
 use reader::{Reader, Shared};
 use settings::SettingsGuard;
 use signal::SignalWatch;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -126,6 +133,37 @@ pub struct TraceOptions {
     /// The measurement runs in a private PID namespace: user tasks of other
     /// namespaces are charged as such (a namespace-scoped shield leaves them).
     pub namespace_scope: bool,
+    /// What the attribution needs to know of the kernel (see [`KernelContext`]).
+    pub kernel: KernelContext,
+}
+
+/// The kernel facts that explain a spike beyond the trace itself. The
+/// default knows nothing: no tick period, the preemption model "unknown", a
+/// physical CPU, USER_HZ 100.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelContext {
+    /// The tick period per CPU, ns (`None` on a nohz_full CPU); a CPU missing
+    /// here has no known tick.
+    pub tick_ns: BTreeMap<usize, Option<u64>>,
+    /// The kernel's preemption model ("none", "voluntary", "full", "rt"...).
+    pub preempt_model: Option<String>,
+    /// The CPUs are virtual (a hypervisor runs them): time no event accounts
+    /// for may be time the vCPU did not run.
+    pub virtual_cpu: bool,
+    /// USER_HZ, the unit of /proc/stat's steal counter.
+    pub user_hz: u64,
+}
+
+impl Default for KernelContext {
+    fn default() -> Self {
+        Self {
+            tick_ns: BTreeMap::new(),
+            preempt_model: None,
+            virtual_cpu: false,
+            // USER_HZ is 100 on every Linux architecture.
+            user_hz: 100,
+        }
+    }
 }
 
 impl Default for TraceOptions {
@@ -142,6 +180,7 @@ impl Default for TraceOptions {
             instance: true,
             proc_root: PathBuf::from("/proc"),
             namespace_scope: false,
+            kernel: KernelContext::default(),
         }
     }
 }
@@ -370,7 +409,7 @@ impl TraceSession {
             errors: Vec::new(),
         };
         match Self::configure(&kernel, &io, cpus, &opts, &mut cleanup) {
-            Ok((dir, pipes, writer, mut summary, tick_ns, preempt)) => {
+            Ok((dir, pipes, writer, mut summary)) => {
                 summary.mounted_tracefs = mounted_by_us;
                 if let Some(d) = &opts.trace_dir {
                     summary.trace_dir = Some(d.display().to_string());
@@ -383,20 +422,19 @@ impl TraceSession {
                     shared: shared.clone(),
                     poll: opts.poll,
                     retention_ns: opts.retention.as_nanos() as u64,
-                    tick_ns,
-                    preempt_model: preempt,
+                    tick_ns: opts.kernel.tick_ns.clone(),
+                    preempt_model: opts.kernel.preempt_model.clone(),
                     trace_dir: opts.trace_dir.clone(),
                     max_saved: opts.max_saved,
-                    user_hz: crate::snapshot::user_hz(),
+                    user_hz: opts.kernel.user_hz,
                     proc_root: opts.proc_root.clone(),
                     namespace_scope: opts.namespace_scope,
-                    virtual_cpu: kernel
-                        .read(Path::new("/proc/cpuinfo"))
-                        .is_ok_and(|c| cpushield_rt::idle_poll::runs_under_hypervisor(&c)),
-                    now: cpushield_rt::clock::now_ns,
-                    started_ns: cpushield_rt::clock::now_ns(),
+                    virtual_cpu: opts.kernel.virtual_cpu,
+                    now: cpushield_sys::clock::now_ns,
+                    started_ns: cpushield_sys::clock::now_ns(),
                 };
                 let housekeeping = online_minus(kernel.as_ref(), cpus);
+                let pin_kernel = kernel.clone();
                 let handle = std::thread::Builder::new()
                     .name("cpushield-trace".into())
                     .spawn(move || {
@@ -404,7 +442,7 @@ impl TraceSession {
                         // there, at nice -10 (still SCHED_OTHER, never
                         // real-time) so a loaded machine does not starve it.
                         if let Some(hk) = housekeeping {
-                            let _ = RealKernelAffinity::pin_self(&hk);
+                            let _ = pin_kernel.set_affinity(0, &hk);
                         }
                         // SAFETY: setpriority on our own thread id.
                         unsafe {
@@ -490,8 +528,6 @@ impl TraceSession {
             Vec<(usize, Box<dyn io::PipeReader>)>,
             Box<dyn MarkWriter>,
             TraceSummary,
-            std::collections::BTreeMap<usize, Option<u64>>,
-            Option<String>,
         ),
         String,
     > {
@@ -600,9 +636,8 @@ impl TraceSession {
             std::fs::create_dir_all(d)
                 .map_err(|e| format!("{}: cannot create the trace directory: {e}", d.display()))?;
         }
-        let (tick, preempt) = tick_and_preempt(k, cpus);
         g.set(&p("tracing_on"), "1").map_err(|e| e.to_string())?;
-        Ok((dir, pipes, writer, summary, tick, preempt))
+        Ok((dir, pipes, writer, summary))
     }
 
     /// A handle for marking spikes (Clone + Send + Sync; give it to the
@@ -714,7 +749,7 @@ impl Drop for TraceSession {
 /// Measures trace clock − CLOCK_MONOTONIC with a marker written just after
 /// reading the clock; `None` if the marker cannot be found.
 fn clock_offset(k: &dyn Kernel, dir: &Path) -> Option<i64> {
-    let t0 = cpushield_rt::clock::now_ns();
+    let t0 = cpushield_sys::clock::now_ns();
     let tag = format!("cpushield-clock-sync {t0}");
     k.write(&dir.join("trace_marker"), &format!("{tag}\n"))
         .ok()?;
@@ -754,54 +789,7 @@ fn remove_stale_instances(k: &dyn Kernel, root: &Path) {
     }
 }
 
-/// The tick period per traced CPU (None on nohz_full CPUs) and the preemption model.
-fn tick_and_preempt(
-    k: &dyn Kernel,
-    cpus: &CpuSet,
-) -> (
-    std::collections::BTreeMap<usize, Option<u64>>,
-    Option<String>,
-) {
-    let (kconfig, source) = crate::facts::read_kconfig(k);
-    let hz: Option<u64> = kconfig.get("CONFIG_HZ").and_then(|h| h.parse().ok());
-    let read = |p: &str| k.read(Path::new(p)).map(|s| s.trim().to_string()).ok();
-    let facts = Facts {
-        cmdline: read("/proc/cmdline").unwrap_or_default(),
-        kernel_version: read("/proc/sys/kernel/version").unwrap_or_default(),
-        nohz_full: read("/sys/devices/system/cpu/nohz_full"),
-        preempt_debugfs: read("/sys/kernel/debug/sched/preempt"),
-        kconfig,
-        kconfig_source: source,
-        ..Default::default()
-    };
-    let nohz = crate::analyze::nohz_full_cpus(&facts);
-    let tick = cpus
-        .iter()
-        .map(|c| {
-            (
-                c,
-                if nohz.contains(c) {
-                    None
-                } else {
-                    hz.map(|h| 1_000_000_000 / h.max(1))
-                },
-            )
-        })
-        .collect();
-    let (model, _) = crate::analyze::preempt_model(&facts);
-    (tick, Some(model))
-}
-
 fn online_minus(k: &dyn Kernel, cpus: &CpuSet) -> Option<CpuSet> {
     let hk = cpushield_sys::online_cpus(k).ok()?.difference(cpus);
     (!hk.is_empty()).then_some(hk)
-}
-
-/// Pins the calling thread (our own reader thread) with sched_setaffinity.
-struct RealKernelAffinity;
-
-impl RealKernelAffinity {
-    fn pin_self(cpus: &CpuSet) -> std::io::Result<()> {
-        cpushield_rt::sched::pin(0, cpus)
-    }
 }

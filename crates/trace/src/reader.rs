@@ -7,8 +7,10 @@ use super::attribute::{
 };
 use super::event::{parse_line, Event};
 use super::io::PipeReader;
-use crate::parse::stat::parse_cpu_times;
-use crate::parse::task::{parse_nspid, parse_thread_stat};
+use cpushield_parse::pid_stat::parse_thread_stat;
+use cpushield_parse::pid_status::parse_nspid;
+use cpushield_parse::stat::parse_cpu_times;
+
 use cpushield_sys::Kernel;
 use crossbeam_queue::ArrayQueue;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -227,7 +229,8 @@ impl Reader {
             }
             if let Ok(text) = self.kernel.read(Path::new("/proc/stat")) {
                 if let Ok(times) = parse_cpu_times(&text) {
-                    steal.push_back((t0, times.iter().map(|(c, t)| (*c, t.steal)).collect()));
+                    let steal_ticks = times.iter().map(|(cpu, t)| (*cpu, t.steal)).collect();
+                    steal.push_back((t0, steal_ticks));
                 }
             }
             while let Some(s) = self.shared.queue.pop() {
@@ -344,7 +347,8 @@ impl Reader {
                     .read(&self.proc_root.join(format!("{pid}/stat")))
                     .ok()
                     .and_then(|t| parse_thread_stat(&t).ok())
-                    .is_some_and(|st| st.is_kthread())
+                    .map(|stat| stat.is_kthread())
+                    .unwrap_or(false)
             })
         };
         let foreign = std::cell::RefCell::new(std::mem::take(&mut tasks.other_namespace));

@@ -1,10 +1,10 @@
 //! Spike attribution over real trace windows (saved on this host under
 //! stress-ng) and small synthetic ones.
 
-use cpushield_check::trace::attribute::{
+use cpushield_trace::attribute::{
     attribute, AttributionContext, CauseKind, Phase, Spike, StealEvidence,
 };
-use cpushield_check::trace::event::{parse_line, Event};
+use cpushield_trace::event::{parse_line, Event};
 
 fn events(text: &str) -> Vec<Event> {
     text.lines().filter_map(parse_line).collect()
