@@ -1069,4 +1069,40 @@ mod tests {
         assert_eq!(effective_capabilities(status), Some(0x1ff_ffff_ffff));
         assert_eq!(effective_capabilities("Name:\tx\n"), None);
     }
+
+    #[test]
+    fn events_read_as_one_line_each_with_the_remedy_where_there_is_one() {
+        let cpus = CpuSet::from_cpus([1]);
+        let lines = [
+            Event::MemoryLockAllowed {
+                pid: 9,
+                how: MemlockGrant::IpcLock,
+            },
+            Event::HostStole {
+                cpus: cpus.clone(),
+                steal_ms: 30,
+                elapsed_ms: 1000,
+            },
+            Event::Interrupted { pid: 9, signal: 15 },
+            Event::Holding {
+                pid: 9,
+                what: vec!["IRQ 41".into(), "CPU(s) 1 polling".into()],
+            },
+        ]
+        .map(|e| e.to_string());
+        assert_eq!(
+            lines,
+            [
+                "note: memory locks do not survive exec; PID 9 may lock all its memory \
+                 (it has CAP_IPC_LOCK) and must call mlockall itself",
+                "while CPU(s) 1 polled, the host took 30 ms of 1000 ms from them (steal): polling \
+                 may be hurting here; `cpushield compare --cpus 1 --idle auto` measures halting \
+                 against polling under your load",
+                "stopped by signal 15 before PID 9 exited; IRQs restored, reservation released",
+                "holding IRQ 41, CPU(s) 1 polling until PID 9 exits",
+            ]
+        );
+        assert_eq!(Outcome::Interrupted(15).shell_status(), 143);
+        assert_eq!(Outcome::TaskEnded.shell_status(), 0);
+    }
 }
