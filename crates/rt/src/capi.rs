@@ -11,10 +11,12 @@
 
 use crate::irq::{self, IrqBinding, IrqError};
 use crate::periodic::{Periodic, PeriodicStats};
-use crate::reserve::{self, Reservation, ReserveError};
+use crate::reserve::{self, Reservation, ReserveDir, ReserveError};
+use crate::run::{AffinityPlacer, RtRun, RunError};
 use crate::sched::{self, Policy};
 use crate::spsc::bytes::{self, ByteConsumer, ByteProducer};
 use cpushield_cpuset::CpuSet;
+use cpushield_sys::RealKernel;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::io;
@@ -155,20 +157,16 @@ pub unsafe extern "C" fn cps_place_deadline(
     )
 }
 
+/// Places through the same orchestration as `cpushield run`, by affinity
+/// alone, refusing CPUs another process has reserved.
 fn place(tid: c_int, cpus: &CpuSet, policy: Policy) -> c_int {
-    if let Err(msg) = policy.validate() {
-        return fail(libc::EINVAL, msg);
+    let run = RtRun::new(&RealKernel, &AffinityPlacer, ReserveDir::from_env());
+    match run.place_now(tid, cpus, policy) {
+        Ok(()) => 0,
+        Err(RunError::Reserve(e)) => fail_reserve(e),
+        Err(RunError::Place(e)) => fail_io(&e.error, e.detail),
+        Err(e) => fail(libc::EINVAL, e.to_string()),
     }
-    if let Err(e) = reserve::check(cpus) {
-        return fail_reserve(e);
-    }
-    if let Err(e) = sched::pin(tid, cpus) {
-        return fail_io(&e, sched::describe_pin_error(cpus, &e));
-    }
-    if let Err(e) = sched::set_policy(tid, policy) {
-        return fail_io(&e, sched::describe_policy_error(&policy, &e));
-    }
-    0
 }
 
 /// Locks all current and future memory of the process (mlockall).

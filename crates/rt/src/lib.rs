@@ -12,7 +12,9 @@
 //! - [`spsc`]: bounded wait-free single-producer/single-consumer queue;
 //! - [`irq::bind_irq`]: send an IRQ to the task's CPUs, old mask restored on drop;
 //! - [`idle_poll::IdlePoller`]: keep CPUs polling instead of halting into a hypervisor;
-//! - [`launch`]: start a command placed before it runs (`cpushield run`);
+//! - [`launch`]: start a command placed before it runs;
+//! - [`run::RtRun`]: a whole run on shielded CPUs (`cpushield run`, `cps_place`):
+//!   spawn or adopt, place, policy, mlock, IRQs, reservation, idle poll, restore;
 //! - `capi`: the same for C (`include/cpushield.h`).
 
 pub mod clock;
@@ -21,6 +23,7 @@ pub mod irq;
 pub mod launch;
 pub mod periodic;
 pub mod reserve;
+pub mod run;
 pub mod sched;
 pub mod spsc;
 pub mod thread;

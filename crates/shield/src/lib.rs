@@ -13,6 +13,7 @@ pub mod layout;
 pub mod masks;
 pub mod placement;
 pub mod plan;
+pub mod render;
 pub mod snapshot;
 pub mod state;
 pub mod status;

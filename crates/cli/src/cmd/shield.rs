@@ -4,8 +4,7 @@ use crate::args::{cpu_set, EXIT_OK};
 use anyhow::Context;
 use clap::Args;
 use cpushield_cpuset::CpuSet;
-use cpushield_shield::plan::Severity;
-use cpushield_shield::{status, ShieldMasks};
+use cpushield_shield::{render, status, ShieldMasks};
 use cpushield_sys::RealKernel;
 use std::process::ExitCode;
 
@@ -103,37 +102,7 @@ fn print_report(
         println!("{}", serde_json::to_string_pretty(report)?);
         return Ok(ExitCode::from(EXIT_OK));
     }
-    let m = &report.masks;
-    let show = |s: &CpuSet| {
-        if s.is_empty() {
-            "-".to_string()
-        } else {
-            s.to_list()
-        }
-    };
-    println!(
-        "{verb}: procs {}  irqs {}  ltmr {}  ({}, scope {:?})",
-        show(&m.procs),
-        show(&m.irqs),
-        show(&m.ltmr),
-        report.mechanism,
-        report.scope
-    );
-    let o = &report.outcome;
-    println!(
-        "  {} tasks moved, {} affinities set, {} IRQs changed, {} tasks exited meanwhile",
-        o.moved, o.affinities, o.irqs, o.vanished
-    );
-    for note in report.notes.iter().chain(&o.notes) {
-        let tag = match note.severity {
-            Severity::Info => "note",
-            Severity::Warn => "warning",
-        };
-        match &note.remedy {
-            Some(fix) => println!("  {tag}: {} (fix: {fix})", note.text),
-            None => println!("  {tag}: {}", note.text),
-        }
-    }
+    print!("{}", render::render_report(report, verb));
     Ok(ExitCode::from(EXIT_OK))
 }
 
@@ -167,83 +136,7 @@ pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&st)?);
         return Ok(ExitCode::from(EXIT_OK));
     }
-    let dash = |s: &str| {
-        if s.is_empty() {
-            "-".to_string()
-        } else {
-            s.to_string()
-        }
-    };
-    println!(
-        "shielded: procs {}  irqs {}  ltmr {}   (online {})",
-        dash(&st.procs),
-        dash(&st.irqs),
-        dash(&st.ltmr),
-        st.online
-    );
-    println!(
-        "mechanism: {}; {}; scope {:?}",
-        st.mechanism, st.enforcement, st.scope
-    );
-    println!(
-        "{:>4}  {:5} {:4} {:4}  {:9} {:9} {:8}  {:>6}  {:>4}",
-        "CPU", "procs", "irqs", "ltmr", "nohz_full", "rcu_nocbs", "isolated", "tasks", "IRQs"
-    );
-    let yn = |b: bool| if b { "yes" } else { "-" };
-    for c in &st.cpus {
-        let irqs = if c.procs || c.irqs || c.ltmr {
-            c.irqs_here.len().to_string()
-        } else {
-            String::new()
-        };
-        println!(
-            "{:>4}  {:5} {:4} {:4}  {:9} {:9} {:8}  {:>6}  {:>4}",
-            c.cpu,
-            yn(c.procs),
-            yn(c.irqs),
-            yn(c.ltmr),
-            yn(c.nohz_full),
-            yn(c.rcu_nocbs),
-            yn(c.isolated),
-            c.task_count,
-            irqs
-        );
-    }
-    for c in st.cpus.iter().filter(|c| c.procs || c.irqs || c.ltmr) {
-        if !c.tasks.is_empty() {
-            let names: Vec<String> = c
-                .tasks
-                .iter()
-                .take(12)
-                .map(|t| {
-                    format!(
-                        "{}({}){}",
-                        t.comm,
-                        t.tid,
-                        if t.pinned_by_kernel { "*" } else { "" }
-                    )
-                })
-                .collect();
-            let more = if c.tasks.len() > 12 {
-                format!(" … {} in all", c.tasks.len())
-            } else {
-                String::new()
-            };
-            println!(
-                "CPU {} may still run: {}{more}   (* = bound by the kernel)",
-                c.cpu,
-                names.join(" ")
-            );
-        }
-        if !c.irqs_here.is_empty() {
-            let irqs: Vec<String> = c
-                .irqs_here
-                .iter()
-                .map(|i| format!("{} {}", i.irq, i.name))
-                .collect();
-            println!("CPU {} still takes IRQs: {}", c.cpu, irqs.join(", "));
-        }
-    }
+    print!("{}", render::render_status(&st));
     Ok(ExitCode::from(EXIT_OK))
 }
 

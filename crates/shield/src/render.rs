@@ -1,0 +1,280 @@
+//! Human-readable text of `cpushield show` (a [`Status`]) and of the reports of
+//! `shield`, `unshield` and `reset` (a [`Report`]); JSON is their serde form.
+
+use crate::plan::Severity;
+use crate::status::Status;
+use crate::Report;
+use cpushield_cpuset::CpuSet;
+use std::fmt::Write;
+
+/// How many task names a CPU's "may still run" line lists before "… N in all".
+const TASKS_LISTED: usize = 12;
+
+/// Renders the shield status for a terminal (`cpushield show`).
+pub fn render_status(st: &Status) -> String {
+    let mut o = String::new();
+    let dash = |s: &str| {
+        if s.is_empty() {
+            "-".to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    let _ = writeln!(
+        o,
+        "shielded: procs {}  irqs {}  ltmr {}   (online {})",
+        dash(&st.procs),
+        dash(&st.irqs),
+        dash(&st.ltmr),
+        st.online
+    );
+    let _ = writeln!(
+        o,
+        "mechanism: {}; {}; scope {:?}",
+        st.mechanism, st.enforcement, st.scope
+    );
+    let _ = writeln!(
+        o,
+        "{:>4}  {:5} {:4} {:4}  {:9} {:9} {:8}  {:>6}  {:>4}",
+        "CPU", "procs", "irqs", "ltmr", "nohz_full", "rcu_nocbs", "isolated", "tasks", "IRQs"
+    );
+    let yn = |b: bool| if b { "yes" } else { "-" };
+    for c in &st.cpus {
+        let irqs = if c.procs || c.irqs || c.ltmr {
+            c.irqs_here.len().to_string()
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            o,
+            "{:>4}  {:5} {:4} {:4}  {:9} {:9} {:8}  {:>6}  {:>4}",
+            c.cpu,
+            yn(c.procs),
+            yn(c.irqs),
+            yn(c.ltmr),
+            yn(c.nohz_full),
+            yn(c.rcu_nocbs),
+            yn(c.isolated),
+            c.task_count,
+            irqs
+        );
+    }
+    for c in st.cpus.iter().filter(|c| c.procs || c.irqs || c.ltmr) {
+        if !c.tasks.is_empty() {
+            let names: Vec<String> = c
+                .tasks
+                .iter()
+                .take(TASKS_LISTED)
+                .map(|t| {
+                    format!(
+                        "{}({}){}",
+                        t.comm,
+                        t.tid,
+                        if t.pinned_by_kernel { "*" } else { "" }
+                    )
+                })
+                .collect();
+            let more = if c.tasks.len() > TASKS_LISTED {
+                format!(" … {} in all", c.tasks.len())
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                o,
+                "CPU {} may still run: {}{more}   (* = bound by the kernel)",
+                c.cpu,
+                names.join(" ")
+            );
+        }
+        if !c.irqs_here.is_empty() {
+            let irqs: Vec<String> = c
+                .irqs_here
+                .iter()
+                .map(|i| format!("{} {}", i.irq, i.name))
+                .collect();
+            let _ = writeln!(o, "CPU {} still takes IRQs: {}", c.cpu, irqs.join(", "));
+        }
+    }
+    o
+}
+
+/// Renders the report of `shield`, `unshield` or `reset` for a terminal;
+/// `verb` starts the first line ("shielded", "shield now", "reset").
+pub fn render_report(report: &Report, verb: &str) -> String {
+    let mut o = String::new();
+    let m = &report.masks;
+    let show = |s: &CpuSet| {
+        if s.is_empty() {
+            "-".to_string()
+        } else {
+            s.to_list()
+        }
+    };
+    let _ = writeln!(
+        o,
+        "{verb}: procs {}  irqs {}  ltmr {}  ({}, scope {:?})",
+        show(&m.procs),
+        show(&m.irqs),
+        show(&m.ltmr),
+        report.mechanism,
+        report.scope
+    );
+    let out = &report.outcome;
+    let _ = writeln!(
+        o,
+        "  {} tasks moved, {} affinities set, {} IRQs changed, {} tasks exited meanwhile",
+        out.moved, out.affinities, out.irqs, out.vanished
+    );
+    for note in report.notes.iter().chain(&out.notes) {
+        let tag = match note.severity {
+            Severity::Info => "note",
+            Severity::Warn => "warning",
+        };
+        match &note.remedy {
+            Some(fix) => {
+                let _ = writeln!(o, "  {tag}: {} (fix: {fix})", note.text);
+            }
+            None => {
+                let _ = writeln!(o, "  {tag}: {}", note.text);
+            }
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::Scope;
+    use crate::status::{CpuStatus, IrqOnCpu, TaskOnCpu};
+
+    fn cpu(n: usize, shielded: bool) -> CpuStatus {
+        CpuStatus {
+            cpu: n,
+            procs: shielded,
+            irqs: shielded,
+            ltmr: false,
+            nohz_full: false,
+            rcu_nocbs: shielded,
+            isolated: false,
+            task_count: if shielded { 2 } else { 97 },
+            tasks: Vec::new(),
+            irqs_here: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn status_text_has_the_summary_the_table_and_what_still_reaches_a_shielded_cpu() {
+        let mut one = cpu(1, true);
+        one.tasks = vec![
+            TaskOnCpu {
+                tid: 20,
+                comm: "ksoftirqd/1".into(),
+                kthread: true,
+                pinned_by_kernel: true,
+                affinity: CpuSet::from_cpus([1]),
+            },
+            TaskOnCpu {
+                tid: 4242,
+                comm: "rt-app".into(),
+                kthread: false,
+                pinned_by_kernel: false,
+                affinity: CpuSet::from_cpus([1]),
+            },
+        ];
+        one.irqs_here = vec![IrqOnCpu {
+            irq: 24,
+            name: "virtio0-input".into(),
+            affinity: CpuSet::from_cpus([0, 1]),
+        }];
+        let st = Status {
+            procs: "1".into(),
+            irqs: "1".into(),
+            ltmr: String::new(),
+            online: "0-1".into(),
+            mechanism: "cgroup v1 cpuset".into(),
+            enforcement: "in force".into(),
+            scope: Scope::Namespace,
+            state_file: None,
+            cpus: vec![cpu(0, false), one],
+        };
+        let expected = "\
+shielded: procs 1  irqs 1  ltmr -   (online 0-1)
+mechanism: cgroup v1 cpuset; in force; scope Namespace
+ CPU  procs irqs ltmr  nohz_full rcu_nocbs isolated   tasks  IRQs
+   0  -     -    -     -         -         -             97      
+   1  yes   yes  -     -         yes       -              2     1
+CPU 1 may still run: ksoftirqd/1(20)* rt-app(4242)   (* = bound by the kernel)
+CPU 1 still takes IRQs: 24 virtio0-input
+";
+        assert_eq!(render_status(&st), expected);
+    }
+
+    #[test]
+    fn a_long_task_list_is_cut_at_twelve_names_with_the_total() {
+        let mut one = cpu(1, true);
+        one.tasks = (0..15)
+            .map(|i| TaskOnCpu {
+                tid: 100 + i,
+                comm: "w".into(),
+                kthread: false,
+                pinned_by_kernel: false,
+                affinity: CpuSet::from_cpus([1]),
+            })
+            .collect();
+        let st = Status {
+            procs: "1".into(),
+            irqs: String::new(),
+            ltmr: String::new(),
+            online: "0-1".into(),
+            mechanism: "none".into(),
+            enforcement: "-".into(),
+            scope: Scope::System,
+            state_file: None,
+            cpus: vec![one],
+        };
+        let text = render_status(&st);
+        assert!(text.contains("w(111) … 15 in all   (*"), "{text}");
+        assert!(!text.contains("w(112)"), "{text}");
+    }
+
+    #[test]
+    fn a_report_has_the_masks_the_counts_and_each_note_with_its_fix() {
+        use crate::apply::Outcome;
+        use crate::plan::{Note, Severity};
+        use crate::ShieldMasks;
+        let report = Report {
+            masks: ShieldMasks {
+                procs: CpuSet::from_cpus([1]),
+                irqs: CpuSet::from_cpus([1]),
+                ltmr: CpuSet::new(),
+            },
+            mechanism: "cgroup v1 cpuset".into(),
+            scope: Scope::System,
+            outcome: Outcome {
+                moved: 3,
+                affinities: 4,
+                irqs: 5,
+                vanished: 1,
+                notes: vec![Note {
+                    severity: Severity::Warn,
+                    text: "IRQ 9 is kernel-managed".into(),
+                    remedy: Some("boot with isolcpus=managed_irq,1".into()),
+                }],
+                ..Outcome::default()
+            },
+            notes: vec![Note {
+                severity: Severity::Info,
+                text: "CPU 1 has no SMT sibling".into(),
+                remedy: None,
+            }],
+        };
+        let expected = "\
+shielded: procs 1  irqs 1  ltmr -  (cgroup v1 cpuset, scope System)
+  3 tasks moved, 4 affinities set, 5 IRQs changed, 1 tasks exited meanwhile
+  note: CPU 1 has no SMT sibling
+  warning: IRQ 9 is kernel-managed (fix: boot with isolcpus=managed_irq,1)
+";
+        assert_eq!(render_report(&report, "shielded"), expected);
+    }
+}
