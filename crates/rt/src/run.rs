@@ -648,7 +648,7 @@ impl<'k> RtRun<'k> {
         self.kernel
             .read(Path::new(&format!("/proc/{pid}/status")))
             .ok()
-            .and_then(|s| effective_capabilities(&s))
+            .and_then(|s| cpushield_parse::pid_status::parse_cap_eff(&s))
             .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0)
     }
 
@@ -674,14 +674,6 @@ impl<'k> RtRun<'k> {
             steal_since,
         }))
     }
-}
-
-/// The CapEff (effective capabilities) bit mask of a /proc/PID/status text.
-pub fn effective_capabilities(status: &str) -> Option<u64> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
 }
 
 /// Polling CPUs and the evidence on whether polling helps: a vCPU that never
@@ -1061,13 +1053,6 @@ mod tests {
             ..eperm
         };
         assert_eq!(policy.to_string(), "PID 5: d");
-    }
-
-    #[test]
-    fn effective_capabilities_come_from_the_capeff_line() {
-        let status = "Name:\tsleep\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\n";
-        assert_eq!(effective_capabilities(status), Some(0x1ff_ffff_ffff));
-        assert_eq!(effective_capabilities("Name:\tx\n"), None);
     }
 
     #[test]
