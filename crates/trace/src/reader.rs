@@ -13,7 +13,7 @@ use cpushield_parse::stat::parse_cpu_times;
 
 use cpushield_sys::Kernel;
 use crossbeam_queue::ArrayQueue;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -133,7 +133,17 @@ struct TaskCache {
     kthreads: HashMap<i32, bool>,
     /// Whether it belongs to another PID namespace than the measuring one.
     other_namespace: HashMap<i32, bool>,
+    /// Every thread seen in the measuring namespace (namespace scope only),
+    /// so that one gone before its event was read is still known as ours.
+    ours: HashSet<i32>,
+    /// When the measuring namespace's threads were last listed.
+    ours_listed_ns: Option<u64>,
 }
+
+/// How often the measuring namespace's threads are listed: a thread of it
+/// that lives shorter than this and is gone before its event is read counts
+/// as another namespace's.
+const NAMESPACE_LIST_PERIOD_NS: u64 = 250_000_000;
 
 struct Saved {
     latency: u64,
@@ -163,6 +173,16 @@ impl Reader {
             }
             let finishing = self.shared.finishing.load(Ordering::SeqCst);
             let t0 = (self.now)();
+            if self.namespace_scope
+                && tasks
+                    .ours_listed_ns
+                    .is_none_or(|t| t0.saturating_sub(t) >= NAMESPACE_LIST_PERIOD_NS)
+            {
+                tasks.ours_listed_ns = Some(t0);
+                tasks
+                    .ours
+                    .extend(namespace_threads(self.kernel.as_ref(), &self.proc_root));
+            }
             let mut drained = true;
             for (cpu, pipe) in self.pipes.iter_mut() {
                 buf.clear();
@@ -357,7 +377,9 @@ impl Reader {
                 return false;
             }
             *foreign.borrow_mut().entry(pid).or_insert_with(|| {
-                other_namespace(self.kernel.as_ref(), &self.proc_root, pid).unwrap_or(false)
+                // Gone before it could be read: ours only if it was listed as ours.
+                other_namespace(self.kernel.as_ref(), &self.proc_root, pid)
+                    .unwrap_or_else(|| !tasks.ours.contains(&pid))
             })
         };
         let ctx = AttributionContext {
@@ -480,6 +502,26 @@ fn other_namespace(kernel: &dyn Kernel, proc_root: &Path, pid: i32) -> Option<bo
         .map(|ids| ids.len() < 2)
 }
 
+/// The threads (global IDs) of the measuring PID namespace: those of every
+/// process whose NSpid has an entry below the machine's namespace. Reads the
+/// machine's /proc at `proc_root`; a process gone meanwhile is skipped.
+fn namespace_threads(kernel: &dyn Kernel, proc_root: &Path) -> Vec<i32> {
+    let Ok(entries) = kernel.read_dir(proc_root) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for pid in entries.iter().filter_map(|e| e.parse::<i32>().ok()) {
+        if other_namespace(kernel, proc_root, pid) != Some(false) {
+            continue;
+        }
+        match kernel.read_dir(&proc_root.join(format!("{pid}/task"))) {
+            Ok(tids) => out.extend(tids.iter().filter_map(|t| t.parse::<i32>().ok())),
+            Err(_) => out.push(pid),
+        }
+    }
+    out
+}
+
 /// The events from the last one before `from` (the context in force) to the
 /// last one at or before `to`, found by bisection (the window is in time order).
 fn window_events(w: &VecDeque<Event>, from: u64, to: u64) -> Vec<Event> {
@@ -554,5 +596,25 @@ mod tests {
     fn lost_event_lines_are_counted() {
         assert_eq!(lost_count("CPU:1 [LOST 12 EVENTS]"), Some(12));
         assert_eq!(lost_count("bash-1 [001] ..."), None);
+    }
+}
+
+#[cfg(test)]
+mod namespace_tests {
+    use super::*;
+    use cpushield_sys::FakeKernel;
+
+    #[test]
+    fn the_measuring_namespace_threads_are_those_with_a_nested_nspid() {
+        let k = FakeKernel::new();
+        k.set_file("/hostproc/1/status", "Name:\tinit\nNSpid:\t1\n");
+        k.set_file("/hostproc/300/status", "Name:\tload\nNSpid:\t300\t4\n");
+        k.set_file("/hostproc/300/task/300/stat", "");
+        k.set_file("/hostproc/300/task/301/stat", "");
+        k.set_file("/hostproc/77/status", "Name:\tkdamond.0\nNSpid:\t77\n");
+        k.add_dir("/hostproc/self");
+        let mut ours = namespace_threads(&k, Path::new("/hostproc"));
+        ours.sort();
+        assert_eq!(ours, vec![300, 301]);
     }
 }

@@ -325,3 +325,59 @@ fn a_spike_with_a_namespace_tid_is_matched_through_the_threads_announcement() {
     assert!(a.causes.iter().all(|c| c.kind != CauseKind::Task));
     session.finish();
 }
+
+#[test]
+fn a_task_gone_before_it_was_read_and_never_listed_in_our_namespace_is_another_namespaces() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let k = Arc::new(tracefs());
+    // The load task 70 ran on the CPU and exited before the reader could read
+    // its status (a short `git` of another namespace did so); the probe
+    // (global 50, 5 inside the measuring namespace) is ours.
+    k.set_file("/hostproc/50/status", "Name:\tprobe\nNSpid:\t50\t5\n");
+    let io = Arc::new(FakeIo::default());
+    let t0 = cpushield_sys::clock::now_ns();
+    let ts = |off_us: u64| {
+        let ns = t0 + off_us * 1000;
+        format!("{}.{:06}", ns / 1_000_000_000, (ns % 1_000_000_000) / 1000)
+    };
+    let announce = format!(
+        "           probe-50      [001] .....  {}: tracing_mark_write: cpushield thread cpu=1 tid=5\n",
+        ts(1)
+    );
+    io.pipes.lock().unwrap().insert(
+        PathBuf::from(format!("{ROOT}/per_cpu/cpu1/trace_pipe")),
+        announce + &window(t0),
+    );
+    let opts = TraceOptions {
+        signals: SignalMode::None,
+        instance: false,
+        poll: Duration::from_millis(1),
+        proc_root: PathBuf::from("/hostproc"),
+        namespace_scope: true,
+        ..Default::default()
+    };
+    let cpus = CpuSet::parse_list("1").unwrap();
+    let session = TraceSession::start_with_io(k.clone(), io.clone(), &cpus, opts).unwrap();
+    session.marker().announce(1, 5);
+    assert!(io.marks.lock().unwrap()[0].starts_with("cpushield thread cpu=1 tid=5"));
+    let spike = Spike {
+        seq: 1,
+        cpu: 1,
+        tid: 5,
+        intended_ns: t0,
+        actual_ns: t0 + 1_010_000,
+    };
+    assert!(session.mark(&spike));
+    let a = session
+        .attribute(&spike, Duration::from_secs(5))
+        .expect("attributed");
+    assert!(
+        a.causes
+            .iter()
+            .any(|c| c.kind == CauseKind::OtherNamespace && c.name == "load (70)"),
+        "{:#?}",
+        a.causes
+    );
+    assert!(a.causes.iter().all(|c| c.kind != CauseKind::Task));
+    session.finish();
+}
