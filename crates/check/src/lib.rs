@@ -8,6 +8,7 @@
 //! the tracer (`cpushield-trace`) needs to know of the kernel.
 
 pub mod analyze;
+pub mod causes;
 pub mod facts;
 pub mod finding;
 pub mod render;

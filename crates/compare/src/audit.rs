@@ -18,4 +18,18 @@ pub trait ShieldAudit: Send + Sync + std::fmt::Debug {
         interval: Duration,
         done: &dyn Fn() -> bool,
     ) -> Vec<CheckFinding>;
+
+    /// The fix for a cause the tracer named (`kind` and `name` as in the
+    /// cause table) on `cpus`, when the findings do not name one: work items
+    /// and kernel threads too short for sampling to see, and tasks the
+    /// experiment's scope left in place (`namespace_scope`).
+    fn fix_for_cause(
+        &self,
+        _kind: &str,
+        _name: &str,
+        _cpus: &CpuSet,
+        _namespace_scope: bool,
+    ) -> Option<String> {
+        None
+    }
 }

@@ -592,8 +592,13 @@ pub fn run(
                     latency_report.spikes_dropped,
                     latency_steal,
                 );
-                for row in summary.causes.iter_mut() {
-                    row.fix = fix_for(&row.name, &findings);
+                let namespace_scope = matches!(config.scope, Scope::Namespace);
+                for row in summary.causes.iter_mut().filter(|r| r.guest) {
+                    row.fix = fix_for(&row.name, &findings).or_else(|| {
+                        config.audit.as_ref().and_then(|a| {
+                            a.fix_for_cause(&row.kind, &row.name, cpus, namespace_scope)
+                        })
+                    });
                 }
                 Some(summary)
             }

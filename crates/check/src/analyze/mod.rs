@@ -3,7 +3,7 @@
 
 mod config;
 mod interrupts;
-mod tasks;
+pub(crate) mod tasks;
 
 use crate::facts::Facts;
 use crate::finding::{Finding, Severity};

@@ -199,7 +199,7 @@ fn process_name(input: &CheckInput<'_>, key: i32, first: &ThreadSample) -> Strin
 }
 
 /// What a bound kernel thread does and what reduces its work.
-fn bound_kthread_advice(comm: &str, list: &str) -> (&'static str, Option<Remedy>) {
+pub(crate) fn bound_kthread_advice(comm: &str, list: &str) -> (&'static str, Option<Remedy>) {
     if comm.starts_with("ksoftirqd/") {
         (
             "softirqs deferred from interrupts on this CPU",

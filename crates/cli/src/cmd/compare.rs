@@ -204,6 +204,21 @@ impl ShieldAudit for CheckAudit {
             Err(_) => Vec::new(),
         }
     }
+
+    fn fix_for_cause(
+        &self,
+        kind: &str,
+        name: &str,
+        cpus: &CpuSet,
+        namespace_scope: bool,
+    ) -> Option<String> {
+        let scope = if namespace_scope {
+            cpushield_check::causes::ShieldScope::Namespace
+        } else {
+            cpushield_check::causes::ShieldScope::System
+        };
+        cpushield_check::causes::remedy_for_cause(kind, name, cpus, scope).map(|r| r.action)
+    }
 }
 
 /// The findings compare reports: warnings and worse about `cpus` (or about

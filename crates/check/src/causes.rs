@@ -1,0 +1,128 @@
+//! The fix for a cause the tracer charged a latency spike to, when the
+//! sampling checks cannot see it: work items and kernel threads that run for
+//! microseconds, and tasks outside a namespace-scoped experiment.
+//!
+//! The tracer names causes as `compare` shows them: a kind (`work`,
+//! `kthread`, `task`, `other-ns`, ...) and a name (`workqueue vmstat_update`,
+//! `kdamond.0 (77)`, `tokio-rt-worker (75)`).
+
+use crate::analyze::tasks::bound_kthread_advice;
+use crate::finding::Remedy;
+use cpushield_cpuset::CpuSet;
+
+/// Where the experiment's shield applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShieldScope {
+    /// Only the tasks of a private PID namespace were placed: tasks and
+    /// kernel threads of the machine were left where they were.
+    Namespace,
+    /// The whole machine was shielded.
+    System,
+}
+
+/// The fix for a traced cause of kind `kind` named `name` on `cpus`, or
+/// `None` when none is known (IRQs, softirqs and the local timer are named by
+/// the sampling checks instead).
+pub fn remedy_for_cause(
+    kind: &str,
+    name: &str,
+    cpus: &CpuSet,
+    scope: ShieldScope,
+) -> Option<Remedy> {
+    let list = cpus.to_list();
+    let task = name.rsplit_once(" (").map_or(name, |(comm, _)| comm);
+    let whole_machine = || {
+        Remedy::cpushield(format!(
+            "cpushield shield --procs {list} outside a PID namespace (compare --system): a namespace-scoped shield leaves the machine's tasks and kernel threads in place"
+        ))
+    };
+    match kind {
+        "work" => match name.strip_prefix("workqueue ")? {
+            // vmstat's shepherd queues this per-CPU update only on CPUs that
+            // are not isolated (kernel 6.4+: cpu_is_isolated()).
+            "vmstat_update" => Some(Remedy::boot(format!(
+                "isolcpus=domain,managed_irq,{list} (vmstat's per-CPU update skips isolated CPUs; on cgroup v2 the shield's isolated partition does the same without a reboot)"
+            ))),
+            _ => None,
+        },
+        "kthread" if is_per_cpu_kthread(task) => bound_kthread_advice(task, &list).1,
+        "kthread" => match scope {
+            ShieldScope::Namespace => Some(whole_machine()),
+            ShieldScope::System => Some(Remedy::cpushield(format!(
+                "cpushield shield --procs {list}"
+            ))),
+        },
+        "other-ns" => Some(whole_machine()),
+        "task" => Some(Remedy::cpushield(format!("cpushield shield --procs {list}"))),
+        _ => None,
+    }
+}
+
+/// Whether a kernel thread's name is that of a per-CPU one (`ksoftirqd/1`,
+/// `kworker/1:2H`, `migration/1`, `rcuc/1`); `kworker/u8:3` is unbound.
+fn is_per_cpu_kthread(comm: &str) -> bool {
+    comm.split_once('/')
+        .is_some_and(|(_, rest)| rest.starts_with(|c: char| c.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fix(kind: &str, name: &str, scope: ShieldScope) -> Option<String> {
+        remedy_for_cause(kind, name, &CpuSet::parse_list("1").unwrap(), scope).map(|r| r.action)
+    }
+
+    #[test]
+    fn vmstat_update_is_fixed_by_isolating_the_cpu() {
+        let f = fix("work", "workqueue vmstat_update", ShieldScope::Namespace).unwrap();
+        assert!(f.starts_with("isolcpus=domain,managed_irq,1 "), "{f}");
+        assert_eq!(
+            fix(
+                "work",
+                "workqueue ext4_end_io_rsv_work",
+                ShieldScope::System
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn an_unbound_kernel_thread_outside_the_namespace_needs_the_whole_machine_shielded() {
+        let f = fix("kthread", "kdamond.0 (77)", ShieldScope::Namespace).unwrap();
+        assert!(
+            f.starts_with("cpushield shield --procs 1 outside a PID namespace"),
+            "{f}"
+        );
+        assert_eq!(
+            fix("kthread", "kdamond.0 (77)", ShieldScope::System).as_deref(),
+            Some("cpushield shield --procs 1")
+        );
+        let f = fix("other-ns", "tokio-rt-worker (75)", ShieldScope::Namespace).unwrap();
+        assert!(f.contains("compare --system"), "{f}");
+    }
+
+    #[test]
+    fn a_per_cpu_kernel_thread_gets_the_advice_for_its_work() {
+        assert_eq!(
+            fix("kthread", "ksoftirqd/1 (20)", ShieldScope::Namespace).as_deref(),
+            Some("cpushield shield --irqs 1")
+        );
+        assert_eq!(
+            fix("kthread", "kworker/1:2H (99)", ShieldScope::Namespace).as_deref(),
+            Some("sysctl -w vm.stat_interval=10")
+        );
+        assert!(is_per_cpu_kthread("migration/1"));
+        assert!(!is_per_cpu_kthread("kworker/u8:3"));
+        assert!(!is_per_cpu_kthread("kdamond.0"));
+    }
+
+    #[test]
+    fn interrupts_and_the_probe_itself_have_no_cause_fix_here() {
+        assert_eq!(
+            fix("irq", "irq 36 virtio1-req.0", ShieldScope::System),
+            None
+        );
+        assert_eq!(fix("self", "the probe itself", ShieldScope::System), None);
+    }
+}
