@@ -9,7 +9,6 @@
 
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
-use crate::guard::{self, Spin, Warning};
 use crate::harness::{
     self, AppliedPolicy, Bound, Control, ControlPlacement, Live, ProcessSetup, StopFlags,
 };
@@ -18,6 +17,7 @@ use crate::progress::Progress;
 use crate::recorder::Recorder;
 use crate::run_info::{kernel_release, RunInfo};
 use crate::spike::ProbeObserver;
+use crate::warnings::{self, Spin, Warning};
 use crate::workload;
 use cpushield_cpuset::CpuSet;
 use cpushield_rt::clock::{now_ns, sleep_until_ns, thread_cpu_ns};
@@ -76,7 +76,7 @@ impl DeterminismConfig {
 
     /// Checks the configuration; the error names the input and the remedy.
     pub fn validate(&self, online: &CpuSet) -> Result<(), MeasureError> {
-        guard::validate_cpus(&self.cpus, online).map_err(MeasureError::Config)?;
+        warnings::validate_cpus(&self.cpus, online).map_err(MeasureError::Config)?;
         let bad = |m: &str| Err(MeasureError::Config(m.into()));
         match self.work {
             Work::Duration(d) if d < Duration::from_millis(1) => {
@@ -193,13 +193,13 @@ pub fn run(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<DeterminismReport, MeasureError> {
     let kernel = RealKernel;
-    let view = guard::read_view(&kernel, &config.cpus)?;
+    let view = warnings::read_view(&kernel, &config.cpus)?;
     config.validate(&view.online)?;
-    let mut warnings = guard::before_run(&view, &config.cpus, harness::is_root(), None);
+    let mut warnings = warnings::before_run(&view, &config.cpus, harness::is_root(), None);
     let setup = ProcessSetup::enter(config.lock_memory);
     warnings.extend(setup.warnings.iter().cloned());
     let _placement =
-        ControlPlacement::enter(guard::control_cpus(&config.cpus, &view.online).as_ref());
+        ControlPlacement::enter(warnings::control_cpus(&config.cpus, &view.online).as_ref());
     let started_unix_ns = harness::unix_now_ns();
     let started = Instant::now();
     let (iterations, work_ns) = match config.work {
@@ -234,7 +234,7 @@ pub fn run(
     }
     let elapsed_ns = started.elapsed().as_nanos() as u64;
     if let (Some(before), Ok(after)) = (before, procstat::snapshot(&kernel)) {
-        warnings.extend(guard::after_run(
+        warnings.extend(warnings::after_run(
             &view,
             &config.cpus,
             &before,
@@ -254,7 +254,7 @@ pub fn run(
             longest_ns: longest,
             fraction: longest as f64 / (longest as f64 + rest).max(1.0),
         };
-        warnings.extend(guard::throttling(&view, spin));
+        warnings.extend(warnings::throttling(&view, spin));
     }
     Ok(DeterminismReport {
         settings: DeterminismSettings {

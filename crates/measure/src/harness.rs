@@ -4,9 +4,9 @@
 //! polls their progress. The probes supply only the measuring loop.
 
 use crate::error::MeasureError;
-use crate::guard::{Warning, WarningKind};
 use crate::progress::Progress;
 use crate::signal::block_stop_signals;
+use crate::warnings::{Warning, WarningKind};
 use cpushield_cpuset::CpuSet;
 use cpushield_rt::sched::{self, DmaLatencyGuard, Policy};
 use cpushield_sys::{Kernel, RealKernel};

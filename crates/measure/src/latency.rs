@@ -10,7 +10,6 @@
 
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
-use crate::guard::{self, Spin};
 use crate::harness::{
     self, AppliedPolicy, Bound, Control, ControlPlacement, Live, ProcessSetup, StopFlags,
 };
@@ -20,6 +19,7 @@ use crate::progress::Progress;
 use crate::recorder::Recorder;
 use crate::run_info::{kernel_release, RunInfo};
 use crate::spike::{ProbeObserver, Spike, SpikeRing, SpikeTap};
+use crate::warnings::{self, Spin};
 use cpushield_cpuset::CpuSet;
 use cpushield_rt::clock::{now_ns, sleep_until_ns, spin_until_ns};
 use cpushield_rt::idle_poll::IdlePoller;
@@ -88,7 +88,7 @@ impl LatencyConfig {
     /// Checks the configuration against the online CPUs; the error names the
     /// input and the remedy.
     pub fn validate(&self, online: &CpuSet) -> Result<(), MeasureError> {
-        guard::validate_cpus(&self.cpus, online).map_err(MeasureError::Config)?;
+        warnings::validate_cpus(&self.cpus, online).map_err(MeasureError::Config)?;
         self.period.validate().map_err(MeasureError::Config)?;
         match self.length {
             Length::Duration(d) if d.is_zero() => {
@@ -229,7 +229,7 @@ pub fn run(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<LatencyReport, MeasureError> {
     let kernel = RealKernel;
-    let view = guard::read_view(&kernel, &config.cpus)?;
+    let view = warnings::read_view(&kernel, &config.cpus)?;
     config.validate(&view.online)?;
     let period_ns = config.period.nominal_ns();
     let advance_ns = config.advance.map(|a| a.as_nanos() as u64);
@@ -240,11 +240,11 @@ pub fn run(
         }),
         _ => None,
     };
-    let mut warnings = guard::before_run(&view, &config.cpus, harness::is_root(), spin);
+    let mut warnings = warnings::before_run(&view, &config.cpus, harness::is_root(), spin);
     let setup = ProcessSetup::enter(config.lock_memory);
     warnings.extend(setup.warnings.iter().cloned());
     let _placement =
-        ControlPlacement::enter(guard::control_cpus(&config.cpus, &view.online).as_ref());
+        ControlPlacement::enter(warnings::control_cpus(&config.cpus, &view.online).as_ref());
     let _poller = if config.idle_poll {
         Some(IdlePoller::start(&config.cpus, harness::thread_placer())?)
     } else {
@@ -298,7 +298,7 @@ pub fn run(
     })?;
     let elapsed_ns = started.elapsed().as_nanos() as u64;
     if let (Some(before), Ok(after)) = (before, procstat::snapshot(&kernel)) {
-        warnings.extend(guard::after_run(
+        warnings.extend(warnings::after_run(
             &view,
             &config.cpus,
             &before,
@@ -353,7 +353,7 @@ fn measure_cpu(
     flags: &StopFlags<'_>,
     ring: Option<&SpikeRing>,
     observer: Option<&dyn ProbeObserver>,
-) -> Result<(CpuLatency, Option<guard::Warning>), MeasureError> {
+) -> Result<(CpuLatency, Option<warnings::Warning>), MeasureError> {
     let (applied, warning) = harness::enter_measuring_thread(cpu, plan.priority)?;
     let tid = harness::gettid();
     if let Some(o) = observer {

@@ -19,7 +19,6 @@
 pub mod determinism;
 pub mod distribution;
 mod error;
-pub mod guard;
 mod harness;
 pub use harness::{set_thread_placer, ThreadPlacer};
 pub mod json;
@@ -34,15 +33,16 @@ pub mod run_info;
 pub mod signal;
 pub mod spike;
 pub mod top;
+pub mod warnings;
 pub mod workload;
 
 pub use cpushield_cpuset::CpuSet;
 pub use distribution::{Bin, Distribution, Percentiles, Summary};
 pub use error::MeasureError;
-pub use guard::{Warning, WarningKind};
 pub use harness::{AppliedPolicy, SchedPolicy};
 pub use period::Period;
 pub use progress::Progress;
 pub use run_info::RunInfo;
 pub use spike::{ProbeObserver, Spike, SpikeTap};
 pub use top::TopSample;
+pub use warnings::{Warning, WarningKind};

@@ -13,7 +13,6 @@
 
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
-use crate::guard::{self, Spin, Warning};
 use crate::harness::{
     self, AppliedPolicy, Bound, Control, ControlPlacement, Live, ProcessSetup, StopFlags,
 };
@@ -21,6 +20,7 @@ use crate::procstat;
 use crate::progress::Progress;
 use crate::recorder::Recorder;
 use crate::run_info::{kernel_release, RunInfo};
+use crate::warnings::{self, Spin, Warning};
 use cpushield_cpuset::CpuSet;
 use cpushield_rt::clock::now_ns;
 use cpushield_sys::RealKernel;
@@ -68,7 +68,7 @@ impl NoiseConfig {
 
     /// Checks the configuration; the error names the input and the remedy.
     pub fn validate(&self, online: &CpuSet) -> Result<(), MeasureError> {
-        guard::validate_cpus(&self.cpus, online).map_err(MeasureError::Config)?;
+        warnings::validate_cpus(&self.cpus, online).map_err(MeasureError::Config)?;
         if self.duration.is_zero() {
             return Err(MeasureError::Config(
                 "--duration must be longer than 0: use e.g. --duration 60s".into(),
@@ -140,18 +140,18 @@ pub fn run(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<NoiseReport, MeasureError> {
     let kernel = RealKernel;
-    let view = guard::read_view(&kernel, &config.cpus)?;
+    let view = warnings::read_view(&kernel, &config.cpus)?;
     config.validate(&view.online)?;
     let duration_ns = config.duration.as_nanos().min(u64::MAX as u128) as u64;
     let spin = config.priority.map(|_| Spin {
         longest_ns: duration_ns,
         fraction: 1.0,
     });
-    let mut warnings = guard::before_run(&view, &config.cpus, harness::is_root(), spin);
+    let mut warnings = warnings::before_run(&view, &config.cpus, harness::is_root(), spin);
     let setup = ProcessSetup::enter(config.lock_memory);
     warnings.extend(setup.warnings.iter().cloned());
     let _placement =
-        ControlPlacement::enter(guard::control_cpus(&config.cpus, &view.online).as_ref());
+        ControlPlacement::enter(warnings::control_cpus(&config.cpus, &view.online).as_ref());
     let before = procstat::snapshot(&kernel).ok();
     let started_unix_ns = harness::unix_now_ns();
     let started = Instant::now();
@@ -168,7 +168,7 @@ pub fn run(
     })?;
     let elapsed_ns = started.elapsed().as_nanos() as u64;
     if let (Some(before), Ok(after)) = (before, procstat::snapshot(&kernel)) {
-        warnings.extend(guard::after_run(
+        warnings.extend(warnings::after_run(
             &view,
             &config.cpus,
             &before,
