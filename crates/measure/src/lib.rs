@@ -12,6 +12,12 @@
 //! them into text, the seeds' bucket table or cyclictest's histogram format, and
 //! [`json`] into the versioned JSON of docs/measure-json.md.
 //!
+//! The three probes share one harness: read the system view, validate, set up
+//! the process, place the control thread, /proc/stat before and after, the
+//! [`RunInfo`] and its [`warnings`]. A probe adds only its settings and its
+//! per-CPU measuring loop. A config's `placer` ([`ThreadPlacer`]) says how the
+//! measuring threads reach CPUs that a shield's cpuset fences off.
+//!
 //! Histograms lose nothing that matters: 1 ns to 10 s at 3 significant digits,
 //! constant memory, exact min/max/mean/stddev, and the 10 largest samples with
 //! their times ([`recorder`]).
@@ -20,7 +26,6 @@ pub mod determinism;
 pub mod distribution;
 mod error;
 mod harness;
-pub use harness::{set_thread_placer, ThreadPlacer};
 pub mod json;
 pub mod latency;
 pub mod noise;
@@ -39,7 +44,7 @@ pub mod workload;
 pub use cpushield_cpuset::CpuSet;
 pub use distribution::{Bin, Distribution, Percentiles, Summary};
 pub use error::MeasureError;
-pub use harness::{AppliedPolicy, SchedPolicy};
+pub use harness::{AppliedPolicy, SchedPolicy, ThreadPlacer};
 pub use period::Period;
 pub use progress::Progress;
 pub use run_info::RunInfo;
