@@ -10,7 +10,7 @@
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
 use crate::harness::{
-    self, AppliedPolicy, Bound, Common, Live, MeasuringThread, Probe, StopFlags, ThreadPlacer,
+    self, AppliedPolicy, Bound, Live, MeasuringThread, Probe, StopFlags, ThreadPlacer,
 };
 use crate::progress::Progress;
 use crate::recorder::Recorder;
@@ -236,19 +236,7 @@ impl Probe for DeterminismConfig {
     type Prepared = Calibrated;
     type Cpu = CpuDeterminism;
 
-    fn common(&self) -> Common<'_> {
-        Common {
-            cpus: &self.cpus,
-            priority: self.priority,
-            lock_memory: self.lock_memory,
-            tick: self.tick,
-            placer: self.placer,
-        }
-    }
-
-    fn validate(&self, online: &CpuSet) -> Result<(), MeasureError> {
-        DeterminismConfig::validate(self, online)
-    }
+    harness::common_settings!();
 
     /// None: the throttling warning is decided after the run, from the
     /// longest run measured.

@@ -346,6 +346,31 @@ pub(crate) struct Common<'a> {
     pub(crate) placer: Option<ThreadPlacer>,
 }
 
+/// [`Probe::common`] and [`Probe::validate`] for a config with the usual
+/// fields (`cpus`, `priority`, `lock_memory`, `tick`, `placer`) and an
+/// inherent `validate(&self, online)`.
+macro_rules! common_settings {
+    () => {
+        fn common(&self) -> $crate::harness::Common<'_> {
+            $crate::harness::Common {
+                cpus: &self.cpus,
+                priority: self.priority,
+                lock_memory: self.lock_memory,
+                tick: self.tick,
+                placer: self.placer,
+            }
+        }
+
+        fn validate(
+            &self,
+            online: &cpushield_cpuset::CpuSet,
+        ) -> Result<(), $crate::error::MeasureError> {
+            Self::validate(self, online)
+        }
+    };
+}
+pub(crate) use common_settings;
+
 /// A measuring thread as its loop sees it: on its CPU, at its policy.
 pub(crate) struct MeasuringThread {
     /// The CPU it runs on.

@@ -11,7 +11,7 @@
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
 use crate::harness::{
-    self, AppliedPolicy, Bound, Common, Live, MeasuringThread, Probe, StopFlags, ThreadPlacer,
+    self, AppliedPolicy, Bound, Live, MeasuringThread, Probe, StopFlags, ThreadPlacer,
 };
 use crate::period::Period;
 use crate::progress::Progress;
@@ -276,19 +276,7 @@ impl Probe for LatencyConfig {
     type Prepared = Plan;
     type Cpu = CpuLatency;
 
-    fn common(&self) -> Common<'_> {
-        Common {
-            cpus: &self.cpus,
-            priority: self.priority,
-            lock_memory: self.lock_memory,
-            tick: self.tick,
-            placer: self.placer,
-        }
-    }
-
-    fn validate(&self, online: &CpuSet) -> Result<(), MeasureError> {
-        LatencyConfig::validate(self, online)
-    }
+    harness::common_settings!();
 
     /// With an advance at a real-time policy, the thread spins up to the
     /// advance every period.

@@ -14,7 +14,7 @@
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
 use crate::harness::{
-    self, AppliedPolicy, Bound, Common, Live, MeasuringThread, Probe, StopFlags, ThreadPlacer,
+    self, AppliedPolicy, Bound, Live, MeasuringThread, Probe, StopFlags, ThreadPlacer,
 };
 use crate::progress::Progress;
 use crate::recorder::Recorder;
@@ -168,19 +168,7 @@ impl Probe for NoiseConfig {
     type Prepared = ();
     type Cpu = CpuNoise;
 
-    fn common(&self) -> Common<'_> {
-        Common {
-            cpus: &self.cpus,
-            priority: self.priority,
-            lock_memory: self.lock_memory,
-            tick: self.tick,
-            placer: self.placer,
-        }
-    }
-
-    fn validate(&self, online: &CpuSet) -> Result<(), MeasureError> {
-        NoiseConfig::validate(self, online)
-    }
+    harness::common_settings!();
 
     fn spin(&self) -> Option<Spin> {
         self.priority.map(|_| Spin {
