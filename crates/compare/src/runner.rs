@@ -13,7 +13,7 @@ use cpushield_cpuset::CpuSet;
 use cpushield_load::{Load, LoadSpec, RunningLoad, Workload};
 use cpushield_measure::determinism::{self, DeterminismConfig, Work};
 use cpushield_measure::latency::{self, LatencyConfig, Length};
-use cpushield_measure::{procstat, Distribution, Period};
+use cpushield_measure::{procstat, Distribution, Period, ThreadPlacer};
 use cpushield_report::{
     human_ns, AttributionSummary, CheckFinding, CompareReport, DeterminismSummary, IdleChoice,
     LatencySummary, LoadOps, ScenarioResult, Verdict, SCHEMA,
@@ -210,7 +210,7 @@ fn load_spec(config: &CompareConfig) -> LoadSpec {
     spec
 }
 
-/// Takes the shield down (and the measuring-thread placer off) when dropped.
+/// Takes the shield down when dropped.
 struct ShieldGuard;
 
 impl ShieldGuard {
@@ -223,8 +223,13 @@ impl ShieldGuard {
                 whole_cores: false,
             },
         )?;
-        cpushield_measure::set_thread_placer(Some(place_thread));
         Ok(ShieldGuard)
+    }
+
+    /// How the probes' threads reach the shielded CPUs while the shield is up
+    /// (plain affinity cannot: the shield's cpuset fences them off).
+    fn placer(&self) -> ThreadPlacer {
+        place_thread
     }
 }
 
@@ -234,7 +239,6 @@ fn place_thread(tid: i32, cpus: &CpuSet) -> std::io::Result<()> {
 
 impl Drop for ShieldGuard {
     fn drop(&mut self) {
-        cpushield_measure::set_thread_placer(None);
         if let Err(e) = cpushield_shield::reset(
             &RealKernel,
             Options {
@@ -277,6 +281,7 @@ fn short_probe(
     cpus: &CpuSet,
     poll: bool,
     length: Duration,
+    placer: Option<ThreadPlacer>,
     stop: &AtomicBool,
 ) -> Result<Calibration, CompareError> {
     let mut lat = LatencyConfig::new(cpus.clone());
@@ -284,6 +289,7 @@ fn short_probe(
     lat.length = Length::Duration(length);
     lat.priority = Some(config.priority);
     lat.idle_poll = poll;
+    lat.placer = placer;
     let before = steal_mark();
     let r = latency::run(&lat, stop, &mut |_| {})?;
     let summary = summarize_latency(&r);
@@ -471,6 +477,7 @@ pub fn run(
                     cpus,
                     false,
                     idle::calibration_length(config.duration),
+                    shield.as_ref().map(ShieldGuard::placer),
                     stop,
                 )?;
                 Some(threshold_from_idle_p99(base.p99_ns))
@@ -507,9 +514,10 @@ pub fn run(
             IdleMode::Auto => {
                 let length = idle::calibration_length(config.duration);
                 progress(report("idle calibration", 0.0, 0));
-                let halt = short_probe(config, cpus, false, length, stop)?;
+                let placer = shield.as_ref().map(ShieldGuard::placer);
+                let halt = short_probe(config, cpus, false, length, placer, stop)?;
                 progress(report("idle calibration", 0.5, halt.max_ns));
-                let poll = short_probe(config, cpus, true, length, stop)?;
+                let poll = short_probe(config, cpus, true, length, placer, stop)?;
                 idle::decide(halt, poll, length.as_secs_f64())
             }
             mode => idle::fixed(mode),
@@ -551,6 +559,7 @@ pub fn run(
         lat.priority = Some(config.priority);
         lat.idle_poll = poll;
         lat.advance = advance;
+        lat.placer = shield.as_ref().map(ShieldGuard::placer);
         let mut trace = match threshold {
             Some(_) => {
                 match ProbeTrace::start(cpus, Duration::from_secs(2), config.trace_context.clone())
@@ -637,6 +646,7 @@ pub fn run(
             let mut det = DeterminismConfig::new(cpus.clone());
             det.runs = config.determinism_runs;
             det.priority = Some(config.priority);
+            det.placer = shield.as_ref().map(ShieldGuard::placer);
             det.work = match iterations {
                 Some(n) => Work::Iterations(n),
                 None => Work::Duration(config.determinism_work),

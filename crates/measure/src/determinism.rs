@@ -9,23 +9,21 @@
 
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
-use crate::guard::{self, Spin, Warning};
 use crate::harness::{
-    self, AppliedPolicy, Bound, Control, ControlPlacement, Live, ProcessSetup, StopFlags,
+    self, AppliedPolicy, Bound, Live, MeasuringThread, Probe, StopFlags, ThreadPlacer,
 };
-use crate::procstat;
 use crate::progress::Progress;
 use crate::recorder::Recorder;
-use crate::run_info::{kernel_release, RunInfo};
+use crate::run_info::RunInfo;
 use crate::spike::ProbeObserver;
+use crate::warnings::{self, Spin};
 use crate::workload;
 use cpushield_cpuset::CpuSet;
 use cpushield_rt::clock::{now_ns, sleep_until_ns, thread_cpu_ns};
-use cpushield_sys::RealKernel;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How much work one run does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +55,9 @@ pub struct DeterminismConfig {
     /// Told which thread measures which CPU and when each run ran (for a
     /// tracer that explains the runs), if anyone listens.
     pub observer: Option<Arc<dyn ProbeObserver>>,
+    /// How the measuring (and calibrating) threads reach their CPUs (default
+    /// None: plain affinity; a shield's placer when the CPUs are fenced off).
+    pub placer: Option<ThreadPlacer>,
 }
 
 impl DeterminismConfig {
@@ -71,12 +72,13 @@ impl DeterminismConfig {
             lock_memory: true,
             tick: Duration::from_millis(100),
             observer: None,
+            placer: None,
         }
     }
 
     /// Checks the configuration; the error names the input and the remedy.
     pub fn validate(&self, online: &CpuSet) -> Result<(), MeasureError> {
-        guard::validate_cpus(&self.cpus, online).map_err(MeasureError::Config)?;
+        warnings::validate_cpus(&self.cpus, online).map_err(MeasureError::Config)?;
         let bad = |m: &str| Err(MeasureError::Config(m.into()));
         match self.work {
             Work::Duration(d) if d < Duration::from_millis(1) => {
@@ -186,67 +188,21 @@ pub struct DeterminismReport {
 }
 
 /// Runs the determinism probe until every CPU did its runs or `stop` is set
-/// (then reports the completed runs; a run cut short is dropped).
+/// (then reports the completed runs; a run cut short is dropped). The
+/// calibration comes first; `run.elapsed_ns` covers the measured runs only.
 pub fn run(
     config: &DeterminismConfig,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<DeterminismReport, MeasureError> {
-    let kernel = RealKernel;
-    let view = guard::read_view(&kernel, &config.cpus)?;
-    config.validate(&view.online)?;
-    let mut warnings = guard::before_run(&view, &config.cpus, harness::is_root(), None);
-    let setup = ProcessSetup::enter(config.lock_memory);
-    warnings.extend(setup.warnings.iter().cloned());
-    let _placement =
-        ControlPlacement::enter(guard::control_cpus(&config.cpus, &view.online).as_ref());
-    let started_unix_ns = harness::unix_now_ns();
-    let started = Instant::now();
-    let (iterations, work_ns) = match config.work {
-        Work::Iterations(n) => (n, None),
-        Work::Duration(d) => {
-            let target = d.as_nanos() as u64;
-            match calibrate_on(
-                config.cpus.first().expect("validated"),
-                config.priority,
-                target,
-                stop,
-            )? {
-                Some(n) => (n, Some(target)),
-                None => (0, Some(target)),
-            }
-        }
+    let outcome = harness::run(config, stop, progress)?;
+    let iterations = outcome.prepared.as_ref().map_or(0, |p| p.iterations);
+    let work_ns = match config.work {
+        Work::Iterations(_) => None,
+        Work::Duration(d) => Some(d.as_nanos() as u64),
     };
-    let before = procstat::snapshot(&kernel).ok();
-    let mut runs = Vec::new();
-    if iterations > 0 {
-        let mut on_tick = || {};
-        let control = Control {
-            tick: config.tick,
-            bound: Bound::Count(config.runs as u64),
-            on_tick: &mut on_tick,
-            progress,
-        };
-        let rest_ns = config.rest.as_nanos() as u64;
-        runs = harness::run_per_cpu(&config.cpus, stop, control, |cpu, live, flags| {
-            measure_cpu(cpu, config, iterations, rest_ns, live, flags)
-        })?;
-    }
-    let elapsed_ns = started.elapsed().as_nanos() as u64;
-    if let (Some(before), Ok(after)) = (before, procstat::snapshot(&kernel)) {
-        warnings.extend(guard::after_run(
-            &view,
-            &config.cpus,
-            &before,
-            &after,
-            procstat::user_hz(),
-        ));
-    }
-    let mut cpus = Vec::new();
-    for (result, warning) in runs {
-        warnings.extend(warning);
-        cpus.push(result);
-    }
+    let mut run = outcome.run;
+    let cpus = outcome.cpus;
     if config.priority.is_some() {
         let longest = cpus.iter().map(|c| c.max_ns).max().or(work_ns).unwrap_or(0);
         let rest = config.rest.as_nanos() as f64;
@@ -254,7 +210,8 @@ pub fn run(
             longest_ns: longest,
             fraction: longest as f64 / (longest as f64 + rest).max(1.0),
         };
-        warnings.extend(guard::throttling(&view, spin));
+        run.warnings
+            .extend(warnings::throttling(&outcome.view, spin));
     }
     Ok(DeterminismReport {
         settings: DeterminismSettings {
@@ -265,21 +222,98 @@ pub fn run(
             priority: config.priority,
             rest_ns: config.rest.as_nanos() as u64,
         },
-        run: RunInfo {
-            started_unix_ns,
-            elapsed_ns,
-            interrupted: stop.load(Ordering::Relaxed),
-            kernel_release: kernel_release(&kernel),
-            warnings,
-        },
+        run,
         cpus,
     })
+}
+
+/// The loop's iteration count, fixed for every run of every CPU.
+pub(crate) struct Calibrated {
+    iterations: u64,
+}
+
+impl Probe for DeterminismConfig {
+    type Prepared = Calibrated;
+    type Cpu = CpuDeterminism;
+
+    harness::common_settings!();
+
+    /// None: the throttling warning is decided after the run, from the
+    /// longest run measured.
+    fn spin(&self) -> Option<Spin> {
+        None
+    }
+
+    fn bound(&self) -> Bound {
+        Bound::Count(self.runs as u64)
+    }
+
+    /// Calibrates the loop (unless an iteration count was given), on the first
+    /// CPU at the probe's policy. None if stopped while calibrating.
+    fn prepare(&self, stop: &AtomicBool) -> Result<Option<Calibrated>, MeasureError> {
+        let iterations = match self.work {
+            Work::Iterations(n) => Some(n),
+            Work::Duration(d) => calibrate_on(
+                self.cpus.first().expect("validated"),
+                self.priority,
+                self.placer,
+                d.as_nanos() as u64,
+                stop,
+            )?,
+        };
+        Ok(iterations
+            .filter(|&n| n > 0)
+            .map(|iterations| Calibrated { iterations }))
+    }
+
+    /// The runs of one CPU.
+    fn measure_cpu(
+        &self,
+        prepared: &Calibrated,
+        thread: &MeasuringThread,
+        live: &Live,
+        flags: &StopFlags<'_>,
+    ) -> Result<CpuDeterminism, MeasureError> {
+        let (cpu, tid, iterations) = (thread.cpu, thread.tid, prepared.iterations);
+        let rest_ns = self.rest.as_nanos() as u64;
+        let observer = self.observer.as_deref();
+        if let Some(o) = observer {
+            o.thread_started(cpu, tid);
+        }
+        let mut runs = Vec::with_capacity(self.runs as usize);
+        let mut cpu_times = Vec::with_capacity(self.runs as usize);
+        let mut max = 0u64;
+        for i in 0..self.runs {
+            let cpu_before = thread_cpu_ns();
+            let start = now_ns();
+            let Some(t) = workload::time_loop(iterations, &|| flags.is_set()) else {
+                break;
+            };
+            cpu_times.push(thread_cpu_ns().saturating_sub(cpu_before));
+            if let Some(o) = observer {
+                o.run_finished(cpu, tid, i, start, start + t);
+            }
+            runs.push(t);
+            max = max.max(t);
+            live.publish(runs.len() as u64, max);
+            if flags.is_set() {
+                break;
+            }
+            if i + 1 < self.runs && rest_ns > 0 {
+                sleep_until_ns(now_ns() + rest_ns, true);
+            }
+        }
+        let mut result = CpuDeterminism::from_runs(cpu, thread.applied, runs);
+        result.runs_cpu_ns = cpu_times;
+        Ok(result)
+    }
 }
 
 /// Calibrates the loop on `cpu` at the probe's policy, on a thread of its own.
 fn calibrate_on(
     cpu: usize,
     priority: Option<u8>,
+    placer: Option<ThreadPlacer>,
     target_ns: u64,
     stop: &AtomicBool,
 ) -> Result<Option<u64>, MeasureError> {
@@ -287,7 +321,7 @@ fn calibrate_on(
         std::thread::Builder::new()
             .name(format!("cpushield-cal{cpu}"))
             .spawn_scoped(s, || {
-                harness::enter_measuring_thread(cpu, priority)?;
+                harness::enter_measuring_thread(cpu, priority, placer)?;
                 Ok(workload::calibrate(target_ns, &|| {
                     stop.load(Ordering::Relaxed)
                 }))
@@ -296,49 +330,6 @@ fn calibrate_on(
             .join()
             .map_err(|_| MeasureError::Thread("the calibration thread panicked".into()))?
     })
-}
-
-/// The runs of one CPU.
-fn measure_cpu(
-    cpu: usize,
-    config: &DeterminismConfig,
-    iterations: u64,
-    rest_ns: u64,
-    live: &Live,
-    flags: &StopFlags<'_>,
-) -> Result<(CpuDeterminism, Option<Warning>), MeasureError> {
-    let (applied, warning) = harness::enter_measuring_thread(cpu, config.priority)?;
-    let tid = harness::gettid();
-    let observer = config.observer.as_deref();
-    if let Some(o) = observer {
-        o.thread_started(cpu, tid);
-    }
-    let mut runs = Vec::with_capacity(config.runs as usize);
-    let mut cpu_times = Vec::with_capacity(config.runs as usize);
-    let mut max = 0u64;
-    for i in 0..config.runs {
-        let cpu_before = thread_cpu_ns();
-        let start = now_ns();
-        let Some(t) = workload::time_loop(iterations, &|| flags.is_set()) else {
-            break;
-        };
-        cpu_times.push(thread_cpu_ns().saturating_sub(cpu_before));
-        if let Some(o) = observer {
-            o.run_finished(cpu, tid, i, start, start + t);
-        }
-        runs.push(t);
-        max = max.max(t);
-        live.publish(runs.len() as u64, max);
-        if flags.is_set() {
-            break;
-        }
-        if i + 1 < config.runs && rest_ns > 0 {
-            sleep_until_ns(now_ns() + rest_ns, true);
-        }
-    }
-    let mut result = CpuDeterminism::from_runs(cpu, applied, runs);
-    result.runs_cpu_ns = cpu_times;
-    Ok((result, warning))
 }
 
 #[cfg(test)]

@@ -1,12 +1,17 @@
-//! What every probe shares: the process set-up (memory lock, /dev/cpu_dma_latency),
-//! the control thread's placement, one measuring thread per CPU (pinned,
-//! real-time, stack pre-faulted, stop signals blocked), and the control loop that
-//! polls their progress. The probes supply only the measuring loop.
+//! What every probe shares, as one run ([`run`]): read the system view ->
+//! validate -> process set-up (memory lock, /dev/cpu_dma_latency) -> place the
+//! control thread -> the probe's own preparation -> /proc/stat before -> one
+//! measuring thread per CPU (placed, real-time, stack pre-faulted, stop signals
+//! blocked) under a control loop that polls their progress -> /proc/stat after
+//! -> [`RunInfo`] with the warnings. A probe ([`Probe`]) supplies only its
+//! settings and its per-CPU measuring loop.
 
 use crate::error::MeasureError;
-use crate::guard::{Warning, WarningKind};
+use crate::procstat;
 use crate::progress::Progress;
+use crate::run_info::{kernel_release, RunInfo};
 use crate::signal::block_stop_signals;
+use crate::warnings::{self, Spin, SystemView, Warning, WarningKind};
 use cpushield_cpuset::CpuSet;
 use cpushield_rt::sched::{self, DmaLatencyGuard, Policy};
 use cpushield_sys::{Kernel, RealKernel};
@@ -154,20 +159,9 @@ impl Drop for ControlPlacement {
 
 /// How a measuring thread reaches its CPU when plain sched_setaffinity cannot
 /// (the CPU is fenced off by a shield's cpuset): given the thread ID and the CPU.
+/// A probe's config carries it (`placer`); `compare` passes one that moves the
+/// thread into the shield's cpuset while the shield is up.
 pub type ThreadPlacer = fn(i32, &CpuSet) -> std::io::Result<()>;
-
-static THREAD_PLACER: std::sync::Mutex<Option<ThreadPlacer>> = std::sync::Mutex::new(None);
-
-/// Sets (or clears) the placer every measuring thread uses instead of pinning
-/// itself; `compare` sets one that moves the thread into the shield's cpuset.
-pub fn set_thread_placer(placer: Option<ThreadPlacer>) {
-    *THREAD_PLACER.lock().expect("placer lock") = placer;
-}
-
-/// The placer set by [`set_thread_placer`], if any.
-pub(crate) fn thread_placer() -> Option<ThreadPlacer> {
-    *THREAD_PLACER.lock().expect("placer lock")
-}
 
 pub(crate) fn gettid() -> i32 {
     unsafe { libc::syscall(libc::SYS_gettid) as i32 }
@@ -179,10 +173,11 @@ pub(crate) fn gettid() -> i32 {
 pub(crate) fn enter_measuring_thread(
     cpu: usize,
     priority: Option<u8>,
+    placer: Option<ThreadPlacer>,
 ) -> Result<(AppliedPolicy, Option<Warning>), MeasureError> {
     block_stop_signals();
     let target = CpuSet::from_cpus([cpu]);
-    match thread_placer() {
+    match placer {
         Some(place) => place(gettid(), &target),
         None => sched::pin(0, &target),
     }
@@ -335,6 +330,176 @@ where
         }
     }
     Ok(out)
+}
+
+/// The settings every probe has, borrowed from its config.
+pub(crate) struct Common<'a> {
+    /// CPUs to measure, one thread each.
+    pub(crate) cpus: &'a CpuSet,
+    /// SCHED_FIFO priority of the measuring threads (None: SCHED_OTHER).
+    pub(crate) priority: Option<u8>,
+    /// Lock all memory for the run.
+    pub(crate) lock_memory: bool,
+    /// How often the control loop wakes.
+    pub(crate) tick: Duration,
+    /// How the measuring threads reach their CPUs (None: plain affinity).
+    pub(crate) placer: Option<ThreadPlacer>,
+}
+
+/// [`Probe::common`] and [`Probe::validate`] for a config with the usual
+/// fields (`cpus`, `priority`, `lock_memory`, `tick`, `placer`) and an
+/// inherent `validate(&self, online)`.
+macro_rules! common_settings {
+    () => {
+        fn common(&self) -> $crate::harness::Common<'_> {
+            $crate::harness::Common {
+                cpus: &self.cpus,
+                priority: self.priority,
+                lock_memory: self.lock_memory,
+                tick: self.tick,
+                placer: self.placer,
+            }
+        }
+
+        fn validate(
+            &self,
+            online: &cpushield_cpuset::CpuSet,
+        ) -> Result<(), $crate::error::MeasureError> {
+            Self::validate(self, online)
+        }
+    };
+}
+pub(crate) use common_settings;
+
+/// A measuring thread as its loop sees it: on its CPU, at its policy.
+pub(crate) struct MeasuringThread {
+    /// The CPU it runs on.
+    pub(crate) cpu: usize,
+    /// Its kernel thread ID.
+    pub(crate) tid: i32,
+    /// The scheduling it got.
+    pub(crate) applied: AppliedPolicy,
+}
+
+/// One probe as [`run`] runs it: its settings and its per-CPU measuring loop.
+pub(crate) trait Probe: Sync {
+    /// What the probe prepares once per run, after the control thread is
+    /// placed and before the measurement starts (a calibration, a spike ring,
+    /// pollers); shared by the measuring threads.
+    type Prepared: Sync;
+    /// One CPU's result.
+    type Cpu: Send;
+
+    /// The settings every probe has.
+    fn common(&self) -> Common<'_>;
+
+    /// Checks the settings against the online CPUs; the error names the input
+    /// and the remedy.
+    fn validate(&self, online: &CpuSet) -> Result<(), MeasureError>;
+
+    /// How the probe spins at a real-time policy, known before the run (for
+    /// the throttling warning); None if it does not spin.
+    fn spin(&self) -> Option<Spin>;
+
+    /// What bounds the run (for the fraction done).
+    fn bound(&self) -> Bound;
+
+    /// Prepares the run. `Ok(None)`: `stop` was set while preparing, nothing
+    /// is measured.
+    fn prepare(&self, stop: &AtomicBool) -> Result<Option<Self::Prepared>, MeasureError>;
+
+    /// Called on every tick of the control loop, on the control thread.
+    fn on_tick(&self, _prepared: &Self::Prepared) {}
+
+    /// The measuring loop of one CPU, on its own thread, already placed.
+    fn measure_cpu(
+        &self,
+        prepared: &Self::Prepared,
+        thread: &MeasuringThread,
+        live: &Live,
+        flags: &StopFlags<'_>,
+    ) -> Result<Self::Cpu, MeasureError>;
+}
+
+/// What [`run`] hands back to the probe to build its report from.
+pub(crate) struct Outcome<P: Probe> {
+    /// The system as read before the run.
+    pub(crate) view: SystemView,
+    /// What the probe prepared (None: stopped while preparing).
+    pub(crate) prepared: Option<P::Prepared>,
+    /// One result per measured CPU, in CPU order (empty if nothing was measured).
+    pub(crate) cpus: Vec<P::Cpu>,
+    /// When, how long (the measurement only), interrupted or not, warnings.
+    pub(crate) run: RunInfo,
+}
+
+/// Runs `probe` until its bound is reached or `stop` is set: the common
+/// skeleton of every probe. `elapsed_ns` covers the measurement only, not the
+/// preparation (e.g. determinism's calibration).
+pub(crate) fn run<P: Probe>(
+    probe: &P,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Outcome<P>, MeasureError> {
+    let kernel = RealKernel;
+    let common = probe.common();
+    let view = warnings::read_view(&kernel, common.cpus)?;
+    probe.validate(&view.online)?;
+    let mut warnings = warnings::before_run(&view, common.cpus, is_root(), probe.spin());
+    let setup = ProcessSetup::enter(common.lock_memory);
+    warnings.extend(setup.warnings.iter().cloned());
+    let _placement =
+        ControlPlacement::enter(warnings::control_cpus(common.cpus, &view.online).as_ref());
+    let prepared = probe.prepare(stop)?;
+    let before = procstat::snapshot(&kernel).ok();
+    let started_unix_ns = unix_now_ns();
+    let started = Instant::now();
+    let mut threads = Vec::new();
+    if let Some(prepared) = &prepared {
+        let mut on_tick = || probe.on_tick(prepared);
+        let control = Control {
+            tick: common.tick,
+            bound: probe.bound(),
+            on_tick: &mut on_tick,
+            progress,
+        };
+        threads = run_per_cpu(common.cpus, stop, control, |cpu, live, flags| {
+            let (applied, warning) = enter_measuring_thread(cpu, common.priority, common.placer)?;
+            let thread = MeasuringThread {
+                cpu,
+                tid: gettid(),
+                applied,
+            };
+            Ok((probe.measure_cpu(prepared, &thread, live, flags)?, warning))
+        })?;
+    }
+    let elapsed_ns = started.elapsed().as_nanos() as u64;
+    if let (Some(before), Ok(after)) = (before, procstat::snapshot(&kernel)) {
+        warnings.extend(warnings::after_run(
+            &view,
+            common.cpus,
+            &before,
+            &after,
+            procstat::user_hz(),
+        ));
+    }
+    let mut cpus = Vec::with_capacity(threads.len());
+    for (result, warning) in threads {
+        warnings.extend(warning);
+        cpus.push(result);
+    }
+    Ok(Outcome {
+        view,
+        prepared,
+        cpus,
+        run: RunInfo {
+            started_unix_ns,
+            elapsed_ns,
+            interrupted: stop.load(Ordering::Relaxed),
+            kernel_release: kernel_release(&kernel),
+            warnings,
+        },
+    })
 }
 
 /// CLOCK_REALTIME now, in nanoseconds since the Unix epoch (for reports).

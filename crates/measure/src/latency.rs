@@ -10,24 +10,22 @@
 
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
-use crate::guard::{self, Spin};
 use crate::harness::{
-    self, AppliedPolicy, Bound, Control, ControlPlacement, Live, ProcessSetup, StopFlags,
+    self, AppliedPolicy, Bound, Live, MeasuringThread, Probe, StopFlags, ThreadPlacer,
 };
 use crate::period::Period;
-use crate::procstat;
 use crate::progress::Progress;
 use crate::recorder::Recorder;
-use crate::run_info::{kernel_release, RunInfo};
+use crate::run_info::RunInfo;
 use crate::spike::{ProbeObserver, Spike, SpikeRing, SpikeTap};
+use crate::warnings::{self, Spin};
 use cpushield_cpuset::CpuSet;
 use cpushield_rt::clock::{now_ns, sleep_until_ns, spin_until_ns};
 use cpushield_rt::idle_poll::IdlePoller;
-use cpushield_sys::RealKernel;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Delay between a thread's set-up and its first wakeup.
 const START_DELAY_NS: u64 = 1_000_000;
@@ -66,6 +64,9 @@ pub struct LatencyConfig {
     pub tick: Duration,
     /// Told which thread measures which CPU (for a tracer), if anyone listens.
     pub observer: Option<Arc<dyn ProbeObserver>>,
+    /// How the measuring threads (and idle pollers) reach their CPUs (default
+    /// None: plain affinity; a shield's placer when the CPUs are fenced off).
+    pub placer: Option<ThreadPlacer>,
 }
 
 impl LatencyConfig {
@@ -82,13 +83,14 @@ impl LatencyConfig {
             idle_poll: false,
             tick: Duration::from_millis(50),
             observer: None,
+            placer: None,
         }
     }
 
     /// Checks the configuration against the online CPUs; the error names the
     /// input and the remedy.
     pub fn validate(&self, online: &CpuSet) -> Result<(), MeasureError> {
-        guard::validate_cpus(&self.cpus, online).map_err(MeasureError::Config)?;
+        warnings::validate_cpus(&self.cpus, online).map_err(MeasureError::Config)?;
         self.period.validate().map_err(MeasureError::Config)?;
         match self.length {
             Length::Duration(d) if d.is_zero() => {
@@ -209,15 +211,18 @@ impl LatencyReport {
     }
 }
 
-/// What a measuring thread needs, precomputed.
-struct Plan {
+/// What a measuring thread needs, precomputed, and what lives for the run.
+pub(crate) struct Plan {
     period: Period,
     end_offset_ns: u64,
     /// The first wakeup index at or past `end_offset_ns`.
     end_index: u64,
     max_samples: u64,
-    priority: Option<u8>,
     advance_ns: Option<u64>,
+    /// Where the threads offer their spikes, with a spike tap.
+    ring: Option<SpikeRing>,
+    /// Keeps the measured CPUs polling for the run, if asked.
+    _poller: Option<IdlePoller>,
 }
 
 /// Runs a latency measurement until its length is reached or `stop` is set
@@ -228,94 +233,12 @@ pub fn run(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<LatencyReport, MeasureError> {
-    let kernel = RealKernel;
-    let view = guard::read_view(&kernel, &config.cpus)?;
-    config.validate(&view.online)?;
-    let period_ns = config.period.nominal_ns();
-    let advance_ns = config.advance.map(|a| a.as_nanos() as u64);
-    let spin = match (advance_ns, config.priority) {
-        (Some(a), Some(_)) => Some(Spin {
-            longest_ns: a,
-            fraction: a as f64 / period_ns as f64,
-        }),
-        _ => None,
-    };
-    let mut warnings = guard::before_run(&view, &config.cpus, harness::is_root(), spin);
-    let setup = ProcessSetup::enter(config.lock_memory);
-    warnings.extend(setup.warnings.iter().cloned());
-    let _placement =
-        ControlPlacement::enter(guard::control_cpus(&config.cpus, &view.online).as_ref());
-    let _poller = if config.idle_poll {
-        Some(IdlePoller::start(&config.cpus, harness::thread_placer())?)
-    } else {
-        None
-    };
-    let end_offset_ns = match config.length {
-        Length::Duration(d) => d.as_nanos().min(u64::MAX as u128) as u64,
-        Length::Samples(_) => u64::MAX,
-    };
-    let plan = Plan {
-        period: config.period,
-        end_offset_ns,
-        end_index: config.period.first_due_at_or_after(end_offset_ns),
-        max_samples: match config.length {
-            Length::Samples(n) => n,
-            Length::Duration(_) => u64::MAX,
-        },
-        priority: config.priority,
-        advance_ns,
-    };
-    let ring = config
-        .spikes
-        .as_ref()
-        .map(|t| SpikeRing::new(t.threshold.as_nanos().min(u64::MAX as u128) as u64));
-    let before = procstat::snapshot(&kernel).ok();
-    let started_unix_ns = harness::unix_now_ns();
-    let started = Instant::now();
-    let mut on_tick = || {
-        if let (Some(ring), Some(tap)) = (&ring, &config.spikes) {
-            ring.drain_to(&tap.sender);
-        }
-    };
-    let control = Control {
-        tick: config.tick,
-        bound: match config.length {
-            Length::Duration(d) => Bound::Time(d),
-            Length::Samples(n) => Bound::Count(n),
-        },
-        on_tick: &mut on_tick,
-        progress,
-    };
-    let outcomes = harness::run_per_cpu(&config.cpus, stop, control, |cpu, live, flags| {
-        measure_cpu(
-            &plan,
-            cpu,
-            live,
-            flags,
-            ring.as_ref(),
-            config.observer.as_deref(),
-        )
-    })?;
-    let elapsed_ns = started.elapsed().as_nanos() as u64;
-    if let (Some(before), Ok(after)) = (before, procstat::snapshot(&kernel)) {
-        warnings.extend(guard::after_run(
-            &view,
-            &config.cpus,
-            &before,
-            &after,
-            procstat::user_hz(),
-        ));
-    }
-    let mut cpus = Vec::new();
-    for (result, warning) in outcomes {
-        warnings.extend(warning);
-        cpus.push(result);
-    }
+    let outcome = harness::run(config, stop, progress)?;
     Ok(LatencyReport {
         settings: LatencySettings {
             cpus: config.cpus.clone(),
             period: config.period,
-            period_ns,
+            period_ns: config.period.nominal_ns(),
             rate_hz: config.period.hz(),
             duration_ns: match config.length {
                 Length::Duration(d) => Some(d.as_nanos() as u64),
@@ -326,106 +249,169 @@ pub fn run(
                 Length::Duration(_) => None,
             },
             priority: config.priority,
-            advance_ns,
+            advance_ns: config.advance_ns(),
             spike_threshold_ns: config
                 .spikes
                 .as_ref()
                 .map(|t| t.threshold.as_nanos() as u64),
             idle_poll: config.idle_poll,
         },
-        run: RunInfo {
-            started_unix_ns,
-            elapsed_ns,
-            interrupted: stop.load(std::sync::atomic::Ordering::Relaxed),
-            kernel_release: kernel_release(&kernel),
-            warnings,
-        },
-        cpus,
-        spikes_dropped: ring.as_ref().map_or(0, |r| r.dropped()),
+        run: outcome.run,
+        cpus: outcome.cpus,
+        spikes_dropped: outcome
+            .prepared
+            .as_ref()
+            .and_then(|p| p.ring.as_ref())
+            .map_or(0, |r| r.dropped()),
     })
 }
 
-/// The measuring loop of one CPU.
-fn measure_cpu(
-    plan: &Plan,
-    cpu: usize,
-    live: &Live,
-    flags: &StopFlags<'_>,
-    ring: Option<&SpikeRing>,
-    observer: Option<&dyn ProbeObserver>,
-) -> Result<(CpuLatency, Option<guard::Warning>), MeasureError> {
-    let (applied, warning) = harness::enter_measuring_thread(cpu, plan.priority)?;
-    let tid = harness::gettid();
-    if let Some(o) = observer {
-        o.thread_started(cpu, tid);
+impl LatencyConfig {
+    fn advance_ns(&self) -> Option<u64> {
+        self.advance.map(|a| a.as_nanos() as u64)
     }
-    let mut latency = Recorder::new();
-    let mut spin = plan.advance_ns.map(|_| Recorder::new());
-    let (mut samples, mut missed, mut late) = (0u64, 0u64, 0u64);
-    let start = now_ns() + START_DELAY_NS;
-    let mut k = 0u64;
-    loop {
-        let offset = plan.period.offset_ns(k);
-        if offset >= plan.end_offset_ns || samples >= plan.max_samples {
-            break;
+}
+
+impl Probe for LatencyConfig {
+    type Prepared = Plan;
+    type Cpu = CpuLatency;
+
+    harness::common_settings!();
+
+    /// With an advance at a real-time policy, the thread spins up to the
+    /// advance every period.
+    fn spin(&self) -> Option<Spin> {
+        match (self.advance_ns(), self.priority) {
+            (Some(a), Some(_)) => Some(Spin {
+                longest_ns: a,
+                fraction: a as f64 / self.period.nominal_ns() as f64,
+            }),
+            _ => None,
         }
-        let target = start + offset;
-        let (actual, spun) = match plan.advance_ns {
-            None => {
-                sleep_until_ns(target, true);
-                (now_ns(), None)
-            }
-            Some(advance) => {
-                sleep_until_ns(target.saturating_sub(advance), true);
-                let woke = now_ns();
-                if woke >= target {
-                    late += 1;
-                    (woke, None)
-                } else {
-                    let reached = spin_until_ns(target);
-                    (reached, Some(reached - woke))
-                }
-            }
+    }
+
+    fn bound(&self) -> Bound {
+        match self.length {
+            Length::Duration(d) => Bound::Time(d),
+            Length::Samples(n) => Bound::Count(n),
+        }
+    }
+
+    /// Starts the idle pollers (if asked) and the spike ring (with a tap).
+    fn prepare(&self, _stop: &AtomicBool) -> Result<Option<Plan>, MeasureError> {
+        let poller = if self.idle_poll {
+            Some(IdlePoller::start(&self.cpus, self.placer)?)
+        } else {
+            None
         };
-        let value = actual.saturating_sub(target);
-        latency.record(value, actual - start, samples);
-        if let (Some(spin), Some(spun)) = (spin.as_mut(), spun) {
-            spin.record(spun, actual - start, samples);
-        }
-        if let Some(ring) = ring {
-            ring.offer(Spike {
-                seq: 0,
-                cpu,
-                tid,
-                intended_ns: target,
-                actual_ns: actual,
-            });
-        }
-        samples += 1;
-        live.publish(samples, latency.max());
-        if flags.is_set() {
-            break;
-        }
-        k += 1;
-        // periods whose time passed before this late wakeup: missed, not folded in
-        // (computed from the wake time, not stepped through one by one)
-        let due = plan
-            .period
-            .first_due_at_or_after(actual.saturating_sub(start));
-        let skipped = due.min(plan.end_index).saturating_sub(k);
-        missed += skipped;
-        k += skipped;
+        let end_offset_ns = match self.length {
+            Length::Duration(d) => d.as_nanos().min(u64::MAX as u128) as u64,
+            Length::Samples(_) => u64::MAX,
+        };
+        Ok(Some(Plan {
+            period: self.period,
+            end_offset_ns,
+            end_index: self.period.first_due_at_or_after(end_offset_ns),
+            max_samples: match self.length {
+                Length::Samples(n) => n,
+                Length::Duration(_) => u64::MAX,
+            },
+            advance_ns: self.advance_ns(),
+            ring: self
+                .spikes
+                .as_ref()
+                .map(|t| SpikeRing::new(t.threshold.as_nanos().min(u64::MAX as u128) as u64)),
+            _poller: poller,
+        }))
     }
-    let result = CpuLatency {
-        cpu,
-        applied,
-        samples,
-        missed_periods: missed,
-        latency: latency.finish(),
-        advance: spin.map(|s| AdvanceStats {
-            spin: s.finish(),
-            late_wakeups: late,
-        }),
-    };
-    Ok((result, warning))
+
+    /// Forwards the spikes the threads offered to the tap.
+    fn on_tick(&self, plan: &Plan) {
+        if let (Some(ring), Some(tap)) = (&plan.ring, &self.spikes) {
+            ring.drain_to(&tap.sender);
+        }
+    }
+
+    /// The measuring loop of one CPU.
+    fn measure_cpu(
+        &self,
+        plan: &Plan,
+        thread: &MeasuringThread,
+        live: &Live,
+        flags: &StopFlags<'_>,
+    ) -> Result<CpuLatency, MeasureError> {
+        let (cpu, tid) = (thread.cpu, thread.tid);
+        let ring = plan.ring.as_ref();
+        if let Some(o) = self.observer.as_deref() {
+            o.thread_started(cpu, tid);
+        }
+        let mut latency = Recorder::new();
+        let mut spin = plan.advance_ns.map(|_| Recorder::new());
+        let (mut samples, mut missed, mut late) = (0u64, 0u64, 0u64);
+        let start = now_ns() + START_DELAY_NS;
+        let mut k = 0u64;
+        loop {
+            let offset = plan.period.offset_ns(k);
+            if offset >= plan.end_offset_ns || samples >= plan.max_samples {
+                break;
+            }
+            let target = start + offset;
+            let (actual, spun) = match plan.advance_ns {
+                None => {
+                    sleep_until_ns(target, true);
+                    (now_ns(), None)
+                }
+                Some(advance) => {
+                    sleep_until_ns(target.saturating_sub(advance), true);
+                    let woke = now_ns();
+                    if woke >= target {
+                        late += 1;
+                        (woke, None)
+                    } else {
+                        let reached = spin_until_ns(target);
+                        (reached, Some(reached - woke))
+                    }
+                }
+            };
+            let value = actual.saturating_sub(target);
+            latency.record(value, actual - start, samples);
+            if let (Some(spin), Some(spun)) = (spin.as_mut(), spun) {
+                spin.record(spun, actual - start, samples);
+            }
+            if let Some(ring) = ring {
+                ring.offer(Spike {
+                    seq: 0,
+                    cpu,
+                    tid,
+                    intended_ns: target,
+                    actual_ns: actual,
+                });
+            }
+            samples += 1;
+            live.publish(samples, latency.max());
+            if flags.is_set() {
+                break;
+            }
+            k += 1;
+            // periods whose time passed before this late wakeup: missed, not folded in
+            // (computed from the wake time, not stepped through one by one)
+            let due = plan
+                .period
+                .first_due_at_or_after(actual.saturating_sub(start));
+            let skipped = due.min(plan.end_index).saturating_sub(k);
+            missed += skipped;
+            k += skipped;
+        }
+        Ok(CpuLatency {
+            cpu,
+            applied: thread.applied,
+            samples,
+            missed_periods: missed,
+            latency: latency.finish(),
+            advance: spin.map(|s| AdvanceStats {
+                spin: s.finish(),
+                late_wakeups: late,
+            }),
+        })
+    }
 }

@@ -14,6 +14,12 @@
 //! them into text, the seeds' bucket table or cyclictest's histogram format, and
 //! [`json`] into the versioned JSON of docs/measure-json.md.
 //!
+//! The three probes share one harness: read the system view, validate, set up
+//! the process, place the control thread, /proc/stat before and after, the
+//! [`RunInfo`] and its [`warnings`]. A probe adds only its settings and its
+//! per-CPU measuring loop. A config's `placer` ([`ThreadPlacer`]) says how the
+//! measuring threads reach CPUs that a shield's cpuset fences off.
+//!
 //! Histograms lose nothing that matters: 1 ns to 10 s at 3 significant digits,
 //! constant memory, exact min/max/mean/stddev, and the 10 largest samples with
 //! their times ([`recorder`]).
@@ -21,9 +27,7 @@
 pub mod determinism;
 pub mod distribution;
 mod error;
-pub mod guard;
 mod harness;
-pub use harness::{set_thread_placer, ThreadPlacer};
 pub mod json;
 pub mod latency;
 pub mod noise;
@@ -37,15 +41,16 @@ pub mod signal;
 pub mod spike;
 pub mod top;
 pub mod trace;
+pub mod warnings;
 pub mod workload;
 
 pub use cpushield_cpuset::CpuSet;
 pub use distribution::{Bin, Distribution, Percentiles, Summary};
 pub use error::MeasureError;
-pub use guard::{Warning, WarningKind};
-pub use harness::{AppliedPolicy, SchedPolicy};
+pub use harness::{AppliedPolicy, SchedPolicy, ThreadPlacer};
 pub use period::Period;
 pub use progress::Progress;
 pub use run_info::RunInfo;
 pub use spike::{ProbeObserver, Spike, SpikeTap};
 pub use top::TopSample;
+pub use warnings::{Warning, WarningKind};

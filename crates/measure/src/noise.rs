@@ -13,20 +13,18 @@
 
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
-use crate::guard::{self, Spin, Warning};
 use crate::harness::{
-    self, AppliedPolicy, Bound, Control, ControlPlacement, Live, ProcessSetup, StopFlags,
+    self, AppliedPolicy, Bound, Live, MeasuringThread, Probe, StopFlags, ThreadPlacer,
 };
-use crate::procstat;
 use crate::progress::Progress;
 use crate::recorder::Recorder;
-use crate::run_info::{kernel_release, RunInfo};
+use crate::run_info::RunInfo;
+use crate::warnings::{self, Spin};
 use cpushield_cpuset::CpuSet;
 use cpushield_rt::clock::now_ns;
-use cpushield_sys::RealKernel;
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 /// Loop iterations between two publications of progress and looks at the clock
 /// for the end of the run.
@@ -37,7 +35,7 @@ const BATCH: u64 = 1024;
 const FAST_NS: usize = 1024;
 
 /// Configuration of a noise run.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct NoiseConfig {
     /// CPUs to measure, one busy loop each.
     pub cpus: CpuSet,
@@ -51,6 +49,9 @@ pub struct NoiseConfig {
     pub lock_memory: bool,
     /// How often the control thread reports progress (default 100 ms).
     pub tick: Duration,
+    /// How the measuring threads reach their CPUs (default None: plain
+    /// affinity; a shield's placer when the CPUs are fenced off).
+    pub placer: Option<ThreadPlacer>,
 }
 
 impl NoiseConfig {
@@ -63,12 +64,13 @@ impl NoiseConfig {
             threshold: Duration::from_micros(1),
             lock_memory: true,
             tick: Duration::from_millis(100),
+            placer: None,
         }
     }
 
     /// Checks the configuration; the error names the input and the remedy.
     pub fn validate(&self, online: &CpuSet) -> Result<(), MeasureError> {
-        guard::validate_cpus(&self.cpus, online).map_err(MeasureError::Config)?;
+        warnings::validate_cpus(&self.cpus, online).map_err(MeasureError::Config)?;
         if self.duration.is_zero() {
             return Err(MeasureError::Config(
                 "--duration must be longer than 0: use e.g. --duration 60s".into(),
@@ -139,124 +141,107 @@ pub fn run(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<NoiseReport, MeasureError> {
-    let kernel = RealKernel;
-    let view = guard::read_view(&kernel, &config.cpus)?;
-    config.validate(&view.online)?;
-    let duration_ns = config.duration.as_nanos().min(u64::MAX as u128) as u64;
-    let spin = config.priority.map(|_| Spin {
-        longest_ns: duration_ns,
-        fraction: 1.0,
-    });
-    let mut warnings = guard::before_run(&view, &config.cpus, harness::is_root(), spin);
-    let setup = ProcessSetup::enter(config.lock_memory);
-    warnings.extend(setup.warnings.iter().cloned());
-    let _placement =
-        ControlPlacement::enter(guard::control_cpus(&config.cpus, &view.online).as_ref());
-    let before = procstat::snapshot(&kernel).ok();
-    let started_unix_ns = harness::unix_now_ns();
-    let started = Instant::now();
-    let mut on_tick = || {};
-    let control = Control {
-        tick: config.tick,
-        bound: Bound::Time(config.duration),
-        on_tick: &mut on_tick,
-        progress,
-    };
-    let threshold_ns = config.threshold.as_nanos() as u64;
-    let outcomes = harness::run_per_cpu(&config.cpus, stop, control, |cpu, live, flags| {
-        measure_cpu(cpu, config.priority, duration_ns, threshold_ns, live, flags)
-    })?;
-    let elapsed_ns = started.elapsed().as_nanos() as u64;
-    if let (Some(before), Ok(after)) = (before, procstat::snapshot(&kernel)) {
-        warnings.extend(guard::after_run(
-            &view,
-            &config.cpus,
-            &before,
-            &after,
-            procstat::user_hz(),
-        ));
-    }
-    let mut cpus = Vec::new();
-    for (result, warning) in outcomes {
-        warnings.extend(warning);
-        cpus.push(result);
-    }
+    let outcome = harness::run(config, stop, progress)?;
     Ok(NoiseReport {
         settings: NoiseSettings {
             cpus: config.cpus.clone(),
-            duration_ns,
+            duration_ns: config.duration_ns(),
             priority: config.priority,
-            threshold_ns,
+            threshold_ns: config.threshold_ns(),
         },
-        run: RunInfo {
-            started_unix_ns,
-            elapsed_ns,
-            interrupted: stop.load(Ordering::Relaxed),
-            kernel_release: kernel_release(&kernel),
-            warnings,
-        },
-        cpus,
+        run: outcome.run,
+        cpus: outcome.cpus,
     })
 }
 
-/// The busy loop of one CPU.
-fn measure_cpu(
-    cpu: usize,
-    priority: Option<u8>,
-    duration_ns: u64,
-    threshold_ns: u64,
-    live: &Live,
-    flags: &StopFlags<'_>,
-) -> Result<(CpuNoise, Option<Warning>), MeasureError> {
-    let (applied, warning) = harness::enter_measuring_thread(cpu, priority)?;
-    // fast path: gaps below this are only counted, per nanosecond, in a small
-    // array (exact, and cheaper than the histogram); the rest are recorded
-    // with their times
-    let fast_limit = threshold_ns.min(FAST_NS as u64);
-    let mut fast = [0u64; FAST_NS];
-    let mut gaps = Recorder::new();
-    let (mut interruptions, mut stolen) = (0u64, 0u64);
-    let start = now_ns();
-    let end = start.saturating_add(duration_ns);
-    let mut prev = start;
-    let mut index = 0u64;
-    loop {
-        for _ in 0..BATCH {
-            let t = now_ns();
-            let gap = t - prev;
-            prev = t;
-            if gap < fast_limit {
-                fast[gap as usize] += 1;
-            } else {
-                gaps.record(gap, t - start, index);
-                if gap >= threshold_ns {
-                    interruptions += 1;
-                    stolen += gap;
+impl NoiseConfig {
+    fn duration_ns(&self) -> u64 {
+        self.duration.as_nanos().min(u64::MAX as u128) as u64
+    }
+
+    fn threshold_ns(&self) -> u64 {
+        self.threshold.as_nanos() as u64
+    }
+}
+
+impl Probe for NoiseConfig {
+    type Prepared = ();
+    type Cpu = CpuNoise;
+
+    harness::common_settings!();
+
+    fn spin(&self) -> Option<Spin> {
+        self.priority.map(|_| Spin {
+            longest_ns: self.duration_ns(),
+            fraction: 1.0,
+        })
+    }
+
+    fn bound(&self) -> Bound {
+        Bound::Time(self.duration)
+    }
+
+    fn prepare(&self, _stop: &AtomicBool) -> Result<Option<()>, MeasureError> {
+        Ok(Some(()))
+    }
+
+    /// The busy loop of one CPU.
+    fn measure_cpu(
+        &self,
+        _prepared: &(),
+        thread: &MeasuringThread,
+        live: &Live,
+        flags: &StopFlags<'_>,
+    ) -> Result<CpuNoise, MeasureError> {
+        let (duration_ns, threshold_ns) = (self.duration_ns(), self.threshold_ns());
+        // fast path: gaps below this are only counted, per nanosecond, in a small
+        // array (exact, and cheaper than the histogram); the rest are recorded
+        // with their times
+        let fast_limit = threshold_ns.min(FAST_NS as u64);
+        let mut fast = [0u64; FAST_NS];
+        let mut gaps = Recorder::new();
+        let (mut interruptions, mut stolen) = (0u64, 0u64);
+        let start = now_ns();
+        let end = start.saturating_add(duration_ns);
+        let mut prev = start;
+        let mut index = 0u64;
+        loop {
+            for _ in 0..BATCH {
+                let t = now_ns();
+                let gap = t - prev;
+                prev = t;
+                if gap < fast_limit {
+                    fast[gap as usize] += 1;
+                } else {
+                    gaps.record(gap, t - start, index);
+                    if gap >= threshold_ns {
+                        interruptions += 1;
+                        stolen += gap;
+                    }
                 }
+                index += 1;
             }
-            index += 1;
+            live.publish(index, gaps.max());
+            if prev >= end || flags.is_set() {
+                break;
+            }
         }
-        live.publish(index, gaps.max());
-        if prev >= end || flags.is_set() {
-            break;
+        for (value, &count) in fast.iter().enumerate() {
+            gaps.record_many(value as u64, count);
         }
+        let elapsed = prev - start;
+        Ok(CpuNoise {
+            cpu: thread.cpu,
+            applied: thread.applied,
+            elapsed_ns: elapsed,
+            gaps: gaps.finish(),
+            interruptions,
+            stolen_ns: stolen,
+            stolen_ns_per_s: if elapsed > 0 {
+                stolen as f64 * 1e9 / elapsed as f64
+            } else {
+                0.0
+            },
+        })
     }
-    for (value, &count) in fast.iter().enumerate() {
-        gaps.record_many(value as u64, count);
-    }
-    let elapsed = prev - start;
-    let result = CpuNoise {
-        cpu,
-        applied,
-        elapsed_ns: elapsed,
-        gaps: gaps.finish(),
-        interruptions,
-        stolen_ns: stolen,
-        stolen_ns_per_s: if elapsed > 0 {
-            stolen as f64 * 1e9 / elapsed as f64
-        } else {
-            0.0
-        },
-    };
-    Ok((result, warning))
 }

@@ -1,6 +1,6 @@
 //! Facts every report carries about the run itself.
 
-use crate::guard::Warning;
+use crate::warnings::Warning;
 use cpushield_sys::Kernel;
 use serde::{Deserialize, Serialize};
 use std::path::Path;

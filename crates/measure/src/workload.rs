@@ -90,7 +90,7 @@ mod tests {
             .unwrap();
         let priority = (cpu != 0).then_some(50);
         std::thread::spawn(move || {
-            let _ = crate::harness::enter_measuring_thread(cpu, priority);
+            let _ = crate::harness::enter_measuring_thread(cpu, priority, None);
             let never = || false;
             let target = 30_000_000;
             let n = calibrate(target, &never).unwrap();

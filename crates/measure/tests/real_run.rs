@@ -7,6 +7,7 @@ use cpushield_measure::latency::{self, LatencyConfig, Length};
 use cpushield_measure::noise::{self, NoiseConfig};
 use cpushield_measure::{json, CpuSet, Period, SpikeTap};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const CPU: usize = 1;
@@ -158,6 +159,51 @@ fn determinism_times_each_run_of_the_calibrated_loop() {
     let again = determinism::run(&config, &AtomicBool::new(false), &mut |_| {}).unwrap();
     assert_eq!(again.settings.iterations, report.settings.iterations);
     assert_eq!(again.settings.work_ns, None);
+}
+
+/// When [`pin_and_note`] placed a thread, in order.
+static PLACED: Mutex<Vec<Instant>> = Mutex::new(Vec::new());
+
+/// A placer that notes when it was called and pins the calling thread.
+fn pin_and_note(_tid: i32, cpus: &CpuSet) -> std::io::Result<()> {
+    PLACED.lock().unwrap().push(Instant::now());
+    cpushield_rt::sched::pin(0, cpus)
+}
+
+#[test]
+fn determinism_elapsed_covers_the_measured_runs_not_the_calibration() {
+    let mut config = DeterminismConfig::new(cpu1());
+    config.work = Work::Duration(Duration::from_millis(20));
+    config.runs = 2;
+    config.rest = Duration::ZERO;
+    config.tick = Duration::from_millis(1);
+    config.placer = Some(pin_and_note);
+    let report = determinism::run(&config, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    let returned = Instant::now();
+    let placed = PLACED.lock().unwrap().clone();
+    assert_eq!(
+        placed.len(),
+        2,
+        "the placer places the calibrating thread, then the measuring thread"
+    );
+    // The calibration (a 20 ms loop grown and then timed three times) runs
+    // between the two placements. Measured from after it, elapsed is shorter
+    // than the time from the calibration's midpoint to the return; measured
+    // from before it, elapsed would be longer.
+    let (calibrating, measuring) = (placed[0], placed[1]);
+    let midpoint = calibrating + (measuring - calibrating) / 2;
+    let elapsed = Duration::from_nanos(report.run.elapsed_ns);
+    assert!(
+        elapsed < returned - midpoint,
+        "elapsed {elapsed:?} includes the calibration ({:?} between placements)",
+        measuring - calibrating
+    );
+    let runs: u64 = report.cpus[0].runs_ns.iter().sum();
+    assert_eq!(report.cpus[0].runs_ns.len(), 2);
+    assert!(
+        report.run.elapsed_ns >= runs,
+        "elapsed {elapsed:?} is shorter than the runs ({runs} ns)"
+    );
 }
 
 #[test]

@@ -5,11 +5,11 @@ use super::table::render_bucket_table;
 use super::units::{fmt_ns, percent, secs6};
 use crate::determinism::DeterminismReport;
 use crate::distribution::{Distribution, Percentiles};
-use crate::guard::Warning;
 use crate::latency::LatencyReport;
 use crate::noise::NoiseReport;
 use crate::recorder::Recorder;
 use crate::run_info::RunInfo;
+use crate::warnings::Warning;
 
 fn fmt_rate(hz: f64) -> String {
     if hz.fract() == 0.0 {

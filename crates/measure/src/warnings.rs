@@ -1,5 +1,5 @@
-//! Guardrails: what makes a measurement lie, found before and after a run and
-//! turned into warnings that name the fix. The checks are pure functions of a
+//! Warnings: what makes a measurement lie (the guardrails), found before and
+//! after a run, each naming the fix. The checks are pure functions of a
 //! [`SystemView`] and /proc/stat snapshots; only [`SystemView::read`] touches the
 //! kernel, through the [`Kernel`] door.
 
