@@ -396,12 +396,20 @@ pub fn reset_in(
 /// its tasks are gone, so cgroups, IRQs and settings are restored and task
 /// IDs (which name other tasks here) are left alone.
 pub fn reset_namespace_gone(kernel: &dyn Kernel, options: Options) -> Result<Report, ShieldError> {
+    reset_namespace_gone_in(kernel, &FileStore::from_env(), options)
+}
+
+/// [`reset_namespace_gone`] with the saved state kept in `store`.
+pub fn reset_namespace_gone_in(
+    kernel: &dyn Kernel,
+    store: &dyn StateStore,
+    options: Options,
+) -> Result<Report, ShieldError> {
     if !options.is_root {
         return Err(ShieldError::NotRoot);
     }
-    let store = FileStore::from_env();
     let lock = store.lock_for_reset()?;
-    reset_locked(kernel, &store, true, &lock)
+    reset_locked(kernel, store, true, &lock)
 }
 
 /// Everything in a saved state that this machine cannot restore: CPUs it does

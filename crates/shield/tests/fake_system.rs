@@ -491,3 +491,29 @@ fn a_damaged_state_in_the_store_is_recovered_from_its_copy_by_reset() {
         .any(|n| n.text.contains("verified copy")));
     assert_eq!(as_read(k.files()), as_read(files_before));
 }
+
+#[test]
+fn a_shield_from_another_pid_namespace_is_refused_and_reset_namespace_gone_restores_the_system() {
+    let k = machine(&[(100, "0-3")]);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    let mut saved = saved_in(&store);
+    saved.pid_namespace = "pid:[1]".into();
+    let text = state::encode(&saved).into_bytes();
+    store.set_copy(state::STATE_FILE, Some(text.clone()));
+    store.set_copy(state::BACKUP_FILE, Some(text));
+    let shielded = k.files();
+    let err = cpushield_shield::shield_in(&k, &store, &ShieldMasks::all(&cpus("2")), ROOT_OPTIONS)
+        .unwrap_err();
+    assert!(
+        matches!(err, cpushield_shield::ShieldError::OtherNamespace { .. }),
+        "{err}"
+    );
+    assert!(cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).is_err());
+    assert_eq!(k.files(), shielded, "nothing changed");
+    cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-shield")));
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
+    assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap(), "f");
+    assert!(state::load_from(&store).unwrap().is_none());
+}
