@@ -114,6 +114,18 @@ mod tests {
     }
 
     #[test]
+    fn a_state_file_edited_after_the_shield_wrote_it_is_refused_as_the_shield_refuses_it() {
+        let k = FakeKernel::new();
+        let edited =
+            state_text("2-3", "3", "").replacen("\"procs\":\"2-3\"", "\"procs\":\"1-3\"", 1);
+        assert!(edited.contains("1-3"));
+        k.set_file(AT, edited);
+        let e = shielded_cpus_in(&k, Path::new(AT)).unwrap_err();
+        assert!(e.contains("checksum mismatch"), "{e}");
+        assert!(e.contains(SHIELD_STATE), "{e}");
+    }
+
+    #[test]
     fn a_damaged_or_missing_state_file_falls_back_to_its_copy() {
         let k = FakeKernel::new();
         let bak = "/run/cpushield/state.json.bak";
