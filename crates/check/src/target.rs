@@ -1,10 +1,12 @@
 //! Which CPUs `check` looks at by default: the shielded ones.
 //!
-//! [`shielded_cpus`] reads the shield's state file where the shield writes it
-//! (`cpushield_sys::shield_state_file`: `CPUSHIELD_STATE_DIR` or /run/cpushield),
-//! without depending on the shield crate.
+//! [`shielded_cpus`] reads the shield's state where the shield writes it
+//! (`cpushield_sys::shield_state_dir`: `CPUSHIELD_STATE_DIR` or /run/cpushield)
+//! with the shield's own reader (`cpushield_shield::state`): the same checksum,
+//! the same recovery from the verified copy, through the kernel door.
 
 use cpushield_cpuset::CpuSet;
+use cpushield_shield::state;
 use cpushield_sys::Kernel;
 use std::path::Path;
 
@@ -12,7 +14,7 @@ use std::path::Path;
 pub const SHIELD_STATE: &str = "/run/cpushield/state.json";
 
 /// The shielded CPUs (the union of the process, IRQ and local-timer shields)
-/// from the shield state file; `Ok(None)` when there is no state file.
+/// from the shield state; `Ok(None)` when there is no state file.
 pub fn shielded_cpus(kernel: &dyn Kernel) -> Result<Option<CpuSet>, String> {
     shielded_cpus_in(kernel, &cpushield_sys::shield_state_file())
 }
@@ -21,52 +23,65 @@ pub fn shielded_cpus(kernel: &dyn Kernel) -> Result<Option<CpuSet>, String> {
 /// (`state.json.bak`, which the shield writes first) when the file is absent
 /// or damaged.
 pub fn shielded_cpus_in(kernel: &dyn Kernel, path: &Path) -> Result<Option<CpuSet>, String> {
-    match shielded_cpus_at(kernel, path) {
-        Ok(Some(cpus)) => Ok(Some(cpus)),
-        first => match shielded_cpus_at(kernel, &path.with_file_name("state.json.bak")) {
-            Ok(Some(cpus)) => Ok(Some(cpus)),
-            _ => first,
-        },
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    match state::load_through(kernel, dir) {
+        Ok(loaded) => Ok(loaded.map(|l| l.state.masks.any())),
+        Err(e) => Err(format!(
+            "{e}; or pass --cpus, or run `cpushield show` to see the shield"
+        )),
     }
 }
 
-/// [`shielded_cpus`] from the state file at `path`.
+/// [`shielded_cpus`] from the state file at `path` alone (no fallback to its copy).
 pub fn shielded_cpus_at(kernel: &dyn Kernel, path: &Path) -> Result<Option<CpuSet>, String> {
-    let Ok(text) = kernel.read(path) else {
+    let Ok(bytes) = kernel.read_bytes(path) else {
         return Ok(None);
     };
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "{}: not JSON ({e}); pass --cpus, or run `cpushield show` to see the shield",
+    match state::decode(&bytes) {
+        Ok(saved) => Ok(Some(saved.masks.any())),
+        Err(why) => Err(format!(
+            "{}: {why}; pass --cpus, or run `cpushield show` to see the shield",
             path.display()
-        )
-    })?;
-    let mut cpus = CpuSet::new();
-    // `show --json` shape at top level, or nested under "shield"/"masks".
-    let candidates = [
-        Some(&value),
-        value.get("shield"),
-        value.get("masks"),
-        value.get("shielded"),
-    ];
-    for obj in candidates.into_iter().flatten() {
-        for key in ["procs", "irqs", "ltmr"] {
-            if let Some(list) = obj.get(key).and_then(|v| v.as_str()) {
-                if let Ok(set) = CpuSet::parse_list(list) {
-                    cpus = cpus.union(&set);
-                }
-            }
-        }
+        )),
     }
-    Ok(Some(cpus))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cpushield_shield::layout::CgroupLayout;
+    use cpushield_shield::snapshot::Scope;
+    use cpushield_shield::state::{SavedState, STATE_VERSION};
+    use cpushield_shield::ShieldMasks;
     use cpushield_sys::FakeKernel;
 
     const AT: &str = SHIELD_STATE;
+
+    /// A state file as the shield writes it, with these three masks.
+    fn state_text(procs: &str, irqs: &str, ltmr: &str) -> String {
+        let list = |s: &str| CpuSet::parse_list(s).unwrap();
+        state::encode(&SavedState {
+            version: STATE_VERSION,
+            masks: ShieldMasks {
+                procs: list(procs),
+                irqs: list(irqs),
+                ltmr: list(ltmr),
+            },
+            layout: CgroupLayout::V1 {
+                root: "/sys/fs/cgroup/cpuset".into(),
+            },
+            scope: Scope::Namespace,
+            online: list("0-3"),
+            tasks: Default::default(),
+            adopted: Default::default(),
+            irqs: Default::default(),
+            files: Default::default(),
+            created_cgroups: Vec::new(),
+            pid_namespace: String::new(),
+            sched: Default::default(),
+            checksum: 0,
+        })
+    }
 
     #[test]
     fn no_state_file_means_no_default_cpus() {
@@ -79,7 +94,7 @@ mod tests {
     #[test]
     fn the_union_of_the_three_shields_is_checked() {
         let k = FakeKernel::new();
-        k.set_file(AT, r#"{"procs":"2-3","irqs":"3","ltmr":"","other":1}"#);
+        k.set_file(AT, state_text("2-3", "3", ""));
         assert_eq!(
             shielded_cpus_at(&k, Path::new(AT))
                 .unwrap()
@@ -99,10 +114,22 @@ mod tests {
     }
 
     #[test]
+    fn a_state_file_edited_after_the_shield_wrote_it_is_refused_as_the_shield_refuses_it() {
+        let k = FakeKernel::new();
+        let edited =
+            state_text("2-3", "3", "").replacen("\"procs\":\"2-3\"", "\"procs\":\"1-3\"", 1);
+        assert!(edited.contains("1-3"));
+        k.set_file(AT, edited);
+        let e = shielded_cpus_in(&k, Path::new(AT)).unwrap_err();
+        assert!(e.contains("checksum mismatch"), "{e}");
+        assert!(e.contains(SHIELD_STATE), "{e}");
+    }
+
+    #[test]
     fn a_damaged_or_missing_state_file_falls_back_to_its_copy() {
         let k = FakeKernel::new();
         let bak = "/run/cpushield/state.json.bak";
-        k.set_file(bak, r#"{"masks":{"procs":"1","irqs":"1","ltmr":""}}"#);
+        k.set_file(bak, state_text("1", "1", ""));
         assert_eq!(
             shielded_cpus_in(&k, Path::new(AT))
                 .unwrap()

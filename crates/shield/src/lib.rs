@@ -25,7 +25,7 @@ use layout::CgroupLayout;
 pub use masks::ShieldMasks;
 use plan::Note;
 use serde::Serialize;
-use state::SavedState;
+use state::{FileStore, SavedState, StateStore};
 
 /// Why a shield operation was refused or failed. Refusals happen before any change.
 #[derive(Debug, thiserror::Error)]
@@ -176,21 +176,32 @@ fn check_request(
     Ok(())
 }
 
-/// Adds `request` to the shield (the first call saves the original state).
+/// Adds `request` to the shield (the first call saves the original state in
+/// the state directory).
 pub fn shield(
     kernel: &dyn Kernel,
     request: &ShieldMasks,
     options: Options,
 ) -> Result<Report, ShieldError> {
+    shield_in(kernel, &FileStore::from_env(), request, options)
+}
+
+/// [`shield`] with the saved state kept in `store`.
+pub fn shield_in(
+    kernel: &dyn Kernel,
+    store: &dyn StateStore,
+    request: &ShieldMasks,
+    options: Options,
+) -> Result<Report, ShieldError> {
     check_request(kernel, request, options)?;
     let layout = layout(kernel)?;
-    let _lock = state::StateLock::acquire()?;
-    let loaded = state::load_checked()?;
+    let _lock = store.lock()?;
+    let loaded = state::load_from(store)?;
     let recovered = loaded.as_ref().and_then(|l| l.recovered.clone());
     let saved = loaded.map(|l| l.state);
     match &saved {
-        Some(s) => same_namespace(s)?,
-        None => no_lost_shield(kernel, &layout)?,
+        Some(s) => same_namespace(store, s)?,
+        None => no_lost_shield(kernel, store, &layout)?,
     }
     let layout = saved.as_ref().map(|s| s.layout.clone()).unwrap_or(layout);
     let snap = snapshot::take(kernel, &layout)?;
@@ -205,7 +216,7 @@ pub fn shield(
         .unwrap_or_else(|| request.clone());
     validate(&masks, &snap.online)?;
     let saved = saved.unwrap_or_else(|| SavedState::from_snapshot(&snap, ShieldMasks::default()));
-    let mut report = change(kernel, snap, saved, masks)?;
+    let mut report = change(kernel, store, snap, saved, masks)?;
     report.notes.extend(recovered_note(recovered));
     Ok(report)
 }
@@ -220,13 +231,13 @@ fn recovered_note(recovered: Option<String>) -> Option<Note> {
 
 /// Refuses a state written from another PID namespace: its task IDs name
 /// other tasks here (one state per scope).
-fn same_namespace(saved: &SavedState) -> Result<(), ShieldError> {
+fn same_namespace(store: &dyn StateStore, saved: &SavedState) -> Result<(), ShieldError> {
     let here = snapshot::pid_namespace();
     if saved.pid_namespace.is_empty() || here.is_empty() || saved.pid_namespace == here {
         return Ok(());
     }
     Err(ShieldError::OtherNamespace {
-        dir: state::state_dir().display().to_string(),
+        dir: store.dir().display().to_string(),
         saved: saved.pid_namespace.clone(),
         here,
     })
@@ -234,12 +245,16 @@ fn same_namespace(saved: &SavedState) -> Result<(), ShieldError> {
 
 /// Refuses to shield when our cgroups exist but no state does: the new state
 /// would record the shielded system as the original.
-fn no_lost_shield(kernel: &dyn Kernel, layout: &CgroupLayout) -> Result<(), ShieldError> {
+fn no_lost_shield(
+    kernel: &dyn Kernel,
+    store: &dyn StateStore,
+    layout: &CgroupLayout,
+) -> Result<(), ShieldError> {
     for dir in [plan::shield_dir(layout), plan::system_dir(layout)] {
         if kernel.exists(&dir) {
             return Err(ShieldError::LostState {
                 cgroup: dir.display().to_string(),
-                dir: state::state_dir().display().to_string(),
+                dir: store.dir().display().to_string(),
             });
         }
     }
@@ -252,25 +267,36 @@ pub fn unshield(
     request: &ShieldMasks,
     options: Options,
 ) -> Result<Report, ShieldError> {
+    unshield_in(kernel, &FileStore::from_env(), request, options)
+}
+
+/// [`unshield`] with the saved state kept in `store`.
+pub fn unshield_in(
+    kernel: &dyn Kernel,
+    store: &dyn StateStore,
+    request: &ShieldMasks,
+    options: Options,
+) -> Result<Report, ShieldError> {
     check_request(kernel, request, options)?;
-    let lock = state::StateLock::acquire()?;
-    let Some(loaded) = state::load_checked()? else {
+    let lock = store.lock()?;
+    let Some(loaded) = state::load_from(store)? else {
         return Ok(empty_report(kernel));
     };
-    same_namespace(&loaded.state)?;
+    same_namespace(store, &loaded.state)?;
     let masks = loaded.state.masks.difference(request);
     if masks.is_empty() {
         // Under the same lock: a shield cannot slip in between and be undone.
-        return reset_locked(kernel, false, &lock);
+        return reset_locked(kernel, store, false, &lock);
     }
     let snap = snapshot::take(kernel, &loaded.state.layout)?;
-    let mut report = change(kernel, snap, loaded.state, masks)?;
+    let mut report = change(kernel, store, snap, loaded.state, masks)?;
     report.notes.extend(recovered_note(loaded.recovered));
     Ok(report)
 }
 
 fn change(
     kernel: &dyn Kernel,
+    store: &dyn StateStore,
     snap: snapshot::Snapshot,
     mut saved: SavedState,
     masks: ShieldMasks,
@@ -294,25 +320,26 @@ fn change(
     saved.masks = masks.clone();
     if masks.procs.is_empty() {
         // The teardown in the plan removes them; forget them only once done.
-        let outcome = apply_and_store(kernel, &plan, &mut saved, true)?;
+        let outcome = apply_and_store(kernel, store, &plan, &mut saved, true)?;
         return Ok(report(&snap, masks, outcome, plan.notes));
     }
-    let outcome = apply_and_store(kernel, &plan, &mut saved, false)?;
+    let outcome = apply_and_store(kernel, store, &plan, &mut saved, false)?;
     Ok(report(&snap, masks, outcome, plan.notes))
 }
 
 fn apply_and_store(
     kernel: &dyn Kernel,
+    store: &dyn StateStore,
     plan: &plan::Plan,
     saved: &mut SavedState,
     forget_cgroups: bool,
 ) -> Result<Outcome, ShieldError> {
     // Durable before the first change: a SIGKILL from here on is undone by reset.
-    state::store(saved)?;
+    state::store_in(store, saved)?;
     let outcome = apply::apply(kernel, plan)?;
     if forget_cgroups {
         saved.created_cgroups.clear();
-        state::store(saved)?;
+        state::store_in(store, saved)?;
     }
     Ok(outcome)
 }
@@ -350,22 +377,40 @@ fn empty_report(kernel: &dyn Kernel) -> Report {
 /// reset, naming each object, and keeps the state. The state file is removed
 /// only when every change has been undone.
 pub fn reset(kernel: &dyn Kernel, options: Options) -> Result<Report, ShieldError> {
+    reset_in(kernel, &FileStore::from_env(), options)
+}
+
+/// [`reset`] with the saved state kept in `store`.
+pub fn reset_in(
+    kernel: &dyn Kernel,
+    store: &dyn StateStore,
+    options: Options,
+) -> Result<Report, ShieldError> {
     if !options.is_root {
         return Err(ShieldError::NotRoot);
     }
-    let lock = state::StateLock::acquire_for_reset()?;
-    reset_locked(kernel, false, &lock)
+    let lock = store.lock_for_reset()?;
+    reset_locked(kernel, store, false, &lock)
 }
 
 /// [`reset`] of a shield set up from a PID namespace that no longer exists:
 /// its tasks are gone, so cgroups, IRQs and settings are restored and task
 /// IDs (which name other tasks here) are left alone.
 pub fn reset_namespace_gone(kernel: &dyn Kernel, options: Options) -> Result<Report, ShieldError> {
+    reset_namespace_gone_in(kernel, &FileStore::from_env(), options)
+}
+
+/// [`reset_namespace_gone`] with the saved state kept in `store`.
+pub fn reset_namespace_gone_in(
+    kernel: &dyn Kernel,
+    store: &dyn StateStore,
+    options: Options,
+) -> Result<Report, ShieldError> {
     if !options.is_root {
         return Err(ShieldError::NotRoot);
     }
-    let lock = state::StateLock::acquire_for_reset()?;
-    reset_locked(kernel, true, &lock)
+    let lock = store.lock_for_reset()?;
+    reset_locked(kernel, store, true, &lock)
 }
 
 /// Everything in a saved state that this machine cannot restore: CPUs it does
@@ -473,17 +518,18 @@ pub fn paths_outside(plan: &plan::Plan, layout: &CgroupLayout) -> Vec<std::path:
 
 fn reset_locked(
     kernel: &dyn Kernel,
+    store: &dyn StateStore,
     namespace_gone: bool,
     _lock: &state::StateLock,
 ) -> Result<Report, ShieldError> {
-    let Some(loaded) = state::load_checked()? else {
+    let Some(loaded) = state::load_from(store)? else {
         return Ok(empty_report(kernel));
     };
     let saved = loaded.state;
     if !namespace_gone {
-        same_namespace(&saved)?;
+        same_namespace(store, &saved)?;
     }
-    let path = state::state_path().display().to_string();
+    let path = store.dir().join(state::STATE_FILE).display().to_string();
     let first = snapshot::take(kernel, &saved.layout)?;
     let problems = machine_problems(kernel, &saved, &first);
     if !problems.is_empty() {
@@ -534,7 +580,7 @@ fn reset_locked(
             break;
         }
     }
-    state::remove().map_err(|e| {
+    state::remove_from(store).map_err(|e| {
         std::io::Error::new(
             e.kind(),
             format!(

@@ -5,7 +5,7 @@
 use crate::layout::CgroupLayout;
 use crate::masks::ShieldMasks;
 use crate::snapshot::{
-    is_ours, Scope, Snapshot, TaskInfo, DEFAULT_IRQ_AFFINITY, LTMR_SYSCTLS, SHIELD_CGROUP,
+    is_ours, IrqInfo, Scope, Snapshot, TaskInfo, DEFAULT_IRQ_AFFINITY, LTMR_SYSCTLS, SHIELD_CGROUP,
     SYSTEM_CGROUP, WORKQUEUE_CPUMASK,
 };
 use crate::state::SavedState;
@@ -237,19 +237,45 @@ pub fn born_tasks(snap: &Snapshot, saved: &SavedState) -> Vec<(i32, u64, CpuSet)
 }
 
 /// Plans the shield for `masks` (the complete new masks, not a delta), given
-/// the original state saved before the first shield.
+/// the original state saved before the first shield: the cgroups, the tasks,
+/// the teardown when no process stays shielded, the IRQs, the unbound
+/// workqueues, the local timer, then what the shield cannot do (SMT).
 pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> Plan {
     let mut plan = Plan::default();
     let online = &snap.online;
-    let layout = &snap.layout;
     let procs = masks.procs.intersection(online);
-    let housekeeping = online.difference(&procs);
+    plan_cgroups(&mut plan, snap, saved, &procs);
+    let affinities = plan_tasks(&mut plan, snap, saved, &procs);
+    // Tear down cgroups no longer needed (procs mask now empty), then set
+    // the affinities, which cgroup changes would otherwise overwrite.
+    if procs.is_empty() {
+        teardown_cgroups(&mut plan, saved, &snap.layout);
+    }
+    plan.steps.extend(affinities);
+    plan_irqs(&mut plan, snap, saved, &masks.irqs.intersection(online));
+    // Unbound workqueues follow the process shield.
+    plan_mask_file(
+        &mut plan,
+        snap,
+        saved,
+        WORKQUEUE_CPUMASK,
+        &procs,
+        MaskFormat::Hex,
+    );
+    plan_local_timer(&mut plan, snap, saved, &masks.ltmr.intersection(online));
+    plan_smt_notes(&mut plan, snap, masks);
+    plan
+}
+
+/// Step 1, cgroups for the process shield `procs` (online CPUs): create, then
+/// shrink before grow so exclusivity holds throughout. Nothing when `procs`
+/// is empty (the teardown is planned after the tasks).
+fn plan_cgroups(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuSet) {
+    let layout = &snap.layout;
+    let housekeeping = snap.online.difference(procs);
     let shield = shield_dir(layout);
     let system = system_dir(layout);
-    let origins = origins(snap, saved);
     let exists = |dir: &PathBuf| saved.created_cgroups.contains(dir);
-
-    // 1. Cgroups: create, then shrink before grow so exclusivity holds throughout.
     if !procs.is_empty() {
         match layout {
             CgroupLayout::V1 { root } => {
@@ -267,7 +293,7 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
                 let overlapping: Vec<String> = snap
                     .foreign_cgroups
                     .iter()
-                    .filter(|(_, cpus)| cpus.intersects(&procs))
+                    .filter(|(_, cpus)| cpus.intersects(procs))
                     .map(|(name, _)| name.clone())
                     .collect();
                 if exists(&shield) && !overlapping.is_empty() {
@@ -278,7 +304,7 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
                         WriteKind::Required,
                     );
                 }
-                let kept = saved.masks.procs.intersection(&procs);
+                let kept = saved.masks.procs.intersection(procs);
                 if exists(&shield) && !kept.is_empty() {
                     plan.write(
                         shield.join("cpuset.cpus"),
@@ -363,15 +389,24 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
             }
         }
     }
+}
 
-    // 2. Tasks: the seed's rule on each, enforced by the cgroup they are placed in.
+/// Step 2, tasks: the seed's rule on each, enforced by the cgroup it is placed
+/// in. Moves go into `plan`; the affinities are returned, to be set after
+/// every cgroup change (which would otherwise overwrite them).
+fn plan_tasks(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuSet) -> Vec<Step> {
+    let online = &snap.online;
+    let layout = &snap.layout;
+    let shield = shield_dir(layout);
+    let system = system_dir(layout);
+    let origins = origins(snap, saved);
     let mut moved_processes = BTreeSet::new();
     let only_shielded_process: BTreeMap<i32, bool> = {
         let mut m: BTreeMap<i32, bool> = BTreeMap::new();
         for t in &snap.tasks {
             let o = &origins[&t.tid];
-            let eff = shielded_affinity(&o.requested, online, &procs);
-            let inside = !procs.is_empty() && eff.is_subset(&procs);
+            let eff = shielded_affinity(&o.requested, online, procs);
+            let inside = !procs.is_empty() && eff.is_subset(procs);
             let e = m.entry(t.tgid).or_insert(true);
             *e = *e && inside;
         }
@@ -390,7 +425,7 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
     for task in &snap.tasks {
         let origin = &origins[&task.tid];
         if task.pinned_by_kernel {
-            for cpu in task.affinity.intersection(&procs).iter() {
+            for cpu in task.affinity.intersection(procs).iter() {
                 per_cpu_threads
                     .entry(cpu)
                     .or_default()
@@ -398,7 +433,7 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
             }
             continue;
         }
-        let eff = shielded_affinity(&origin.requested, online, &procs);
+        let eff = shielded_affinity(&origin.requested, online, procs);
         let managed = origin.cgroup == "/" || is_ours(&origin.cgroup) || layout.is_v2();
         if !managed {
             if eff != task.affinity {
@@ -412,7 +447,7 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
         }
         let dest = match layout {
             CgroupLayout::V1 { .. } if procs.is_empty() => layout.dir_of(&origin.cgroup),
-            CgroupLayout::V1 { .. } if eff.is_subset(&procs) => shield.clone(),
+            CgroupLayout::V1 { .. } if eff.is_subset(procs) => shield.clone(),
             CgroupLayout::V1 { .. } => system.clone(),
             CgroupLayout::V2 { .. } if only_shielded_process[&task.tgid] => shield.clone(),
             CgroupLayout::V2 { .. } => layout.dir_of(&origin.cgroup),
@@ -438,7 +473,7 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
             });
         }
         if layout.is_v2()
-            && eff.is_subset(&procs)
+            && eff.is_subset(procs)
             && !procs.is_empty()
             && !only_shielded_process[&task.tgid]
         {
@@ -471,36 +506,39 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
             Some(format!("boot with nohz_full={cpu} rcu_nocbs={cpu} to offload RCU callbacks and most timer work")),
         );
     }
+    affinities
+}
 
-    // 3. Tear down cgroups no longer needed (procs mask now empty), then set
-    // the affinities, which cgroup changes would otherwise overwrite.
-    if procs.is_empty() {
-        teardown_cgroups(&mut plan, saved, layout);
+/// Writes an IRQ's saved original text back when it differs from its current one.
+fn restore_irq(plan: &mut Plan, saved: &SavedState, irq: &IrqInfo) {
+    if let Some(text) = saved.irqs.get(&irq.irq) {
+        if *text != irq.mask_text {
+            plan.write(
+                irq_path(irq.irq),
+                text.clone(),
+                WriteKind::Irq {
+                    irq: irq.irq,
+                    name: irq.name.clone(),
+                },
+            );
+        }
     }
-    plan.steps.extend(affinities);
+}
 
-    // 4. IRQs and the default for new IRQs.
-    let irqs = masks.irqs.intersection(online);
+/// Step 4, IRQs for the interrupt shield `irqs` (online CPUs): the seed's rule
+/// on each IRQ's original mask and on the default for new IRQs; the original
+/// text back when nothing is shielded.
+fn plan_irqs(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, irqs: &CpuSet) {
+    let online = &snap.online;
     for irq in &snap.irqs {
         let original = saved
             .irqs
             .get(&irq.irq)
             .and_then(|t| CpuSet::parse_mask(t).ok())
             .unwrap_or_else(|| irq.affinity.clone());
-        let want = shielded_affinity(&original, online, &irqs);
+        let want = shielded_affinity(&original, online, irqs);
         if irqs.is_empty() {
-            if let Some(text) = saved.irqs.get(&irq.irq) {
-                if *text != irq.mask_text {
-                    plan.write(
-                        irq_path(irq.irq),
-                        text.clone(),
-                        WriteKind::Irq {
-                            irq: irq.irq,
-                            name: irq.name.clone(),
-                        },
-                    );
-                }
-            }
+            restore_irq(plan, saved, irq);
         } else if want.intersection(online) != irq.affinity.intersection(online) {
             plan.write(
                 irq_path(irq.irq),
@@ -513,34 +551,20 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
         }
     }
     plan_mask_file(
-        &mut plan,
+        plan,
         snap,
         saved,
         DEFAULT_IRQ_AFFINITY,
-        &irqs,
+        irqs,
         MaskFormat::Hex,
     );
+}
 
-    // 5. Unbound workqueues follow the process shield.
-    plan_mask_file(
-        &mut plan,
-        snap,
-        saved,
-        WORKQUEUE_CPUMASK,
-        &procs,
-        MaskFormat::Hex,
-    );
-
-    // 6. Local timer: what runtime allows.
-    let ltmr = masks.ltmr.intersection(online);
-    plan_mask_file(
-        &mut plan,
-        snap,
-        saved,
-        LTMR_SYSCTLS[0],
-        &ltmr,
-        MaskFormat::List,
-    );
+/// Step 6, the local-timer shield `ltmr` (online CPUs): what runtime allows
+/// (the watchdog mask, timer migration, a longer vmstat interval); the
+/// originals back when nothing is shielded.
+fn plan_local_timer(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, ltmr: &CpuSet) {
+    plan_mask_file(plan, snap, saved, LTMR_SYSCTLS[0], ltmr, MaskFormat::List);
     for (path, shielded_value) in [
         (LTMR_SYSCTLS[1], "1".to_string()),
         (LTMR_SYSCTLS[2], stat_interval(snap, saved)),
@@ -563,8 +587,12 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
             );
         }
     }
+}
 
-    // 7. What the shield cannot do at runtime, and SMT siblings.
+/// Step 7, what the shield cannot do at runtime: a shielded CPU sharing its
+/// core with an unshielded sibling.
+fn plan_smt_notes(plan: &mut Plan, snap: &Snapshot, masks: &ShieldMasks) {
+    let online = &snap.online;
     for cpu in masks.any().intersection(online).iter() {
         if let Some(sibs) = snap.siblings.get(&cpu) {
             let unshielded = sibs.difference(&masks.procs);
@@ -577,7 +605,6 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
             }
         }
     }
-    plan
 }
 
 fn stat_interval(snap: &Snapshot, saved: &SavedState) -> String {
@@ -731,18 +758,7 @@ pub fn plan_reset(snap: &Snapshot, saved: &SavedState) -> Plan {
         }
     }
     for irq in &snap.irqs {
-        if let Some(text) = saved.irqs.get(&irq.irq) {
-            if *text != irq.mask_text {
-                plan.write(
-                    irq_path(irq.irq),
-                    text.clone(),
-                    WriteKind::Irq {
-                        irq: irq.irq,
-                        name: irq.name.clone(),
-                    },
-                );
-            }
-        }
+        restore_irq(&mut plan, saved, irq);
     }
     for (path, original) in &saved.files {
         let Some(current) = snap.files.get(path) else {
@@ -761,4 +777,265 @@ pub fn plan_reset(snap: &Snapshot, saved: &SavedState) -> Plan {
         plan.write(path.clone(), original.clone(), WriteKind::Required);
     }
     plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROOT: &str = "/sys/fs/cgroup/cpuset";
+
+    fn cpus(s: &str) -> CpuSet {
+        CpuSet::parse_list(s).unwrap()
+    }
+
+    fn task(tid: i32, affinity: &str) -> TaskInfo {
+        TaskInfo {
+            tid,
+            tgid: tid,
+            ppid: 1,
+            comm: format!("task{tid}"),
+            starttime: 1000 + tid as u64,
+            kthread: false,
+            pinned_by_kernel: false,
+            affinity: cpus(affinity),
+            cgroup: "/".into(),
+        }
+    }
+
+    /// A 4-CPU v1 machine seen by the whole system, IRQ 10 on every CPU.
+    fn snapshot(tasks: Vec<TaskInfo>) -> Snapshot {
+        Snapshot {
+            online: cpus("0-3"),
+            possible: 4,
+            layout: CgroupLayout::V1 { root: ROOT.into() },
+            scope: Scope::System,
+            tasks,
+            irqs: vec![IrqInfo {
+                irq: 10,
+                mask_text: "f".into(),
+                affinity: cpus("0-3"),
+                name: "eth0".into(),
+            }],
+            files: BTreeMap::from([
+                (PathBuf::from(DEFAULT_IRQ_AFFINITY), "f".to_string()),
+                (PathBuf::from(LTMR_SYSCTLS[0]), "0-3".to_string()),
+                (PathBuf::from(LTMR_SYSCTLS[1]), "0".to_string()),
+                (PathBuf::from(LTMR_SYSCTLS[2]), "1".to_string()),
+            ]),
+            root_cpus: cpus("0-3"),
+            root_mems: "0".into(),
+            foreign_cgroups: Vec::new(),
+            siblings: BTreeMap::new(),
+            pid_namespace: "pid:[1]".into(),
+        }
+    }
+
+    fn original(snap: &Snapshot) -> SavedState {
+        SavedState::from_snapshot(snap, ShieldMasks::default())
+    }
+
+    fn writes(plan: &Plan) -> Vec<(String, String)> {
+        plan.steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Write { path, value, .. } => {
+                    Some((path.display().to_string(), value.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn w(path: &str, value: &str) -> (String, String) {
+        (path.to_string(), value.to_string())
+    }
+
+    #[test]
+    fn the_first_v1_shield_creates_both_cpusets_and_shrinks_before_it_grows() {
+        let snap = snapshot(vec![]);
+        let mut plan = Plan::default();
+        plan_cgroups(&mut plan, &snap, &original(&snap), &cpus("3"));
+        let system = format!("{ROOT}/cpushield-system");
+        let shield = format!("{ROOT}/cpushield-shield");
+        assert_eq!(
+            plan.creates,
+            vec![PathBuf::from(&system), PathBuf::from(&shield)]
+        );
+        assert_eq!(plan.steps[0], Step::Mkdir(system.clone().into()));
+        assert_eq!(
+            writes(&plan),
+            vec![
+                w(&format!("{system}/cpuset.mems"), "0"),
+                w(&format!("{shield}/cpuset.mems"), "0"),
+                w(&format!("{system}/cpuset.cpus"), "0-2"),
+                w(&format!("{shield}/cpuset.cpus"), "3"),
+                w(&format!("{shield}/cpuset.cpu_exclusive"), "1"),
+                w(&format!("{shield}/cpuset.sched_load_balance"), "0"),
+                w(&format!("{ROOT}/cpuset.sched_load_balance"), "0"),
+            ]
+        );
+    }
+
+    #[test]
+    fn no_process_shield_plans_no_cgroup_change() {
+        let snap = snapshot(vec![]);
+        let mut plan = Plan::default();
+        plan_cgroups(&mut plan, &snap, &original(&snap), &CpuSet::new());
+        assert!(plan.steps.is_empty() && plan.creates.is_empty());
+    }
+
+    #[test]
+    fn a_foreign_cpuset_on_shielded_cpus_leaves_the_shield_not_exclusive_with_a_warning() {
+        let mut snap = snapshot(vec![]);
+        snap.foreign_cgroups = vec![("docker".into(), cpus("2-3"))];
+        let mut plan = Plan::default();
+        plan_cgroups(&mut plan, &snap, &original(&snap), &cpus("3"));
+        assert!(!writes(&plan)
+            .iter()
+            .any(|(p, v)| p.ends_with("cpuset.cpu_exclusive") && v == "1"));
+        assert!(plan
+            .notes
+            .iter()
+            .any(|n| n.severity == Severity::Warn && n.text.contains("docker")));
+    }
+
+    #[test]
+    fn tasks_go_where_the_seed_rule_puts_them_and_kernel_bound_threads_stay() {
+        let mut kthread = task(7, "3");
+        kthread.comm = "ksoftirqd/3".into();
+        kthread.kthread = true;
+        kthread.pinned_by_kernel = true;
+        let snap = snapshot(vec![task(100, "0-3"), task(101, "3"), kthread]);
+        let mut plan = Plan::default();
+        let affinities = plan_tasks(&mut plan, &snap, &original(&snap), &cpus("3"));
+        let moves: Vec<(i32, String)> = plan
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Move { id, to, .. } => Some((*id, to.display().to_string())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            moves,
+            vec![
+                (100, format!("{ROOT}/cpushield-system/tasks")),
+                (101, format!("{ROOT}/cpushield-shield/tasks")),
+            ]
+        );
+        let set: Vec<(i32, CpuSet)> = affinities
+            .iter()
+            .filter_map(|s| match s {
+                Step::Affinity { tid, cpus, .. } => Some((*tid, cpus.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(set, vec![(100, cpus("0-2")), (101, cpus("3"))]);
+        assert!(plan.notes.iter().any(|n| n.text.contains("ksoftirqd/3")));
+    }
+
+    #[test]
+    fn irqs_and_the_default_leave_the_shielded_cpus() {
+        let snap = snapshot(vec![]);
+        let mut plan = Plan::default();
+        plan_irqs(&mut plan, &snap, &original(&snap), &cpus("3"));
+        assert_eq!(
+            writes(&plan),
+            vec![
+                w("/proc/irq/10/smp_affinity", "7"),
+                w(DEFAULT_IRQ_AFFINITY, "7")
+            ]
+        );
+    }
+
+    #[test]
+    fn unshielding_irqs_writes_back_the_exact_saved_text_as_reset_does() {
+        let mut snap = snapshot(vec![]);
+        let mut saved = original(&snap);
+        saved.irqs.insert(10, "0000000f".into());
+        snap.irqs[0].mask_text = "7".into();
+        snap.irqs[0].affinity = cpus("0-2");
+        let mut plan = Plan::default();
+        plan_irqs(&mut plan, &snap, &saved, &CpuSet::new());
+        let expected = w("/proc/irq/10/smp_affinity", "0000000f");
+        assert_eq!(writes(&plan), vec![expected.clone()]);
+        assert!(writes(&plan_reset(&snap, &saved)).contains(&expected));
+    }
+
+    #[test]
+    fn the_local_timer_shield_sets_and_gives_back_what_runtime_allows() {
+        let snap = snapshot(vec![]);
+        let saved = original(&snap);
+        let mut plan = Plan::default();
+        plan_local_timer(&mut plan, &snap, &saved, &cpus("3"));
+        assert_eq!(
+            writes(&plan),
+            vec![
+                w(LTMR_SYSCTLS[0], "0-2"),
+                w(LTMR_SYSCTLS[1], "1"),
+                w(LTMR_SYSCTLS[2], "10"),
+            ]
+        );
+        let mut shielded = snap.clone();
+        for (path, value) in writes(&plan) {
+            shielded.files.insert(path.into(), value);
+        }
+        let mut back = Plan::default();
+        plan_local_timer(&mut back, &shielded, &saved, &CpuSet::new());
+        assert_eq!(
+            writes(&back),
+            vec![
+                w(LTMR_SYSCTLS[0], "0-3"),
+                w(LTMR_SYSCTLS[1], "0"),
+                w(LTMR_SYSCTLS[2], "1"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_shielded_cpu_sharing_a_core_with_an_unshielded_one_is_warned_about() {
+        let mut snap = snapshot(vec![]);
+        snap.siblings = BTreeMap::from([(2, cpus("2-3")), (3, cpus("2-3"))]);
+        let mut plan = Plan::default();
+        plan_smt_notes(&mut plan, &snap, &ShieldMasks::all(&cpus("3")));
+        assert_eq!(plan.notes.len(), 1);
+        assert!(plan.notes[0].text.contains("CPU 3 shares a core"));
+        let mut whole = Plan::default();
+        plan_smt_notes(&mut whole, &snap, &ShieldMasks::all(&cpus("2-3")));
+        assert!(whole.notes.is_empty());
+    }
+
+    #[test]
+    fn reset_moves_tasks_back_removes_the_cgroups_and_restores_their_affinity() {
+        let before = snapshot(vec![task(100, "0-3")]);
+        let mut saved = original(&before);
+        saved.created_cgroups = vec![
+            PathBuf::from(ROOT).join(SYSTEM_CGROUP),
+            PathBuf::from(ROOT).join(SHIELD_CGROUP),
+        ];
+        let mut now = before.clone();
+        now.tasks[0].affinity = cpus("0-2");
+        now.tasks[0].cgroup = format!("/{SYSTEM_CGROUP}");
+        let plan = plan_reset(&now, &saved);
+        assert_eq!(
+            plan.steps[0],
+            Step::Move {
+                id: 100,
+                comm: "task100".into(),
+                to: format!("{ROOT}/tasks").into()
+            }
+        );
+        assert!(plan
+            .steps
+            .contains(&Step::Rmdir(PathBuf::from(ROOT).join(SHIELD_CGROUP))));
+        assert_eq!(
+            plan.steps.last(),
+            Some(&Step::Affinity {
+                tid: 100,
+                comm: "task100".into(),
+                cpus: cpus("0-3")
+            })
+        );
+    }
 }

@@ -352,14 +352,43 @@ pub struct Loaded {
     pub recovered: Option<String>,
 }
 
+/// Where the saved state lives: the state file and its verified copy, written
+/// atomically, and the lock serialising cpushield invocations. [`FileStore`]
+/// keeps them in the state directory; [`MemoryStore`] in memory, so that
+/// `shield`, `unshield` and `reset` run whole against a fake kernel. The
+/// checksums, the copy written first, recovery and the error texts are the
+/// same for every store (they live in [`load_from`], [`store_in`] and
+/// [`remove_from`]).
+pub trait StateStore: Send + Sync {
+    /// The directory the copies are named in, for messages.
+    fn dir(&self) -> PathBuf;
+    /// The bytes of one copy (`STATE_FILE` or `BACKUP_FILE`); NotFound when absent.
+    fn read(&self, name: &str) -> io::Result<Vec<u8>>;
+    /// Whether a copy exists.
+    fn exists(&self, name: &str) -> bool;
+    /// Makes the directory ready for writing.
+    fn prepare(&self) -> io::Result<()>;
+    /// Replaces one copy with `bytes`, all or nothing (no partial copy and no
+    /// temp file outlives a failure).
+    fn write_atomically(&self, name: &str, bytes: &[u8]) -> io::Result<()>;
+    /// Removes one copy; a missing copy is not an error.
+    fn remove(&self, name: &str) -> io::Result<()>;
+    /// Makes the directory's entries durable.
+    fn sync(&self) -> io::Result<()>;
+    /// Waits for and takes the exclusive lock.
+    fn lock(&self) -> io::Result<StateLock>;
+    /// Takes the lock for a reset, which also works where the store is read-only.
+    fn lock_for_reset(&self) -> io::Result<StateLock>;
+}
+
 enum StateCopy {
     Missing,
     Bad(String),
     Good(Box<SavedState>),
 }
 
-fn read_copy(path: &Path) -> StateCopy {
-    match std::fs::read(path) {
+fn read_copy(read: &dyn Fn(&str) -> io::Result<Vec<u8>>, name: &str) -> StateCopy {
+    match read(name) {
         Ok(bytes) => match decode(&bytes) {
             Ok(s) => StateCopy::Good(Box::new(s)),
             Err(why) => StateCopy::Bad(why),
@@ -369,12 +398,27 @@ fn read_copy(path: &Path) -> StateCopy {
     }
 }
 
-/// Loads and verifies the saved state; `Ok(None)` when nothing is shielded.
-/// A damaged state file is recovered from its verified copy; when both are
-/// damaged, the error names each problem and both files stay untouched.
-pub fn load_checked() -> io::Result<Option<Loaded>> {
-    let (main, bak) = (state_path(), backup_path());
-    match (read_copy(&main), read_copy(&bak)) {
+/// Loads and verifies the saved state from `store`; `Ok(None)` when nothing is
+/// shielded. A damaged state file is recovered from its verified copy; when
+/// both are damaged, the error names each problem and both stay untouched.
+pub fn load_from(store: &dyn StateStore) -> io::Result<Option<Loaded>> {
+    load_copies(&store.dir(), &|name| store.read(name))
+}
+
+/// [`load_from`] the state directory `dir` read through the kernel door: how
+/// other commands (`check`) read the shield's state without writing it.
+pub fn load_through(kernel: &dyn cpushield_sys::Kernel, dir: &Path) -> io::Result<Option<Loaded>> {
+    load_copies(dir, &|name| kernel.read_bytes(&dir.join(name)))
+}
+
+/// The one reader of the two copies in `dir`: verified, recovered from the
+/// copy when the state file is damaged.
+fn load_copies(
+    dir: &Path,
+    read: &dyn Fn(&str) -> io::Result<Vec<u8>>,
+) -> io::Result<Option<Loaded>> {
+    let (main, bak) = (dir.join(STATE_FILE), dir.join(BACKUP_FILE));
+    match (read_copy(read, STATE_FILE), read_copy(read, BACKUP_FILE)) {
         (StateCopy::Missing, StateCopy::Missing) => Ok(None),
         (StateCopy::Good(state), _) => Ok(Some(Loaded {
             state: *state,
@@ -414,6 +458,246 @@ pub fn load_checked() -> io::Result<Option<Loaded>> {
     }
 }
 
+/// Writes the state durably to `store`, twice: the checksummed copy first,
+/// then the state file, then the directory. When the first state cannot be
+/// written, nothing is left behind.
+pub fn store_in(store: &dyn StateStore, state: &SavedState) -> io::Result<()> {
+    store.prepare()?;
+    let first = !store.exists(STATE_FILE);
+    let text = encode(state);
+    store.write_atomically(BACKUP_FILE, text.as_bytes())?;
+    if let Err(e) = store.write_atomically(STATE_FILE, text.as_bytes()) {
+        if first {
+            // Leave nothing behind: no change was made yet.
+            let _ = store.remove(BACKUP_FILE);
+        }
+        return Err(e);
+    }
+    store.sync()
+}
+
+/// Removes the state file and its copy from `store` (after a complete reset).
+pub fn remove_from(store: &dyn StateStore) -> io::Result<()> {
+    store.remove(STATE_FILE)?;
+    store.remove(BACKUP_FILE)?;
+    store.sync().or(Ok(()))
+}
+
+/// The state in the state directory (`CPUSHIELD_STATE_DIR` or /run/cpushield).
+#[derive(Debug, Clone)]
+pub struct FileStore {
+    dir: PathBuf,
+}
+
+impl FileStore {
+    /// The store in `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    /// The store where every cpushield command looks: [`state_dir`].
+    pub fn from_env() -> Self {
+        Self::new(state_dir())
+    }
+}
+
+impl StateStore for FileStore {
+    fn dir(&self) -> PathBuf {
+        self.dir.clone()
+    }
+
+    fn read(&self, name: &str) -> io::Result<Vec<u8>> {
+        std::fs::read(self.dir.join(name))
+    }
+
+    fn exists(&self, name: &str) -> bool {
+        self.dir.join(name).exists()
+    }
+
+    fn prepare(&self) -> io::Result<()> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| store_error(e, &self.dir))
+    }
+
+    /// Through a temp file: write, fsync, rename.
+    fn write_atomically(&self, name: &str, text: &[u8]) -> io::Result<()> {
+        let path = self.dir.join(name);
+        let tmp = self.dir.join(format!("{name}.tmp"));
+        let result = (|| {
+            let mut file = File::create(&tmp).map_err(|e| store_error(e, &tmp))?;
+            file.write_all(text).map_err(|e| store_error(e, &tmp))?;
+            file.sync_all().map_err(|e| store_error(e, &tmp))?;
+            if path.is_dir() {
+                // A damaged state "file" that is an empty directory (see load_from).
+                std::fs::remove_dir(&path).map_err(|e| store_error(e, &path))?;
+            }
+            std::fs::rename(&tmp, &path).map_err(|e| store_error(e, &path))
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result
+    }
+
+    fn remove(&self, name: &str) -> io::Result<()> {
+        let path = self.dir.join(name);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            // A state "file" that is an (empty) directory.
+            Err(e) if path.is_dir() => std::fs::remove_dir(&path).map_err(|_| e),
+            Err(e) => Err(e),
+        }
+        .map_err(|e| cpushield_sys::with_path(e, &path))
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| store_error(e, &self.dir))
+    }
+
+    fn lock(&self) -> io::Result<StateLock> {
+        self.prepare()?;
+        let path = self.dir.join("lock");
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| store_error(e, &path))?;
+        StateLock::flock(file, &path)
+    }
+
+    /// Where the state directory is read-only the lock file is opened for
+    /// reading (flock works on any open file); with no lock file there, no
+    /// shield can be written meanwhile either, so none is needed.
+    fn lock_for_reset(&self) -> io::Result<StateLock> {
+        match self.lock() {
+            Ok(lock) => Ok(lock),
+            Err(e)
+                if matches!(
+                    cpushield_sys::os_errno(&e),
+                    Some(libc::EROFS) | Some(libc::EACCES) | Some(libc::ENOSPC)
+                ) =>
+            {
+                let path = self.dir.join("lock");
+                match File::open(&path) {
+                    Ok(file) => StateLock::flock(file, &path),
+                    Err(_) => Ok(StateLock { _file: None }),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A state store in memory, for tests: the same protocol as [`FileStore`]
+/// (two sealed copies, recovery), with injectable write failures.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    inner: std::sync::Mutex<MemoryInner>,
+}
+
+#[derive(Debug, Default)]
+struct MemoryInner {
+    copies: BTreeMap<String, Vec<u8>>,
+    fail_writes: Option<i32>,
+    writes: usize,
+}
+
+impl MemoryStore {
+    /// An empty store: nothing shielded.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// From now on every write fails with `errno` (ENOSPC, EROFS…), as a full
+    /// or read-only state directory does; `None` lets writes through again.
+    pub fn fail_writes(&self, errno: Option<i32>) {
+        self.inner.lock().unwrap().fail_writes = errno;
+    }
+
+    /// The bytes of one copy (`STATE_FILE` or `BACKUP_FILE`), if present.
+    pub fn copy(&self, name: &str) -> Option<Vec<u8>> {
+        self.inner.lock().unwrap().copies.get(name).cloned()
+    }
+
+    /// Replaces (or with `None` removes) one copy, e.g. to damage it.
+    pub fn set_copy(&self, name: &str, bytes: Option<Vec<u8>>) {
+        let mut inner = self.inner.lock().unwrap();
+        match bytes {
+            Some(b) => inner.copies.insert(name.to_string(), b),
+            None => inner.copies.remove(name),
+        };
+    }
+
+    /// How many copies were written successfully so far.
+    pub fn writes(&self) -> usize {
+        self.inner.lock().unwrap().writes
+    }
+
+    fn failure(&self, name: &str) -> io::Result<()> {
+        match self.inner.lock().unwrap().fail_writes {
+            Some(errno) => Err(store_error(
+                io::Error::from_raw_os_error(errno),
+                &self.dir().join(name),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+impl StateStore for MemoryStore {
+    fn dir(&self) -> PathBuf {
+        PathBuf::from("/memory/cpushield")
+    }
+
+    fn read(&self, name: &str) -> io::Result<Vec<u8>> {
+        self.copy(name)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+    }
+
+    fn exists(&self, name: &str) -> bool {
+        self.copy(name).is_some()
+    }
+
+    fn prepare(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn write_atomically(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        self.failure(name)?;
+        let mut inner = self.inner.lock().unwrap();
+        inner.copies.insert(name.to_string(), bytes.to_vec());
+        inner.writes += 1;
+        Ok(())
+    }
+
+    fn remove(&self, name: &str) -> io::Result<()> {
+        self.failure(name)?;
+        self.inner.lock().unwrap().copies.remove(name);
+        Ok(())
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn lock(&self) -> io::Result<StateLock> {
+        Ok(StateLock { _file: None })
+    }
+
+    fn lock_for_reset(&self) -> io::Result<StateLock> {
+        Ok(StateLock { _file: None })
+    }
+}
+
+/// Loads and verifies the saved state from the state directory (see
+/// [`load_from`]); `Ok(None)` when nothing is shielded.
+pub fn load_checked() -> io::Result<Option<Loaded>> {
+    load_from(&FileStore::from_env())
+}
+
 /// Loads the saved state (see [`load_checked`]); `Ok(None)` when nothing is shielded.
 pub fn load() -> io::Result<Option<SavedState>> {
     load_checked().map(|l| l.map(|l| l.state))
@@ -435,65 +719,14 @@ fn store_error(e: io::Error, path: &Path) -> io::Error {
     )
 }
 
-/// Writes `text` to `dir/name` through a temp file: write, fsync, rename. The
-/// temp file never outlives a failure.
-fn write_atomically(dir: &Path, name: &str, text: &[u8]) -> io::Result<()> {
-    let path = dir.join(name);
-    let tmp = dir.join(format!("{name}.tmp"));
-    let result = (|| {
-        let mut file = File::create(&tmp).map_err(|e| store_error(e, &tmp))?;
-        file.write_all(text).map_err(|e| store_error(e, &tmp))?;
-        file.sync_all().map_err(|e| store_error(e, &tmp))?;
-        if path.is_dir() {
-            // A damaged state "file" that is an empty directory (see load_checked).
-            std::fs::remove_dir(&path).map_err(|e| store_error(e, &path))?;
-        }
-        std::fs::rename(&tmp, &path).map_err(|e| store_error(e, &path))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
-/// Writes the state durably, twice: the checksummed copy first, then the state
-/// file, each through a temp file with fsync and rename, then the directory.
+/// Writes the state durably to the state directory (see [`store_in`]).
 pub fn store(state: &SavedState) -> io::Result<()> {
-    let dir = state_dir();
-    std::fs::create_dir_all(&dir).map_err(|e| store_error(e, &dir))?;
-    let first = !state_path().exists();
-    let text = encode(state);
-    write_atomically(&dir, BACKUP_FILE, text.as_bytes())?;
-    if let Err(e) = write_atomically(&dir, STATE_FILE, text.as_bytes()) {
-        if first {
-            // Leave nothing behind: no change was made yet.
-            let _ = std::fs::remove_file(backup_path());
-        }
-        return Err(e);
-    }
-    File::open(&dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| store_error(e, &dir))
+    store_in(&FileStore::from_env(), state)
 }
 
-fn remove_one(path: &Path) -> io::Result<()> {
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        // A state "file" that is an (empty) directory.
-        Err(e) if path.is_dir() => std::fs::remove_dir(path).map_err(|_| e),
-        Err(e) => Err(e),
-    }
-    .map_err(|e| cpushield_sys::with_path(e, path))
-}
-
-/// Removes the state file and its copy (after a complete reset).
+/// Removes the state file and its copy from the state directory (after a complete reset).
 pub fn remove() -> io::Result<()> {
-    remove_one(&state_path())?;
-    remove_one(&backup_path())?;
-    File::open(state_dir())
-        .and_then(|d| d.sync_all())
-        .or(Ok(()))
+    remove_from(&FileStore::from_env())
 }
 
 /// An exclusive lock serialising cpushield invocations; released on drop or death.
@@ -502,44 +735,18 @@ pub struct StateLock {
 }
 
 impl StateLock {
-    /// Waits for and takes the lock.
+    /// Waits for and takes the lock in the state directory.
     pub fn acquire() -> io::Result<Self> {
-        let dir = state_dir();
-        std::fs::create_dir_all(&dir).map_err(|e| store_error(e, &dir))?;
-        let path = dir.join("lock");
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| store_error(e, &path))?;
-        Self::lock(file, &path)
+        FileStore::from_env().lock()
     }
 
     /// Takes the lock for a reset, which also works where the state directory
-    /// is read-only: the lock file is then opened for reading (flock works on
-    /// any open file); with no lock file there, no shield can be written
-    /// meanwhile either, so none is needed.
+    /// is read-only (see [`FileStore`]'s `lock_for_reset`).
     pub fn acquire_for_reset() -> io::Result<Self> {
-        match Self::acquire() {
-            Ok(lock) => Ok(lock),
-            Err(e)
-                if matches!(
-                    cpushield_sys::os_errno(&e),
-                    Some(libc::EROFS) | Some(libc::EACCES) | Some(libc::ENOSPC)
-                ) =>
-            {
-                let path = state_dir().join("lock");
-                match File::open(&path) {
-                    Ok(file) => Self::lock(file, &path),
-                    Err(_) => Ok(Self { _file: None }),
-                }
-            }
-            Err(e) => Err(e),
-        }
+        FileStore::from_env().lock_for_reset()
     }
 
-    fn lock(file: File, path: &Path) -> io::Result<Self> {
+    fn flock(file: File, path: &Path) -> io::Result<Self> {
         // SAFETY: flock on a file descriptor this function owns (valid while `file` lives).
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
             return Err(cpushield_sys::with_path(io::Error::last_os_error(), path));

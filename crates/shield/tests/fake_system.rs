@@ -1,13 +1,19 @@
-//! The shield planner and executor end to end over a fake cgroup-v1 machine:
-//! the seed's rule on every task and IRQ, enforcement cgroups, exact undo.
+//! The real `shield`, `unshield` and `reset` end to end over a fake cgroup-v1
+//! machine (the state in memory): the seed's rule on every task and IRQ,
+//! enforcement cgroups, exact undo.
 
 use cpushield_cpuset::CpuSet;
 use cpushield_shield::plan::{plan_reset, plan_shield, Step};
 use cpushield_shield::snapshot;
-use cpushield_shield::state::SavedState;
-use cpushield_shield::{apply::apply, layout, ShieldMasks};
+use cpushield_shield::state::{self, MemoryStore, SavedState};
+use cpushield_shield::{apply::apply, layout, Options, Report, ShieldMasks};
 use cpushield_sys::FakeKernel;
 use std::path::Path;
+
+const ROOT_OPTIONS: Options = Options {
+    is_root: true,
+    whole_cores: false,
+};
 
 const ROOT: &str = "/sys/fs/cgroup/cpuset";
 
@@ -61,15 +67,22 @@ fn machine(tasks: &[(i32, &str)]) -> FakeKernel {
     k
 }
 
+/// Shields `masks` with the real [`cpushield_shield::shield_in`] (state in
+/// `store`) and returns the report.
+fn shield(k: &FakeKernel, store: &MemoryStore, masks: &ShieldMasks) -> Report {
+    cpushield_shield::shield_in(k, store, masks, ROOT_OPTIONS).unwrap()
+}
+
+/// The state the real shield saved in `store`.
+fn saved_in(store: &MemoryStore) -> SavedState {
+    state::load_from(store).unwrap().unwrap().state
+}
+
+/// Shields with the real `shield` and returns the state it saved.
 fn shield_and_save(k: &FakeKernel, masks: &ShieldMasks) -> SavedState {
-    let layout = layout::detect(k).unwrap();
-    let snap = snapshot::take(k, &layout).unwrap();
-    let mut saved = SavedState::from_snapshot(&snap, ShieldMasks::default());
-    let plan = plan_shield(&snap, &saved, masks);
-    saved.created_cgroups = plan.creates.clone();
-    saved.masks = masks.clone();
-    apply(k, &plan).unwrap();
-    saved
+    let store = MemoryStore::new();
+    shield(k, &store, masks);
+    saved_in(&store)
 }
 
 #[test]
@@ -132,11 +145,7 @@ fn shielded_tasks_are_enforced_by_cpusets() {
 #[test]
 fn irqs_follow_the_rule_and_managed_ones_are_reported_not_fatal() {
     let k = machine(&[(100, "0-3")]);
-    let layout = layout::detect(&k).unwrap();
-    let snap = snapshot::take(&k, &layout).unwrap();
-    let saved = SavedState::from_snapshot(&snap, ShieldMasks::default());
-    let plan = plan_shield(&snap, &saved, &ShieldMasks::all(&cpus("3")));
-    let outcome = apply(&k, &plan).unwrap();
+    let outcome = shield(&k, &MemoryStore::new(), &ShieldMasks::all(&cpus("3"))).outcome;
     assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap(), "7");
     assert_eq!(k.file("/proc/irq/14/smp_affinity").unwrap(), "f\n");
     assert_eq!(k.file("/proc/irq/default_smp_affinity").unwrap(), "7");
@@ -157,10 +166,10 @@ fn reset_restores_every_file_affinity_and_cgroup_exactly() {
     let k = machine(&[(100, "0-3"), (101, "3"), (102, "2-3"), (103, "1")]);
     let files_before = k.files();
     let aff_before = k.affinities();
-    let saved = shield_and_save(&k, &ShieldMasks::all(&cpus("3")));
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
     assert_ne!(k.affinities(), aff_before);
-    let snap = snapshot::take(&k, &saved.layout).unwrap();
-    apply(&k, &plan_reset(&snap, &saved)).unwrap();
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
     assert_eq!(k.affinities(), aff_before);
     let files_after = k.files();
     for (path, text) in &files_before {
@@ -177,19 +186,11 @@ fn reset_restores_every_file_affinity_and_cgroup_exactly() {
 #[test]
 fn a_second_shield_reapplies_the_rule_from_the_requested_masks() {
     let k = machine(&[(100, "0-3"), (101, "2-3")]);
-    let layout = layout::detect(&k).unwrap();
-    let snap = snapshot::take(&k, &layout).unwrap();
-    let mut saved = SavedState::from_snapshot(&snap, ShieldMasks::default());
-    let first = ShieldMasks::all(&cpus("3"));
-    let plan = plan_shield(&snap, &saved, &first);
-    saved.created_cgroups = plan.creates.clone();
-    saved.masks = first;
-    apply(&k, &plan).unwrap();
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
     assert_eq!(k.affinities()[&101], cpus("2"));
     // Now shield 2 as well: task 101 asked for 2-3 only, so it goes onto the shield.
-    let both = ShieldMasks::all(&cpus("2-3"));
-    let snap = snapshot::take(&k, &layout).unwrap();
-    apply(&k, &plan_shield(&snap, &saved, &both)).unwrap();
+    shield(&k, &store, &ShieldMasks::all(&cpus("2")));
     assert_eq!(k.affinities()[&100], cpus("0-1"));
     assert_eq!(k.affinities()[&101], cpus("2-3"));
     assert_eq!(
@@ -205,20 +206,10 @@ fn tasks_keep_their_rule_when_a_second_shield_resizes_the_cpusets() {
     // Resizing cpushield-system resets its tasks to 0-1 in the kernel; the
     // rule must be applied again afterwards (task 103 asked for 1 only).
     let k = machine(&[(100, "0-3"), (103, "1"), (104, "0,2")]);
-    let layout = layout::detect(&k).unwrap();
-    let snap = snapshot::take(&k, &layout).unwrap();
-    let mut saved = SavedState::from_snapshot(&snap, ShieldMasks::default());
-    let first = ShieldMasks::all(&cpus("3"));
-    let plan = plan_shield(&snap, &saved, &first);
-    saved.created_cgroups = plan.creates.clone();
-    saved.masks = first;
-    apply(&k, &plan).unwrap();
-    let snap = snapshot::take(&k, &layout).unwrap();
-    apply(
-        &k,
-        &plan_shield(&snap, &saved, &ShieldMasks::all(&cpus("2-3"))),
-    )
-    .unwrap();
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    shield(&k, &store, &ShieldMasks::all(&cpus("2")));
+    assert_eq!(saved_in(&store).masks, ShieldMasks::all(&cpus("2-3")));
     let aff = k.affinities();
     assert_eq!(aff[&100], cpus("0-1"));
     assert_eq!(aff[&103], cpus("1"));
@@ -249,10 +240,11 @@ fn per_cpu_kernel_threads_are_listed_not_moved() {
 #[test]
 fn unshielding_everything_tears_down_the_cgroups() {
     let k = machine(&[(100, "0-3"), (101, "3")]);
-    let saved = shield_and_save(&k, &ShieldMasks::all(&cpus("3")));
-    let snap = snapshot::take(&k, &saved.layout).unwrap();
-    let none = ShieldMasks::default();
-    apply(&k, &plan_shield(&snap, &saved, &none)).unwrap();
+    let store = MemoryStore::new();
+    let all = ShieldMasks::all(&cpus("3"));
+    shield(&k, &store, &all);
+    cpushield_shield::unshield_in(&k, &store, &all, ROOT_OPTIONS).unwrap();
+    assert!(state::load_from(&store).unwrap().is_none());
     assert!(!k.has_dir(Path::new(ROOT).join("cpushield-shield")));
     assert_eq!(k.affinities()[&100], cpus("0-3"));
     assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap().trim(), "f");
@@ -372,4 +364,156 @@ fn reset_gives_back_the_scheduling_policy_run_changed() {
         scheds[&101], fifo,
         "a policy cpushield did not change is left alone"
     );
+}
+
+#[test]
+fn unshielding_the_processes_alone_tears_down_the_cgroups_and_keeps_the_irq_shield() {
+    let k = machine(&[(100, "0-3"), (101, "3")]);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    let procs = ShieldMasks {
+        procs: cpus("3"),
+        ..ShieldMasks::default()
+    };
+    cpushield_shield::unshield_in(&k, &store, &procs, ROOT_OPTIONS).unwrap();
+    assert!(!k.has_dir(Path::new(ROOT).join("cpushield-shield")));
+    assert!(!k.has_dir(Path::new(ROOT).join("cpushield-system")));
+    assert_eq!(k.affinities()[&100], cpus("0-3"));
+    assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap(), "7");
+    let saved = saved_in(&store);
+    assert!(saved.created_cgroups.is_empty(), "{saved:?}");
+    assert_eq!(saved.masks.irqs, cpus("3"));
+}
+
+/// Every file as a reader of the kernel file sees it: the kernel ends each
+/// value with the newline it prints, whatever was written, while the fake
+/// keeps the bytes written (the state saves values without it).
+fn as_read(files: cpushield_sys::FakeFiles) -> cpushield_sys::FakeFiles {
+    files
+        .into_iter()
+        .map(|(path, text)| {
+            let text = match text.strip_suffix('\n') {
+                Some(body) => body.to_string(),
+                None => text,
+            };
+            (path, text)
+        })
+        .collect()
+}
+
+#[test]
+fn shield_unshield_reset_round_trip_restores_every_file_byte_for_byte() {
+    let k = machine(&[(100, "0-3"), (101, "3"), (102, "2-3"), (103, "1")]);
+    let files_before = k.files();
+    let aff_before = k.affinities();
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("2-3")));
+    assert_ne!(k.files(), files_before);
+    cpushield_shield::unshield_in(&k, &store, &ShieldMasks::all(&cpus("2")), ROOT_OPTIONS).unwrap();
+    assert_eq!(saved_in(&store).masks, ShieldMasks::all(&cpus("3")));
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert_eq!(
+        as_read(k.files()),
+        as_read(files_before.clone()),
+        "every file byte for byte"
+    );
+    assert_eq!(k.affinities(), aff_before);
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-shield")));
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
+    assert!(state::load_from(&store).unwrap().is_none(), "state removed");
+    // A second reset changes nothing.
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert_eq!(as_read(k.files()), as_read(files_before));
+}
+
+#[test]
+fn a_state_that_cannot_be_written_leaves_the_system_unchanged() {
+    for errno in [libc::ENOSPC, libc::EROFS] {
+        let k = machine(&[(100, "0-3"), (101, "3")]);
+        let files_before = k.files();
+        let aff_before = k.affinities();
+        let store = MemoryStore::new();
+        store.fail_writes(Some(errno));
+        let err =
+            cpushield_shield::shield_in(&k, &store, &ShieldMasks::all(&cpus("3")), ROOT_OPTIONS)
+                .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("cannot save the shield state"), "{text}");
+        assert!(text.contains("nothing was changed"), "{text}");
+        assert_eq!(k.files(), files_before, "errno {errno}: files changed");
+        assert_eq!(
+            k.affinities(),
+            aff_before,
+            "errno {errno}: affinities changed"
+        );
+        assert!(!k.has_dir(format!("{ROOT}/cpushield-shield")));
+        assert!(store.copy(state::STATE_FILE).is_none());
+        assert!(store.copy(state::BACKUP_FILE).is_none());
+    }
+}
+
+#[test]
+fn a_second_shield_whose_state_cannot_be_written_changes_nothing_more() {
+    let k = machine(&[(100, "0-3"), (101, "2-3")]);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    let files_before = k.files();
+    let aff_before = k.affinities();
+    let saved_before = store.copy(state::STATE_FILE);
+    store.fail_writes(Some(libc::ENOSPC));
+    assert!(
+        cpushield_shield::shield_in(&k, &store, &ShieldMasks::all(&cpus("2")), ROOT_OPTIONS)
+            .is_err()
+    );
+    assert_eq!(k.files(), files_before);
+    assert_eq!(k.affinities(), aff_before);
+    assert_eq!(
+        store.copy(state::STATE_FILE),
+        saved_before,
+        "the saved original is kept"
+    );
+    store.fail_writes(None);
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert_eq!(k.affinities()[&101], cpus("2-3"));
+}
+
+#[test]
+fn a_damaged_state_in_the_store_is_recovered_from_its_copy_by_reset() {
+    let k = machine(&[(100, "0-3")]);
+    let files_before = k.files();
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    store.set_copy(state::STATE_FILE, Some(b"{".to_vec()));
+    let report = cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert!(report
+        .notes
+        .iter()
+        .any(|n| n.text.contains("verified copy")));
+    assert_eq!(as_read(k.files()), as_read(files_before));
+}
+
+#[test]
+fn a_shield_from_another_pid_namespace_is_refused_and_reset_namespace_gone_restores_the_system() {
+    let k = machine(&[(100, "0-3")]);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    let mut saved = saved_in(&store);
+    saved.pid_namespace = "pid:[1]".into();
+    let text = state::encode(&saved).into_bytes();
+    store.set_copy(state::STATE_FILE, Some(text.clone()));
+    store.set_copy(state::BACKUP_FILE, Some(text));
+    let shielded = k.files();
+    let err = cpushield_shield::shield_in(&k, &store, &ShieldMasks::all(&cpus("2")), ROOT_OPTIONS)
+        .unwrap_err();
+    assert!(
+        matches!(err, cpushield_shield::ShieldError::OtherNamespace { .. }),
+        "{err}"
+    );
+    assert!(cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).is_err());
+    assert_eq!(k.files(), shielded, "nothing changed");
+    cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-shield")));
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
+    assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap(), "f");
+    assert!(state::load_from(&store).unwrap().is_none());
 }
