@@ -170,6 +170,7 @@ pub(crate) fn thread_placer() -> Option<ThreadPlacer> {
 }
 
 pub(crate) fn gettid() -> i32 {
+    // SAFETY: gettid takes no arguments, cannot fail and touches no memory.
     unsafe { libc::syscall(libc::SYS_gettid) as i32 }
 }
 

@@ -100,6 +100,7 @@ pub fn steal_ns(before: &CpuTimes, after: &CpuTimes, cpus: &cpushield_cpuset::Cp
 
 /// USER_HZ: the unit of /proc/stat, in ticks per second.
 pub fn user_hz() -> u64 {
+    // SAFETY: sysconf takes a constant and touches no memory.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if hz > 0 {
         hz as u64

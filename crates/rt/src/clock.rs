@@ -11,6 +11,7 @@ pub fn now_ns() -> u64 {
         tv_nsec: 0,
     };
     // clock_gettime on CLOCK_MONOTONIC cannot fail with a valid pointer.
+    // SAFETY: `ts` is a valid, writable timespec for the whole call.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * NS_PER_SEC + ts.tv_nsec as u64
 }
@@ -46,6 +47,8 @@ pub fn to_timespec(ns: u64) -> libc::timespec {
 pub fn sleep_until_ns(deadline_ns: u64, resume_on_signal: bool) -> bool {
     let ts = to_timespec(deadline_ns);
     loop {
+        // SAFETY: `ts` is a valid timespec that outlives the call; the remainder
+        // pointer may be NULL with TIMER_ABSTIME.
         let rc = unsafe {
             libc::clock_nanosleep(
                 libc::CLOCK_MONOTONIC,

@@ -35,6 +35,8 @@ struct Shared<T> {
 // only by the consumer after the Release store of `tail` that published it
 // (and vice versa for `head`), so no slot is accessed from two threads at once.
 unsafe impl<T: Send> Sync for Shared<T> {}
+// SAFETY: sending the shared ring moves only its `T`s' ownership with it
+// (T: Send); access after the move follows the Sync argument above.
 unsafe impl<T: Send> Send for Shared<T> {}
 
 impl<T> Drop for Shared<T> {
