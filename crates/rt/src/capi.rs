@@ -1,4 +1,4 @@
-//! The C ABI (`include/cpushield.h`): seed 003's programming model for C
+//! The C ABI (`include/cpushield.h`): Sherer's programming model for C
 //! programs — place a thread, reserve its CPU, run a periodic loop with
 //! advance, bind an IRQ and restore it, pass fixed-size items through the
 //! wait-free queue.

@@ -1,4 +1,4 @@
-//! CPU reservation (seed 003 §3, `pthread_attr_setreserve_np`): while a holder
+//! CPU reservation (Sherer §3, `pthread_attr_setreserve_np`): while a holder
 //! lives, no other cpushield placement may use its CPUs.
 //!
 //! A reservation is an advisory lock file per CPU, `/run/cpushield/reserve/cpu<N>`,

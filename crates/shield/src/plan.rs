@@ -364,7 +364,7 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
         }
     }
 
-    // 2. Tasks: the seed's rule on each, enforced by the cgroup they are placed in.
+    // 2. Tasks: Brosky's rule on each, enforced by the cgroup they are placed in.
     let mut moved_processes = BTreeSet::new();
     let only_shielded_process: BTreeMap<i32, bool> = {
         let mut m: BTreeMap<i32, bool> = BTreeMap::new();
@@ -571,7 +571,7 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
             if !unshielded.is_empty() && masks.procs.contains(cpu) {
                 plan.note(
                     Severity::Warn,
-                    format!("CPU {cpu} shares a core with unshielded CPU(s) {unshielded}: hyperthread siblings disturb each other (seed 000 measured it)"),
+                    format!("CPU {cpu} shares a core with unshielded CPU(s) {unshielded}: hyperthread siblings disturb each other (Brosky & Rotolo measured it)"),
                     Some("add --whole-cores to shield the siblings too".into()),
                 );
             }
@@ -597,7 +597,7 @@ enum MaskFormat {
     List,
 }
 
-/// Applies the seed's rule to a CPU-mask file: shielded CPUs removed from the
+/// Applies Brosky's rule to a CPU-mask file: shielded CPUs removed from the
 /// original mask, or the original text back when nothing is shielded.
 fn plan_mask_file(
     plan: &mut Plan,

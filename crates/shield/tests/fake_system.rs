@@ -1,5 +1,5 @@
 //! The shield planner and executor end to end over a fake cgroup-v1 machine:
-//! the seed's rule on every task and IRQ, enforcement cgroups, exact undo.
+//! Brosky's rule on every task and IRQ, enforcement cgroups, exact undo.
 
 use cpushield_cpuset::CpuSet;
 use cpushield_shield::plan::{plan_reset, plan_shield, Step};

@@ -1,6 +1,6 @@
 //! `cpushield run`: start a command, or move an existing task, onto shielded
 //! CPUs with a scheduling policy; optionally bind IRQs to those CPUs and
-//! reserve them for as long as the task lives (seeds 000 and 003).
+//! reserve them for as long as the task lives (Brosky & Rotolo and Sherer).
 //!
 //! A started command is placed (shield cgroup, affinity, policy) before it
 //! runs, so every thread it creates inherits the placement; `run` waits for it,

@@ -1,5 +1,5 @@
 //! A bounded single-producer, single-consumer queue for passing data between a
-//! real-time thread and the rest of the program without locks (seed 004's
+//! real-time thread and the rest of the program without locks (the Hyades paper's
 //! asymmetric RT / non-RT communication).
 //!
 //! - wait-free on both sides: `push` and `pop` take a bounded number of steps
