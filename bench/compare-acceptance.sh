@@ -11,22 +11,18 @@
 # outside the guest next to /proc/stat steal, and the shielded guest-caused
 # worst case with what still reaches the shielded CPU. Then the medians.
 #
-# Usage: bench/compare-acceptance.sh [RUNS=5] [SECS=30]
+# Usage: bench/compare-acceptance.sh [RUNS=5] [SECS=30]   (or --runs N --secs N)
 # Env:   CPUSHIELD=path to a built binary (default: cargo build --release).
 #        KEEP=DIR keeps every run's report (report.json, report.html, plots) there.
 # Needs: root, rt-tests (cyclictest), jq, CPU 1 online. Run nothing else
 #        meanwhile: this measures the machine.
 # Takes about RUNS x (4 x (SECS + SECS/3 + 8) + SECS) s, plus ~2.5 min for the demo.
 set -euo pipefail
-RUNS=${1:-5}
-SECS=${2:-30}
-
-cd "$(dirname "$0")/.."
-for tool in cyclictest jq; do
-    command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install rt-tests jq)" >&2; exit 1; }
-done
-[ "$(id -u)" = 0 ] || { echo "run as root (shield, SCHED_FIFO, IRQ affinity)" >&2; exit 1; }
-source bench/cpushield-bin.sh
+source "$(dirname "$0")/lib.sh"
+bench_args "RUNS=5 SECS=30" "$@"
+bench_need cyclictest jq
+bench_root
+bench_bin
 WORK=$(mktemp -d /var/tmp/cpushield-acceptance.XXXXXX)
 trap 'if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp -r "$WORK"/. "$KEEP"/; fi; rm -rf "$WORK"' EXIT
 

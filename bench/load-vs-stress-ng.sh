@@ -13,30 +13,22 @@
 # alternating the two loads for ROUNDS rounds. Loads are unconfined (both
 # CPUs), SCHED_OTHER; cyclictest is the only real-time task, on CPU 1.
 #
-# Usage: bench/load-vs-stress-ng.sh [SECS_PER_WORKLOAD=10] [CYCLICTEST_SECS=30] [ROUNDS=2]
+# Usage: bench/load-vs-stress-ng.sh [SECS=10] [CT_SECS=30] [ROUNDS=2]
+#        (or --secs N --ct-secs N --rounds N): seconds per workload, cyclictest
+#        seconds per run, rounds.
 # Env:   SCALES (default "1"): the --scale values of our stress-kernel run
 #        in part 2, e.g. SCALES="1 2" runs both in each round;
 #        PART=1|2 to run one part only; CARGO_TARGET_DIR as usual;
 #        CPUSHIELD=path to use a built binary instead of building one.
 # Needs: root, stress-ng, rt-tests (cyclictest), gcc.
 set -euo pipefail
-
-SECS=${1:-10}
-CT_SECS=${2:-30}
-ROUNDS=${3:-2}
+source "$(dirname "$0")/lib.sh"
+bench_args "SECS=10 CT_SECS=30 ROUNDS=2" "$@"
 SCALES=${SCALES:-1}
 PART=${PART:-all}
-
-cd "$(dirname "$0")/.."
-for tool in stress-ng cyclictest cc; do
-    command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install stress-ng rt-tests gcc)" >&2; exit 1; }
-done
-if [[ -n ${CPUSHIELD:-} ]]; then
-    BIN=$CPUSHIELD
-else
-    cargo build --release -q -p cpushield
-    BIN="${CARGO_TARGET_DIR:-target}/release/cpushield"
-fi
+case $PART in 1 | 2 | all) ;; *) bench_die "PART=$PART: use PART=1, PART=2 or leave it unset (both)" ;; esac
+bench_need stress-ng cyclictest cc
+bench_bin
 
 WORK=$(mktemp -d /var/tmp/cpushield-bench.XXXXXX)
 BG=()

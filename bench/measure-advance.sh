@@ -9,11 +9,11 @@
 # Prints per run: p50, p99, p99.99 and max of the deviation (us), the mean spin
 # (us) and the wakeups that came too late to spin.
 #
-# Usage: bench/measure-advance.sh [SECS=10] [ROUNDS=2]
+# Usage: bench/measure-advance.sh [SECS=10] [ROUNDS=2]   (or --secs N --rounds N)
 # Needs: root, rt-tests, stress-ng, jq, time; CPU 1 online. Takes 4 x ROUNDS x SECS seconds.
-SECS=${1:-10}
-ROUNDS=${2:-2}
-source "$(dirname "$0")/measure-common.sh"
+source "$(dirname "$0")/lib.sh"
+bench_args "SECS=10 ROUNDS=2" "$@"
+source bench/measure-common.sh
 
 stress-ng --cpu 1 --taskset 0 --timeout "$((4 * ROUNDS * SECS + 30))s" --quiet &
 BG+=($!)

@@ -1,19 +1,13 @@
-# Shared by bench/measure-*.sh (sourced, not run): build, a work directory that
-# is removed on every exit path, background PIDs ended on exit, and JSON/histogram
-# helpers. Everything measures on CPU 1; CPU 0 belongs to the environment.
+# Shared by bench/measure-*.sh (sourced after bench/lib.sh and bench_args, not
+# run): the tools and checks they need, BIN, a work directory that is removed on
+# every exit path, background PIDs ended on exit, and JSON/histogram helpers.
+# Everything measures on CPU 1; CPU 0 belongs to the environment.
 set -euo pipefail
 
-cd "$(dirname "$0")/.."
-for tool in cyclictest oslat stress-ng jq /usr/bin/time; do
-    command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install rt-tests stress-ng jq time)" >&2; exit 1; }
-done
-[ "$(id -u)" = 0 ] || { echo "run as root (SCHED_FIFO, mlock, /dev/cpu_dma_latency)" >&2; exit 1; }
-grep -qw 1 <(tr ',-' '  ' </sys/devices/system/cpu/online) || { echo "needs CPU 1 online" >&2; exit 1; }
-
-cargo build --release -q -p cpushield
-TARGET_DIR=${CARGO_TARGET_DIR:-target}
-case $TARGET_DIR in /*) ;; *) TARGET_DIR="$(pwd)/$TARGET_DIR" ;; esac
-BIN="$TARGET_DIR/release/cpushield"
+bench_need cyclictest oslat stress-ng jq /usr/bin/time
+bench_root
+grep -qw 1 <(tr ',-' '  ' </sys/devices/system/cpu/online) || bench_die "needs CPU 1 online"
+bench_bin
 
 WORK=$(mktemp -d /var/tmp/cpushield-measure-bench.XXXXXX)
 BG=()

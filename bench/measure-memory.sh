@@ -11,10 +11,11 @@
 #   longer: cpushield measure latency --cpus 1 --interval 20us --duration <L>s
 #   cyclictest -m -p 95 -a 1 -t 1 -q -h 20000 with -i 488 -D 10 and -i 20 -D <L>
 #
-# Usage: bench/measure-memory.sh [LONG_SECS=60]
-# Needs: root, rt-tests, jq, time; CPU 1 online. Takes 20 + 2.5 x LONG_SECS seconds.
-LONG=${1:-60}
-source "$(dirname "$0")/measure-common.sh"
+# Usage: bench/measure-memory.sh [LONG=60]   (or --long N): seconds of the longer run
+# Needs: root, rt-tests, jq, time; CPU 1 online. Takes 20 + 2.5 x LONG seconds.
+source "$(dirname "$0")/lib.sh"
+bench_args "LONG=60" "$@"
+source bench/measure-common.sh
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), CPU 1, FIFO 95"
 printf "%-10s %-28s %10s %10s %12s\n" tool run samples min@2048Hz maxrss_kb

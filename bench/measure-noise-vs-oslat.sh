@@ -11,11 +11,11 @@
 # and the tool's peak RSS. oslat's figures are whole microseconds rounded up
 # (its buckets); ours are to 3 significant digits.
 #
-# Usage: bench/measure-noise-vs-oslat.sh [SECS=10] [ROUNDS=3]
+# Usage: bench/measure-noise-vs-oslat.sh [SECS=10] [ROUNDS=3]   (or --secs N --rounds N)
 # Needs: root, rt-tests, jq, time; CPU 1 online. Takes 2 x ROUNDS x SECS seconds.
-SECS=${1:-10}
-ROUNDS=${2:-3}
-source "$(dirname "$0")/measure-common.sh"
+source "$(dirname "$0")/lib.sh"
+bench_args "SECS=10 ROUNDS=3" "$@"
+source bench/measure-common.sh
 OURS_PRIO=()
 OSLAT_PRIO=()
 POLICY=SCHED_OTHER

@@ -8,11 +8,11 @@
 # cyclictest's figures are whole microseconds (it truncates); ours are to 0.1 us
 # (percentiles to 3 significant digits).
 #
-# Usage: bench/measure-vs-cyclictest.sh [SECS=10] [ROUNDS=3]
+# Usage: bench/measure-vs-cyclictest.sh [SECS=10] [ROUNDS=3]   (or --secs N --rounds N)
 # Needs: root, rt-tests, jq, time; CPU 1 online. Takes 2 x ROUNDS x SECS seconds.
-SECS=${1:-10}
-ROUNDS=${2:-3}
-source "$(dirname "$0")/measure-common.sh"
+source "$(dirname "$0")/lib.sh"
+bench_args "SECS=10 ROUNDS=3" "$@"
+source bench/measure-common.sh
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), CPU 1, 1 ms interval, ${SECS} s per run, ${ROUNDS} rounds"
 printf "%-6s %-10s %8s %8s %8s %8s %9s %8s %10s %9s\n" round tool min_us avg_us p99_us p9999_us max_us samples cpu_ms/1k rss_kb

@@ -7,15 +7,17 @@
 #   cpushield reset (also on failure or Ctrl-C).
 #
 # Usage: bench/rt-periodic-shielded.sh [CPU=1] [CYCLES=5000] [PERIOD_US=1000] [ADVANCE_US=50]
+#        (or --cpu N --cycles N --period-us N --advance-us N)
 # Env:   CPUSHIELD=path to a built binary (default: cargo build --release).
 # Needs: root, rt-tests (cyclictest), util-linux (unshare).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-args=("${1:-1}" "${2:-5000}" "${3:-1000}" "${4:-50}")
-cpu=${args[0]}
-[ "$cpu" != 0 ] || { echo "rt-periodic-shielded: CPU 0 keeps the rest of the system: use CPU 1" >&2; exit 1; }
-[ "$(id -u)" = 0 ] || { echo "rt-periodic-shielded: run as root (shield, SCHED_FIFO, IRQ affinity)" >&2; exit 1; }
-source bench/cpushield-bin.sh
+source "$(dirname "$0")/lib.sh"
+bench_args "CPU=1 CYCLES=5000 PERIOD_US=1000 ADVANCE_US=50" "$@"
+args=("$CPU" "$CYCLES" "$PERIOD_US" "$ADVANCE_US")
+cpu=$CPU
+[ "$cpu" != 0 ] || bench_die "CPU 0 keeps the rest of the system: use CPU 1"
+bench_root
+bench_bin
 # Build the bench outside the shield, so only the measurement runs on it.
 cargo bench -q -p cpushield-rt --bench periodic --no-run >/dev/null 2>&1
 for mode in halting --idle-poll; do

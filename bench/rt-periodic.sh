@@ -1,24 +1,20 @@
 #!/usr/bin/env bash
 # The periodic loop of cpushield-rt against cyclictest, side by side in one run,
 # on one CPU (default 1; never 0 on this host): worst deviation from the
-# deadline without and with advance (seed 003 §5), then cyclictest with the
+# deadline without and with advance (Sherer §5), then cyclictest with the
 # same period, cycle count, priority and CPU.
 #
-#   bench/rt-periodic.sh [CPU] [CYCLES] [PERIOD_US] [ADVANCE_US]
+#   bench/rt-periodic.sh [CPU=1] [CYCLES=5000] [PERIOD_US=1000] [ADVANCE_US=50]
+#   (or --cpu N --cycles N --period-us N --advance-us N)
 #
 # Run from the repository root. Needs cyclictest (rt-tests). Both run at
 # SCHED_FIFO 80 with memory locked when permitted.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-cpu=${1:-1}
-cycles=${2:-5000}
-period=${3:-1000}
-advance=${4:-50}
-if [ "$cpu" = 0 ]; then
-  echo "rt-periodic: CPU 0 belongs to the environment: use CPU 1" >&2
-  exit 1
-fi
-command -v cyclictest >/dev/null || { echo "rt-periodic: cyclictest not found: apt-get install rt-tests" >&2; exit 1; }
+source "$(dirname "$0")/lib.sh"
+bench_args "CPU=1 CYCLES=5000 PERIOD_US=1000 ADVANCE_US=50" "$@"
+cpu=$CPU cycles=$CYCLES period=$PERIOD_US advance=$ADVANCE_US
+[ "$cpu" != 0 ] || bench_die "CPU 0 belongs to the environment: use CPU 1"
+bench_need cyclictest
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -r) $(nproc) CPUs; CPU $cpu unshielded unless a shield is set up"
 echo "# command: bench/rt-periodic.sh $cpu $cycles $period $advance"

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # Time `cpushield shield --all 3` and `cpushield reset` in the test guest with 2,500,
 # 5,000 and 10,000 sleeping tasks, to show how the cost grows with the number of tasks.
 #
@@ -7,9 +7,12 @@
 # The guest is QEMU under software emulation (TCG): absolute times are many times those of
 # real hardware and only the growth with the task count means anything.
 set -eu
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+source "$(dirname "$0")/lib.sh"
+bench_args "TASKS..." "$@"
+[ ${#TASKS[@]} -gt 0 ] || TASKS=(2500 5000 10000)
+set -- "${TASKS[@]}"
+ROOT=$BENCH_ROOT
 CACHE="${GUEST_CACHE:-$ROOT/target/guest}"
-[ $# -gt 0 ] || set -- 2500 5000 10000
 
 "$ROOT/tests/guest/build-initramfs.sh" >/dev/null
 RESULTS=""

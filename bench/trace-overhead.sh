@@ -3,26 +3,20 @@
 # cyclictest on CPU 1 with and without our tracing of CPU 1, alternating, in
 # the same run. Optionally under the stress-ng load of issue 6 (--load).
 #
-#   bench/trace-overhead.sh [--rounds 2] [--duration 20] [--load]
+#   bench/trace-overhead.sh [--rounds 2] [--duration 20] [--load]   (or ROUNDS DURATION)
 #
 # Prints, per mode, cyclictest's latency distribution (from its -h histogram)
 # and the events per second the tracer read. Needs root, cyclictest, CPU 1
 # (and stress-ng for --load).
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+bench_args "ROUNDS=2 DURATION=20 +LOAD" "$@"
+rounds=$ROUNDS duration=$DURATION load=$LOAD
+bench_root
+bench_need cyclictest
+[ "$load" = 0 ] || bench_need stress-ng
 
-rounds=2
-duration=20
-load=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --rounds) rounds="$2"; shift 2 ;;
-    --duration) duration="$2"; shift 2 ;;
-    --load) load=1; shift ;;
-    *) echo "usage: $0 [--rounds N] [--duration S] [--load]" >&2; exit 1 ;;
-  esac
-done
-
-here="$(cd "$(dirname "$0")/.." && pwd)"
+here=$BENCH_ROOT
 target="${CARGO_TARGET_DIR:-$here/target}"
 cargo build --quiet --release -p cpushield-cli --example trace_spikes --manifest-path "$here/Cargo.toml"
 tracer="$target/release/examples/trace_spikes"

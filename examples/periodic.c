@@ -1,5 +1,5 @@
 /*
- * periodic.c — seed 003's periodic real-time thread, with cpushield.
+ * periodic.c — Sherer's periodic real-time thread, with cpushield.
  *
  * A thread placed on one CPU at SCHED_FIFO wakes every period on an absolute
  * deadline (optionally with advance: sleep to deadline - advance, spin the

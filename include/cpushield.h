@@ -1,9 +1,9 @@
 /*
  * cpushield.h — C API of cpushield-rt: real-time threads on shielded CPUs.
  *
- * Seed 003's programming model (RTLinuxPro's pthread_attr_setcpu_np,
+ * Sherer's programming model (RTLinuxPro's pthread_attr_setcpu_np,
  * pthread_attr_setreserve_np, rtl_irq_set_affinity with old-mask restore,
- * clock_nanosleep with TIMER_ADVANCE) and seed 004's lock-free
+ * clock_nanosleep with TIMER_ADVANCE) and the Hyades paper's lock-free
  * one-reader/one-writer FIFO, on stock Linux.
  *
  * Link: pkg-config --cflags --libs cpushield   (libcpushield_rt.so / .a)
@@ -114,7 +114,7 @@ const char *cps_irq_old_mask(const cps_irq_binding *b);
 /* Writes the old mask back and frees the binding. NULL is ignored. */
 int cps_irq_restore(cps_irq_binding *b);
 
-/* ---- single-producer/single-consumer queue (seed 004) -------------------- */
+/* ---- single-producer/single-consumer queue (the Hyades paper) ---------- */
 
 typedef struct CpsSpsc cps_spsc;
 

@@ -10,10 +10,8 @@ use std::time::Duration;
 pub const EXIT_OK: u8 = 0;
 /// Exit code: error or bad usage.
 pub const EXIT_ERROR: u8 = 1;
-#[allow(dead_code)] // used once measure lands
 /// Exit code: a latency threshold (`--max-latency`) was exceeded.
 pub const EXIT_THRESHOLD: u8 = 2;
-#[allow(dead_code)] // used once check lands
 /// Exit code: `check` found something that breaks the shield.
 pub const EXIT_FINDINGS: u8 = 3;
 

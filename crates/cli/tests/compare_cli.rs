@@ -194,6 +194,8 @@ fn sigint_in_the_shielded_scenario_restores_everything() {
         "the shield never came up"
     );
     std::thread::sleep(Duration::from_secs(1));
+    // SAFETY: kill takes integers only; the group is our own child's (spawned with
+    // process_group(0)), so the signal reaches nothing else.
     unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
     let deadline = Instant::now() + Duration::from_secs(20);
     let status = loop {

@@ -71,7 +71,7 @@ fn list_names_every_profile_and_workload() {
     for name in [
         "stress-kernel",
         "disk",
-        "seed002",
+        "find-launch-move",
         "artis",
         "all",
         "compile",
@@ -91,6 +91,22 @@ fn list_names_every_profile_and_workload() {
     ] {
         assert!(text.contains(name), "--list lacks {name}");
     }
+}
+
+#[test]
+fn list_names_the_papers_not_seed_numbers_nor_the_old_profile_name() {
+    let out = load(&["--list"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for paper in [
+        "Brosky & Rotolo",
+        "Brosky 2004",
+        "Webber",
+        "the Hyades paper",
+    ] {
+        assert!(text.contains(paper), "--list lacks {paper}:\n{text}");
+    }
+    assert!(!text.to_lowercase().contains("seed"), "{text}");
 }
 
 #[test]

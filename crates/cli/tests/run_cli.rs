@@ -67,6 +67,7 @@ fn text(bytes: &[u8]) -> String {
 }
 
 fn kill(pid: i32, sig: i32) {
+    // SAFETY: kill takes integers only and touches no memory.
     assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "kill {pid}");
 }
 
@@ -345,6 +346,7 @@ fn an_existing_task_is_moved_with_its_policy() {
         "{stdout}"
     );
     assert_eq!(status_field(pid, "Cpus_allowed_list"), "1");
+    // SAFETY: sched_getscheduler takes a PID and touches no memory.
     assert_eq!(unsafe { libc::sched_getscheduler(pid) }, libc::SCHED_RR);
     sleeper.kill().unwrap();
     sleeper.wait().unwrap();

@@ -38,6 +38,9 @@ pub fn run_private<F: FnOnce() -> i32>(body: F) -> io::Result<i32> {
         None::<&str>,
     )
     .map_err(|e| io::Error::other(format!("making / private in the new mount namespace: {e}")))?;
+    // SAFETY: the caller must call this while single-threaded (documented above),
+    // so the child's copy of memory holds no lock another thread held; the child
+    // runs `body` and then _exit.
     match unsafe { fork() }.map_err(io::Error::from)? {
         ForkResult::Child => {
             // The machine's /proc, kept open before the namespace's own is
@@ -60,10 +63,14 @@ pub fn run_private<F: FnOnce() -> i32>(body: F) -> io::Result<i32> {
                     1
                 }
             };
+            // SAFETY: _exit ends the child without running destructors or atexit handlers
+            // that belong to the parent's state.
             unsafe { libc::_exit(code) }
         }
         ForkResult::Parent { child } => {
             for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+                // SAFETY: SIG_IGN installs no handler of ours, so no code can run in signal
+                // context.
                 unsafe { signal(sig, SigHandler::SigIgn) }.map_err(io::Error::from)?;
             }
             loop {

@@ -898,29 +898,27 @@ fn host_line(online: &CpuSet) -> String {
     )
 }
 
-/// UTC now as RFC 3339, without a date crate.
+/// UTC now as RFC 3339 (whole seconds, `Z`), e.g. `2026-11-22T19:50:36Z`.
 fn rfc3339_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    rfc3339_from_unix_seconds(secs)
+}
+
+/// `secs` since the Unix epoch as RFC 3339 in UTC, whole seconds, `Z` suffix.
+/// Past the end of jiff's range (late in year 9999) it prints the last
+/// second jiff can represent.
+fn rfc3339_from_unix_seconds(secs: u64) -> String {
+    let ts = i64::try_from(secs)
+        .ok()
+        .and_then(|s| jiff::Timestamp::from_second(s).ok())
+        .unwrap_or(jiff::Timestamp::MAX);
+    // Drop any fraction (only Timestamp::MAX has one) so the text is always
+    // whole seconds.
+    let ts = jiff::Timestamp::from_second(ts.as_second()).unwrap_or(ts);
+    ts.to_string()
 }
 
 #[cfg(test)]
@@ -958,6 +956,48 @@ mod tests {
 
     #[test]
     fn timestamps_are_rfc3339() {
+        // Known epoch seconds -> known UTC text.
+        assert_eq!(rfc3339_from_unix_seconds(0), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            rfc3339_from_unix_seconds(1_000_000_000),
+            "2001-09-09T01:46:40Z"
+        );
+        // End of a year: the last second of 1999 and the first of 2000.
+        assert_eq!(
+            rfc3339_from_unix_seconds(946_684_799),
+            "1999-12-31T23:59:59Z"
+        );
+        assert_eq!(
+            rfc3339_from_unix_seconds(946_684_800),
+            "2000-01-01T00:00:00Z"
+        );
+        // Leap years: 2000 (divisible by 400) and 2024 have 29 February...
+        assert_eq!(
+            rfc3339_from_unix_seconds(951_782_400),
+            "2000-02-29T00:00:00Z"
+        );
+        assert_eq!(
+            rfc3339_from_unix_seconds(1_709_164_800),
+            "2024-02-29T00:00:00Z"
+        );
+        // ...2100 (divisible by 100, not 400) does not.
+        assert_eq!(
+            rfc3339_from_unix_seconds(4_107_542_399),
+            "2100-02-28T23:59:59Z"
+        );
+        assert_eq!(
+            rfc3339_from_unix_seconds(4_107_542_400),
+            "2100-03-01T00:00:00Z"
+        );
+        // 2024 is 366 days long: its last day is day 366.
+        assert_eq!(
+            rfc3339_from_unix_seconds(1_735_689_599),
+            "2024-12-31T23:59:59Z"
+        );
+        // Beyond the calendar's end the text stays in shape rather than panicking.
+        let last = rfc3339_from_unix_seconds(u64::MAX);
+        assert!(last.starts_with("9999-12-") && last.len() == 20, "{last}");
+        // Now has the same shape.
         let t = rfc3339_now();
         assert_eq!(t.len(), 20);
         assert!(t.ends_with('Z') && t.as_bytes()[10] == b'T');

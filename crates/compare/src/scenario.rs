@@ -14,7 +14,7 @@ pub enum Scenario {
     Shielded,
     /// As shielded, with the latency probe waking early and spinning (advance).
     ShieldedAdvance,
-    /// Shield up, probes on a CPU that is not shielded (seed 000 Figure 3).
+    /// Shield up, probes on a CPU that is not shielded (Brosky & Rotolo Figure 3).
     UnshieldedCpu,
 }
 

@@ -411,7 +411,7 @@ fn user_reading(t: &str) -> Reading {
     }
 }
 
-/// The affinity rule of seed 001: a task's effective CPUs are its requested CPUs
+/// Brosky's affinity rule ("Shielded CPUs"): a task's effective CPUs are its requested CPUs
 /// minus the shielded ones, unless that would leave nothing, in which case the
 /// request stands (a task that asks only for shielded CPUs runs there).
 pub fn shielded_affinity(requested: &CpuSet, online: &CpuSet, shielded: &CpuSet) -> CpuSet {

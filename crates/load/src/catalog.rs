@@ -1,5 +1,5 @@
 //! The catalogue: which workloads exist, what one op of each is, and the
-//! profiles (named groups) the seeds ran. Pure data and name parsing.
+//! profiles (named groups) the papers ran. Pure data and name parsing.
 
 use crate::error::LoadError;
 use serde::{Deserialize, Serialize};
@@ -21,21 +21,21 @@ pub enum Workload {
     Fs,
     /// CRASHME: children execute random bytes and die by signal.
     Crashme,
-    /// Seed 000's disknoise script: recursive `cat * > f`.
+    /// Brosky & Rotolo's disknoise script: recursive `cat * > f`.
     Disknoise,
-    /// Seed 002's launch script: run a trivial executable that prints a little.
+    /// Webber's launch script: run a trivial executable that prints a little.
     Launch,
-    /// Seed 002's find script: walk the root file system.
+    /// Webber's find script: walk the root file system.
     Find,
-    /// Seed 002's file-move script: copy two large files over each other.
+    /// Webber's file-move script: copy two large files over each other.
     Filemove,
-    /// Seed 004's ionet / `ping -f`: a datagram flood over loopback.
+    /// The Hyades paper's ionet / `ping -f`: a datagram flood over loopback.
     Netflood,
-    /// Seed 004's ioctl load: a tight loop of lock-taking ioctls and syscalls.
+    /// The Hyades paper's ioctl load: a tight loop of lock-taking ioctls and syscalls.
     Ioctl,
-    /// Seed 004's iodisk: continuous direct reads and writes on the disk.
+    /// The Hyades paper's iodisk: continuous direct reads and writes on the disk.
     Iodisk,
-    /// Seed 004's computing load: a loop without system calls, one per CPU.
+    /// The Hyades paper's computing load: a loop without system calls, one per CPU.
     Compute,
 }
 
@@ -137,19 +137,21 @@ impl Workload {
         }
     }
 
-    /// Where in the seeds the workload comes from.
-    pub fn seed(self) -> &'static str {
+    /// The paper (and section) the workload comes from, for `--list`.
+    pub fn source(self) -> &'static str {
         match self {
             Workload::Compile
             | Workload::Ttcp
             | Workload::FifosMmap
             | Workload::Fpu
             | Workload::Fs
-            | Workload::Crashme => "000 §6.1, 001 (stress-kernel)",
-            Workload::Disknoise => "000 §5.1",
-            Workload::Launch | Workload::Find | Workload::Filemove => "002",
+            | Workload::Crashme => "Brosky & Rotolo 2003 §6.1, Brosky 2004 (stress-kernel)",
+            Workload::Disknoise => "Brosky & Rotolo 2003 §5.1",
+            Workload::Launch | Workload::Find | Workload::Filemove => {
+                "Webber 2002 (realfeel loads)"
+            }
             Workload::Netflood | Workload::Ioctl | Workload::Iodisk | Workload::Compute => {
-                "004 §6.1-6.2"
+                "the Hyades paper §6.1-6.2 (ARTiS loads)"
             }
         }
     }
@@ -189,17 +191,21 @@ impl Workload {
     }
 }
 
-/// A named group of workloads, as the seeds ran them.
+/// A named group of workloads, as the papers ran them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Profile {
-    /// Red Hat stress-kernel as in seeds 000 §6.1 and 001 (the default).
+    /// Red Hat stress-kernel as in Brosky & Rotolo 2003 §6.1 and Brosky 2004
+    /// (the default).
     StressKernel,
-    /// Disk traffic: disknoise and fs (seed 000 §5.1).
+    /// Disk traffic: disknoise and fs (Brosky & Rotolo 2003 §5.1).
     Disk,
-    /// Seed 002's find, launch and file-move scripts.
-    Seed002,
-    /// Seed 004's ARTiS loads: compute per CPU, iodisk, ionet, ioctl.
+    /// Webber's find, launch and file-move scripts (his realfeel loads).
+    /// Named `seed002` before; that name is still accepted (also in saved
+    /// JSON) but no longer listed.
+    #[serde(alias = "seed002")]
+    FindLaunchMove,
+    /// The Hyades paper's ARTiS loads: compute per CPU, iodisk, ionet, ioctl.
     Artis,
     /// Every workload at once.
     All,
@@ -210,7 +216,7 @@ impl Profile {
     pub const ALL: [Profile; 5] = [
         Profile::StressKernel,
         Profile::Disk,
-        Profile::Seed002,
+        Profile::FindLaunchMove,
         Profile::Artis,
         Profile::All,
     ];
@@ -220,14 +226,18 @@ impl Profile {
         match self {
             Profile::StressKernel => "stress-kernel",
             Profile::Disk => "disk",
-            Profile::Seed002 => "seed002",
+            Profile::FindLaunchMove => "find-launch-move",
             Profile::Artis => "artis",
             Profile::All => "all",
         }
     }
 
-    /// The profile with this name, if any.
+    /// The profile with this name, if any. Old names stay accepted as hidden
+    /// aliases (not listed), so saved commands and configs keep working.
     pub fn from_name(name: &str) -> Option<Profile> {
+        if name == "seed002" {
+            return Some(Profile::FindLaunchMove);
+        }
         Profile::ALL.into_iter().find(|p| p.name() == name)
     }
 
@@ -237,7 +247,7 @@ impl Profile {
         match self {
             Profile::StressKernel => &[Compile, Ttcp, FifosMmap, Fpu, Fs, Crashme],
             Profile::Disk => &[Disknoise, Fs],
-            Profile::Seed002 => &[Find, Launch, Filemove],
+            Profile::FindLaunchMove => &[Find, Launch, Filemove],
             Profile::Artis => &[Compute, Iodisk, Netflood, Ioctl],
             Profile::All => &Workload::ALL,
         }
@@ -246,10 +256,14 @@ impl Profile {
     /// One line on where the profile comes from, for `--list`.
     pub fn about(self) -> &'static str {
         match self {
-            Profile::StressKernel => "Red Hat stress-kernel, seed 000 §6.1 / seed 001 (default)",
-            Profile::Disk => "disk interrupt traffic, seed 000 §5.1",
-            Profile::Seed002 => "realfeel loads of seed 002",
-            Profile::Artis => "ARTiS loads of seed 004 (compute per CPU, iodisk, ionet, ioctl)",
+            Profile::StressKernel => {
+                "Red Hat stress-kernel, Brosky & Rotolo 2003 §6.1 / Brosky 2004 (default)"
+            }
+            Profile::Disk => "disk interrupt traffic, Brosky & Rotolo 2003 §5.1",
+            Profile::FindLaunchMove => "Webber 2002's realfeel loads: find, launch, file move",
+            Profile::Artis => {
+                "the Hyades paper's ARTiS loads (compute per CPU, iodisk, ionet, ioctl)"
+            }
             Profile::All => "every workload",
         }
     }
@@ -293,6 +307,28 @@ mod tests {
         for p in Profile::ALL {
             assert_eq!(Profile::from_name(p.name()), Some(p));
         }
+    }
+
+    #[test]
+    fn the_old_seed002_name_still_selects_find_launch_move() {
+        assert_eq!(Profile::from_name("seed002"), Some(Profile::FindLaunchMove));
+        assert_eq!(
+            parse_selection(&["seed002"]).unwrap(),
+            parse_selection(&["find-launch-move"]).unwrap()
+        );
+        assert_eq!(
+            parse_selection(&["find-launch-move"]).unwrap(),
+            vec![Workload::Launch, Workload::Find, Workload::Filemove]
+        );
+        // Saved JSON with the old name still reads; new JSON has the new name.
+        let old: Profile = serde_json::from_str("\"seed002\"").unwrap();
+        assert_eq!(old, Profile::FindLaunchMove);
+        assert_eq!(
+            serde_json::to_string(&Profile::FindLaunchMove).unwrap(),
+            "\"find-launch-move\""
+        );
+        // The alias is hidden: no listed name is the old one.
+        assert!(Profile::ALL.iter().all(|p| p.name() != "seed002"));
     }
 
     #[test]

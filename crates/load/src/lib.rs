@@ -1,7 +1,7 @@
-//! cpushield-load: the seeds' background workloads, built in.
+//! cpushield-load: the papers' background workloads, built in.
 //!
 //! A shield is only proven under load. This crate runs the loads the papers
-//! used — Red Hat stress-kernel (seed 000 §6.1, seed 001), the disknoise
+//! used — Red Hat stress-kernel (Brosky & Rotolo §6.1, Brosky), the disknoise
 //! script (000 §5.1), the find / launch / file-move scripts (002) and the
 //! ARTiS loads (004) — as real work that counts itself, in child processes
 //! that confine themselves to the chosen CPUs and clean up after themselves

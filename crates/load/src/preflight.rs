@@ -52,7 +52,10 @@ fn dir_status(dir: &Path) -> Result<u64, String> {
         return Err("is not a directory".into());
     }
     let path = CString::new(dir.as_os_str().as_bytes()).map_err(|_| "contains a NUL byte")?;
+    // SAFETY: statvfs is a plain C struct of integers; all zeroes is valid.
     let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is a NUL-terminated CString and `vfs` a writable statvfs,
+    // both alive for the whole call.
     if unsafe { libc::statvfs(path.as_ptr(), &mut vfs) } != 0 {
         return Err(format!(
             "statvfs failed ({})",

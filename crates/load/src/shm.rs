@@ -120,8 +120,11 @@ pub struct Shared {
     slots: usize,
 }
 
-// The mapping holds only atomics.
+// SAFETY: the mapping holds only atomics (Header and Slot fields), which may be
+// shared and sent between threads; `base` is never reassigned and the mapping
+// lives until Drop, so moving or sharing the handle is sound.
 unsafe impl Send for Shared {}
+// SAFETY: as for Send: every access through `&Shared` is an atomic operation.
 unsafe impl Sync for Shared {}
 
 impl Shared {
@@ -209,14 +212,18 @@ mod tests {
     #[test]
     fn counts_written_by_a_child_are_seen_by_the_parent() {
         let shared = Shared::new(3).unwrap();
+        // SAFETY: a test process; the child only does atomic stores to the shared
+        // mapping and then _exit, never returning into the test harness.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
             shared.slot(2).add(41);
             shared.slot(2).add(1);
             shared.slot(1).fail("boom");
+            // SAFETY: _exit ends the child at once without running the parent's destructors.
             unsafe { libc::_exit(0) };
         }
         let mut status = 0;
+        // SAFETY: `status` is a writable int and `pid` our own child.
         assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
         assert_eq!(shared.slot(2).ops(), 42);
         assert_eq!(shared.slot(1).state(), SLOT_FAILED);

@@ -1,4 +1,4 @@
-//! `measure determinism` (seed 000 §5.1, figures 1-4): a fixed CPU-bound loop,
+//! `measure determinism` (Brosky & Rotolo §5.1, figures 1-4): a fixed CPU-bound loop,
 //! pinned, SCHED_FIFO, memory locked, timed `runs` times on each CPU. The best
 //! run is the ideal; jitter is the worst run minus the ideal, in seconds and as
 //! a percentage of the ideal.
@@ -39,7 +39,7 @@ pub enum Work {
 pub struct DeterminismConfig {
     /// CPUs to measure, one thread each.
     pub cpus: CpuSet,
-    /// Work per run (default 1 s, as the seed).
+    /// Work per run (default 1 s, as Brosky & Rotolo did).
     pub work: Work,
     /// Runs per CPU (default 60).
     pub runs: u32,
@@ -129,7 +129,7 @@ pub struct CpuDeterminism {
     pub applied: AppliedPolicy,
     /// Every completed run's duration in nanoseconds, in order.
     pub runs_ns: Vec<u64>,
-    /// The best run (the seed's "ideal").
+    /// The best run (Brosky & Rotolo's "ideal").
     pub ideal_ns: u64,
     /// The worst run.
     pub max_ns: u64,

@@ -19,7 +19,7 @@ pub struct Percentiles {
     pub p99_9_ns: u64,
     /// 99.99th percentile.
     pub p99_99_ns: u64,
-    /// 99.999th percentile (ARTiS's figure, seed 004).
+    /// 99.999th percentile (ARTiS's figure, the Hyades paper).
     pub p99_999_ns: u64,
     /// 99.9999th percentile.
     pub p99_9999_ns: u64,

@@ -1,5 +1,5 @@
 //! `measure latency`: periodic wakeup latency (realfeel, cyclictest), with an
-//! optional advance (seed 003 §5.3: wake early, then spin to the deadline).
+//! optional advance (Sherer §5.3: wake early, then spin to the deadline).
 //!
 //! One thread per CPU, pinned, SCHED_FIFO, memory locked, stack pre-faulted,
 //! /dev/cpu_dma_latency held at 0. Wakeup `k` is due at `start + k * period`
@@ -50,7 +50,7 @@ pub struct LatencyConfig {
     pub length: Length,
     /// SCHED_FIFO priority; None runs at SCHED_OTHER (default 95).
     pub priority: Option<u8>,
-    /// Wake this much early and spin to the deadline (seed 003's TIMER_ADVANCE).
+    /// Wake this much early and spin to the deadline (Sherer's TIMER_ADVANCE).
     pub advance: Option<Duration>,
     /// Lock all memory (mlockall) for the run (default true).
     pub lock_memory: bool,

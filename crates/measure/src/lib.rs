@@ -11,7 +11,7 @@
 //! `run(&config, stop, progress) -> Result<Report>`: `stop` ends the run early
 //! (what was measured so far is reported), `progress` is called a few times a
 //! second on the calling thread. Reports are plain serde data; [`render`] turns
-//! them into text, the seeds' bucket table or cyclictest's histogram format, and
+//! them into text, the papers' bucket table or cyclictest's histogram format, and
 //! [`json`] into the versioned JSON of docs/measure-json.md.
 //!
 //! The three probes share one harness: read the system view, validate, set up

@@ -1,4 +1,4 @@
-//! `measure noise` (oslat-like, seed 004): a busy loop reading CLOCK_MONOTONIC on
+//! `measure noise` (oslat-like, the Hyades paper): a busy loop reading CLOCK_MONOTONIC on
 //! each CPU; every gap between two reads goes into the histogram. Gaps at or
 //! above the threshold are interruptions (an IRQ, a softirq, another task, the
 //! hypervisor); their sum is the time stolen from the loop.

@@ -1,4 +1,4 @@
-//! The determinism workload (seed 000 §5.1): a CPU-bound loop of double-precision
+//! The determinism workload (Brosky & Rotolo §5.1): a CPU-bound loop of double-precision
 //! sine computations, and its calibration to a wanted duration on this machine.
 
 use cpushield_rt::clock::now_ns;

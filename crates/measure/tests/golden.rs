@@ -1,4 +1,4 @@
-//! The writers against golden files: the seeds' bucket table, cyclictest's `-h`
+//! The writers against golden files: the papers' bucket table, cyclictest's `-h`
 //! format, and the human determinism lines. Regenerate with
 //! `UPDATE_GOLDEN=1 cargo test -p cpushield-measure --test golden` and review the diff.
 

@@ -29,7 +29,7 @@ pub struct LatencySummary {
 }
 
 impl LatencySummary {
-    /// Samples below each of the seeds' thresholds (0.1 ms … 100 ms).
+    /// Samples below each of the papers' thresholds (0.1 ms … 100 ms).
     pub fn bucket_table(&self) -> Vec<(u64, u64)> {
         BUCKET_EDGES_NS
             .iter()
@@ -46,7 +46,7 @@ impl LatencySummary {
     }
 }
 
-/// The thresholds of seed 000's bucket tables, in ns.
+/// The thresholds of Brosky & Rotolo's bucket tables, in ns.
 pub const BUCKET_EDGES_NS: [u64; 8] = [
     100_000,
     200_000,
@@ -58,13 +58,13 @@ pub const BUCKET_EDGES_NS: [u64; 8] = [
     100_000_000,
 ];
 
-/// Execution determinism (seed 000 Figures 1-4).
+/// Execution determinism (Brosky & Rotolo Figures 1-4).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeterminismSummary {
     /// Runs of the fixed workload.
     pub runs: u64,
     /// The ideal, seconds: the fastest run of the whole experiment, one value
-    /// for every scenario (seed 000 §5.1; see [`CompareReport::judge`]).
+    /// for every scenario (Brosky & Rotolo §5.1; see [`CompareReport::judge`]).
     pub ideal_s: f64,
     /// This scenario's own fastest run, seconds.
     #[serde(default)]

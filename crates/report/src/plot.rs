@@ -1,4 +1,4 @@
-//! Plots like seed 000's: latency histograms with log-scale counts, all
+//! Plots like Brosky & Rotolo's: latency histograms with log-scale counts, all
 //! scenarios overlaid (Figures 5-7), and per-run times of the determinism test
 //! (Figures 1-4). SVG via plotters; PNG by rendering that SVG with resvg.
 

@@ -3,7 +3,7 @@
 use crate::model::{fmt_ratio, human_ns, CompareReport, BUCKET_EDGES_NS};
 use std::fmt::Write;
 
-/// Renders the comparison table, the seeds' bucket counts, and the verdict.
+/// Renders the comparison table, the papers' bucket counts, and the verdict.
 pub fn render(report: &CompareReport) -> String {
     let mut out = String::new();
     let _ = writeln!(

@@ -1,5 +1,5 @@
 //! Periodic-loop benchmark: the worst deviation of `Periodic::wait_next` from
-//! its deadline on one CPU, without and with advance (seed 003 §5.1-5.3).
+//! its deadline on one CPU, without and with advance (Sherer §5.1-5.3).
 //!
 //! `cargo bench -p cpushield-rt --bench periodic -- [--cpu 1] [--period-us 1000]
 //!  [--cycles 5000] [--advance-us 50] [--fifo 80]`

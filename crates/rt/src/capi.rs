@@ -1,4 +1,4 @@
-//! The C ABI (`include/cpushield.h`): seed 003's programming model for C
+//! The C ABI (`include/cpushield.h`): Sherer's programming model for C
 //! programs — place a thread, reserve its CPU, run a periodic loop with
 //! advance, bind an IRQ and restore it, pass fixed-size items through the
 //! wait-free queue.
@@ -453,8 +453,11 @@ mod tests {
 
     #[test]
     fn bad_cpu_lists_fail_with_einval_and_a_message() {
+        // SAFETY: the CPU list is a NUL-terminated literal that outlives the call.
         let rc = unsafe { cps_place(0, c"nonsense".as_ptr(), CPS_SCHED_OTHER, 0) };
         assert_eq!(rc, -libc::EINVAL);
+        // SAFETY: cps_last_error returns a NUL-terminated thread-local string that
+        // stays valid until the next cps_* call on this thread; we copy it at once.
         let msg = unsafe { CStr::from_ptr(cps_last_error()) }
             .to_string_lossy()
             .into_owned();
@@ -463,6 +466,7 @@ mod tests {
 
     #[test]
     fn an_unknown_policy_is_refused() {
+        // SAFETY: the CPU list is a NUL-terminated literal that outlives the call.
         let rc = unsafe { cps_place(0, c"1".as_ptr(), 9, 0) };
         assert_eq!(rc, -libc::EINVAL);
     }
@@ -471,6 +475,8 @@ mod tests {
     fn the_c_queue_passes_items_and_reports_full_and_empty() {
         let q = cps_spsc_create(2, 8);
         assert!(!q.is_null());
+        // SAFETY: `q` is a live queue from cps_spsc_create (checked non-NULL) with
+        // 8-byte items; every item pointer is a u64 on the stack, and `q` is freed once.
         unsafe {
             assert_eq!(cps_spsc_capacity(q), 2);
             for v in [1u64, 2] {
@@ -491,6 +497,8 @@ mod tests {
     #[test]
     fn a_periodic_loop_reports_its_stats() {
         let p = cps_periodic_init(200_000, 0);
+        // SAFETY: `p` is a live loop from cps_periodic_init, `st` is a writable
+        // PeriodicStats, and `p` is freed once at the end.
         unsafe {
             assert!(cps_periodic_wait_next(p) >= 0);
             let mut st = PeriodicStats::default();
@@ -504,6 +512,7 @@ mod tests {
     #[test]
     fn binding_a_missing_irq_is_enoent() {
         let mut b = std::ptr::null_mut();
+        // SAFETY: the CPU list is a NUL-terminated literal and `b` a writable pointer.
         let rc = unsafe { cps_irq_bind(4_000_000, c"1".as_ptr(), &mut b) };
         assert_eq!(rc, -libc::ENOENT);
         assert!(b.is_null());

@@ -33,6 +33,8 @@ pub fn to_timespec(ns: u64) -> libc::timespec {
 pub fn sleep_until_ns(deadline_ns: u64, resume_on_signal: bool) -> bool {
     let ts = to_timespec(deadline_ns);
     loop {
+        // SAFETY: `ts` is a valid timespec that outlives the call; the remainder
+        // pointer may be NULL with TIMER_ABSTIME.
         let rc = unsafe {
             libc::clock_nanosleep(
                 libc::CLOCK_MONOTONIC,

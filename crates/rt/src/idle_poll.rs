@@ -103,12 +103,14 @@ impl Drop for IdlePoller {
 /// Places the calling thread on `cpu` and drops it to SCHED_IDLE.
 fn enter_poller_thread(cpu: usize, place: Option<Placer>) -> io::Result<()> {
     let target = CpuSet::from_cpus([cpu]);
+    // SAFETY: gettid takes no arguments, cannot fail and touches no memory.
     let tid = unsafe { libc::syscall(libc::SYS_gettid) as i32 };
     match place {
         Some(place) => place(tid, &target)?,
         None => sched::pin(0, &target)?,
     }
     let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param that outlives the call; pid 0 is us.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -154,6 +156,7 @@ mod tests {
             })
             .expect("the polling thread exists");
         let tid: i32 = task_dir.file_name().to_string_lossy().parse().expect("tid");
+        // SAFETY: sched_getscheduler takes a thread ID and touches no memory.
         let policy = unsafe { libc::sched_getscheduler(tid) };
         assert_eq!(policy, libc::SCHED_IDLE);
         drop(poller);

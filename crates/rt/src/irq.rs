@@ -1,5 +1,5 @@
-//! Binding an IRQ to the CPUs of a real-time task, and putting it back (seed
-//! 003 §4: `rtl_irq_set_affinity(irq, &mask, &old_mask)` then restoring
+//! Binding an IRQ to the CPUs of a real-time task, and putting it back (Sherer
+//! §4: `rtl_irq_set_affinity(irq, &mask, &old_mask)` then restoring
 //! `old_mask` on cleanup). The old mask is restored when the binding drops.
 
 use cpushield_cpuset::CpuSet;

@@ -151,6 +151,10 @@ pub fn fork_held(program: &Path, args: &[String], keep_fds: &[RawFd]) -> io::Res
     }
     if pid == 0 {
         // Child.
+        // SAFETY: in the forked child of a single-threaded parent; every call below is
+        // async-signal-safe, the descriptors are ours (pipes made above), `byte` and
+        // `errno` are locals, and `path`/`argv` (NUL-terminated C strings and a
+        // NULL-terminated array, built before fork) live in the child's copy of memory.
         unsafe {
             libc::close(go_w.as_raw_fd());
             libc::close(err_r.as_raw_fd());
@@ -192,6 +196,7 @@ fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: pipe2 succeeded, so both descriptors are new and owned by no one else.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
@@ -311,6 +316,7 @@ impl PidWatch {
             return Err(io::Error::last_os_error());
         }
         Ok(Self {
+            // SAFETY: `raw` >= 0 is a new pidfd that nothing else owns.
             pidfd: unsafe { OwnedFd::from_raw_fd(raw as RawFd) },
         })
     }

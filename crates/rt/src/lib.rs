@@ -1,4 +1,4 @@
-//! cpushield-rt: the seed 003 (RTLinuxPro) programming model for Rust programs on a
+//! cpushield-rt: Sherer's (RTLinuxPro) programming model for Rust programs on a
 //! shielded CPU: clocks, thread placement and scheduling, memory locking, periodic
 //! loops with "advance", and a lock-free queue between real-time and other threads.
 //!

@@ -1,8 +1,8 @@
-//! A periodic loop on absolute CLOCK_MONOTONIC deadlines, with seed 003's
+//! A periodic loop on absolute CLOCK_MONOTONIC deadlines, with Sherer's
 //! TIMER_ADVANCE: sleep to `deadline - advance`, then spin to the deadline, so
 //! the wakeup latency of the sleep is absorbed by the spin.
 //!
-//! Seed 003 §5's test in a few lines — a 1 ms loop printing its worst deviation:
+//! Sherer's §5 test in a few lines — a 1 ms loop printing its worst deviation:
 //!
 //! ```no_run
 //! use cpushield_rt::periodic::Periodic;
@@ -143,8 +143,8 @@ impl Periodic {
         }
     }
 
-    /// Sleeps only to `deadline - advance` and spins the rest of the way (seed
-    /// 003 §5.3). Choose the worst wakeup latency of this CPU, e.g. a previous
+    /// Sleeps only to `deadline - advance` and spins the rest of the way (Sherer
+    /// §5.3). Choose the worst wakeup latency of this CPU, e.g. a previous
     /// run's `worst_sleep_latency_ns`. The spin costs up to `advance` of CPU per
     /// period: use it on a shielded CPU only. Clamped to the period.
     pub fn with_advance(mut self, advance: Duration) -> Self {

@@ -1,4 +1,4 @@
-//! CPU reservation (seed 003 §3, `pthread_attr_setreserve_np`): while a holder
+//! CPU reservation (Sherer §3, `pthread_attr_setreserve_np`): while a holder
 //! lives, no other cpushield placement may use its CPUs.
 //!
 //! A reservation is an advisory lock file per CPU, `/run/cpushield/reserve/cpu<N>`,
@@ -244,6 +244,8 @@ impl Reservation {
 pub fn clear_cloexec(fd: RawFd) -> io::Result<()> {
     // SAFETY: fcntl on a descriptor number has no memory effects.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    // SAFETY: F_SETFD on a descriptor number takes an int argument and touches no
+    // memory; a stale fd only makes it fail with EBADF, which we return.
     if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) } < 0 {
         return Err(io::Error::last_os_error());
     }

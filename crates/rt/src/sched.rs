@@ -116,6 +116,8 @@ pub fn set_policy(tid: i32, policy: Policy) -> io::Result<()> {
             attr.sched_period = period_ns;
         }
     }
+    // SAFETY: `attr` is a fully initialised sched_attr whose `size` field is its
+    // own size, so the kernel reads no more than the struct holds; it is not written.
     let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
@@ -125,6 +127,7 @@ pub fn set_policy(tid: i32, policy: Policy) -> io::Result<()> {
 
 /// Pins thread `tid` (0 = the calling thread) to `cpus`.
 pub fn pin(tid: i32, cpus: &CpuSet) -> io::Result<()> {
+    // SAFETY: cpu_set_t is a plain bit array; all zeroes is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     for cpu in cpus.iter() {
         if cpu >= libc::CPU_SETSIZE as usize {
@@ -133,8 +136,10 @@ pub fn pin(tid: i32, cpus: &CpuSet) -> io::Result<()> {
                 format!("CPU {cpu} is beyond CPU_SETSIZE"),
             ));
         }
+        // SAFETY: `cpu` < CPU_SETSIZE (checked above), so the bit lies inside `set`.
         unsafe { libc::CPU_SET(cpu, &mut set) };
     }
+    // SAFETY: `set` is an initialised cpu_set_t and the size passed is its own.
     let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of_val(&set), &set) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
@@ -144,11 +149,13 @@ pub fn pin(tid: i32, cpus: &CpuSet) -> io::Result<()> {
 
 /// The CPU the calling thread is running on right now.
 pub fn current_cpu() -> usize {
+    // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
     unsafe { libc::sched_getcpu() }.max(0) as usize
 }
 
 /// Locks all current and future memory of the process (mlockall).
 pub fn lock_memory() -> io::Result<()> {
+    // SAFETY: mlockall takes only flags and changes no memory contents.
     let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
     if rc < 0 {
         return Err(io::Error::last_os_error());

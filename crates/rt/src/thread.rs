@@ -1,5 +1,5 @@
 //! Spawning a real-time thread on chosen CPUs with a policy and priority, and
-//! optionally a CPU reservation (seed 003 §2-3: `pthread_attr_setcpu_np` and
+//! optionally a CPU reservation (Sherer §2-3: `pthread_attr_setcpu_np` and
 //! `pthread_attr_setreserve_np`).
 //!
 //! ```no_run

@@ -241,6 +241,7 @@ fn a_reservation_held_by_the_example_is_refused_to_others_and_freed_by_sigkill()
 fn without_permission_for_fifo_the_example_warns_and_runs_at_sched_other() {
     // As root, drop to nobody for the run; as anyone else FIFO is (normally)
     // already refused.
+    // SAFETY: geteuid cannot fail and touches no memory.
     let is_root = unsafe { libc::geteuid() } == 0;
     let dir = tempfile::tempdir().unwrap();
     let exe = build_dynamic(dir.path());

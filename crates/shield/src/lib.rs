@@ -1,6 +1,6 @@
-//! RedHawk-style CPU shielding on a stock kernel (seeds 000 and 001).
+//! RedHawk-style CPU shielding on a stock kernel (Brosky & Rotolo and Brosky).
 //!
-//! Three masks (processes, interrupts, local timer); the seed-001 affinity rule
+//! Three masks (processes, interrupts, local timer); Brosky's affinity rule
 //! applied to every task and IRQ; enforcement by cpusets (cgroup v2 isolated
 //! partition or v1 exclusive cpuset); the original state saved durably before
 //! the first change so that [`reset`] undoes everything exactly.

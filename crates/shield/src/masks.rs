@@ -1,4 +1,4 @@
-//! The three shield masks of seed 000: processes, interrupts, local timer.
+//! The three shield masks of Brosky & Rotolo: processes, interrupts, local timer.
 
 use cpushield_cpuset::CpuSet;
 use serde::{Deserialize, Serialize};

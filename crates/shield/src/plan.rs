@@ -391,7 +391,7 @@ fn plan_cgroups(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &Cp
     }
 }
 
-/// Step 2, tasks: the seed's rule on each, enforced by the cgroup it is placed
+/// Step 2, tasks: Brosky's rule on each, enforced by the cgroup it is placed
 /// in. Moves go into `plan`; the affinities are returned, to be set after
 /// every cgroup change (which would otherwise overwrite them).
 fn plan_tasks(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuSet) -> Vec<Step> {
@@ -525,7 +525,7 @@ fn restore_irq(plan: &mut Plan, saved: &SavedState, irq: &IrqInfo) {
     }
 }
 
-/// Step 4, IRQs for the interrupt shield `irqs` (online CPUs): the seed's rule
+/// Step 4, IRQs for the interrupt shield `irqs` (online CPUs): Brosky's rule
 /// on each IRQ's original mask and on the default for new IRQs; the original
 /// text back when nothing is shielded.
 fn plan_irqs(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, irqs: &CpuSet) {
@@ -599,7 +599,7 @@ fn plan_smt_notes(plan: &mut Plan, snap: &Snapshot, masks: &ShieldMasks) {
             if !unshielded.is_empty() && masks.procs.contains(cpu) {
                 plan.note(
                     Severity::Warn,
-                    format!("CPU {cpu} shares a core with unshielded CPU(s) {unshielded}: hyperthread siblings disturb each other (seed 000 measured it)"),
+                    format!("CPU {cpu} shares a core with unshielded CPU(s) {unshielded}: hyperthread siblings disturb each other (Brosky & Rotolo measured it)"),
                     Some("add --whole-cores to shield the siblings too".into()),
                 );
             }
@@ -624,7 +624,7 @@ enum MaskFormat {
     List,
 }
 
-/// Applies the seed's rule to a CPU-mask file: shielded CPUs removed from the
+/// Applies Brosky's rule to a CPU-mask file: shielded CPUs removed from the
 /// original mask, or the original text back when nothing is shielded.
 fn plan_mask_file(
     plan: &mut Plan,

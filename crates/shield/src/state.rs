@@ -24,7 +24,7 @@ pub struct SavedTask {
     pub comm: String,
     /// Start time (ticks since boot): tells a reused PID from the original task.
     pub starttime: u64,
-    /// The affinity it had: its requested affinity under the seed's rule.
+    /// The affinity it had: its requested affinity under Brosky's rule.
     pub affinity: CpuSet,
     /// Its cgroup in the cpuset hierarchy.
     pub cgroup: String,

@@ -1,5 +1,5 @@
 //! The real `shield`, `unshield` and `reset` end to end over a fake cgroup-v1
-//! machine (the state in memory): the seed's rule on every task and IRQ,
+//! machine (the state in memory): Brosky's rule on every task and IRQ,
 //! enforcement cgroups, exact undo.
 
 use cpushield_cpuset::CpuSet;

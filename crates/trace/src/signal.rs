@@ -54,6 +54,8 @@ impl SignalWatch {
             act.sa_flags = libc::SA_RESTART;
             // SAFETY: act.sa_mask is a valid sigset_t.
             unsafe { libc::sigemptyset(&mut act.sa_mask) };
+            // SAFETY: sigaction is a plain C struct; all zeroes is valid, and the kernel
+            // overwrites it with the previous action below.
             let mut prev: libc::sigaction = unsafe { std::mem::zeroed() };
             // SAFETY: valid pointers to sigaction structs.
             if unsafe { libc::sigaction(sig, &act, &mut prev) } != 0 {

@@ -101,7 +101,7 @@ cgroups_of() { tr '\n' ';' <"/proc/$1/cgroup" 2>/dev/null; }
 # --- CPU list arithmetic (awk) ----------------------------------------------------------
 
 # Functions prepended to awk programs: parse a kernel CPU list / hex mask into a set,
-# print a set as a CPU list, and seed 001's rule.
+# print a set as a CPU list, and Brosky's rule.
 AWK_CPUS='
 function cpus_parse(list, set,    n, parts, i, r, a, b, c) {
     split("", set)
@@ -135,7 +135,7 @@ function cpus_mask_to_list(mask,    hex, i, d, v, bit, set, pos) {
     }
     return cpus_list(set)
 }
-# Seed 001: effective = requested & ~shielded if non-empty, else requested.
+# Brosky's rule: effective = requested & ~shielded if non-empty, else requested.
 function cpus_rule(requested, shielded,    r, s, e, c, any) {
     cpus_parse(requested, r); cpus_parse(shielded, s)
     split("", e); any = 0
@@ -282,7 +282,7 @@ same_snapshot() {
 }
 
 # expect_rule NAME BEFORE AFTER PROCS_SHIELDED IRQS_SHIELDED [EXCLUDED_PIDS_FILE]: every
-# task in AFTER obeys seed 001's rule against its affinity in BEFORE and the process shield,
+# task in AFTER obeys Brosky's rule against its affinity in BEFORE and the process shield,
 # every IRQ (and default_smp_affinity) against the IRQ shield. Not checked: tasks flagged
 # PF_NO_SETAFFINITY (per-CPU kernel threads, listed as unmovable), tasks not in both,
 # pids in EXCLUDED_PIDS_FILE. IRQs whose affinity cannot be written (see probe_irqs) must

@@ -166,10 +166,10 @@ fn list() -> String {
         let _ = writeln!(out, "  {:<14} {}", p.name(), p.about());
         let _ = writeln!(out, "  {:<14} = {}", "", names.join(" "));
     }
-    out.push_str("\nWorkloads (seed; one op is):\n");
+    out.push_str("\nWorkloads (source; one op is):\n");
     for w in Workload::ALL {
         let _ = writeln!(out, "  {:<11} {}", w.name(), w.about());
-        let _ = writeln!(out, "  {:<11} seed {}; op = {}", "", w.seed(), w.unit());
+        let _ = writeln!(out, "  {:<11} {}; op = {}", "", w.source(), w.unit());
     }
     out.push_str("\nOr --stress-ng \"ARGS\" to run stress-ng (if installed) instead.\n");
     out

@@ -31,7 +31,7 @@ pub struct MeasureArgs {
 enum Probe {
     /// Periodic wakeup latency (realfeel, cyclictest), optionally waking early and spinning.
     Latency(LatencyArgs),
-    /// Time a fixed CPU-bound loop again and again: ideal, max, jitter (seed 000 figures 1-4).
+    /// Time a fixed CPU-bound loop again and again: ideal, max, jitter (Brosky & Rotolo figures 1-4).
     Determinism(DeterminismArgs),
     /// Busy-loop on the clock and histogram the gaps: OS noise (oslat-like).
     Noise(NoiseArgs),

@@ -1,4 +1,4 @@
-//! Seed 004's computing load: an endless loop without system calls (a
+//! The Hyades paper's computing load: an endless loop without system calls (a
 //! linear congruential generator), pinned to one CPU by the plan. One op =
 //! 2^20 iterations.
 

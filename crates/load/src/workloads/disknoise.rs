@@ -1,4 +1,4 @@
-//! Seed 000 §5.1's disknoise script, in process:
+//! Brosky & Rotolo's (§5.1) disknoise script, in process:
 //!
 //! ```sh
 //! echo boo >9
@@ -11,7 +11,7 @@
 //! Files double each step, so the script as written writes gigabytes; here
 //! the round also restarts early when the next file would pass the size cap,
 //! and each file is fdatasync'd so a capped run still reaches the disk (and
-//! makes the interrupts the seed was after). One op = one file written.
+//! makes the interrupts the paper was after). One op = one file written.
 
 use super::{context, Ctx};
 use std::convert::Infallible;

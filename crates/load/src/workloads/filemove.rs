@@ -1,4 +1,4 @@
-//! Seed 002's file-move script: copy two large files over each other, A to
+//! Webber's file-move script: copy two large files over each other, A to
 //! B and B to A, forever. Each file is half the size cap. One op = one copy.
 
 use super::{context, Ctx};

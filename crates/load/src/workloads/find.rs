@@ -1,4 +1,4 @@
-//! Seed 002's find script: walk the root file system looking for a name
+//! Webber's find script: walk the root file system looking for a name
 //! that is not there, again and again. Like `find / -xdev -name X`: one
 //! device, symlinks not followed, every entry lstat'ed; depth is bounded.
 //! One op = one directory entry visited.

@@ -1,4 +1,4 @@
-//! Seed 004's ioctl load (an ioctl under the big kernel lock, then): a
+//! The Hyades paper's ioctl load (an ioctl under the big kernel lock, then): a
 //! tight loop of system calls that take kernel locks. Per loop, nine calls:
 //! FIONREAD on a pipe (pipe mutex), TIOCGWINSZ and TCSETS on a pty master
 //! (tty and termios locks), a POSIX record lock and unlock and a flock and

@@ -1,4 +1,4 @@
-//! Seed 004's iodisk: read and write the disk continuously. 64 KiB blocks
+//! The Hyades paper's iodisk: read and write the disk continuously. 64 KiB blocks
 //! written to, and read back from, a file of the size cap with O_DIRECT
 //! (past the page cache, so each is a real disk request). Where O_DIRECT is
 //! not supported (tmpfs) each write is fdatasync'd and the cache dropped

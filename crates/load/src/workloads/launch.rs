@@ -1,6 +1,6 @@
-//! Seed 002's launch script: run a trivial executable (`echo`) over and
+//! Webber's launch script: run a trivial executable (`echo`) over and
 //! over; it prints a line, which the worker reads from a pipe (standing in
-//! for the seed's screen). One op = one launch.
+//! for Webber's screen). One op = one launch.
 
 use super::{context, Ctx};
 use crate::procs::{cvt, Redirect, Spawn};

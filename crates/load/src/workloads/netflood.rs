@@ -1,4 +1,4 @@
-//! Seed 004's ionet (`ping -f`): flood 127.0.0.1 with 64-byte UDP
+//! The Hyades paper's ionet (`ping -f`): flood 127.0.0.1 with 64-byte UDP
 //! datagrams (a ping's size) from the worker to a receiver process. Loopback
 //! delivery runs in the NET_RX softirq, so the flood makes softirq work and
 //! wakeups. One op = one datagram received.

@@ -1,4 +1,4 @@
-//! Rendering, separate from measuring: human text, the seeds' bucket table and
+//! Rendering, separate from measuring: human text, the papers' bucket table and
 //! cyclictest's `-h` histogram format. JSON is in [`crate::json`].
 
 pub mod cyclictest;

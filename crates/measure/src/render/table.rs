@@ -1,4 +1,4 @@
-//! The seeds' bucket table (seed 000, figures 6 and 7):
+//! The papers' bucket table (Brosky & Rotolo, figures 6 and 7):
 //!
 //! ```text
 //! 59999983 samples < 0.1ms (99.99997%)

@@ -1,5 +1,5 @@
 //! Human-readable reports: a header, then per CPU the summary, the percentiles,
-//! the seeds' bucket table and the largest samples with their times.
+//! the papers' bucket table and the largest samples with their times.
 
 use super::table::render_bucket_table;
 use super::units::{fmt_ns, percent, secs6};
@@ -125,7 +125,7 @@ pub fn latency(report: &LatencyReport) -> String {
     out
 }
 
-/// A determinism report as text, with the seed's three lines per CPU
+/// A determinism report as text, with Brosky & Rotolo's three lines per CPU
 /// (`ideal: 1.147132sec`, `max: ...`, `jitter: ... (26.17%)`).
 pub fn determinism(report: &DeterminismReport) -> String {
     let st = &report.settings;

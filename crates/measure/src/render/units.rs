@@ -24,7 +24,7 @@ pub fn fmt_duration(ns: u64) -> String {
     format!("{ns}ns")
 }
 
-/// A bucket edge in milliseconds as the seeds print it: at least one decimal,
+/// A bucket edge in milliseconds as the papers print it: at least one decimal,
 /// as many as needed to be exact (`0.1ms`, `0.02ms`, `1.0ms`, `100.0ms`).
 pub fn ms_label(ns: u64) -> String {
     let whole = ns / 1_000_000;
@@ -34,7 +34,7 @@ pub fn ms_label(ns: u64) -> String {
     format!("{whole}.{frac}ms")
 }
 
-/// `part` as a percentage of `total` as the seeds print it: three decimals, more
+/// `part` as a percentage of `total` as the papers print it: three decimals, more
 /// when needed so that anything short of all never reads as 100, and a bare
 /// `100` when it is all (`99.140`, `99.99997`, `100`).
 pub fn percent(part: u64, total: u64) -> String {
@@ -91,7 +91,7 @@ mod tests {
 
     #[test]
     fn percentages_never_round_up_to_a_hundred() {
-        // the seed's figures 5 and 6
+        // Brosky & Rotolo's figures 5 and 6
         assert_eq!(percent(44_374_681, 44_759_417), "99.140");
         assert_eq!(percent(59_999_983, 60_000_000), "99.99997");
         assert_eq!(percent(44_759_417, 44_759_417), "100");

@@ -1,5 +1,5 @@
 //! A bounded single-producer, single-consumer queue for passing data between a
-//! real-time thread and the rest of the program without locks (seed 004's
+//! real-time thread and the rest of the program without locks (the Hyades paper's
 //! asymmetric RT / non-RT communication).
 //!
 //! - wait-free on both sides: `push` and `pop` take a bounded number of steps
@@ -39,6 +39,8 @@ struct Shared<T> {
 // only by the consumer after the Release store of `tail` that published it
 // (and vice versa for `head`), so no slot is accessed from two threads at once.
 unsafe impl<T: Send> Sync for Shared<T> {}
+// SAFETY: sending the shared ring moves only its `T`s' ownership with it
+// (T: Send); access after the move follows the Sync argument above.
 unsafe impl<T: Send> Send for Shared<T> {}
 
 impl<T> Drop for Shared<T> {
