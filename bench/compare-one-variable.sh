@@ -14,22 +14,18 @@
 #        KEEP=DIR keeps every run's report there.
 # Needs: root, rt-tests (cyclictest), jq. Run nothing else meanwhile.
 set -euo pipefail
-if [ $# -ne 4 ]; then
-    echo "usage: $0 ROUNDS SECS \"ARGS-A\" \"ARGS-B\"  (e.g. 3 30 \"\" \"--dir /dev/shm\")" >&2
-    exit 1
+source "$(dirname "$0")/lib.sh"
+# Two of the arguments are argument strings, not numbers: parsed here.
+if [ $# -ne 4 ] || [[ ! $1 =~ ^[0-9]+$ ]] || [[ ! $2 =~ ^[0-9]+$ ]]; then
+    bench_die "usage: $BENCH_NAME ROUNDS SECS \"ARGS-A\" \"ARGS-B\"  (e.g. 3 30 \"\" \"--dir /dev/shm\")"
 fi
 ROUNDS=$1
 SECS=$2
 ARGS_A=$3
 ARGS_B=$4
-case $ROUNDS$SECS in *[!0-9]*) echo "ROUNDS and SECS must be whole numbers" >&2; exit 1 ;; esac
-
-cd "$(dirname "$0")/.."
-for tool in cyclictest jq; do
-    command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install rt-tests jq)" >&2; exit 1; }
-done
-[ "$(id -u)" = 0 ] || { echo "run as root (shield, SCHED_FIFO, IRQ affinity)" >&2; exit 1; }
-source bench/cpushield-bin.sh
+bench_need cyclictest jq
+bench_root
+bench_bin
 WORK=$(mktemp -d /var/tmp/cpushield-one-variable.XXXXXX)
 trap 'if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp -r "$WORK"/. "$KEEP"/; fi; rm -rf "$WORK"' EXIT
 

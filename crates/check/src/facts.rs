@@ -2,8 +2,8 @@
 //! layer that reads it. Every field is plain data so analysis runs on fixtures.
 
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::Kernel;
 use cpushield_parse::kconfig::parse_kconfig;
-use cpushield_sys::Kernel;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -189,7 +189,7 @@ pub fn read_facts(kernel: &dyn Kernel, checked: &CpuSet, irq_numbers: &[u32]) ->
 fn siblings_of(k: &dyn Kernel, cpus: &CpuSet) -> CpuSet {
     let mut all = CpuSet::new();
     for cpu in cpus.iter() {
-        if let Ok(s) = cpushield_sys::thread_siblings(k, cpu) {
+        if let Ok(s) = cpushield_kernel::thread_siblings(k, cpu) {
             all = all.union(&s);
         }
     }
@@ -250,7 +250,7 @@ fn read_cpu(k: &dyn Kernel, cpu: usize) -> CpuFacts {
     CpuFacts {
         governor: read_opt(k, &format!("{base}/cpufreq/scaling_governor")),
         idle_states,
-        siblings: cpushield_sys::thread_siblings(k, cpu).ok(),
+        siblings: cpushield_kernel::thread_siblings(k, cpu).ok(),
     }
 }
 

@@ -2,7 +2,7 @@
 //! (`cpushield check`).
 //!
 //! Layout: `parse` turns kernel text into data; `snapshot` and `facts` are the
-//! thin reading layer (through [`cpushield_sys::Kernel`]); `sampling` (which
+//! thin reading layer (through [`cpushield_kernel::Kernel`]); `sampling` (which
 //! threads ran on which CPU, from repeated samples) and `analyze` are pure;
 //! `render` prints; `run` ties a check together. `trace_context` reads what
 //! the tracer (`cpushield-trace`) needs to know of the kernel.

@@ -5,7 +5,7 @@ use crate::facts::read_facts;
 use crate::sampling::RunTracker;
 use crate::snapshot::{parse_thread, read_raw, read_threads, user_hz, ReadOptions, Snapshot};
 use cpushield_cpuset::CpuSet;
-use cpushield_sys::{online_cpus, Kernel};
+use cpushield_kernel::{online_cpus, Kernel};
 use std::time::{Duration, Instant};
 
 /// How a check samples.

@@ -2,13 +2,13 @@
 //! one from the kernel. Parsing is separate from reading, so fixtures work.
 
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::Kernel;
 use cpushield_parse::interrupts::{parse_interrupts, IrqLine};
 use cpushield_parse::pid_stat::{parse_thread_stat, ThreadStat};
 use cpushield_parse::schedstat::parse_schedstat_runtime;
 use cpushield_parse::softirqs::{parse_softirqs, SoftirqCounts};
 use cpushield_parse::stat::{parse_cpu_times, CpuTimes};
 use cpushield_parse::ParseError;
-use cpushield_sys::Kernel;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -133,7 +133,7 @@ pub fn read_raw(
     let read = |p: &str| {
         kernel
             .read(Path::new(p))
-            .map_err(|e| cpushield_sys::with_path(e, Path::new(p)))
+            .map_err(|e| cpushield_kernel::with_path(e, Path::new(p)))
     };
     Ok(RawSnapshot {
         at_ns: now_ns,
@@ -186,4 +186,4 @@ pub fn read_threads(kernel: &dyn Kernel, opts: ReadOptions) -> Vec<RawThread> {
 
 /// USER_HZ (clock ticks per second of /proc/stat and utime/stime), from
 /// the kernel door.
-pub use cpushield_sys::user_hz;
+pub use cpushield_kernel::user_hz;

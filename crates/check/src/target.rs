@@ -1,13 +1,13 @@
 //! Which CPUs `check` looks at by default: the shielded ones.
 //!
 //! [`shielded_cpus`] reads the shield's state where the shield writes it
-//! (`cpushield_sys::shield_state_dir`: `CPUSHIELD_STATE_DIR` or /run/cpushield)
+//! (`cpushield_kernel::shield_state_dir`: `CPUSHIELD_STATE_DIR` or /run/cpushield)
 //! with the shield's own reader (`cpushield_shield::state`): the same checksum,
 //! the same recovery from the verified copy, through the kernel door.
 
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::Kernel;
 use cpushield_shield::state;
-use cpushield_sys::Kernel;
 use std::path::Path;
 
 /// Where the shield keeps its state by default (without `CPUSHIELD_STATE_DIR`).
@@ -16,7 +16,7 @@ pub const SHIELD_STATE: &str = "/run/cpushield/state.json";
 /// The shielded CPUs (the union of the process, IRQ and local-timer shields)
 /// from the shield state; `Ok(None)` when there is no state file.
 pub fn shielded_cpus(kernel: &dyn Kernel) -> Result<Option<CpuSet>, String> {
-    shielded_cpus_in(kernel, &cpushield_sys::shield_state_file())
+    shielded_cpus_in(kernel, &cpushield_kernel::shield_state_file())
 }
 
 /// [`shielded_cpus`] from the state file `path`, or from its verified copy
@@ -49,11 +49,11 @@ pub fn shielded_cpus_at(kernel: &dyn Kernel, path: &Path) -> Result<Option<CpuSe
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cpushield_kernel::FakeKernel;
     use cpushield_shield::layout::CgroupLayout;
     use cpushield_shield::snapshot::Scope;
     use cpushield_shield::state::{SavedState, STATE_VERSION};
     use cpushield_shield::ShieldMasks;
-    use cpushield_sys::FakeKernel;
 
     const AT: &str = SHIELD_STATE;
 
@@ -150,7 +150,7 @@ mod tests {
     #[test]
     fn the_state_file_is_looked_for_where_the_shield_writes_it() {
         assert_eq!(
-            cpushield_sys::shield_state_file(),
+            cpushield_kernel::shield_state_file(),
             std::env::var_os("CPUSHIELD_STATE_DIR")
                 .filter(|v| !v.is_empty())
                 .map(|d| std::path::PathBuf::from(d).join("state.json"))

@@ -5,7 +5,7 @@
 
 use crate::facts::Facts;
 use cpushield_cpuset::CpuSet;
-use cpushield_sys::Kernel;
+use cpushield_kernel::Kernel;
 use cpushield_trace::KernelContext;
 use std::path::Path;
 
@@ -52,7 +52,7 @@ pub fn trace_context(k: &dyn Kernel, cpus: &CpuSet) -> KernelContext {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cpushield_sys::FakeKernel;
+    use cpushield_kernel::FakeKernel;
 
     #[test]
     fn nohz_full_cpus_have_no_tick_and_the_others_the_configured_one() {

@@ -7,7 +7,7 @@ use cpushield_check::{
     analyse_snapshots, CheckReport, CpuSource, Finding, RemedyKind, Severity, Topic,
 };
 use cpushield_cpuset::CpuSet;
-use cpushield_sys::FakeKernel;
+use cpushield_kernel::FakeKernel;
 
 const INTERRUPTS_0: &str = "           CPU0       CPU1       \n 36:          0       1000 PCI-MSIX-0000:00:02.0   1-edge      virtio1-req.0\n 38:          0       2000 PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0\n 39:        500          0 PCI-MSIX-0000:00:03.0   2-edge      virtio2-output.0\nLOC:      10000      10000   Local timer interrupts\nRES:        100        100   Rescheduling interrupts\nTLB:         10         10   TLB shootdowns\nERR:          0\n";
 const INTERRUPTS_1: &str = "           CPU0       CPU1       \n 36:          0       1040 PCI-MSIX-0000:00:02.0   1-edge      virtio1-req.0\n 38:          0       2500 PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0\n 39:        900          0 PCI-MSIX-0000:00:03.0   2-edge      virtio2-output.0\nLOC:      10250      10250   Local timer interrupts\nRES:        100        130   Rescheduling interrupts\nTLB:         10         10   TLB shootdowns\nERR:          0\n";

@@ -65,10 +65,10 @@ fn main() {
 fn start(cpus: &CpuSet, trace_dir: Option<PathBuf>) -> TraceSession {
     let opts = TraceOptions {
         trace_dir,
-        kernel: cpushield_check::trace_context(&cpushield_sys::RealKernel, cpus),
+        kernel: cpushield_check::trace_context(&cpushield_kernel::RealKernel, cpus),
         ..Default::default()
     };
-    TraceSession::start(Arc::new(cpushield_sys::RealKernel), cpus, opts).unwrap_or_else(|e| {
+    TraceSession::start(Arc::new(cpushield_kernel::RealKernel), cpus, opts).unwrap_or_else(|e| {
         eprintln!("trace_spikes: {e}");
         std::process::exit(1)
     })

@@ -4,10 +4,10 @@
 //! and every determinism run's time over the ideal is split the same way.
 
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::RealKernel;
 use cpushield_measure::determinism::DeterminismReport;
 use cpushield_measure::{ProbeObserver, SpikeTap};
 use cpushield_report::{AttributionSummary, CauseRow};
-use cpushield_sys::RealKernel;
 use cpushield_trace::{
     Attribution, CauseKind, KernelContext, SignalMode, Spike, SpikeMarker, TraceOptions,
     TraceSession, TraceSummary,

@@ -10,6 +10,7 @@ use crate::idle::{self, Calibration, IdleMode};
 use crate::irqcount;
 use crate::scenario::Scenario;
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::{Kernel, RealKernel};
 use cpushield_load::{Load, LoadSpec, RunningLoad, Workload};
 use cpushield_measure::determinism::{self, DeterminismConfig, Work};
 use cpushield_measure::latency::{self, LatencyConfig, Length};
@@ -19,7 +20,6 @@ use cpushield_report::{
     LatencySummary, LoadOps, ScenarioResult, Verdict, SCHEMA,
 };
 use cpushield_shield::{Options, ShieldMasks};
-use cpushield_sys::{Kernel, RealKernel};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -156,13 +156,13 @@ pub fn unshielded_probe_cpu(online: &CpuSet, shielded: &CpuSet) -> Option<usize>
 }
 
 fn siblings(cpu: usize) -> CpuSet {
-    cpushield_sys::thread_siblings(&RealKernel, cpu).unwrap_or_else(|_| CpuSet::from_cpus([cpu]))
+    cpushield_kernel::thread_siblings(&RealKernel, cpu).unwrap_or_else(|_| CpuSet::from_cpus([cpu]))
 }
 
 /// Checks everything that can be checked before the first change.
 pub fn preflight(config: &CompareConfig) -> Result<CpuSet, CompareError> {
     let kernel = RealKernel;
-    let online = cpushield_sys::online_cpus(&kernel)?;
+    let online = cpushield_kernel::online_cpus(&kernel)?;
     let cpus = match &config.cpus {
         Some(c) => c.clone(),
         None => default_cpus(&online, &siblings)?,
@@ -420,7 +420,7 @@ pub fn run(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<CompareReport, CompareError> {
     let shielded_cpus = preflight(config)?;
-    let online = cpushield_sys::online_cpus(&RealKernel)?;
+    let online = cpushield_kernel::online_cpus(&RealKernel)?;
     let mut planned: Vec<(Scenario, CpuSet)> = Vec::new();
     let mut skipped = Vec::new();
     for &s in &config.scenarios {

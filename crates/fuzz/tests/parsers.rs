@@ -157,7 +157,7 @@ proptest! {
     ) {
         // A command line from the corpus or one with the parameters set.
         for cmdline in [t.clone(), format!("{t} nohz_full={list}"), format!("quiet nohz_full={list} rcu_nocbs=1")] {
-            let k = cpushield_sys::FakeKernel::new();
+            let k = cpushield_kernel::FakeKernel::new();
             k.set_file("/proc/cmdline", cmdline.clone());
             if let Some(n) = &nohz {
                 k.set_file("/sys/devices/system/cpu/nohz_full", n.clone());
@@ -238,7 +238,7 @@ proptest! {
     fn cgroup_layout_detection_never_panics(
         mountinfo in text("mountinfo"), controllers in text("cgroup"),
     ) {
-        let k = cpushield_sys::FakeKernel::new();
+        let k = cpushield_kernel::FakeKernel::new();
         k.set_file("/proc/self/mountinfo", mountinfo);
         k.set_file("/sys/fs/cgroup/unified/cgroup.controllers", controllers.clone());
         k.set_file("/sys/fs/cgroup/cgroup.controllers", controllers);
@@ -347,7 +347,7 @@ fn every_seed_of_the_real_files_parses() {
         .filter(|l| cpushield_trace::event::parse_line(l).is_some())
         .count();
     assert!(parsed > 20, "only {parsed} trace lines parsed");
-    let k = cpushield_sys::FakeKernel::new();
+    let k = cpushield_kernel::FakeKernel::new();
     k.set_file(
         "/proc/self/mountinfo",
         String::from_utf8(seeds("mountinfo")[0].clone()).unwrap(),

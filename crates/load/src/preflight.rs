@@ -5,7 +5,7 @@
 
 use crate::error::LoadError;
 use crate::plan::{plan, LoadSpec, Plan, SystemFacts};
-use cpushield_sys::{online_cpus, RealKernel};
+use cpushield_kernel::{online_cpus, RealKernel};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;

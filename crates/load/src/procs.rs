@@ -8,7 +8,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use cpushield_sys::Kernel;
+use cpushield_kernel::Kernel;
 
 /// Turns a -1 return into the errno.
 pub fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
@@ -383,7 +383,7 @@ mod tests {
 
     #[test]
     fn processes_are_found_through_the_kernel_door() {
-        let k = cpushield_sys::FakeKernel::new();
+        let k = cpushield_kernel::FakeKernel::new();
         k.set_file("/proc/12/stat", "12 (my (odd) name) S 1 12 12 0 -1\n");
         k.set_file("/proc/13/stat", "13 (z) Z 12 12 12 0 -1\n");
         k.set_file("/proc/self/stat", "12 (x) S 1 12 12 0 -1\n");

@@ -320,5 +320,5 @@ impl Drop for RunningLoad {
 
 /// Whether our child `pid` has ended (zombie or reaped).
 fn process_gone(pid: libc::pid_t) -> bool {
-    procs::stat_of(&cpushield_sys::RealKernel, pid).is_none_or(|s| s.state == 'Z')
+    procs::stat_of(&cpushield_kernel::RealKernel, pid).is_none_or(|s| s.state == 'Z')
 }

@@ -18,7 +18,7 @@ use crate::shm::{
 };
 use crate::stressng;
 use crate::workloads::{self, Ctx};
-use cpushield_sys::{Kernel, RealKernel};
+use cpushield_kernel::{Kernel, RealKernel};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
@@ -230,7 +230,7 @@ fn reap_all(workers: &[libc::pid_t]) {
             for &w in workers {
                 procs::kill_group(w, libc::SIGKILL);
             }
-            for p in procs::all_processes(&cpushield_sys::RealKernel)
+            for p in procs::all_processes(&cpushield_kernel::RealKernel)
                 .into_iter()
                 .filter(|p| p.ppid == me)
             {

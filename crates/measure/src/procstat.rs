@@ -2,7 +2,7 @@
 //! (through the [`Kernel`] door), so steal time and a sibling's busy time can be
 //! taken as the difference of two snapshots.
 
-use cpushield_sys::Kernel;
+use cpushield_kernel::Kernel;
 use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
@@ -28,7 +28,7 @@ pub fn snapshot(kernel: &dyn Kernel) -> io::Result<CpuTimes> {
     let path = Path::new("/proc/stat");
     let text = kernel
         .read(path)
-        .map_err(|e| cpushield_sys::with_path(e, path))?;
+        .map_err(|e| cpushield_kernel::with_path(e, path))?;
     Ok(parse(&text))
 }
 
@@ -43,4 +43,4 @@ pub fn steal_ns(before: &CpuTimes, after: &CpuTimes, cpus: &cpushield_cpuset::Cp
 }
 
 /// USER_HZ: the unit of /proc/stat, in ticks per second (from the kernel door).
-pub use cpushield_sys::user_hz;
+pub use cpushield_kernel::user_hz;

@@ -1,7 +1,7 @@
 //! Facts every report carries about the run itself.
 
 use crate::warnings::Warning;
-use cpushield_sys::Kernel;
+use cpushield_kernel::Kernel;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -22,6 +22,6 @@ pub struct RunInfo {
 
 /// The running kernel's release string, or "unknown".
 pub(crate) fn kernel_release(kernel: &dyn Kernel) -> String {
-    cpushield_sys::read_trimmed(kernel, Path::new("/proc/sys/kernel/osrelease"))
+    cpushield_kernel::read_trimmed(kernel, Path::new("/proc/sys/kernel/osrelease"))
         .unwrap_or_else(|_| "unknown".into())
 }

@@ -4,7 +4,7 @@
 
 use crate::spike::{ProbeObserver, Spike, SpikeTap};
 use cpushield_cpuset::CpuSet;
-use cpushield_sys::RealKernel;
+use cpushield_kernel::RealKernel;
 use cpushield_trace::{
     KernelContext, SignalMode, SpikeMarker, TraceError, TraceOptions, TraceSession, TraceSummary,
 };

@@ -5,7 +5,7 @@
 
 use crate::procstat::{CpuTicks, CpuTimes};
 use cpushield_cpuset::CpuSet;
-use cpushield_sys::Kernel;
+use cpushield_kernel::Kernel;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io;
@@ -72,17 +72,17 @@ impl SystemView {
     /// Reads online CPUs (required), the RT throttling sysctls and the SMT
     /// siblings of `cpus` (optional: missing files leave them unknown).
     pub fn read(kernel: &dyn Kernel, cpus: &CpuSet) -> io::Result<Self> {
-        let online = cpushield_sys::online_cpus(kernel)?;
+        let online = cpushield_kernel::online_cpus(kernel)?;
         let sysctl = |name: &str| -> Option<i64> {
             let path = Path::new("/proc/sys/kernel").join(name);
-            cpushield_sys::read_trimmed(kernel, &path)
+            cpushield_kernel::read_trimmed(kernel, &path)
                 .ok()?
                 .parse()
                 .ok()
         };
         let mut siblings = BTreeMap::new();
         for cpu in cpus.iter() {
-            if let Ok(set) = cpushield_sys::thread_siblings(kernel, cpu) {
+            if let Ok(set) = cpushield_kernel::thread_siblings(kernel, cpu) {
                 siblings.insert(cpu, set);
             }
         }
@@ -265,7 +265,7 @@ pub fn after_run(
 mod tests {
     use super::*;
     use crate::procstat::parse;
-    use cpushield_sys::FakeKernel;
+    use cpushield_kernel::FakeKernel;
 
     fn view(online: &str, runtime: i64) -> SystemView {
         SystemView {

@@ -1,6 +1,6 @@
 //! Pure parsers of the kernel's text files, in the style of procfs-core:
 //! functions from text (or bytes) to data, no I/O, one module per file
-//! format. The reading is done through the kernel door (`cpushield_sys`);
+//! format. The reading is done through the kernel door (`cpushield_kernel`);
 //! callers read there and parse here, so each fact is parsed in one place.
 
 pub mod cmdline;

@@ -16,7 +16,7 @@ use crate::run::{AffinityPlacer, RtRun, RunError};
 use crate::sched::{self, Policy};
 use crate::spsc::bytes::{self, ByteConsumer, ByteProducer};
 use cpushield_cpuset::CpuSet;
-use cpushield_sys::RealKernel;
+use cpushield_kernel::RealKernel;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::io;

@@ -1,6 +1,6 @@
 //! CLOCK_MONOTONIC in nanoseconds: read it, sleep to an absolute time, spin to one.
 
-pub use cpushield_sys::clock::{now_ns, NS_PER_SEC};
+pub use cpushield_kernel::clock::{now_ns, NS_PER_SEC};
 
 /// CPU time the calling thread has used, in nanoseconds
 /// (CLOCK_THREAD_CPUTIME_ID: the scheduler's run time of this thread, which

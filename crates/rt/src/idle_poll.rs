@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 
 /// The name of every polling thread starts with this (`cpushield-poll3`), so
 /// a tracer can tell the poller's time from real work.
-pub use cpushield_sys::POLLER_THREAD_PREFIX;
+pub use cpushield_kernel::POLLER_THREAD_PREFIX;
 
 /// Stack of a polling thread: it calls nothing deep.
 const POLLER_STACK_BYTES: usize = 64 * 1024;
@@ -136,7 +136,7 @@ mod tests {
 
     #[test]
     fn a_poller_runs_at_sched_idle_on_its_cpu_and_stops_on_drop() {
-        use cpushield_sys::{Kernel, RealKernel};
+        use cpushield_kernel::{Kernel, RealKernel};
         let allowed = RealKernel.get_affinity(0).expect("own affinity");
         // CPU 0 is left to the machine's housekeeping: never spin there.
         let Some(cpu) = allowed.iter().last().filter(|&c| c != 0) else {

@@ -3,7 +3,7 @@
 //! `old_mask` on cleanup). The old mask is restored when the binding drops.
 
 use cpushield_cpuset::CpuSet;
-use cpushield_sys::{read_trimmed, Kernel, RealKernel};
+use cpushield_kernel::{read_trimmed, Kernel, RealKernel};
 use std::io;
 use std::path::PathBuf;
 
@@ -174,7 +174,7 @@ impl Drop for IrqBinding<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cpushield_sys::FakeKernel;
+    use cpushield_kernel::FakeKernel;
 
     fn fake_with_irq(irq: u32, mask: &str) -> FakeKernel {
         let k = FakeKernel::new();

@@ -35,7 +35,7 @@ use crate::launch::{self, Exit, PidWait};
 use crate::reserve::{Holder, Reservation, ReserveDir, ReserveError};
 use crate::sched::{self, Policy};
 use cpushield_cpuset::CpuSet;
-use cpushield_sys::Kernel;
+use cpushield_kernel::Kernel;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -399,7 +399,7 @@ impl<'k> RtRun<'k> {
         if cpus.is_empty() {
             return Err(refuse("--cpus names no CPU: give e.g. --cpus 3"));
         }
-        let online = cpushield_sys::online_cpus(self.kernel)?;
+        let online = cpushield_kernel::online_cpus(self.kernel)?;
         if !cpus.is_subset(&online) {
             return Err(refuse(format!(
                 "CPU(s) {} not online (online CPUs: {online}): pick CPUs from the online list",
@@ -721,7 +721,7 @@ fn restore_irqs(bindings: Vec<IrqBinding<'_>>, report: &mut dyn FnMut(Event)) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cpushield_sys::FakeKernel;
+    use cpushield_kernel::FakeKernel;
     use std::cell::RefCell;
 
     /// Records where it was asked to place threads; moves nothing.

@@ -3,7 +3,7 @@
 //! else required stops the run with the path and the errno.
 
 use crate::plan::{Note, Plan, Severity, Step, WriteKind};
-use cpushield_sys::Kernel;
+use cpushield_kernel::Kernel;
 use std::io;
 use std::path::Path;
 
@@ -25,7 +25,7 @@ pub struct Outcome {
 }
 
 fn errno(e: &io::Error) -> i32 {
-    cpushield_sys::os_errno(e).unwrap_or(0)
+    cpushield_kernel::os_errno(e).unwrap_or(0)
 }
 
 /// Extended attribute set on each cgroup cpushield creates (kernfs keeps
@@ -50,7 +50,7 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
         match step {
             Step::Mkdir(dir) => match kernel.mkdir(dir) {
                 Err(e) if errno(&e) != libc::EEXIST && e.kind() != io::ErrorKind::AlreadyExists => {
-                    return Err(cpushield_sys::with_path(e, dir));
+                    return Err(cpushield_kernel::with_path(e, dir));
                 }
                 // Marked as ours: reset removes only cgroups that carry the mark.
                 Ok(()) => {
@@ -61,7 +61,7 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
             Step::Write { path, value, kind } => {
                 if let Err(e) = kernel.write(path, value) {
                     match kind {
-                        WriteKind::Required => return Err(cpushield_sys::with_path(e, path)),
+                        WriteKind::Required => return Err(cpushield_kernel::with_path(e, path)),
                         WriteKind::Irq { irq, name } => out.notes.push(irq_note(*irq, name, &e)),
                         WriteKind::BestEffort(why) => out.notes.push(Note {
                             severity: Severity::Warn,
@@ -106,7 +106,7 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
                 flags,
                 deadline,
             } => {
-                let params = cpushield_sys::SchedParams {
+                let params = cpushield_kernel::SchedParams {
                     policy: *policy,
                     flags: *flags,
                     nice: *nice,
@@ -191,7 +191,7 @@ fn remove_cgroup(kernel: &dyn Kernel, dir: &Path) -> io::Result<()> {
             Err(e) if errno(&e) == libc::EBUSY && attempt < 49 => {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
-            Err(e) => return Err(cpushield_sys::with_path(e, dir)),
+            Err(e) => return Err(cpushield_kernel::with_path(e, dir)),
         }
     }
     Ok(())

@@ -1,6 +1,6 @@
 //! Which cgroup hierarchy holds the cpuset controller: v2, v1, or none.
 
-use cpushield_sys::Kernel;
+use cpushield_kernel::Kernel;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -117,7 +117,7 @@ pub fn cgroup_of(layout: &CgroupLayout, proc_cgroup: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cpushield_sys::FakeKernel;
+    use cpushield_kernel::FakeKernel;
 
     const HYBRID: &str = "\
 25 30 0:22 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755

@@ -20,7 +20,7 @@ pub mod status;
 
 use apply::Outcome;
 use cpushield_cpuset::CpuSet;
-use cpushield_sys::Kernel;
+use cpushield_kernel::Kernel;
 use layout::CgroupLayout;
 pub use masks::ShieldMasks;
 use plan::Note;
@@ -162,7 +162,7 @@ fn check_request(
     if request.is_empty() {
         return Err(ShieldError::NothingRequested);
     }
-    let online = cpushield_sys::online_cpus(kernel)?;
+    let online = cpushield_kernel::online_cpus(kernel)?;
     let offline = request.any().difference(&online);
     if !offline.is_empty() {
         return Err(ShieldError::NotOnline {
@@ -470,7 +470,7 @@ pub fn machine_problems(
             continue;
         }
         match kernel.get_xattr(dir, apply::CGROUP_MARK) {
-            Err(e) if cpushield_sys::os_errno(&e) == Some(libc::ENODATA) => out.push(format!(
+            Err(e) if cpushield_kernel::os_errno(&e) == Some(libc::ENODATA) => out.push(format!(
                 "cgroup {}: has no cpushield mark ({}), so cpushield did not create it and will not empty or remove it",
                 dir.display(),
                 apply::CGROUP_MARK

@@ -5,7 +5,7 @@
 use crate::plan::shield_dir;
 use crate::state;
 use cpushield_cpuset::CpuSet;
-use cpushield_sys::Kernel;
+use cpushield_kernel::Kernel;
 use std::io;
 
 /// The CPUs shielded from processes now (empty when nothing is shielded).
@@ -29,7 +29,7 @@ pub fn place_task(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()
             let file = saved.layout.tasks_file(&dir);
             kernel
                 .write(&file, &id.to_string())
-                .map_err(|e| cpushield_sys::with_path(e, &file))?;
+                .map_err(|e| cpushield_kernel::with_path(e, &file))?;
         }
     }
     kernel.set_affinity(tid, cpus)
@@ -56,8 +56,8 @@ pub fn record_sched(kernel: &dyn Kernel, pid: i32, tids: &[i32]) -> io::Result<(
         let stat = match kernel.read_bytes(&stat_path) {
             Ok(b) => cpushield_parse::pid_stat::parse_stat(&b)
                 .map_err(|e| io::Error::other(format!("{}: {e}", stat_path.display())))?,
-            Err(e) if cpushield_sys::is_gone(&e) => continue,
-            Err(e) => return Err(cpushield_sys::with_path(e, &stat_path)),
+            Err(e) if cpushield_kernel::is_gone(&e) => continue,
+            Err(e) => return Err(cpushield_kernel::with_path(e, &stat_path)),
         };
         if saved
             .sched
@@ -68,7 +68,7 @@ pub fn record_sched(kernel: &dyn Kernel, pid: i32, tids: &[i32]) -> io::Result<(
         }
         let p = match kernel.get_sched(tid) {
             Ok(p) => p,
-            Err(e) if cpushield_sys::is_gone(&e) => continue,
+            Err(e) if cpushield_kernel::is_gone(&e) => continue,
             Err(e) => return Err(e),
         };
         saved.sched.insert(

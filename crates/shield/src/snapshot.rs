@@ -3,7 +3,7 @@
 
 use crate::layout::{cgroup_of, CgroupLayout};
 use cpushield_cpuset::CpuSet;
-use cpushield_sys::{is_gone, read_cpu_list, read_trimmed, with_path, Kernel};
+use cpushield_kernel::{is_gone, read_cpu_list, read_trimmed, with_path, Kernel};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -98,7 +98,7 @@ pub struct Snapshot {
 /// Names of the cgroups cpushield creates, relative to the hierarchy root.
 pub const SHIELD_CGROUP: &str = "cpushield-shield";
 /// The housekeeping cgroup (v1 only; v2 partitions need none).
-pub const SYSTEM_CGROUP: &str = "cpushield-system";
+pub const SYSTEM_CGROUP: &str = "cpushield-kerneltem";
 
 /// Whether a cgroup path (as in /proc/PID/cgroup) is one of ours.
 pub fn is_ours(cgroup: &str) -> bool {
@@ -246,7 +246,7 @@ pub fn read_siblings(kernel: &dyn Kernel, online: &CpuSet) -> BTreeMap<usize, Cp
     online
         .iter()
         .map(|cpu| {
-            let set = cpushield_sys::thread_siblings(kernel, cpu)
+            let set = cpushield_kernel::thread_siblings(kernel, cpu)
                 .unwrap_or_else(|_| CpuSet::from_cpus([cpu]));
             (cpu, set)
         })
@@ -274,8 +274,8 @@ pub fn pid_namespace() -> String {
 
 /// Takes a snapshot of the system.
 pub fn take(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Snapshot> {
-    let online = cpushield_sys::online_cpus(kernel)?;
-    let possible = cpushield_sys::possible_cpus(kernel)
+    let online = cpushield_kernel::online_cpus(kernel)?;
+    let possible = cpushield_kernel::possible_cpus(kernel)
         .map(|p| p.last().map(|c| c + 1).unwrap_or(1))
         .unwrap_or_else(|_| online.last().map(|c| c + 1).unwrap_or(1));
     let root = layout.root();
@@ -325,8 +325,8 @@ pub fn take(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Snaps
 mod tests {
     use super::*;
 
-    fn fake_with_thread(stat: Vec<u8>) -> (cpushield_sys::FakeKernel, CgroupLayout) {
-        let k = cpushield_sys::FakeKernel::new();
+    fn fake_with_thread(stat: Vec<u8>) -> (cpushield_kernel::FakeKernel, CgroupLayout) {
+        let k = cpushield_kernel::FakeKernel::new();
         k.set_file_bytes("/proc/7/task/7/stat", stat);
         k.set_file("/proc/7/task/7/cgroup", "3:cpuset:/\n");
         k.set_thread_affinity(7, CpuSet::from_cpus([0, 1]));
@@ -378,7 +378,7 @@ mod tests {
     #[test]
     fn our_cgroups_are_recognised_by_their_top_directory() {
         assert!(is_ours("/cpushield-shield"));
-        assert!(is_ours("/cpushield-system/x"));
+        assert!(is_ours("/cpushield-kerneltem/x"));
         assert!(!is_ours("/"));
         assert!(!is_ours("/system.slice"));
     }

@@ -62,8 +62,8 @@ pub struct SavedSched {
 
 impl SavedSched {
     /// The parameters to give back to the kernel.
-    pub fn params(&self) -> cpushield_sys::SchedParams {
-        cpushield_sys::SchedParams {
+    pub fn params(&self) -> cpushield_kernel::SchedParams {
+        cpushield_kernel::SchedParams {
             policy: self.policy,
             flags: self.flags,
             nice: self.nice,
@@ -168,7 +168,7 @@ impl SavedState {
 
 /// Where state and lock files live; `CPUSHIELD_STATE_DIR` overrides for tests.
 pub fn state_dir() -> PathBuf {
-    cpushield_sys::shield_state_dir()
+    cpushield_kernel::shield_state_dir()
 }
 
 /// Path of the state file.
@@ -407,7 +407,10 @@ pub fn load_from(store: &dyn StateStore) -> io::Result<Option<Loaded>> {
 
 /// [`load_from`] the state directory `dir` read through the kernel door: how
 /// other commands (`check`) read the shield's state without writing it.
-pub fn load_through(kernel: &dyn cpushield_sys::Kernel, dir: &Path) -> io::Result<Option<Loaded>> {
+pub fn load_through(
+    kernel: &dyn cpushield_kernel::Kernel,
+    dir: &Path,
+) -> io::Result<Option<Loaded>> {
     load_copies(dir, &|name| kernel.read_bytes(&dir.join(name)))
 }
 
@@ -547,7 +550,7 @@ impl StateStore for FileStore {
             Err(e) if path.is_dir() => std::fs::remove_dir(&path).map_err(|_| e),
             Err(e) => Err(e),
         }
-        .map_err(|e| cpushield_sys::with_path(e, &path))
+        .map_err(|e| cpushield_kernel::with_path(e, &path))
     }
 
     fn sync(&self) -> io::Result<()> {
@@ -576,7 +579,7 @@ impl StateStore for FileStore {
             Ok(lock) => Ok(lock),
             Err(e)
                 if matches!(
-                    cpushield_sys::os_errno(&e),
+                    cpushield_kernel::os_errno(&e),
                     Some(libc::EROFS) | Some(libc::EACCES) | Some(libc::ENOSPC)
                 ) =>
             {
@@ -704,15 +707,15 @@ pub fn load() -> io::Result<Option<SavedState>> {
 }
 
 /// An error saving the state, with the path and the remedy; the errno stays
-/// reachable through [`cpushield_sys::os_errno`].
+/// reachable through [`cpushield_kernel::os_errno`].
 fn store_error(e: io::Error, path: &Path) -> io::Error {
     let dir = path.parent().unwrap_or(Path::new("/"));
-    let remedy = match cpushield_sys::os_errno(&e) {
+    let remedy = match cpushield_kernel::os_errno(&e) {
         Some(libc::ENOSPC) | Some(libc::EDQUOT) => format!("free space in {}", dir.display()),
         Some(libc::EROFS) => format!("{} is read-only: remount it read-write", dir.display()),
         _ => format!("make {} writable", dir.display()),
     };
-    cpushield_sys::with_path_and_remedy(
+    cpushield_kernel::with_path_and_remedy(
         e,
         path,
         format!("cannot save the shield state: {remedy}, or set CPUSHIELD_STATE_DIR to a writable directory; nothing was changed"),
@@ -749,7 +752,10 @@ impl StateLock {
     fn flock(file: File, path: &Path) -> io::Result<Self> {
         // SAFETY: flock on a file descriptor this function owns (valid while `file` lives).
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(cpushield_sys::with_path(io::Error::last_os_error(), path));
+            return Err(cpushield_kernel::with_path(
+                io::Error::last_os_error(),
+                path,
+            ));
         }
         Ok(Self { _file: Some(file) })
     }
@@ -786,7 +792,10 @@ mod tests {
             adopted: BTreeMap::new(),
             irqs: BTreeMap::from([(10, "3".to_string())]),
             files: BTreeMap::from([(PathBuf::from("/proc/irq/default_smp_affinity"), "3".into())]),
-            created_cgroups: vec![root.join("cpushield-system"), root.join("cpushield-shield")],
+            created_cgroups: vec![
+                root.join("cpushield-kerneltem"),
+                root.join("cpushield-shield"),
+            ],
             pid_namespace: "pid:[1]".into(),
             sched: BTreeMap::new(),
             checksum: 0,

@@ -6,7 +6,7 @@ use crate::plan::shield_dir;
 use crate::snapshot::{self, Scope, Snapshot};
 use crate::state;
 use cpushield_cpuset::CpuSet;
-use cpushield_sys::{read_cpu_list, read_trimmed, Kernel};
+use cpushield_kernel::{read_cpu_list, read_trimmed, Kernel};
 use serde::Serialize;
 use std::path::Path;
 
@@ -92,7 +92,7 @@ pub fn status(kernel: &dyn Kernel) -> std::io::Result<Status> {
         .as_ref()
         .map(|s| s.layout.clone())
         .or_else(|| layout::detect(kernel));
-    let online = cpushield_sys::online_cpus(kernel)?;
+    let online = cpushield_kernel::online_cpus(kernel)?;
     let snap = match &layout {
         Some(l) => Some(snapshot::take(kernel, l)?),
         None => None,
@@ -228,7 +228,7 @@ mod tests {
     fn show_counts_a_nohz_full_cpu_as_rcu_offloaded() {
         // Regression: `show` printed rcu_nocbs=no for a CPU of nohz_full=
         // while `check` counted it offloaded (the kernel offloads it).
-        let k = cpushield_sys::FakeKernel::new();
+        let k = cpushield_kernel::FakeKernel::new();
         k.set_file("/proc/cmdline", "quiet nohz_full=1 rcu_nocbs=3\n");
         k.set_file("/sys/devices/system/cpu/nohz_full", "(null)\n");
         let (nohz, rcu) = tick_and_rcu_offload(&k);

@@ -3,11 +3,11 @@
 //! enforcement cgroups, exact undo.
 
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::FakeKernel;
 use cpushield_shield::plan::{plan_reset, plan_shield, Step};
 use cpushield_shield::snapshot;
 use cpushield_shield::state::{self, MemoryStore, SavedState};
 use cpushield_shield::{apply::apply, layout, Options, Report, ShieldMasks};
-use cpushield_sys::FakeKernel;
 use std::path::Path;
 
 const ROOT_OPTIONS: Options = Options {
@@ -112,7 +112,7 @@ fn shielded_tasks_are_enforced_by_cpusets() {
     let k = machine(&[(100, "0-3"), (101, "3")]);
     shield_and_save(&k, &ShieldMasks::all(&cpus("3")));
     let shield_tasks = k.file(format!("{ROOT}/cpushield-shield/tasks")).unwrap();
-    let system_tasks = k.file(format!("{ROOT}/cpushield-system/tasks")).unwrap();
+    let system_tasks = k.file(format!("{ROOT}/cpushield-kerneltem/tasks")).unwrap();
     assert_eq!(shield_tasks.trim(), "101");
     assert_eq!(system_tasks.trim(), "100");
     assert_eq!(
@@ -121,7 +121,7 @@ fn shielded_tasks_are_enforced_by_cpusets() {
         "3"
     );
     assert_eq!(
-        k.file(format!("{ROOT}/cpushield-system/cpuset.cpus"))
+        k.file(format!("{ROOT}/cpushield-kerneltem/cpuset.cpus"))
             .unwrap(),
         "0-2"
     );
@@ -180,7 +180,7 @@ fn reset_restores_every_file_affinity_and_cgroup_exactly() {
         assert!(same, "{}: {text:?} became {after:?}", path.display());
     }
     assert!(!k.has_dir(format!("{ROOT}/cpushield-shield")));
-    assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-kerneltem")));
 }
 
 #[test]
@@ -203,7 +203,7 @@ fn a_second_shield_reapplies_the_rule_from_the_requested_masks() {
 
 #[test]
 fn tasks_keep_their_rule_when_a_second_shield_resizes_the_cpusets() {
-    // Resizing cpushield-system resets its tasks to 0-1 in the kernel; the
+    // Resizing cpushield-kerneltem resets its tasks to 0-1 in the kernel; the
     // rule must be applied again afterwards (task 103 asked for 1 only).
     let k = machine(&[(100, "0-3"), (103, "1"), (104, "0,2")]);
     let store = MemoryStore::new();
@@ -348,18 +348,18 @@ fn reset_gives_back_the_scheduling_policy_run_changed() {
             deadline: [0; 3],
         },
     );
-    let fifo = cpushield_sys::SchedParams {
+    let fifo = cpushield_kernel::SchedParams {
         policy: 1,
         priority: 10,
         ..Default::default()
     };
-    use cpushield_sys::Kernel;
+    use cpushield_kernel::Kernel;
     k.set_sched(100, &fifo).unwrap();
     k.set_sched(101, &fifo).unwrap();
     let snap = snapshot::take(&k, &saved.layout).unwrap();
     apply(&k, &plan_reset(&snap, &saved)).unwrap();
     let scheds = k.scheds();
-    assert_eq!(scheds[&100], cpushield_sys::SchedParams::default());
+    assert_eq!(scheds[&100], cpushield_kernel::SchedParams::default());
     assert_eq!(
         scheds[&101], fifo,
         "a policy cpushield did not change is left alone"
@@ -377,7 +377,7 @@ fn unshielding_the_processes_alone_tears_down_the_cgroups_and_keeps_the_irq_shie
     };
     cpushield_shield::unshield_in(&k, &store, &procs, ROOT_OPTIONS).unwrap();
     assert!(!k.has_dir(Path::new(ROOT).join("cpushield-shield")));
-    assert!(!k.has_dir(Path::new(ROOT).join("cpushield-system")));
+    assert!(!k.has_dir(Path::new(ROOT).join("cpushield-kerneltem")));
     assert_eq!(k.affinities()[&100], cpus("0-3"));
     assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap(), "7");
     let saved = saved_in(&store);
@@ -388,7 +388,7 @@ fn unshielding_the_processes_alone_tears_down_the_cgroups_and_keeps_the_irq_shie
 /// Every file as a reader of the kernel file sees it: the kernel ends each
 /// value with the newline it prints, whatever was written, while the fake
 /// keeps the bytes written (the state saves values without it).
-fn as_read(files: cpushield_sys::FakeFiles) -> cpushield_sys::FakeFiles {
+fn as_read(files: cpushield_kernel::FakeFiles) -> cpushield_kernel::FakeFiles {
     files
         .into_iter()
         .map(|(path, text)| {
@@ -419,7 +419,7 @@ fn shield_unshield_reset_round_trip_restores_every_file_byte_for_byte() {
     );
     assert_eq!(k.affinities(), aff_before);
     assert!(!k.has_dir(format!("{ROOT}/cpushield-shield")));
-    assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-kerneltem")));
     assert!(state::load_from(&store).unwrap().is_none(), "state removed");
     // A second reset changes nothing.
     cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
@@ -513,7 +513,7 @@ fn a_shield_from_another_pid_namespace_is_refused_and_reset_namespace_gone_resto
     assert_eq!(k.files(), shielded, "nothing changed");
     cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap();
     assert!(!k.has_dir(format!("{ROOT}/cpushield-shield")));
-    assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-kerneltem")));
     assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap(), "f");
     assert!(state::load_from(&store).unwrap().is_none());
 }

@@ -322,7 +322,10 @@ impl State<'_> {
             .iter()
             .rev()
             .find(|c| !matches!(c, Ctx::Work(_, pid) if *pid != cur));
-        let polling = self.task.1.starts_with(cpushield_sys::POLLER_THREAD_PREFIX);
+        let polling = self
+            .task
+            .1
+            .starts_with(cpushield_kernel::POLLER_THREAD_PREFIX);
         let (kind, name) = match exiting.as_ref().or(top) {
             Some(c) => c.cause(),
             // The idle poller gives way to any task at once, and nothing it

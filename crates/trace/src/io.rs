@@ -124,7 +124,7 @@ impl TraceIo for RealTraceIo {
             .read(true)
             .custom_flags(libc::O_NONBLOCK)
             .open(path)
-            .map_err(|e| cpushield_sys::with_path(e, path))?;
+            .map_err(|e| cpushield_kernel::with_path(e, path))?;
         Ok(Box::new(RealPipe(f)))
     }
 
@@ -132,7 +132,7 @@ impl TraceIo for RealTraceIo {
         let f = OpenOptions::new()
             .write(true)
             .open(path)
-            .map_err(|e| cpushield_sys::with_path(e, path))?;
+            .map_err(|e| cpushield_kernel::with_path(e, path))?;
         Ok(Box::new(RealMarker(f)))
     }
 }

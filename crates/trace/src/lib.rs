@@ -10,7 +10,7 @@
 //! use std::sync::Arc;
 //!
 //! let cpus = CpuSet::parse_list("1").unwrap();
-//! let session = TraceSession::start(Arc::new(cpushield_sys::RealKernel), &cpus, TraceOptions::default())?;
+//! let session = TraceSession::start(Arc::new(cpushield_kernel::RealKernel), &cpus, TraceOptions::default())?;
 //! let marker = session.marker(); // Clone + Send: give it to the real-time thread
 //! // ... in the measuring loop, for a sample above the threshold:
 //! marker.mark(&Spike { seq: 1, cpu: 1, tid: 1234, intended_ns: 10, actual_ns: 2_000_010 });
@@ -30,7 +30,7 @@
 //! tick period, the preemption model, whether the CPUs are virtual) comes in
 //! [`TraceOptions::kernel`] as a [`KernelContext`]: `cpushield-check` reads it
 //! (`cpushield_check::trace_context`), so this crate depends on nothing above
-//! the kernel door (`cpushield-sys`).
+//! the kernel door (`cpushield-kernel`).
 
 pub mod attribute;
 pub mod event;
@@ -44,7 +44,7 @@ pub use attribute::{Attribution, Cause, CauseKind, Phase, Spike};
 pub use summary::{render_attribution, render_summary, TraceSummary};
 
 use cpushield_cpuset::CpuSet;
-use cpushield_sys::Kernel;
+use cpushield_kernel::Kernel;
 use io::{MarkWriter, RealTraceIo, TraceIo};
 use reader::{Reader, Shared};
 use settings::SettingsGuard;
@@ -359,7 +359,7 @@ impl TraceSession {
                 "no CPU to trace: pass a CPU list like 1".into(),
             ));
         }
-        let online = cpushield_sys::online_cpus(kernel.as_ref())
+        let online = cpushield_kernel::online_cpus(kernel.as_ref())
             .map_err(|e| TraceError::Cpus(e.to_string()))?;
         if let Some(cpu) = cpus.difference(&online).first() {
             return Err(TraceError::Cpus(format!(
@@ -430,8 +430,8 @@ impl TraceSession {
                     proc_root: opts.proc_root.clone(),
                     namespace_scope: opts.namespace_scope,
                     virtual_cpu: opts.kernel.virtual_cpu,
-                    now: cpushield_sys::clock::now_ns,
-                    started_ns: cpushield_sys::clock::now_ns(),
+                    now: cpushield_kernel::clock::now_ns,
+                    started_ns: cpushield_kernel::clock::now_ns(),
                 };
                 let housekeeping = online_minus(kernel.as_ref(), cpus);
                 let pin_kernel = kernel.clone();
@@ -588,7 +588,7 @@ impl TraceSession {
         g.set(&p("tracing_on"), "1").map_err(|e| e.to_string())?;
         summary.clock_offset_ns = clock_offset(k, &dir);
         g.set(&p("tracing_on"), "0").map_err(|e| e.to_string())?;
-        let possible = cpushield_sys::possible_cpus(k).unwrap_or_else(|_| cpus.clone());
+        let possible = cpushield_kernel::possible_cpus(k).unwrap_or_else(|_| cpus.clone());
         let width = possible.last().map(|c| c + 1).unwrap_or(1);
         g.set(&p("tracing_cpumask"), &cpus.to_mask_padded(width))
             .map_err(|e| e.to_string())?;
@@ -749,7 +749,7 @@ impl Drop for TraceSession {
 /// Measures trace clock − CLOCK_MONOTONIC with a marker written just after
 /// reading the clock; `None` if the marker cannot be found.
 fn clock_offset(k: &dyn Kernel, dir: &Path) -> Option<i64> {
-    let t0 = cpushield_sys::clock::now_ns();
+    let t0 = cpushield_kernel::clock::now_ns();
     let tag = format!("cpushield-clock-sync {t0}");
     k.write(&dir.join("trace_marker"), &format!("{tag}\n"))
         .ok()?;
@@ -790,6 +790,6 @@ fn remove_stale_instances(k: &dyn Kernel, root: &Path) {
 }
 
 fn online_minus(k: &dyn Kernel, cpus: &CpuSet) -> Option<CpuSet> {
-    let hk = cpushield_sys::online_cpus(k).ok()?.difference(cpus);
+    let hk = cpushield_kernel::online_cpus(k).ok()?.difference(cpus);
     (!hk.is_empty()).then_some(hk)
 }

@@ -11,7 +11,7 @@ use cpushield_parse::pid_stat::parse_thread_stat;
 use cpushield_parse::pid_status::parse_nspid;
 use cpushield_parse::stat::parse_cpu_times;
 
-use cpushield_sys::Kernel;
+use cpushield_kernel::Kernel;
 use crossbeam_queue::ArrayQueue;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
@@ -602,7 +602,7 @@ mod tests {
 #[cfg(test)]
 mod namespace_tests {
     use super::*;
-    use cpushield_sys::FakeKernel;
+    use cpushield_kernel::FakeKernel;
 
     #[test]
     fn the_measuring_namespace_threads_are_those_with_a_nested_nspid() {

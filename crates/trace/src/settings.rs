@@ -1,6 +1,6 @@
 //! Every tracefs setting the tracer writes, remembered and put back.
 
-use cpushield_sys::Kernel;
+use cpushield_kernel::Kernel;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -60,7 +60,7 @@ impl SettingsGuard {
         let before = self
             .kernel
             .read(path)
-            .map_err(|e| cpushield_sys::with_path(e, path))?;
+            .map_err(|e| cpushield_kernel::with_path(e, path))?;
         let mut original = restore_value(path, &before);
         if let Some(expanded) = unexpanded_per_cpu_size(self.kernel.as_ref(), path, &original) {
             original = expanded;
@@ -70,7 +70,7 @@ impl SettingsGuard {
         }
         self.kernel
             .write(path, value)
-            .map_err(|e| cpushield_sys::with_path(e, path))?;
+            .map_err(|e| cpushield_kernel::with_path(e, path))?;
         if !self.saved.iter().any(|(p, _)| p == path) {
             self.saved.push((path.to_path_buf(), original));
         }
@@ -87,7 +87,7 @@ impl SettingsGuard {
         let before = self
             .kernel
             .read(path)
-            .map_err(|e| cpushield_sys::with_path(e, path))?;
+            .map_err(|e| cpushield_kernel::with_path(e, path))?;
         if !self.saved.iter().any(|(p, _)| p == path) {
             self.saved
                 .push((path.to_path_buf(), restore_value(path, &before)));
@@ -144,7 +144,7 @@ fn unexpanded_per_cpu_size(kernel: &dyn Kernel, path: &Path, value: &str) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cpushield_sys::FakeKernel;
+    use cpushield_kernel::FakeKernel;
 
     #[test]
     fn restore_values_follow_the_kernel_file_formats() {

@@ -101,13 +101,13 @@ fn snapshot() -> BTreeMap<String, String> {
 
 fn run_short_session(opts: TraceOptions) -> cpushield_trace::TraceSummary {
     let session = TraceSession::start(
-        Arc::new(cpushield_sys::RealKernel),
+        Arc::new(cpushield_kernel::RealKernel),
         &CpuSet::parse_list("1").unwrap(),
         opts,
     )
     .expect("trace session starts");
     std::thread::sleep(Duration::from_millis(200));
-    let now = cpushield_sys::clock::now_ns();
+    let now = cpushield_kernel::clock::now_ns();
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::gettid() };
     session.mark(&Spike {
@@ -220,7 +220,7 @@ fn sigint_child_process() {
         return;
     }
     let _session = TraceSession::start(
-        Arc::new(cpushield_sys::RealKernel),
+        Arc::new(cpushield_kernel::RealKernel),
         &CpuSet::parse_list("1").unwrap(),
         TraceOptions::default(),
     )

@@ -2,7 +2,7 @@
 //! back, events read from the pipe, a marked spike attributed.
 
 use cpushield_cpuset::CpuSet;
-use cpushield_sys::FakeKernel;
+use cpushield_kernel::FakeKernel;
 use cpushield_trace::io::{MarkWriter, PipeReader, TraceIo};
 use cpushield_trace::{CauseKind, SignalMode, Spike, TraceOptions, TraceSession};
 use std::collections::BTreeMap;
@@ -128,7 +128,7 @@ fn a_session_sets_up_attributes_a_marked_spike_and_restores_every_setting() {
     let k = Arc::new(tracefs());
     let before = k.files();
     let io = Arc::new(FakeIo::default());
-    let t0 = cpushield_sys::clock::now_ns();
+    let t0 = cpushield_kernel::clock::now_ns();
     io.pipes.lock().unwrap().insert(
         PathBuf::from(format!("{ROOT}/per_cpu/cpu1/trace_pipe")),
         window(t0),
@@ -265,7 +265,7 @@ fn a_spike_with_a_namespace_tid_is_matched_through_the_threads_announcement() {
     k.set_file("/hostproc/70/status", "Name:\tload\nNSpid:\t70\n");
     k.set_file("/hostproc/50/status", "Name:\tprobe\nNSpid:\t50\t5\n");
     let io = Arc::new(FakeIo::default());
-    let t0 = cpushield_sys::clock::now_ns();
+    let t0 = cpushield_kernel::clock::now_ns();
     let ts = |off_us: u64| {
         let ns = t0 + off_us * 1000;
         format!("{}.{:06}", ns / 1_000_000_000, (ns % 1_000_000_000) / 1000)
@@ -335,7 +335,7 @@ fn a_task_gone_before_it_was_read_and_never_listed_in_our_namespace_is_another_n
     // (global 50, 5 inside the measuring namespace) is ours.
     k.set_file("/hostproc/50/status", "Name:\tprobe\nNSpid:\t50\t5\n");
     let io = Arc::new(FakeIo::default());
-    let t0 = cpushield_sys::clock::now_ns();
+    let t0 = cpushield_kernel::clock::now_ns();
     let ts = |off_us: u64| {
         let ns = t0 + off_us * 1000;
         format!("{}.{:06}", ns / 1_000_000_000, (ns % 1_000_000_000) / 1000)

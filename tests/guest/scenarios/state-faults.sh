@@ -122,12 +122,12 @@ scenario_main() {
     rmdir "$CGROOT/foreign"
     put_back
     # A cgroup with our name that cpushield did not create (no mark).
-    mkdir "$CGROOT/cpushield-system"
+    mkdir "$CGROOT/cpushield-kerneltem"
     snapshot /tmp/shielded-foreign
-    edit_both "s#\"created_cgroups\":\[#\"created_cgroups\":[\"$CGROOT/cpushield-system\",#"
+    edit_both "s#\"created_cgroups\":\[#\"created_cgroups\":[\"$CGROOT/cpushield-kerneltem\",#"
     cs reset
-    refused unmarked /tmp/shielded-foreign "cgroup $CGROOT/cpushield-system: has no cpushield mark"
-    rmdir "$CGROOT/cpushield-system"
+    refused unmarked /tmp/shielded-foreign "cgroup $CGROOT/cpushield-kerneltem: has no cpushield mark"
+    rmdir "$CGROOT/cpushield-kerneltem"
     put_back
 
     # --- Another PID namespace: the state's and a live second scope sharing the dir. ---

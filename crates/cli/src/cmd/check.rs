@@ -4,7 +4,7 @@ use crate::args;
 use clap::Args;
 use cpushield_check::{run_check, CheckOptions, CpuSource};
 use cpushield_cpuset::CpuSet;
-use cpushield_sys::RealKernel;
+use cpushield_kernel::RealKernel;
 use std::process::ExitCode;
 use std::time::Duration;
 

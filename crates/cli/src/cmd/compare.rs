@@ -6,9 +6,9 @@ use clap::Args;
 use cpushield_compare::idle::IdleMode;
 use cpushield_compare::{namespace, runner, CompareConfig, Scenario, Scope, ShieldAudit};
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::RealKernel;
 use cpushield_measure::Period;
 use cpushield_report::{human_ns, CheckFinding};
-use cpushield_sys::RealKernel;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -246,7 +246,7 @@ fn compare_findings(findings: &[cpushield_check::Finding], cpus: &CpuSet) -> Vec
 /// What the tracer knows of this kernel, for every online CPU (any of them
 /// may be the measured one).
 fn trace_context() -> cpushield_trace::KernelContext {
-    let cpus = cpushield_sys::online_cpus(&RealKernel).unwrap_or_default();
+    let cpus = cpushield_kernel::online_cpus(&RealKernel).unwrap_or_default();
     cpushield_check::trace_context(&RealKernel, &cpus)
 }
 

@@ -7,13 +7,13 @@ use crate::output;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::RealKernel;
 use cpushield_measure::determinism::{self, DeterminismConfig, Work};
 use cpushield_measure::latency::{self, LatencyConfig, Length};
 use cpushield_measure::noise::{self, NoiseConfig};
 use cpushield_measure::render::{cyclictest, text, units};
 use cpushield_measure::trace::SpikeTracer;
 use cpushield_measure::{json, Period, Progress, Warning};
-use cpushield_sys::RealKernel;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -191,7 +191,7 @@ fn priority(p: u8) -> Option<u8> {
 }
 
 fn online() -> anyhow::Result<CpuSet> {
-    cpushield_sys::online_cpus(&RealKernel).context("reading the online CPUs")
+    cpushield_kernel::online_cpus(&RealKernel).context("reading the online CPUs")
 }
 
 /// An output path checked before measuring (so a bad path fails at once) and

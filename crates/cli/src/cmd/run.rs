@@ -11,13 +11,13 @@ use crate::args::{cpu_set, duration};
 use anyhow::Context;
 use clap::Args;
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::RealKernel;
 use cpushield_measure::procstat;
 use cpushield_rt::idle_poll;
 use cpushield_rt::reserve::ReserveDir;
 use cpushield_rt::run::{Placer, RtRun, RunSpec};
 use cpushield_rt::sched::Policy;
 use cpushield_shield::placement;
-use cpushield_sys::RealKernel;
 use std::io;
 use std::process::ExitCode;
 

@@ -4,8 +4,8 @@ use crate::args::{cpu_set, EXIT_OK};
 use anyhow::Context;
 use clap::Args;
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::RealKernel;
 use cpushield_shield::{render, status, ShieldMasks};
-use cpushield_sys::RealKernel;
 use std::process::ExitCode;
 
 /// Which CPUs to (un)shield from which kind of disturbance.
@@ -159,7 +159,7 @@ fn refuse_no_housekeeping(masks: &ShieldMasks, online: &CpuSet) -> anyhow::Resul
 /// Runs `cpushield boot-params`.
 pub fn boot_params(args: BootParamsArgs) -> anyhow::Result<ExitCode> {
     let kernel = RealKernel;
-    let online = cpushield_sys::online_cpus(&kernel)?;
+    let online = cpushield_kernel::online_cpus(&kernel)?;
     let mut masks = args.masks.masks();
     if masks.is_empty() {
         let st = status::status(&kernel)?;
