@@ -218,6 +218,11 @@ impl Kernel for FakeKernel {
         st.files.contains_key(path) || st.dirs.contains(path)
     }
 
+    /// A fake link is a file holding its target.
+    fn read_link(&self, path: &Path) -> io::Result<PathBuf> {
+        self.read(path).map(|t| PathBuf::from(t.trim_end()))
+    }
+
     fn mkdir(&self, path: &Path) -> io::Result<()> {
         let mut st = self.state.lock().expect("fake lock");
         if st.dirs.contains(path) {

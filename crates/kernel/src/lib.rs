@@ -47,6 +47,8 @@ pub trait Kernel: Send + Sync {
     fn read_dir(&self, path: &Path) -> io::Result<Vec<String>>;
     /// Whether a path exists.
     fn exists(&self, path: &Path) -> bool;
+    /// The target of a symbolic link (e.g. /proc/self/ns/pid).
+    fn read_link(&self, path: &Path) -> io::Result<PathBuf>;
     /// Creates a directory (a cgroup).
     fn mkdir(&self, path: &Path) -> io::Result<()>;
     /// Removes an empty directory (a cgroup).
@@ -268,6 +270,9 @@ impl Kernel for RecordingKernel<'_> {
     }
     fn exists(&self, path: &Path) -> bool {
         self.inner.exists(path)
+    }
+    fn read_link(&self, path: &Path) -> io::Result<PathBuf> {
+        self.inner.read_link(path)
     }
     fn mkdir(&self, path: &Path) -> io::Result<()> {
         self.log

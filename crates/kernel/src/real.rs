@@ -1,11 +1,11 @@
 //! The kernel as it is: std::fs for files, libc for affinity.
 
-use crate::{Kernel, SchedParams};
+use crate::{with_path, Kernel, SchedParams};
 use cpushield_cpuset::CpuSet;
 use std::ffi::CString;
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// struct sched_attr of sched_setattr(2) (the first version, 48 bytes).
 #[repr(C)]
@@ -51,6 +51,10 @@ impl Kernel for RealKernel {
 
     fn exists(&self, path: &Path) -> bool {
         path.exists()
+    }
+
+    fn read_link(&self, path: &Path) -> io::Result<PathBuf> {
+        std::fs::read_link(path).map_err(|e| with_path(e, path))
     }
 
     fn mkdir(&self, path: &Path) -> io::Result<()> {

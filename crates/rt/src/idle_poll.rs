@@ -120,7 +120,8 @@ fn enter_poller_thread(cpu: usize, place: Option<Placer>) -> io::Result<()> {
 /// Whether an idle CPU of this machine hands its time back to a hypervisor
 /// (see [`halts_into_hypervisor`]). Then [`IdlePoller`] helps.
 pub fn idle_exits_to_hypervisor() -> bool {
-    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    use cpushield_kernel::{Kernel, RealKernel};
+    let read = |p: &str| RealKernel.read(std::path::Path::new(p)).unwrap_or_default();
     halts_into_hypervisor(
         runs_under_hypervisor(&read("/proc/cpuinfo")),
         read("/sys/devices/system/cpu/cpuidle/current_driver").trim(),

@@ -47,7 +47,9 @@ impl Holder {
 
     /// Process `pid`, its command line read from /proc (empty if gone).
     pub fn of_pid(pid: i32) -> Self {
-        let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        use cpushield_kernel::{Kernel, RealKernel};
+        let path = std::path::PathBuf::from(format!("/proc/{pid}/cmdline"));
+        let raw = RealKernel.read_bytes(&path).unwrap_or_default();
         Self {
             pid,
             command: command_line(&raw),

@@ -200,7 +200,7 @@ pub fn shield_in(
     let recovered = loaded.as_ref().and_then(|l| l.recovered.clone());
     let saved = loaded.map(|l| l.state);
     match &saved {
-        Some(s) => same_namespace(store, s)?,
+        Some(s) => same_namespace(kernel, store, s)?,
         None => no_lost_shield(kernel, store, &layout)?,
     }
     let layout = saved.as_ref().map(|s| s.layout.clone()).unwrap_or(layout);
@@ -231,8 +231,12 @@ fn recovered_note(recovered: Option<String>) -> Option<Note> {
 
 /// Refuses a state written from another PID namespace: its task IDs name
 /// other tasks here (one state per scope).
-fn same_namespace(store: &dyn StateStore, saved: &SavedState) -> Result<(), ShieldError> {
-    let here = snapshot::pid_namespace();
+fn same_namespace(
+    kernel: &dyn Kernel,
+    store: &dyn StateStore,
+    saved: &SavedState,
+) -> Result<(), ShieldError> {
+    let here = snapshot::pid_namespace(kernel);
     if saved.pid_namespace.is_empty() || here.is_empty() || saved.pid_namespace == here {
         return Ok(());
     }
@@ -282,7 +286,7 @@ pub fn unshield_in(
     let Some(loaded) = state::load_from(store)? else {
         return Ok(empty_report(kernel));
     };
-    same_namespace(store, &loaded.state)?;
+    same_namespace(kernel, store, &loaded.state)?;
     let masks = loaded.state.masks.difference(request);
     if masks.is_empty() {
         // Under the same lock: a shield cannot slip in between and be undone.
@@ -527,7 +531,7 @@ fn reset_locked(
     };
     let saved = loaded.state;
     if !namespace_gone {
-        same_namespace(store, &saved)?;
+        same_namespace(kernel, store, &saved)?;
     }
     let path = store.dir().join(state::STATE_FILE).display().to_string();
     let first = snapshot::take(kernel, &saved.layout)?;

@@ -266,8 +266,9 @@ pub fn candidate_files(layout: &CgroupLayout) -> Vec<PathBuf> {
 
 /// The PID namespace this process runs in (link text of /proc/self/ns/pid),
 /// empty when unknown.
-pub fn pid_namespace() -> String {
-    std::fs::read_link("/proc/self/ns/pid")
+pub fn pid_namespace(kernel: &dyn Kernel) -> String {
+    kernel
+        .read_link(Path::new("/proc/self/ns/pid"))
         .map(|p| p.display().to_string())
         .unwrap_or_default()
 }
@@ -304,7 +305,7 @@ pub fn take(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Snaps
         .into_iter()
         .filter_map(|p| read_trimmed(kernel, &p).ok().map(|t| (p, t)))
         .collect();
-    let pid_namespace = pid_namespace();
+    let pid_namespace = pid_namespace(kernel);
     Ok(Snapshot {
         pid_namespace,
         siblings: read_siblings(kernel, &online),

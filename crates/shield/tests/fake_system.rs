@@ -25,6 +25,8 @@ fn cpus(s: &str) -> CpuSet {
 /// cpuset (tgid = tid, parent 1), and IRQs 10..14 (14 kernel-managed).
 fn machine(tasks: &[(i32, &str)]) -> FakeKernel {
     let k = FakeKernel::new();
+    // The PID namespace this process runs in (a fake link holds its target).
+    k.set_file("/proc/self/ns/pid", "pid:[4026531836]");
     k.set_file(
         "/proc/self/mountinfo",
         format!("26 25 0:23 / {ROOT} rw - cgroup cgroup rw,cpuset\n"),
