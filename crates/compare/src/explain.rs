@@ -18,10 +18,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// The kind of a task outside the experiment's PID namespace: inside the
-/// guest, but not something a namespace-scoped shield moves.
-pub const OTHER_NAMESPACE: &str = cpushield_report::verdict::OTHER_NAMESPACE_KIND;
-
 /// Sequence numbers of determinism windows start here (latency spikes count from 0).
 const WINDOW_SEQ_BASE: u64 = 1 << 48;
 
@@ -302,24 +298,6 @@ impl Split {
     }
 }
 
-/// The report's word for a cause kind.
-pub fn kind_word(k: CauseKind) -> &'static str {
-    match k {
-        CauseKind::Irq => "irq",
-        CauseKind::Vector => "vector",
-        CauseKind::Hrtimer => "hrtimer",
-        CauseKind::Softirq => "softirq",
-        CauseKind::Work => "work",
-        CauseKind::Task => "task",
-        CauseKind::KernelThread => "kthread",
-        CauseKind::OtherNamespace => OTHER_NAMESPACE,
-        CauseKind::RtThrottled => "throttled",
-        CauseKind::MeasuredTask => "self",
-        CauseKind::Outside => "outside",
-        CauseKind::Untraced => "untraced",
-    }
-}
-
 /// Causes summed over attributions: per (kind, name), samples, total and worst.
 #[derive(Default)]
 struct CauseTable {
@@ -339,7 +317,7 @@ impl CauseTable {
                 .rows
                 .entry((kind, name.clone()))
                 .or_insert_with(|| CauseRow {
-                    kind: kind_word(kind).into(),
+                    kind: kind.word().into(),
                     name,
                     guest: !matches!(kind, CauseKind::Outside | CauseKind::Untraced),
                     ..CauseRow::default()
@@ -373,6 +351,14 @@ fn group_name(kind: CauseKind, name: &str) -> String {
 mod tests {
     use super::*;
     use cpushield_trace::{Cause, Phase};
+
+    #[test]
+    fn the_verdict_and_the_tracer_use_one_word_for_other_namespaces() {
+        assert_eq!(
+            cpushield_trace::attribute::CauseKind::OtherNamespace.word(),
+            cpushield_report::verdict::OTHER_NAMESPACE_KIND
+        );
+    }
 
     fn attribution(causes: &[(CauseKind, &str, u64)]) -> Attribution {
         let total: u64 = causes.iter().map(|c| c.2).sum();

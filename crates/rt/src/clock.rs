@@ -1,20 +1,6 @@
 //! CLOCK_MONOTONIC in nanoseconds: read it, sleep to an absolute time, spin to one.
 
-pub use cpushield_kernel::clock::{now_ns, NS_PER_SEC};
-
-/// CPU time the calling thread has used, in nanoseconds
-/// (CLOCK_THREAD_CPUTIME_ID: the scheduler's run time of this thread, which
-/// leaves out time a hypervisor stole where the kernel accounts steal).
-pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer;
-    // CLOCK_THREAD_CPUTIME_ID exists on every Linux kernel we run on.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * NS_PER_SEC + ts.tv_nsec as u64
-}
+pub use cpushield_kernel::clock::{now_ns, thread_cpu_ns, NS_PER_SEC};
 
 /// Converts nanoseconds to a timespec.
 #[inline]

@@ -3,6 +3,7 @@
 //! /dev/cpu_dma_latency at zero.
 
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::{Kernel, RealKernel, SchedParams};
 use std::fs::File;
 use std::io::{self, Write};
 
@@ -63,66 +64,45 @@ impl Policy {
     }
 }
 
-#[repr(C)]
-struct SchedAttr {
-    size: u32,
-    sched_policy: u32,
-    sched_flags: u64,
-    sched_nice: i32,
-    sched_priority: u32,
-    sched_runtime: u64,
-    sched_deadline: u64,
-    sched_period: u64,
-}
-
 const SCHED_DEADLINE: u32 = 6;
 
-/// Sets the policy of thread `tid` (0 = the calling thread) with sched_setattr.
-pub fn set_policy(tid: i32, policy: Policy) -> io::Result<()> {
-    policy
-        .validate()
-        .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
-    let mut attr = SchedAttr {
-        size: std::mem::size_of::<SchedAttr>() as u32,
-        sched_policy: 0,
-        sched_flags: 0,
-        sched_nice: 0,
-        sched_priority: 0,
-        sched_runtime: 0,
-        sched_deadline: 0,
-        sched_period: 0,
-    };
+/// The kernel's scheduling parameters for `policy` (struct sched_attr's fields).
+fn sched_params(policy: Policy) -> SchedParams {
+    let mut p = SchedParams::default();
     match policy {
         Policy::Other { nice } => {
-            attr.sched_policy = libc::SCHED_OTHER as u32;
-            attr.sched_nice = nice;
+            p.policy = libc::SCHED_OTHER as u32;
+            p.nice = nice;
         }
-        Policy::Fifo(p) => {
-            attr.sched_policy = libc::SCHED_FIFO as u32;
-            attr.sched_priority = p as u32;
+        Policy::Fifo(prio) => {
+            p.policy = libc::SCHED_FIFO as u32;
+            p.priority = prio as u32;
         }
-        Policy::RoundRobin(p) => {
-            attr.sched_policy = libc::SCHED_RR as u32;
-            attr.sched_priority = p as u32;
+        Policy::RoundRobin(prio) => {
+            p.policy = libc::SCHED_RR as u32;
+            p.priority = prio as u32;
         }
         Policy::Deadline {
             runtime_ns,
             deadline_ns,
             period_ns,
         } => {
-            attr.sched_policy = SCHED_DEADLINE;
-            attr.sched_runtime = runtime_ns;
-            attr.sched_deadline = deadline_ns;
-            attr.sched_period = period_ns;
+            p.policy = SCHED_DEADLINE;
+            p.runtime = runtime_ns;
+            p.deadline = deadline_ns;
+            p.period = period_ns;
         }
     }
-    // SAFETY: `attr` is a fully initialised sched_attr whose `size` field is its
-    // own size, so the kernel reads no more than the struct holds; it is not written.
-    let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    p
+}
+
+/// Sets the policy of thread `tid` (0 = the calling thread) with sched_setattr
+/// (through the kernel door).
+pub fn set_policy(tid: i32, policy: Policy) -> io::Result<()> {
+    policy
+        .validate()
+        .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
+    RealKernel.set_sched(tid, &sched_params(policy))
 }
 
 /// Pins thread `tid` (0 = the calling thread) to `cpus`.

@@ -74,6 +74,27 @@ pub enum CauseKind {
     Untraced,
 }
 
+impl CauseKind {
+    /// The short word reports and JSON use for this kind (`irq`, `kthread`,
+    /// `other-ns`, `outside`, ...).
+    pub fn word(self) -> &'static str {
+        match self {
+            CauseKind::Irq => "irq",
+            CauseKind::Vector => "vector",
+            CauseKind::Hrtimer => "hrtimer",
+            CauseKind::Softirq => "softirq",
+            CauseKind::Work => "work",
+            CauseKind::Task => "task",
+            CauseKind::KernelThread => "kthread",
+            CauseKind::OtherNamespace => "other-ns",
+            CauseKind::RtThrottled => "throttled",
+            CauseKind::MeasuredTask => "self",
+            CauseKind::Outside => "outside",
+            CauseKind::Untraced => "untraced",
+        }
+    }
+}
+
 /// Where in the wakeup the time went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]

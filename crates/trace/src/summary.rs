@@ -77,23 +77,6 @@ pub fn top_causes(attrs: &[Attribution]) -> Vec<CauseTotal> {
     v
 }
 
-fn kind_word(k: CauseKind) -> &'static str {
-    match k {
-        CauseKind::Irq => "irq",
-        CauseKind::Vector => "vector",
-        CauseKind::Hrtimer => "hrtimer",
-        CauseKind::Softirq => "softirq",
-        CauseKind::Work => "work",
-        CauseKind::Task => "task",
-        CauseKind::KernelThread => "kthread",
-        CauseKind::OtherNamespace => "other-ns",
-        CauseKind::RtThrottled => "throttled",
-        CauseKind::MeasuredTask => "self",
-        CauseKind::Outside => "outside",
-        CauseKind::Untraced => "untraced",
-    }
-}
-
 /// Text for a terminal: the top causes, then each of the `largest` biggest
 /// spikes with its causes and notes.
 pub fn render_summary(s: &TraceSummary, top: usize, largest: usize) -> String {
@@ -117,7 +100,7 @@ pub fn render_summary(s: &TraceSummary, top: usize, largest: usize) -> String {
                 o,
                 "  {:>10}  {:<9} {}  (in {} spike{}, max {})",
                 fmt_ns(c.total_ns),
-                kind_word(c.kind),
+                c.kind.word(),
                 c.name,
                 c.spikes,
                 if c.spikes == 1 { "" } else { "s" },
@@ -159,7 +142,7 @@ pub fn render_attribution(a: &Attribution) -> String {
             o,
             "  {:>10}  {:<9} {}  [{}]",
             fmt_ns(c.ns),
-            kind_word(c.kind),
+            c.kind.word(),
             c.name,
             phase_word(c.phase)
         );
