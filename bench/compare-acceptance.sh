@@ -53,7 +53,12 @@ for i in $(seq 1 "$RUNS"); do
            else "" end)
         + (if .determinism then ", jitter \(.determinism.jitter_pct * 100 | round / 100)% (guest \(.determinism.guest_jitter_pct // 0 | . * 100 | round / 100)%)" else "" end))
     ' "$WORK/run$i/report.json"
-    jq -c '{raw: .verdict.loaded_over_shielded, guest: .verdict.guest_loaded_over_shielded, anchor: .verdict.anchor_loaded_over_shielded, pass: .verdict.pass, agrees: .verdict.anchor_agrees, shielded_guest_ns: (.scenarios[] | select(.name=="shielded") | .attribution.guest_worst_ns), min_named: ([.scenarios[] | .attribution | select(.) | (.named_ns / ([.latency_ns,1]|max))] | min)}' \
+    # The shielded scenario's guest causes above 100 us, and whether each has a fix.
+    jq -r '.scenarios[] | select(.name == "shielded") | .attribution.causes[]?
+      | select(.guest and .worst_ns > 100000)
+      | "  shielded guest cause > 100 us: \(.kind) \(.name), worst \(.worst_ns / 1000 | floor) us, fix: \(.fix // "NONE")"' \
+        "$WORK/run$i/report.json"
+    jq -c '{raw: .verdict.loaded_over_shielded, guest: .verdict.guest_loaded_over_shielded, anchor: .verdict.anchor_loaded_over_shielded, pass: .verdict.pass, agrees: .verdict.anchor_agrees, shielded_guest_ns: (.scenarios[] | select(.name=="shielded") | .attribution.guest_worst_ns), min_named: ([.scenarios[] | .attribution | select(.) | (.named_ns / ([.latency_ns,1]|max))] | min), unfixed_over_100us: ([.scenarios[] | select(.name=="shielded") | .attribution.causes[]? | select(.guest and .worst_ns > 100000 and .fix == null and .kind != "self")] | length)}' \
         "$WORK/run$i/report.json" >>"$WORK/summary.jsonl"
 done
 
@@ -66,7 +71,8 @@ jq -s -r '
   "cyclictest loaded/shielded: median \(map(.anchor // 0) | median | . * 10 | round / 10)x",
   "verdict says the shield works: \(map(select(.pass)) | length)/\(length); agrees with its anchor: \(map(select(.agrees != false)) | length)/\(length)",
   "shielded guest-caused worst: median \(map(.shielded_guest_ns) | median / 1000 | floor) us, max \(map(.shielded_guest_ns) | max / 1000 | floor) us",
-  "lowest share of latency above the threshold charged to a named cause, per run: \(map(.min_named * 1000 | round / 10) | join("%, "))%"
+  "lowest share of latency above the threshold charged to a named cause, per run: \(map(.min_named * 1000 | round / 10) | join("%, "))%",
+  "shielded guest causes above 100 us without a fix (the probe own path, kind self, not counted), per run: \(map(.unfixed_over_100us) | map(tostring) | join(", "))"
 ' "$WORK/summary.jsonl"
 
 echo
