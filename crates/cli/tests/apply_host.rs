@@ -134,5 +134,9 @@ fn apply_twice_is_a_no_op_dry_run_changes_nothing_and_reset_restores_everything(
     assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
     assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-kerneltem").exists());
     assert!(!text.contains("ASSERT-FAIL"), "{text}");
-    assert!(text.contains("SCENARIO-DONE"), "exit {:?}: {text}", out.status);
+    assert!(
+        text.contains("SCENARIO-DONE"),
+        "exit {:?}: {text}",
+        out.status
+    );
 }
