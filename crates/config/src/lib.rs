@@ -420,13 +420,21 @@ impl Config {
                 _ => masks = masks.union(&ShieldMasks::all(cpus)),
             }
         }
-        for (kind, mask) in [
-            ("processes", &masks.procs),
-            ("interrupts", &masks.irqs),
-            ("the local timer", &masks.ltmr),
+        for (kind, own_key, mask) in [
+            ("processes", "shield.procs", &masks.procs),
+            ("interrupts", "shield.irqs", &masks.irqs),
+            ("the local timer", "shield.ltmr", &masks.ltmr),
         ] {
             if !online.is_empty() && online.is_subset(mask) {
-                let (key, span, _) = spans.last().expect("a non-empty mask has a key");
+                // The last key that adds CPUs to this mask.
+                let (key, span, _) = spans
+                    .iter()
+                    .rev()
+                    .find(|(k, ..)| {
+                        *k == own_key
+                            || matches!(*k, "shield.all" | "shield.isolated" | "shield.reserved")
+                    })
+                    .expect("a non-empty mask has a key");
                 return Err(self.error(
                     span,
                     key,

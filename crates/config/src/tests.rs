@@ -115,6 +115,12 @@ fn an_offline_cpu_names_its_line_and_key() {
 #[test]
 fn shielding_every_cpu_is_refused_at_its_key() {
     error_names("[shield]\nprocs = \"0-3\"\n", 2, "shield.procs");
+    error_names("[shield]\nall = \"0-3\"\nirqs = \"1\"\n", 2, "shield.all");
+    error_names(
+        "[shield]\nprocs = \"1\"\nirqs = \"0-3\"\n",
+        3,
+        "shield.irqs",
+    );
 }
 
 #[test]
