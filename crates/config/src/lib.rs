@@ -455,6 +455,21 @@ impl Config {
                 "set ltmr_sysctls = true, or shield only procs and irqs",
             ));
         }
+        for grant in &self.content.access.grant {
+            let cpus = self.cpus(&grant.cpus, "access.grant.cpus")?;
+            let outside = cpus.difference(&masks.procs);
+            if !outside.is_empty() {
+                return Err(self.error(
+                    &grant.cpus.span(),
+                    "access.grant.cpus",
+                    format!(
+                        "CPU(s) {outside} are not shielded from processes (shield.procs: {})",
+                        masks.procs
+                    ),
+                    "grant only shielded CPUs, or add them to the shield",
+                ));
+            }
+        }
         let mut irq_pins = Vec::new();
         for pin in &self.content.irq {
             let cpus = self.cpus(&pin.cpus, "irq.cpus")?;

@@ -206,6 +206,18 @@ fn access_grants_are_checked() {
 }
 
 #[test]
+fn a_grant_of_an_unshielded_cpu_is_refused() {
+    let grant = "[[access.grant]]\ngroup = \"rt\"\ncpus = \"1-2\"\nmax_priority = 5\n";
+    let err = error_names(
+        &format!("[shield]\nall = \"1\"\n{grant}"),
+        5,
+        "access.grant.cpus",
+    );
+    assert!(err.problem.contains("CPU(s) 2"), "{err}");
+    assert!(resolve(&format!("[shield]\nall = \"1-2\"\n{grant}")).is_ok());
+}
+
+#[test]
 fn agent_settings_are_checked() {
     let c =
         parse("[agent]\nlisten = \"0.0.0.0:9100\"\ninterval = \"500ms\"\non_stop = \"reset\"\n")
