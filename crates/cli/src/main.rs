@@ -24,6 +24,8 @@ enum Command {
     Unshield(cmd::shield::UnshieldArgs),
     /// Restore exactly the state from before the first shield.
     Reset(cmd::shield::ResetArgs),
+    /// Make the shield match the config file (/etc/cpushield/cpushield.toml).
+    Apply(cmd::apply::ApplyArgs),
     /// Show the shields and what still runs on each CPU.
     Show(cmd::shield::ShowArgs),
     /// Print the kernel command line a reboot needs for what runtime cannot do.
@@ -62,6 +64,7 @@ fn main() -> ExitCode {
         Command::Shield(a) => cmd::shield::shield(a),
         Command::Unshield(a) => cmd::shield::unshield(a),
         Command::Reset(a) => cmd::shield::reset(a),
+        Command::Apply(a) => cmd::apply::apply(a),
         Command::Show(a) => cmd::shield::show(a),
         Command::BootParams(a) => cmd::shield::boot_params(a),
         Command::Run(a) => cmd::run::run(a),

@@ -240,3 +240,38 @@ fn zero_histogram_bins_are_refused() {
     assert!(err.contains("--histogram-bins"), "{err}");
     assert!(!hist.exists(), "no empty histogram file is left behind");
 }
+
+#[test]
+fn a_bad_or_missing_config_file_is_one_line_naming_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[shield]\nall = \"1\"\n\n[agent]\nlisten = \"nowhere\"\n",
+    )
+    .unwrap();
+    let bad = bad.display().to_string();
+    for args in [
+        vec!["apply", "--config", &bad],
+        vec!["apply", "--config", &bad, "--dry-run"],
+    ] {
+        let err = refused(&args);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!("{bad}:5: key `agent.listen`")),
+            "{err}"
+        );
+        assert!(err.contains("127.0.0.1:9477"), "no remedy: {err}");
+    }
+    let missing = dir.path().join("missing.toml").display().to_string();
+    let err = refused(&["apply", "--config", &missing]);
+    assert!(
+        err.contains(&missing) && err.contains("--config PATH"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "a file was created"
+    );
+}

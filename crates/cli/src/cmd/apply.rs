@@ -1,0 +1,87 @@
+//! `cpushield apply`: make the shield match the config file, through the
+//! same shield, unshield and reset calls (and so the same saved state) as the
+//! `shield` commands.
+
+use crate::args::EXIT_OK;
+use anyhow::Context;
+use clap::Args;
+use cpushield_config::{Change, Config, ConfigError};
+use cpushield_kernel::RealKernel;
+use cpushield_shield::{render, state, ShieldMasks};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `cpushield apply`.
+#[derive(Args)]
+pub struct ApplyArgs {
+    /// The config file.
+    #[arg(long, value_name = "PATH", default_value = cpushield_config::DEFAULT_PATH)]
+    config: PathBuf,
+    /// Print the plan, one change per line, and change nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// Reads and checks the file; every problem is one line naming file, line and key.
+fn load(path: &PathBuf, online: &cpushield_cpuset::CpuSet) -> anyhow::Result<ShieldMasks> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read the config file {file} ({e}): create it (every key is described in \
+             dist/cpushield.toml) or name another with --config PATH"
+        )
+    })?;
+    let config = Config::parse(&file, &text)?;
+    let desired = config.resolve(online)?;
+    if let Some(line) = desired.first_irq_line {
+        return Err(ConfigError {
+            file,
+            line,
+            key: "irq".into(),
+            problem: "IRQ pins are checked but this version of apply does not set them".into(),
+            remedy: "remove the [[irq]] tables".into(),
+        }
+        .into());
+    }
+    Ok(desired.masks)
+}
+
+/// Runs `cpushield apply`.
+pub fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
+    let kernel = RealKernel;
+    let online = cpushield_kernel::online_cpus(&kernel).context("reading the online CPUs")?;
+    let desired = load(&args.config, &online)?;
+    let current = state::load_through(&kernel, &state::state_dir())?
+        .map(|l| l.state.masks)
+        .unwrap_or_default();
+    let plan = cpushield_config::plan(&current, &desired, &online);
+    if plan.is_empty() {
+        println!(
+            "nothing to change: the shield already matches {}",
+            args.config.display()
+        );
+        return Ok(ExitCode::from(EXIT_OK));
+    }
+    if args.dry_run {
+        for line in plan.lines() {
+            println!("{line}");
+        }
+        return Ok(ExitCode::from(EXIT_OK));
+    }
+    let options = cpushield_shield::Options {
+        is_root: nix::unistd::geteuid().is_root(),
+        whole_cores: false,
+    };
+    for change in &plan.changes {
+        let (report, verb) = match change {
+            Change::Shield(m) => (cpushield_shield::shield(&kernel, m, options)?, "shielded"),
+            Change::Unshield(m) => (
+                cpushield_shield::unshield(&kernel, m, options)?,
+                "shield now",
+            ),
+            Change::Reset => (cpushield_shield::reset(&kernel, options)?, "reset"),
+        };
+        print!("{}", render::render_report(&report, verb));
+    }
+    Ok(ExitCode::from(EXIT_OK))
+}

@@ -1,0 +1,142 @@
+//! `cpushield apply` for real on this host, inside a private PID namespace:
+//! the config file brings the shield up, a second apply changes nothing,
+//! `--dry-run` prints the plan and changes nothing, apply mixed with `shield`
+//! ends where the file says, and `reset` restores everything.
+
+use std::path::Path;
+use std::process::Command;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_cpushield")
+}
+
+/// Prints why a test cannot run here; in CI (CI=true) that is a failure.
+fn skip(why: &str) {
+    assert!(
+        std::env::var("CI").map_or(true, |v| v != "true"),
+        "cannot run in CI: {why}"
+    );
+    eprintln!("skipped: {why}");
+}
+
+fn can_shield_here() -> Result<(), String> {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
+        .unwrap_or(false);
+    if !root {
+        return Err("not root".into());
+    }
+    if Command::new("unshare").arg("--help").output().is_err() {
+        return Err("unshare(1) missing".into());
+    }
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    if online.trim() == "0" {
+        return Err("needs 2 CPUs".into());
+    }
+    Ok(())
+}
+
+/// Every IRQ mask, the default mask, and the sysctls the local-timer shield writes.
+fn system_state() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc/irq").unwrap().flatten() {
+        let p = e.path().join("smp_affinity");
+        if let Ok(t) = std::fs::read_to_string(&p) {
+            out.push((p.display().to_string(), t));
+        }
+    }
+    for p in [
+        "/proc/irq/default_smp_affinity",
+        "/proc/sys/kernel/watchdog_cpumask",
+        "/proc/sys/vm/stat_interval",
+    ] {
+        out.push((p.into(), std::fs::read_to_string(p).unwrap_or_default()));
+    }
+    out.sort();
+    out
+}
+
+const SCENARIO: &str = r#"
+set -u
+fail() { echo "ASSERT-FAIL $*"; }
+aff() { grep Cpus_allowed_list /proc/$1/status | cut -f2; }
+cg() { grep ':cpuset:' /proc/$1/cgroup | cut -d: -f3; }
+masks() { $CS show --json | grep -E '^  "(procs|irqs|ltmr)":' | tr -d ' \n'; }
+sleep 60 & ALL=$!
+sleep 0.2
+before="$(aff $ALL) $(cg $ALL) $(aff $$) $(cg $$)"
+printf '[shield]\nall = "1"\n' > "$CFG"
+$CS apply --config "$CFG" >/dev/null || fail "apply exit $?"
+[ "$(aff $ALL)" = 0 ] || fail "task on $(aff $ALL) after apply, want 0"
+[ "$(cg $ALL)" = /cpushield-kerneltem ] || fail "task in $(cg $ALL) after apply"
+[ "$(masks)" = '"procs":"1","irqs":"1","ltmr":"1",' ] || fail "masks after apply: $(masks)"
+again=$($CS apply --config "$CFG"); rc=$?
+[ $rc = 0 ] || fail "second apply exit $rc"
+[ "$again" = "nothing to change: the shield already matches $CFG" ] || fail "second apply said [$again]"
+printf '[shield]\nprocs = "1"\n' > "$CFG"
+plan=$($CS apply --config "$CFG" --dry-run); rc=$?
+[ $rc = 0 ] || fail "dry-run exit $rc"
+want='unshield CPU 1 from interrupts
+unshield CPU 1 from the local timer'
+[ "$plan" = "$want" ] || fail "dry-run plan [$plan]"
+[ "$(masks)" = '"procs":"1","irqs":"1","ltmr":"1",' ] || fail "dry-run changed the masks: $(masks)"
+printf '[shield]\nprocz = "1"\n' > "$BAD"
+bad=$($CS apply --config "$BAD" 2>&1); rc=$?
+[ $rc = 1 ] || fail "bad file exit $rc"
+case "$bad" in *"$BAD:2: key \`shield.procz\`"*) ;; *) fail "bad file said [$bad]";; esac
+[ "$(masks)" = '"procs":"1","irqs":"1","ltmr":"1",' ] || fail "bad file changed the masks: $(masks)"
+$CS apply --config "$CFG" >/dev/null || fail "apply of the edit exit $?"
+[ "$(masks)" = '"procs":"1","irqs":"","ltmr":"",' ] || fail "masks after the edit: $(masks)"
+$CS shield --irqs 1 >/dev/null || fail "shield --irqs exit $?"
+plan=$($CS apply --config "$CFG" --dry-run)
+[ "$plan" = "unshield CPU 1 from interrupts" ] || fail "plan after shield --irqs [$plan]"
+$CS apply --config "$CFG" >/dev/null || fail "apply after shield exit $?"
+[ "$(masks)" = '"procs":"1","irqs":"","ltmr":"",' ] || fail "masks after apply over shield: $(masks)"
+$CS reset >/dev/null || fail "reset exit $?"
+after="$(aff $ALL) $(cg $ALL) $(aff $$) $(cg $$)"
+[ "$before" = "$after" ] || fail "tasks differ after reset: [$before] vs [$after]"
+[ "$(masks)" = '"procs":"","irqs":"","ltmr":"",' ] || fail "masks after reset: $(masks)"
+kill $ALL
+echo SCENARIO-DONE
+"#;
+
+#[test]
+fn apply_twice_is_a_no_op_dry_run_changes_nothing_and_reset_restores_everything() {
+    if let Err(why) = can_shield_here() {
+        skip(&why);
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let before = system_state();
+    let out = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "bash", "-c", SCENARIO])
+        .env("CS", bin())
+        .env("CFG", dir.path().join("cpushield.toml"))
+        .env("BAD", dir.path().join("bad.toml"))
+        .env("CPUSHIELD_STATE_DIR", &state)
+        .output()
+        .expect("run unshare");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    if !text.contains("SCENARIO-DONE") {
+        // Leave nothing behind: that namespace is gone, so reset its
+        // cgroups, IRQs and settings from the same state dir.
+        let _ = Command::new(bin())
+            .args(["reset", "--namespace-gone"])
+            .env("CPUSHIELD_STATE_DIR", &state)
+            .output();
+    }
+    assert_eq!(before, system_state(), "IRQs or sysctls differ after reset");
+    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-kerneltem").exists());
+    assert!(!text.contains("ASSERT-FAIL"), "{text}");
+    assert!(
+        text.contains("SCENARIO-DONE"),
+        "exit {:?}: {text}",
+        out.status
+    );
+}

@@ -1,0 +1,593 @@
+//! The cpushield config file (`/etc/cpushield/cpushield.toml`) and the plan
+//! that makes the shield match it (`cpushield apply`).
+//!
+//! Pure: the caller reads the file and the current shield masks; this crate
+//! parses (serde + toml, unknown keys refused), validates against the online
+//! CPUs, and diffs the file against the shield into a [`Plan`] of shield and
+//! unshield calls that the CLI runs through the shield's own code path (so
+//! the shield's journal, and `reset`, cover every change).
+//!
+//! Every error is one line naming the file, the line, the key, and the remedy.
+
+use cpushield_cpuset::CpuSet;
+use cpushield_shield::ShieldMasks;
+use serde::Deserialize;
+use std::fmt;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::time::Duration;
+use toml::Spanned;
+
+/// Where `cpushield apply` reads its config unless `--config` names another file.
+pub const DEFAULT_PATH: &str = "/etc/cpushield/cpushield.toml";
+
+/// The agent's metrics address unless `[agent] listen` names another.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9477";
+
+/// The config file as written (every table and key optional; unknown keys refused).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// `[shield]`: which CPUs to shield from what.
+    #[serde(default)]
+    pub shield: ShieldSection,
+    /// `[settings]`: the run-time settings the shield may change.
+    #[serde(default)]
+    pub settings: Settings,
+    /// `[[irq]]`: IRQ pins.
+    #[serde(default)]
+    pub irq: Vec<IrqPin>,
+    /// `[access]`: who may use which shielded CPUs (validated only; enforced by the agent, later).
+    #[serde(default)]
+    pub access: Access,
+    /// `[agent]`: the agent's settings (validated only; the agent is later work).
+    #[serde(default)]
+    pub agent: Agent,
+}
+
+/// `[shield]`: CPU lists (`"1"`, `"2-3,6"`); each key adds its CPUs to its masks.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShieldSection {
+    /// CPUs shielded from processes, interrupts and the local timer (`shield --all`).
+    pub all: Option<Spanned<String>>,
+    /// CPUs shielded from processes (`shield --procs`).
+    pub procs: Option<Spanned<String>>,
+    /// CPUs shielded from interrupts (`shield --irqs`).
+    pub irqs: Option<Spanned<String>>,
+    /// CPUs shielded from the local timer (`shield --ltmr`).
+    pub ltmr: Option<Spanned<String>>,
+    /// Kubernetes PerformanceProfile `spec.cpu.isolated`: the CPUs for real-time
+    /// work, shielded from all three (same as `all`).
+    pub isolated: Option<Spanned<String>>,
+    /// Kubernetes PerformanceProfile `spec.cpu.reserved`: the housekeeping CPUs;
+    /// every other online CPU is shielded from all three.
+    pub reserved: Option<Spanned<String>>,
+}
+
+/// `[settings]`: what the shield may change at run time.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// The local-timer shield writes `kernel.watchdog_cpumask` and
+    /// `vm.stat_interval`; `false` forbids it (then `ltmr` must name no CPU).
+    #[serde(default = "yes")]
+    pub ltmr_sysctls: Spanned<bool>,
+}
+
+fn yes() -> Spanned<bool> {
+    Spanned::new(0..0, true)
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            ltmr_sysctls: yes(),
+        }
+    }
+}
+
+/// `[[irq]]`: one IRQ pinned to CPUs, named by its /proc/interrupts name or number.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IrqPin {
+    /// The action name in /proc/interrupts (e.g. `eth0-rx-0`).
+    pub name: Option<Spanned<String>>,
+    /// The IRQ number.
+    pub number: Option<Spanned<u32>>,
+    /// The CPUs the IRQ goes to.
+    pub cpus: Spanned<String>,
+}
+
+/// `[access]`: which groups may place their tasks on which shielded CPUs.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Access {
+    /// `[[access.grant]]`: one rule per group.
+    #[serde(default)]
+    pub grant: Vec<Grant>,
+}
+
+/// One access rule: members of `group` may use `cpus` up to `max_priority`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grant {
+    /// A Unix group name.
+    pub group: Spanned<String>,
+    /// Shielded CPUs the group may use.
+    pub cpus: Spanned<String>,
+    /// Highest SCHED_FIFO/SCHED_RR priority the group may ask for (1-99).
+    pub max_priority: Spanned<u32>,
+}
+
+/// `[agent]`: the long-running agent's settings.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Agent {
+    /// Address of the metrics endpoint (default 127.0.0.1:9477).
+    pub listen: Option<Spanned<String>>,
+    /// How often the agent checks the shield (e.g. `"1s"`, `"500ms"`).
+    pub interval: Option<Spanned<String>>,
+    /// On SIGTERM: `"keep"` the shield up or `"reset"` it.
+    pub on_stop: Option<Spanned<String>>,
+}
+
+/// What the file asks for, checked against this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Desired {
+    /// The shield masks the file declares.
+    pub masks: ShieldMasks,
+    /// IRQ pins, in file order.
+    pub irq_pins: Vec<(IrqRef, CpuSet)>,
+    /// Line of the first `[[irq]]` table, if any.
+    pub first_irq_line: Option<usize>,
+}
+
+/// How a pin names its IRQ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IrqRef {
+    /// By action name.
+    Name(String),
+    /// By number.
+    Number(u32),
+}
+
+/// A config file that cannot be used: where, which key, why, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file.
+    pub file: String,
+    /// 1-based line (0 when the whole file is meant).
+    pub line: usize,
+    /// The key (dotted, e.g. `shield.procs`).
+    pub key: String,
+    /// What is wrong.
+    pub problem: String,
+    /// What to do.
+    pub remedy: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}: key `{}`: {}; {}",
+            self.file, self.line, self.key, self.problem, self.remedy
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A parsed file with its name and text (for line numbers).
+#[derive(Debug)]
+pub struct Config {
+    /// The file name, as given.
+    pub file: String,
+    text: String,
+    /// The parsed content.
+    pub content: ConfigFile,
+}
+
+/// 1-based line of byte offset `at` in `text`.
+fn line_of(text: &str, at: usize) -> usize {
+    text[..at.min(text.len())].matches('\n').count() + 1
+}
+
+/// The key on the line of `span` (`a = 1` gives `a`; `[t]` gives `t`), prefixed
+/// with the table the line is in.
+fn key_at(text: &str, span: &Range<usize>) -> String {
+    let start = span.start.min(text.len());
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    let line = text[line_start..line_end].trim();
+    let table = text[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_string());
+    if line.starts_with('[') {
+        return line
+            .trim_matches(|c| c == '[' || c == ']')
+            .trim()
+            .to_string();
+    }
+    let key = match line.split_once('=') {
+        Some((k, _)) => k.trim().trim_matches('"').to_string(),
+        None => text[start..span.end.min(text.len()).max(start)]
+            .trim()
+            .to_string(),
+    };
+    match table {
+        Some(t) if !key.is_empty() => format!("{t}.{key}"),
+        Some(t) => t,
+        None => key,
+    }
+}
+
+impl Config {
+    /// Parses `text`, read from `file`. Unknown keys and wrong types are errors.
+    pub fn parse(file: &str, text: &str) -> Result<Self, ConfigError> {
+        let content: ConfigFile = toml::from_str(text).map_err(|e| {
+            let span = e.span().unwrap_or(0..0);
+            let message = e.message().trim().replace('\n', " ");
+            let remedy = if message.contains("unknown field") {
+                "remove or correct the key (every key is described in dist/cpushield.toml)"
+            } else {
+                "correct the value (every key is described in dist/cpushield.toml)"
+            };
+            ConfigError {
+                file: file.to_string(),
+                line: line_of(text, span.start),
+                key: key_at(text, &span),
+                problem: message,
+                remedy: remedy.to_string(),
+            }
+        })?;
+        let config = Self {
+            file: file.to_string(),
+            text: text.to_string(),
+            content,
+        };
+        config.check_access_and_agent()?;
+        Ok(config)
+    }
+
+    fn error(&self, span: &Range<usize>, key: &str, problem: String, remedy: &str) -> ConfigError {
+        ConfigError {
+            file: self.file.clone(),
+            line: if span.is_empty() && span.start == 0 {
+                0
+            } else {
+                line_of(&self.text, span.start)
+            },
+            key: key.to_string(),
+            problem,
+            remedy: remedy.to_string(),
+        }
+    }
+
+    fn cpus(&self, value: &Spanned<String>, key: &str) -> Result<CpuSet, ConfigError> {
+        CpuSet::parse_list(value.get_ref()).map_err(|e| {
+            self.error(
+                &value.span(),
+                key,
+                format!("{:?} is not a CPU list ({e})", value.get_ref()),
+                "write a CPU list such as \"1\" or \"2-3,6\"",
+            )
+        })
+    }
+
+    fn check_access_and_agent(&self) -> Result<(), ConfigError> {
+        for grant in &self.content.access.grant {
+            let group = grant.group.get_ref();
+            let valid_group = !group.is_empty()
+                && group
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+            if !valid_group {
+                return Err(self.error(
+                    &grant.group.span(),
+                    "access.grant.group",
+                    format!("{group:?} is not a group name"),
+                    "name a Unix group (letters, digits, _ - .)",
+                ));
+            }
+            let cpus = self.cpus(&grant.cpus, "access.grant.cpus")?;
+            if cpus.is_empty() {
+                return Err(self.error(
+                    &grant.cpus.span(),
+                    "access.grant.cpus",
+                    "names no CPU".into(),
+                    "name the shielded CPUs the group may use, e.g. \"1\"",
+                ));
+            }
+            let prio = *grant.max_priority.get_ref();
+            if !(1..=99).contains(&prio) {
+                return Err(self.error(
+                    &grant.max_priority.span(),
+                    "access.grant.max_priority",
+                    format!("{prio} is outside 1-99"),
+                    "give a real-time priority from 1 to 99",
+                ));
+            }
+        }
+        let agent = &self.content.agent;
+        if let Some(listen) = &agent.listen {
+            if listen.get_ref().parse::<SocketAddr>().is_err() {
+                return Err(self.error(
+                    &listen.span(),
+                    "agent.listen",
+                    format!("{:?} is not an address:port", listen.get_ref()),
+                    "write e.g. \"127.0.0.1:9477\"",
+                ));
+            }
+        }
+        if let Some(interval) = &agent.interval {
+            match humantime::parse_duration(interval.get_ref()) {
+                Ok(d) if d >= Duration::from_millis(10) => {}
+                _ => {
+                    return Err(self.error(
+                        &interval.span(),
+                        "agent.interval",
+                        format!(
+                            "{:?} is not a duration of at least 10ms",
+                            interval.get_ref()
+                        ),
+                        "write e.g. \"1s\" or \"500ms\"",
+                    ))
+                }
+            }
+        }
+        if let Some(on_stop) = &agent.on_stop {
+            if !matches!(on_stop.get_ref().as_str(), "keep" | "reset") {
+                return Err(self.error(
+                    &on_stop.span(),
+                    "agent.on_stop",
+                    format!("{:?} is neither \"keep\" nor \"reset\"", on_stop.get_ref()),
+                    "write \"keep\" (leave the shield up) or \"reset\"",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The agent's listen address (the default when the file names none).
+    pub fn agent_listen(&self) -> SocketAddr {
+        self.content
+            .agent
+            .listen
+            .as_ref()
+            .and_then(|l| l.get_ref().parse().ok())
+            .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("default address"))
+    }
+
+    /// What the file asks of a machine whose online CPUs are `online`.
+    pub fn resolve(&self, online: &CpuSet) -> Result<Desired, ConfigError> {
+        let s = &self.content.shield;
+        let mut masks = ShieldMasks::default();
+        let mut spans: Vec<(&str, Range<usize>, CpuSet)> = Vec::new();
+        for (key, value) in [
+            ("shield.all", &s.all),
+            ("shield.isolated", &s.isolated),
+            ("shield.procs", &s.procs),
+            ("shield.irqs", &s.irqs),
+            ("shield.ltmr", &s.ltmr),
+            ("shield.reserved", &s.reserved),
+        ] {
+            if let Some(v) = value {
+                spans.push((key, v.span(), self.cpus(v, key)?));
+            }
+        }
+        for (key, span, cpus) in &spans {
+            let offline = cpus.difference(online);
+            if !offline.is_empty() {
+                return Err(self.error(
+                    span,
+                    key,
+                    format!("CPU(s) {offline} not online (online CPUs: {online})"),
+                    "name CPUs from the online list",
+                ));
+            }
+            match *key {
+                "shield.procs" => masks.procs = masks.procs.union(cpus),
+                "shield.irqs" => masks.irqs = masks.irqs.union(cpus),
+                "shield.ltmr" => masks.ltmr = masks.ltmr.union(cpus),
+                "shield.reserved" => {
+                    if let Some((_, _, iso)) = spans.iter().find(|(k, ..)| *k == "shield.isolated")
+                    {
+                        let both = iso.intersection(cpus);
+                        if !both.is_empty() {
+                            return Err(self.error(
+                                span,
+                                key,
+                                format!("CPU(s) {both} are both isolated and reserved"),
+                                "a CPU is either isolated (shielded) or reserved (housekeeping)",
+                            ));
+                        }
+                    }
+                    if cpus.is_empty() {
+                        return Err(self.error(
+                            span,
+                            key,
+                            "names no CPU".into(),
+                            "reserve at least one housekeeping CPU, e.g. \"0\"",
+                        ));
+                    }
+                    masks = masks.union(&ShieldMasks::all(&online.difference(cpus)));
+                }
+                _ => masks = masks.union(&ShieldMasks::all(cpus)),
+            }
+        }
+        for (kind, own_key, mask) in [
+            ("processes", "shield.procs", &masks.procs),
+            ("interrupts", "shield.irqs", &masks.irqs),
+            ("the local timer", "shield.ltmr", &masks.ltmr),
+        ] {
+            if !online.is_empty() && online.is_subset(mask) {
+                // The last key that adds CPUs to this mask.
+                let (key, span, _) = spans
+                    .iter()
+                    .rev()
+                    .find(|(k, ..)| {
+                        *k == own_key
+                            || matches!(*k, "shield.all" | "shield.isolated" | "shield.reserved")
+                    })
+                    .expect("a non-empty mask has a key");
+                return Err(self.error(
+                    span,
+                    key,
+                    format!("shields {kind} on every online CPU ({online})"),
+                    "leave at least one CPU unshielded for the rest of the system",
+                ));
+            }
+        }
+        let sysctls = &self.content.settings.ltmr_sysctls;
+        if !*sysctls.get_ref() && !masks.ltmr.is_empty() {
+            return Err(self.error(
+                &sysctls.span(),
+                "settings.ltmr_sysctls",
+                format!(
+                    "is false but the shield names local-timer CPUs ({})",
+                    masks.ltmr
+                ),
+                "set ltmr_sysctls = true, or shield only procs and irqs",
+            ));
+        }
+        for grant in &self.content.access.grant {
+            let cpus = self.cpus(&grant.cpus, "access.grant.cpus")?;
+            let outside = cpus.difference(&masks.procs);
+            if !outside.is_empty() {
+                return Err(self.error(
+                    &grant.cpus.span(),
+                    "access.grant.cpus",
+                    format!(
+                        "CPU(s) {outside} are not shielded from processes (shield.procs: {})",
+                        masks.procs
+                    ),
+                    "grant only shielded CPUs, or add them to the shield",
+                ));
+            }
+        }
+        let mut irq_pins = Vec::new();
+        for pin in &self.content.irq {
+            let cpus = self.cpus(&pin.cpus, "irq.cpus")?;
+            let offline = cpus.difference(online);
+            if cpus.is_empty() || !offline.is_empty() {
+                return Err(self.error(
+                    &pin.cpus.span(),
+                    "irq.cpus",
+                    format!("{cpus} is empty or names offline CPUs (online: {online})"),
+                    "name online CPUs for the IRQ",
+                ));
+            }
+            let which = match (&pin.name, &pin.number) {
+                (Some(n), None) => IrqRef::Name(n.get_ref().clone()),
+                (None, Some(n)) => IrqRef::Number(*n.get_ref()),
+                _ => {
+                    return Err(self.error(
+                        &pin.cpus.span(),
+                        "irq",
+                        "an [[irq]] needs exactly one of name and number".into(),
+                        "write name = \"eth0-rx-0\" or number = 24",
+                    ))
+                }
+            };
+            irq_pins.push((which, cpus));
+        }
+        let first_irq_line = self
+            .content
+            .irq
+            .first()
+            .map(|p| line_of(&self.text, p.cpus.span().start));
+        Ok(Desired {
+            masks,
+            irq_pins,
+            first_irq_line,
+        })
+    }
+}
+
+/// One change `apply` makes, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// `cpushield shield` with these masks (added to the shield).
+    Shield(ShieldMasks),
+    /// `cpushield unshield` with these masks (removed from the shield).
+    Unshield(ShieldMasks),
+    /// `cpushield reset`: the file shields nothing, the shield goes.
+    Reset,
+}
+
+/// The changes that make the shield match the file; empty when it already does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// The changes, in order.
+    pub changes: Vec<Change>,
+}
+
+impl Plan {
+    /// Whether there is nothing to change.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+
+    /// One line per change and kind of shield, for `apply --dry-run`.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for change in &self.changes {
+            let (verb, masks) = match change {
+                Change::Shield(m) => ("shield", m),
+                Change::Unshield(m) => ("unshield", m),
+                Change::Reset => {
+                    out.push(
+                        "reset: remove the shield and restore the state from before it".into(),
+                    );
+                    continue;
+                }
+            };
+            for (what, mask) in [
+                ("processes", &masks.procs),
+                ("interrupts", &masks.irqs),
+                ("the local timer", &masks.ltmr),
+            ] {
+                if !mask.is_empty() {
+                    out.push(format!("{verb} CPU {mask} from {what}"));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The changes that take the shield from `current` to `desired` on a machine
+/// whose online CPUs are `online`. CPUs kept in both stay shielded throughout
+/// when that is allowed (the shield grows first, then shrinks).
+pub fn plan(current: &ShieldMasks, desired: &ShieldMasks, online: &CpuSet) -> Plan {
+    if current == desired {
+        return Plan::default();
+    }
+    if desired.is_empty() {
+        return Plan {
+            changes: vec![Change::Reset],
+        };
+    }
+    let add = desired.difference(current);
+    let remove = current.difference(desired);
+    let grow = (!add.is_empty()).then_some(Change::Shield(add));
+    let shrink = (!remove.is_empty()).then_some(Change::Unshield(remove));
+    let union = current.union(desired);
+    let grow_first = cpushield_shield::validate(&union, online).is_ok();
+    let changes = if grow_first {
+        [grow, shrink]
+    } else {
+        [shrink, grow]
+    };
+    Plan {
+        changes: changes.into_iter().flatten().collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,303 @@
+use super::*;
+
+fn cpus(s: &str) -> CpuSet {
+    CpuSet::parse_list(s).unwrap()
+}
+
+fn online() -> CpuSet {
+    cpus("0-3")
+}
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse("/etc/cpushield/cpushield.toml", text)
+}
+
+fn resolve(text: &str) -> Result<Desired, ConfigError> {
+    parse(text)?.resolve(&online())
+}
+
+/// The error of `text`, checked to be one line naming the file, `line` and `key`.
+fn error_names(text: &str, line: usize, key: &str) -> ConfigError {
+    let err = resolve(text).expect_err("the file must be refused");
+    let shown = err.to_string();
+    assert_eq!(err.line, line, "{shown}");
+    assert_eq!(err.key, key, "{shown}");
+    assert!(
+        shown.starts_with(&format!(
+            "/etc/cpushield/cpushield.toml:{line}: key `{key}`"
+        )),
+        "{shown}"
+    );
+    assert!(!shown.contains('\n'), "more than one line: {shown}");
+    assert!(shown.contains("; "), "no remedy: {shown}");
+    err
+}
+
+#[test]
+fn the_shipped_example_parses_and_shields_cpu_1() {
+    let text = include_str!("../../../dist/cpushield.toml");
+    let config = Config::parse("dist/cpushield.toml", text).unwrap();
+    let desired = config.resolve(&cpus("0-1")).unwrap();
+    assert_eq!(desired.masks, ShieldMasks::all(&cpus("1")));
+    assert!(desired.irq_pins.is_empty());
+    assert_eq!(config.agent_listen().to_string(), DEFAULT_LISTEN);
+}
+
+#[test]
+fn an_empty_file_shields_nothing() {
+    assert_eq!(resolve("").unwrap().masks, ShieldMasks::default());
+}
+
+#[test]
+fn keys_add_their_cpus_to_their_masks() {
+    let d = resolve("[shield]\nall = \"1\"\nprocs = \"2\"\nirqs = \"3\"\n").unwrap();
+    assert_eq!(d.masks.procs, cpus("1-2"));
+    assert_eq!(d.masks.irqs, cpus("1,3"));
+    assert_eq!(d.masks.ltmr, cpus("1"));
+}
+
+#[test]
+fn isolated_means_all_three_and_reserved_means_every_other_cpu() {
+    let iso = resolve("[shield]\nisolated = \"2-3\"\n").unwrap();
+    assert_eq!(iso.masks, ShieldMasks::all(&cpus("2-3")));
+    let res = resolve("[shield]\nreserved = \"0-1\"\n").unwrap();
+    assert_eq!(res.masks, ShieldMasks::all(&cpus("2-3")));
+    let both = resolve("[shield]\nisolated = \"3\"\nreserved = \"0-1\"\n").unwrap();
+    assert_eq!(both.masks, ShieldMasks::all(&cpus("2-3")));
+}
+
+#[test]
+fn an_unknown_key_names_its_line_and_key() {
+    let err = error_names(
+        "[shield]\nprocs = \"1\"\nprocz = \"2\"\n",
+        3,
+        "shield.procz",
+    );
+    assert!(err.problem.contains("unknown field"), "{err}");
+}
+
+#[test]
+fn an_unknown_table_names_its_line() {
+    error_names(
+        "[shield]\nprocs = \"1\"\n\n[shields]\nx = 1\n",
+        4,
+        "shields",
+    );
+}
+
+#[test]
+fn a_wrong_type_names_its_line_and_key() {
+    error_names(
+        "[settings]\nltmr_sysctls = \"yes\"\n",
+        2,
+        "settings.ltmr_sysctls",
+    );
+}
+
+#[test]
+fn broken_toml_names_its_line() {
+    let err = resolve("[shield]\nprocs = \"1\n").unwrap_err();
+    assert_eq!(err.line, 2, "{err}");
+}
+
+#[test]
+fn a_bad_cpu_list_names_its_line_and_key() {
+    let err = error_names("[shield]\n\nirqs = \"3-1\"\n", 3, "shield.irqs");
+    assert!(err.remedy.contains("CPU list"), "{err}");
+}
+
+#[test]
+fn an_offline_cpu_names_its_line_and_key() {
+    let err = error_names("[shield]\nltmr = \"9\"\n", 2, "shield.ltmr");
+    assert!(err.problem.contains("not online"), "{err}");
+}
+
+#[test]
+fn shielding_every_cpu_is_refused_at_its_key() {
+    error_names("[shield]\nprocs = \"0-3\"\n", 2, "shield.procs");
+    error_names("[shield]\nall = \"0-3\"\nirqs = \"1\"\n", 2, "shield.all");
+    error_names(
+        "[shield]\nprocs = \"1\"\nirqs = \"0-3\"\n",
+        3,
+        "shield.irqs",
+    );
+}
+
+#[test]
+fn overlapping_isolated_and_reserved_are_refused() {
+    error_names(
+        "[shield]\nisolated = \"1-2\"\nreserved = \"0-1\"\n",
+        3,
+        "shield.reserved",
+    );
+}
+
+#[test]
+fn an_empty_reserved_list_is_refused() {
+    error_names("[shield]\nreserved = \"\"\n", 2, "shield.reserved");
+}
+
+#[test]
+fn ltmr_cpus_without_the_sysctls_are_refused() {
+    error_names(
+        "[shield]\nall = \"1\"\n[settings]\nltmr_sysctls = false\n",
+        4,
+        "settings.ltmr_sysctls",
+    );
+    let ok = resolve("[shield]\nprocs = \"1\"\n[settings]\nltmr_sysctls = false\n").unwrap();
+    assert_eq!(ok.masks.procs, cpus("1"));
+}
+
+#[test]
+fn irq_pins_by_name_or_number_are_read() {
+    let d = resolve(
+        "[[irq]]\nname = \"eth0-rx-0\"\ncpus = \"2\"\n[[irq]]\nnumber = 24\ncpus = \"0-1\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        d.irq_pins,
+        vec![
+            (IrqRef::Name("eth0-rx-0".into()), cpus("2")),
+            (IrqRef::Number(24), cpus("0-1")),
+        ]
+    );
+    assert_eq!(d.first_irq_line, Some(3));
+}
+
+#[test]
+fn an_irq_pin_with_both_or_neither_name_is_refused() {
+    error_names("[[irq]]\ncpus = \"2\"\n", 2, "irq");
+    error_names(
+        "[[irq]]\nname = \"x\"\nnumber = 3\ncpus = \"2\"\n",
+        4,
+        "irq",
+    );
+}
+
+#[test]
+fn an_irq_pin_to_offline_cpus_is_refused() {
+    error_names("[[irq]]\nnumber = 3\ncpus = \"8\"\n", 3, "irq.cpus");
+}
+
+#[test]
+fn access_grants_are_checked() {
+    let ok = "[[access.grant]]\ngroup = \"rt\"\ncpus = \"1\"\nmax_priority = 50\n";
+    assert!(parse(ok).is_ok());
+    error_names(
+        "[[access.grant]]\ngroup = \"rt\"\ncpus = \"1\"\nmax_priority = 100\n",
+        4,
+        "access.grant.max_priority",
+    );
+    error_names(
+        "[[access.grant]]\ngroup = \"r t\"\ncpus = \"1\"\nmax_priority = 5\n",
+        2,
+        "access.grant.group",
+    );
+    error_names(
+        "[[access.grant]]\ngroup = \"rt\"\ncpus = \"\"\nmax_priority = 5\n",
+        3,
+        "access.grant.cpus",
+    );
+    error_names(
+        "[[access.grant]]\ngroup = \"rt\"\ncpus = \"1\"\n",
+        1,
+        "access.grant",
+    );
+}
+
+#[test]
+fn a_grant_of_an_unshielded_cpu_is_refused() {
+    let grant = "[[access.grant]]\ngroup = \"rt\"\ncpus = \"1-2\"\nmax_priority = 5\n";
+    let err = error_names(
+        &format!("[shield]\nall = \"1\"\n{grant}"),
+        5,
+        "access.grant.cpus",
+    );
+    assert!(err.problem.contains("CPU(s) 2"), "{err}");
+    assert!(resolve(&format!("[shield]\nall = \"1-2\"\n{grant}")).is_ok());
+}
+
+#[test]
+fn agent_settings_are_checked() {
+    let c =
+        parse("[agent]\nlisten = \"0.0.0.0:9100\"\ninterval = \"500ms\"\non_stop = \"reset\"\n")
+            .unwrap();
+    assert_eq!(c.agent_listen().to_string(), "0.0.0.0:9100");
+    error_names("[agent]\nlisten = \"localhost\"\n", 2, "agent.listen");
+    error_names("[agent]\n\ninterval = \"soon\"\n", 3, "agent.interval");
+    error_names("[agent]\ninterval = \"1ms\"\n", 2, "agent.interval");
+    error_names("[agent]\non_stop = \"halt\"\n", 2, "agent.on_stop");
+}
+
+#[test]
+fn the_same_masks_plan_nothing() {
+    let m = ShieldMasks::all(&cpus("1"));
+    let p = plan(&m, &m, &online());
+    assert!(p.is_empty());
+    assert!(p.lines().is_empty());
+}
+
+#[test]
+fn an_empty_file_over_a_shield_plans_a_reset() {
+    let p = plan(
+        &ShieldMasks::all(&cpus("1")),
+        &ShieldMasks::default(),
+        &online(),
+    );
+    assert_eq!(p.changes, vec![Change::Reset]);
+    assert_eq!(p.lines().len(), 1);
+}
+
+#[test]
+fn a_changed_file_grows_then_shrinks_one_line_per_kind() {
+    let current = ShieldMasks::all(&cpus("1"));
+    let desired = ShieldMasks::all(&cpus("2"));
+    let p = plan(&current, &desired, &online());
+    assert_eq!(
+        p.changes,
+        vec![
+            Change::Shield(desired.clone()),
+            Change::Unshield(current.clone())
+        ]
+    );
+    assert_eq!(
+        p.lines(),
+        vec![
+            "shield CPU 2 from processes",
+            "shield CPU 2 from interrupts",
+            "shield CPU 2 from the local timer",
+            "unshield CPU 1 from processes",
+            "unshield CPU 1 from interrupts",
+            "unshield CPU 1 from the local timer",
+        ]
+    );
+}
+
+#[test]
+fn when_the_union_would_cover_every_cpu_the_shield_shrinks_first() {
+    let two = cpus("0-1");
+    let current = ShieldMasks::all(&cpus("1"));
+    let desired = ShieldMasks::all(&cpus("0"));
+    let p = plan(&current, &desired, &two);
+    assert_eq!(
+        p.changes,
+        vec![Change::Unshield(current), Change::Shield(desired)]
+    );
+}
+
+#[test]
+fn only_the_difference_is_planned() {
+    let current = ShieldMasks {
+        procs: cpus("1"),
+        ..Default::default()
+    };
+    let desired = ShieldMasks::all(&cpus("1"));
+    let p = plan(&current, &desired, &online());
+    assert_eq!(
+        p.lines(),
+        vec![
+            "shield CPU 1 from interrupts",
+            "shield CPU 1 from the local timer"
+        ]
+    );
+}
