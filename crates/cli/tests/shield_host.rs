@@ -459,3 +459,42 @@ echo SCENARIO-DONE
     assert!(!text.contains("ASSERT-FAIL"), "{text}");
     assert!(text.contains("SCENARIO-DONE"), "{text}");
 }
+
+/// `measure` on a CPU that `shield --all 1` fenced off enters the shield the
+/// way `compare` does (it used to fail with EINVAL), and `reset` still puts
+/// everything back.
+const MEASURE_IN_SHIELD: &str = r#"
+set -u
+fail() { echo "ASSERT-FAIL $*"; }
+aff() { grep Cpus_allowed_list /proc/$1/status | cut -f2; }
+before=$(aff $$)
+$CS shield --all 1 || fail "shield exit $?"
+$CS measure latency --cpus 1 --duration 1s --json /tmp/cpushield-measure-in-shield.$$.json
+rc=$?
+[ $rc = 0 ] || fail "measure latency in the shield exit $rc"
+grep -q '"samples"' /tmp/cpushield-measure-in-shield.$$.json || fail "no samples in the JSON"
+rm -f /tmp/cpushield-measure-in-shield.$$.json
+$CS reset || fail "reset exit $?"
+[ "$(aff $$)" = "$before" ] || fail "shell on $(aff $$) after reset, was $before"
+echo SCENARIO-DONE
+"#;
+
+#[test]
+fn measure_latency_on_a_shielded_cpu_enters_the_shield_and_reset_restores() {
+    let _serial = serial();
+    if let Err(why) = can_shield_here() {
+        skip(&why);
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let irqs_before = irq_masks();
+    let (out, code) = in_namespace(MEASURE_IN_SHIELD, state.path());
+    assert_eq!(
+        irqs_before,
+        irq_masks(),
+        "IRQ affinities differ after reset"
+    );
+    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    assert!(!out.contains("ASSERT-FAIL"), "{out}");
+    assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
+}

@@ -13,7 +13,8 @@ use cpushield_measure::latency::{self, LatencyConfig, Length};
 use cpushield_measure::noise::{self, NoiseConfig};
 use cpushield_measure::render::{cyclictest, text, units};
 use cpushield_measure::trace::SpikeTracer;
-use cpushield_measure::{json, Period, Progress, Warning};
+use cpushield_measure::{json, Period, Progress, ThreadPlacer, Warning};
+use cpushield_shield::placement::{self, ProbePlacement};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -190,6 +191,17 @@ fn priority(p: u8) -> Option<u8> {
     (p != 0).then_some(p)
 }
 
+/// How the measuring threads reach `cpus`: into the shield's cpuset when
+/// `cpushield shield` fenced them off (the placement `compare` uses), else by
+/// plain affinity. Refuses, in one line naming the fix, when that cannot work.
+fn placer(cpus: &CpuSet) -> anyhow::Result<Option<ThreadPlacer>> {
+    let is_root = nix::unistd::geteuid().is_root();
+    match placement::probe_placement_now(cpus, is_root).map_err(anyhow::Error::msg)? {
+        ProbePlacement::Plain => Ok(None),
+        ProbePlacement::Shield => Ok(Some(placement::place_thread)),
+    }
+}
+
 fn online() -> anyhow::Result<CpuSet> {
     cpushield_kernel::online_cpus(&RealKernel).context("reading the online CPUs")
 }
@@ -289,6 +301,7 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     config.priority = priority(a.priority);
     config.advance = a.advance;
     config.idle_poll = a.idle_poll;
+    config.placer = placer(&config.cpus)?;
     config.validate(&online()?)?;
     let json_out = open_opt(&a.json, "--json")?;
     let hist_out = open_opt(&a.histogram, "--histogram")?;
@@ -377,6 +390,7 @@ fn run_determinism(a: DeterminismArgs) -> anyhow::Result<ExitCode> {
     config.runs = a.runs;
     config.priority = priority(a.priority);
     config.rest = a.rest;
+    config.placer = placer(&config.cpus)?;
     config.validate(&online()?)?;
     let json_out = open_opt(&a.json, "--json")?;
     let stop =
@@ -400,6 +414,7 @@ fn run_noise(a: NoiseArgs) -> anyhow::Result<ExitCode> {
     config.duration = a.duration;
     config.priority = a.priority.and_then(priority);
     config.threshold = a.threshold;
+    config.placer = placer(&config.cpus)?;
     config.validate(&online()?)?;
     let json_out = open_opt(&a.json, "--json")?;
     let stop =
