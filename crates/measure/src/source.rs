@@ -201,7 +201,14 @@ impl Device {
         on().map_err(|e| {
             io::Error::from_raw_os_error(e as i32)
         })
-        .map_err(|e| io::Error::new(e.kind(), format!("{path}: starting the periodic interrupt at {hz} Hz: {e} (run as root: rates above /proc/sys/dev/rtc/max-user-freq need CAP_SYS_RESOURCE)")))?;
+        .map_err(|e| {
+            let remedy = match source {
+                Source::Rtc => "run as root (rates above /proc/sys/dev/rtc/max-user-freq need CAP_SYS_RESOURCE), or use --source timer",
+                // EIO: no HPET timer with a free interrupt line (the kernel keeps them for its clock events).
+                _ => "run as root (rates above /proc/sys/dev/hpet/max-user-freq need CAP_SYS_RESOURCE); EIO means no HPET timer has a free interrupt: use --source rtc or --source timer",
+            };
+            io::Error::new(e.kind(), format!("{path}: starting the periodic interrupt at {hz} Hz: {e}: {remedy}"))
+        })?;
         Ok(Self { file, source })
     }
 

@@ -54,4 +54,21 @@ scenario_main() {
     else
         fail measure-rtc/named "JSON source or text name missing: $(head -c 200 /tmp/cs.out)"
     fi
+    # --attribute: a 2 s run for the threshold, then the traced run; the RTC's IRQ
+    # entry is the kernel latency of each explained sample.
+    cs measure latency --source rtc --cpus 1 --duration 2s --attribute --trace-dir /tmp/rtc-trace
+    check_eq measure-rtc/attribute-exit 0 "$CS_RC" "exit status (stderr: $(head -c 300 /tmp/cs.err))"
+    if [ -s /tmp/rtc-trace/trace-summary.json ]; then
+        pass measure-rtc/attribute-summary
+    else
+        fail measure-rtc/attribute-summary "no /tmp/rtc-trace/trace-summary.json: $(head -c 300 /tmp/cs.out)"
+    fi
+    info "attribute: $(grep -c '"irq_entry_after_ns": [0-9]' /tmp/rtc-trace/trace-summary.json) samples with a kernel latency, $(grep -c '"irq_entry_after_ns": null' /tmp/rtc-trace/trace-summary.json) without; $(grep -m 1 'kernel latency' /tmp/cs.out)"
+    check_eq measure-rtc/attribute-irq-restored "$old" "$(cat /proc/irq/$irq/smp_affinity)"
+    if [ -c /dev/hpet ]; then
+        cs measure latency --source hpet --cpus 1 --duration 1s --json /tmp/hpet.json
+        info "hpet: exit $CS_RC, $(grep -o '"samples":[0-9]*' /tmp/hpet.json | tail -n 1); $(head -c 200 /tmp/cs.err)"
+    else
+        info "no /dev/hpet in this guest"
+    fi
 }
