@@ -474,6 +474,14 @@ rc=$?
 [ $rc = 0 ] || fail "measure latency in the shield exit $rc"
 grep -q '"samples"' /tmp/cpushield-measure-in-shield.$$.json || fail "no samples in the JSON"
 rm -f /tmp/cpushield-measure-in-shield.$$.json
+$CS measure noise --cpus 1 --duration 1s >/dev/null || fail "measure noise in the shield exit $?"
+$CS measure determinism --cpus 1 --runs 2 --work 10ms --rest 10ms >/dev/null || fail "measure determinism in the shield exit $?"
+# Without the shield's state (another state directory) the CPU cannot be entered:
+# refused with one line naming the fix.
+CPUSHIELD_STATE_DIR=/tmp/cpushield-no-state.$$ $CS measure latency --cpus 1 --duration 1s >/dev/null 2>/tmp/cpushield-no-state.$$.err
+[ $? = 1 ] || fail "measure without the shield state did not exit 1"
+grep -q "CPUSHIELD_STATE_DIR" /tmp/cpushield-no-state.$$.err || fail "refusal does not name CPUSHIELD_STATE_DIR: $(cat /tmp/cpushield-no-state.$$.err)"
+rm -rf /tmp/cpushield-no-state.$$ /tmp/cpushield-no-state.$$.err
 $CS reset || fail "reset exit $?"
 [ "$(aff $$)" = "$before" ] || fail "shell on $(aff $$) after reset, was $before"
 echo SCENARIO-DONE
