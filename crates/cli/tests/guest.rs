@@ -190,3 +190,8 @@ fn guest_check_finds_a_real_shield_clean() {
 fn guest_trace_on_a_fresh_kernel_restores_what_tracefs_meant() {
     run_guest("trace-fresh", "tests/guest/run.sh", &["trace-fresh"]);
 }
+
+#[test]
+fn guest_measure_latency_source_rtc_reads_realfeel_at_the_rate_and_restores_the_rtc_irq() {
+    run_guest("measure-rtc", "tests/guest/run.sh", &["measure-rtc"]);
+}

@@ -483,3 +483,46 @@ fn skipped(why: &str) {
     );
     eprintln!("skipped: {why}");
 }
+
+#[test]
+fn a_device_source_that_cannot_run_is_refused_naming_the_source_and_the_timer() {
+    // Refused whether the device exists (two CPUs, one device) or not (absent).
+    for source in ["rtc", "hpet"] {
+        refused(
+            &[
+                "measure",
+                "latency",
+                "--source",
+                source,
+                "--cpus",
+                "0-1",
+                "--duration",
+                "1s",
+            ],
+            &[&format!("--source {source}"), "--source timer"],
+        );
+    }
+}
+
+#[test]
+fn the_timer_source_is_named_in_the_text_and_the_json() {
+    let dir = TempDir::new("source-json");
+    let json = dir.path().join("lat.json");
+    let out = cpushield(&[
+        "measure",
+        "latency",
+        "--source",
+        "auto",
+        "--cpus",
+        "1",
+        "--samples",
+        "50",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("timer wakeup (clock_nanosleep)"), "{text}");
+    assert!(!text.contains("realfeel"), "{text}");
+    assert_eq!(field(&read_json(&json), "settings.source"), "timer");
+}

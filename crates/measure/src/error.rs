@@ -18,7 +18,7 @@ pub enum MeasureError {
         source: io::Error,
     },
     /// A measuring thread could not be pinned to its CPU.
-    #[error("could not pin the measuring thread to CPU {cpu} ({source}): check that CPU {cpu} is online and in this process's cpuset")]
+    #[error("could not pin the measuring thread to CPU {cpu} ({source}): check that CPU {cpu} is online and in this process's cpuset; if `cpushield shield` fenced it off, run with the CPUSHIELD_STATE_DIR that shield used")]
     Pin {
         /// The CPU.
         cpu: usize,

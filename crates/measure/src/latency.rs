@@ -7,6 +7,12 @@
 //! clock_nanosleep on CLOCK_MONOTONIC and records `actual - intended`. Periods
 //! that passed while a wakeup was late are counted as missed, not folded into
 //! the next sample.
+//!
+//! With `source` rtc or hpet ([`Source`]) the thread instead blocks in `read()`
+//! on the device, whose periodic interrupt wakes it (Brosky & Rotolo's
+//! realfeel for the RTC): the wake-to-wake interval minus the period(s) it
+//! covered is the latency. The RTC's IRQ is bound to the measured CPU for the
+//! run and restored after.
 
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
@@ -17,11 +23,14 @@ use crate::period::Period;
 use crate::progress::Progress;
 use crate::recorder::Recorder;
 use crate::run_info::RunInfo;
+use crate::source::{self, Device, Source, SourceRequest};
 use crate::spike::{ProbeObserver, Spike, SpikeRing, SpikeTap};
 use crate::warnings::{self, Spin};
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::{Kernel, RealKernel};
 use cpushield_rt::clock::{now_ns, sleep_until_ns, spin_until_ns};
 use cpushield_rt::idle_poll::IdlePoller;
+use cpushield_rt::irq::{bind_irq, IrqBinding};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -67,6 +76,8 @@ pub struct LatencyConfig {
     /// How the measuring threads (and idle pollers) reach their CPUs (default
     /// None: plain affinity; a shield's placer when the CPUs are fenced off).
     pub placer: Option<ThreadPlacer>,
+    /// What wakes the thread (default: the timer).
+    pub source: Source,
 }
 
 impl LatencyConfig {
@@ -84,6 +95,7 @@ impl LatencyConfig {
             tick: Duration::from_millis(50),
             observer: None,
             placer: None,
+            source: Source::Timer,
         }
     }
 
@@ -109,6 +121,25 @@ impl LatencyConfig {
             if !(1..=99).contains(&p) {
                 return Err(MeasureError::Config(format!(
                     "--priority {p} is out of range: use 1..99 (95 is cyclictest's usual)"
+                )));
+            }
+        }
+        if self.source != Source::Timer {
+            let rate = match self.period {
+                Period::Rate { hz } => Some(hz),
+                Period::Interval { .. } => None,
+            };
+            source::select(
+                SourceRequest::Exactly(self.source),
+                |d| std::path::Path::new(d).exists(),
+                self.cpus.len(),
+                rate,
+            )
+            .map_err(MeasureError::Config)?;
+            if self.advance.is_some() {
+                return Err(MeasureError::Config(format!(
+                    "--advance works with the timer only: drop --advance, or use --source timer (not {})",
+                    self.source.word()
                 )));
             }
         }
@@ -156,6 +187,9 @@ pub struct LatencySettings {
     /// Whether the measured CPUs were kept polling instead of halting when idle.
     #[serde(default)]
     pub idle_poll: bool,
+    /// What woke the thread (absent in reports older than `--source`: the timer).
+    #[serde(default)]
+    pub source: Source,
 }
 
 /// What the advance did on one CPU.
@@ -221,6 +255,11 @@ pub(crate) struct Plan {
     advance_ns: Option<u64>,
     /// Where the threads offer their spikes, with a spike tap.
     ring: Option<SpikeRing>,
+    /// The device whose interrupt wakes the thread (rtc, hpet); its periodic
+    /// interrupt goes off before the IRQ binding below is restored.
+    device: Option<Device>,
+    /// The RTC's IRQ bound to the measured CPU; restored when dropped.
+    _irq: Option<IrqBinding<'static>>,
     /// Keeps the measured CPUs polling for the run, if asked.
     _poller: Option<IdlePoller>,
 }
@@ -255,6 +294,7 @@ pub fn run(
                 .as_ref()
                 .map(|t| t.threshold.as_nanos() as u64),
             idle_poll: config.idle_poll,
+            source: config.source,
         },
         run: outcome.run,
         cpus: outcome.cpus,
@@ -304,6 +344,7 @@ impl Probe for LatencyConfig {
         } else {
             None
         };
+        let (device, irq) = self.open_device()?;
         let end_offset_ns = match self.length {
             Length::Duration(d) => d.as_nanos().min(u64::MAX as u128) as u64,
             Length::Samples(_) => u64::MAX,
@@ -321,6 +362,8 @@ impl Probe for LatencyConfig {
                 .spikes
                 .as_ref()
                 .map(|t| SpikeRing::new(t.threshold.as_nanos().min(u64::MAX as u128) as u64)),
+            device,
+            _irq: irq,
             _poller: poller,
         }))
     }
@@ -344,6 +387,9 @@ impl Probe for LatencyConfig {
         let ring = plan.ring.as_ref();
         if let Some(o) = self.observer.as_deref() {
             o.thread_started(cpu, tid);
+        }
+        if let Some(device) = &plan.device {
+            return measure_device(plan, device, thread, live, flags);
         }
         let mut latency = Recorder::new();
         let mut spin = plan.advance_ns.map(|_| Recorder::new());
@@ -414,4 +460,99 @@ impl Probe for LatencyConfig {
             }),
         })
     }
+}
+
+impl LatencyConfig {
+    /// For a device source: binds the RTC's IRQ to the measured CPU, then
+    /// opens the device and starts its periodic interrupt.
+    #[allow(clippy::type_complexity)]
+    fn open_device(&self) -> Result<(Option<Device>, Option<IrqBinding<'static>>), MeasureError> {
+        let (Source::Rtc | Source::Hpet) = self.source else {
+            return Ok((None, None));
+        };
+        let Period::Rate { hz } = self.period else {
+            return Err(MeasureError::Config(format!(
+                "--source {} takes --rate (a power of two, e.g. 2048), not --interval",
+                self.source.word()
+            )));
+        };
+        let irq = if self.source == Source::Rtc {
+            let text = RealKernel
+                .read(std::path::Path::new("/proc/interrupts"))
+                .map_err(|source| MeasureError::System {
+                    what: "reading /proc/interrupts".into(),
+                    source,
+                })?;
+            let irq = source::rtc_irq(&text).ok_or_else(|| {
+                MeasureError::Config(
+                    "--source rtc: no IRQ named rtc0 in /proc/interrupts, so it cannot be sent to the measured CPU: check the RTC driver (rtc_cmos), or use --source timer".into(),
+                )
+            })?;
+            Some(bind_irq(irq, &self.cpus).map_err(|e| {
+                MeasureError::Config(format!(
+                    "--source rtc: could not bind the RTC's IRQ {irq} to CPUs {}: {e}",
+                    self.cpus
+                ))
+            })?)
+        } else {
+            None
+        };
+        let device = Device::open(self.source, hz).map_err(|source| MeasureError::System {
+            what: format!("--source {}", self.source.word()),
+            source,
+        })?;
+        Ok((Some(device), irq))
+    }
+}
+
+/// The measuring loop of a device source: block in `read()`, one sample per
+/// wakeup after the first (which only sets the start).
+fn measure_device(
+    plan: &Plan,
+    device: &Device,
+    thread: &MeasuringThread,
+    live: &Live,
+    flags: &StopFlags<'_>,
+) -> Result<CpuLatency, MeasureError> {
+    let (cpu, tid) = (thread.cpu, thread.tid);
+    let period_ns = plan.period.nominal_ns();
+    let read_err = |source| MeasureError::System {
+        what: "reading the device".into(),
+        source,
+    };
+    let mut latency = Recorder::new();
+    let (mut samples, mut missed) = (0u64, 0u64);
+    device.wait().map_err(read_err)?;
+    let start = now_ns();
+    let mut prev = start;
+    while samples < plan.max_samples && prev - start < plan.end_offset_ns {
+        let interrupts = device.wait().map_err(read_err)?;
+        let actual = now_ns();
+        let (value, skipped) = source::interval_latency(actual - prev, period_ns, interrupts);
+        latency.record(value, actual - start, samples);
+        if let Some(ring) = plan.ring.as_ref() {
+            ring.offer(Spike {
+                seq: 0,
+                cpu,
+                tid,
+                intended_ns: actual - value,
+                actual_ns: actual,
+            });
+        }
+        samples += 1;
+        missed += skipped;
+        prev = actual;
+        live.publish(samples, latency.max());
+        if flags.is_set() {
+            break;
+        }
+    }
+    Ok(CpuLatency {
+        cpu,
+        applied: thread.applied,
+        samples,
+        missed_periods: missed,
+        latency: latency.finish(),
+        advance: None,
+    })
 }

@@ -38,6 +38,7 @@ pub mod recorder;
 pub mod render;
 pub mod run_info;
 pub mod signal;
+pub mod source;
 pub mod spike;
 pub mod top;
 pub mod trace;

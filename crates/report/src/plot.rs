@@ -83,7 +83,7 @@ pub fn latency_svg(report: &CompareReport) -> String {
             * 2.0;
         let chart = ChartBuilder::on(&root)
             .caption(
-                "Wakeup latency (realfeel) — samples per bucket",
+                "Timer wakeup latency (clock_nanosleep) — samples per bucket",
                 ("sans-serif", 22),
             )
             .margin(12)

@@ -89,3 +89,115 @@ pub fn record_sched(kernel: &dyn Kernel, pid: i32, tids: &[i32]) -> io::Result<(
     }
     Ok(())
 }
+
+/// How a probe's measuring threads reach `cpus` (see [`probe_placement`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbePlacement {
+    /// No requested CPU is shielded: plain sched_setaffinity.
+    Plain,
+    /// Some requested CPUs are shielded: each thread goes through
+    /// [`place_task`] (into the shield's cpuset when its CPU is shielded).
+    Shield,
+}
+
+/// Decides, without I/O, how `cpushield measure` places its threads on `cpus`
+/// given the shielded CPUs (`shielded`, from the saved state) and whether the
+/// cpuset hierarchy is cgroup v2. Err: one line naming the fix.
+///
+/// On cgroup v2 a process, not a thread, joins a cgroup: a run that mixes
+/// shielded and unshielded CPUs cannot place both, so it is refused.
+pub fn probe_placement(
+    cpus: &CpuSet,
+    shielded: &CpuSet,
+    is_v2: bool,
+    is_root: bool,
+) -> Result<ProbePlacement, String> {
+    let inside = cpus.intersection(shielded);
+    if inside.is_empty() {
+        return Ok(ProbePlacement::Plain);
+    }
+    if !is_root {
+        return Err(format!(
+            "CPUs {inside} are shielded: entering the shield's cpuset needs root; run as root, or `cpushield unshield --all {inside}` first"
+        ));
+    }
+    if is_v2 && inside != *cpus {
+        let outside = cpus.difference(shielded);
+        return Err(format!(
+            "--cpus {cpus} mixes shielded CPUs ({inside}) and unshielded ones ({outside}); on cgroup v2 one process cannot be in both: measure them in separate runs"
+        ));
+    }
+    Ok(ProbePlacement::Shield)
+}
+
+/// How `cpushield measure` places its measuring threads on `cpus` now: reads
+/// the shield's saved state (`CPUSHIELD_STATE_DIR` or /run/cpushield).
+pub fn probe_placement_now(cpus: &CpuSet, is_root: bool) -> Result<ProbePlacement, String> {
+    let saved = state::load().map_err(|e| {
+        format!(
+            "cannot read the shield state in {} ({e}): run as root, or set CPUSHIELD_STATE_DIR to the directory `cpushield shield` used",
+            state::state_dir().display()
+        )
+    })?;
+    match saved {
+        None => Ok(ProbePlacement::Plain),
+        Some(s) => probe_placement(cpus, &s.masks.procs, s.layout.is_v2(), is_root),
+    }
+}
+
+/// [`place_task`] on the real kernel, in the shape of a probe's thread placer.
+pub fn place_thread(tid: i32, cpus: &CpuSet) -> io::Result<()> {
+    place_task(&cpushield_kernel::RealKernel, tid, cpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(text: &str) -> CpuSet {
+        CpuSet::parse_list(text).unwrap()
+    }
+
+    #[test]
+    fn unshielded_cpus_are_placed_by_plain_affinity() {
+        assert_eq!(
+            probe_placement(&set("1"), &CpuSet::default(), false, true),
+            Ok(ProbePlacement::Plain)
+        );
+        assert_eq!(
+            probe_placement(&set("0"), &set("1"), true, false),
+            Ok(ProbePlacement::Plain)
+        );
+    }
+
+    #[test]
+    fn shielded_cpus_are_entered_through_the_shield() {
+        assert_eq!(
+            probe_placement(&set("1"), &set("1"), false, true),
+            Ok(ProbePlacement::Shield)
+        );
+        assert_eq!(
+            probe_placement(&set("1"), &set("1-2"), true, true),
+            Ok(ProbePlacement::Shield)
+        );
+        // cgroup v1 places each thread on its own: a mixed run works.
+        assert_eq!(
+            probe_placement(&set("0-1"), &set("1"), false, true),
+            Ok(ProbePlacement::Shield)
+        );
+    }
+
+    #[test]
+    fn a_mixed_run_on_cgroup_v2_is_refused_naming_separate_runs() {
+        let e = probe_placement(&set("0-1"), &set("1"), true, true).unwrap_err();
+        assert!(e.contains("separate runs"), "{e}");
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn a_shielded_cpu_without_root_is_refused_naming_root_or_unshield() {
+        let e = probe_placement(&set("1"), &set("1"), false, false).unwrap_err();
+        assert!(e.contains("run as root"), "{e}");
+        assert!(e.contains("cpushield unshield --all 1"), "{e}");
+    }
+}

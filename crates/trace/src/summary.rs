@@ -127,11 +127,14 @@ pub fn render_attribution(a: &Attribution) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "Spike {} on CPU {} (tid {}): {} late; woken at +{}, switched in at +{}",
+        "Spike {} on CPU {} (tid {}): {} late (user latency); kernel latency (interrupt entry) +{}, woken at +{}, switched in at +{}",
         a.spike.seq,
         a.spike.cpu,
         a.spike.tid,
         fmt_ns(a.latency_ns),
+        a.irq_entry_after_ns
+            .map(fmt_ns)
+            .unwrap_or_else(|| "?".into()),
         a.wakeup_after_ns.map(fmt_ns).unwrap_or_else(|| "?".into()),
         a.switch_in_after_ns
             .map(fmt_ns)

@@ -12,8 +12,10 @@ use cpushield_measure::determinism::{self, DeterminismConfig, Work};
 use cpushield_measure::latency::{self, LatencyConfig, Length};
 use cpushield_measure::noise::{self, NoiseConfig};
 use cpushield_measure::render::{cyclictest, text, units};
+use cpushield_measure::source::{Source, SourceRequest};
 use cpushield_measure::trace::SpikeTracer;
-use cpushield_measure::{json, Period, Progress, Warning};
+use cpushield_measure::{json, Period, Progress, ThreadPlacer, Warning};
+use cpushield_shield::placement::{self, ProbePlacement};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -29,7 +31,9 @@ pub struct MeasureArgs {
 
 #[derive(Subcommand)]
 enum Probe {
-    /// Periodic wakeup latency (realfeel, cyclictest), optionally waking early and spinning.
+    /// Periodic wakeup latency: timer wakeups as cyclictest (optionally waking early
+    /// and spinning), or a device's periodic interrupt (--source rtc: Brosky &
+    /// Rotolo's realfeel; --source hpet).
     Latency(LatencyArgs),
     /// Time a fixed CPU-bound loop again and again: ideal, max, jitter (Brosky & Rotolo figures 1-4).
     Determinism(DeterminismArgs),
@@ -42,6 +46,13 @@ struct LatencyArgs {
     /// CPUs to measure, one thread each (list `1,3-4` or mask `0x2`).
     #[arg(long, value_parser = args::cpu_set)]
     cpus: CpuSet,
+    /// What wakes the measuring thread: `timer` (clock_nanosleep, an hrtimer),
+    /// `rtc` (realfeel: /dev/rtc0's periodic interrupt, its IRQ bound to the
+    /// measured CPU for the run), `hpet` (/dev/hpet). `auto` is the timer: the
+    /// one source every machine has; rtc and hpet measure a device's interrupt
+    /// path and must be asked for.
+    #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
+    source: SourceArg,
     /// Wakeups per second [default: 2048, as realfeel].
     #[arg(long, value_name = "HZ", conflicts_with = "interval")]
     rate: Option<u32>,
@@ -106,6 +117,26 @@ fn attribution_threshold(
         .max()
         .unwrap_or(0);
     Ok(cpushield_compare::runner::threshold_from_idle_p99(p99))
+}
+
+/// `--source`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum SourceArg {
+    Auto,
+    Timer,
+    Rtc,
+    Hpet,
+}
+
+impl SourceArg {
+    fn request(self) -> SourceRequest {
+        match self {
+            SourceArg::Auto => SourceRequest::Auto,
+            SourceArg::Timer => SourceRequest::Exactly(Source::Timer),
+            SourceArg::Rtc => SourceRequest::Exactly(Source::Rtc),
+            SourceArg::Hpet => SourceRequest::Exactly(Source::Hpet),
+        }
+    }
 }
 
 #[derive(Args)]
@@ -188,6 +219,17 @@ fn histogram_bins(text: &str) -> Result<usize, String> {
 /// `--priority 0` means SCHED_OTHER.
 fn priority(p: u8) -> Option<u8> {
     (p != 0).then_some(p)
+}
+
+/// How the measuring threads reach `cpus`: into the shield's cpuset when
+/// `cpushield shield` fenced them off (the placement `compare` uses), else by
+/// plain affinity. Refuses, in one line naming the fix, when that cannot work.
+fn placer(cpus: &CpuSet) -> anyhow::Result<Option<ThreadPlacer>> {
+    let is_root = nix::unistd::geteuid().is_root();
+    match placement::probe_placement_now(cpus, is_root).map_err(anyhow::Error::msg)? {
+        ProbePlacement::Plain => Ok(None),
+        ProbePlacement::Shield => Ok(Some(placement::place_thread)),
+    }
 }
 
 fn online() -> anyhow::Result<CpuSet> {
@@ -289,6 +331,11 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     config.priority = priority(a.priority);
     config.advance = a.advance;
     config.idle_poll = a.idle_poll;
+    config.source = match a.source.request() {
+        SourceRequest::Auto => Source::Timer,
+        SourceRequest::Exactly(s) => s,
+    };
+    config.placer = placer(&config.cpus)?;
     config.validate(&online()?)?;
     let json_out = open_opt(&a.json, "--json")?;
     let hist_out = open_opt(&a.histogram, "--histogram")?;
@@ -377,6 +424,7 @@ fn run_determinism(a: DeterminismArgs) -> anyhow::Result<ExitCode> {
     config.runs = a.runs;
     config.priority = priority(a.priority);
     config.rest = a.rest;
+    config.placer = placer(&config.cpus)?;
     config.validate(&online()?)?;
     let json_out = open_opt(&a.json, "--json")?;
     let stop =
@@ -400,6 +448,7 @@ fn run_noise(a: NoiseArgs) -> anyhow::Result<ExitCode> {
     config.duration = a.duration;
     config.priority = a.priority.and_then(priority);
     config.threshold = a.threshold;
+    config.placer = placer(&config.cpus)?;
     config.validate(&online()?)?;
     let json_out = open_opt(&a.json, "--json")?;
     let stop =

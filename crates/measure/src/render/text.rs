@@ -74,7 +74,8 @@ pub fn largest(dist: &Distribution, what: &str) -> String {
 pub fn latency(report: &LatencyReport) -> String {
     let st = &report.settings;
     let mut out = format!(
-        "latency: CPUs {}, {} Hz (period {}), {}{}; {}\n",
+        "latency: {}, CPUs {}, {} Hz (period {}), {}{}; {}\n",
+        st.source.probe_name(),
         st.cpus,
         fmt_rate(st.rate_hz),
         fmt_ns(st.period_ns),
