@@ -219,8 +219,16 @@ pub fn run(
 ) -> io::Result<()> {
     let mut agent = Agent::new(kernel, store, shared, settings.options);
     loop {
-        for line in agent.tick()? {
-            println!("cpushield agent: {line}");
+        match agent.tick() {
+            Ok(lines) => {
+                for line in lines {
+                    println!("cpushield agent: {line}");
+                }
+            }
+            // One failed look (a state being rewritten, a vanished file) does
+            // not end the daemon; `--once` reports it as an error.
+            Err(e) if !settings.once => println!("cpushield agent: look failed: {e}"),
+            Err(e) => return Err(e),
         }
         if settings.once {
             break;
