@@ -7,7 +7,7 @@ set -euo pipefail
 exec </dev/null
 cd "$(dirname "$0")/.."
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
-packages=(rt-tests stress-ng qemu-system-x86 busybox-static cpio gcc chromium util-linux jq)
+packages=(rt-tests stress-ng qemu-system-x86 busybox-static cpio gcc chromium util-linux jq curl prometheus)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

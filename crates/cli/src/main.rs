@@ -26,6 +26,8 @@ enum Command {
     Reset(cmd::shield::ResetArgs),
     /// Make the shield match the config file (/etc/cpushield/cpushield.toml).
     Apply(cmd::apply::ApplyArgs),
+    /// Keep the shield true and serve Prometheus metrics (127.0.0.1:9477).
+    Agent(cmd::agent::AgentArgs),
     /// Show the shields and what still runs on each CPU.
     Show(cmd::shield::ShowArgs),
     /// Print the kernel command line a reboot needs for what runtime cannot do.
@@ -65,6 +67,7 @@ fn main() -> ExitCode {
         Command::Unshield(a) => cmd::shield::unshield(a),
         Command::Reset(a) => cmd::shield::reset(a),
         Command::Apply(a) => cmd::apply::apply(a),
+        Command::Agent(a) => cmd::agent::agent(a),
         Command::Show(a) => cmd::shield::show(a),
         Command::BootParams(a) => cmd::shield::boot_params(a),
         Command::Run(a) => cmd::run::run(a),

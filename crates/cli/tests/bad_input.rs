@@ -254,6 +254,7 @@ fn a_bad_or_missing_config_file_is_one_line_naming_file_line_and_key() {
     for args in [
         vec!["apply", "--config", &bad],
         vec!["apply", "--config", &bad, "--dry-run"],
+        vec!["agent", "--config", &bad, "--once"],
     ] {
         let err = refused(&args);
         assert_eq!(err.trim().lines().count(), 1, "{err}");
@@ -264,11 +265,15 @@ fn a_bad_or_missing_config_file_is_one_line_naming_file_line_and_key() {
         assert!(err.contains("127.0.0.1:9477"), "no remedy: {err}");
     }
     let missing = dir.path().join("missing.toml").display().to_string();
-    let err = refused(&["apply", "--config", &missing]);
-    assert!(
-        err.contains(&missing) && err.contains("--config PATH"),
-        "{err}"
-    );
+    for verb in ["apply", "agent"] {
+        let err = refused(&[verb, "--config", &missing]);
+        assert!(
+            err.contains(&missing) && err.contains("--config PATH"),
+            "{verb}: {err}"
+        );
+    }
+    let err = refused(&["agent", "--interval", "0", "--once"]);
+    assert!(err.contains("--interval 0"), "{err}");
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
         1,

@@ -1,5 +1,6 @@
 //! One module per verb: argument structs and the printing of results.
 
+pub mod agent;
 pub mod apply;
 pub mod check;
 pub mod compare;

@@ -1,0 +1,254 @@
+//! `cpushield agent`: a long-running loop that keeps the shield true and
+//! serves what reaches the shielded CPUs as Prometheus metrics.
+//!
+//! Every interval it reads the saved shield (the state `shield` and `apply`
+//! keep), the IRQ masks, and check's counters of the shielded CPUs. An IRQ
+//! whose mask moved onto a shielded CPU (irqbalance, a new device) is drift:
+//! the agent re-applies the shield through `cpushield_shield::shield_in`, the
+//! same code path, state and journal as `cpushield shield`, so `reset` stays
+//! exact, and logs one line per IRQ with the cause.
+
+pub mod drift;
+pub mod metrics;
+pub mod sample;
+pub mod server;
+pub mod status;
+
+use cpushield_kernel::Kernel;
+use cpushield_shield::state::{self, StateStore};
+use cpushield_shield::{snapshot, Options, ShieldMasks};
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What to do with the shield when the agent stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnStop {
+    /// Leave the shield up.
+    Keep,
+    /// Reset it (exactly, as `cpushield reset`).
+    Reset,
+}
+
+/// The agent's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// How often it looks.
+    pub interval: Duration,
+    /// One look, then stop (no server).
+    pub once: bool,
+    /// What to do with the shield on SIGTERM / SIGINT.
+    pub on_stop: OnStop,
+    /// Shield options (root).
+    pub options: Options,
+}
+
+/// The state shared between the loop and the HTTP server.
+pub struct Shared {
+    /// The metrics.
+    pub metrics: Mutex<metrics::Metrics>,
+    /// The `/status` conditions.
+    pub conditions: Mutex<status::Conditions>,
+}
+
+impl Shared {
+    /// Fresh metrics and no conditions yet.
+    pub fn new(version: &str) -> Arc<Self> {
+        Arc::new(Self {
+            metrics: Mutex::new(metrics::Metrics::new(version, cpushield_kernel::user_hz())),
+            conditions: Mutex::new(status::Conditions::default()),
+        })
+    }
+}
+
+/// The agent's loop state.
+pub struct Agent<'a> {
+    kernel: &'a dyn Kernel,
+    store: &'a dyn StateStore,
+    watch: drift::Watch,
+    shared: Arc<Shared>,
+    options: Options,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl<'a> Agent<'a> {
+    /// An agent over `kernel` with the shield's state in `store`.
+    pub fn new(
+        kernel: &'a dyn Kernel,
+        store: &'a dyn StateStore,
+        shared: Arc<Shared>,
+        options: Options,
+    ) -> Self {
+        Self {
+            kernel,
+            store,
+            watch: drift::Watch::new(),
+            shared,
+            options,
+        }
+    }
+
+    /// One look: correct drift, update metrics and conditions. Returns the
+    /// log lines (one per correction, and one per failure).
+    pub fn tick(&mut self) -> io::Result<Vec<String>> {
+        let mut log = Vec::new();
+        let masks = state::load_from(self.store)?
+            .map(|l| l.state.masks)
+            .unwrap_or_default();
+        let online = cpushield_kernel::online_cpus(self.kernel)?;
+        let shielded_irqs = masks.irqs.intersection(&online);
+        let irqs = snapshot::read_irqs(self.kernel);
+        let drifts = self.watch.observe(&irqs, &shielded_irqs);
+        let now = status::now();
+        let mut corrected = None;
+        if !drifts.is_empty() && !masks.is_empty() {
+            let result = cpushield_shield::shield_in(self.kernel, self.store, &masks, self.options);
+            let after = snapshot::read_irqs(self.kernel);
+            for d in &drifts {
+                let now_text = after
+                    .iter()
+                    .find(|i| i.irq == d.irq)
+                    .map(|i| i.mask_text.clone())
+                    .unwrap_or_default();
+                let outcome = match &result {
+                    Ok(_) => format!("re-applied the shield, mask now {now_text}"),
+                    Err(e) => format!("re-applying the shield failed: {e}"),
+                };
+                log.push(format!(
+                    "correction: IRQ {} ({}) mask {} reached shielded CPU {}: {} [cause {}]; {}",
+                    d.irq,
+                    if d.name.is_empty() { "?" } else { &d.name },
+                    d.mask_text,
+                    d.on.to_list(),
+                    d.cause.describe(),
+                    d.cause.label(),
+                    outcome
+                ));
+                lock(&self.shared.metrics).correction(d.cause.label());
+            }
+            // What the shield wrote (or could not change) is the new baseline.
+            self.watch.remember(&after);
+            corrected = Some(drifts[0].cause.label());
+        }
+        let sample = sample::read(self.kernel, &masks.any().intersection(&online));
+        {
+            let mut m = lock(&self.shared.metrics);
+            m.set_shield(&masks);
+            match sample {
+                Ok(s) => m.update(s),
+                Err(e) => log.push(format!("reading the counters failed: {e}")),
+            }
+        }
+        let mut c = lock(&self.shared.conditions);
+        c.set(
+            "ShieldUp",
+            !masks.is_empty(),
+            if masks.is_empty() {
+                "NoShield"
+            } else {
+                "Shielded"
+            },
+            describe(&masks),
+            &now,
+        );
+        c.set(
+            "Corrected",
+            corrected.is_some(),
+            if corrected.is_some() {
+                "DriftCorrected"
+            } else {
+                "NoDrift"
+            },
+            match corrected {
+                Some(cause) => {
+                    format!("the last look found drift ({cause}) and re-applied the shield")
+                }
+                None => "the last look found every IRQ off the shielded CPUs or unchanged".into(),
+            },
+            &now,
+        );
+        Ok(log)
+    }
+}
+
+fn describe(masks: &ShieldMasks) -> String {
+    if masks.is_empty() {
+        return "no shield is in force".into();
+    }
+    format!(
+        "shielded CPUs: procs {:?}, irqs {:?}, ltmr {:?}",
+        masks.procs.to_list(),
+        masks.irqs.to_list(),
+        masks.ltmr.to_list()
+    )
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Installs SIGINT and SIGTERM handlers that ask the loop to stop.
+pub fn stop_on_signals() -> io::Result<&'static AtomicBool> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let action = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for signal in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { sigaction(signal, &action) }.map_err(io::Error::from)?;
+    }
+    Ok(&STOP)
+}
+
+/// Runs the loop until `stop` is set (or once), printing each log line, then
+/// leaves or resets the shield as `settings.on_stop` says.
+pub fn run(
+    kernel: &dyn Kernel,
+    store: &dyn StateStore,
+    shared: Arc<Shared>,
+    settings: &Settings,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    let mut agent = Agent::new(kernel, store, shared, settings.options);
+    loop {
+        match agent.tick() {
+            Ok(lines) => {
+                for line in lines {
+                    println!("cpushield agent: {line}");
+                }
+            }
+            // One failed look (a state being rewritten, a vanished file) does
+            // not end the daemon; `--once` reports it as an error.
+            Err(e) if !settings.once => println!("cpushield agent: look failed: {e}"),
+            Err(e) => return Err(e),
+        }
+        if settings.once {
+            break;
+        }
+        let next = Instant::now() + settings.interval;
+        while Instant::now() < next && !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(50).min(settings.interval));
+        }
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+    }
+    if !settings.once && settings.on_stop == OnStop::Reset {
+        cpushield_shield::reset_in(kernel, store, settings.options).map_err(io::Error::other)?;
+        println!("cpushield agent: stopped; shield reset (on_stop = \"reset\")");
+    } else if !settings.once {
+        println!("cpushield agent: stopped; shield left up (on_stop = \"keep\")");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,98 @@
+//! `cpushield agent`: keeps the shield true and serves Prometheus metrics
+//! (the loop is `cpushield_agent`; here only arguments and the config file).
+
+use crate::args::EXIT_OK;
+use clap::Args;
+use cpushield_agent::{OnStop, Settings, Shared};
+use cpushield_config::Config;
+use cpushield_kernel::RealKernel;
+use cpushield_shield::state::FileStore;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Arguments of `cpushield agent`.
+#[derive(Args)]
+pub struct AgentArgs {
+    /// The config file (its [agent] table); the default path may be absent.
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// Where to serve /metrics and /status (default: the file's, else 127.0.0.1:9477).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// How often to look (default: the file's, else 1s), e.g. 500ms.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    interval: Option<Duration>,
+    /// Look once, print the corrections and metrics, and exit (no server).
+    #[arg(long)]
+    once: bool,
+}
+
+/// Runs `cpushield agent`.
+pub fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
+    let path = args
+        .config
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(cpushield_config::DEFAULT_PATH));
+    let config = match std::fs::read_to_string(&path) {
+        Ok(text) => Some(Config::parse(&path.display().to_string(), &text)?),
+        Err(_) if args.config.is_none() => None,
+        Err(e) => anyhow::bail!(
+            "cannot read the config file {} ({e}): create it (every key is described in \
+             dist/cpushield.toml) or name another with --config PATH",
+            path.display()
+        ),
+    };
+    let agent_table = config.as_ref().map(|c| &c.content.agent);
+    let listen = args.listen.unwrap_or_else(|| {
+        config
+            .as_ref()
+            .map(|c| c.agent_listen())
+            .unwrap_or_else(|| cpushield_config::DEFAULT_LISTEN.parse().expect("default"))
+    });
+    let interval = args
+        .interval
+        .or_else(|| {
+            agent_table
+                .and_then(|a| a.interval.as_ref())
+                .and_then(|i| humantime::parse_duration(i.get_ref()).ok())
+        })
+        .unwrap_or(Duration::from_secs(1));
+    if interval.is_zero() {
+        anyhow::bail!("--interval 0 would look without pause: give a positive duration, e.g. 1s");
+    }
+    let on_stop = match agent_table.and_then(|a| a.on_stop.as_ref()) {
+        Some(s) if s.get_ref() == "reset" => OnStop::Reset,
+        _ => OnStop::Keep,
+    };
+    let settings = Settings {
+        interval,
+        once: args.once,
+        on_stop,
+        options: cpushield_shield::Options {
+            is_root: nix::unistd::geteuid().is_root(),
+            whole_cores: false,
+        },
+    };
+    let shared = Shared::new(env!("CARGO_PKG_VERSION"));
+    let store = FileStore::from_env();
+    let kernel = RealKernel;
+    if settings.once {
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        cpushield_agent::run(&kernel, &store, shared.clone(), &settings, &stop)?;
+        print!("{}", shared.metrics.lock().expect("metrics").render());
+        return Ok(ExitCode::from(EXIT_OK));
+    }
+    let stop = cpushield_agent::stop_on_signals()?;
+    let server = cpushield_agent::server::start(listen, shared.clone())?;
+    println!(
+        "cpushield agent: serving http://{}/metrics and /status, looking every {}",
+        server.addr,
+        humantime::format_duration(interval)
+    );
+    let result = cpushield_agent::run(&kernel, &store, shared, &settings, stop);
+    server.stop();
+    result?;
+    Ok(ExitCode::from(EXIT_OK))
+}

@@ -1,0 +1,185 @@
+//! `cpushield agent` for real on this host, inside a private PID namespace:
+//! CPU 1 is shielded, an IRQ's mask is rewritten onto CPU 1 behind the
+//! shield's back, the agent corrects it and logs why, a real Prometheus
+//! scrapes the agent and its HTTP API returns the series with the values the
+//! test caused; on SIGTERM the agent resets the shield (`on_stop = "reset"`).
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::Command;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_cpushield")
+}
+
+/// Prints why a test cannot run here; in CI (CI=true) that is a failure.
+fn skip(why: &str) {
+    assert!(
+        std::env::var("CI").map_or(true, |v| v != "true"),
+        "cannot run in CI: {why}"
+    );
+    eprintln!("skipped: {why}");
+}
+
+fn can_run_here() -> Result<(), String> {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
+        .unwrap_or(false);
+    if !root {
+        return Err("not root".into());
+    }
+    for tool in ["unshare", "prometheus", "promtool", "curl", "jq"] {
+        if Command::new(tool).arg("--help").output().is_err() {
+            return Err(format!("{tool} missing (scripts/setup.sh installs it)"));
+        }
+    }
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    if online.trim() == "0" {
+        return Err("needs 2 CPUs".into());
+    }
+    Ok(())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Every IRQ mask, the default mask, and the sysctls the local-timer shield writes.
+fn system_state() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc/irq").unwrap().flatten() {
+        let p = e.path().join("smp_affinity");
+        if let Ok(t) = std::fs::read_to_string(&p) {
+            out.push((p.display().to_string(), t));
+        }
+    }
+    for p in [
+        "/proc/irq/default_smp_affinity",
+        "/proc/sys/kernel/watchdog_cpumask",
+        "/proc/sys/vm/stat_interval",
+    ] {
+        out.push((p.into(), std::fs::read_to_string(p).unwrap_or_default()));
+    }
+    out.sort();
+    out
+}
+
+const SCENARIO: &str = r#"
+set -u
+fail() { echo "ASSERT-FAIL $*"; }
+masks() { $CS show --json | grep -E '^  "(procs|irqs|ltmr)":' | tr -d ' \n'; }
+on_cpu1() { [ $(( 0x$(tr -d ',\n' < /proc/irq/$1/smp_affinity) & 2 )) != 0 ]; }
+printf '[shield]\nall = "1"\n[agent]\non_stop = "reset"\n' > "$CFG"
+$CS apply --config "$CFG" >/dev/null || fail "apply exit $?"
+# An IRQ the shield moved off CPU 1 (a kernel-managed one keeps its mask).
+IRQ=
+for f in /proc/irq/[0-9]*/smp_affinity; do
+  n=$(basename $(dirname $f))
+  on_cpu1 $n || { IRQ=$n; break; }
+done
+[ -n "$IRQ" ] || fail "no IRQ was moved off CPU 1"
+$CS agent --config "$CFG" --listen 127.0.0.1:$PORT --interval 200ms > "$LOG" 2>&1 & AGENT=$!
+for i in $(seq 50); do curl -sf http://127.0.0.1:$PORT/metrics >/dev/null && break; sleep 0.1; done
+sleep 0.5
+echo 2 > /proc/irq/$IRQ/smp_affinity || fail "cannot write IRQ $IRQ"
+for i in $(seq 50); do grep -q "IRQ $IRQ .*cause irq_rewritten" "$LOG" && break; sleep 0.1; done
+grep -q "IRQ $IRQ .*cause irq_rewritten" "$LOG" || fail "no correction logged: $(cat $LOG)"
+on_cpu1 $IRQ && fail "IRQ $IRQ still on CPU 1 after the correction: $(cat /proc/irq/$IRQ/smp_affinity)"
+m=$(curl -sf http://127.0.0.1:$PORT/metrics)
+echo "$m" | grep -q '^cpushield_corrections_total{cause="irq_rewritten"} [1-9]' || fail "metrics: $m"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -X POST http://127.0.0.1:$PORT/metrics)" = 405 ] || fail "POST not 405"
+[ "$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$PORT/reset)" = 404 ] || fail "/reset not 404"
+st=$(curl -sf http://127.0.0.1:$PORT/status)
+[ "$(echo "$st" | jq -r '.conditions[] | select(.type=="ShieldUp") | .status')" = True ] || fail "status: $st"
+cat > "$DIR/prometheus.yml" <<EOC
+global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: cpushield
+    static_configs:
+      - targets: ['127.0.0.1:$PORT']
+EOC
+prometheus --config.file="$DIR/prometheus.yml" --storage.tsdb.path="$DIR/tsdb" \
+  --web.listen-address=127.0.0.1:$PPORT > "$DIR/prometheus.log" 2>&1 & PROM=$!
+q() { curl -sf --get "http://127.0.0.1:$PPORT/api/v1/query" --data-urlencode "query=$1"; }
+info=; corr=
+for i in $(seq 60); do
+  info=$(q 'cpushield_build_info' | jq -r '.data.result[0] | "\(.metric.version) \(.value[1])"' 2>/dev/null)
+  corr=$(q 'cpushield_corrections_total{cause="irq_rewritten"}' | jq -r '.data.result[0].value[1]' 2>/dev/null)
+  [ -n "$info" ] && [ "$info" != "null null" ] && [ -n "$corr" ] && [ "$corr" != null ] && break
+  sleep 0.5
+done
+[ "$info" = "$VERSION 1" ] || fail "prometheus build_info [$info]: $(tail -5 $DIR/prometheus.log)"
+[ "${corr:-0}" != null ] && [ "${corr%%.*}" -ge 1 ] 2>/dev/null || fail "prometheus corrections [$corr]"
+up=$(q 'up{job="cpushield"}' | jq -r '.data.result[0].value[1]')
+[ "$up" = 1 ] || fail "prometheus up [$up]"
+kill $PROM; wait $PROM
+kill -TERM $AGENT; wait $AGENT; rc=$?
+[ $rc = 0 ] || fail "agent exit $rc after SIGTERM: $(cat $LOG)"
+grep -q 'shield reset (on_stop = "reset")' "$LOG" || fail "no reset on stop: $(cat $LOG)"
+[ "$(masks)" = '"procs":"","irqs":"","ltmr":"",' ] || fail "masks after the agent stopped: $(masks)"
+echo "agent log:"; cat "$LOG"
+echo SCENARIO-DONE
+"#;
+
+#[test]
+fn the_agent_corrects_an_irq_moved_onto_the_shield_and_prometheus_scrapes_the_correction() {
+    if let Err(why) = can_run_here() {
+        skip(&why);
+        return;
+    }
+    let rules =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/prometheus/cpushield-rules.yml");
+    let check = Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&rules)
+        .output()
+        .expect("run promtool");
+    assert!(
+        check.status.success(),
+        "promtool check rules: {}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let before = system_state();
+    let out = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "bash", "-c", SCENARIO])
+        .env("CS", bin())
+        .env("CFG", dir.path().join("cpushield.toml"))
+        .env("LOG", dir.path().join("agent.log"))
+        .env("DIR", dir.path())
+        .env("PORT", free_port().to_string())
+        .env("PPORT", free_port().to_string())
+        .env("VERSION", env!("CARGO_PKG_VERSION"))
+        .env("CPUSHIELD_STATE_DIR", &state)
+        .output()
+        .expect("run unshare");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    if !text.contains("SCENARIO-DONE") {
+        // Leave nothing behind: that namespace (and the agent and Prometheus
+        // in it) is gone, so reset its cgroups, IRQs and settings.
+        let _ = Command::new(bin())
+            .args(["reset", "--namespace-gone"])
+            .env("CPUSHIELD_STATE_DIR", &state)
+            .output();
+    }
+    assert_eq!(before, system_state(), "IRQs or sysctls differ after reset");
+    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    assert!(!text.contains("ASSERT-FAIL"), "{text}");
+    assert!(
+        text.contains("SCENARIO-DONE"),
+        "exit {:?}: {text}",
+        out.status
+    );
+    eprintln!("{text}");
+}
