@@ -114,6 +114,18 @@ impl<'a> Agent<'a> {
                     .find(|i| i.irq == d.irq)
                     .map(|i| i.mask_text.clone())
                     .unwrap_or_default();
+                if result.is_ok() && now_text == d.mask_text {
+                    // The shield wrote nothing new: the kernel keeps this IRQ
+                    // where it is (kernel-managed). Not a correction.
+                    log.push(format!(
+                        "IRQ {} ({}) stays on shielded CPU {}: its affinity cannot change at run time (kernel-managed); fix at boot: isolcpus=managed_irq,{}",
+                        d.irq,
+                        if d.name.is_empty() { "?" } else { &d.name },
+                        d.on.to_list(),
+                        d.on.to_list()
+                    ));
+                    continue;
+                }
                 let outcome = match &result {
                     Ok(_) => format!("re-applied the shield, mask now {now_text}"),
                     Err(e) => format!("re-applying the shield failed: {e}"),
@@ -129,10 +141,10 @@ impl<'a> Agent<'a> {
                     outcome
                 ));
                 lock(&self.shared.metrics).correction(d.cause.label());
+                corrected.get_or_insert(d.cause.label());
             }
             // What the shield wrote (or could not change) is the new baseline.
             self.watch.remember(&after);
-            corrected = Some(drifts[0].cause.label());
         }
         let sample = sample::read(self.kernel, &masks.any().intersection(&online));
         {
