@@ -249,6 +249,12 @@ impl SavedState {
             if rec.cpus == task.affinity || task.affinity.is_empty() {
                 continue;
             }
+            let now = if self.clamped_to_housekeeping(task, snap) {
+                snap.online.clone()
+            } else {
+                task.affinity.clone()
+            };
+            let was = rec.cpus.clone();
             let requested = if let Some(s) = self
                 .tasks
                 .get_mut(&task.tid)
@@ -264,12 +270,12 @@ impl SavedState {
             } else {
                 continue;
             };
-            *requested = task.affinity.clone();
+            *requested = now.clone();
             out.push(Followed::Task {
                 tid: task.tid,
                 comm: task.comm.clone(),
-                was: rec.cpus.clone(),
-                now: task.affinity.clone(),
+                was,
+                now,
             });
         }
         for irq in &snap.irqs {
@@ -295,6 +301,30 @@ impl SavedState {
             }
         }
         out
+    }
+
+    /// Whether a task's affinity may be the shield's cpuset clamping a wider
+    /// request: the kernel intersects `sched_setaffinity` with the task's
+    /// cpuset, so in the housekeeping cpuset (v1) or outside the isolated
+    /// partition (v2) a request for every CPU reads back as every housekeeping
+    /// CPU. Such a task is taken to request every CPU; a narrower set is a
+    /// real request as it reads.
+    fn clamped_to_housekeeping(&self, task: &crate::snapshot::TaskInfo, snap: &Snapshot) -> bool {
+        let procs = self.masks.procs.intersection(&snap.online);
+        if procs.is_empty() || task.affinity != snap.online.difference(&procs) {
+            return false;
+        }
+        let top = task
+            .cgroup
+            .trim_start_matches('/')
+            .split('/')
+            .next()
+            .unwrap_or("");
+        if self.layout.is_v2() {
+            top != SHIELD_CGROUP
+        } else {
+            top == SYSTEM_CGROUP
+        }
     }
 
     /// Records what a complete change left on every task and IRQ the state

@@ -670,3 +670,18 @@ fn a_reset_whose_state_cannot_be_written_follows_nothing_and_restores_the_saved_
     let _ = cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS);
     assert_eq!(k.affinities(), aff_before);
 }
+
+#[test]
+fn a_task_widened_to_every_housekeeping_cpu_is_taken_to_request_every_cpu() {
+    // In the housekeeping cpuset the kernel clamps `taskset -p 0-3` to 0-2:
+    // the task asked for more than its cpuset lets it show.
+    let k = machine(&[(100, "1"), (101, "0-3")]);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    assert_eq!(k.affinities()[&100], cpus("1"));
+    k.set_thread_affinity(100, cpus("0-2"));
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    let aff = k.affinities();
+    assert_eq!(aff[&100], cpus("0-3"));
+    assert_eq!(aff[&101], cpus("0-3"));
+}
