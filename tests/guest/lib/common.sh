@@ -135,7 +135,7 @@ function cpus_mask_to_list(mask,    hex, i, d, v, bit, set, pos) {
     }
     return cpus_list(set)
 }
-# Brosky's rule: effective = requested & ~shielded if non-empty, else requested.
+# The rule of Brosky (no apostrophe: this is inside a single-quoted shell string): effective = requested & ~shielded if non-empty, else requested.
 function cpus_rule(requested, shielded,    r, s, e, c, any) {
     cpus_parse(requested, r); cpus_parse(shielded, s)
     split("", e); any = 0
