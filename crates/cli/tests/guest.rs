@@ -190,3 +190,21 @@ fn guest_check_finds_a_real_shield_clean() {
 fn guest_trace_on_a_fresh_kernel_restores_what_tracefs_meant() {
     run_guest("trace-fresh", "tests/guest/run.sh", &["trace-fresh"]);
 }
+
+#[test]
+fn guest_v1_an_affinity_set_while_shielded_is_followed_by_later_shields_and_reset() {
+    run_guest(
+        "follow-requests-v1",
+        "tests/guest/run.sh",
+        &["follow-requests-v1"],
+    );
+}
+
+#[test]
+fn guest_v2_an_affinity_set_while_shielded_is_followed_by_later_shields_and_reset() {
+    run_guest(
+        "follow-requests-v2",
+        "tests/guest/run.sh",
+        &["follow-requests-v2"],
+    );
+}

@@ -380,8 +380,17 @@ fn apply_and_store(
     }
     if forget_cgroups {
         saved.created_cgroups.clear();
+        state::store_in(store, saved)?;
+    } else if let Err(e) = state::store_in(store, saved) {
+        // The saved state (marked as being applied) still undoes everything.
+        notes.push(Note {
+            severity: plan::Severity::Warn,
+            text: format!(
+                "the shield is applied, but what it set could not be saved ({e}): an affinity a task or an IRQ's owner sets from now on is not followed, and reset restores the affinities saved before"
+            ),
+            remedy: None,
+        });
     }
-    state::store_in(store, saved)?;
     Ok((outcome, notes))
 }
 

@@ -1049,6 +1049,40 @@ mod tests {
     }
 
     #[test]
+    fn a_version_1_state_decodes_and_a_newer_one_is_refused_naming_the_versions() {
+        let mut s = sample();
+        s.version = 1;
+        let v1 = encode(&s);
+        assert!(!v1.contains("\"set\""), "{v1}");
+        assert_eq!(decode(v1.as_bytes()).unwrap().version, 1);
+        s.version = STATE_VERSION + 1;
+        let err = decode(encode(&s).as_bytes()).unwrap_err();
+        assert!(
+            err.contains(&format!("format version {}", STATE_VERSION + 1)),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!("reads 1 to {STATE_VERSION}")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn what_the_shield_set_survives_encoding() {
+        let mut s = sample();
+        s.set.tasks.insert(
+            7,
+            SetTask {
+                starttime: 5,
+                cpus: CpuSet::from_cpus([0]),
+            },
+        );
+        s.set.irqs.insert(10, "1".into());
+        let back = decode(encode(&s).as_bytes()).unwrap();
+        assert_eq!(back.set, s.set);
+    }
+
+    #[test]
     fn an_edited_value_fails_the_checksum() {
         let good = encode(&sample());
         let edited = good.replacen("\"10\":\"3\"", "\"10\":\"1\"", 1);
