@@ -79,6 +79,7 @@ mod tests {
             created_cgroups: Vec::new(),
             pid_namespace: String::new(),
             sched: Default::default(),
+            set: Default::default(),
             checksum: 0,
         })
     }

@@ -23,6 +23,13 @@ enum Command {
     /// Drop some kinds of shield from some CPUs.
     Unshield(cmd::shield::UnshieldArgs),
     /// Restore exactly the state from before the first shield.
+    ///
+    /// Every task, IRQ, cgroup and setting nobody else touched gets back its
+    /// value from before the first shield, byte for byte. An affinity a task
+    /// (taskset) or an IRQ's owner (irqbalance, a write to
+    /// /proc/irq/N/smp_affinity) set while the shield was up is that object's
+    /// requested affinity under Brosky's rule: reset keeps it, and so does
+    /// the rule at every later shield change.
     Reset(cmd::shield::ResetArgs),
     /// Make the shield match the config file (/etc/cpushield/cpushield.toml).
     Apply(cmd::apply::ApplyArgs),

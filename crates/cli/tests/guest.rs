@@ -195,3 +195,21 @@ fn guest_trace_on_a_fresh_kernel_restores_what_tracefs_meant() {
 fn guest_measure_latency_source_rtc_reads_realfeel_at_the_rate_and_restores_the_rtc_irq() {
     run_guest("measure-rtc", "tests/guest/run.sh", &["measure-rtc"]);
 }
+
+#[test]
+fn guest_v1_an_affinity_set_while_shielded_is_followed_by_later_shields_and_reset() {
+    run_guest(
+        "follow-requests-v1",
+        "tests/guest/run.sh",
+        &["follow-requests-v1"],
+    );
+}
+
+#[test]
+fn guest_v2_an_affinity_set_while_shielded_is_followed_by_later_shields_and_reset() {
+    run_guest(
+        "follow-requests-v2",
+        "tests/guest/run.sh",
+        &["follow-requests-v2"],
+    );
+}

@@ -238,7 +238,7 @@ sleep 0.2
 const BAD_VALUES: &str = r##"
 $CS shield --all 1 >/dev/null || fail "shield exit $?"
 keep
-IRQ=$(grep -o '"irqs":{"[0-9]*"' $SD/state.json | grep -o '[0-9]*')
+IRQ=$(grep -o '"irqs":{"[0-9]*"' $SD/state.json | head -n 1 | grep -o '[0-9]*')  # the saved masks come before the records of what was set
 aff_of_s="s/\"$S\":{\"tgid\":$S,\"comm\":\"sleep\",\"starttime\":\([0-9]*\),\"affinity\":\"[^\"]*\"/\"$S\":{\"tgid\":$S,\"comm\":\"sleep\",\"starttime\":\1,\"affinity\":\"AFF\"/"
 
 edit_both "$(echo "$aff_of_s" | sed 's/AFF/5000-8191/')"

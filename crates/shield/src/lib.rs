@@ -305,6 +305,8 @@ fn change(
     mut saved: SavedState,
     masks: ShieldMasks,
 ) -> Result<Report, ShieldError> {
+    saved.version = state::STATE_VERSION;
+    let followed = saved.follow_requests(&snap, true);
     saved.absorb_new_objects(&snap);
     for (tid, starttime, requested) in plan::born_tasks(&snap, &saved) {
         saved.adopted.insert(
@@ -322,30 +324,74 @@ fn change(
         }
     }
     saved.masks = masks.clone();
-    if masks.procs.is_empty() {
-        // The teardown in the plan removes them; forget them only once done.
-        let outcome = apply_and_store(kernel, store, &plan, &mut saved, true)?;
-        return Ok(report(&snap, masks, outcome, plan.notes));
-    }
-    let outcome = apply_and_store(kernel, store, &plan, &mut saved, false)?;
-    Ok(report(&snap, masks, outcome, plan.notes))
+    // The teardown in the plan removes the cgroups when no process stays
+    // shielded; they are forgotten only once done.
+    let forget_cgroups = masks.procs.is_empty();
+    let (outcome, mut notes) = apply_and_store(kernel, store, &plan, &mut saved, forget_cgroups)?;
+    notes.splice(0..0, followed_notes(&followed));
+    notes.splice(0..0, plan.notes);
+    Ok(report(&snap, masks, outcome, notes))
 }
 
+/// One note per requested affinity followed (Brosky's rule over time).
+fn followed_notes(followed: &[state::Followed]) -> Vec<Note> {
+    followed
+        .iter()
+        .map(|f| Note {
+            severity: plan::Severity::Info,
+            text: match f {
+                state::Followed::Task { tid, comm, was, now } => format!(
+                    "task {tid} ({comm}) set its affinity to {now} while shielded (the shield had set {was}): that is now its requested affinity, which the shield and reset honour"
+                ),
+                state::Followed::Irq { irq, was, now } => format!(
+                    "IRQ {irq}: smp_affinity was set to {now} while shielded (the shield had set {was}): that is now its requested mask, which the shield and reset honour"
+                ),
+            },
+            remedy: None,
+        })
+        .collect()
+}
+
+/// Stores the state (marked as being applied), applies the plan, then reads
+/// back what it left on every task and IRQ and stores that as what the shield
+/// set. Returns the outcome and a note when the read-back could not be saved.
 fn apply_and_store(
     kernel: &dyn Kernel,
     store: &dyn StateStore,
     plan: &plan::Plan,
     saved: &mut SavedState,
     forget_cgroups: bool,
-) -> Result<Outcome, ShieldError> {
-    // Durable before the first change: a SIGKILL from here on is undone by reset.
+) -> Result<(Outcome, Vec<Note>), ShieldError> {
+    // Durable before the first change: a SIGKILL from here on is undone by
+    // reset, which then trusts no record of what was set (exact undo).
+    saved.set.applying = true;
     state::store_in(store, saved)?;
     let outcome = apply::apply(kernel, plan)?;
+    let mut notes = Vec::new();
+    match snapshot::take(kernel, &saved.layout) {
+        Ok(after) => saved.record_set(&after),
+        Err(e) => notes.push(Note {
+            severity: plan::Severity::Warn,
+            text: format!(
+                "the shield is applied, but what it set could not be read back ({e}): an affinity a task or an IRQ's owner sets from now on is not followed, and reset restores the affinities saved before"
+            ),
+            remedy: None,
+        }),
+    }
     if forget_cgroups {
         saved.created_cgroups.clear();
         state::store_in(store, saved)?;
+    } else if let Err(e) = state::store_in(store, saved) {
+        // The saved state (marked as being applied) still undoes everything.
+        notes.push(Note {
+            severity: plan::Severity::Warn,
+            text: format!(
+                "the shield is applied, but what it set could not be saved ({e}): an affinity a task or an IRQ's owner sets from now on is not followed, and reset restores the affinities saved before"
+            ),
+            remedy: None,
+        });
     }
-    Ok(outcome)
+    Ok((outcome, notes))
 }
 
 fn report(
@@ -520,6 +566,32 @@ pub fn paths_outside(plan: &plan::Plan, layout: &CgroupLayout) -> Vec<std::path:
     out
 }
 
+/// Follows the requests made since the shield (see
+/// [`SavedState::follow_requests`]) and saves them, marked as being applied,
+/// before reset changes anything: a reset killed half way is then finished by
+/// the next one from the saved requests, never from the half-restored
+/// affinities. Where the state cannot be written (a read-only state
+/// directory), nothing is followed: reset restores the saved affinities.
+fn follow_before_reset(
+    store: &dyn StateStore,
+    saved: &mut SavedState,
+    snap: &snapshot::Snapshot,
+    with_tasks: bool,
+) -> Vec<state::Followed> {
+    if saved.set.applying || saved.set.is_empty() {
+        return Vec::new();
+    }
+    let before = saved.clone();
+    let followed = saved.follow_requests(snap, with_tasks);
+    saved.set.applying = true;
+    saved.version = state::STATE_VERSION;
+    if state::store_in(store, saved).is_err() {
+        *saved = before;
+        return Vec::new();
+    }
+    followed
+}
+
 fn reset_locked(
     kernel: &dyn Kernel,
     store: &dyn StateStore,
@@ -529,7 +601,7 @@ fn reset_locked(
     let Some(loaded) = state::load_from(store)? else {
         return Ok(empty_report(kernel));
     };
-    let saved = loaded.state;
+    let mut saved = loaded.state;
     if !namespace_gone {
         same_namespace(kernel, store, &saved)?;
     }
@@ -539,6 +611,10 @@ fn reset_locked(
     if !problems.is_empty() {
         return Err(ShieldError::BadState { path, problems });
     }
+    // Affinities set since the shield are requests: reset restores them, not
+    // the ones saved before (tasks only where their IDs mean the same tasks).
+    let same_tasks = saved.pid_namespace.is_empty() || saved.pid_namespace == first.pid_namespace;
+    let followed = follow_before_reset(store, &mut saved, &first, same_tasks);
     let mut total = Outcome::default();
     let mut notes = Vec::new();
     let mut last_snap = None;
@@ -592,6 +668,7 @@ fn reset_locked(
             ),
         )
     })?;
+    notes.extend(followed_notes(&followed));
     notes.extend(recovered_note(loaded.recovered));
     let snap = last_snap.expect("at least one pass");
     Ok(report(&snap, ShieldMasks::default(), total, notes))

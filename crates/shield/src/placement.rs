@@ -17,8 +17,13 @@ pub fn shielded_procs(_kernel: &dyn Kernel) -> io::Result<CpuSet> {
 /// its process (v2) into the shield cgroup first; then sets its affinity.
 /// Reservations (`run --reserve`) are checked by the callers that place tasks
 /// for users (`run` and the rt library), which know who holds them.
+///
+/// cpushield's own placement is not the task's request: when the shield has a
+/// record of what it set on `tid`, the record is updated, so that `reset`
+/// still gives the task its affinity from before the placement.
 pub fn place_task(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()> {
-    if let Some(saved) = state::load()? {
+    let saved = state::load()?;
+    if let Some(saved) = &saved {
         if !cpus.is_empty() && cpus.is_subset(&saved.masks.procs) {
             let dir = shield_dir(&saved.layout);
             let id = if saved.layout.is_v2() {
@@ -32,7 +37,25 @@ pub fn place_task(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()
                 .map_err(|e| cpushield_kernel::with_path(e, &file))?;
         }
     }
-    kernel.set_affinity(tid, cpus)
+    kernel.set_affinity(tid, cpus)?;
+    if saved.is_some_and(|s| s.set.tasks.contains_key(&tid)) {
+        record_placement(kernel, tid)?;
+    }
+    Ok(())
+}
+
+/// Updates the shield's record of what was set on `tid` to its affinity now.
+fn record_placement(kernel: &dyn Kernel, tid: i32) -> io::Result<()> {
+    let _lock = state::StateLock::acquire()?;
+    let Some(mut saved) = state::load()? else {
+        return Ok(());
+    };
+    let now = kernel.get_affinity(tid)?;
+    match saved.set.tasks.get_mut(&tid) {
+        Some(rec) if rec.cpus != now => rec.cpus = now,
+        _ => return Ok(()),
+    }
+    state::store(&saved)
 }
 
 fn tgid_of(kernel: &dyn Kernel, tid: i32) -> io::Result<i32> {

@@ -12,8 +12,76 @@ use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-/// Version of the state file format.
-pub const STATE_VERSION: u32 = 1;
+/// Version of the state file format. Version 2 added [`SavedState::set`]
+/// (what the shield last set); a version-1 state still loads and resets.
+pub const STATE_VERSION: u32 = 2;
+
+/// The oldest state format this cpushield still reads.
+pub const OLDEST_STATE_VERSION: u32 = 1;
+
+/// The effective affinity the shield set on a task, as read back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetTask {
+    /// Start time, as in [`SavedTask`]: a reused TID is not compared.
+    pub starttime: u64,
+    /// The affinity the task had once the shield was applied.
+    pub cpus: CpuSet,
+}
+
+/// What the shield last set on each task and IRQ, read back once a change was
+/// complete. A value found different later was set by someone else (the task
+/// itself, irqbalance, a user writing smp_affinity): under Brosky's rule it is
+/// that object's new requested affinity ([`SavedState::follow_requests`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetRecords {
+    /// Set while a change is being applied (and after one that could not be
+    /// read back): the values are then not trusted, and every object is taken
+    /// as untouched (exact undo).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub applying: bool,
+    /// Task affinities, by TID.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tasks: BTreeMap<i32, SetTask>,
+    /// IRQ smp_affinity texts, by IRQ.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub irqs: BTreeMap<u32, String>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl SetRecords {
+    /// Whether nothing is recorded (a version-1 state, or a new one).
+    pub fn is_empty(&self) -> bool {
+        !self.applying && self.tasks.is_empty() && self.irqs.is_empty()
+    }
+}
+
+/// A requested affinity found changed behind the shield's back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Followed {
+    /// A task set its own affinity.
+    Task {
+        /// Thread ID.
+        tid: i32,
+        /// Command name.
+        comm: String,
+        /// The affinity the shield had set.
+        was: CpuSet,
+        /// Its new requested affinity.
+        now: CpuSet,
+    },
+    /// An IRQ's owner wrote its smp_affinity.
+    Irq {
+        /// IRQ number.
+        irq: u32,
+        /// The mask the shield had set.
+        was: String,
+        /// Its new requested mask.
+        now: String,
+    },
+}
 
 /// A task as it was before the first shield.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,6 +173,10 @@ pub struct SavedState {
     /// Scheduling policies `cpushield run --pid` changed, by TID, as they were.
     #[serde(default)]
     pub sched: BTreeMap<i32, SavedSched>,
+    /// What the shield last set on each task and IRQ (version 2; absent in
+    /// older states, which then keep the requests saved at the first shield).
+    #[serde(default, skip_serializing_if = "SetRecords::is_empty")]
+    pub set: SetRecords,
     /// CRC-32 of the file as written with this field 0 (0: not sealed).
     #[serde(default)]
     pub checksum: u32,
@@ -146,8 +218,152 @@ impl SavedState {
             created_cgroups: Vec::new(),
             pid_namespace: snap.pid_namespace.clone(),
             sched: BTreeMap::new(),
+            set: SetRecords::default(),
             checksum: 0,
         }
+    }
+
+    /// Brosky's rule over time: every task and IRQ whose current affinity
+    /// differs from what the shield last set (see [`SetRecords`]) was given a
+    /// new affinity by its owner, which becomes its requested affinity here
+    /// (and what reset restores). Tasks are compared only with
+    /// `with_tasks` (same PID namespace). Nothing is followed while the
+    /// records are untrusted. Returns what was followed.
+    pub fn follow_requests(&mut self, snap: &Snapshot, with_tasks: bool) -> Vec<Followed> {
+        let mut out = Vec::new();
+        if self.set.applying {
+            return out;
+        }
+        for task in snap.tasks.iter().filter(|_| with_tasks) {
+            if task.pinned_by_kernel {
+                continue;
+            }
+            let Some(rec) = self
+                .set
+                .tasks
+                .get(&task.tid)
+                .filter(|r| r.starttime == task.starttime)
+            else {
+                continue;
+            };
+            if rec.cpus == task.affinity || task.affinity.is_empty() {
+                continue;
+            }
+            let now = if self.clamped_to_housekeeping(task, snap) {
+                snap.online.clone()
+            } else {
+                task.affinity.clone()
+            };
+            let was = rec.cpus.clone();
+            let requested = if let Some(s) = self
+                .tasks
+                .get_mut(&task.tid)
+                .filter(|s| s.starttime == task.starttime)
+            {
+                &mut s.affinity
+            } else if let Some(a) = self
+                .adopted
+                .get_mut(&task.tid)
+                .filter(|a| a.starttime == task.starttime)
+            {
+                &mut a.requested
+            } else {
+                continue;
+            };
+            *requested = now.clone();
+            out.push(Followed::Task {
+                tid: task.tid,
+                comm: task.comm.clone(),
+                was,
+                now,
+            });
+        }
+        for irq in &snap.irqs {
+            let Some(rec) = self.set.irqs.get(&irq.irq) else {
+                continue;
+            };
+            let changed = match CpuSet::parse_mask(rec) {
+                Ok(set) => {
+                    set.intersection(&snap.online) != irq.affinity.intersection(&snap.online)
+                }
+                Err(_) => false,
+            };
+            if !changed || irq.affinity.is_empty() {
+                continue;
+            }
+            if let Some(original) = self.irqs.get_mut(&irq.irq) {
+                *original = irq.mask_text.clone();
+                out.push(Followed::Irq {
+                    irq: irq.irq,
+                    was: rec.clone(),
+                    now: irq.mask_text.clone(),
+                });
+            }
+        }
+        out
+    }
+
+    /// Whether a task's affinity may be the shield's cpuset clamping a wider
+    /// request: the kernel intersects `sched_setaffinity` with the task's
+    /// cpuset, so in the housekeeping cpuset (v1) or outside the isolated
+    /// partition (v2) a request for every CPU reads back as every housekeeping
+    /// CPU. Such a task is taken to request every CPU; a narrower set is a
+    /// real request as it reads.
+    fn clamped_to_housekeeping(&self, task: &crate::snapshot::TaskInfo, snap: &Snapshot) -> bool {
+        let procs = self.masks.procs.intersection(&snap.online);
+        if procs.is_empty() || task.affinity != snap.online.difference(&procs) {
+            return false;
+        }
+        let top = task
+            .cgroup
+            .trim_start_matches('/')
+            .split('/')
+            .next()
+            .unwrap_or("");
+        if self.layout.is_v2() {
+            top != SHIELD_CGROUP
+        } else {
+            top == SYSTEM_CGROUP
+        }
+    }
+
+    /// Records what a complete change left on every task and IRQ the state
+    /// knows, as read back in `snap`, and trusts the records again.
+    pub fn record_set(&mut self, snap: &Snapshot) {
+        let known = |tid: i32, starttime: u64| {
+            self.tasks
+                .get(&tid)
+                .is_some_and(|s| s.starttime == starttime)
+                || self
+                    .adopted
+                    .get(&tid)
+                    .is_some_and(|a| a.starttime == starttime)
+        };
+        let tasks = snap
+            .tasks
+            .iter()
+            .filter(|t| !t.pinned_by_kernel && known(t.tid, t.starttime))
+            .map(|t| {
+                (
+                    t.tid,
+                    SetTask {
+                        starttime: t.starttime,
+                        cpus: t.affinity.clone(),
+                    },
+                )
+            })
+            .collect();
+        let irqs = snap
+            .irqs
+            .iter()
+            .filter(|i| self.irqs.contains_key(&i.irq))
+            .map(|i| (i.irq, i.mask_text.clone()))
+            .collect();
+        self.set = SetRecords {
+            applying: false,
+            tasks,
+            irqs,
+        };
     }
 
     /// Records what a new snapshot shows that the saved state lacks: IRQs and
@@ -320,9 +536,9 @@ pub fn decode(bytes: &[u8]) -> Result<SavedState, String> {
     }
     let state: SavedState =
         serde_json::from_str(text).map_err(|e| format!("not a valid state ({e})"))?;
-    if state.version != STATE_VERSION {
+    if !(OLDEST_STATE_VERSION..=STATE_VERSION).contains(&state.version) {
         return Err(format!(
-            "format version {} (this cpushield reads {STATE_VERSION})",
+            "format version {} (this cpushield reads {OLDEST_STATE_VERSION} to {STATE_VERSION})",
             state.version
         ));
     }
@@ -798,6 +1014,7 @@ mod tests {
             ],
             pid_namespace: "pid:[1]".into(),
             sched: BTreeMap::new(),
+            set: SetRecords::default(),
             checksum: 0,
         }
     }
@@ -829,6 +1046,40 @@ mod tests {
         ] {
             assert!(decode(&bytes).is_err(), "{what} accepted");
         }
+    }
+
+    #[test]
+    fn a_version_1_state_decodes_and_a_newer_one_is_refused_naming_the_versions() {
+        let mut s = sample();
+        s.version = 1;
+        let v1 = encode(&s);
+        assert!(!v1.contains("\"set\""), "{v1}");
+        assert_eq!(decode(v1.as_bytes()).unwrap().version, 1);
+        s.version = STATE_VERSION + 1;
+        let err = decode(encode(&s).as_bytes()).unwrap_err();
+        assert!(
+            err.contains(&format!("format version {}", STATE_VERSION + 1)),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!("reads 1 to {STATE_VERSION}")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn what_the_shield_set_survives_encoding() {
+        let mut s = sample();
+        s.set.tasks.insert(
+            7,
+            SetTask {
+                starttime: 5,
+                cpus: CpuSet::from_cpus([0]),
+            },
+        );
+        s.set.irqs.insert(10, "1".into());
+        let back = decode(encode(&s).as_bytes()).unwrap();
+        assert_eq!(back.set, s.set);
     }
 
     #[test]

@@ -519,3 +519,169 @@ fn a_shield_from_another_pid_namespace_is_refused_and_reset_namespace_gone_resto
     assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap(), "f");
     assert!(state::load_from(&store).unwrap().is_none());
 }
+
+/// Stores `saved` as both copies of the state, sealed.
+fn put(store: &MemoryStore, saved: &SavedState) {
+    state::store_in(store, saved).unwrap();
+}
+
+#[test]
+fn an_affinity_a_task_sets_while_shielded_is_its_request_for_later_shields_and_reset() {
+    let k = machine(&[(100, "0-3"), (101, "0-3")]);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    assert_eq!(k.affinities()[&100], cpus("0-2"));
+    // The task narrows its own affinity (taskset) behind the shield's back.
+    k.set_thread_affinity(100, cpus("1-2"));
+    let report = shield(&k, &store, &ShieldMasks::all(&cpus("2")));
+    assert!(
+        report.notes.iter().any(|n| n
+            .text
+            .contains("task 100 (task100) set its affinity to 1-2")),
+        "{:?}",
+        report.notes
+    );
+    let aff = k.affinities();
+    assert_eq!(aff[&100], cpus("1"), "the rule on its new request 1-2");
+    assert_eq!(
+        aff[&101],
+        cpus("0-1"),
+        "an untouched task keeps 0-3 as its request"
+    );
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    let aff = k.affinities();
+    assert_eq!(
+        aff[&100],
+        cpus("1-2"),
+        "reset gives the new request, not 0-3"
+    );
+    assert_eq!(aff[&101], cpus("0-3"));
+}
+
+#[test]
+fn a_mask_written_to_an_irq_while_shielded_is_its_request_for_later_shields_and_reset() {
+    let k = machine(&[(100, "0-3")]);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap(), "7");
+    // irqbalance or a user writes CPUs 0-1.
+    k.set_file("/proc/irq/10/smp_affinity", "3\n");
+    let report = shield(&k, &store, &ShieldMasks::all(&cpus("1")));
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.text.contains("IRQ 10: smp_affinity was set to 3")),
+        "{:?}",
+        report.notes
+    );
+    assert_eq!(
+        k.file("/proc/irq/10/smp_affinity").unwrap(),
+        "1",
+        "0-1 minus the shield"
+    );
+    assert_eq!(k.file("/proc/irq/11/smp_affinity").unwrap(), "5");
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap(), "3");
+    assert_eq!(
+        k.file("/proc/irq/11/smp_affinity").unwrap(),
+        "f",
+        "untouched: the original"
+    );
+}
+
+#[test]
+fn reset_keeps_an_affinity_set_while_shielded_and_restores_everything_else_exactly() {
+    let k = machine(&[(100, "0-3"), (101, "3"), (102, "2-3")]);
+    let files_before = k.files();
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    k.set_thread_affinity(100, cpus("1"));
+    k.set_file("/proc/irq/12/smp_affinity", "2\n");
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    let aff = k.affinities();
+    assert_eq!(aff[&100], cpus("1"));
+    assert_eq!(aff[&101], cpus("3"));
+    assert_eq!(aff[&102], cpus("2-3"));
+    let mut expected = as_read(files_before);
+    expected.insert("/proc/irq/12/smp_affinity".into(), "2".into());
+    assert_eq!(
+        as_read(k.files()),
+        expected,
+        "every other file byte for byte"
+    );
+}
+
+#[test]
+fn a_change_cut_short_trusts_no_record_and_reset_restores_the_saved_affinities() {
+    // As after a SIGKILL during shield: the state says a change was being
+    // applied, so what differs may be the shield's own half-done work.
+    let k = machine(&[(100, "0-3")]);
+    let files_before = k.files();
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    let mut saved = saved_in(&store);
+    assert!(!saved.set.applying && saved.set.tasks.contains_key(&100));
+    saved.set.applying = true;
+    put(&store, &saved);
+    k.set_thread_affinity(100, cpus("1"));
+    k.set_file("/proc/irq/10/smp_affinity", "2\n");
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert_eq!(k.affinities()[&100], cpus("0-3"));
+    assert_eq!(as_read(k.files()), as_read(files_before));
+}
+
+#[test]
+fn a_version_1_state_without_records_still_resets_exactly() {
+    let k = machine(&[(100, "0-3"), (101, "2-3")]);
+    let files_before = k.files();
+    let aff_before = k.affinities();
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    // The state as cpushield 1 wrote it: version 1, no record of what was set.
+    let mut saved = saved_in(&store);
+    saved.version = 1;
+    saved.set = Default::default();
+    put(&store, &saved);
+    let text = String::from_utf8(store.copy(state::STATE_FILE).unwrap()).unwrap();
+    assert!(
+        text.contains("\"version\":1") && !text.contains("\"set\""),
+        "{text}"
+    );
+    k.set_thread_affinity(100, cpus("1"));
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert_eq!(
+        k.affinities(),
+        aff_before,
+        "the requests saved at the first shield"
+    );
+    assert_eq!(as_read(k.files()), as_read(files_before));
+    assert!(state::load_from(&store).unwrap().is_none(), "state removed");
+}
+
+#[test]
+fn a_reset_whose_state_cannot_be_written_follows_nothing_and_restores_the_saved_state() {
+    let k = machine(&[(100, "0-3")]);
+    let aff_before = k.affinities();
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    k.set_thread_affinity(100, cpus("1"));
+    store.fail_writes(Some(libc::EROFS));
+    let _ = cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS);
+    assert_eq!(k.affinities(), aff_before);
+}
+
+#[test]
+fn a_task_widened_to_every_housekeeping_cpu_is_taken_to_request_every_cpu() {
+    // In the housekeeping cpuset the kernel clamps `taskset -p 0-3` to 0-2:
+    // the task asked for more than its cpuset lets it show.
+    let k = machine(&[(100, "1"), (101, "0-3")]);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    assert_eq!(k.affinities()[&100], cpus("1"));
+    k.set_thread_affinity(100, cpus("0-2"));
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    let aff = k.affinities();
+    assert_eq!(aff[&100], cpus("0-3"));
+    assert_eq!(aff[&101], cpus("0-3"));
+}

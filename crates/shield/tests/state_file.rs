@@ -38,6 +38,7 @@ fn sample() -> SavedState {
         ],
         pid_namespace: "pid:[1]".into(),
         sched: BTreeMap::new(),
+        set: Default::default(),
         checksum: 0,
     }
 }

@@ -98,7 +98,8 @@ scenario_main() {
     keep
 
     # --- Values that cannot be restored, in both copies: refused, nothing changed. ---
-    irq=$(grep -o '"irqs":{"[0-9]*"' "$SD/state.json" | grep -o '[0-9]*')
+    # The first match is the saved masks; the shield's records ("set") come after them.
+    irq=$(grep -o '"irqs":{"[0-9]*"' "$SD/state.json" | head -n 1 | grep -o '[0-9]*')
     aff_of_s="s/\"$S\":{\"tgid\":$S,\"comm\":\"sleep\",\"starttime\":\([0-9]*\),\"affinity\":\"[^\"]*\"/\"$S\":{\"tgid\":$S,\"comm\":\"sleep\",\"starttime\":\1,\"affinity\":\"AFF\"/"
     edit_both "$(echo "$aff_of_s" | sed 's/AFF/5000-8191/')"
     cs reset

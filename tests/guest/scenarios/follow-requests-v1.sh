@@ -1,0 +1,10 @@
+# Scenario follow-requests-v1: an affinity a task (taskset -p) or an IRQ's owner
+# (smp_affinity) sets while shielded becomes its request (Brosky's rule over time): a
+# later shield applies the rule to it and reset gives it back; the rest resets exactly.
+# Cgroup v1 (the cpuset clamps a widening taskset to the housekeeping CPUs).
+# guest-timeout: 300
+GUEST_CGROUP=v1
+
+scenario_main() {
+    follow_requests
+}

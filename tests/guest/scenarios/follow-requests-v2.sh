@@ -1,0 +1,10 @@
+# Scenario follow-requests-v2: an affinity a task (taskset -p) or an IRQ's owner
+# (smp_affinity) sets while shielded becomes its request (Brosky's rule over time): a
+# later shield applies the rule to it and reset gives it back; the rest resets exactly.
+# Cgroup v2 (the isolated partition clamps a widening taskset).
+# guest-timeout: 300
+GUEST_CGROUP=v2
+
+scenario_main() {
+    follow_requests
+}
