@@ -118,7 +118,7 @@ impl<'a> Agent<'a> {
                     // The shield wrote nothing new: the kernel keeps this IRQ
                     // where it is (kernel-managed). Not a correction.
                     log.push(format!(
-                        "IRQ {} ({}) stays on shielded CPU {}: its affinity cannot change at run time (kernel-managed); fix at boot: isolcpus=managed_irq,{}",
+                        "IRQ {} ({}) stays on shielded CPU {}: either its owner asked for shielded CPUs only (Brosky's rule keeps such a request) or the kernel keeps it there (kernel-managed; fix at boot: isolcpus=managed_irq,{})",
                         d.irq,
                         if d.name.is_empty() { "?" } else { &d.name },
                         d.on.to_list(),

@@ -9,6 +9,7 @@
 use crate::analyze::tasks::bound_kthread_advice;
 use crate::finding::Remedy;
 use cpushield_cpuset::CpuSet;
+use cpushield_trace::attribute::is_per_cpu_kthread;
 
 /// Where the experiment's shield applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,13 +57,6 @@ pub fn remedy_for_cause(
         "task" => Some(Remedy::cpushield(format!("cpushield shield --procs {list}"))),
         _ => None,
     }
-}
-
-/// Whether a kernel thread's name is that of a per-CPU one (`ksoftirqd/1`,
-/// `kworker/1:2H`, `migration/1`, `rcuc/1`); `kworker/u8:3` is unbound.
-fn is_per_cpu_kthread(comm: &str) -> bool {
-    comm.split_once('/')
-        .is_some_and(|(_, rest)| rest.starts_with(|c: char| c.is_ascii_digit()))
 }
 
 #[cfg(test)]

@@ -88,7 +88,12 @@ done
 $CS agent --config "$CFG" --listen 127.0.0.1:$PORT --interval 200ms > "$LOG" 2>&1 & AGENT=$!
 for i in $(seq 50); do curl -sf http://127.0.0.1:$PORT/metrics >/dev/null && break; sleep 0.1; done
 sleep 0.5
-echo 2 > /proc/irq/$IRQ/smp_affinity || fail "cannot write IRQ $IRQ"
+# Spread it over CPU 1 as irqbalance would. By Brosky's rule the mask written
+# becomes the IRQ's requested affinity: the shield keeps it off CPU 1, and
+# reset gives this mask back (the test restores the original afterwards).
+WRITTEN=$(printf '%x' $(( 0x$(tr -d ',\n' < /proc/irq/$IRQ/smp_affinity) | 2 )))
+echo "$IRQ $WRITTEN" > "$DIR/written"
+echo $WRITTEN > /proc/irq/$IRQ/smp_affinity || fail "cannot write IRQ $IRQ"
 for i in $(seq 50); do grep -q "IRQ $IRQ .*cause irq_rewritten" "$LOG" && break; sleep 0.1; done
 grep -q "IRQ $IRQ .*cause irq_rewritten" "$LOG" || fail "no correction logged: $(cat $LOG)"
 on_cpu1 $IRQ && fail "IRQ $IRQ still on CPU 1 after the correction: $(cat /proc/irq/$IRQ/smp_affinity)"
@@ -172,6 +177,26 @@ fn the_agent_corrects_an_irq_moved_onto_the_shield_and_prometheus_scrapes_the_co
             .args(["reset", "--namespace-gone"])
             .env("CPUSHIELD_STATE_DIR", &state)
             .output();
+    }
+    // The IRQ the scenario spread over CPU 1 keeps that mask after reset (its
+    // owner's request); put the original back, then everything else must be
+    // exactly as before.
+    if let Ok(written) = std::fs::read_to_string(dir.path().join("written")) {
+        let (irq, mask) = written.trim().split_once(' ').expect("IRQ MASK");
+        let path = format!("/proc/irq/{irq}/smp_affinity");
+        let now = std::fs::read_to_string(&path).unwrap_or_default();
+        let original = before
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map(|(_, v)| v.clone());
+        if let Some(original) = original {
+            let _ = std::fs::write(&path, original.trim());
+        }
+        assert_eq!(
+            u64::from_str_radix(now.trim().replace(',', "").as_str(), 16).ok(),
+            u64::from_str_radix(mask, 16).ok(),
+            "reset gives IRQ {irq} the mask written while shielded (its requested affinity)"
+        );
     }
     assert_eq!(before, system_state(), "IRQs or sysctls differ after reset");
     assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());

@@ -74,6 +74,14 @@ pub enum CauseKind {
     Untraced,
 }
 
+/// Whether a kernel thread's name is that of a per-CPU one, bound to its CPU
+/// by the kernel (`ksoftirqd/1`, `kworker/1:2H`, `migration/1`, `rcuc/1`);
+/// `kworker/u8:3` and `kdamond.0` are unbound.
+pub fn is_per_cpu_kthread(comm: &str) -> bool {
+    comm.split_once('/')
+        .is_some_and(|(_, rest)| rest.starts_with(|c: char| c.is_ascii_digit()))
+}
+
 impl CauseKind {
     /// The short word reports and JSON use for this kind (`irq`, `kthread`,
     /// `other-ns`, `outside`, ...).
@@ -380,7 +388,16 @@ impl State<'_> {
             ),
             None => {
                 let k = if (self.ctx.is_kthread)(self.task.0) {
-                    CauseKind::KernelThread
+                    // An unbound kernel thread (kdamond.0, kswapd0) belongs to
+                    // the machine: a namespace-scoped shield leaves it in place,
+                    // as it leaves other namespaces' tasks. A per-CPU one
+                    // (ksoftirqd/1) no shield can move.
+                    if !is_per_cpu_kthread(&self.task.1) && (self.ctx.in_other_namespace)(self.task.0)
+                    {
+                        CauseKind::OtherNamespace
+                    } else {
+                        CauseKind::KernelThread
+                    }
                 } else if (self.ctx.in_other_namespace)(self.task.0) {
                     CauseKind::OtherNamespace
                 } else {

@@ -312,6 +312,53 @@ fn a_task_of_another_pid_namespace_is_named_as_such() {
         .any(|c| c.kind == CauseKind::OtherNamespace && c.name == "load (70)"));
 }
 
+#[test]
+fn an_unbound_kernel_thread_is_outside_a_namespace_scope_and_a_per_cpu_one_is_not() {
+    let spike = Spike {
+        seq: 3,
+        cpu: 1,
+        tid: 50,
+        intended_ns: 200_000_000_000,
+        actual_ns: 200_000_710_000,
+    };
+    // In a namespace-scoped experiment every kernel thread is outside the
+    // namespace (one ID in NSpid).
+    let kthread = |_: i32| true;
+    let foreign = |pid: i32| pid != 50;
+    let c = AttributionContext {
+        in_other_namespace: &foreign,
+        ..ctx(&kthread, None)
+    };
+    let unbound = IRQ_AFTER_WAKEUP
+        .replace("load-70", "kdamond.0-70")
+        .replace("prev_comm=load", "prev_comm=kdamond.0");
+    let a = attribute(&events(&unbound), &spike, &c);
+    assert!(
+        a.causes
+            .iter()
+            .any(|c| c.kind == CauseKind::OtherNamespace && c.name == "kdamond.0 (70)"),
+        "{:#?}",
+        a.causes
+    );
+    let bound = IRQ_AFTER_WAKEUP
+        .replace("load-70", "ksoftirqd/1-70")
+        .replace("prev_comm=load", "prev_comm=ksoftirqd/1");
+    let a = attribute(&events(&bound), &spike, &c);
+    assert!(
+        a.causes
+            .iter()
+            .any(|c| c.kind == CauseKind::KernelThread && c.name == "ksoftirqd/1 (70)"),
+        "{:#?}",
+        a.causes
+    );
+    assert!(cpushield_trace::attribute::is_per_cpu_kthread(
+        "kworker/1:2H"
+    ));
+    assert!(!cpushield_trace::attribute::is_per_cpu_kthread(
+        "kworker/u8:3"
+    ));
+}
+
 const PREEMPTED_IN_HANDLER: &str = "\
            <idle>-0       [001] d.h1.   500.000010: local_timer_entry: vector=236
            <idle>-0       [001] d.h1.   500.000011: hrtimer_expire_entry: hrtimer=00000000bb function=tick_nohz_handler now=500000010000
