@@ -5,43 +5,11 @@
 //! test caused; on SIGTERM the agent resets the shield (`on_stop = "reset"`).
 
 use std::net::TcpListener;
+mod support;
+
 use std::path::Path;
 use std::process::Command;
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_cpushield")
-}
-
-/// Prints why a test cannot run here; in CI (CI=true) that is a failure.
-fn skip(why: &str) {
-    assert!(
-        std::env::var("CI").map_or(true, |v| v != "true"),
-        "cannot run in CI: {why}"
-    );
-    eprintln!("skipped: {why}");
-}
-
-fn can_run_here() -> Result<(), String> {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
-        .unwrap_or(false);
-    if !root {
-        return Err("not root".into());
-    }
-    for tool in ["unshare", "prometheus", "promtool", "curl", "jq"] {
-        if Command::new(tool).arg("--help").output().is_err() {
-            return Err(format!("{tool} missing (scripts/setup.sh installs it)"));
-        }
-    }
-    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    if online.trim() == "0" {
-        return Err("needs 2 CPUs".into());
-    }
-    Ok(())
-}
+use support::{bin, can_shield_here, skip, system_state};
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -49,26 +17,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// Every IRQ mask, the default mask, and the sysctls the local-timer shield writes.
-fn system_state() -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc/irq").unwrap().flatten() {
-        let p = e.path().join("smp_affinity");
-        if let Ok(t) = std::fs::read_to_string(&p) {
-            out.push((p.display().to_string(), t));
-        }
-    }
-    for p in [
-        "/proc/irq/default_smp_affinity",
-        "/proc/sys/kernel/watchdog_cpumask",
-        "/proc/sys/vm/stat_interval",
-    ] {
-        out.push((p.into(), std::fs::read_to_string(p).unwrap_or_default()));
-    }
-    out.sort();
-    out
 }
 
 const SCENARIO: &str = r#"
@@ -136,7 +84,7 @@ echo SCENARIO-DONE
 
 #[test]
 fn the_agent_corrects_an_irq_moved_onto_the_shield_and_prometheus_scrapes_the_correction() {
-    if let Err(why) = can_run_here() {
+    if let Err(why) = can_shield_here(&["unshare", "prometheus", "promtool", "curl", "jq"]) {
         skip(&why);
         return;
     }

@@ -3,61 +3,11 @@
 //! `--dry-run` prints the plan and changes nothing, apply mixed with `shield`
 //! ends where the file says, and `reset` restores everything.
 
+mod support;
+
 use std::path::Path;
 use std::process::Command;
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_cpushield")
-}
-
-/// Prints why a test cannot run here; in CI (CI=true) that is a failure.
-fn skip(why: &str) {
-    assert!(
-        std::env::var("CI").map_or(true, |v| v != "true"),
-        "cannot run in CI: {why}"
-    );
-    eprintln!("skipped: {why}");
-}
-
-fn can_shield_here() -> Result<(), String> {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
-        .unwrap_or(false);
-    if !root {
-        return Err("not root".into());
-    }
-    if Command::new("unshare").arg("--help").output().is_err() {
-        return Err("unshare(1) missing".into());
-    }
-    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    if online.trim() == "0" {
-        return Err("needs 2 CPUs".into());
-    }
-    Ok(())
-}
-
-/// Every IRQ mask, the default mask, and the sysctls the local-timer shield writes.
-fn system_state() -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc/irq").unwrap().flatten() {
-        let p = e.path().join("smp_affinity");
-        if let Ok(t) = std::fs::read_to_string(&p) {
-            out.push((p.display().to_string(), t));
-        }
-    }
-    for p in [
-        "/proc/irq/default_smp_affinity",
-        "/proc/sys/kernel/watchdog_cpumask",
-        "/proc/sys/vm/stat_interval",
-    ] {
-        out.push((p.into(), std::fs::read_to_string(p).unwrap_or_default()));
-    }
-    out.sort();
-    out
-}
+use support::{bin, can_shield_here, skip, system_state};
 
 const SCENARIO: &str = r#"
 set -u
@@ -71,7 +21,7 @@ before="$(aff $ALL) $(cg $ALL) $(aff $$) $(cg $$)"
 printf '[shield]\nall = "1"\n' > "$CFG"
 $CS apply --config "$CFG" >/dev/null || fail "apply exit $?"
 [ "$(aff $ALL)" = 0 ] || fail "task on $(aff $ALL) after apply, want 0"
-[ "$(cg $ALL)" = /cpushield-kerneltem ] || fail "task in $(cg $ALL) after apply"
+[ "$(cg $ALL)" = /cpushield-system ] || fail "task in $(cg $ALL) after apply"
 [ "$(masks)" = '"procs":"1","irqs":"1","ltmr":"1",' ] || fail "masks after apply: $(masks)"
 again=$($CS apply --config "$CFG"); rc=$?
 [ $rc = 0 ] || fail "second apply exit $rc"
@@ -105,7 +55,7 @@ echo SCENARIO-DONE
 
 #[test]
 fn apply_twice_is_a_no_op_dry_run_changes_nothing_and_reset_restores_everything() {
-    if let Err(why) = can_shield_here() {
+    if let Err(why) = can_shield_here(&["unshare"]) {
         skip(&why);
         return;
     }
@@ -132,7 +82,7 @@ fn apply_twice_is_a_no_op_dry_run_changes_nothing_and_reset_restores_everything(
     }
     assert_eq!(before, system_state(), "IRQs or sysctls differ after reset");
     assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-kerneltem").exists());
+    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-system").exists());
     assert!(!text.contains("ASSERT-FAIL"), "{text}");
     assert!(
         text.contains("SCENARIO-DONE"),

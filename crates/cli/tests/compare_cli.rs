@@ -36,7 +36,7 @@ fn irq_masks() -> Vec<(String, String)> {
 fn assert_machine_restored(irqs_before: &[(String, String)], state: &Path) {
     assert_eq!(irqs_before, irq_masks().as_slice(), "IRQ affinities differ");
     assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-kerneltem").exists());
+    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-system").exists());
     assert!(
         !state.join("state.json").exists(),
         "shield state left behind"

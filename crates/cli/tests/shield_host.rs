@@ -91,7 +91,7 @@ $CS shield --all 1 || fail "shield exit $?"
 [ "$(aff $ONLY1)" = 1 ] || fail "only-shield task on $(aff $ONLY1), want 1"
 [ "$(aff $ONLY0)" = 0 ] || fail "CPU0 task on $(aff $ONLY0)"
 [ "$(cg $ONLY1)" = /cpushield-shield ] || fail "only-shield task in $(cg $ONLY1)"
-[ "$(cg $ALL)" = /cpushield-kerneltem ] || fail "task in $(cg $ALL)"
+[ "$(cg $ALL)" = /cpushield-system ] || fail "task in $(cg $ALL)"
 sleep 60 & CHILD=$!
 sleep 0.1
 [ "$(aff $CHILD)" = 0 ] || fail "forked task reached $(aff $CHILD)"
@@ -122,7 +122,7 @@ fn shield_and_reset_in_a_private_namespace_restore_everything() {
     let irqs_after = irq_masks();
     assert_eq!(irqs_before, irqs_after, "IRQ affinities differ after reset");
     assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-kerneltem").exists());
+    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-system").exists());
     assert!(!out.contains("ASSERT-FAIL"), "{out}");
     assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
 }

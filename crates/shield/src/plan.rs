@@ -856,7 +856,7 @@ mod tests {
         let snap = snapshot(vec![]);
         let mut plan = Plan::default();
         plan_cgroups(&mut plan, &snap, &original(&snap), &cpus("3"));
-        let system = format!("{ROOT}/cpushield-kerneltem");
+        let system = format!("{ROOT}/cpushield-system");
         let shield = format!("{ROOT}/cpushield-shield");
         assert_eq!(
             plan.creates,
@@ -920,7 +920,7 @@ mod tests {
         assert_eq!(
             moves,
             vec![
-                (100, format!("{ROOT}/cpushield-kerneltem/tasks")),
+                (100, format!("{ROOT}/cpushield-system/tasks")),
                 (101, format!("{ROOT}/cpushield-shield/tasks")),
             ]
         );

@@ -98,7 +98,7 @@ pub struct Snapshot {
 /// Names of the cgroups cpushield creates, relative to the hierarchy root.
 pub const SHIELD_CGROUP: &str = "cpushield-shield";
 /// The housekeeping cgroup (v1 only; v2 partitions need none).
-pub const SYSTEM_CGROUP: &str = "cpushield-kerneltem";
+pub const SYSTEM_CGROUP: &str = "cpushield-system";
 
 /// Whether a cgroup path (as in /proc/PID/cgroup) is one of ours.
 pub fn is_ours(cgroup: &str) -> bool {
@@ -379,7 +379,7 @@ mod tests {
     #[test]
     fn our_cgroups_are_recognised_by_their_top_directory() {
         assert!(is_ours("/cpushield-shield"));
-        assert!(is_ours("/cpushield-kerneltem/x"));
+        assert!(is_ours("/cpushield-system/x"));
         assert!(!is_ours("/"));
         assert!(!is_ours("/system.slice"));
     }

@@ -1008,10 +1008,7 @@ mod tests {
             adopted: BTreeMap::new(),
             irqs: BTreeMap::from([(10, "3".to_string())]),
             files: BTreeMap::from([(PathBuf::from("/proc/irq/default_smp_affinity"), "3".into())]),
-            created_cgroups: vec![
-                root.join("cpushield-kerneltem"),
-                root.join("cpushield-shield"),
-            ],
+            created_cgroups: vec![root.join("cpushield-system"), root.join("cpushield-shield")],
             pid_namespace: "pid:[1]".into(),
             sched: BTreeMap::new(),
             set: SetRecords::default(),

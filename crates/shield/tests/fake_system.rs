@@ -114,7 +114,7 @@ fn shielded_tasks_are_enforced_by_cpusets() {
     let k = machine(&[(100, "0-3"), (101, "3")]);
     shield_and_save(&k, &ShieldMasks::all(&cpus("3")));
     let shield_tasks = k.file(format!("{ROOT}/cpushield-shield/tasks")).unwrap();
-    let system_tasks = k.file(format!("{ROOT}/cpushield-kerneltem/tasks")).unwrap();
+    let system_tasks = k.file(format!("{ROOT}/cpushield-system/tasks")).unwrap();
     assert_eq!(shield_tasks.trim(), "101");
     assert_eq!(system_tasks.trim(), "100");
     assert_eq!(
@@ -123,7 +123,7 @@ fn shielded_tasks_are_enforced_by_cpusets() {
         "3"
     );
     assert_eq!(
-        k.file(format!("{ROOT}/cpushield-kerneltem/cpuset.cpus"))
+        k.file(format!("{ROOT}/cpushield-system/cpuset.cpus"))
             .unwrap(),
         "0-2"
     );
@@ -182,7 +182,7 @@ fn reset_restores_every_file_affinity_and_cgroup_exactly() {
         assert!(same, "{}: {text:?} became {after:?}", path.display());
     }
     assert!(!k.has_dir(format!("{ROOT}/cpushield-shield")));
-    assert!(!k.has_dir(format!("{ROOT}/cpushield-kerneltem")));
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
 }
 
 #[test]
@@ -205,7 +205,7 @@ fn a_second_shield_reapplies_the_rule_from_the_requested_masks() {
 
 #[test]
 fn tasks_keep_their_rule_when_a_second_shield_resizes_the_cpusets() {
-    // Resizing cpushield-kerneltem resets its tasks to 0-1 in the kernel; the
+    // Resizing cpushield-system resets its tasks to 0-1 in the kernel; the
     // rule must be applied again afterwards (task 103 asked for 1 only).
     let k = machine(&[(100, "0-3"), (103, "1"), (104, "0,2")]);
     let store = MemoryStore::new();
@@ -379,7 +379,7 @@ fn unshielding_the_processes_alone_tears_down_the_cgroups_and_keeps_the_irq_shie
     };
     cpushield_shield::unshield_in(&k, &store, &procs, ROOT_OPTIONS).unwrap();
     assert!(!k.has_dir(Path::new(ROOT).join("cpushield-shield")));
-    assert!(!k.has_dir(Path::new(ROOT).join("cpushield-kerneltem")));
+    assert!(!k.has_dir(Path::new(ROOT).join("cpushield-system")));
     assert_eq!(k.affinities()[&100], cpus("0-3"));
     assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap(), "7");
     let saved = saved_in(&store);
@@ -421,7 +421,7 @@ fn shield_unshield_reset_round_trip_restores_every_file_byte_for_byte() {
     );
     assert_eq!(k.affinities(), aff_before);
     assert!(!k.has_dir(format!("{ROOT}/cpushield-shield")));
-    assert!(!k.has_dir(format!("{ROOT}/cpushield-kerneltem")));
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
     assert!(state::load_from(&store).unwrap().is_none(), "state removed");
     // A second reset changes nothing.
     cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
@@ -515,7 +515,7 @@ fn a_shield_from_another_pid_namespace_is_refused_and_reset_namespace_gone_resto
     assert_eq!(k.files(), shielded, "nothing changed");
     cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap();
     assert!(!k.has_dir(format!("{ROOT}/cpushield-shield")));
-    assert!(!k.has_dir(format!("{ROOT}/cpushield-kerneltem")));
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
     assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap(), "f");
     assert!(state::load_from(&store).unwrap().is_none());
 }

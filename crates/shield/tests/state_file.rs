@@ -32,10 +32,7 @@ fn sample() -> SavedState {
         adopted: BTreeMap::new(),
         irqs: BTreeMap::from([(10, "3".to_string())]),
         files: BTreeMap::new(),
-        created_cgroups: vec![
-            root.join("cpushield-kerneltem"),
-            root.join("cpushield-shield"),
-        ],
+        created_cgroups: vec![root.join("cpushield-system"), root.join("cpushield-shield")],
         pid_namespace: "pid:[1]".into(),
         sched: BTreeMap::new(),
         set: Default::default(),

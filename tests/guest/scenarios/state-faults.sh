@@ -123,12 +123,12 @@ scenario_main() {
     rmdir "$CGROOT/foreign"
     put_back
     # A cgroup with our name that cpushield did not create (no mark).
-    mkdir "$CGROOT/cpushield-kerneltem"
+    mkdir "$CGROOT/cpushield-system"
     snapshot /tmp/shielded-foreign
-    edit_both "s#\"created_cgroups\":\[#\"created_cgroups\":[\"$CGROOT/cpushield-kerneltem\",#"
+    edit_both "s#\"created_cgroups\":\[#\"created_cgroups\":[\"$CGROOT/cpushield-system\",#"
     cs reset
-    refused unmarked /tmp/shielded-foreign "cgroup $CGROOT/cpushield-kerneltem: has no cpushield mark"
-    rmdir "$CGROOT/cpushield-kerneltem"
+    refused unmarked /tmp/shielded-foreign "cgroup $CGROOT/cpushield-system: has no cpushield mark"
+    rmdir "$CGROOT/cpushield-system"
     put_back
 
     # --- Another PID namespace: the state's and a live second scope sharing the dir. ---

@@ -1,0 +1,64 @@
+//! What the host tests that shield this machine for real share: the binary,
+//! the CI-aware skip, the preconditions, and the machine-wide state a test
+//! must leave as it found it.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::process::Command;
+
+/// The cpushield binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_cpushield")
+}
+
+/// Prints why a test cannot run here; in CI (CI=true) that is a failure.
+pub fn skip(why: &str) {
+    assert!(
+        std::env::var("CI").map_or(true, |v| v != "true"),
+        "cannot run in CI: {why}"
+    );
+    eprintln!("skipped: {why}");
+}
+
+/// Root, the `tools` on PATH, and a second CPU to shield: or why not.
+pub fn can_shield_here(tools: &[&str]) -> Result<(), String> {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
+        .unwrap_or(false);
+    if !root {
+        return Err("not root".into());
+    }
+    for tool in tools {
+        if Command::new(tool).arg("--help").output().is_err() {
+            return Err(format!("{tool} missing (scripts/setup.sh installs it)"));
+        }
+    }
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    if online.trim() == "0" {
+        return Err("needs 2 CPUs".into());
+    }
+    Ok(())
+}
+
+/// Every IRQ mask, the default mask, and the sysctls the local-timer shield writes.
+pub fn system_state() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc/irq").unwrap().flatten() {
+        let p = e.path().join("smp_affinity");
+        if let Ok(t) = std::fs::read_to_string(&p) {
+            out.push((p.display().to_string(), t));
+        }
+    }
+    for p in [
+        "/proc/irq/default_smp_affinity",
+        "/proc/sys/kernel/watchdog_cpumask",
+        "/proc/sys/vm/stat_interval",
+    ] {
+        out.push((p.into(), std::fs::read_to_string(p).unwrap_or_default()));
+    }
+    out.sort();
+    out
+}
