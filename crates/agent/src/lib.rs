@@ -199,25 +199,10 @@ fn describe(masks: &ShieldMasks) -> String {
     )
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-/// Installs SIGINT and SIGTERM handlers that ask the loop to stop.
+/// Installs SIGINT and SIGTERM handlers that ask the loop to stop; a second
+/// signal is caught too, so the loop still leaves or resets the shield.
 pub fn stop_on_signals() -> io::Result<&'static AtomicBool> {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-    let action = SigAction::new(
-        SigHandler::Handler(on_signal),
-        SaFlags::SA_RESTART,
-        SigSet::empty(),
-    );
-    for signal in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe { sigaction(signal, &action) }.map_err(io::Error::from)?;
-    }
-    Ok(&STOP)
+    cpushield_kernel::signal::stop_on_signals(cpushield_kernel::signal::SecondSignal::Caught)
 }
 
 /// Runs the loop until `stop` is set (or once), printing each log line, then

@@ -14,6 +14,7 @@ use std::sync::Mutex;
 pub mod clock;
 mod fake;
 mod real;
+pub mod signal;
 
 pub use fake::FakeKernel;
 pub use real::RealKernel;

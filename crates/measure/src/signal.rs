@@ -2,29 +2,14 @@
 //! and the probe reports what it measured so far. A second signal of the same
 //! kind acts as usual (the handler resets itself), so a stuck run can be killed.
 
-use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::sys::signal::{SigSet, Signal};
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
+use std::sync::atomic::AtomicBool;
 
 /// Installs SIGINT and SIGTERM handlers that set the returned flag. Pass the
 /// flag as the `stop` argument of a probe's `run`.
 pub fn stop_on_signals() -> io::Result<&'static AtomicBool> {
-    let action = SigAction::new(
-        SigHandler::Handler(on_signal),
-        SaFlags::SA_RESETHAND | SaFlags::SA_RESTART,
-        SigSet::empty(),
-    );
-    for signal in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe { sigaction(signal, &action) }.map_err(io::Error::from)?;
-    }
-    Ok(&STOP)
+    cpushield_kernel::signal::stop_on_signals(cpushield_kernel::signal::SecondSignal::Kills)
 }
 
 /// Blocks SIGINT and SIGTERM in the calling thread, so they are delivered to
