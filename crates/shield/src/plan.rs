@@ -5,8 +5,8 @@
 use crate::layout::CgroupLayout;
 use crate::masks::ShieldMasks;
 use crate::snapshot::{
-    is_ours, IrqInfo, Scope, Snapshot, TaskInfo, DEFAULT_IRQ_AFFINITY, LTMR_SYSCTLS, SHIELD_CGROUP,
-    SYSTEM_CGROUP, WORKQUEUE_CPUMASK,
+    is_kubepods, is_ours, IrqInfo, Scope, Snapshot, TaskInfo, DEFAULT_IRQ_AFFINITY, LTMR_SYSCTLS,
+    SHIELD_CGROUP, SYSTEM_CGROUP, WORKQUEUE_CPUMASK,
 };
 use crate::state::SavedState;
 use cpushield_cpuset::{shielded_affinity, CpuSet};
@@ -422,8 +422,17 @@ fn plan_tasks(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuS
         || (procs.is_empty() && !saved.created_cgroups.is_empty());
     let mut affinities = Vec::new();
     let mut per_cpu_threads: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    let mut pod_tasks_on_shield = 0usize;
     for task in &snap.tasks {
         let origin = &origins[&task.tid];
+        if is_kubepods(&task.cgroup) {
+            // A Kubernetes pod: the kubelet's CPU manager owns its cpuset and
+            // CPUs, so it is neither moved nor narrowed.
+            if !procs.is_empty() && task.affinity.intersects(procs) {
+                pod_tasks_on_shield += 1;
+            }
+            continue;
+        }
         if task.pinned_by_kernel {
             for cpu in task.affinity.intersection(procs).iter() {
                 per_cpu_threads
@@ -486,6 +495,15 @@ fn plan_tasks(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuS
                 Some(format!("place the whole process with `cpushield run --cpus {} --pid {}`", procs, task.tgid)),
             );
         }
+    }
+    if pod_tasks_on_shield > 0 {
+        plan.note(
+            Severity::Warn,
+            format!(
+                "{pod_tasks_on_shield} tasks of Kubernetes pods (cgroups kubepods*) may run on shielded CPUs {procs}: cpushield leaves pods to the kubelet's CPU manager and does not move them"
+            ),
+            Some("keep the shielded CPUs out of the pods' CPUs: list them in the kubelet's reservedSystemCPUs with the CPU manager option strict-cpu-reservation (docs/fleet.md)".into()),
+        );
     }
     for (cpu, names) in &per_cpu_threads {
         let mut shown: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -716,6 +734,10 @@ pub fn plan_reset(snap: &Snapshot, saved: &SavedState) -> Plan {
         }
         let origin = &origins[&task.tid];
         let in_ours = is_ours(&task.cgroup);
+        if !in_ours && is_kubepods(&task.cgroup) {
+            // The shield never changed a pod's task (see plan_tasks).
+            continue;
+        }
         if in_ours && !(layout.is_v2() && task.kthread) {
             let id = if layout.is_v2() { task.tgid } else { task.tid };
             if !layout.is_v2() || moved_processes.insert(task.tgid) {
@@ -933,6 +955,74 @@ mod tests {
             .collect();
         assert_eq!(set, vec![(100, cpus("0-2")), (101, cpus("3"))]);
         assert!(plan.notes.iter().any(|n| n.text.contains("ksoftirqd/3")));
+    }
+
+    /// The task IDs a plan (or a list of affinity steps) moves or sets.
+    fn touched(steps: &[Step]) -> Vec<i32> {
+        steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Move { id, .. } => Some(*id),
+                Step::Affinity { tid, .. } => Some(*tid),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn pod_task(tid: i32, affinity: &str, cgroup: &str) -> TaskInfo {
+        TaskInfo {
+            cgroup: cgroup.into(),
+            ..task(tid, affinity)
+        }
+    }
+
+    #[test]
+    fn tasks_of_kubernetes_pods_are_neither_moved_nor_narrowed_in_v1_or_v2() {
+        let tasks = vec![
+            task(100, "0-3"),
+            // A burstable pod in the shared pool, on every CPU (cgroupfs driver).
+            pod_task(200, "0-3", "/kubepods/burstable/pod1/c1"),
+            // A guaranteed pod pinned by the static CPU manager (systemd driver).
+            pod_task(
+                201,
+                "3",
+                "/kubepods.slice/kubepods-pod2.slice/cri-containerd-c2.scope",
+            ),
+        ];
+        let v1 = snapshot(tasks.clone());
+        let mut v2 = snapshot(tasks);
+        v2.layout = CgroupLayout::V2 {
+            root: "/sys/fs/cgroup".into(),
+        };
+        for snap in [v1, v2] {
+            let mut plan = Plan::default();
+            plan_cgroups(&mut plan, &snap, &original(&snap), &cpus("3"));
+            let affinities = plan_tasks(&mut plan, &snap, &original(&snap), &cpus("3"));
+            let mut ids = touched(&plan.steps);
+            ids.extend(touched(&affinities));
+            assert!(ids.contains(&100), "the host task is shielded: {ids:?}");
+            assert!(
+                !ids.contains(&200) && !ids.contains(&201),
+                "a pod task was touched: {ids:?}"
+            );
+            assert!(
+                !writes(&plan).iter().any(|(p, _)| p.contains("kubepods")),
+                "a kubepods cgroup file was written: {:?}",
+                writes(&plan)
+            );
+            assert!(plan.notes.iter().any(|n| n.severity == Severity::Warn
+                && n.text.starts_with("2 tasks of Kubernetes pods")));
+        }
+    }
+
+    #[test]
+    fn reset_leaves_tasks_of_kubernetes_pods_alone() {
+        let before = snapshot(vec![pod_task(200, "0-3", "/kubepods/besteffort/pod3/c3")]);
+        let saved = original(&before);
+        let mut now = before.clone();
+        // The kubelet moved the container's CPUs meanwhile.
+        now.tasks[0].affinity = cpus("0-1");
+        assert!(touched(&plan_reset(&now, &saved).steps).is_empty());
     }
 
     #[test]
