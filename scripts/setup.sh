@@ -17,6 +17,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -q
   apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+# The Kubernetes manifests' validator (deploy/kubernetes/validate) is a Go
+# program over the real Kubernetes API types: Go (this machine kind ships a
+# recent one; Debian's golang-go if none), and its modules fetched now from
+# the Go module proxy, so scripts/test.sh needs no network for it.
+if ! command -v go >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends golang-go
+fi
+(cd deploy/kubernetes/validate && go mod download) || {
+  echo "setup: cannot fetch the Go modules of deploy/kubernetes/validate: it needs Go $(sed -n 's/^go //p' deploy/kubernetes/validate/go.mod) or newer ($(go version)) and the Go module proxy" >&2
+  exit 1
+}
 cargo build --release
 ln -sf "$PWD/target/release/cpushield" /usr/local/bin/cpushield
 echo "cpushield installed: $(command -v cpushield)"

@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+# The Kubernetes manifests, decoded strictly into the real Kubernetes types
+# (an unknown or misspelt field fails); a few seconds.
+(cd deploy/kubernetes/validate && gofmt -l . | (! grep .) && go vet ./... && go test ./...)
 # One test binary at a time touches IRQs and cgroups; tests inside a binary
 # that do so serialise themselves.
 # The real-kernel tests boot Debian's 6.1 kernel under QEMU (tests/guest/);
