@@ -386,6 +386,25 @@ fn plan_cgroups(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &Cp
                     "isolated",
                     WriteKind::Required,
                 );
+                // An empty cpuset.cpus in v2 means every CPU of the parent.
+                let pods: Vec<&str> = snap
+                    .foreign_cgroups
+                    .iter()
+                    .filter(|(name, cpus)| {
+                        is_kubepods(name) && (cpus.is_empty() || cpus.intersects(procs))
+                    })
+                    .map(|(name, _)| name.as_str())
+                    .collect();
+                if !pods.is_empty() {
+                    plan.note(
+                        Severity::Warn,
+                        format!(
+                            "the shield's isolated partition takes CPUs {procs} out of the Kubernetes pods' cgroup {}: pods pinned there by the kubelet lose them",
+                            pods.join(", ")
+                        ),
+                        Some("shield CPUs the kubelet never gives to pods (reservedSystemCPUs with strict-cpu-reservation), or shield pods' CPUs from irqs and ltmr only (docs/fleet.md)".into()),
+                    );
+                }
             }
         }
     }
@@ -1013,6 +1032,41 @@ mod tests {
             assert!(plan.notes.iter().any(|n| n.severity == Severity::Warn
                 && n.text.starts_with("2 tasks of Kubernetes pods")));
         }
+    }
+
+    #[test]
+    fn a_v2_shield_warns_that_its_partition_takes_cpus_from_the_pods_cgroup() {
+        let mut snap = snapshot(vec![]);
+        snap.layout = CgroupLayout::V2 {
+            root: "/sys/fs/cgroup".into(),
+        };
+        snap.foreign_cgroups = vec![
+            ("/kubepods.slice".into(), CpuSet::new()),
+            ("/system.slice".into(), CpuSet::new()),
+        ];
+        let mut plan = Plan::default();
+        plan_cgroups(&mut plan, &snap, &original(&snap), &cpus("3"));
+        let warned: Vec<&Note> = plan
+            .notes
+            .iter()
+            .filter(|n| n.severity == Severity::Warn)
+            .collect();
+        assert_eq!(warned.len(), 1, "{warned:?}");
+        assert!(
+            warned[0].text.contains("/kubepods.slice"),
+            "{}",
+            warned[0].text
+        );
+        assert!(
+            !warned[0].text.contains("system.slice"),
+            "{}",
+            warned[0].text
+        );
+        // Pods kept off the shielded CPUs: no warning.
+        snap.foreign_cgroups = vec![("/kubepods.slice".into(), cpus("0-2"))];
+        let mut plan = Plan::default();
+        plan_cgroups(&mut plan, &snap, &original(&snap), &cpus("3"));
+        assert!(plan.notes.iter().all(|n| n.severity != Severity::Warn));
     }
 
     #[test]
