@@ -213,3 +213,13 @@ fn guest_v2_an_affinity_set_while_shielded_is_followed_by_later_shields_and_rese
         &["follow-requests-v2"],
     );
 }
+
+#[test]
+fn guest_v1_tasks_of_kubernetes_pods_are_neither_moved_nor_narrowed_by_shield_or_reset() {
+    run_guest("kubepods-v1", "tests/guest/run.sh", &["kubepods-v1"]);
+}
+
+#[test]
+fn guest_v2_tasks_of_kubernetes_pods_are_not_moved_and_the_partition_is_warned_about() {
+    run_guest("kubepods-v2", "tests/guest/run.sh", &["kubepods-v2"]);
+}

@@ -1,0 +1,95 @@
+# Kubernetes pods are left alone (scenarios kubepods-v1, kubepods-v2): tasks in cgroups
+# laid out as the kubelet lays them out (cgroupfs driver on v1, systemd driver on v2),
+# pinned the way the static CPU manager pins them (the pod cgroup's cpuset.cpus), are
+# neither moved nor narrowed by `shield`, and `reset` does not touch them, while the
+# node's own tasks are shielded and restored as usual. docs/fleet.md.
+
+# kubepods_semantics v1|v2
+kubepods_semantics() {
+    mode=$1
+    : >/tmp/spawned
+    case "$mode" in
+        v1)
+            top="$CGROOT/cpuset/kubepods"
+            shared="$top/burstable/pod1"
+            on3="$top/pod2"
+            on1="$top/pod3"
+            mkdir -p "$shared" "$on3" "$on1"
+            for d in "$top" "$top/burstable" "$shared" "$on3" "$on1"; do
+                echo 0-3 >"$d/cpuset.cpus"
+                echo 0 >"$d/cpuset.mems"
+            done
+            ;;
+        v2)
+            top="$CGROOT/kubepods.slice"
+            shared="$top/kubepods-burstable.slice/kubepods-burstable-pod1.slice"
+            on3="$top/kubepods-pod2.slice"
+            on1="$top/kubepods-pod3.slice"
+            mkdir -p "$top/kubepods-burstable.slice"
+            echo +cpuset >"$top/cgroup.subtree_control"
+            echo +cpuset >"$top/kubepods-burstable.slice/cgroup.subtree_control"
+            mkdir -p "$shared" "$on3" "$on1"
+            ;;
+    esac
+    # Guaranteed pods the static CPU manager pinned to CPU 3 and to CPU 1.
+    echo 3 >"$on3/cpuset.cpus"
+    echo 1 >"$on1/cpuset.cpus"
+    spawn pod-shared all "$shared"
+    pod_shared=$(tail -n 1 /tmp/spawned | cut -d' ' -f1)
+    spawn pod-on-3 all "$on3"
+    pod_on3=$(tail -n 1 /tmp/spawned | cut -d' ' -f1)
+    spawn pod-on-1 all "$on1"
+    pod_on1=$(tail -n 1 /tmp/spawned | cut -d' ' -f1)
+    spawn host all
+    host=$(tail -n 1 /tmp/spawned | cut -d' ' -f1)
+    sleep 1
+    pods_cgroups() { for p in $pod_shared $pod_on3 $pod_on1; do echo "$p $(cgroups_of "$p")"; done; }
+    pods_cgroups >/tmp/pods-cg-before
+    info "pods before: $(for p in $pod_shared $pod_on3 $pod_on1; do echo "$p:$(cpus_of "$p")"; done | tr '\n' ' ')"
+    check_eq kubepods/setup/pinned "3 1" "$(cpus_of "$pod_on3") $(cpus_of "$pod_on1")" "pod affinities"
+    find "$top" -name 'cpuset.cpus' -exec grep -H '' {} + | sort >/tmp/kubepods-files-before
+
+    # expect_pods STEP: the pods' cgroups as before, the kubepods files as before, and
+    # the affinities only the kernel may have changed.
+    expect_pods() {
+        pods_cgroups >/tmp/pods-cg-now
+        if cmp -s /tmp/pods-cg-before /tmp/pods-cg-now; then
+            pass "kubepods/$1/pod-tasks-not-moved"
+        else
+            fail "kubepods/$1/pod-tasks-not-moved" "was [$(tr '\n' ' ' </tmp/pods-cg-before)] now [$(tr '\n' ' ' </tmp/pods-cg-now)]"
+        fi
+        find "$top" -name 'cpuset.cpus' -exec grep -H '' {} + | sort >/tmp/kubepods-files-now
+        if cmp -s /tmp/kubepods-files-before /tmp/kubepods-files-now; then
+            pass "kubepods/$1/kubepods-files-unchanged"
+        else
+            fail "kubepods/$1/kubepods-files-unchanged" "$(diff /tmp/kubepods-files-before /tmp/kubepods-files-now | tr '\n' ' ')"
+        fi
+        check_eq "kubepods/$1/pod-on-1-kept" 1 "$(cpus_of "$pod_on1")" "affinity of pod task $pod_on1"
+        if [ "$mode" = v1 ]; then
+            check_eq "kubepods/$1/pod-shared-not-narrowed" 0-3 "$(cpus_of "$pod_shared")" "affinity of pod task $pod_shared"
+            check_eq "kubepods/$1/pod-on-3-kept" 3 "$(cpus_of "$pod_on3")" "affinity of pod task $pod_on3"
+        else
+            # v2: the isolated partition makes the kernel clamp every task outside it
+            # (scenario kernel-partition), pods included; cpushield warns of it.
+            info "$1: pod affinities after the kernel's clamp: $(for p in $pod_shared $pod_on3; do echo "$p:$(cpus_of "$p")"; done | tr '\n' ' ')"
+        fi
+    }
+
+    cs_ok kubepods/shield/exit-0 shield --all 3
+    cat /tmp/cs.out /tmp/cs.err >/tmp/shield-said
+    grep -q "tasks of Kubernetes pods" /tmp/shield-said \
+        && pass kubepods/shield/warns-of-pod-tasks \
+        || fail kubepods/shield/warns-of-pod-tasks "no warning about pod tasks: $(tr '\n' ' ' </tmp/shield-said | head -c 600)"
+    if [ "$mode" = v2 ]; then
+        grep -q "isolated partition takes CPUs 3 out of the Kubernetes pods' cgroup /kubepods.slice" /tmp/shield-said \
+            && pass kubepods/shield/warns-of-partition \
+            || fail kubepods/shield/warns-of-partition "no warning about the partition: $(tr '\n' ' ' </tmp/shield-said | head -c 600)"
+    fi
+    expect_off kubepods/shield/host-task-off-cpu-3 "$host" 3
+    expect_pods shield
+
+    cs_ok kubepods/reset/exit-0 reset
+    check_eq kubepods/reset/host-task-restored 0-3 "$(cpus_of "$host")" "affinity of host task $host"
+    expect_pods reset
+    for p in $pod_shared $pod_on3 $pod_on1 $host; do kill "$p" 2>/dev/null; done
+}
