@@ -7,15 +7,15 @@
 //! The job is `cpushield run --share --cpus N -- cpushield load compute
 //! --cpus N --json -`; it is stopped with SIGINT to the load (which then
 //! reports its ops as JSON on standard output), and killed if it does not
-//! stop. Its CPU share is its nice time in /proc/stat (a task at nice 19 is
-//! accounted there) over all the measured CPUs' time between the moment it
-//! counted and the stop.
+//! stop. Its CPU share is the run time of its threads (schedstat, in ns, of
+//! `cpushield run` and every descendant) over the measured CPUs' wall time
+//! between the moment it counted and the stop.
 
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::{Kernel, RealKernel};
-use cpushield_parse::stat::{parse_cpu_times, CpuTimes};
+use cpushield_parse::schedstat::parse_schedstat_runtime;
 use cpushield_report::BatchWork;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -95,6 +95,7 @@ impl BatchRun {
             command: shell_words(&cmd),
             cpus: self.cpus.clone(),
             before: BTreeMap::new(),
+            since: Instant::now(),
             stopped: false,
         };
         let started = Instant::now();
@@ -118,7 +119,8 @@ impl BatchRun {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        batch.before = cpu_times();
+        batch.before = tree_runtime(&RealKernel, batch.child.id() as i32);
+        batch.since = Instant::now();
         Ok(batch)
     }
 }
@@ -148,29 +150,57 @@ fn shell_words(words: &[String]) -> String {
         .join(" ")
 }
 
-fn cpu_times() -> BTreeMap<usize, CpuTimes> {
-    RealKernel
-        .read(Path::new("/proc/stat"))
-        .ok()
-        .and_then(|t| parse_cpu_times(&t).ok())
-        .unwrap_or_default()
+/// Run time (ns, from schedstat) of every thread of process `pid` and of
+/// its descendants, by thread ID.
+pub fn tree_runtime(kernel: &dyn Kernel, pid: i32) -> BTreeMap<i32, u64> {
+    let mut out = BTreeMap::new();
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![pid];
+    while let Some(p) = stack.pop() {
+        if !seen.insert(p) {
+            continue;
+        }
+        let Ok(tids) = kernel.read_dir(Path::new(&format!("/proc/{p}/task"))) else {
+            continue;
+        };
+        for tid in tids.iter().filter_map(|t| t.parse::<i32>().ok()) {
+            let task = format!("/proc/{p}/task/{tid}");
+            if let Some(ns) = kernel
+                .read(Path::new(&format!("{task}/schedstat")))
+                .ok()
+                .and_then(|t| parse_schedstat_runtime(&t))
+            {
+                out.insert(tid, ns);
+            }
+            if let Ok(children) = kernel.read(Path::new(&format!("{task}/children"))) {
+                stack.extend(
+                    children
+                        .split_whitespace()
+                        .filter_map(|c| c.parse::<i32>().ok()),
+                );
+            }
+        }
+    }
+    out
 }
 
-/// The share of `cpus`' time spent at a positive nice value between two
-/// /proc/stat snapshots, %; 0 when nothing was counted.
-pub fn nice_share_pct(
-    before: &BTreeMap<usize, CpuTimes>,
-    after: &BTreeMap<usize, CpuTimes>,
-    cpus: &CpuSet,
+/// The share of `cpus` CPUs' time over `elapsed` that the threads ran
+/// between two [`tree_runtime`] snapshots (threads in both), %, at most 100.
+pub fn run_share_pct(
+    before: &BTreeMap<i32, u64>,
+    after: &BTreeMap<i32, u64>,
+    elapsed: Duration,
+    cpus: usize,
 ) -> f64 {
-    let (nice, total) = cpus
+    let ran: u64 = after
         .iter()
-        .filter_map(|c| Some(after.get(&c)?.since(before.get(&c)?)))
-        .fold((0u64, 0u64), |(n, t), d| (n + d.nice, t + d.total()));
-    if total == 0 {
+        .filter_map(|(tid, a)| Some(a.saturating_sub(*before.get(tid)?)))
+        .sum();
+    let available = elapsed.as_nanos() as f64 * cpus as f64;
+    if available <= 0.0 {
         0.0
     } else {
-        nice as f64 * 100.0 / total as f64
+        (ran as f64 * 100.0 / available).min(100.0)
     }
 }
 
@@ -193,7 +223,8 @@ pub struct Batch {
     stderr: Arc<Mutex<Vec<String>>>,
     command: String,
     cpus: CpuSet,
-    before: BTreeMap<usize, CpuTimes>,
+    before: BTreeMap<i32, u64>,
+    since: Instant,
     stopped: bool,
 }
 
@@ -244,8 +275,13 @@ impl Batch {
 
     /// Stops the job and reports what it did.
     pub fn finish(mut self) -> Result<BatchWork, String> {
-        let after = cpu_times();
-        let share = nice_share_pct(&self.before, &after, &self.cpus);
+        let after = tree_runtime(&RealKernel, self.child.id() as i32);
+        let share = run_share_pct(
+            &self.before,
+            &after,
+            self.since.elapsed(),
+            self.cpus.len().max(1),
+        );
         if !self.stop() {
             return Err(format!(
                 "the batch job did not stop within {} s of SIGINT and was killed",
@@ -296,23 +332,31 @@ mod tests {
     }
 
     #[test]
-    fn the_cpu_share_is_nice_time_over_all_time_of_the_measured_cpus() {
-        let t = |nice, idle, user| CpuTimes {
-            nice,
-            idle,
-            user,
-            ..CpuTimes::default()
-        };
-        let before = BTreeMap::from([(0, t(0, 0, 0)), (1, t(100, 50, 10))]);
-        let after = BTreeMap::from([(0, t(0, 500, 0)), (1, t(190, 55, 15))]);
-        let share = nice_share_pct(&before, &after, &CpuSet::from_cpus([1]));
+    fn the_cpu_share_is_the_run_time_of_the_job_and_its_descendants_over_wall_time() {
+        let k = cpushield_kernel::FakeKernel::new();
+        k.add_dir("/proc/10/task/10");
+        k.set_file("/proc/10/task/10/schedstat", "1000 5 1\n");
+        k.set_file("/proc/10/task/10/children", "11\n");
+        k.add_dir("/proc/11/task/11");
+        k.add_dir("/proc/11/task/12");
+        k.set_file("/proc/11/task/11/schedstat", "2000 5 1\n");
+        k.set_file("/proc/11/task/12/schedstat", "500000000 5 1\n");
+        let before = tree_runtime(&k, 10);
+        assert_eq!(
+            before,
+            BTreeMap::from([(10, 1000), (11, 2000), (12, 500_000_000)])
+        );
+        k.set_file("/proc/11/task/12/schedstat", "1400000000 5 1\n");
+        let after = tree_runtime(&k, 10);
+        let share = run_share_pct(&before, &after, Duration::from_secs(1), 1);
         assert!((share - 90.0).abs() < 1e-9, "{share}");
         assert_eq!(
-            nice_share_pct(&before, &before, &CpuSet::from_cpus([1])),
-            0.0
+            run_share_pct(&before, &after, Duration::from_secs(2), 1),
+            45.0
         );
+        assert_eq!(run_share_pct(&before, &after, Duration::ZERO, 1), 0.0);
         assert_eq!(
-            nice_share_pct(&before, &after, &CpuSet::from_cpus([7])),
+            run_share_pct(&BTreeMap::new(), &after, Duration::from_secs(1), 1),
             0.0
         );
     }

@@ -143,7 +143,7 @@ pub struct BatchWork {
     /// Operations per second.
     pub ops_per_s: f64,
     /// The share of the measured CPUs' time it got while the scenario ran
-    /// (its nice-19 time in /proc/stat over all their time), %.
+    /// (its threads' run time from schedstat over the CPUs' wall time), %.
     pub cpu_share_pct: f64,
 }
 
