@@ -714,7 +714,13 @@ pub fn run(
             None
         };
         let batch = batch.and_then(|b| match b.finish() {
-            Ok(w) => Some(w),
+            Ok(w) => {
+                notes.push(format!(
+                    "the batch job ran on CPU(s) {cpus} by design, at {} ({:.1}% of the CPU, {:.0} ops/s): check's findings name its tasks (cpushield, cpushield-load, ld-compute)",
+                    w.policy, w.cpu_share_pct, w.ops_per_s
+                ));
+                Some(w)
+            }
             Err(e) => {
                 batch_problems.push(format!("batch job: {e}"));
                 None
