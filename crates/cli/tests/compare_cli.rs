@@ -79,7 +79,7 @@ fn short_scenarios_run_end_to_end_and_write_the_report() {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
             .unwrap();
-    assert_eq!(report["schema"], "cpushield.compare/3");
+    assert_eq!(report["schema"], "cpushield.compare/4");
     let names: Vec<&str> = report["scenarios"]
         .as_array()
         .unwrap()

@@ -192,6 +192,11 @@ fn guest_trace_on_a_fresh_kernel_restores_what_tracefs_meant() {
 }
 
 #[test]
+fn guest_shared_job_is_sched_idle_in_the_shield_and_compare_reports_table_2() {
+    run_guest("compare-shared", "tests/guest/run.sh", &["compare-shared"]);
+}
+
+#[test]
 fn guest_measure_latency_source_rtc_reads_realfeel_at_the_rate_and_restores_the_rtc_irq() {
     run_guest("measure-rtc", "tests/guest/run.sh", &["measure-rtc"]);
 }

@@ -105,6 +105,17 @@ pub fn fixed(mode: IdleMode) -> IdleChoice {
     }
 }
 
+/// The idle policy of `shielded+shared`: the batch job fills the CPUs' idle
+/// time, so they never idle; they halt (no poller to compete with the job).
+pub fn shared() -> IdleChoice {
+    IdleChoice {
+        policy: "halt".into(),
+        how: "shared".into(),
+        reason: "the batch job fills the CPU's idle time: nothing to poll or calibrate".into(),
+        ..IdleChoice::default()
+    }
+}
+
 /// How long each calibration run lasts for a scenario of `duration`: a sixth
 /// of it, between 1 and 5 seconds.
 pub fn calibration_length(duration: std::time::Duration) -> std::time::Duration {

@@ -1,10 +1,12 @@
 //! `compare` and `demo`: the papers' experiments in one run — idle, loaded,
 //! shielded, shielded with advance, and probes on an unshielded CPU while the
-//! shield is up — each under the same load for the same time, producing a
+//! shield is up; on request shielded with a batch job sharing the CPU's idle
+//! time — each under the same load for the same time, producing a
 //! [`cpushield_report::CompareReport`].
 
 pub mod anchor;
 pub mod audit;
+pub mod batch;
 pub mod explain;
 pub mod idle;
 pub mod irqcount;

@@ -1,10 +1,12 @@
 //! Runs the scenarios in order — idle; then the load; loaded; then the shield;
-//! shielded, shielded+advance, unshielded-cpu — with the same probes in each,
+//! shielded, shielded+shared (with its batch job), shielded+advance,
+//! unshielded-cpu — with the same probes in each,
 //! and turns the measurements into a [`CompareReport`]. The shield is reset
 //! and the load stopped on every way out (normal end, error, SIGINT/SIGTERM).
 
 use crate::anchor::{self, AnchorRun};
 use crate::audit::ShieldAudit;
+use crate::batch::BatchRun;
 use crate::explain::{DeterminismSplit, ProbeTrace};
 use crate::idle::{self, Calibration, IdleMode};
 use crate::irqcount;
@@ -113,7 +115,7 @@ pub struct Progress {
     pub index: usize,
     /// Number of scenarios that run.
     pub total: usize,
-    /// "latency", "determinism", "shield", "load".
+    /// "latency", "determinism", "shield", "load", "batch".
     pub phase: &'static str,
     /// Fraction of the current phase done.
     pub fraction: f64,
@@ -261,6 +263,14 @@ fn interrupts_on(cpus: &CpuSet) -> u64 {
 fn counters(load: Option<&RunningLoad>) -> BTreeMap<String, u64> {
     load.map(|l| l.counters().into_iter().collect())
         .unwrap_or_default()
+}
+
+/// The batch job's own time limit, should it never be stopped: well past
+/// everything a scenario runs (calibration, latency, determinism).
+fn batch_limit(config: &CompareConfig) -> Duration {
+    config.duration * 3
+        + config.determinism_work * config.determinism_runs.saturating_mul(3)
+        + Duration::from_secs(120)
 }
 
 /// Steal time of `cpus` since `before`, ns (/proc/stat, USER_HZ resolution).
@@ -511,6 +521,7 @@ pub fn run(
         let mut notes = Vec::new();
         // 1. How the CPUs idle: measured, or as asked.
         let idle_choice: IdleChoice = match config.idle {
+            _ if *scenario == Scenario::ShieldedShared => idle::shared(),
             IdleMode::Auto => {
                 let length = idle::calibration_length(config.duration);
                 progress(report("idle calibration", 0.0, 0));
@@ -546,6 +557,32 @@ pub fn run(
             })
         } else {
             None
+        };
+
+        // The batch job of shielded+shared, from before the probes to after them.
+        let mut batch_problems: Vec<String> = Vec::new();
+        let batch = match (scenario, &cpushield_exe) {
+            (Scenario::ShieldedShared, Some(exe)) => {
+                progress(report("batch", 0.0, 0));
+                let run = BatchRun {
+                    cpushield: exe.clone(),
+                    cpus: cpus.clone(),
+                    dir: config.load_dir.clone(),
+                    limit: batch_limit(config),
+                };
+                match run.start() {
+                    Ok(b) => Some(b),
+                    Err(e) => {
+                        batch_problems.push(format!("no batch job: {e}"));
+                        None
+                    }
+                }
+            }
+            (Scenario::ShieldedShared, None) => {
+                batch_problems.push("no batch job: the cpushield binary could not be found".into());
+                None
+            }
+            _ => None,
         };
 
         let ops_before = counters(load.as_ref());
@@ -676,6 +713,19 @@ pub fn run(
         } else {
             None
         };
+        let batch = batch.and_then(|b| match b.finish() {
+            Ok(w) => {
+                notes.push(format!(
+                    "the batch job ran on CPU(s) {cpus} by design, at {} ({:.1}% of the CPU, {:.0} ops/s): check's findings name its tasks (cpushield, cpushield-load, ld-compute)",
+                    w.policy, w.cpu_share_pct, w.ops_per_s
+                ));
+                Some(w)
+            }
+            Err(e) => {
+                batch_problems.push(format!("batch job: {e}"));
+                None
+            }
+        });
         let elapsed = started.elapsed().as_secs_f64().max(1e-9);
         let irqs_per_s = interrupts_on(cpus).saturating_sub(irqs_before) as f64 / elapsed;
         let ops_after = counters(load.as_ref());
@@ -708,6 +758,9 @@ pub fn run(
                 add_warning(format!("{} (fix: {})", w.message, w.fix));
             }
         }
+        for p in batch_problems {
+            add_warning(p);
+        }
         results.push(ScenarioResult {
             name: scenario.name().into(),
             description: scenario.description().into(),
@@ -726,6 +779,7 @@ pub fn run(
             anchor,
             notes,
             findings,
+            batch,
         });
         progress(report("done", 1.0, max_seen));
     }
@@ -757,6 +811,7 @@ pub fn run(
         interval_ns: config.period.nominal_ns(),
         scenarios: results,
         verdict: Verdict::default(),
+        sharing: None,
     };
     report.judge();
     if let Some(first) = report.scenarios.first_mut() {

@@ -12,6 +12,9 @@ pub enum Scenario {
     Loaded,
     /// Shield up (processes, IRQs, local timer), load running, probes on the shield.
     Shielded,
+    /// As shielded, with a best-effort batch job sharing the shielded CPUs'
+    /// idle time (`cpushield run --share`; the Hyades paper's ARTiS sharing).
+    ShieldedShared,
     /// As shielded, with the latency probe waking early and spinning (advance).
     ShieldedAdvance,
     /// Shield up, probes on a CPU that is not shielded (Brosky & Rotolo Figure 3).
@@ -19,7 +22,8 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    /// Every scenario, in the order they run.
+    /// The papers' shield scenarios (the default set, and `demo`'s), in the
+    /// order they run.
     pub const ALL: [Scenario; 5] = [
         Scenario::Idle,
         Scenario::Loaded,
@@ -28,12 +32,23 @@ impl Scenario {
         Scenario::UnshieldedCpu,
     ];
 
+    /// Scenarios run only when named (`--scenarios`).
+    pub const OPTIONAL: [Scenario; 1] = [Scenario::ShieldedShared];
+
+    /// Every scenario that can be named, in run order.
+    pub fn named() -> Vec<Scenario> {
+        let mut all: Vec<Scenario> = Self::ALL.into_iter().chain(Self::OPTIONAL).collect();
+        all.sort();
+        all
+    }
+
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Idle => "idle",
             Scenario::Loaded => "loaded",
             Scenario::Shielded => "shielded",
+            Scenario::ShieldedShared => "shielded+shared",
             Scenario::ShieldedAdvance => "shielded+advance",
             Scenario::UnshieldedCpu => "unshielded-cpu",
         }
@@ -46,6 +61,9 @@ impl Scenario {
             Scenario::Loaded => "load on every CPU, no shield (the papers' standard kernel)",
             Scenario::Shielded => {
                 "CPU shielded from processes, IRQs and the local timer; load running"
+            }
+            Scenario::ShieldedShared => {
+                "as shielded, with a best-effort batch job (compute, SCHED_IDLE nice 19, `run --share`) in the shielded CPU's idle time"
             }
             Scenario::ShieldedAdvance => {
                 "as shielded, the probe wakes early and spins to the deadline"
@@ -63,7 +81,10 @@ impl Scenario {
     pub fn shield_up(self) -> bool {
         matches!(
             self,
-            Scenario::Shielded | Scenario::ShieldedAdvance | Scenario::UnshieldedCpu
+            Scenario::Shielded
+                | Scenario::ShieldedShared
+                | Scenario::ShieldedAdvance
+                | Scenario::UnshieldedCpu
         )
     }
 }
@@ -77,11 +98,11 @@ impl fmt::Display for Scenario {
 impl FromStr for Scenario {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Scenario::ALL
+        Scenario::named()
             .into_iter()
             .find(|sc| sc.name() == s.trim())
             .ok_or_else(|| {
-                let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.name()).collect();
+                let names: Vec<&str> = Scenario::named().iter().map(|s| s.name()).collect();
                 format!(
                     "unknown scenario '{s}': use one or more of {}",
                     names.join(",")
@@ -110,6 +131,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn shielded_shared_runs_right_after_shielded_under_the_shield_and_load_but_only_when_named() {
+        let list = parse_list("shielded+shared,unshielded-cpu,shielded,shielded+advance").unwrap();
+        assert_eq!(
+            list,
+            vec![
+                Scenario::Shielded,
+                Scenario::ShieldedShared,
+                Scenario::ShieldedAdvance,
+                Scenario::UnshieldedCpu
+            ]
+        );
+        let s = Scenario::ShieldedShared;
+        assert_eq!(s.name().parse::<Scenario>(), Ok(s));
+        assert!(s.shield_up() && s.loaded());
+        assert!(
+            !Scenario::ALL.contains(&s),
+            "not in the default set nor demo"
+        );
+    }
+
+    #[test]
     fn scenario_lists_parse_into_run_order() {
         let list = parse_list("shielded,idle,loaded,shielded").unwrap();
         assert_eq!(
@@ -117,6 +159,9 @@ mod tests {
             vec![Scenario::Idle, Scenario::Loaded, Scenario::Shielded]
         );
         assert!(parse_list("idle,bogus").unwrap_err().contains("bogus"));
+        assert!(parse_list("idle,bogus")
+            .unwrap_err()
+            .contains("shielded,shielded+shared,shielded+advance"));
         assert!(parse_list("").is_err());
     }
 }

@@ -208,6 +208,14 @@ pub fn render(report: &CompareReport, latency_svg: &str, determinism_svg: &str) 
     } else {
         format!("<section id=\"findings\"><h2>What check found on the shielded CPUs</h2><ul>\n{findings}</ul></section>\n")
     };
+    let sharing = if report.sharing.is_some() {
+        format!(
+            "<section id=\"sharing\"><h2>Sharing the shielded CPU's idle time</h2><pre>{}</pre></section>\n",
+            escape(crate::sharing::render(report).trim())
+        )
+    } else {
+        String::new()
+    };
     format!(
         r#"<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>cpushield compare report</title>
@@ -225,7 +233,7 @@ figure {{ margin: 1em 0; }}
 {verdict_extra}</section>
 {notes}<section id="scenarios"><table><tr><th>scenario</th><th>CPUs</th><th>samples</th><th>missed</th><th>min</th><th>p99</th><th>p99.999</th><th>max</th><th>cyclictest max</th><th>det. ideal</th><th>det. max</th><th>jitter</th><th>load ops/s</th><th>IRQ/s</th></tr>
 {rows}</table></section>
-{idle}{split}{findings}{warnings}<figure>{latency_svg}<figcaption>Wakeup latency histograms, log-scale counts (as Brosky &amp; Rotolo's Figures 5-7).</figcaption></figure>
+{idle}{split}{findings}{sharing}{warnings}<figure>{latency_svg}<figcaption>Wakeup latency histograms, log-scale counts (as Brosky &amp; Rotolo's Figures 5-7).</figcaption></figure>
 <figure>{determinism_svg}<figcaption>Execution determinism: each run's time over the ideal (as Brosky &amp; Rotolo's Figures 1-4).</figcaption></figure>
 </body></html>
 "#,

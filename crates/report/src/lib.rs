@@ -5,6 +5,7 @@
 pub mod html;
 pub mod model;
 pub mod plot;
+pub mod sharing;
 pub mod table;
 pub mod verdict;
 

@@ -1,9 +1,9 @@
-//! The data of a compare run (schema `cpushield.compare/3`, see docs/compare-json.md).
+//! The data of a compare run (schema `cpushield.compare/4`, see docs/compare-json.md).
 
 use serde::{Deserialize, Serialize};
 
 /// Schema name and version written into report.json.
-pub const SCHEMA: &str = "cpushield.compare/3";
+pub const SCHEMA: &str = "cpushield.compare/4";
 
 /// Distribution summary of one latency probe, in nanoseconds.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -126,10 +126,31 @@ pub struct LoadOps {
     pub ops_per_s: f64,
 }
 
+/// Best-effort batch work that shared the measured CPUs' idle time
+/// (`shielded+shared`: started with `cpushield run --share`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BatchWork {
+    /// The workload (`compute`).
+    pub workload: String,
+    /// The command line, as run.
+    pub command: String,
+    /// Its scheduling policy (`SCHED_IDLE (nice 19)`).
+    pub policy: String,
+    /// Seconds it counted.
+    pub seconds: f64,
+    /// Operations completed.
+    pub ops: u64,
+    /// Operations per second.
+    pub ops_per_s: f64,
+    /// The share of the measured CPUs' time it got while the scenario ran
+    /// (its threads' run time from schedstat over the CPUs' wall time), %.
+    pub cpu_share_pct: f64,
+}
+
 /// One scenario's results.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ScenarioResult {
-    /// idle, loaded, shielded, shielded+advance, unshielded-cpu.
+    /// idle, loaded, shielded, shielded+shared, shielded+advance, unshielded-cpu.
     pub name: String,
     /// What it is, in a sentence.
     pub description: String,
@@ -166,6 +187,9 @@ pub struct ScenarioResult {
     /// (shielded scenarios), most severe first.
     #[serde(default)]
     pub findings: Vec<CheckFinding>,
+    /// The batch job sharing the CPUs' idle time (`shielded+shared` only).
+    #[serde(default)]
+    pub batch: Option<BatchWork>,
 }
 
 /// The idle policy of a scenario's measured CPUs.
@@ -325,6 +349,10 @@ pub struct CompareReport {
     pub scenarios: Vec<ScenarioResult>,
     /// The verdict lines.
     pub verdict: Verdict,
+    /// Sharing a shielded CPU's idle time (the Hyades paper's Table 2), when
+    /// `shielded+shared` ran; judged on its own line, apart from the verdict.
+    #[serde(default)]
+    pub sharing: Option<crate::sharing::Sharing>,
 }
 
 /// Ratios and the one-line verdict.

@@ -137,6 +137,7 @@ pub fn render(report: &CompareReport) -> String {
     for r in &v.remaining {
         let _ = writeln!(out, "still reaching the shield: {r}");
     }
+    out.push_str(&crate::sharing::render(report));
     for n in &v.notes {
         let _ = writeln!(out, "note: {n}");
     }

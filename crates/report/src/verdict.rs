@@ -23,7 +23,8 @@ pub const JITTER_FLOOR_PCT: f64 = 2.0;
 impl CompareReport {
     /// Puts determinism on the common ideal ([`Self::use_common_ideal`]), then
     /// computes the ratios and the verdict: on the guest-caused figures when
-    /// the loaded and shielded scenarios were traced, else on the raw ones.
+    /// the loaded and shielded scenarios were traced, else on the raw ones;
+    /// then the sharing experiment on its own line ([`crate::sharing`]).
     pub fn judge(&mut self) {
         self.use_common_ideal();
         let raw_max =
@@ -67,6 +68,7 @@ impl CompareReport {
             }
         }
         self.verdict = v;
+        self.sharing = crate::sharing::summarize(self);
     }
 }
 

@@ -212,7 +212,7 @@ fn report_json_round_trips_with_its_schema() {
     let r = fixture();
     let text = serde_json::to_string(&r).unwrap();
     let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(value["schema"], "cpushield.compare/3");
+    assert_eq!(value["schema"], "cpushield.compare/4");
     for field in [
         "created",
         "host",

@@ -96,7 +96,16 @@ pub struct RunSpec {
     pub allow_unshielded: bool,
     /// The command to start (program and arguments).
     pub command: Vec<String>,
+    /// Best-effort work sharing the CPUs' idle time ([`SHARE_POLICY`], the
+    /// Hyades paper's ARTiS sharing): no other policy, no memory locking, no
+    /// reservation, no polling.
+    pub share: bool,
 }
+
+/// The policy of a shared (`--share`) task: SCHED_IDLE at nice 19, so it runs
+/// only when no real-time or normal task on the CPU wants to, and never holds
+/// the CPU against one (the ARTiS RT1+/Linux task on an RT CPU's idle time).
+pub const SHARE_POLICY: Policy = Policy::Idle { nice: 19 };
 
 /// What the task is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,6 +215,26 @@ fn refuse(message: impl Into<String>) -> RunError {
 fn step(what: impl Into<String>) -> impl FnOnce(io::Error) -> RunError {
     let what = what.into();
     move |source| RunError::Step { what, source }
+}
+
+/// Why a shared (`--share`) run cannot also have what `spec` asks for, in one
+/// line with the remedy; `None` when nothing conflicts.
+fn share_conflict(spec: &RunSpec) -> Option<String> {
+    let what = if let Some(p) = spec.policy {
+        format!("{p}")
+    } else if spec.mlock {
+        "locked memory (--mlock)".to_string()
+    } else if spec.reserve {
+        "a reservation (--reserve)".to_string()
+    } else if spec.idle_poll {
+        "polling (--idle-poll)".to_string()
+    } else {
+        return None;
+    };
+    Some(format!(
+        "--share runs best-effort work at {SHARE_POLICY} in the CPUs' idle time; it cannot \
+         also have {what}: drop one of the two"
+    ))
 }
 
 /// Why a task may lock all its memory (see [`Event::MemoryLockAllowed`]).
@@ -395,6 +424,9 @@ impl<'k> RtRun<'k> {
                 "--threads needs --pid: it moves every thread of an existing task",
             ));
         }
+        if spec.share {
+            share_conflict(&spec).map_or(Ok(()), |m| Err(refuse(m)))?;
+        }
         let cpus = spec.cpus.clone();
         if cpus.is_empty() {
             return Err(refuse("--cpus names no CPU: give e.g. --cpus 3"));
@@ -445,7 +477,11 @@ impl<'k> RtRun<'k> {
         self.reserves.check(&cpus, placing)?;
         Ok(Request {
             cpus,
-            policy: spec.policy,
+            policy: if spec.share {
+                Some(SHARE_POLICY)
+            } else {
+                spec.policy
+            },
             target,
             irqs: spec.irqs,
             reserve: spec.reserve,
@@ -849,6 +885,64 @@ mod tests {
             ..spec(&[2])
         }));
         assert!(e.contains("nothing to run"), "{e}");
+    }
+
+    #[test]
+    fn a_shared_run_is_sched_idle_at_nice_19_and_nothing_more() {
+        let req = check(RunSpec {
+            share: true,
+            ..spec(&[2])
+        })
+        .unwrap();
+        assert_eq!(req.policy, Some(Policy::Idle { nice: 19 }));
+        assert!(!req.mlock && !req.reserve && !req.idle_poll);
+        for (bad, named) in [
+            (
+                RunSpec {
+                    policy: Some(Policy::Fifo(80)),
+                    ..spec(&[2])
+                },
+                "SCHED_FIFO priority 80",
+            ),
+            (
+                RunSpec {
+                    policy: Some(Policy::RoundRobin(5)),
+                    ..spec(&[2])
+                },
+                "SCHED_RR priority 5",
+            ),
+            (
+                RunSpec {
+                    mlock: true,
+                    ..spec(&[2])
+                },
+                "--mlock",
+            ),
+            (
+                RunSpec {
+                    reserve: true,
+                    ..spec(&[2])
+                },
+                "--reserve",
+            ),
+            (
+                RunSpec {
+                    idle_poll: true,
+                    ..spec(&[2])
+                },
+                "--idle-poll",
+            ),
+        ] {
+            let e = err(check(RunSpec { share: true, ..bad }));
+            assert!(
+                e.starts_with("--share runs best-effort work at SCHED_IDLE (nice 19)"),
+                "{e}"
+            );
+            assert!(
+                e.contains(named) && e.ends_with("drop one of the two"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -19,6 +19,13 @@ pub enum Policy {
     Fifo(u8),
     /// SCHED_RR at priority 1..=99.
     RoundRobin(u8),
+    /// SCHED_IDLE (below every nice level of SCHED_OTHER) with a nice value:
+    /// best-effort work that runs only when nothing else on the CPU wants it
+    /// (`cpushield run --share`, the Hyades paper's ARTiS sharing).
+    Idle {
+        /// Nice value -20..=19 (kept by the kernel; the weight is SCHED_IDLE's).
+        nice: i32,
+    },
     /// SCHED_DEADLINE with runtime <= deadline <= period, in nanoseconds.
     Deadline {
         /// Worst-case run time per period.
@@ -39,7 +46,7 @@ impl Policy {
             Policy::Fifo(p) | Policy::RoundRobin(p) if !(1..=99).contains(&p) => {
                 Err(format!("priority {p} is out of range: use 1..99"))
             }
-            Policy::Other { nice } if !(-20..=19).contains(&nice) => {
+            Policy::Other { nice } | Policy::Idle { nice } if !(-20..=19).contains(&nice) => {
                 Err(format!("nice {nice} is out of range: use -20..19"))
             }
             Policy::Deadline {
@@ -74,6 +81,10 @@ fn sched_params(policy: Policy) -> SchedParams {
             p.policy = libc::SCHED_OTHER as u32;
             p.nice = nice;
         }
+        Policy::Idle { nice } => {
+            p.policy = libc::SCHED_IDLE as u32;
+            p.nice = nice;
+        }
         Policy::Fifo(prio) => {
             p.policy = libc::SCHED_FIFO as u32;
             p.priority = prio as u32;
@@ -98,11 +109,23 @@ fn sched_params(policy: Policy) -> SchedParams {
 
 /// Sets the policy of thread `tid` (0 = the calling thread) with sched_setattr
 /// (through the kernel door).
+///
+/// SCHED_IDLE takes its nice value in a first step at SCHED_OTHER: the
+/// kernel applies `sched_nice` only to SCHED_OTHER and SCHED_BATCH, and
+/// keeps the nice value when the policy then becomes SCHED_IDLE.
 pub fn set_policy(tid: i32, policy: Policy) -> io::Result<()> {
+    set_policy_with(&RealKernel, tid, policy)
+}
+
+/// [`set_policy`] through `kernel`.
+pub fn set_policy_with(kernel: &dyn Kernel, tid: i32, policy: Policy) -> io::Result<()> {
     policy
         .validate()
         .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
-    RealKernel.set_sched(tid, &sched_params(policy))
+    if let Policy::Idle { nice } = policy {
+        kernel.set_sched(tid, &sched_params(Policy::Other { nice }))?;
+    }
+    kernel.set_sched(tid, &sched_params(policy))
 }
 
 /// Pins thread `tid` (0 = the calling thread) to `cpus`.
@@ -195,6 +218,7 @@ impl std::fmt::Display for Policy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match *self {
             Policy::Other { nice } => write!(f, "SCHED_OTHER (nice {nice})"),
+            Policy::Idle { nice } => write!(f, "SCHED_IDLE (nice {nice})"),
             Policy::Fifo(p) => write!(f, "SCHED_FIFO priority {p}"),
             Policy::RoundRobin(p) => write!(f, "SCHED_RR priority {p}"),
             Policy::Deadline {
@@ -266,6 +290,34 @@ mod tests {
         }
         .validate()
         .is_ok());
+    }
+
+    #[test]
+    fn sched_idle_is_policy_5_with_its_nice_value() {
+        let p = sched_params(Policy::Idle { nice: 19 });
+        assert_eq!((p.policy, p.nice, p.priority), (5, 19, 0));
+        assert_eq!(
+            Policy::Idle { nice: 19 }.to_string(),
+            "SCHED_IDLE (nice 19)"
+        );
+        assert!(Policy::Idle { nice: 20 }.validate().is_err());
+    }
+
+    #[test]
+    fn sched_idle_is_set_after_its_nice_value() {
+        let k = cpushield_kernel::FakeKernel::new();
+        let rec = cpushield_kernel::RecordingKernel::new(&k);
+        k.set_thread_affinity(77, CpuSet::from_cpus([0]));
+        set_policy_with(&rec, 77, Policy::Idle { nice: 19 }).unwrap();
+        let steps: Vec<(u32, i32)> = rec
+            .changes()
+            .into_iter()
+            .filter_map(|c| match c {
+                cpushield_kernel::Change::Sched(77, p) => Some((p.policy, p.nice)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(steps, [(0, 19), (5, 19)]);
     }
 
     #[test]

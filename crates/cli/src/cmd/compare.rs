@@ -28,7 +28,8 @@ pub struct CompareArgs {
     /// Latency probe time per scenario.
     #[arg(long, value_parser = duration, default_value = "60s")]
     duration: Duration,
-    /// Scenarios to run, comma-separated.
+    /// Scenarios to run, comma-separated; `shielded+shared` (run only when
+    /// named) adds a batch job sharing the shielded CPU's idle time.
     #[arg(
         long,
         default_value = "idle,loaded,shielded,shielded+advance,unshielded-cpu"

@@ -64,6 +64,11 @@ pub struct RunArgs {
     /// Place the task even on CPUs that are not shielded (no isolation).
     #[arg(long)]
     allow_unshielded: bool,
+    /// Share the CPUs' idle time (the Hyades paper's ARTiS sharing): run the
+    /// task as best-effort work, SCHED_IDLE at nice 19, placed in the shield
+    /// like any task; never real-time, memory not locked.
+    #[arg(long)]
+    share: bool,
     /// The command to start, after `--`.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -109,6 +114,24 @@ impl RunArgs {
             .or(self.nice.map(|nice| Policy::Other { nice }))
     }
 
+    /// With `--share`, the first option given that a shared run cannot have.
+    fn share_conflict(&self) -> Option<&'static str> {
+        if !self.share {
+            return None;
+        }
+        [
+            (self.fifo.is_some(), "--fifo"),
+            (self.rr.is_some(), "--rr"),
+            (self.deadline.is_some(), "--deadline"),
+            (self.nice.is_some(), "--nice"),
+            (self.mlock, "--mlock"),
+            (self.reserve, "--reserve"),
+            (self.idle_poll, "--idle-poll"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+
     fn spec(self) -> RunSpec {
         RunSpec {
             policy: self.policy(),
@@ -121,6 +144,7 @@ impl RunArgs {
             threads: self.threads,
             allow_unshielded: self.allow_unshielded,
             command: self.command,
+            share: self.share,
         }
     }
 }
@@ -157,6 +181,12 @@ fn steal_meter(cpus: &CpuSet) -> Option<Box<dyn FnOnce() -> Option<u64>>> {
 
 /// Runs `cpushield run`.
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    if let Some(flag) = args.share_conflict() {
+        anyhow::bail!(
+            "--share with {flag}: shared work runs at SCHED_IDLE (nice 19) in the CPUs' idle \
+             time, never real-time, never locked or holding the CPUs; drop {flag} or --share"
+        );
+    }
     let shielded = placement::shielded_procs(&RealKernel).context("reading the shield state")?;
     let run = RtRun::new(&RealKernel, &ShieldPlacer, ReserveDir::from_env())
         .with_steal_meter(steal_meter);

@@ -89,3 +89,33 @@ fn every_flag_reaches_the_run_spec() {
     assert_eq!(spec.command, ["sh", "-c", "true"]);
     assert_eq!(spec.pid, None);
 }
+
+#[test]
+fn share_with_a_policy_or_a_hold_on_the_cpus_names_the_conflicting_flag() {
+    for (extra, flag) in [
+        (&["--fifo", "80"][..], "--fifo"),
+        (&["--rr", "5"][..], "--rr"),
+        (&["--nice", "0"][..], "--nice"),
+        (&["--mlock"][..], "--mlock"),
+        (&["--reserve"][..], "--reserve"),
+        (&["--idle-poll"][..], "--idle-poll"),
+    ] {
+        let mut argv = vec!["--cpus", "1", "--share"];
+        argv.extend_from_slice(extra);
+        assert_eq!(
+            parse(&argv).unwrap().share_conflict(),
+            Some(flag),
+            "{argv:?}"
+        );
+    }
+    let shared = parse(&["--cpus", "1", "--share", "--", "batch"]).unwrap();
+    assert_eq!(shared.share_conflict(), None);
+    let spec = shared.spec();
+    assert!(spec.share && spec.policy.is_none());
+    assert_eq!(
+        parse(&["--cpus", "1", "--fifo", "80"])
+            .unwrap()
+            .share_conflict(),
+        None
+    );
+}
