@@ -213,3 +213,10 @@ fn guest_v2_an_affinity_set_while_shielded_is_followed_by_later_shields_and_rese
         &["follow-requests-v2"],
     );
 }
+
+/// Two boots of a Debian bookworm disk (debootstrap, cached) running systemd, with the
+/// .deb installed by dpkg and cpushield.service enabled (tests/guest/run-systemd.sh).
+#[test]
+fn guest_systemd_unit_shields_at_boot_stop_undoes_exactly_reboot_restores() {
+    run_guest("systemd", "tests/guest/run-systemd.sh", &[]);
+}
