@@ -24,7 +24,7 @@ pub const UNIT_BINARY: &str = "/usr/bin/cpushield";
 /// The manifest of what `install` put, relative to the root.
 pub const MANIFEST: &str = "var/lib/cpushield/install-manifest";
 /// Where units go by default (the admin's unit directory), relative to the root.
-pub const DEFAULT_UNIT_DIR: &str = "etc/systemd/system";
+pub const DEFAULT_UNIT_DIR: &str = "/etc/systemd/system";
 /// The config file, relative to the root.
 pub const CONFIG_PATH: &str = "etc/cpushield/cpushield.toml";
 
@@ -35,7 +35,7 @@ pub struct InstallArgs {
     #[arg(long, value_name = "DIR", default_value = "/")]
     root: PathBuf,
     /// The unit directory under the root (/lib/systemd/system for a package).
-    #[arg(long, value_name = "DIR", default_value = "/etc/systemd/system")]
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_UNIT_DIR)]
     unit_dir: PathBuf,
     /// The cpushield binary the units run (default: this one).
     #[arg(long, value_name = "PATH")]
