@@ -72,7 +72,37 @@ else
         kill -9 "$agent"; wait "$agent" 2>/dev/null
         cs_ok "$B/agent/reset" reset
         expect_restored "$B/agent-sigkill-reset" "$BEFORE"
-        # Leave it enabled and up for the reboot.
+        # `cpushield install` with systemd running: its units (naming this binary) take
+        # over from the package's after its daemon-reload; `uninstall` stops and disables
+        # them (stop = reset: exact), removes what install put and reloads again.
+        cp "$CS" /usr/local/bin/cpushield
+        /usr/local/bin/cpushield install >/tmp/install.out 2>&1
+        rc=$?
+        check_eq "$B/install/exit-0" 0 "$rc" "exit status ($(tail -n 2 /tmp/install.out | tr '\n' ' '))"
+        check_eq "$B/install/daemon-reloaded" /etc/systemd/system/cpushield.service \
+            "$(systemctl show -P FragmentPath cpushield.service)" "FragmentPath"
+        check_eq "$B/install/unit-runs-this-binary" 1 \
+            "$(systemctl show -P ExecStart cpushield.service | grep -c /usr/local/bin/cpushield)" "ExecStart"
+        grep -q 'keep /etc/cpushield/cpushield.toml' /tmp/install.out \
+            && pass "$B/install/config-kept" || fail "$B/install/config-kept" "$(tr '\n' ' ' </tmp/install.out)"
+        systemctl start cpushield.service
+        expect_show "$B/install/shield-up" 3 3 ""
+        /usr/local/bin/cpushield uninstall >/tmp/uninstall.out 2>&1
+        rc=$?
+        check_eq "$B/uninstall/exit-0" 0 "$rc" "exit status ($(tail -n 2 /tmp/uninstall.out | tr '\n' ' '))"
+        check_eq "$B/uninstall/unit-inactive" inactive "$(systemctl is-active cpushield.service)"
+        case "$(systemctl show -P FragmentPath cpushield.service)" in
+            /etc/*) fail "$B/uninstall/daemon-reloaded" "systemd still loads the unit from /etc" ;;
+            *) pass "$B/uninstall/daemon-reloaded" ;;
+        esac
+        [ -f /etc/cpushield/cpushield.toml ] && [ ! -e /etc/systemd/system/cpushield.service ] \
+            && [ ! -e /var/lib/cpushield/install-manifest ] \
+            && pass "$B/uninstall/removed-only-its-files" \
+            || fail "$B/uninstall/removed-only-its-files" "$(tr '\n' ' ' </tmp/uninstall.out)"
+        expect_restored "$B/uninstall-restores" "$BEFORE"
+        rm -f /usr/local/bin/cpushield
+        # Leave it enabled (uninstall disabled it) and up for the reboot.
+        systemctl enable cpushield.service 2>/dev/null
         systemctl start cpushield.service
         check_eq "$B/up-for-reboot" active "$(systemctl is-active cpushield.service)"
     else
