@@ -14,9 +14,9 @@ command -v cargo-deb >/dev/null || {
     exit 1
 }
 cargo build --release -p cpushield >&2
-rm -rf target/deb-extra
-target/release/cpushield generate man target/deb-extra/man >/dev/null
-target/release/cpushield generate completions target/deb-extra/completions >/dev/null
+rm -rf target/release/deb-extra
+target/release/cpushield generate man target/release/deb-extra/man >/dev/null
+target/release/cpushield generate completions target/release/deb-extra/completions >/dev/null
 # --no-build: the binary above is the one packaged (same profile, no second build).
 cargo deb -p cpushield --no-build >&2
 ls -t target/debian/cpushield_*.deb | head -n 1
