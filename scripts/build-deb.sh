@@ -17,6 +17,7 @@ cargo build --release -p cpushield >&2
 rm -rf target/release/deb-extra
 target/release/cpushield generate man target/release/deb-extra/man >/dev/null
 target/release/cpushield generate completions target/release/deb-extra/completions >/dev/null
-# --no-build: the binary above is the one packaged (same profile, no second build).
-cargo deb -p cpushield --no-build >&2
+# --no-build: the binary above is the one packaged (same profile, no second build);
+# --strip: the release profile keeps line tables for perf, the package need not.
+cargo deb -p cpushield --no-build --strip >&2
 ls -t target/debian/cpushield_*.deb | head -n 1
