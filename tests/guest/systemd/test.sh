@@ -106,6 +106,25 @@ else
         systemctl start cpushield.service
         check_eq "$B/up-for-reboot" active "$(systemctl is-active cpushield.service)"
     else
+        # The agent's unit: runs, is restarted after a SIGKILL (Restart=on-failure), stops.
+        systemctl start cpushield-agent.service
+        sleep 3
+        check_eq "$B/agent-unit/active" active "$(systemctl is-active cpushield-agent.service)"
+        pid1=$(systemctl show -P MainPID cpushield-agent.service)
+        systemctl kill -s SIGKILL cpushield-agent.service
+        i=0
+        while [ $i -lt 30 ]; do
+            sleep 1; i=$((i + 1))
+            pid2=$(systemctl show -P MainPID cpushield-agent.service)
+            [ "$pid2" != 0 ] && [ "$pid2" != "$pid1" ] && break
+        done
+        if [ "$pid2" != 0 ] && [ "$pid2" != "$pid1" ]; then
+            pass "$B/agent-unit/restarted-after-sigkill"
+        else
+            fail "$B/agent-unit/restarted-after-sigkill" "MainPID was $pid1, now $pid2 ($(systemctl is-active cpushield-agent.service))"
+        fi
+        systemctl stop cpushield-agent.service
+        check_eq "$B/agent-unit/stopped" inactive "$(systemctl is-active cpushield-agent.service)"
         # Removing the package stops the unit first (its prerm), so the shield goes exactly.
         /usr/bin/dpkg -r cpushield >/tmp/dpkg.out 2>&1
         rc=$?
