@@ -69,7 +69,7 @@ pub trait Files {
     fn mkdir(&self, path: &Path) -> io::Result<()>;
     /// Removes a file.
     fn remove(&self, path: &Path) -> io::Result<()>;
-    /// Removes an empty directory; a directory with files is left (Ok).
+    /// Removes an empty directory; a directory with files, or none, is left (Ok).
     fn rmdir_if_empty(&self, path: &Path) -> io::Result<()>;
 }
 
@@ -118,6 +118,8 @@ impl Files for RootFiles {
     fn rmdir_if_empty(&self, path: &Path) -> io::Result<()> {
         match std::fs::remove_dir(self.at(path)) {
             Err(e) if e.kind() == io::ErrorKind::DirectoryNotEmpty => Ok(()),
+            // Listed by an install that failed before making it.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             other => other,
         }
     }
@@ -234,9 +236,10 @@ pub fn units(bin: &Path) -> Vec<(&'static str, String)> {
     .collect()
 }
 
-/// Plans an install: the directories that are missing, both units (written or
-/// updated), the config only if there is none, and the manifest (joined with
-/// an earlier one, so a second install keeps the record of the first's config).
+/// Plans an install: the manifest first (joined with an earlier one, so a
+/// second install keeps the record of the first's config), then the
+/// directories that are missing, both units (written or updated), and the
+/// config only if there is none.
 pub fn plan_install(files: &dyn Files, unit_dir: &Path, bin: &Path) -> io::Result<Vec<Step>> {
     let unit_dir = Path::new("/").join(unit_dir);
     let mut steps = Vec::new();
@@ -263,6 +266,15 @@ pub fn plan_install(files: &dyn Files, unit_dir: &Path, bin: &Path) -> io::Resul
             record(entries, Entry { crc: None, path: d });
         }
     };
+    // The manifest goes first (its directories, then the manifest itself, inserted here
+    // once complete): an install that fails part-way can still be uninstalled.
+    let manifest = Path::new("/").join(MANIFEST);
+    mkdirs(
+        &mut steps,
+        &mut entries,
+        manifest.parent().unwrap_or(Path::new("/")),
+    );
+    let manifest_at = steps.len();
     mkdirs(&mut steps, &mut entries, &unit_dir);
     for (name, text) in units(bin) {
         let path = unit_dir.join(name);
@@ -313,17 +325,11 @@ pub fn plan_install(files: &dyn Files, unit_dir: &Path, bin: &Path) -> io::Resul
             );
         }
     }
-    let manifest = Path::new("/").join(MANIFEST);
-    mkdirs(
-        &mut steps,
-        &mut entries,
-        manifest.parent().unwrap_or(Path::new("/")),
-    );
-    // The manifest's own directories come last in it, so uninstall empties them last.
+    // Directories after files in the manifest, so uninstall empties them last.
     let (dirs, mut all): (Vec<Entry>, Vec<Entry>) =
         entries.into_iter().partition(|e| e.crc.is_none());
     all.extend(dirs);
-    steps.push(Step::Manifest(Some(render_manifest(&all))));
+    steps.insert(manifest_at, Step::Manifest(Some(render_manifest(&all))));
     Ok(steps)
 }
 
@@ -410,6 +416,16 @@ fn print_steps(steps: &[Step], dry_run: bool) {
     }
 }
 
+/// An I/O failure of install/uninstall with what to do about it.
+fn remedy(e: io::Error) -> anyhow::Error {
+    let what = if e.kind() == io::ErrorKind::PermissionDenied {
+        "run it as root, or name a writable --root DIR"
+    } else {
+        "fix the path named above and run it again (the steps done so far stay)"
+    };
+    anyhow::anyhow!("{e}: {what}")
+}
+
 fn check_root_dir(root: &Path) -> anyhow::Result<()> {
     anyhow::ensure!(
         root.is_dir(),
@@ -436,7 +452,7 @@ pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
     if args.dry_run {
         return Ok(ExitCode::from(EXIT_OK));
     }
-    execute(&files, &steps)?;
+    execute(&files, &steps).map_err(remedy)?;
     if systemd_running(&args.root) {
         systemctl(&["daemon-reload"])?;
         println!("systemctl daemon-reload: done");
@@ -477,7 +493,7 @@ pub fn uninstall(args: UninstallArgs) -> anyhow::Result<ExitCode> {
             "cpushield.service",
         ])?;
     }
-    execute(&files, &steps)?;
+    execute(&files, &steps).map_err(remedy)?;
     if running {
         systemctl(&["daemon-reload"])?;
     }
@@ -635,6 +651,34 @@ mod tests {
         let unit = std::fs::read_to_string(dir.path().join("lib/systemd/system/cpushield.service"))
             .unwrap();
         assert_eq!(unit, SERVICE_UNIT);
+    }
+
+    #[test]
+    fn the_manifest_is_written_before_any_file_it_lists() {
+        let (_dir, files) = root();
+        let steps = plan_install(&files, Path::new(DEFAULT_UNIT_DIR), Path::new("/x")).unwrap();
+        let manifest = steps
+            .iter()
+            .position(|s| matches!(s, Step::Manifest(Some(_))))
+            .unwrap();
+        let first_write = steps
+            .iter()
+            .position(|s| matches!(s, Step::Write { .. }))
+            .unwrap();
+        assert!(manifest < first_write, "{steps:?}");
+    }
+
+    #[test]
+    fn an_install_that_stopped_after_its_manifest_is_uninstalled_cleanly() {
+        let (dir, files) = root();
+        let steps = plan_install(&files, Path::new(DEFAULT_UNIT_DIR), Path::new("/x")).unwrap();
+        let upto = steps
+            .iter()
+            .position(|s| matches!(s, Step::Manifest(Some(_))))
+            .unwrap();
+        execute(&files, &steps[..=upto]).unwrap();
+        execute(&files, &plan_uninstall(&files).unwrap()).unwrap();
+        assert!(tree(dir.path()).is_empty(), "{:?}", tree(dir.path()));
     }
 
     #[test]
