@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what cpushield needs on a Debian machine and builds it:
 # the tools its benchmarks and tests compare against (rt-tests, stress-ng),
-# the guest test kernel runner (qemu, busybox, cpio), chromium for the report
+# the guest test kernel runner (qemu, busybox, cpio; debootstrap and e2fsprogs for
+# the systemd guest's disk), cargo-deb for the .deb, chromium for the report
 # test, then `cargo build --release` and a link in /usr/local/bin.
 set -euo pipefail
 exec </dev/null
 cd "$(dirname "$0")/.."
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
-packages=(rt-tests stress-ng qemu-system-x86 busybox-static cpio gcc chromium util-linux jq curl prometheus)
+packages=(rt-tests stress-ng qemu-system-x86 busybox-static cpio gcc chromium util-linux jq curl prometheus debootstrap e2fsprogs)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -30,6 +31,8 @@ fi
   echo "setup: cannot fetch the Go modules of deploy/kubernetes/validate: it needs Go $(sed -n 's/^go //p' deploy/kubernetes/validate/go.mod) or newer ($(go version)) and the Go module proxy" >&2
   exit 1
 }
+# The .deb (scripts/build-deb.sh) is built with cargo-deb.
+command -v cargo-deb >/dev/null || cargo install cargo-deb --locked
 cargo build --release
 ln -sf "$PWD/target/release/cpushield" /usr/local/bin/cpushield
 echo "cpushield installed: $(command -v cpushield)"

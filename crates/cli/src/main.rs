@@ -51,6 +51,13 @@ enum Command {
     Demo(cmd::compare::DemoArgs),
     /// Find what still reaches a shielded CPU, and the fix.
     Check(cmd::check::CheckArgs),
+    /// Put the systemd units and the default config in place (cpushield.service at boot).
+    Install(cmd::install::InstallArgs),
+    /// Remove exactly what `install` put (a config edited since stays).
+    Uninstall(cmd::install::UninstallArgs),
+    /// Write the man pages or shell completions (for packaging).
+    #[command(hide = true)]
+    Generate(cmd::generate::GenerateArgs),
 }
 
 fn main() -> ExitCode {
@@ -83,6 +90,9 @@ fn main() -> ExitCode {
         Command::Compare(a) => cmd::compare::compare(a),
         Command::Demo(a) => cmd::compare::demo(a),
         Command::Check(a) => cmd::check::run(a),
+        Command::Install(a) => cmd::install::install(a),
+        Command::Uninstall(a) => cmd::install::uninstall(a),
+        Command::Generate(a) => cmd::generate::generate(a, Cli::command()),
     };
     match result {
         Ok(code) => code,

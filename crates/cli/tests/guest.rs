@@ -228,3 +228,10 @@ fn guest_v1_tasks_of_kubernetes_pods_are_neither_moved_nor_narrowed_by_shield_or
 fn guest_v2_tasks_of_kubernetes_pods_are_not_moved_and_the_partition_is_warned_about() {
     run_guest("kubepods-v2", "tests/guest/run.sh", &["kubepods-v2"]);
 }
+
+/// Two boots of a Debian bookworm disk (debootstrap, cached) running systemd, with the
+/// .deb installed by dpkg and cpushield.service enabled (tests/guest/run-systemd.sh).
+#[test]
+fn guest_systemd_unit_shields_at_boot_stop_undoes_exactly_reboot_restores() {
+    run_guest("systemd", "tests/guest/run-systemd.sh", &[]);
+}

@@ -4,6 +4,8 @@ pub mod agent;
 pub mod apply;
 pub mod check;
 pub mod compare;
+pub mod generate;
+pub mod install;
 pub mod load;
 pub mod measure;
 pub mod run;
