@@ -51,6 +51,9 @@ enum Command {
     Demo(cmd::compare::DemoArgs),
     /// Find what still reaches a shielded CPU, and the fix.
     Check(cmd::check::CheckArgs),
+    /// A two-thread program that places one thread (guest tests).
+    #[command(hide = true)]
+    ThreadDemo(cmd::thread_demo::ThreadDemoArgs),
 }
 
 fn main() -> ExitCode {
@@ -83,6 +86,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => cmd::compare::compare(a),
         Command::Demo(a) => cmd::compare::demo(a),
         Command::Check(a) => cmd::check::run(a),
+        Command::ThreadDemo(a) => cmd::thread_demo::run(a),
     };
     match result {
         Ok(code) => code,

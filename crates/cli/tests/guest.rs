@@ -213,3 +213,13 @@ fn guest_v2_an_affinity_set_while_shielded_is_followed_by_later_shields_and_rese
         &["follow-requests-v2"],
     );
 }
+
+#[test]
+fn guest_v1_cps_place_and_rt_thread_put_one_thread_alone_in_the_shield() {
+    run_guest("thread-v1", "tests/guest/run.sh", &["thread-v1"]);
+}
+
+#[test]
+fn guest_v2_cps_place_and_rt_thread_put_one_thread_alone_in_the_threaded_shield() {
+    run_guest("thread-v2", "tests/guest/run.sh", &["thread-v2"]);
+}

@@ -12,7 +12,7 @@
 use crate::irq::{self, IrqBinding, IrqError};
 use crate::periodic::{Periodic, PeriodicStats};
 use crate::reserve::{self, Reservation, ReserveDir, ReserveError};
-use crate::run::{AffinityPlacer, RtRun, RunError};
+use crate::run::{RtRun, RunError, ThreadPlacer};
 use crate::sched::{self, Policy};
 use crate::spsc::bytes::{self, ByteConsumer, ByteProducer};
 use cpushield_cpuset::CpuSet;
@@ -98,7 +98,8 @@ pub extern "C" fn cps_now_ns() -> u64 {
 
 /// Places thread `tid` (0 = the caller) on `cpus` with a policy
 /// (`CPS_SCHED_OTHER/FIFO/RR`) and priority (nice value for OTHER). Refuses
-/// (-EBUSY) CPUs another process has reserved.
+/// (-EBUSY) CPUs another process has reserved. On shielded CPUs that thread
+/// alone enters the shield; its siblings stay on the housekeeping CPUs.
 ///
 /// # Safety
 /// `cpus` is NULL or a NUL-terminated string.
@@ -157,10 +158,10 @@ pub unsafe extern "C" fn cps_place_deadline(
     )
 }
 
-/// Places through the same orchestration as `cpushield run`, by affinity
-/// alone, refusing CPUs another process has reserved.
+/// Places through the same orchestration as `cpushield run`, one thread
+/// alone ([`ThreadPlacer`]), refusing CPUs another process has reserved.
 fn place(tid: c_int, cpus: &CpuSet, policy: Policy) -> c_int {
-    let run = RtRun::new(&RealKernel, &AffinityPlacer, ReserveDir::from_env());
+    let run = RtRun::new(&RealKernel, &ThreadPlacer, ReserveDir::from_env());
     match run.place_now(tid, cpus, policy) {
         Ok(()) => 0,
         Err(RunError::Reserve(e)) => fail_reserve(e),

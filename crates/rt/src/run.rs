@@ -68,6 +68,25 @@ impl Placer for AffinityPlacer {
     }
 }
 
+/// Places one thread alone: into the shield's cpuset when its CPUs are all
+/// shielded (the other threads of its process stay where they are), then by
+/// affinity; elsewhere by affinity alone. What the C API's `cps_place` and
+/// [`crate::thread::RtThread`] do (Sherer's per-thread placement; see
+/// `cpushield_shield::placement::place_thread_alone`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ThreadPlacer;
+
+impl Placer for ThreadPlacer {
+    fn place(&self, tid: i32, cpus: &CpuSet) -> io::Result<()> {
+        place_thread_alone(tid, cpus)
+    }
+}
+
+/// [`ThreadPlacer`] as a function: thread `tid` (0: the caller) alone onto `cpus`.
+pub fn place_thread_alone(tid: i32, cpus: &CpuSet) -> io::Result<()> {
+    cpushield_shield::placement::place_thread_alone(&cpushield_kernel::RealKernel, tid, cpus)
+}
+
 /// Host steal time of some CPUs since a start: called when the CPUs start
 /// polling, it returns a function that gives the steal time since then in
 /// nanoseconds (None where it cannot be read).

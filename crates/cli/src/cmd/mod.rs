@@ -8,3 +8,4 @@ pub mod load;
 pub mod measure;
 pub mod run;
 pub mod shield;
+pub mod thread_demo;
