@@ -45,7 +45,9 @@ fn fail_io(error: &io::Error, message: impl Into<String>) -> c_int {
 
 fn fail_reserve(error: ReserveError) -> c_int {
     match &error {
-        ReserveError::Held { .. } => fail(libc::EBUSY, error.to_string()),
+        ReserveError::Held { .. } | ReserveError::Shielding { .. } => {
+            fail(libc::EBUSY, error.to_string())
+        }
         ReserveError::Io { source, .. } => fail_io(source, error.to_string()),
     }
 }

@@ -259,7 +259,8 @@ fn execute(
     // Before any work: a run whose report cannot be written is lost.
     crate::output::check_dir(&out, "--out")?;
     config.period.validate().map_err(anyhow::Error::msg)?;
-    runner::preflight(&config)?;
+    let cpus = runner::preflight(&config)?;
+    super::reserved::guard("compare", &cpus, cpushield_rt::reserve::CpuUse::Place)?;
     if config.scope == Scope::System {
         return Ok(ExitCode::from(experiment(&config, &out, max_latency)));
     }

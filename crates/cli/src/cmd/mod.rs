@@ -6,6 +6,7 @@ pub mod check;
 pub mod compare;
 pub mod load;
 pub mod measure;
+pub mod reserved;
 pub mod run;
 pub mod shield;
 pub mod thread_demo;
