@@ -103,6 +103,9 @@ pub struct RunSpec {
     pub irqs: Vec<u32>,
     /// Reserve the CPUs while the task lives.
     pub reserve: bool,
+    /// With `reserve`: also reserve the CPUs' SMT sibling threads (Sherer
+    /// §6: a sibling's work slows the reserved CPU down).
+    pub reserve_siblings: bool,
     /// Let the task lock all its memory.
     pub mlock: bool,
     /// Keep the CPUs polling while the task lives.
@@ -149,6 +152,8 @@ pub struct Request {
     pub irqs: Vec<u32>,
     /// Reserve the CPUs.
     pub reserve: bool,
+    /// The CPUs reserved with `reserve`: `cpus`, plus their SMT siblings when asked.
+    pub reserve_cpus: CpuSet,
     /// Let the task lock its memory.
     pub mlock: bool,
     /// Keep the CPUs polling.
@@ -461,16 +466,38 @@ impl<'k> RtRun<'k> {
             Target::Pid { pid, .. } => pid,
             Target::Exec { .. } => std::process::id() as i32,
         };
-        self.reserves.check(&cpus, placing)?;
+        if spec.reserve_siblings && !spec.reserve {
+            return Err(refuse(
+                "--smt-siblings widens a reservation: give it with --reserve",
+            ));
+        }
+        let reserve_cpus = if spec.reserve_siblings {
+            self.with_siblings(&cpus)?
+        } else {
+            cpus.clone()
+        };
+        self.reserves.check(&reserve_cpus, placing)?;
         Ok(Request {
             cpus,
             policy: spec.policy,
             target,
             irqs: spec.irqs,
             reserve: spec.reserve,
+            reserve_cpus,
             mlock: spec.mlock,
             idle_poll: spec.idle_poll,
         })
+    }
+
+    /// `cpus` and their SMT sibling threads (topology/thread_siblings_list).
+    fn with_siblings(&self, cpus: &CpuSet) -> Result<CpuSet, RunError> {
+        let mut all = cpus.clone();
+        for cpu in cpus.iter() {
+            let sibs = cpushield_kernel::thread_siblings(self.kernel, cpu)
+                .map_err(step(format!("reading the SMT siblings of CPU {cpu}")))?;
+            all = all.union(&sibs);
+        }
+        Ok(all)
     }
 
     /// The threads of `pid` to move: all of them, or just `pid`.
@@ -598,7 +625,7 @@ impl<'k> RtRun<'k> {
         let poller = self.keep_polling(req)?;
         let mut held: Vec<String> = req.irqs.iter().map(|n| format!("IRQ {n}")).collect();
         if reservation.is_some() {
-            held.push(format!("the reservation of CPU(s) {}", req.cpus));
+            held.push(format!("the reservation of CPU(s) {}", req.reserve_cpus));
         }
         if poller.is_some() {
             held.push(format!("CPU(s) {} polling", req.cpus));
@@ -621,7 +648,7 @@ impl<'k> RtRun<'k> {
         if !req.reserve {
             return Ok(None);
         }
-        Ok(Some(self.reserves.reserve(&req.cpus, holder)?))
+        Ok(Some(self.reserves.reserve(&req.reserve_cpus, holder)?))
     }
 
     /// Puts thread `tid` on the CPUs (the placer's way) and sets its policy.
@@ -820,6 +847,53 @@ mod tests {
     }
 
     #[test]
+    fn smt_siblings_widen_the_reservation_to_the_core_and_a_held_sibling_refuses() {
+        let reserves = tempfile::tempdir().unwrap();
+        let rd = ReserveDir::new(reserves.path());
+        let kernel = fake_system();
+        kernel.set_file(
+            "/sys/devices/system/cpu/cpu3/topology/thread_siblings_list",
+            "1,3\n",
+        );
+        let placer = RecordingPlacer::default();
+        let run = RtRun::new(&kernel, &placer, rd.clone());
+        let reserving = |siblings| RunSpec {
+            reserve: true,
+            reserve_siblings: siblings,
+            ..spec(&[3])
+        };
+        let req = run.check(reserving(false), &CpuSet::new()).unwrap();
+        assert_eq!(req.reserve_cpus, CpuSet::from_cpus([3]));
+        let req = run.check(reserving(true), &CpuSet::new()).unwrap();
+        assert_eq!(req.reserve_cpus, CpuSet::from_cpus([1, 3]));
+        assert_eq!(
+            req.cpus,
+            CpuSet::from_cpus([3]),
+            "the task still runs on CPU 3 only"
+        );
+        let _held = rd
+            .reserve(
+                &CpuSet::from_cpus([1]),
+                &Holder {
+                    pid: 777,
+                    command: "other-rt".into(),
+                },
+            )
+            .unwrap();
+        assert!(run.check(reserving(false), &CpuSet::new()).is_ok());
+        let e = err(run.check(reserving(true), &CpuSet::new()));
+        assert!(e.contains("CPU 1 is reserved by PID 777 (other-rt)"), "{e}");
+        let e = err(run.check(
+            RunSpec {
+                reserve: false,
+                ..reserving(true)
+            },
+            &CpuSet::new(),
+        ));
+        assert!(e.contains("give it with --reserve"), "{e}");
+    }
+
+    #[test]
     fn threads_without_a_pid_and_an_empty_cpu_list_are_refused() {
         let e = err(check(RunSpec {
             threads: true,
@@ -920,6 +994,7 @@ mod tests {
             target,
             irqs: irqs.to_vec(),
             reserve: false,
+            reserve_cpus: CpuSet::from_cpus([1]),
             mlock: false,
             idle_poll: false,
         }
