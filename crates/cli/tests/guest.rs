@@ -223,3 +223,8 @@ fn guest_v1_cps_place_and_rt_thread_put_one_thread_alone_in_the_shield() {
 fn guest_v2_cps_place_and_rt_thread_put_one_thread_alone_in_the_threaded_shield() {
     run_guest("thread-v2", "tests/guest/run.sh", &["thread-v2"]);
 }
+
+#[test]
+fn guest_compare_smt_measures_the_sibling_busy_idle_and_offline_and_brings_it_back() {
+    run_guest("compare-smt", "tests/guest/run.sh", &["compare-smt"]);
+}
