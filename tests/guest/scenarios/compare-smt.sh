@@ -2,7 +2,8 @@
 # guest with two threads per core. The mechanics only (timings under TCG mean nothing):
 # CPU 3 is shielded and measured three times, its sibling CPU 2 spinning, idle and
 # offline; the report has the three rows; CPU 2 is back online and the shield is gone
-# afterwards, everything restored.
+# afterwards, everything restored. Then `run --reserve --smt-siblings` on CPU 3 holds
+# CPU 2 too: a placement there is refused naming the holder.
 # guest-smp: 4,threads=2
 # guest-cpu: max,vendor=GenuineIntel
 # guest-timeout: 400
@@ -54,4 +55,33 @@ scenario_main() {
         pass smt/shield-gone
     fi
     expect_restored smt/restored /tmp/before
+
+    # Sherer §6: a reservation that covers the sibling thread.
+    "$CS" run --cpus 3 --allow-unshielded --reserve --smt-siblings -- sleep 1000 \
+        >/tmp/holder.out 2>&1 &
+    runner=$!
+    _i=0
+    holder=
+    while [ "$_i" -lt 100 ]; do
+        holder=$(cut -d' ' -f1 /run/cpushield/reserve/cpu2 2>/dev/null)
+        [ -n "$holder" ] && [ "$holder" != 0 ] && [ "$holder" != "$runner" ] && break
+        holder=
+        usleep 50000
+        _i=$((_i + 1))
+    done
+    if [ -n "$holder" ]; then
+        pass smt/sibling-reserved
+        cs run --cpus 2 --allow-unshielded -- true
+        check_eq smt/sibling-placement-refused 1 "$CS_RC"
+        if grep -q "CPU 2 is reserved by PID $holder (sleep 1000)" /tmp/cs.err; then
+            pass smt/sibling-refusal-names-holder
+        else
+            fail smt/sibling-refusal-names-holder "$(head -c 300 /tmp/cs.err)"
+        fi
+        kill "$holder"
+    else
+        fail smt/sibling-reserved "CPU 2 never reserved: $(head -c 300 /tmp/holder.out)"
+        kill "$runner"
+    fi
+    wait "$runner" 2>/dev/null
 }
