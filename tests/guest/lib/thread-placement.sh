@@ -111,9 +111,49 @@ thread_placement() {
         rmdir "$CGROOT/thread-other" || fail thread/v2-other-rmdir "cannot remove $CGROOT/thread-other"
     fi
 
+    # A reservation of CPU 3 (issue 15): measure there and unshield of it are refused
+    # naming the holder, nothing changed; reset proceeds and says whose shield it lifts.
+    "$CS" run --cpus 3 --reserve -- sleep 1000 >/tmp/holder.out 2>&1 &
+    runner=$!
+    _i=0
+    holder=
+    while [ "$_i" -lt 100 ]; do
+        holder=$(cut -d' ' -f1 /run/cpushield/reserve/cpu3 2>/dev/null)
+        [ -n "$holder" ] && [ "$holder" != 0 ] && [ "$holder" != "$runner" ] && break
+        holder=
+        usleep 50000
+        _i=$((_i + 1))
+    done
+    if [ -n "$holder" ]; then
+        cs measure latency --cpus 3 --duration 1s
+        check_eq thread/reserved-measure-exit 1 "$CS_RC"
+        grep -q "CPU 3 is reserved by PID $holder (sleep 1000)" /tmp/cs.err \
+            && pass thread/reserved-measure-names-holder \
+            || fail thread/reserved-measure-names-holder "$(head -c 300 /tmp/cs.err)"
+        cs unshield --all 3
+        check_eq thread/reserved-unshield-exit 1 "$CS_RC"
+        grep -q "CPU 3 is reserved by PID $holder (sleep 1000).*cpushield reset" /tmp/cs.err \
+            && pass thread/reserved-unshield-names-holder-and-reset \
+            || fail thread/reserved-unshield-names-holder-and-reset "$(head -c 300 /tmp/cs.err)"
+        if [ -d "$CGROOT/cpushield-shield" ] || [ -d "$CGROOT/cpuset/cpushield-shield" ]; then
+            pass thread/reserved-unshield-kept-shield
+        else
+            fail thread/reserved-unshield-kept-shield "the shield cgroup is gone"
+        fi
+    else
+        fail thread/reserved "CPU 3 never reserved: $(head -c 300 /tmp/holder.out)"
+    fi
+
     # Reset: the placed threads leave the shield and keep CPU 3, the only CPU they asked
     # for; their siblings get every CPU back; the rest is exactly as before.
     cs_ok thread/reset reset
+    if [ -n "$holder" ]; then
+        grep -q "CPU 3 is reserved by PID $holder.*reset proceeds" /tmp/cs.err \
+            && pass thread/reset-names-the-holder \
+            || fail thread/reset-names-the-holder "$(head -c 300 /tmp/cs.err)"
+        kill "$holder"
+    fi
+    wait "$runner" 2>/dev/null
     for api in c rust; do
         eval "_d=\$DEMO_$api"
         [ -n "$_d" ] || continue
