@@ -68,6 +68,10 @@ typedef struct CpsReservation cps_reservation;
  * Lock files live in /run/cpushield/reserve, or $CPUSHIELD_RESERVE_DIR. */
 int cps_reserve(const char *cpus, cps_reservation **out);
 
+/* cps_reserve() of `cpus` and their SMT sibling threads (Sherer §6: work on a
+ * sibling slows the reserved CPU down). */
+int cps_reserve_core(const char *cpus, cps_reservation **out);
+
 /* 0 if this process may place work on `cpus`, -EBUSY (naming the holder) if
  * another process reserved one of them. */
 int cps_reserve_check(const char *cpus);

@@ -217,6 +217,32 @@ pub unsafe extern "C" fn cps_reserve(cpus: *const c_char, out: *mut *mut CpsRese
     }
 }
 
+/// [`cps_reserve`] of `cpus` and their SMT sibling threads (Sherer §6).
+///
+/// # Safety
+/// `cpus` is NULL or a NUL-terminated string; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cps_reserve_core(
+    cpus: *const c_char,
+    out: *mut *mut CpsReservation,
+) -> c_int {
+    if out.is_null() {
+        return fail(libc::EINVAL, "cps_reserve_core: out is NULL");
+    }
+    let cpus = match parse_cpus(cpus) {
+        Ok(c) => c,
+        Err(rc) => return rc,
+    };
+    let core = crate::thread::with_siblings(&RealKernel, &cpus);
+    match reserve::reserve(&core) {
+        Ok(r) => {
+            *out = Box::into_raw(Box::new(CpsReservation(r)));
+            0
+        }
+        Err(e) => fail_reserve(e),
+    }
+}
+
 /// 0 if this process may place work on `cpus`; -EBUSY (message names the
 /// holder) if another process reserved one of them.
 ///
@@ -465,6 +491,20 @@ mod tests {
             .to_string_lossy()
             .into_owned();
         assert!(msg.contains("CPU list 'nonsense'"), "{msg}");
+    }
+
+    #[test]
+    fn reserving_a_core_refuses_a_null_out_and_a_bad_list_before_any_lock() {
+        let mut r = std::ptr::null_mut();
+        // SAFETY: the CPU lists are NUL-terminated literals; `r` is writable.
+        unsafe {
+            assert_eq!(
+                cps_reserve_core(c"1".as_ptr(), std::ptr::null_mut()),
+                -libc::EINVAL
+            );
+            assert_eq!(cps_reserve_core(c"x".as_ptr(), &mut r), -libc::EINVAL);
+        }
+        assert!(r.is_null());
     }
 
     #[test]

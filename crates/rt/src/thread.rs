@@ -57,6 +57,7 @@ pub struct RtThread {
     cpus: CpuSet,
     policy: Policy,
     reserve: bool,
+    reserve_siblings: bool,
     name: Option<String>,
     stack_size: Option<usize>,
     prefault_bytes: usize,
@@ -73,6 +74,7 @@ impl RtThread {
             cpus,
             policy: Policy::Other { nice: 0 },
             reserve: false,
+            reserve_siblings: false,
             name: None,
             stack_size: None,
             prefault_bytes: 0,
@@ -96,6 +98,13 @@ impl RtThread {
     /// Reserve the CPUs for as long as the thread runs (see [`crate::reserve`]).
     pub fn reserve(mut self, reserve: bool) -> Self {
         self.reserve = reserve;
+        self
+    }
+
+    /// With [`reserve`](Self::reserve): reserve the CPUs' SMT sibling threads
+    /// too (Sherer §6), as `cpushield run --reserve --smt-siblings` does.
+    pub fn reserve_siblings(mut self, siblings: bool) -> Self {
+        self.reserve_siblings = siblings;
         self
     }
 
@@ -141,7 +150,12 @@ impl RtThread {
         }
         self.policy.validate().map_err(SpawnError::Invalid)?;
         let reservation: Option<Reservation> = if self.reserve {
-            Some(dir.reserve(&self.cpus, &Holder::current())?)
+            let cpus = if self.reserve_siblings {
+                with_siblings(&cpushield_kernel::RealKernel, &self.cpus)
+            } else {
+                self.cpus.clone()
+            };
+            Some(dir.reserve(&cpus, &Holder::current())?)
         } else {
             dir.check(&self.cpus, std::process::id() as i32)?;
             None
@@ -183,6 +197,13 @@ impl RtThread {
             ))),
         }
     }
+}
+
+/// `cpus` and their SMT siblings (a CPU whose topology cannot be read counts alone).
+pub(crate) fn with_siblings(kernel: &dyn cpushield_kernel::Kernel, cpus: &CpuSet) -> CpuSet {
+    cpus.iter().fold(cpus.clone(), |all, cpu| {
+        all.union(&cpushield_kernel::thread_siblings(kernel, cpu).unwrap_or_default())
+    })
 }
 
 /// Places the calling thread on `cpus` and sets its policy; returns its TID.
@@ -294,6 +315,21 @@ mod tests {
         go_tx.send(()).unwrap();
         h.join().unwrap();
         assert_eq!(rd.holder(1).unwrap(), None, "released when the thread ends");
+    }
+
+    #[test]
+    fn siblings_of_the_reserved_cpus_are_read_from_the_topology() {
+        let k = cpushield_kernel::FakeKernel::new();
+        k.set_file(
+            "/sys/devices/system/cpu/cpu1/topology/thread_siblings_list",
+            "1,3\n",
+        );
+        assert_eq!(with_siblings(&k, &cpu1()), CpuSet::from_cpus([1, 3]));
+        assert_eq!(
+            with_siblings(&k, &CpuSet::from_cpus([2])),
+            CpuSet::from_cpus([2]),
+            "no topology: the CPU alone"
+        );
     }
 
     #[test]
