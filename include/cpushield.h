@@ -41,9 +41,11 @@ uint64_t cps_now_ns(void);
 #define CPS_SCHED_RR 2    /* priority 1..99 */
 
 /* Places thread `tid` (0 = the calling thread) on `cpus` with a policy and
- * priority. -EBUSY if another process reserved one of the CPUs. On a CPU
- * shielded by a kernel-enforced cpuset, start the process with
- * `cpushield run --cpus N -- prog` first. */
+ * priority. -EBUSY if another process reserved one of the CPUs. When the CPUs
+ * are shielded (as root), that thread alone enters the shield's cpuset; the
+ * program's other threads stay on the housekeeping CPUs (Sherer's model). On
+ * cgroup v2 the process must be in the root cgroup for that; otherwise start
+ * it with `cpushield run --cpus N -- prog`. */
 int cps_place(int tid, const char *cpus, int policy, int priority);
 
 /* The same with SCHED_DEADLINE (runtime <= deadline <= period, ns). */
@@ -65,6 +67,10 @@ typedef struct CpsReservation cps_reservation;
  * -EBUSY if held by another process; the message names its PID and command.
  * Lock files live in /run/cpushield/reserve, or $CPUSHIELD_RESERVE_DIR. */
 int cps_reserve(const char *cpus, cps_reservation **out);
+
+/* cps_reserve() of `cpus` and their SMT sibling threads (Sherer §6: work on a
+ * sibling slows the reserved CPU down). */
+int cps_reserve_core(const char *cpus, cps_reservation **out);
 
 /* 0 if this process may place work on `cpus`, -EBUSY (naming the holder) if
  * another process reserved one of them. */

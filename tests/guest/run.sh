@@ -12,6 +12,10 @@
 #   # guest-mem: MiB        guest memory (default 512)
 #   # guest-timeout: SEC    wall-clock limit for the boot (default 300)
 #   # guest-append: ARGS    kernel arguments the scenario always needs
+#   # guest-smp: SPEC       QEMU -smp value, e.g. 4,threads=2 for SMT (default 4)
+#   # guest-cpu: MODEL      QEMU -cpu value (default max; SMT under TCG needs an Intel
+#                           vendor, e.g. max,vendor=GenuineIntel: QEMU's AMD max has no
+#                           hyperthreading without topoext)
 #
 # Environment: GUEST_CACHE (default target/guest), GUEST_NO_BUILD=1 to reuse an existing
 # initramfs instead of rebuilding it, GUEST_SMP (default 4), GUEST_TIMEOUT, GUEST_MEM override
@@ -32,7 +36,8 @@ header() { sed -n "s/^# $1: *//p" "$FILE" | head -n 1; }
 MEM=${GUEST_MEM:-$(header guest-mem)}; MEM=${MEM:-512}
 TIMEOUT=${GUEST_TIMEOUT:-$(header guest-timeout)}; TIMEOUT=${TIMEOUT:-300}
 APPEND_SCENARIO=$(header guest-append)
-SMP=${GUEST_SMP:-4}
+SMP=${GUEST_SMP:-$(header guest-smp)}; SMP=${SMP:-4}
+CPU_MODEL=$(header guest-cpu); CPU_MODEL=${CPU_MODEL:-max}
 
 command -v qemu-system-x86_64 >/dev/null || { echo "run.sh: qemu-system-x86_64 not found; apt-get install qemu-system-x86" >&2; exit 1; }
 KERNEL=$("$HERE/fetch-kernel.sh")
@@ -51,7 +56,7 @@ echo "run.sh: booting $SCENARIO (smp $SMP, ${MEM}M, timeout ${TIMEOUT}s): $APPEN
 
 set +e
 timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 \
-    -accel tcg,thread=multi -cpu max -smp "$SMP" -m "$MEM" \
+    -accel tcg,thread=multi -cpu "$CPU_MODEL" -smp "$SMP" -m "$MEM" \
     -kernel "$KERNEL" -initrd "$INITRD" -append "$APPEND" \
     -nographic -no-reboot -monitor none -serial stdio -nodefaults \
     </dev/null >"$LOG" 2>&1

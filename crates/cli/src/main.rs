@@ -58,6 +58,9 @@ enum Command {
     /// Write the man pages or shell completions (for packaging).
     #[command(hide = true)]
     Generate(cmd::generate::GenerateArgs),
+    /// A two-thread program that places one thread (guest tests).
+    #[command(hide = true)]
+    ThreadDemo(cmd::thread_demo::ThreadDemoArgs),
 }
 
 fn main() -> ExitCode {
@@ -93,6 +96,7 @@ fn main() -> ExitCode {
         Command::Install(a) => cmd::install::install(a),
         Command::Uninstall(a) => cmd::install::uninstall(a),
         Command::Generate(a) => cmd::generate::generate(a, Cli::command()),
+        Command::ThreadDemo(a) => cmd::thread_demo::run(a),
     };
     match result {
         Ok(code) => code,

@@ -235,3 +235,18 @@ fn guest_v2_tasks_of_kubernetes_pods_are_not_moved_and_the_partition_is_warned_a
 fn guest_systemd_unit_shields_at_boot_stop_undoes_exactly_reboot_restores() {
     run_guest("systemd", "tests/guest/run-systemd.sh", &[]);
 }
+
+#[test]
+fn guest_v1_cps_place_and_rt_thread_put_one_thread_alone_in_the_shield() {
+    run_guest("thread-v1", "tests/guest/run.sh", &["thread-v1"]);
+}
+
+#[test]
+fn guest_v2_cps_place_and_rt_thread_put_one_thread_alone_in_the_threaded_shield() {
+    run_guest("thread-v2", "tests/guest/run.sh", &["thread-v2"]);
+}
+
+#[test]
+fn guest_compare_smt_measures_the_sibling_busy_idle_and_offline_and_brings_it_back() {
+    run_guest("compare-smt", "tests/guest/run.sh", &["compare-smt"]);
+}

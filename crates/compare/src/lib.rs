@@ -13,6 +13,7 @@ pub mod irqcount;
 pub mod namespace;
 pub mod runner;
 pub mod scenario;
+pub mod smt;
 
 pub use audit::ShieldAudit;
 pub use runner::{run, CompareConfig, CompareError, Progress, Scope};

@@ -104,6 +104,9 @@ pub struct CompareConfig {
     /// model, virtual CPUs), for the attribution of every CPU that may be
     /// measured.
     pub trace_context: cpushield_trace::KernelContext,
+    /// `compare --smt`: instead of the scenarios, one shielded CPU measured
+    /// with its SMT sibling busy, idle and offline (see [`crate::smt`]).
+    pub smt: bool,
 }
 
 /// Progress of the whole experiment, for a progress bar.
@@ -163,6 +166,9 @@ fn siblings(cpu: usize) -> CpuSet {
 
 /// Checks everything that can be checked before the first change.
 pub fn preflight(config: &CompareConfig) -> Result<CpuSet, CompareError> {
+    if config.smt {
+        crate::smt::choose_here(config.cpus.as_ref())?;
+    }
     let kernel = RealKernel;
     let online = cpushield_kernel::online_cpus(&kernel)?;
     let cpus = match &config.cpus {
@@ -195,7 +201,7 @@ pub fn preflight(config: &CompareConfig) -> Result<CpuSet, CompareError> {
             return Err(cpushield_shield::ShieldError::NoCpuset.into());
         }
     }
-    if config.scenarios.iter().any(|s| s.loaded()) {
+    if !config.smt && config.scenarios.iter().any(|s| s.loaded()) {
         Load::validate(&load_spec(config))?;
     }
     if config.duration.is_zero() {
@@ -213,10 +219,10 @@ fn load_spec(config: &CompareConfig) -> LoadSpec {
 }
 
 /// Takes the shield down when dropped.
-struct ShieldGuard;
+pub(crate) struct ShieldGuard;
 
 impl ShieldGuard {
-    fn raise(cpus: &CpuSet) -> Result<Self, CompareError> {
+    pub(crate) fn raise(cpus: &CpuSet) -> Result<Self, CompareError> {
         cpushield_shield::shield(
             &RealKernel,
             &ShieldMasks::all(cpus),
@@ -230,7 +236,7 @@ impl ShieldGuard {
 
     /// How the probes' threads reach the shielded CPUs while the shield is up
     /// (plain affinity cannot: the shield's cpuset fences them off).
-    fn placer(&self) -> ThreadPlacer {
+    pub(crate) fn placer(&self) -> ThreadPlacer {
         place_thread
     }
 }
@@ -253,7 +259,7 @@ impl Drop for ShieldGuard {
     }
 }
 
-fn interrupts_on(cpus: &CpuSet) -> u64 {
+pub(crate) fn interrupts_on(cpus: &CpuSet) -> u64 {
     let text = RealKernel
         .read(Path::new("/proc/interrupts"))
         .unwrap_or_default();
@@ -430,6 +436,9 @@ pub fn run(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<CompareReport, CompareError> {
     let shielded_cpus = preflight(config)?;
+    if config.smt {
+        return crate::smt::run(config, stop, progress);
+    }
     let online = cpushield_kernel::online_cpus(&RealKernel)?;
     let mut planned: Vec<(Scenario, CpuSet)> = Vec::new();
     let mut skipped = Vec::new();
@@ -862,7 +871,7 @@ fn explain_advance(results: &mut [ScenarioResult]) {
 }
 
 /// Merges the per-CPU latency distributions (counts summed, worst tail kept).
-fn summarize_latency(r: &latency::LatencyReport) -> LatencySummary {
+pub(crate) fn summarize_latency(r: &latency::LatencyReport) -> LatencySummary {
     let worst = r.cpus.iter().max_by_key(|c| c.latency.summary.max_ns);
     let Some(worst) = worst else {
         return LatencySummary::default();
@@ -902,7 +911,7 @@ fn summarize_latency(r: &latency::LatencyReport) -> LatencySummary {
     }
 }
 
-fn summarize_determinism(
+pub(crate) fn summarize_determinism(
     r: &determinism::DeterminismReport,
     split: Option<&DeterminismSplit>,
     steal_ns: u64,
@@ -933,7 +942,7 @@ fn summarize_determinism(
     }
 }
 
-fn host_line(online: &CpuSet) -> String {
+pub(crate) fn host_line(online: &CpuSet) -> String {
     let release = RealKernel
         .read(Path::new("/proc/sys/kernel/osrelease"))
         .unwrap_or_default();
@@ -954,7 +963,7 @@ fn host_line(online: &CpuSet) -> String {
 }
 
 /// UTC now as RFC 3339 (whole seconds, `Z`), e.g. `2026-11-22T19:50:36Z`.
-fn rfc3339_now() -> String {
+pub(crate) fn rfc3339_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())

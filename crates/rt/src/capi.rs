@@ -12,7 +12,7 @@
 use crate::irq::{self, IrqBinding, IrqError};
 use crate::periodic::{Periodic, PeriodicStats};
 use crate::reserve::{self, Reservation, ReserveDir, ReserveError};
-use crate::run::{AffinityPlacer, RtRun, RunError};
+use crate::run::{RtRun, RunError, ThreadPlacer};
 use crate::sched::{self, Policy};
 use crate::spsc::bytes::{self, ByteConsumer, ByteProducer};
 use cpushield_cpuset::CpuSet;
@@ -45,7 +45,9 @@ fn fail_io(error: &io::Error, message: impl Into<String>) -> c_int {
 
 fn fail_reserve(error: ReserveError) -> c_int {
     match &error {
-        ReserveError::Held { .. } => fail(libc::EBUSY, error.to_string()),
+        ReserveError::Held { .. } | ReserveError::Shielding { .. } => {
+            fail(libc::EBUSY, error.to_string())
+        }
         ReserveError::Io { source, .. } => fail_io(source, error.to_string()),
     }
 }
@@ -98,7 +100,8 @@ pub extern "C" fn cps_now_ns() -> u64 {
 
 /// Places thread `tid` (0 = the caller) on `cpus` with a policy
 /// (`CPS_SCHED_OTHER/FIFO/RR`) and priority (nice value for OTHER). Refuses
-/// (-EBUSY) CPUs another process has reserved.
+/// (-EBUSY) CPUs another process has reserved. On shielded CPUs that thread
+/// alone enters the shield; its siblings stay on the housekeeping CPUs.
 ///
 /// # Safety
 /// `cpus` is NULL or a NUL-terminated string.
@@ -157,10 +160,10 @@ pub unsafe extern "C" fn cps_place_deadline(
     )
 }
 
-/// Places through the same orchestration as `cpushield run`, by affinity
-/// alone, refusing CPUs another process has reserved.
+/// Places through the same orchestration as `cpushield run`, one thread
+/// alone ([`ThreadPlacer`]), refusing CPUs another process has reserved.
 fn place(tid: c_int, cpus: &CpuSet, policy: Policy) -> c_int {
-    let run = RtRun::new(&RealKernel, &AffinityPlacer, ReserveDir::from_env());
+    let run = RtRun::new(&RealKernel, &ThreadPlacer, ReserveDir::from_env());
     match run.place_now(tid, cpus, policy) {
         Ok(()) => 0,
         Err(RunError::Reserve(e)) => fail_reserve(e),
@@ -206,6 +209,32 @@ pub unsafe extern "C" fn cps_reserve(cpus: *const c_char, out: *mut *mut CpsRese
         Err(rc) => return rc,
     };
     match reserve::reserve(&cpus) {
+        Ok(r) => {
+            *out = Box::into_raw(Box::new(CpsReservation(r)));
+            0
+        }
+        Err(e) => fail_reserve(e),
+    }
+}
+
+/// [`cps_reserve`] of `cpus` and their SMT sibling threads (Sherer §6).
+///
+/// # Safety
+/// `cpus` is NULL or a NUL-terminated string; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cps_reserve_core(
+    cpus: *const c_char,
+    out: *mut *mut CpsReservation,
+) -> c_int {
+    if out.is_null() {
+        return fail(libc::EINVAL, "cps_reserve_core: out is NULL");
+    }
+    let cpus = match parse_cpus(cpus) {
+        Ok(c) => c,
+        Err(rc) => return rc,
+    };
+    let core = crate::thread::with_siblings(&RealKernel, &cpus);
+    match reserve::reserve(&core) {
         Ok(r) => {
             *out = Box::into_raw(Box::new(CpsReservation(r)));
             0
@@ -462,6 +491,20 @@ mod tests {
             .to_string_lossy()
             .into_owned();
         assert!(msg.contains("CPU list 'nonsense'"), "{msg}");
+    }
+
+    #[test]
+    fn reserving_a_core_refuses_a_null_out_and_a_bad_list_before_any_lock() {
+        let mut r = std::ptr::null_mut();
+        // SAFETY: the CPU lists are NUL-terminated literals; `r` is writable.
+        unsafe {
+            assert_eq!(
+                cps_reserve_core(c"1".as_ptr(), std::ptr::null_mut()),
+                -libc::EINVAL
+            );
+            assert_eq!(cps_reserve_core(c"x".as_ptr(), &mut r), -libc::EINVAL);
+        }
+        assert!(r.is_null());
     }
 
     #[test]

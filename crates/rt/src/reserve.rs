@@ -104,6 +104,14 @@ pub enum ReserveError {
         /// Who holds it.
         holder: Holder,
     },
+    /// Another process holds a CPU whose shield a command would lift.
+    #[error("CPU {cpu} is reserved by {holder}, a task that relies on its shield: stop it first (its reservation ends when it exits), or `cpushield reset` to undo the whole shield anyway")]
+    Shielding {
+        /// The reserved CPU.
+        cpu: usize,
+        /// Who holds it.
+        holder: Holder,
+    },
     /// The lock file could not be created or locked.
     #[error("{}: {source}; reserving needs write access there: run as root or set {DIR_ENV} to a writable directory", path.display())]
     Io {
@@ -181,15 +189,61 @@ impl ReserveDir {
     /// Refuses placing process `pid` on `cpus` if another process holds any of
     /// them. A holder may place itself (and its threads) on its own CPUs.
     pub fn check(&self, cpus: &CpuSet, pid: i32) -> Result<(), ReserveError> {
+        self.guard(cpus, pid, CpuUse::Place).map(|_| ())
+    }
+
+    /// The one reservation check of every command that places work on `cpus`
+    /// or lifts their shield, on behalf of process `pid` (a holder may use its
+    /// own CPUs). Changes nothing.
+    ///
+    /// `Ok(None)`: no other process holds any of them. `Ok(Some(note))`: the
+    /// command proceeds anyway and the one-line note says why (`reset`).
+    /// `Err`: refused, in one line naming the holder and the remedy.
+    pub fn guard(
+        &self,
+        cpus: &CpuSet,
+        pid: i32,
+        usage: CpuUse,
+    ) -> Result<Option<String>, ReserveError> {
+        let mut held = Vec::new();
         for cpu in cpus.iter() {
-            if let Some(holder) = self.holder(cpu)? {
-                if holder.pid != pid {
-                    return Err(ReserveError::Held { cpu, holder });
-                }
+            let Some(holder) = self.holder(cpu)? else {
+                continue;
+            };
+            if holder.pid == pid {
+                continue;
+            }
+            match usage {
+                CpuUse::Place => return Err(ReserveError::Held { cpu, holder }),
+                CpuUse::Unshield => return Err(ReserveError::Shielding { cpu, holder }),
+                CpuUse::Reset => held.push(format!("CPU {cpu} is reserved by {holder}")),
             }
         }
-        Ok(())
+        Ok((!held.is_empty()).then(|| {
+            format!(
+                "note: {}; reset proceeds because it undoes the whole shield: the holder now shares its CPU with everything else",
+                held.join(", ")
+            )
+        }))
     }
+}
+
+/// What a command does with the CPUs it names, for [`ReserveDir::guard`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuUse {
+    /// Puts work on them (`run`, `--idle-poll`, `measure`, `compare`, `demo`,
+    /// the C API): refused while another process holds one.
+    Place,
+    /// Lifts their shield (`unshield`): refused while another process holds one.
+    Unshield,
+    /// Undoes the whole shield (`reset`, the way back from anything): proceeds,
+    /// and says why.
+    Reset,
+}
+
+/// [`ReserveDir::guard`] in the default directory for the calling process.
+pub fn guard(cpus: &CpuSet, usage: CpuUse) -> Result<Option<String>, ReserveError> {
+    ReserveDir::from_env().guard(cpus, std::process::id() as i32, usage)
 }
 
 /// Reserves `cpus` for the calling process in the default directory.
@@ -439,6 +493,91 @@ mod tests {
             "{err}"
         );
         assert!(rd.check(&CpuSet::from_cpus([0]), 78).is_ok());
+    }
+
+    fn held_cpu1(rd: &ReserveDir) -> Reservation {
+        rd.reserve(
+            &CpuSet::from_cpus([1]),
+            &Holder {
+                pid: 77,
+                command: "rt-app".into(),
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn guard_refuses_placing_on_a_cpu_another_process_holds_naming_it_and_the_remedy() {
+        let dir = tempfile::tempdir().unwrap();
+        let rd = ReserveDir::new(dir.path());
+        let _held = held_cpu1(&rd);
+        let err = rd
+            .guard(&CpuSet::from_cpus([0, 1]), 78, CpuUse::Place)
+            .unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("CPU 1 is reserved by PID 77 (rt-app)"),
+            "{msg}"
+        );
+        assert!(msg.contains("choose another CPU"), "{msg}");
+        assert!(!msg.contains('\n'));
+        assert_eq!(
+            rd.guard(&CpuSet::from_cpus([1]), 77, CpuUse::Place)
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            rd.guard(&CpuSet::from_cpus([0]), 78, CpuUse::Place)
+                .unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn guard_refuses_unshielding_a_held_cpu_naming_the_holder_and_reset() {
+        let dir = tempfile::tempdir().unwrap();
+        let rd = ReserveDir::new(dir.path());
+        let _held = held_cpu1(&rd);
+        let err = rd
+            .guard(&CpuSet::from_cpus([1]), 78, CpuUse::Unshield)
+            .unwrap_err();
+        assert!(
+            matches!(err, ReserveError::Shielding { cpu: 1, .. }),
+            "{err:?}"
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.contains("CPU 1 is reserved by PID 77 (rt-app)"),
+            "{msg}"
+        );
+        assert!(msg.contains("stop it first"), "{msg}");
+        assert!(msg.contains("cpushield reset"), "{msg}");
+        assert_eq!(
+            rd.guard(&CpuSet::from_cpus([2]), 78, CpuUse::Unshield)
+                .unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn guard_lets_reset_proceed_saying_which_holder_loses_its_shield() {
+        let dir = tempfile::tempdir().unwrap();
+        let rd = ReserveDir::new(dir.path());
+        assert_eq!(
+            rd.guard(&CpuSet::from_cpus([1]), 78, CpuUse::Reset)
+                .unwrap(),
+            None
+        );
+        let _held = held_cpu1(&rd);
+        let note = rd
+            .guard(&CpuSet::from_cpus([0, 1]), 78, CpuUse::Reset)
+            .unwrap()
+            .expect("a note");
+        assert!(
+            note.starts_with("note: CPU 1 is reserved by PID 77 (rt-app)"),
+            "{note}"
+        );
+        assert!(note.contains("reset proceeds"), "{note}");
     }
 
     #[test]

@@ -68,6 +68,25 @@ impl Placer for AffinityPlacer {
     }
 }
 
+/// Places one thread alone: into the shield's cpuset when its CPUs are all
+/// shielded (the other threads of its process stay where they are), then by
+/// affinity; elsewhere by affinity alone. What the C API's `cps_place` and
+/// [`crate::thread::RtThread`] do (Sherer's per-thread placement; see
+/// `cpushield_shield::placement::place_thread_alone`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ThreadPlacer;
+
+impl Placer for ThreadPlacer {
+    fn place(&self, tid: i32, cpus: &CpuSet) -> io::Result<()> {
+        place_thread_alone(tid, cpus)
+    }
+}
+
+/// [`ThreadPlacer`] as a function: thread `tid` (0: the caller) alone onto `cpus`.
+pub fn place_thread_alone(tid: i32, cpus: &CpuSet) -> io::Result<()> {
+    cpushield_shield::placement::place_thread_alone(&cpushield_kernel::RealKernel, tid, cpus)
+}
+
 /// Host steal time of some CPUs since a start: called when the CPUs start
 /// polling, it returns a function that gives the steal time since then in
 /// nanoseconds (None where it cannot be read).
@@ -84,6 +103,9 @@ pub struct RunSpec {
     pub irqs: Vec<u32>,
     /// Reserve the CPUs while the task lives.
     pub reserve: bool,
+    /// With `reserve`: also reserve the CPUs' SMT sibling threads (Sherer
+    /// §6: a sibling's work slows the reserved CPU down).
+    pub reserve_siblings: bool,
     /// Let the task lock all its memory.
     pub mlock: bool,
     /// Keep the CPUs polling while the task lives.
@@ -139,6 +161,8 @@ pub struct Request {
     pub irqs: Vec<u32>,
     /// Reserve the CPUs.
     pub reserve: bool,
+    /// The CPUs reserved with `reserve`: `cpus`, plus their SMT siblings when asked.
+    pub reserve_cpus: CpuSet,
     /// Let the task lock its memory.
     pub mlock: bool,
     /// Keep the CPUs polling.
@@ -474,7 +498,17 @@ impl<'k> RtRun<'k> {
             Target::Pid { pid, .. } => pid,
             Target::Exec { .. } => std::process::id() as i32,
         };
-        self.reserves.check(&cpus, placing)?;
+        if spec.reserve_siblings && !spec.reserve {
+            return Err(refuse(
+                "--smt-siblings widens a reservation: give it with --reserve",
+            ));
+        }
+        let reserve_cpus = if spec.reserve_siblings {
+            self.with_siblings(&cpus)?
+        } else {
+            cpus.clone()
+        };
+        self.reserves.check(&reserve_cpus, placing)?;
         Ok(Request {
             cpus,
             policy: if spec.share {
@@ -485,9 +519,21 @@ impl<'k> RtRun<'k> {
             target,
             irqs: spec.irqs,
             reserve: spec.reserve,
+            reserve_cpus,
             mlock: spec.mlock,
             idle_poll: spec.idle_poll,
         })
+    }
+
+    /// `cpus` and their SMT sibling threads (topology/thread_siblings_list).
+    fn with_siblings(&self, cpus: &CpuSet) -> Result<CpuSet, RunError> {
+        let mut all = cpus.clone();
+        for cpu in cpus.iter() {
+            let sibs = cpushield_kernel::thread_siblings(self.kernel, cpu)
+                .map_err(step(format!("reading the SMT siblings of CPU {cpu}")))?;
+            all = all.union(&sibs);
+        }
+        Ok(all)
     }
 
     /// The threads of `pid` to move: all of them, or just `pid`.
@@ -615,7 +661,7 @@ impl<'k> RtRun<'k> {
         let poller = self.keep_polling(req)?;
         let mut held: Vec<String> = req.irqs.iter().map(|n| format!("IRQ {n}")).collect();
         if reservation.is_some() {
-            held.push(format!("the reservation of CPU(s) {}", req.cpus));
+            held.push(format!("the reservation of CPU(s) {}", req.reserve_cpus));
         }
         if poller.is_some() {
             held.push(format!("CPU(s) {} polling", req.cpus));
@@ -638,7 +684,7 @@ impl<'k> RtRun<'k> {
         if !req.reserve {
             return Ok(None);
         }
-        Ok(Some(self.reserves.reserve(&req.cpus, holder)?))
+        Ok(Some(self.reserves.reserve(&req.reserve_cpus, holder)?))
     }
 
     /// Puts thread `tid` on the CPUs (the placer's way) and sets its policy.
@@ -837,6 +883,53 @@ mod tests {
     }
 
     #[test]
+    fn smt_siblings_widen_the_reservation_to_the_core_and_a_held_sibling_refuses() {
+        let reserves = tempfile::tempdir().unwrap();
+        let rd = ReserveDir::new(reserves.path());
+        let kernel = fake_system();
+        kernel.set_file(
+            "/sys/devices/system/cpu/cpu3/topology/thread_siblings_list",
+            "1,3\n",
+        );
+        let placer = RecordingPlacer::default();
+        let run = RtRun::new(&kernel, &placer, rd.clone());
+        let reserving = |siblings| RunSpec {
+            reserve: true,
+            reserve_siblings: siblings,
+            ..spec(&[3])
+        };
+        let req = run.check(reserving(false), &CpuSet::new()).unwrap();
+        assert_eq!(req.reserve_cpus, CpuSet::from_cpus([3]));
+        let req = run.check(reserving(true), &CpuSet::new()).unwrap();
+        assert_eq!(req.reserve_cpus, CpuSet::from_cpus([1, 3]));
+        assert_eq!(
+            req.cpus,
+            CpuSet::from_cpus([3]),
+            "the task still runs on CPU 3 only"
+        );
+        let _held = rd
+            .reserve(
+                &CpuSet::from_cpus([1]),
+                &Holder {
+                    pid: 777,
+                    command: "other-rt".into(),
+                },
+            )
+            .unwrap();
+        assert!(run.check(reserving(false), &CpuSet::new()).is_ok());
+        let e = err(run.check(reserving(true), &CpuSet::new()));
+        assert!(e.contains("CPU 1 is reserved by PID 777 (other-rt)"), "{e}");
+        let e = err(run.check(
+            RunSpec {
+                reserve: false,
+                ..reserving(true)
+            },
+            &CpuSet::new(),
+        ));
+        assert!(e.contains("give it with --reserve"), "{e}");
+    }
+
+    #[test]
     fn threads_without_a_pid_and_an_empty_cpu_list_are_refused() {
         let e = err(check(RunSpec {
             threads: true,
@@ -995,6 +1088,7 @@ mod tests {
             target,
             irqs: irqs.to_vec(),
             reserve: false,
+            reserve_cpus: CpuSet::from_cpus([1]),
             mlock: false,
             idle_poll: false,
         }

@@ -15,12 +15,14 @@
 //! ```
 //!
 //! The thread places itself before running the closure; `spawn` returns only
-//! once that worked, or returns why it did not. If the CPUs are shielded with
-//! a kernel-enforced cpuset, the process itself must be on the shield first
-//! (`cpushield run --cpus 1 -- app`): a thread can narrow its affinity only
-//! within its process's cpuset.
+//! once that worked, or returns why it did not. On shielded CPUs (as root)
+//! the thread alone enters the shield's cpuset, as Sherer's model wants: the
+//! program's other threads stay on the housekeeping CPUs (see
+//! [`crate::run::ThreadPlacer`]; on cgroup v2 the process must be in the root
+//! cgroup, else start it with `cpushield run --cpus 1 -- app`).
 
 use crate::reserve::{Holder, Reservation, ReserveDir, ReserveError};
+use crate::run::place_thread_alone;
 use crate::sched::{self, Policy};
 use cpushield_cpuset::CpuSet;
 use std::io;
@@ -55,10 +57,15 @@ pub struct RtThread {
     cpus: CpuSet,
     policy: Policy,
     reserve: bool,
+    reserve_siblings: bool,
     name: Option<String>,
     stack_size: Option<usize>,
     prefault_bytes: usize,
+    placer: PlaceFn,
 }
+
+/// How a thread reaches its CPUs: `(tid, cpus)`, tid 0 being the caller.
+pub type PlaceFn = fn(i32, &CpuSet) -> io::Result<()>;
 
 impl RtThread {
     /// A thread to run on `cpus`, SCHED_OTHER until [`policy`](Self::policy) says otherwise.
@@ -67,10 +74,19 @@ impl RtThread {
             cpus,
             policy: Policy::Other { nice: 0 },
             reserve: false,
+            reserve_siblings: false,
             name: None,
             stack_size: None,
             prefault_bytes: 0,
+            placer: place_thread_alone,
         }
+    }
+
+    /// How the thread places itself (default: into the shield when its CPUs
+    /// are shielded, else by affinity; [`sched::pin`] for affinity alone).
+    pub fn placer(mut self, placer: PlaceFn) -> Self {
+        self.placer = placer;
+        self
     }
 
     /// The scheduling policy and priority.
@@ -82,6 +98,13 @@ impl RtThread {
     /// Reserve the CPUs for as long as the thread runs (see [`crate::reserve`]).
     pub fn reserve(mut self, reserve: bool) -> Self {
         self.reserve = reserve;
+        self
+    }
+
+    /// With [`reserve`](Self::reserve): reserve the CPUs' SMT sibling threads
+    /// too (Sherer §6), as `cpushield run --reserve --smt-siblings` does.
+    pub fn reserve_siblings(mut self, siblings: bool) -> Self {
+        self.reserve_siblings = siblings;
         self
     }
 
@@ -127,7 +150,12 @@ impl RtThread {
         }
         self.policy.validate().map_err(SpawnError::Invalid)?;
         let reservation: Option<Reservation> = if self.reserve {
-            Some(dir.reserve(&self.cpus, &Holder::current())?)
+            let cpus = if self.reserve_siblings {
+                with_siblings(&cpushield_kernel::RealKernel, &self.cpus)
+            } else {
+                self.cpus.clone()
+            };
+            Some(dir.reserve(&cpus, &Holder::current())?)
         } else {
             dir.check(&self.cpus, std::process::id() as i32)?;
             None
@@ -141,9 +169,10 @@ impl RtThread {
         }
         let (placed_tx, placed_rx) = mpsc::sync_channel::<Result<i32, SpawnError>>(1);
         let (cpus, policy, prefault) = (self.cpus, self.policy, self.prefault_bytes);
+        let placer = self.placer;
         let inner = builder
             .spawn(move || {
-                let placed = place_current(&cpus, policy);
+                let placed = place_current(placer, &cpus, policy);
                 let ok = placed.is_ok();
                 let _ = placed_tx.send(placed);
                 if !ok {
@@ -170,9 +199,16 @@ impl RtThread {
     }
 }
 
-/// Pins the calling thread to `cpus` and sets its policy; returns its TID.
-fn place_current(cpus: &CpuSet, policy: Policy) -> Result<i32, SpawnError> {
-    sched::pin(0, cpus).map_err(|source| SpawnError::Placement {
+/// `cpus` and their SMT siblings (a CPU whose topology cannot be read counts alone).
+pub(crate) fn with_siblings(kernel: &dyn cpushield_kernel::Kernel, cpus: &CpuSet) -> CpuSet {
+    cpus.iter().fold(cpus.clone(), |all, cpu| {
+        all.union(&cpushield_kernel::thread_siblings(kernel, cpu).unwrap_or_default())
+    })
+}
+
+/// Places the calling thread on `cpus` and sets its policy; returns its TID.
+fn place_current(placer: PlaceFn, cpus: &CpuSet, policy: Policy) -> Result<i32, SpawnError> {
+    placer(0, cpus).map_err(|source| SpawnError::Placement {
         message: sched::describe_pin_error(cpus, &source),
         source,
     })?;
@@ -215,10 +251,37 @@ mod tests {
         CpuSet::from_cpus([1])
     }
 
+    static PLACED_TID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+    fn record_placed_thread(tid: i32, _cpus: &CpuSet) -> io::Result<()> {
+        assert_eq!(tid, 0, "a thread places itself (TID 0: the caller)");
+        // SAFETY: gettid has no preconditions.
+        PLACED_TID.store(
+            unsafe { libc::gettid() },
+            std::sync::atomic::Ordering::SeqCst,
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn only_the_spawned_thread_is_placed_not_its_spawner() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = RtThread::on(cpu1())
+            .placer(record_placed_thread)
+            .spawn_in(&ReserveDir::new(dir.path()), || ())
+            .unwrap();
+        let placed = PLACED_TID.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(placed, h.tid(), "the placer ran on the new thread");
+        // SAFETY: gettid has no preconditions.
+        assert_ne!(placed, unsafe { libc::gettid() }, "not on the spawner");
+        h.join().unwrap();
+    }
+
     #[test]
     fn a_spawned_thread_runs_on_its_cpu_and_returns_its_value() {
         let dir = tempfile::tempdir().unwrap();
         let h = RtThread::on(cpu1())
+            .placer(sched::pin)
             .name("rt-test")
             .prefault_stack(64 * 1024)
             .spawn_in(&ReserveDir::new(dir.path()), sched::current_cpu)
@@ -233,6 +296,7 @@ mod tests {
         let rd = ReserveDir::new(dir.path());
         let (go_tx, go_rx) = mpsc::channel::<()>();
         let h = RtThread::on(cpu1())
+            .placer(sched::pin)
             .reserve(true)
             .spawn_in(&rd, move || go_rx.recv().unwrap())
             .unwrap();
@@ -240,6 +304,7 @@ mod tests {
         assert_eq!(held.pid, std::process::id() as i32);
         // A second reservation is refused even from the same process.
         let err = RtThread::on(cpu1())
+            .placer(sched::pin)
             .reserve(true)
             .spawn_in(&rd, || ())
             .unwrap_err();
@@ -253,14 +318,31 @@ mod tests {
     }
 
     #[test]
+    fn siblings_of_the_reserved_cpus_are_read_from_the_topology() {
+        let k = cpushield_kernel::FakeKernel::new();
+        k.set_file(
+            "/sys/devices/system/cpu/cpu1/topology/thread_siblings_list",
+            "1,3\n",
+        );
+        assert_eq!(with_siblings(&k, &cpu1()), CpuSet::from_cpus([1, 3]));
+        assert_eq!(
+            with_siblings(&k, &CpuSet::from_cpus([2])),
+            CpuSet::from_cpus([2]),
+            "no topology: the CPU alone"
+        );
+    }
+
+    #[test]
     fn invalid_parameters_are_refused_before_any_thread_starts() {
         let dir = tempfile::tempdir().unwrap();
         let rd = ReserveDir::new(dir.path());
         let err = RtThread::on(CpuSet::new())
+            .placer(sched::pin)
             .spawn_in(&rd, || ())
             .unwrap_err();
         assert!(matches!(err, SpawnError::Invalid(_)));
         let err = RtThread::on(cpu1())
+            .placer(sched::pin)
             .policy(Policy::Fifo(0))
             .spawn_in(&rd, || ())
             .unwrap_err();
@@ -274,6 +356,7 @@ mod tests {
     fn an_impossible_cpu_is_a_placement_error_naming_the_cpu() {
         let dir = tempfile::tempdir().unwrap();
         let err = RtThread::on(CpuSet::from_cpus([4000]))
+            .placer(sched::pin)
             .spawn_in(&ReserveDir::new(dir.path()), || ())
             .unwrap_err();
         assert!(matches!(err, SpawnError::Placement { .. }), "{err}");

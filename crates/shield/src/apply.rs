@@ -163,7 +163,9 @@ fn drain(kernel: &dyn Kernel, from: &Path, to: &Path) -> io::Result<()> {
     }
     for _ in 0..100 {
         let mut left = 0;
-        for file in ["tasks", "cgroup.procs"] {
+        // A threaded v2 cgroup cannot list cgroup.procs; cgroup.threads names
+        // every thread in it (a TID written to cgroup.procs moves its process).
+        for file in ["tasks", "cgroup.procs", "cgroup.threads"] {
             let Ok(text) = kernel.read(&from.join(file)) else {
                 continue;
             };

@@ -45,6 +45,16 @@ impl CgroupLayout {
         }
     }
 
+    /// The file a TID is written to, to move that one thread into `cgroup`:
+    /// `tasks` (v1), `cgroup.threads` (v2; the cgroup must be threaded, and
+    /// the thread's process in the same threaded domain).
+    pub fn threads_file(&self, cgroup: &Path) -> PathBuf {
+        match self {
+            CgroupLayout::V2 { .. } => cgroup.join("cgroup.threads"),
+            CgroupLayout::V1 { .. } => cgroup.join("tasks"),
+        }
+    }
+
     /// The absolute directory of a cgroup given its path inside the hierarchy
     /// (`/` or `/system.slice`), as /proc/PID/cgroup shows it.
     pub fn dir_of(&self, cgroup: &str) -> PathBuf {

@@ -44,6 +44,99 @@ pub fn place_task(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()
     Ok(())
 }
 
+/// Places one thread of a running program on `cpus`, Sherer's way (the C
+/// API's `cps_place`, `RtThread::on`): `tid` (0: the calling thread) alone
+/// enters the shield when `cpus` are all shielded; the other threads of its
+/// process stay where they are, on the housekeeping CPUs. Then its affinity
+/// is set.
+///
+/// cgroup v1: the TID goes to the shield cpuset's `tasks`. cgroup v2: to the
+/// threaded shield cgroup's `cgroup.threads`, which the kernel allows only for
+/// a process in the shield's threaded domain (the root cgroup); otherwise the
+/// error names the process's cgroup and the remedy.
+///
+/// The thread is adopted in the shield's state with `cpus` as its request,
+/// so a later shield change keeps it there and `reset` takes it out of the
+/// shield (to its process's cgroup), leaving it the affinity it asked for.
+pub fn place_thread_alone(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()> {
+    let tid = if tid == 0 {
+        // SAFETY: gettid has no preconditions.
+        unsafe { libc::gettid() }
+    } else {
+        tid
+    };
+    let saved = state::load()?;
+    let mut entered = false;
+    if let Some(saved) = &saved {
+        if !cpus.is_empty() && cpus.is_subset(&saved.masks.procs) {
+            let file = saved.layout.threads_file(&shield_dir(&saved.layout));
+            kernel
+                .write(&file, &tid.to_string())
+                .map_err(|e| thread_move_error(kernel, &saved.layout, tid, e, &file))?;
+            entered = true;
+        }
+    }
+    kernel.set_affinity(tid, cpus)?;
+    if entered {
+        adopt_placed(kernel, tid, cpus)?;
+    }
+    if saved.is_some_and(|s| s.set.tasks.contains_key(&tid)) {
+        record_placement(kernel, tid)?;
+    }
+    Ok(())
+}
+
+/// The error of a refused per-thread move, with the remedy: on cgroup v2 a
+/// thread can only move within its process's threaded domain.
+fn thread_move_error(
+    kernel: &dyn Kernel,
+    layout: &crate::layout::CgroupLayout,
+    tid: i32,
+    error: io::Error,
+    file: &std::path::Path,
+) -> io::Error {
+    if !layout.is_v2() || cpushield_kernel::os_errno(&error) != Some(libc::EOPNOTSUPP) {
+        return cpushield_kernel::with_path(error, file);
+    }
+    let cgroup = kernel
+        .read(std::path::Path::new(&format!("/proc/{tid}/cgroup")))
+        .ok()
+        .and_then(|t| crate::layout::cgroup_of(layout, &t))
+        .unwrap_or_else(|| "?".into());
+    let tgid = tgid_of(kernel, tid).unwrap_or(tid);
+    cpushield_kernel::with_path_and_remedy(
+        error,
+        file,
+        format!(
+            "on cgroup v2 one thread can join the shield only from a process in the root cgroup, and process {tgid} is in {cgroup}: start it from the root cgroup, or place the whole process with `cpushield run --pid {tgid} --cpus ...`"
+        ),
+    )
+}
+
+/// Adopts `tid` in the shield's state with `cpus` as its requested affinity
+/// (see [`place_thread_alone`]).
+fn adopt_placed(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()> {
+    let stat_path = std::path::PathBuf::from(format!("/proc/{tid}/stat"));
+    let stat = kernel
+        .read_bytes(&stat_path)
+        .map_err(|e| cpushield_kernel::with_path(e, &stat_path))?;
+    let stat = cpushield_parse::pid_stat::parse_stat(&stat)
+        .map_err(|e| io::Error::other(format!("{}: {e}", stat_path.display())))?;
+    let _lock = state::StateLock::acquire()?;
+    let Some(mut saved) = state::load()? else {
+        return Ok(());
+    };
+    let adopted = state::AdoptedTask {
+        starttime: stat.starttime,
+        requested: cpus.clone(),
+    };
+    if saved.adopted.get(&tid) == Some(&adopted) {
+        return Ok(());
+    }
+    saved.adopted.insert(tid, adopted);
+    state::store(&saved)
+}
+
 /// Updates the shield's record of what was set on `tid` to its affinity now.
 fn record_placement(kernel: &dyn Kernel, tid: i32) -> io::Result<()> {
     let _lock = state::StateLock::acquire()?;

@@ -375,6 +375,18 @@ fn plan_cgroups(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &Cp
                 if !exists(&shield) {
                     plan.creates.push(shield.clone());
                     plan.steps.push(Step::Mkdir(shield.clone()));
+                    // Threaded (its domain is the root): one thread of a
+                    // process in the root cgroup can join it through
+                    // cgroup.threads (Sherer's per-thread placement, cps_place),
+                    // while whole processes still join through cgroup.procs.
+                    // Only an empty cgroup can turn threaded, so right after mkdir.
+                    plan.write(
+                        shield.join("cgroup.type"),
+                        "threaded",
+                        WriteKind::BestEffort(
+                            "the shield cgroup could not be made threaded: a single thread cannot join it (cps_place, RtThread), whole processes still can".into(),
+                        ),
+                    );
                 }
                 plan.write(
                     shield.join("cpuset.cpus"),
@@ -473,14 +485,18 @@ fn plan_tasks(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuS
             }
             continue;
         }
+        let here = layout.dir_of(&task.cgroup);
+        // A thread placed on its own (cgroup.threads, Sherer's cps_place)
+        // stays in the threaded shield while it asks only for shielded CPUs.
+        let placed_alone = here == shield && !procs.is_empty() && eff.is_subset(procs);
         let dest = match layout {
             CgroupLayout::V1 { .. } if procs.is_empty() => layout.dir_of(&origin.cgroup),
             CgroupLayout::V1 { .. } if eff.is_subset(procs) => shield.clone(),
             CgroupLayout::V1 { .. } => system.clone(),
             CgroupLayout::V2 { .. } if only_shielded_process[&task.tgid] => shield.clone(),
+            CgroupLayout::V2 { .. } if placed_alone => shield.clone(),
             CgroupLayout::V2 { .. } => layout.dir_of(&origin.cgroup),
         };
-        let here = layout.dir_of(&task.cgroup);
         let mut moved = false;
         if dest != here && !(layout.is_v2() && task.kthread) {
             let id = if layout.is_v2() { task.tgid } else { task.tid };
@@ -504,6 +520,7 @@ fn plan_tasks(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuS
             && eff.is_subset(procs)
             && !procs.is_empty()
             && !only_shielded_process[&task.tgid]
+            && !placed_alone
         {
             plan.note(
                 Severity::Warn,
@@ -1181,5 +1198,93 @@ mod tests {
                 cpus: cpus("0-3")
             })
         );
+    }
+
+    /// A 4-CPU v2 machine (cgroup2 at /sys/fs/cgroup, cpuset enabled).
+    fn snapshot_v2(tasks: Vec<TaskInfo>) -> Snapshot {
+        let mut snap = snapshot(tasks);
+        snap.layout = CgroupLayout::V2 {
+            root: "/sys/fs/cgroup".into(),
+        };
+        snap.files.insert(
+            PathBuf::from("/sys/fs/cgroup/cgroup.subtree_control"),
+            "cpuset".into(),
+        );
+        snap
+    }
+
+    #[test]
+    fn the_first_v2_shield_is_made_threaded_right_after_mkdir_then_an_isolated_partition() {
+        let snap = snapshot_v2(vec![]);
+        let mut plan = Plan::default();
+        plan_cgroups(&mut plan, &snap, &original(&snap), &cpus("3"));
+        let shield = "/sys/fs/cgroup/cpushield-shield";
+        assert_eq!(plan.steps[0], Step::Mkdir(shield.into()));
+        assert_eq!(
+            writes(&plan),
+            vec![
+                w(&format!("{shield}/cgroup.type"), "threaded"),
+                w(&format!("{shield}/cpuset.cpus"), "3"),
+                w(&format!("{shield}/cpuset.cpus.partition"), "isolated"),
+            ]
+        );
+        assert!(matches!(
+            &plan.steps[1],
+            Step::Write {
+                kind: WriteKind::BestEffort(_),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_v2_thread_placed_alone_in_the_shield_stays_there_at_the_next_shield() {
+        // Process 100: thread 100 on the housekeeping CPUs in the root cgroup,
+        // thread 101 placed alone in the threaded shield (cgroup.threads) and
+        // adopted with CPU 3 as its request.
+        let mut main = task(100, "0-3");
+        main.starttime = 5000;
+        let mut placed = task(101, "3");
+        placed.tgid = 100;
+        placed.starttime = 5001;
+        placed.cgroup = format!("/{SHIELD_CGROUP}");
+        let before = snapshot_v2(vec![task(1, "0-3")]);
+        let mut saved = original(&before);
+        saved.created_cgroups = vec![PathBuf::from("/sys/fs/cgroup").join(SHIELD_CGROUP)];
+        saved.adopted.insert(
+            101,
+            crate::state::AdoptedTask {
+                starttime: 5001,
+                requested: cpus("3"),
+            },
+        );
+        let now = snapshot_v2(vec![task(1, "0-3"), main, placed]);
+        let mut plan = Plan::default();
+        let affinities = plan_tasks(&mut plan, &now, &saved, &cpus("2-3"));
+        assert!(
+            !plan.steps.iter().any(|s| matches!(s, Step::Move { .. })),
+            "nothing moves: {:?}",
+            plan.steps
+        );
+        assert!(
+            !affinities
+                .iter()
+                .any(|s| matches!(s, Step::Affinity { tid: 101, cpus: c, .. } if *c != cpus("3"))),
+            "thread 101 keeps CPU 3: {affinities:?}"
+        );
+        assert!(!plan.notes.iter().any(|n| n.text.contains("thread 101")));
+        // Reset takes the process (and so the thread) back to the root cgroup
+        // and leaves the thread the CPU it asked for.
+        let reset = plan_reset(&now, &saved);
+        assert!(reset.steps.contains(&Step::Move {
+            id: 100,
+            comm: "task101".into(),
+            to: "/sys/fs/cgroup/cgroup.procs".into()
+        }));
+        assert!(reset.steps.contains(&Step::Affinity {
+            tid: 101,
+            comm: "task101".into(),
+            cpus: cpus("3")
+        }));
     }
 }

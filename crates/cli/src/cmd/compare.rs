@@ -75,6 +75,12 @@ pub struct CompareArgs {
     /// Do not run cyclictest as the anchor in the loaded and shielded scenarios.
     #[arg(long)]
     no_anchor: bool,
+    /// Brosky & Rotolo Figure 4 instead of the scenarios: one shielded CPU
+    /// (--cpus, one CPU; default the highest with an SMT sibling off CPU 0's
+    /// core) measured with its SMT sibling busy, idle and offline (the sibling
+    /// is brought back online afterwards). Refused where there is no SMT.
+    #[arg(long, conflicts_with = "scenarios")]
+    smt: bool,
 }
 
 /// What the measured CPUs do when idle.
@@ -146,6 +152,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
         anchor: !args.no_anchor,
         audit: Some(Arc::new(CheckAudit)),
         trace_context: trace_context(),
+        smt: args.smt,
     };
     execute(config, args.out, args.max_latency)
 }
@@ -171,6 +178,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         anchor: true,
         audit: Some(Arc::new(CheckAudit)),
         trace_context: trace_context(),
+        smt: false,
     };
     println!(
         "cpushield demo: idle, loaded and shielded scenarios, {} s each, inside a private PID namespace (nothing outside it is moved; IRQs are moved and restored)",
@@ -260,7 +268,8 @@ fn execute(
     // Before any work: a run whose report cannot be written is lost.
     crate::output::check_dir(&out, "--out")?;
     config.period.validate().map_err(anyhow::Error::msg)?;
-    runner::preflight(&config)?;
+    let cpus = runner::preflight(&config)?;
+    super::reserved::guard("compare", &cpus, cpushield_rt::reserve::CpuUse::Place)?;
     if config.scope == Scope::System {
         return Ok(ExitCode::from(experiment(&config, &out, max_latency)));
     }

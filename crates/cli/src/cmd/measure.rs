@@ -225,6 +225,7 @@ fn priority(p: u8) -> Option<u8> {
 /// `cpushield shield` fenced them off (the placement `compare` uses), else by
 /// plain affinity. Refuses, in one line naming the fix, when that cannot work.
 fn placer(cpus: &CpuSet) -> anyhow::Result<Option<ThreadPlacer>> {
+    super::reserved::guard("measure", cpus, cpushield_rt::reserve::CpuUse::Place)?;
     let is_root = nix::unistd::geteuid().is_root();
     match placement::probe_placement_now(cpus, is_root).map_err(anyhow::Error::msg)? {
         ProbePlacement::Plain => Ok(None),

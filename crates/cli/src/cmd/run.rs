@@ -51,6 +51,10 @@ pub struct RunArgs {
     /// Reserve the CPUs while the task lives: other placements are refused.
     #[arg(long)]
     reserve: bool,
+    /// With --reserve: reserve the CPUs' SMT sibling threads too (a busy
+    /// sibling slows the reserved CPU down; Sherer §6).
+    #[arg(long, requires = "reserve")]
+    smt_siblings: bool,
     /// Keep the CPUs polling instead of halting while the task lives (a
     /// SCHED_IDLE spinner per CPU): in a VM a halted vCPU waits for the host.
     #[arg(long)]
@@ -138,6 +142,7 @@ impl RunArgs {
             cpus: self.cpus,
             irqs: self.irq,
             reserve: self.reserve,
+            reserve_siblings: self.smt_siblings,
             mlock: self.mlock,
             idle_poll: self.idle_poll,
             pid: self.pid,

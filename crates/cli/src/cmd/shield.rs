@@ -115,12 +115,28 @@ pub fn shield(args: ShieldArgs) -> anyhow::Result<ExitCode> {
 
 /// Runs `cpushield unshield`.
 pub fn unshield(args: UnshieldArgs) -> anyhow::Result<ExitCode> {
-    let report = cpushield_shield::unshield(&RealKernel, &args.masks.masks(), options(false))?;
+    let masks = args.masks.masks();
+    super::reserved::guard(
+        "unshield",
+        &masks.any(),
+        cpushield_rt::reserve::CpuUse::Unshield,
+    )?;
+    let report = cpushield_shield::unshield(&RealKernel, &masks, options(false))?;
     print_report(&report, args.json, "shield now")
 }
 
 /// Runs `cpushield reset`.
 pub fn reset(args: ResetArgs) -> anyhow::Result<ExitCode> {
+    // Reset is the way back from anything: a reservation never stops it, but
+    // the holders that lose their shield are named. An unreadable state is
+    // left to reset itself to report.
+    if let Ok(Some(saved)) = cpushield_shield::state::load() {
+        super::reserved::guard(
+            "reset",
+            &saved.masks.any(),
+            cpushield_rt::reserve::CpuUse::Reset,
+        )?;
+    }
     let report = if args.namespace_gone {
         cpushield_shield::reset_namespace_gone(&RealKernel, options(false))?
     } else {

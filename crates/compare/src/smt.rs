@@ -1,0 +1,385 @@
+//! `compare --smt`: Brosky & Rotolo's Figure 4 (hyperthreading on vs off) on
+//! a stock kernel. One CPU is shielded (processes, IRQs, local timer, not its
+//! sibling) and measured — wakeup latency and execution determinism — three
+//! times: with its SMT sibling thread busy (a spinning thread on it), idle,
+//! and offline (`/sys/devices/system/cpu/cpuN/online` = 0, written back on
+//! every way out).
+//!
+//! Where no CPU shares its core with another thread, the run is refused in
+//! one line before anything changes.
+
+use crate::idle::{self, IdleMode};
+use crate::runner::{self, CompareConfig, CompareError, Progress, ShieldGuard};
+use crate::scenario::Scenario;
+use cpushield_cpuset::CpuSet;
+use cpushield_kernel::{Kernel, RealKernel};
+use cpushield_measure::determinism::{self, DeterminismConfig, Work};
+use cpushield_measure::latency::{self, LatencyConfig, Length};
+use cpushield_report::{CompareReport, ScenarioResult, Verdict, SCHEMA};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What the measured CPU's SMT sibling does during one measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SiblingState {
+    /// A thread spins on the sibling: the core's execution units are shared.
+    Busy,
+    /// The sibling is online and idle.
+    Idle,
+    /// The sibling is offline: the core runs one thread, as with SMT off.
+    Offline,
+}
+
+impl SiblingState {
+    /// Every state, in the order they run (offline last: the sibling comes
+    /// back before the shield goes down).
+    pub const ALL: [SiblingState; 3] = [
+        SiblingState::Busy,
+        SiblingState::Idle,
+        SiblingState::Offline,
+    ];
+
+    /// The scenario name in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            SiblingState::Busy => "smt-busy",
+            SiblingState::Idle => "smt-idle",
+            SiblingState::Offline => "smt-offline",
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            SiblingState::Busy => "shielded CPU, its SMT sibling running a spinning thread",
+            SiblingState::Idle => "shielded CPU, its SMT sibling online and idle",
+            SiblingState::Offline => "shielded CPU, its SMT sibling offline (SMT off for the core)",
+        }
+    }
+}
+
+/// Picks the CPU to measure and its SMT siblings, without I/O: `asked` (one
+/// CPU) or the highest online CPU that shares its core. CPU 0 and a core
+/// holding CPU 0 are never used (CPU 0 keeps the machine running and cannot
+/// go offline). Err: one line saying why, with the remedy.
+pub fn choose(
+    online: &CpuSet,
+    siblings_of: &dyn Fn(usize) -> CpuSet,
+    asked: Option<&CpuSet>,
+) -> Result<(usize, CpuSet), String> {
+    let others = |cpu: usize| {
+        siblings_of(cpu)
+            .difference(&CpuSet::from_cpus([cpu]))
+            .intersection(online)
+    };
+    if let Some(asked) = asked {
+        let cpu = match (asked.len(), asked.first()) {
+            (1, Some(cpu)) => cpu,
+            _ => {
+                return Err(format!(
+                    "--cpus {asked}: --smt measures one CPU against its sibling; give one CPU, e.g. --cpus {}",
+                    online.last().unwrap_or(1)
+                ))
+            }
+        };
+        let sibs = others(cpu);
+        if sibs.is_empty() {
+            return Err(format!(
+                "CPU {cpu} has no online SMT sibling (topology/thread_siblings_list): pick a CPU that shares its core, or leave --cpus out"
+            ));
+        }
+        if cpu == 0 || sibs.contains(0) {
+            return Err(format!(
+                "CPU {cpu} shares its core with CPU 0, which runs the machine and cannot go offline: pick a CPU on another core"
+            ));
+        }
+        return Ok((cpu, sibs));
+    }
+    let mut had_smt = false;
+    for cpu in online.iter().collect::<Vec<_>>().into_iter().rev() {
+        let sibs = others(cpu);
+        if sibs.is_empty() {
+            continue;
+        }
+        had_smt = true;
+        if cpu != 0 && !sibs.contains(0) {
+            return Ok((cpu, sibs));
+        }
+    }
+    Err(if had_smt {
+        "every SMT core here holds CPU 0, which runs the machine and cannot go offline: compare --smt needs a second core with two threads".to_string()
+    } else {
+        "no SMT here: no online CPU shares its core with another thread (topology/thread_siblings_list), so there is no sibling to make busy, idle or offline; run compare --smt on a machine with SMT on (or a VM with -smp N,threads=2)".to_string()
+    })
+}
+
+/// [`choose`] on this machine.
+pub fn choose_here(asked: Option<&CpuSet>) -> Result<(usize, CpuSet), CompareError> {
+    let online = cpushield_kernel::online_cpus(&RealKernel)?;
+    let siblings = |cpu: usize| {
+        cpushield_kernel::thread_siblings(&RealKernel, cpu)
+            .unwrap_or_else(|_| CpuSet::from_cpus([cpu]))
+    };
+    choose(&online, &siblings, asked).map_err(CompareError::Refused)
+}
+
+fn online_file(cpu: usize) -> PathBuf {
+    PathBuf::from(format!("/sys/devices/system/cpu/cpu{cpu}/online"))
+}
+
+/// Sibling CPUs taken offline; written back online when dropped.
+struct Offline {
+    cpus: Vec<usize>,
+}
+
+impl Offline {
+    fn take(sibs: &CpuSet) -> Result<Self, CompareError> {
+        let mut done = Offline { cpus: Vec::new() };
+        for cpu in sibs.iter() {
+            let path = online_file(cpu);
+            RealKernel.write(&path, "0").map_err(|e| {
+                CompareError::Refused(format!(
+                    "{}: cannot take SMT sibling CPU {cpu} offline: {e}; CPU hotplug must be available (root, CONFIG_HOTPLUG_CPU)",
+                    path.display()
+                ))
+            })?;
+            done.cpus.push(cpu);
+        }
+        Ok(done)
+    }
+}
+
+impl Drop for Offline {
+    fn drop(&mut self) {
+        for cpu in &self.cpus {
+            let path = online_file(*cpu);
+            if let Err(e) = RealKernel.write(&path, "1") {
+                eprintln!(
+                    "cpushield: error: bringing CPU {cpu} back online failed: {e}; run `echo 1 > {}`",
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+/// A thread spinning on the sibling CPUs until dropped.
+struct Spinner {
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Spinner {
+    fn start(sibs: &CpuSet) -> Result<Self, CompareError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (flag, cpus) = (stop.clone(), sibs.clone());
+        let handle = std::thread::Builder::new()
+            .name("smt-sibling".into())
+            .spawn(move || {
+                let placed = RealKernel.set_affinity(0, &cpus);
+                let ok = placed.is_ok();
+                let _ = tx.send(placed);
+                let mut x = 1u64;
+                while ok && !flag.load(Ordering::Relaxed) {
+                    for _ in 0..10_000 {
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
+                    }
+                }
+            })
+            .map_err(|e| CompareError::Refused(format!("cannot start the sibling spinner: {e}")))?;
+        let spinner = Spinner {
+            stop,
+            handle: Some(handle),
+        };
+        match rx.recv() {
+            Ok(Ok(())) => Ok(spinner),
+            Ok(Err(e)) => Err(CompareError::Refused(format!(
+                "cannot put the spinner on sibling CPU(s) {sibs}: {e}"
+            ))),
+            Err(_) => Err(CompareError::Refused(
+                "the sibling spinner ended at once".into(),
+            )),
+        }
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Runs the three measurements of `compare --smt` (see the module).
+pub fn run(
+    config: &CompareConfig,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<CompareReport, CompareError> {
+    let (cpu, sibs) = choose_here(config.cpus.as_ref())?;
+    let measured = CpuSet::from_cpus([cpu]);
+    let online = cpushield_kernel::online_cpus(&RealKernel)?;
+    let total = SiblingState::ALL.len();
+    let shield = ShieldGuard::raise(&measured)?;
+    let idle_choice = idle::fixed(match config.idle {
+        IdleMode::Poll => IdleMode::Poll,
+        _ => IdleMode::Halt,
+    });
+    let mut results = Vec::new();
+    for (index, state) in SiblingState::ALL.into_iter().enumerate() {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let report = |phase, fraction, max_ns| Progress {
+            scenario: Scenario::Shielded,
+            index,
+            total,
+            phase,
+            fraction,
+            max_ns,
+        };
+        progress(report(state.name(), 0.0, 0));
+        let spinner = match state {
+            SiblingState::Busy => Some(Spinner::start(&sibs)?),
+            _ => None,
+        };
+        let offline = match state {
+            SiblingState::Offline => Some(Offline::take(&sibs)?),
+            _ => None,
+        };
+        let irqs_before = runner::interrupts_on(&measured);
+        let started = Instant::now();
+        let mut lat = LatencyConfig::new(measured.clone());
+        lat.period = config.period;
+        lat.length = Length::Duration(config.duration);
+        lat.priority = Some(config.priority);
+        lat.idle_poll = idle_choice.policy == "poll";
+        lat.placer = Some(shield.placer());
+        let latency_report = latency::run(&lat, stop, &mut |p| {
+            progress(report("latency", p.fraction, p.max_ns))
+        })?;
+        let latency = runner::summarize_latency(&latency_report);
+        let determinism = if config.determinism_runs > 0 && !stop.load(Ordering::Relaxed) {
+            let mut det = DeterminismConfig::new(measured.clone());
+            det.runs = config.determinism_runs;
+            det.priority = Some(config.priority);
+            det.placer = Some(shield.placer());
+            det.work = Work::Duration(config.determinism_work);
+            let r = determinism::run(&det, stop, &mut |p| {
+                progress(report("determinism", p.fraction, latency.max_ns))
+            })?;
+            Some(runner::summarize_determinism(&r, None, 0))
+        } else {
+            None
+        };
+        let elapsed = started.elapsed().as_secs_f64().max(1e-9);
+        let irqs_per_s =
+            runner::interrupts_on(&measured).saturating_sub(irqs_before) as f64 / elapsed;
+        drop(offline);
+        drop(spinner);
+        let warnings = latency_report
+            .run
+            .warnings
+            .iter()
+            .map(|w| format!("{} (fix: {})", w.message, w.fix))
+            .collect();
+        results.push(ScenarioResult {
+            name: state.name().into(),
+            description: state.description().into(),
+            measured_cpus: measured.to_list(),
+            shielded: true,
+            advance_ns: None,
+            latency,
+            determinism,
+            load: Vec::new(),
+            irqs_per_s,
+            warnings,
+            idle: Some(idle_choice.clone()),
+            attribution: None,
+            anchor: None,
+            notes: vec![format!("SMT sibling CPU(s) {sibs} of CPU {cpu}")],
+            findings: Vec::new(),
+        });
+    }
+    drop(shield);
+    if let (Some(busy), Some(off)) = (
+        results.iter().find(|r| r.name == SiblingState::Busy.name()),
+        results
+            .iter()
+            .find(|r| r.name == SiblingState::Offline.name()),
+    ) {
+        let (b, o) = (busy.latency.max_ns, off.latency.max_ns);
+        let line = format!(
+            "Brosky & Rotolo Figure 4: worst latency with the sibling busy {b} ns, offline {o} ns ({:.1}x)",
+            b as f64 / o.max(1) as f64
+        );
+        if let Some(first) = results.first_mut() {
+            first.notes.push(line);
+        }
+    }
+    let mut report = CompareReport {
+        schema: SCHEMA.into(),
+        created: runner::rfc3339_now(),
+        host: runner::host_line(&online),
+        scope: "smt (one shielded CPU; its SMT sibling busy, idle, offline)".into(),
+        load_profile: "smt sibling spinner".into(),
+        duration_s: config.duration.as_secs_f64(),
+        idle_poll: idle_choice.policy == "poll",
+        idle_mode: idle_choice.policy.clone(),
+        interval_ns: config.period.nominal_ns(),
+        scenarios: results,
+        verdict: Verdict::default(),
+    };
+    report.judge();
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(text: &str) -> CpuSet {
+        CpuSet::parse_list(text).unwrap()
+    }
+
+    /// 4 CPUs, two cores: {0,2} and {1,3}.
+    fn paired(cpu: usize) -> CpuSet {
+        set(if cpu.is_multiple_of(2) { "0,2" } else { "1,3" })
+    }
+
+    #[test]
+    fn the_highest_cpu_off_cpu0s_core_is_chosen_with_its_sibling() {
+        assert_eq!(choose(&set("0-3"), &paired, None), Ok((3, set("1"))));
+        assert_eq!(
+            choose(&set("0-3"), &paired, Some(&set("1"))),
+            Ok((1, set("3")))
+        );
+    }
+
+    #[test]
+    fn no_smt_is_refused_in_one_line_saying_so() {
+        let alone = |cpu: usize| CpuSet::from_cpus([cpu]);
+        let e = choose(&set("0-1"), &alone, None).unwrap_err();
+        assert!(e.starts_with("no SMT here"), "{e}");
+        assert!(!e.contains('\n'));
+        let e = choose(&set("0-1"), &alone, Some(&set("1"))).unwrap_err();
+        assert!(e.contains("CPU 1 has no online SMT sibling"), "{e}");
+    }
+
+    #[test]
+    fn cpu0_and_its_core_and_several_cpus_are_refused_naming_the_remedy() {
+        let e = choose(&set("0-3"), &paired, Some(&set("2"))).unwrap_err();
+        assert!(e.contains("shares its core with CPU 0"), "{e}");
+        let e = choose(&set("0-3"), &paired, Some(&set("1,3"))).unwrap_err();
+        assert!(e.contains("give one CPU"), "{e}");
+        let only_cpu0_core = |cpu: usize| if cpu < 2 { set("0-1") } else { set("2") };
+        let e = choose(&set("0-2"), &only_cpu0_core, None).unwrap_err();
+        assert!(e.contains("holds CPU 0"), "{e}");
+    }
+}

@@ -1,0 +1,10 @@
+# Scenario thread-v1: per-thread placement (Sherer), cgroup v1: a program started
+# normally places one of its two threads on shielded CPU 3 with cps_place and with
+# RtThread::on; only that thread joins the shield cpuset's tasks and runs on CPU 3, its
+# sibling stays on the housekeeping CPUs; a later shield keeps it; reset is exact.
+# guest-timeout: 300
+GUEST_CGROUP=v1
+
+scenario_main() {
+    thread_placement
+}
