@@ -305,6 +305,7 @@ pub fn run(
             anchor: None,
             notes: vec![format!("SMT sibling CPU(s) {sibs} of CPU {cpu}")],
             findings: Vec::new(),
+            batch: None,
         });
     }
     drop(shield);
@@ -335,6 +336,7 @@ pub fn run(
         interval_ns: config.period.nominal_ns(),
         scenarios: results,
         verdict: Verdict::default(),
+        sharing: None,
     };
     report.judge();
     Ok(report)
