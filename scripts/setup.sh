@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what cpushield needs on a Debian machine and builds it:
-# the tools its benchmarks and tests compare against (rt-tests, stress-ng),
+# the tools its benchmarks and tests compare against (rt-tests, stress-ng,
+# sockperf),
 # the guest test kernel runner (qemu, busybox, cpio), chromium for the report
 # test, then `cargo build --release` and a link in /usr/local/bin.
 set -euo pipefail
 exec </dev/null
 cd "$(dirname "$0")/.."
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
-packages=(rt-tests stress-ng qemu-system-x86 busybox-static cpio gcc chromium util-linux jq curl prometheus)
+packages=(rt-tests stress-ng sockperf qemu-system-x86 busybox-static cpio gcc chromium util-linux jq curl prometheus)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
