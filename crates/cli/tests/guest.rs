@@ -213,3 +213,8 @@ fn guest_v2_an_affinity_set_while_shielded_is_followed_by_later_shields_and_rese
         &["follow-requests-v2"],
     );
 }
+
+#[test]
+fn guest_nic_irqs_from_a_host_flood_reach_cpu3_until_shielded_and_reset_restores_them() {
+    run_guest("nic-irq", "tests/guest/run.sh", &["nic-irq"]);
+}
