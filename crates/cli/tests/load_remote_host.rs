@@ -3,6 +3,8 @@
 //! on this machine over loopback (the guest test `nic-irq` floods a real
 //! virtio NIC). Loads run on CPU 1 for a second or two.
 
+mod support;
+
 use std::process::{Command, Output, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cpushield");
@@ -90,4 +92,90 @@ fn peer_and_listen_refuse_workloads_without_a_network() {
             "{args:?}: {err}"
         );
     }
+}
+
+/// A network namespace with a veth pair to it (10.214.0.1 here, 10.214.0.2
+/// there), removed on drop.
+struct PeerNamespace {
+    name: String,
+}
+
+impl PeerNamespace {
+    fn create() -> Result<PeerNamespace, String> {
+        let pid = std::process::id();
+        let ns = PeerNamespace {
+            name: format!("cpushield-loadtest-{pid}"),
+        };
+        let (here, there) = (format!("cpslt{pid}a"), format!("cpslt{pid}b"));
+        let n = ns.name.as_str();
+        for args in [
+            vec!["netns", "add", n],
+            vec![
+                "link", "add", &here, "type", "veth", "peer", "name", &there, "netns", n,
+            ],
+            vec!["addr", "add", "10.214.0.1/30", "dev", &here],
+            vec!["link", "set", &here, "up"],
+            vec!["-n", n, "addr", "add", "10.214.0.2/30", "dev", &there],
+            vec!["-n", n, "link", "set", &there, "up"],
+        ] {
+            let out = Command::new("ip")
+                .args(&args)
+                .output()
+                .map_err(|e| e.to_string())?;
+            if !out.status.success() {
+                return Err(format!(
+                    "ip {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+        Ok(ns)
+    }
+
+    /// The namespace's ICMP InEchos counter (/proc/net/snmp seen from inside).
+    fn echo_requests_received(&self) -> u64 {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.name, "cat", "/proc/net/snmp"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut icmp = text.lines().filter(|l| l.starts_with("Icmp:"));
+        let (names, values) = (icmp.next().unwrap(), icmp.next().unwrap());
+        let at = names
+            .split_whitespace()
+            .position(|n| n == "InEchos")
+            .unwrap();
+        values.split_whitespace().nth(at).unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for PeerNamespace {
+    fn drop(&mut self) {
+        // Deleting the namespace deletes the pair.
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
+}
+
+#[test]
+fn ionet_peer_floods_a_non_loopback_peer_with_icmp_echo_requests_too() {
+    if let Err(why) = support::can_shield_here(&["ip"]) {
+        return support::skip(&why);
+    }
+    let ns = PeerNamespace::create().expect("make the peer namespace");
+    let before = ns.echo_requests_received();
+    let out = Command::new(BIN)
+        .args(["load", "ionet", "--cpus", "1", "--duration", "1s"])
+        .args(["--peer", "10.214.0.2", "--json", "-"])
+        .output()
+        .unwrap();
+    let sent = ops(&out);
+    let echoes = ns.echo_requests_received() - before;
+    assert!(echoes > 100, "the peer got {echoes} echo requests");
+    assert!(
+        sent > echoes,
+        "ops {sent} count the datagrams and the {echoes} echo requests"
+    );
 }
