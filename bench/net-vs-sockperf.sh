@@ -8,18 +8,30 @@
 # prints half). CPUS (default 1,1: client and server both on CPU 1; CPU 0
 # belongs to the environment), SIZE (default 64) and FIFO=1 (both ends at
 # SCHED_FIFO 95: ours --priority 95, sockperf under chrt -f 95) come from the
-# environment.
+# environment. SHIELD=1 runs everything in a private PID namespace with both CPUs
+# shielded (`cpushield shield --all CPUS`, reset on every exit): ours enters the shield
+# by itself, sockperf through `cpushield run --cpus CPU [--fifo 95]`. LOAD=NAME runs
+# `cpushield load NAME` (unconfined: with SHIELD=1 it lands on the other CPUs) for the
+# whole comparison, e.g. LOAD=artis.
 #
 # Prints per round and protocol: p50, mean, p99 and max round trip (us) and
 # round trips per second for each tool, then the medians over the rounds and
 # ours/sockperf of the median p50 (the acceptance: within 20 % at 64 B).
 #
 # Usage: bench/net-vs-sockperf.sh [SECS=2] [ROUNDS=3]   (or --secs N --rounds N)
-# Needs: root (for FIFO), sockperf, jq. Takes about 2 x 2 x ROUNDS x (SECS+1) seconds.
+# Needs: root (for FIFO and SHIELD), sockperf, jq, util-linux (unshare).
+# Takes about 2 x 2 x ROUNDS x (SECS+1) seconds.
 source "$(dirname "$0")/lib.sh"
 bench_args "SECS=2 ROUNDS=3" "$@"
 set -euo pipefail
 bench_need sockperf jq taskset
+if [ "${SHIELD:-0}" = 1 ] && [ -z "${CPUSHIELD_NET_BENCH_INNER:-}" ]; then
+    bench_root
+    bench_bin
+    # The shield moves only the tasks of this namespace.
+    exec unshare --pid --fork --mount-proc env CPUSHIELD_NET_BENCH_INNER=1 CPUSHIELD="$BIN" \
+        bash "$0" --secs "$SECS" --rounds "$ROUNDS" </dev/null
+fi
 CPUS=${CPUS:-1,1}
 SIZE=${SIZE:-64}
 CLIENT=${CPUS%%,*}
@@ -41,15 +53,40 @@ fi
 
 WORK=$(mktemp -d /var/tmp/cpushield-net-bench.XXXXXX)
 SERVER_PID=
+LOAD_PID=
+SHIELDED=0
 cleanup() {
-    if [ -n "$SERVER_PID" ]; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
+    for pid in $SERVER_PID $LOAD_PID; do
+        kill -INT "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    [ "$SHIELDED" = 0 ] || "$BIN" reset >/dev/null 2>&1 || true
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+# place CPU CMD...: run CMD on CPU (through the shield when SHIELD=1) at the policy asked.
+place() {
+    local cpu=$1; shift
+    if [ "${SHIELD:-0}" = 1 ]; then
+        local fifo=()
+        [ "${FIFO:-0}" = 1 ] && fifo=(--fifo 95)
+        "$BIN" run --cpus "$cpu" "${fifo[@]}" -- "$@"
+    else
+        "${CHRT[@]}" taskset -c "$cpu" "$@"
+    fi
+}
+if [ "${SHIELD:-0}" = 1 ]; then
+    SHIELDED=1
+    "$BIN" shield --all "$CPUS" >/dev/null
+    POLICY="$POLICY, CPUs $CPUS shielded"
+fi
+if [ -n "${LOAD:-}" ]; then
+    "$BIN" load "$LOAD" --duration 1h --dir /var/tmp >"$WORK/load.out" 2>&1 &
+    LOAD_PID=$!
+    sleep 2
+    POLICY="$POLICY, load $LOAD"
+fi
 PORT=$((20000 + $$ % 20000))
 
 # ours PROTO ROUND -> "p50 mean p99 max trips/s"
@@ -66,11 +103,11 @@ ours() {
 theirs() {
     local tcp=() out="$WORK/sockperf-$1-$2.txt"
     [ "$1" = tcp ] && tcp=(--tcp)
-    "${CHRT[@]}" taskset -c "$SERVER" sockperf server -i 127.0.0.1 -p "$PORT" "${tcp[@]}" \
+    place "$SERVER" sockperf server -i 127.0.0.1 -p "$PORT" "${tcp[@]}" \
         >"$WORK/sockperf-server.log" 2>&1 &
     SERVER_PID=$!
     sleep 0.5
-    "${CHRT[@]}" taskset -c "$CLIENT" sockperf ping-pong -i 127.0.0.1 -p "$PORT" -m "$SIZE" \
+    place "$CLIENT" sockperf ping-pong -i 127.0.0.1 -p "$PORT" -m "$SIZE" \
         -t "$SECS" --full-rtt "${tcp[@]}" >"$out" 2>&1 || bench_die "sockperf failed: $(tail -3 "$out")"
     kill "$SERVER_PID" 2>/dev/null || true
     wait "$SERVER_PID" 2>/dev/null || true
