@@ -868,14 +868,20 @@ pub fn serve(
                     let served = serve_one(protocol, config.bind, stopped, |a| {
                         let _ = tx.send(Ok((protocol, a)));
                     });
-                    served.map_err(|e| {
-                        let e =
-                            system(format!("serving {} on {}", protocol.name(), config.bind))(e);
-                        e
-                    })
-                })
-                .map_err(MeasureError::Spawn)?;
-            handles.push(h);
+                    served.map_err(system(format!(
+                        "serving {} on {}",
+                        protocol.name(),
+                        config.bind
+                    )))
+                });
+            match h {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    // The thread already started must not wait for a signal.
+                    halt.store(true, Ordering::Relaxed);
+                    return Err(MeasureError::Spawn(e));
+                }
+            }
         }
         drop(tx);
         let mut addrs = (None, None);
