@@ -66,6 +66,13 @@ cp "$ROOT/tests/guest/init.sh" "$STAGE/init"
 mkdir -p "$STAGE/guest/lib"
 cp "$ROOT"/tests/guest/lib/*.sh "$STAGE/guest/lib/"
 cp "$ROOT"/tests/guest/scenarios/*.sh "$STAGE/guest/scenarios/"
+# The virtio-net NIC's modules (fetch-kernel.sh keeps them), for scenarios that give the
+# guest a NIC (header guest-net); they insmod /lib/modules/*.ko in the order of
+# /lib/modules/order.
+if [ -s "$CACHE/kernel/modules/order" ]; then
+    mkdir -p "$STAGE/lib/modules"
+    cp "$CACHE"/kernel/modules/*.ko "$CACHE/kernel/modules/order" "$STAGE/lib/modules/"
+fi
 # Users for the not-root check (busybox su needs them in /etc/passwd).
 mkdir -p "$STAGE/etc"
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/tmp:/bin/sh\n' >"$STAGE/etc/passwd"

@@ -15,7 +15,12 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CACHE="${GUEST_CACHE:-$ROOT/target/guest}/kernel"
 VMLINUZ="$CACHE/vmlinuz"
 
-if [ -s "$VMLINUZ" ]; then
+# The modules of the guest's virtio-net NIC (scenario nic-irq; the image has them as
+# modules), in load order. Kept uncompressed in $CACHE/modules.
+NET_MODULES="virtio virtio_ring virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci failover net_failover virtio_net"
+MODULES="$CACHE/modules"
+
+if [ -s "$VMLINUZ" ] && [ -s "$MODULES/virtio_net.ko" ]; then
     echo "$VMLINUZ"
     exit 0
 fi
@@ -32,8 +37,20 @@ fi
 DEB=$(ls ./"${KERNEL_PACKAGE}"_*.deb | head -n 1)
 rm -rf "$CACHE/unpacked"
 dpkg-deb -x "$DEB" "$CACHE/unpacked"
-# Only the image is needed (the guest loads no modules); drop the rest to keep the cache small.
+# Only the image and the NIC's modules are needed; drop the rest to keep the cache small.
 cp "$CACHE/unpacked/boot/vmlinuz-$KERNEL_RELEASE" "$VMLINUZ.tmp"
+rm -rf "$MODULES"
+mkdir -p "$MODULES"
+for m in $NET_MODULES; do
+    f=$(find "$CACHE/unpacked/lib/modules/$KERNEL_RELEASE" -name "$m.ko*" | head -n 1)
+    [ -n "$f" ] || { echo "fetch-kernel: module $m not in $KERNEL_PACKAGE" >&2; exit 1; }
+    case "$f" in
+        *.ko.xz) xz -dc "$f" >"$MODULES/$m.ko" ;;
+        *.ko.zst) zstd -dcq "$f" >"$MODULES/$m.ko" ;;
+        *) cp "$f" "$MODULES/$m.ko" ;;
+    esac
+done
+echo "$NET_MODULES" >"$MODULES/order"
 cp "$CACHE/unpacked/boot/config-$KERNEL_RELEASE" "$CACHE/config"
 rm -rf "$CACHE/unpacked" "$CACHE/download"
 mv "$VMLINUZ.tmp" "$VMLINUZ"

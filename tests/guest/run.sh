@@ -16,6 +16,13 @@
 #   # guest-cpu: MODEL      QEMU -cpu value (default max; SMT under TCG needs an Intel
 #                           vendor, e.g. max,vendor=GenuineIntel: QEMU's AMD max has no
 #                           hyperthreading without topoext)
+#   # guest-net: user PORT  a virtio-net NIC on QEMU's user network, with host UDP
+#                           127.0.0.1:PORT forwarded to the guest's PORT (10.0.2.15). While
+#                           the guest runs, each console line `GUEST-FLOOD SECS` makes this
+#                           script flood that port from the host for SECS seconds with
+#                           `cpushield load ionet --peer 127.0.0.1:PORT --cpus 1` (the host
+#                           binary: GUEST_HOST_CPUSHIELD, default the static guest build,
+#                           else target/release/cpushield), one flood after another.
 #
 # Environment: GUEST_CACHE (default target/guest), GUEST_NO_BUILD=1 to reuse an existing
 # initramfs instead of rebuilding it, GUEST_SMP (default 4), GUEST_TIMEOUT, GUEST_MEM override
@@ -38,6 +45,18 @@ TIMEOUT=${GUEST_TIMEOUT:-$(header guest-timeout)}; TIMEOUT=${TIMEOUT:-300}
 APPEND_SCENARIO=$(header guest-append)
 SMP=${GUEST_SMP:-$(header guest-smp)}; SMP=${SMP:-4}
 CPU_MODEL=$(header guest-cpu); CPU_MODEL=${CPU_MODEL:-max}
+NET=$(header guest-net)
+NET_ARGS=""
+NET_PORT=""
+case "$NET" in
+    "") ;;
+    "user "*)
+        NET_PORT=${NET#user }
+        case "$NET_PORT" in *[!0-9]* | "") echo "run.sh: $FILE: guest-net: user PORT, got '$NET'" >&2; exit 1 ;; esac
+        NET_ARGS="-netdev user,id=n0,hostfwd=udp:127.0.0.1:$NET_PORT-:$NET_PORT -device virtio-net-pci,netdev=n0"
+        ;;
+    *) echo "run.sh: $FILE: guest-net: only 'user PORT' is known, got '$NET'" >&2; exit 1 ;;
+esac
 
 command -v qemu-system-x86_64 >/dev/null || { echo "run.sh: qemu-system-x86_64 not found; apt-get install qemu-system-x86" >&2; exit 1; }
 KERNEL=$("$HERE/fetch-kernel.sh")
@@ -54,13 +73,43 @@ LOG="$CACHE/logs/$SCENARIO.log"
 APPEND="console=ttyS0 quiet panic=-1 no_timer_check cpushield.scenario=$SCENARIO $APPEND_SCENARIO $*"
 echo "run.sh: booting $SCENARIO (smp $SMP, ${MEM}M, timeout ${TIMEOUT}s): $APPEND" >&2
 
+# flood_hook QEMU_PID: while QEMU runs, answer each new `GUEST-FLOOD SECS` console line
+# with a UDP flood of the forwarded port (guest-net).
+flood_hook() {
+    _host=${GUEST_HOST_CPUSHIELD:-$ROOT/target/guest-build/x86_64-unknown-linux-gnu/release/cpushield}
+    [ -x "$_host" ] || _host="$ROOT/target/release/cpushield"
+    _done=0
+    while kill -0 "$1" 2>/dev/null; do
+        _lines=$(grep -a 'GUEST-FLOOD ' "$LOG" 2>/dev/null | tr -d '\r' || true)
+        _n=$(printf '%s\n' "$_lines" | grep -c 'GUEST-FLOOD ' || true)
+        if [ "$_n" -gt "$_done" ]; then
+            _done=$((_done + 1))
+            _secs=$(printf '%s\n' "$_lines" | sed -n "${_done}p" | sed 's/.*GUEST-FLOOD \([0-9]*\).*/\1/')
+            echo "run.sh: flooding 127.0.0.1:$NET_PORT for ${_secs:-3}s" >&2
+            "$_host" load ionet --peer "127.0.0.1:$NET_PORT" --cpus 1 --duration "${_secs:-3}s" \
+                >"$CACHE/logs/$SCENARIO.flood$_done.log" 2>&1 || true
+        else
+            sleep 0.3
+        fi
+    done
+}
+
 set +e
+# shellcheck disable=SC2086 # NET_ARGS is a list of words
 timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 \
     -accel tcg,thread=multi -cpu "$CPU_MODEL" -smp "$SMP" -m "$MEM" \
     -kernel "$KERNEL" -initrd "$INITRD" -append "$APPEND" \
-    -nographic -no-reboot -monitor none -serial stdio -nodefaults \
-    </dev/null >"$LOG" 2>&1
+    -nographic -no-reboot -monitor none -serial stdio -nodefaults $NET_ARGS \
+    </dev/null >"$LOG" 2>&1 &
+QEMU_PID=$!
+HOOK_PID=""
+if [ -n "$NET_PORT" ]; then
+    flood_hook "$QEMU_PID" &
+    HOOK_PID=$!
+fi
+wait "$QEMU_PID"
 QEMU_RC=$?
+[ -z "$HOOK_PID" ] || wait "$HOOK_PID"
 set -e
 # The serial console uses CRLF line ends.
 sed -i 's/\r$//; s/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\x1bc//g' "$LOG"

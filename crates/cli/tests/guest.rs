@@ -250,3 +250,8 @@ fn guest_v2_cps_place_and_rt_thread_put_one_thread_alone_in_the_threaded_shield(
 fn guest_compare_smt_measures_the_sibling_busy_idle_and_offline_and_brings_it_back() {
     run_guest("compare-smt", "tests/guest/run.sh", &["compare-smt"]);
 }
+
+#[test]
+fn guest_nic_irqs_from_a_host_flood_reach_cpu3_until_shielded_and_reset_restores_them() {
+    run_guest("nic-irq", "tests/guest/run.sh", &["nic-irq"]);
+}

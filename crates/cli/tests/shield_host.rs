@@ -476,6 +476,7 @@ grep -q '"samples"' /tmp/cpushield-measure-in-shield.$$.json || fail "no samples
 rm -f /tmp/cpushield-measure-in-shield.$$.json
 $CS measure noise --cpus 1 --duration 1s >/dev/null || fail "measure noise in the shield exit $?"
 $CS measure determinism --cpus 1 --runs 2 --work 10ms --rest 10ms >/dev/null || fail "measure determinism in the shield exit $?"
+$CS measure net --cpus 1,1 --sizes 64 --duration 200ms --warmup 10 >/dev/null || fail "measure net in the shield exit $?"
 # Without the shield's state (another state directory) the CPU cannot be entered:
 # refused with one line naming the fix.
 CPUSHIELD_STATE_DIR=/tmp/cpushield-no-state.$$ $CS measure latency --cpus 1 --duration 1s >/dev/null 2>/tmp/cpushield-no-state.$$.err

@@ -80,6 +80,10 @@ impl Workload {
 
     /// The workload with this name, if any.
     pub fn from_name(name: &str) -> Option<Workload> {
+        if name == "ionet" {
+            // The Hyades paper's name for it.
+            return Some(Workload::Netflood);
+        }
         Workload::ALL.into_iter().find(|w| w.name() == name)
     }
 
@@ -87,7 +91,7 @@ impl Workload {
     pub fn unit(self) -> &'static str {
         match self {
             Workload::Compile => "cc runs",
-            Workload::Ttcp => "64 KiB buffers received",
+            Workload::Ttcp => "64 KiB buffers received (with --peer: sent)",
             Workload::FifosMmap => "fifo round trips + mmap passes",
             Workload::Fpu => "96x96 matrix multiplies",
             Workload::Fs => "file ops",
@@ -96,7 +100,9 @@ impl Workload {
             Workload::Launch => "launches",
             Workload::Find => "entries visited",
             Workload::Filemove => "file copies",
-            Workload::Netflood => "datagrams received",
+            Workload::Netflood => {
+                "datagrams received (with --peer: datagrams and echo requests sent)"
+            }
             Workload::Ioctl => "lock loops (9 syscalls)",
             Workload::Iodisk => "64 KiB blocks",
             Workload::Compute => "2^20-iteration loops",
@@ -109,7 +115,9 @@ impl Workload {
             Workload::Compile => {
                 "repeated builds of a generated C project (fork/exec, page cache, CPU)"
             }
-            Workload::Ttcp => "bulk TCP send/receive over 127.0.0.1 between two processes",
+            Workload::Ttcp => {
+                "bulk TCP send/receive over 127.0.0.1 between two processes; --peer/--listen: to or from another machine"
+            }
             Workload::FifosMmap => {
                 "FIFO ping-pong between two processes, alternating with mmap'd-file work"
             }
@@ -128,7 +136,9 @@ impl Workload {
                 "walk the root file system (one device, no symlinks) looking for a name"
             }
             Workload::Filemove => "copy two large files over each other",
-            Workload::Netflood => "64-byte UDP datagram flood over 127.0.0.1 (softirq traffic)",
+            Workload::Netflood => {
+                "64-byte UDP datagram flood over 127.0.0.1 (softirq traffic); alias ionet; --peer floods another machine, --listen counts its flood"
+            }
             Workload::Ioctl => {
                 "tight loop of ioctls, fcntl/flock locks and mmap/munmap (kernel locks)"
             }

@@ -39,6 +39,6 @@ mod workloads;
 
 pub use catalog::{parse_selection, Profile, Workload, DEFAULT_PROFILE};
 pub use error::LoadError;
-pub use plan::{LoadSpec, DEFAULT_SIZE_CAP, MAX_SCALE, MIN_SIZE_CAP};
+pub use plan::{LoadSpec, Remote, DEFAULT_SIZE_CAP, MAX_SCALE, MIN_SIZE_CAP};
 pub use report::{LoadReport, WorkloadStats};
 pub use running::{Load, RunningLoad, Waited};

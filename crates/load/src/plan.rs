@@ -32,6 +32,22 @@ pub struct LoadSpec {
     pub size_cap: u64,
     /// Run stress-ng with these arguments instead of the built-in workloads.
     pub stress_ng: Option<Vec<String>>,
+    /// A second machine the network workloads (netflood/ionet, ttcp) flood or
+    /// are flooded by, instead of loopback; `None`: loopback.
+    pub remote: Option<Remote>,
+}
+
+/// The other end of the network workloads when it is another machine: its
+/// traffic then reaches a NIC and makes device interrupts, not only softirqs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Remote {
+    /// Send to this address: UDP datagrams (netflood, and ICMP echo requests
+    /// when a raw socket is permitted and the address is not loopback), or TCP
+    /// data sets (ttcp).
+    Peer(std::net::SocketAddr),
+    /// Receive on this port on every address and count what arrives: UDP
+    /// datagrams (netflood) or 64 KiB TCP buffers (ttcp).
+    Listen(u16),
 }
 
 impl LoadSpec {
@@ -45,6 +61,7 @@ impl LoadSpec {
             dir: PathBuf::from("/var/tmp"),
             size_cap: DEFAULT_SIZE_CAP,
             stress_ng: None,
+            remote: None,
         }
     }
 }

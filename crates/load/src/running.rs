@@ -81,6 +81,7 @@ impl Load {
             size_cap: spec.size_cap,
             shared: &shared,
             parent,
+            remote: spec.remote,
         };
         let supervisor = procs::fork_child(|| supervisor::supervise(&job))
             .map_err(|e| LoadError::io("forking the load supervisor", e))?;

@@ -47,6 +47,8 @@ pub struct Job<'a> {
     pub shared: &'a Shared,
     /// The caller's pid.
     pub parent: libc::pid_t,
+    /// The network workloads' other machine, if any.
+    pub remote: Option<crate::plan::Remote>,
 }
 
 /// The supervisor's main, in the forked child. Returns its exit code.
@@ -295,7 +297,8 @@ fn worker(job: &Job, index: usize, inst: &Instance, supervisor: libc::pid_t) -> 
     }
     match inst.workload {
         Some(w) => {
-            let ctx = Ctx::new(&dir, job.size_cap, &job.plan.tools, seed(index), slot);
+            let mut ctx = Ctx::new(&dir, job.size_cap, &job.plan.tools, seed(index), slot);
+            ctx.remote = job.remote;
             match workloads::run(w, &ctx) {
                 Ok(never) => match never {},
                 Err(e) => {

@@ -7,6 +7,7 @@
 
 use crate::determinism::DeterminismReport;
 use crate::latency::LatencyReport;
+use crate::net::NetReport;
 use crate::noise::NoiseReport;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -19,7 +20,7 @@ pub const VERSION: u32 = 1;
 
 /// A report kind with its name in the envelope.
 pub trait Kind: Serialize + DeserializeOwned {
-    /// "latency", "determinism" or "noise".
+    /// "latency", "determinism", "noise" or "net".
     const KIND: &'static str;
 }
 
@@ -31,6 +32,9 @@ impl Kind for DeterminismReport {
 }
 impl Kind for NoiseReport {
     const KIND: &'static str = "noise";
+}
+impl Kind for NetReport {
+    const KIND: &'static str = "net";
 }
 
 #[derive(Serialize)]

@@ -4,6 +4,8 @@
 //!   optional advance (wake early, spin to the deadline).
 //! - [`determinism`]: a fixed CPU-bound loop timed repeatedly: ideal, max, jitter.
 //! - [`noise`]: a busy loop's gaps between clock reads (oslat-like).
+//! - [`net`]: UDP and TCP ping-pong between two pinned endpoints, round-trip
+//!   latency and throughput against message size (the Hyades paper).
 //! - [`trace`]: the latency probe's spikes marked in a kernel trace and
 //!   attributed (`cpushield-trace`), for `--trace-above`.
 //!
@@ -30,6 +32,7 @@ mod error;
 mod harness;
 pub mod json;
 pub mod latency;
+pub mod net;
 pub mod noise;
 pub mod period;
 pub mod procstat;

@@ -4,7 +4,9 @@
 
 use clap::Args;
 use cpushield_cpuset::CpuSet;
-use cpushield_load::{parse_selection, stressng, Load, LoadSpec, Profile, Waited, Workload};
+use cpushield_load::{
+    parse_selection, stressng, Load, LoadSpec, Profile, Remote, Waited, Workload,
+};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,7 +43,19 @@ pub struct LoadArgs {
     /// Run stress-ng with these arguments instead of the built-in workloads.
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     pub stress_ng: Option<String>,
+    /// Flood another machine instead of loopback: ionet (netflood) sends UDP
+    /// datagrams (and ICMP echo requests where a raw socket is permitted) to
+    /// HOST:PORT, ttcp sends TCP data sets to a ttcp receiver there [PORT: 5001].
+    #[arg(long, value_name = "HOST[:PORT]", conflicts_with_all = ["listen", "stress_ng"])]
+    pub peer: Option<String>,
+    /// Let another machine flood us: ionet counts the UDP datagrams and ttcp the
+    /// TCP data arriving on PORT (all addresses).
+    #[arg(long, value_name = "PORT", conflicts_with = "stress_ng")]
+    pub listen: Option<u16>,
 }
+
+/// ttcp's traditional port, the default of `--peer HOST`.
+pub const DEFAULT_PEER_PORT: u16 = 5001;
 
 /// Set by SIGINT, SIGTERM or SIGHUP: stop the load, report, exit.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -126,11 +140,71 @@ fn spec(args: &LoadArgs) -> anyhow::Result<LoadSpec> {
         }
         None => LoadSpec::new(parse_selection(&args.names)?),
     };
+    spec.remote = remote(args, &spec.workloads)?;
     spec.cpus = args.cpus.clone();
     spec.scale = args.scale;
     spec.dir = args.dir.clone();
     spec.size_cap = args.size;
     Ok(spec)
+}
+
+/// `--peer` / `--listen`, refused when no selected workload talks to a network.
+fn remote(args: &LoadArgs, workloads: &[Workload]) -> anyhow::Result<Option<Remote>> {
+    let flag = match (&args.peer, args.listen) {
+        (Some(_), _) => "--peer",
+        (None, Some(_)) => "--listen",
+        (None, None) => return Ok(None),
+    };
+    let networked = [Workload::Netflood, Workload::Ttcp];
+    if !workloads.iter().any(|w| networked.contains(w)) || args.names.is_empty() {
+        anyhow::bail!(
+            "{flag} applies to the network workloads: name ionet (netflood) or ttcp, e.g. cpushield load ionet {flag} ..."
+        );
+    }
+    if let Some(port) = args.listen {
+        if port == 0 {
+            anyhow::bail!(
+                "--listen 0: give the port the other machine sends to, e.g. --listen 5001"
+            );
+        }
+        return Ok(Some(Remote::Listen(port)));
+    }
+    let text = args.peer.as_deref().unwrap_or_default();
+    Ok(Some(Remote::Peer(peer_addr(text)?)))
+}
+
+/// `HOST[:PORT]` (an IPv6 address in brackets with a port) to an address.
+fn peer_addr(text: &str) -> anyhow::Result<std::net::SocketAddr> {
+    use std::net::ToSocketAddrs;
+    let bad = || {
+        anyhow::anyhow!(
+            "--peer '{text}' is not HOST[:PORT]: give the other machine, e.g. --peer 192.0.2.7 or --peer 192.0.2.7:5001"
+        )
+    };
+    let t = text.trim();
+    if t.is_empty() {
+        return Err(bad());
+    }
+    let with_port = match t.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V6(ip)) => format!("[{ip}]:{DEFAULT_PEER_PORT}"),
+        Ok(ip) => format!("{ip}:{DEFAULT_PEER_PORT}"),
+        Err(_)
+            if t.rsplit_once(':')
+                .is_some_and(|(_, p)| p.parse::<u16>().is_ok()) =>
+        {
+            t.to_string()
+        }
+        Err(_) => format!("{t}:{DEFAULT_PEER_PORT}"),
+    };
+    let addr = with_port
+        .to_socket_addrs()
+        .map_err(|_| bad())?
+        .next()
+        .ok_or_else(bad)?;
+    if addr.port() == 0 {
+        return Err(bad());
+    }
+    Ok(addr)
 }
 
 fn describe(spec: &LoadSpec, args: &LoadArgs) -> String {
@@ -143,7 +217,12 @@ fn describe(spec: &LoadSpec, args: &LoadArgs) -> String {
     } else {
         String::new()
     };
-    format!("{}{scale}", names.join(", "))
+    let remote = match spec.remote {
+        Some(Remote::Peer(a)) => format!(" flooding {a}"),
+        Some(Remote::Listen(p)) => format!(" receiving on port {p}"),
+        None => String::new(),
+    };
+    format!("{}{scale}{remote}", names.join(", "))
 }
 
 fn install_stop_handlers() {
@@ -211,6 +290,26 @@ mod tests {
         assert!(size("lots").is_err());
         assert!(size("1X").is_err());
         assert!(size("99999999P").is_err());
+    }
+
+    #[test]
+    fn a_peer_gets_ttcps_port_unless_it_names_one() {
+        assert_eq!(
+            peer_addr("192.0.2.7").unwrap().to_string(),
+            "192.0.2.7:5001"
+        );
+        assert_eq!(peer_addr("192.0.2.7:9").unwrap().to_string(), "192.0.2.7:9");
+        assert_eq!(peer_addr("::1").unwrap().to_string(), "[::1]:5001");
+        assert_eq!(peer_addr("[::1]:7").unwrap().to_string(), "[::1]:7");
+        for bad in ["", "192.0.2.7:0", "no such host!"] {
+            assert!(
+                peer_addr(bad)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("HOST[:PORT]"),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! `cpushield measure latency | determinism | noise`: parse arguments, run the
+//! `cpushield measure latency | determinism | noise | net`: parse arguments, run the
 //! probe from cpushield-measure, print the report (text, JSON, cyclictest
 //! histogram) and pick the exit code. Measuring is in the library.
 
@@ -10,7 +10,9 @@ use cpushield_cpuset::CpuSet;
 use cpushield_kernel::RealKernel;
 use cpushield_measure::determinism::{self, DeterminismConfig, Work};
 use cpushield_measure::latency::{self, LatencyConfig, Length};
+use cpushield_measure::net::{self, Link, NetConfig, Protocol, ServeConfig};
 use cpushield_measure::noise::{self, NoiseConfig};
+use cpushield_measure::render::net as render_net;
 use cpushield_measure::render::{cyclictest, text, units};
 use cpushield_measure::source::{Source, SourceRequest};
 use cpushield_measure::trace::SpikeTracer;
@@ -18,6 +20,7 @@ use cpushield_measure::{json, Period, Progress, ThreadPlacer, Warning};
 use cpushield_shield::placement::{self, ProbePlacement};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -39,6 +42,10 @@ enum Probe {
     Determinism(DeterminismArgs),
     /// Busy-loop on the clock and histogram the gaps: OS noise (oslat-like).
     Noise(NoiseArgs),
+    /// Messaging latency and throughput vs size (the Hyades paper): UDP and TCP
+    /// ping-pong between two pinned endpoints, over loopback, a veth pair, or
+    /// to `measure net --listen` on another machine.
+    Net(NetArgs),
 }
 
 #[derive(Args)]
@@ -190,6 +197,7 @@ pub fn run(args: MeasureArgs) -> anyhow::Result<ExitCode> {
         Probe::Latency(a) => run_latency(a),
         Probe::Determinism(a) => run_determinism(a),
         Probe::Noise(a) => run_noise(a),
+        Probe::Net(a) => run_net(a),
     }
 }
 
@@ -466,4 +474,169 @@ fn run_noise(a: NoiseArgs) -> anyhow::Result<ExitCode> {
         out.write(&json::to_string(&report))?;
     }
     Ok(ExitCode::from(EXIT_OK))
+}
+
+#[derive(Args)]
+struct NetArgs {
+    /// CPUs of the client and the server end, `A,B` (`A` alone: both on A); with
+    /// --listen, the server's CPU. A shielded CPU is entered as `compare` does.
+    #[arg(long, value_name = "A,B", value_parser = endpoint_cpus)]
+    cpus: (usize, usize),
+    /// Message sizes, bytes or K (1024): 8 to 64K. UDP sends 64K as 65507, the
+    /// largest datagram.
+    #[arg(long, value_parser = sizes_arg, default_value = "64,256,1K,4K,16K,64K")]
+    sizes: NetSizes,
+    /// Protocols, in run order.
+    #[arg(long, value_enum, value_delimiter = ',', default_values = ["udp", "tcp"])]
+    protocols: Vec<ProtocolArg>,
+    /// How long to measure each protocol and size.
+    #[arg(long, value_parser = args::duration, default_value = "1s")]
+    duration: Duration,
+    /// Round trips before each measurement, not recorded.
+    #[arg(long, default_value_t = 1000)]
+    warmup: u64,
+    /// SCHED_FIFO priority 1..99 of both ends [default: SCHED_OTHER].
+    #[arg(long)]
+    priority: Option<u8>,
+    /// Put the two ends in two network namespaces joined by a veth pair (made
+    /// for the run and removed after it, on Ctrl-C too); needs root and iproute2.
+    #[arg(long, conflicts_with_all = ["peer", "listen"])]
+    veth: bool,
+    /// Measure against `cpushield measure net --listen PORT` on HOST.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "listen")]
+    peer: Option<String>,
+    /// Be the server end for a client on another machine: echo UDP and TCP on
+    /// PORT (all addresses) until Ctrl-C.
+    #[arg(long, value_name = "PORT")]
+    listen: Option<u16>,
+    /// Write the JSON report to FILE; `-` for stdout.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+/// `--sizes`, kept as a type of its own so clap does not split it.
+#[derive(Clone)]
+struct NetSizes(Vec<usize>);
+
+fn sizes_arg(text: &str) -> Result<NetSizes, String> {
+    net::parse_sizes(text).map(NetSizes)
+}
+
+/// `--protocols`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ProtocolArg {
+    Udp,
+    Tcp,
+}
+
+/// `--cpus A,B` or `--cpus A` for `measure net`.
+fn endpoint_cpus(text: &str) -> Result<(usize, usize), String> {
+    let bad = || {
+        format!("'{text}' is not an endpoint pair: give the client's and the server's CPU, e.g. --cpus 1,1 or --cpus 2,3")
+    };
+    let mut parts = text.split(',').map(|p| p.trim().parse::<usize>());
+    let a = parts.next().ok_or_else(bad)?.map_err(|_| bad())?;
+    let b = match parts.next() {
+        Some(b) => b.map_err(|_| bad())?,
+        None => a,
+    };
+    if parts.next().is_some() {
+        return Err(bad());
+    }
+    Ok((a, b))
+}
+
+fn run_net(a: NetArgs) -> anyhow::Result<ExitCode> {
+    let (client_cpu, server_cpu) = a.cpus;
+    if let Some(port) = a.listen {
+        let config = ServeConfig {
+            cpu: client_cpu,
+            bind: SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, port)),
+            priority: a.priority.and_then(priority),
+            lock_memory: true,
+            placer: placer(&CpuSet::from_cpus([client_cpu]))?,
+        };
+        let stop = cpushield_measure::signal::stop_on_signals()
+            .context("installing the SIGINT handler")?;
+        let summary = net::serve(&config, stop, |udp, tcp| {
+            eprintln!(
+                "cpushield: echoing UDP on {udp} and TCP on {tcp} on CPU {client_cpu}; Ctrl-C stops"
+            );
+        })?;
+        println!(
+            "served {} UDP datagrams and {} TCP messages",
+            summary.udp_echoed, summary.tcp_echoed
+        );
+        return Ok(ExitCode::from(EXIT_OK));
+    }
+    let mut config = NetConfig::new(client_cpu, server_cpu);
+    config.link = match (&a.peer, a.veth) {
+        (Some(peer), _) => Link::Peer(resolve_peer(peer)?),
+        (None, true) => Link::Veth,
+        (None, false) => Link::Loopback,
+    };
+    config.sizes = a.sizes.0;
+    config.protocols = a
+        .protocols
+        .iter()
+        .map(|p| match p {
+            ProtocolArg::Udp => Protocol::Udp,
+            ProtocolArg::Tcp => Protocol::Tcp,
+        })
+        .collect();
+    config.duration = a.duration;
+    config.warmup = a.warmup;
+    config.priority = a.priority.and_then(priority);
+    config.placer = placer(&config.cpus())?;
+    config.validate(&online()?)?;
+    let json_out = open_opt(&a.json, "--json")?;
+    let stop =
+        cpushield_measure::signal::stop_on_signals().context("installing the SIGINT handler")?;
+    let report = net::run(&config, stop)?;
+    print_warnings(&report.run.warnings);
+    if !Output::is_stdout(&a.json) {
+        print!("{}", render_net::report(&report));
+    }
+    if let Some(out) = json_out {
+        out.write(&json::to_string(&report))?;
+    }
+    Ok(ExitCode::from(EXIT_OK))
+}
+
+/// `--peer HOST:PORT` to an address (the first the name resolves to).
+fn resolve_peer(text: &str) -> anyhow::Result<SocketAddr> {
+    use std::net::ToSocketAddrs;
+    let bad = || {
+        anyhow::anyhow!(
+            "--peer '{text}' is not HOST:PORT: give the machine running `cpushield measure net --listen PORT`, e.g. --peer 192.0.2.7:7000"
+        )
+    };
+    let mut addrs = text.to_socket_addrs().map_err(|_| bad())?;
+    addrs.next().ok_or_else(bad)
+}
+
+#[cfg(test)]
+mod net_tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_cpus_take_one_or_two_cpus() {
+        assert_eq!(endpoint_cpus("1"), Ok((1, 1)));
+        assert_eq!(endpoint_cpus("2,3"), Ok((2, 3)));
+        assert!(endpoint_cpus("1,2,3")
+            .unwrap_err()
+            .contains("e.g. --cpus 1,1"));
+        assert!(endpoint_cpus("x").is_err());
+        assert!(endpoint_cpus("-1").is_err());
+    }
+
+    #[test]
+    fn a_peer_without_a_port_is_refused_with_the_form() {
+        let err = resolve_peer("192.0.2.7").unwrap_err().to_string();
+        assert!(err.contains("HOST:PORT"), "{err}");
+        assert_eq!(
+            resolve_peer("192.0.2.7:7000").unwrap(),
+            "192.0.2.7:7000".parse().unwrap()
+        );
+    }
 }

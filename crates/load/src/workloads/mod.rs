@@ -36,6 +36,8 @@ pub struct Ctx<'a> {
     pub tools: &'a Tools,
     /// Seed for anything random.
     pub seed: u64,
+    /// The network workloads' other machine (None: loopback).
+    pub remote: Option<crate::plan::Remote>,
     slot: &'a Slot,
 }
 
@@ -47,6 +49,7 @@ impl<'a> Ctx<'a> {
             size_cap,
             tools,
             seed,
+            remote: None,
             slot,
         }
     }

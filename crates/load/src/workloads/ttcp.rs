@@ -2,8 +2,13 @@
 //! over 127.0.0.1 to the receiver (the worker), connection after connection.
 //! The receiver resets each finished connection (SO_LINGER 0) so no
 //! TIME_WAIT sockets pile up. One op = one 64 KiB buffer received.
+//!
+//! With another machine ([`Remote`]): `Peer` sends the data sets to a ttcp
+//! receiver there (one op per buffer sent), `Listen` is that receiver for a
+//! sender there (any address, the given port), as ttcp over a real link.
 
 use super::{context, is_timeout, set_recv_timeout, Ctx, Partner};
+use crate::plan::Remote;
 use std::convert::Infallible;
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -16,10 +21,34 @@ pub const DATASET: u64 = 64 << 20;
 
 /// Receives forever; returns only on an error.
 pub fn run(ctx: &Ctx) -> io::Result<Infallible> {
-    let listener =
-        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(context("binding 127.0.0.1"))?;
-    let addr = listener.local_addr()?;
-    let sender = Partner::fork("ttcp sender", || send_forever(addr))?;
+    match ctx.remote {
+        None => {
+            let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+                .map_err(context("binding 127.0.0.1"))?;
+            let addr = listener.local_addr()?;
+            let sender = Partner::fork("ttcp sender", || send_forever(addr, None))?;
+            receive(ctx, listener, Some(sender))
+        }
+        Some(Remote::Listen(port)) => {
+            let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, port))
+                .map_err(context(format!("binding TCP port {port}")))?;
+            receive(ctx, listener, None)
+        }
+        Some(Remote::Peer(addr)) => {
+            ctx.ready();
+            send_forever(addr, Some(ctx)).map_err(context(format!("sending to {addr}")))
+        }
+    }
+}
+
+/// Accepts connections and receives their data sets forever, counting
+/// buffers; `sender` is the local partner, if any.
+fn receive(ctx: &Ctx, listener: TcpListener, sender: Option<Partner>) -> io::Result<Infallible> {
+    let check = |sender: &Option<Partner>| sender.as_ref().map_or(Ok(()), Partner::check);
+    let explain = |sender: &Option<Partner>, e| match sender {
+        Some(s) => s.explain(e),
+        None => e,
+    };
     set_recv_timeout(listener.as_raw_fd(), 1000);
     ctx.ready();
     let mut buf = vec![0u8; BUFFER];
@@ -28,7 +57,7 @@ pub fn run(ctx: &Ctx) -> io::Result<Infallible> {
         let mut stream = match listener.accept() {
             Ok((s, _)) => s,
             Err(e) if is_timeout(&e) => {
-                sender.check()?;
+                check(&sender)?;
                 continue;
             }
             Err(e) => return Err(e),
@@ -40,10 +69,12 @@ pub fn run(ctx: &Ctx) -> io::Result<Infallible> {
                 Ok(0) => break,
                 Ok(n) => n as u64,
                 Err(e) if is_timeout(&e) => {
-                    sender.check()?;
+                    check(&sender)?;
                     continue;
                 }
-                Err(e) => return Err(sender.explain(e)),
+                // A remote sender that goes away ends its connection only.
+                Err(_) if sender.is_none() => break,
+                Err(e) => return Err(explain(&sender, e)),
             };
             got += n;
             pending += n;
@@ -56,8 +87,8 @@ pub fn run(ctx: &Ctx) -> io::Result<Infallible> {
     }
 }
 
-/// Connects and sends data sets forever.
-fn send_forever(addr: SocketAddr) -> io::Result<Infallible> {
+/// Connects and sends data sets forever, counting buffers into `ctx` if given.
+fn send_forever(addr: SocketAddr, ctx: Option<&Ctx>) -> io::Result<Infallible> {
     let buf = vec![0x5au8; BUFFER];
     loop {
         let mut stream = TcpStream::connect(addr)?;
@@ -65,6 +96,9 @@ fn send_forever(addr: SocketAddr) -> io::Result<Infallible> {
         while sent < DATASET {
             stream.write_all(&buf)?;
             sent += BUFFER as u64;
+            if let Some(ctx) = ctx {
+                ctx.add(1);
+            }
         }
         // Wait for the receiver's reset (or EOF) before the next data set.
         let _ = stream.read(&mut [0u8; 1]);

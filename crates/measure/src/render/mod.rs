@@ -2,6 +2,7 @@
 //! cyclictest's `-h` histogram format. JSON is in [`crate::json`].
 
 pub mod cyclictest;
+pub mod net;
 pub mod table;
 pub mod text;
 pub mod units;
