@@ -20,10 +20,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Stack size of a measuring thread.
+/// Stack size of a measuring thread (reserved; only what is touched is resident).
 const STACK_BYTES: usize = 512 * 1024;
 /// How much of it is touched before measuring, so no page fault happens later.
-const PREFAULT_BYTES: usize = 256 * 1024;
+/// A measuring loop needs a few KiB (its frame, the histogram's record path,
+/// the libc calls); memory is locked as it is faulted in, so this is also
+/// what the stack adds to the resident size.
+const PREFAULT_BYTES: usize = 64 * 1024;
 
 /// The scheduling a measuring thread actually ran with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,10 +98,17 @@ pub(crate) struct ProcessSetup {
 impl ProcessSetup {
     /// Locks memory (if asked) and holds /dev/cpu_dma_latency at 0; failures
     /// become warnings.
+    ///
+    /// Memory is locked as it is faulted in (MCL_ONFAULT), not all at once as
+    /// cyclictest's `mlockall(MCL_CURRENT | MCL_FUTURE)` does: locking the
+    /// whole multi-megabyte binary would make it resident although the probes
+    /// run a few pages of it. What a measuring loop touches is faulted in
+    /// before it starts (the stack here, each [`Recorder`](crate::recorder::Recorder)
+    /// when created) and stays locked, so the loop takes no page fault either way.
     pub(crate) fn enter(lock_memory: bool) -> Self {
         let mut warnings = Vec::new();
         if lock_memory {
-            if let Err(e) = sched::lock_memory() {
+            if let Err(e) = sched::lock_memory_on_fault() {
                 warnings.push(Warning::new(
                     WarningKind::MemoryNotLocked,
                     format!("could not lock memory (mlockall: {e}): page faults may add latency"),
