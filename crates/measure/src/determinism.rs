@@ -280,8 +280,8 @@ impl Probe for DeterminismConfig {
         if let Some(o) = observer {
             o.thread_started(cpu, tid);
         }
-        let mut runs = Vec::with_capacity(self.runs as usize);
-        let mut cpu_times = Vec::with_capacity(self.runs as usize);
+        let mut runs = harness::prefaulted(self.runs as usize);
+        let mut cpu_times = harness::prefaulted(self.runs as usize);
         let mut max = 0u64;
         for i in 0..self.runs {
             let cpu_before = thread_cpu_ns();
