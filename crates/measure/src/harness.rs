@@ -108,7 +108,12 @@ impl ProcessSetup {
     pub(crate) fn enter(lock_memory: bool) -> Self {
         let mut warnings = Vec::new();
         if lock_memory {
-            if let Err(e) = sched::lock_memory_on_fault() {
+            // kernels before 4.4 know no MCL_ONFAULT (EINVAL): lock everything then
+            let locked = sched::lock_memory_on_fault().or_else(|e| match e.raw_os_error() {
+                Some(libc::EINVAL) => sched::lock_memory(),
+                _ => Err(e),
+            });
+            if let Err(e) = locked {
                 warnings.push(Warning::new(
                     WarningKind::MemoryNotLocked,
                     format!("could not lock memory (mlockall: {e}): page faults may add latency"),
