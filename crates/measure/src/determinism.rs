@@ -48,7 +48,8 @@ pub struct DeterminismConfig {
     /// Sleep between runs, which gives the CPU back to per-CPU kernel work
     /// (default 100 ms).
     pub rest: Duration,
-    /// Lock all memory for the run (default true).
+    /// Lock memory for the run: every page as it is first touched, the
+    /// measuring path pre-faulted (mlockall MCL_ONFAULT; default true).
     pub lock_memory: bool,
     /// How often the control thread reports progress (default 100 ms).
     pub tick: Duration,

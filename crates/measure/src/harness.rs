@@ -366,7 +366,7 @@ pub(crate) struct Common<'a> {
     pub(crate) cpus: &'a CpuSet,
     /// SCHED_FIFO priority of the measuring threads (None: SCHED_OTHER).
     pub(crate) priority: Option<u8>,
-    /// Lock all memory for the run.
+    /// Lock memory for the run (each page as it is first touched).
     pub(crate) lock_memory: bool,
     /// How often the control loop wakes.
     pub(crate) tick: Duration,

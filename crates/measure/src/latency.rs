@@ -61,7 +61,8 @@ pub struct LatencyConfig {
     pub priority: Option<u8>,
     /// Wake this much early and spin to the deadline (Sherer's TIMER_ADVANCE).
     pub advance: Option<Duration>,
-    /// Lock all memory (mlockall) for the run (default true).
+    /// Lock memory for the run: every page as it is first touched, the
+    /// measuring path pre-faulted (mlockall MCL_ONFAULT; default true).
     pub lock_memory: bool,
     /// Where to send samples above a threshold (for tracing), if anywhere.
     pub spikes: Option<SpikeTap>,

@@ -49,7 +49,8 @@ pub struct NoiseConfig {
     pub priority: Option<u8>,
     /// Gaps at or above this are interruptions (default 1 us, oslat's bucket).
     pub threshold: Duration,
-    /// Lock all memory for the run (default true).
+    /// Lock memory for the run: every page as it is first touched, the
+    /// measuring path pre-faulted (mlockall MCL_ONFAULT; default true).
     pub lock_memory: bool,
     /// How often the control thread reports progress (default 100 ms).
     pub tick: Duration,
