@@ -8,8 +8,10 @@
 # kernel.sched_rt_runtime_us=950000 both then show the ~50 ms throttling gaps.
 #
 # Prints per run: loops per second, gaps above 1 us, p99.99 and max gap (us),
-# and the tool's peak RSS. oslat's figures are whole microseconds rounded up
-# (its buckets); ours are to 3 significant digits.
+# and the tool's peak RSS, then the median loop rate of each tool over the
+# rounds and their ratio, and the clock our loop read (tsc where the TSC is
+# invariant, as oslat's; else monotonic). oslat's figures are whole
+# microseconds rounded up (its buckets); ours are to 3 significant digits.
 #
 # Usage: bench/measure-noise-vs-oslat.sh [SECS=10] [ROUNDS=3]   (or --secs N --rounds N)
 # Needs: root, rt-tests, jq, time; CPU 1 online. Takes 2 x ROUNDS x SECS seconds.
@@ -34,7 +36,8 @@ for r in $(seq 1 "$ROUNDS"); do
            (.gaps.summary.percentiles.p99_99_ns / 1000), (.gaps.summary.max_ns / 1000)] | @tsv' \
         "$WORK/ours$r.json" |
         awk -v r="$r" -v rss="$(rss_kb "$WORK/ours$r.time")" \
-            '{ printf "%-6s %-10s %12.0f %12d %10.1f %10.1f %9s\n", r, "cpushield", $1, $2, $3, $4, rss }'
+            '{ printf "%-6s %-10s %12.0f %12d %10.1f %10.1f %9s\n", r, "cpushield", $1, $2, $3, $4, rss }' |
+        tee -a "$WORK/ours.rows"
 
     timed "$WORK/os$r.time" oslat -c 1 -D "$SECS" -q "${OSLAT_PRIO[@]}" --json "$WORK/os$r.json" \
         >/dev/null 2>"$WORK/os$r.err"
@@ -45,6 +48,12 @@ for r in $(seq 1 "$ROUNDS"); do
                | (reduce $h[] as $b ({c: 0, p: null}; .c += $b[1] | if .p == null and .c >= 0.9999 * $n then .p = $b[0] else . end)) as $q
                | [($n / $d), $over, $q.p, $max] | @tsv' |
         awk -v r="$r" -v rss="$(rss_kb "$WORK/os$r.time")" \
-            '{ printf "%-6s %-10s %12.0f %12d %10d %10d %9s\n", r, "oslat", $1, $2, $3, $4, rss }'
+            '{ printf "%-6s %-10s %12.0f %12d %10d %10d %9s\n", r, "oslat", $1, $2, $3, $4, rss }' |
+        tee -a "$WORK/oslat.rows"
 done
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.0f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ours_rate=$(awk '{ print $3 }' "$WORK/ours.rows" | median)
+oslat_rate=$(awk '{ print $3 }' "$WORK/oslat.rows" | median)
+echo "# median loops/s over ${ROUNDS} rounds: cpushield ${ours_rate} ($(jq -r '.settings.clock // "monotonic"' "$WORK/ours1.json")), oslat ${oslat_rate};" \
+    "ratio $(awk -v a="$ours_rate" -v b="$oslat_rate" 'BEGIN { printf "%.2f", a / b }') (target >= 1)"
 grep -h "warning" "$WORK"/ours*.err | sort | uniq -c | sed 's/^/# ours: /' || true

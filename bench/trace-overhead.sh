@@ -1,78 +1,90 @@
 #!/usr/bin/env bash
-# Tracing overhead of the check crate's tracer (`measure latency --trace-above`):
-# cyclictest on CPU 1 with and without our tracing of CPU 1, alternating, in
-# the same run. Optionally under the stress-ng load of issue 6 (--load).
+# What tracing costs the measured CPU: in each round, on CPU 1, 1 ms interval,
+# FIFO 95, the same duration, one after the other:
+#   cyclictest -m -p 95 -i 1000 -a 1 -t 1 -q -D <S> -h 20000          (untraced anchor)
+#   cpushield measure latency --cpus 1 --interval 1ms --priority 95 --duration <S>s
+#   cpushield measure latency ... --attribute                          (traced: compare's tracer)
+# Prints min/p50/p99/max (us) of each run, and for the traced run the events the
+# tracer read and lost (ring-buffer overruns and dropped events of the
+# instance's per_cpu/cpu1/stats, and [LOST N EVENTS] lines), then the medians
+# over the rounds and the two differences the issue asks about: traced p50
+# minus cyclictest's p50, traced p50 minus our untraced p50.
+# `--attribute` first runs 2 s untraced to set its threshold (4x that p99).
 #
-#   bench/trace-overhead.sh [--rounds 2] [--duration 20] [--load]   (or ROUNDS DURATION)
+# With --load, `cpushield load stress-kernel` (Brosky & Rotolo's stress-kernel
+# profile, unconfined) runs for the whole script.
 #
-# Prints, per mode, cyclictest's latency distribution (from its -h histogram)
-# and the events per second the tracer read. Needs root, cyclictest, CPU 1
-# (and stress-ng for --load).
-set -euo pipefail
+# Usage: bench/trace-overhead.sh [SECS=20] [ROUNDS=3] [--load]   (or --secs N --rounds N)
+# Needs: root, rt-tests, jq, time; CPU 1 online. Takes about 3 x ROUNDS x SECS seconds.
 source "$(dirname "$0")/lib.sh"
-bench_args "ROUNDS=2 DURATION=20 +LOAD" "$@"
-rounds=$ROUNDS duration=$DURATION load=$LOAD
-bench_root
-bench_need cyclictest
-[ "$load" = 0 ] || bench_need stress-ng
+bench_args "SECS=20 ROUNDS=3 +LOAD" "$@"
+source bench/measure-common.sh
 
-here=$BENCH_ROOT
-target="${CARGO_TARGET_DIR:-$here/target}"
-cargo build --quiet --release -p cpushield-cli --example trace_spikes --manifest-path "$here/Cargo.toml"
-tracer="$target/release/examples/trace_spikes"
-
-work="$(mktemp -d)"
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-
-if [ "$load" = 1 ]; then
-  (cd "$work" && exec stress-ng --sock 1 --fifo 1 --mmap 1 --fp 1 --fallocate 1 --hdd 1 --opcode 1 \
-      --timeout $(( rounds * 2 * (duration + 8) + 10 )) >/dev/null 2>&1) &
-  pids+=($!)
-  sleep 2
+if [ "$LOAD" = 1 ]; then
+    "$BIN" load stress-kernel --duration "$((ROUNDS * (3 * SECS + 15) + 10))s" \
+        >"$WORK/load.out" 2>&1 &
+    BG+=($!)
+    sleep 3
 fi
 
-# p50/p99/p99.9/max from a cyclictest -h histogram (one line per microsecond).
-summarise() {
-  awk '
-    /^# Max Latencies:/ { max = $4 + 0 }
-    /^# Avg Latencies:/ { avg = $4 + 0 }
-    /^# Min Latencies:/ { min = $4 + 0 }
-    /^# Histogram Overflows:/ { over = $4 + 0 }
-    /^[0-9]+ +[0-9]+/ { n[$1 + 0] = $2; total += $2 }
-    END {
-      total += over
-      split("0.5 0.99 0.999 0.9999", q, " ")
-      for (i = 1; i <= 4; i++) { want[i] = q[i] * total; got[i] = ">20000" }
-      c = 0
-      for (us = 0; us < 100000; us++) {
-        c += n[us]
-        for (i = 1; i <= 4; i++) if (got[i] == ">20000" && c >= want[i]) got[i] = us
-      }
-      printf "samples %d  min %d  avg %d  p50 %s  p99 %s  p99.9 %s  p99.99 %s  max %d (us)\n", total, min, avg, got[1], got[2], got[3], got[4], max
-    }' "$1"
+# ours_pcts JSON -> "min p50 p99 max" (us, one decimal)
+ours_pcts() {
+    jq -r '.cpus[0].latency.summary | [.min_ns, .percentiles.p50_ns, .percentiles.p99_ns, .max_ns]
+           | map(. / 1000) | @tsv' "$1" | awk '{ printf "%.1f %.1f %.1f %.1f\n", $1, $2, $3, $4 }'
 }
 
-run_cyclictest() {
-  cyclictest -m -p 95 -i 1000 -a 1 -t 1 -q -D "$duration" -h 20000 > "$1"
+# ct_pcts HIST -> "min p50 p99 max" (us, whole: cyclictest truncates)
+ct_pcts() {
+    awk '/^[0-9]+ / { bin[n++] = $2 + 0; total += $2 }
+         /^# Min Latencies/ { min = $4 + 0 }
+         /^# Max Latencies/ { max = $4 + 0 }
+         /^# Histogram Overflows/ { over = $4 + 0 }
+         END {
+             all = total + over; p50 = -1; p99 = -1; c = 0
+             for (i = 0; i < n; i++) {
+                 c += bin[i]
+                 if (p50 < 0 && c >= 0.5 * all) p50 = i
+                 if (p99 < 0 && c >= 0.99 * all) p99 = i
+             }
+             if (p50 < 0) p50 = max; if (p99 < 0) p99 = max
+             printf "%d %d %d %d\n", min, p50, p99, max
+         }' "$1"
 }
 
-echo "tracing overhead on CPU 1: cyclictest -m -p 95 -i 1000 -a 1 -t 1 -q -D $duration, $rounds rounds, load: $([ "$load" = 1 ] && echo stress-ng || echo none)"
-for r in $(seq 1 "$rounds"); do
-  run_cyclictest "$work/plain-$r.txt"
-  echo "round $r  without tracing: $(summarise "$work/plain-$r.txt")"
+# median of the numbers on stdin
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-  "$tracer" hold --cpus 1 --duration $(( duration + 3 )) > "$work/hold-$r.txt" 2>&1 &
-  hold=$!
-  pids+=($hold)
-  for _ in $(seq 1 50); do grep -q '^tracing' "$work/hold-$r.txt" 2>/dev/null && break; sleep 0.1; done
-  run_cyclictest "$work/traced-$r.txt"
-  wait "$hold" || { echo "tracer failed:"; cat "$work/hold-$r.txt"; exit 1; }
-  events=$(sed -n 's/^events read: \([0-9]*\), lost: \([0-9]*\).*/\1 events (\2 lost)/p' "$work/hold-$r.txt")
-  echo "round $r  with tracing:    $(summarise "$work/traced-$r.txt")  tracer read $events in $(( duration + 3 )) s"
+echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), CPU 1, 1 ms interval, FIFO 95, ${SECS} s per run, ${ROUNDS} rounds, load: $([ "$LOAD" = 1 ] && echo stress-kernel || echo none)"
+printf "%-6s %-18s %8s %8s %8s %10s %12s %8s\n" round run min_us p50_us p99_us max_us events lost
+for r in $(seq 1 "$ROUNDS"); do
+    cyclictest -m -p 95 -i 1000 -a 1 -t 1 -q -D "$SECS" -h 20000 >"$WORK/ct$r.hist" 2>"$WORK/ct$r.err"
+    read -r mn p50 p99 mx < <(ct_pcts "$WORK/ct$r.hist")
+    printf "%-6s %-18s %8s %8s %8s %10s %12s %8s\n" "$r" cyclictest "$mn" "$p50" "$p99" "$mx" - -
+    echo "$r $mn $p50" >>"$WORK/ct.rows"
+
+    "$BIN" measure latency --cpus 1 --interval 1ms --priority 95 --duration "${SECS}s" \
+        --json "$WORK/plain$r.json" >/dev/null 2>"$WORK/plain$r.err"
+    read -r mn p50 p99 mx < <(ours_pcts "$WORK/plain$r.json")
+    printf "%-6s %-18s %8s %8s %8s %10s %12s %8s\n" "$r" "cpushield" "$mn" "$p50" "$p99" "$mx" - -
+    echo "$r $mn $p50" >>"$WORK/plain.rows"
+
+    "$BIN" measure latency --cpus 1 --interval 1ms --priority 95 --duration "${SECS}s" --attribute \
+        --trace-dir "$WORK/trace$r" --json "$WORK/traced$r.json" >"$WORK/traced$r.out" 2>"$WORK/traced$r.err"
+    read -r mn p50 p99 mx < <(ours_pcts "$WORK/traced$r.json")
+    read -r events lost < <(sed -n 's/.* \([0-9]*\) events read, \([0-9]*\) lost.*/\1 \2/p' "$WORK/traced$r.out" | head -1)
+    printf "%-6s %-18s %8s %8s %8s %10s %12s %8s\n" "$r" "cpushield traced" "$mn" "$p50" "$p99" "$mx" \
+        "${events:-?}" "${lost:-?}"
+    echo "$r $mn $p50" >>"$WORK/traced.rows"
 done
+
+col() { awk -v c="$2" '{ print $c }' "$WORK/$1.rows" | median; }
+ct_min=$(col ct 2) ct_p50=$(col ct 3)
+pl_min=$(col plain 2) pl_p50=$(col plain 3)
+tr_min=$(col traced 2) tr_p50=$(col traced 3)
+echo "# medians of ${ROUNDS} rounds: min / p50 (us)"
+echo "#   cyclictest untraced:  $ct_min / $ct_p50"
+echo "#   cpushield untraced:   $pl_min / $pl_p50"
+echo "#   cpushield traced:     $tr_min / $tr_p50"
+awk -v t="$tr_p50" -v c="$ct_p50" -v p="$pl_p50" \
+    'BEGIN { printf "#   traced p50 - cyclictest p50: %+.1f us (target < 1 us); traced p50 - our untraced p50: %+.1f us\n", t - c, t - p }'
+grep -h "warning" "$WORK"/plain*.err "$WORK"/traced*.err | sort | uniq -c | sed 's/^/# ours: /' || true

@@ -306,6 +306,28 @@ proptest! {
         let names: Vec<&str> = t.split_whitespace().collect();
         let _ = cpushield_load::catalog::parse_selection(&names);
     }
+
+    #[test]
+    fn the_tsc_counts_as_invariant_exactly_when_every_cpu_has_both_flags(
+        cpus in prop::collection::vec(
+            prop::collection::vec(
+                prop::sample::select(vec!["fpu", "tsc", "constant_tsc", "nonstop_tsc", "nonstop_tsc_s3", "rdtscp"]),
+                0..6,
+            ),
+            0..5,
+        ),
+        junk in text("cmdline"),
+    ) {
+        let text: String = cpus
+            .iter()
+            .enumerate()
+            .map(|(i, flags)| format!("processor\t: {i}\nflags\t\t: {}\n\n", flags.join(" ")))
+            .collect();
+        let want = !cpus.is_empty()
+            && cpus.iter().all(|f| f.contains(&"constant_tsc") && f.contains(&"nonstop_tsc"));
+        prop_assert_eq!(cpushield_parse::cpuinfo::has_invariant_tsc(&text), want);
+        let _ = cpushield_parse::cpuinfo::has_invariant_tsc(&junk);
+    }
 }
 
 #[test]

@@ -48,7 +48,8 @@ pub struct DeterminismConfig {
     /// Sleep between runs, which gives the CPU back to per-CPU kernel work
     /// (default 100 ms).
     pub rest: Duration,
-    /// Lock all memory for the run (default true).
+    /// Lock memory for the run: every page as it is first touched, the
+    /// measuring path pre-faulted (mlockall MCL_ONFAULT; default true).
     pub lock_memory: bool,
     /// How often the control thread reports progress (default 100 ms).
     pub tick: Duration,
@@ -280,8 +281,8 @@ impl Probe for DeterminismConfig {
         if let Some(o) = observer {
             o.thread_started(cpu, tid);
         }
-        let mut runs = Vec::with_capacity(self.runs as usize);
-        let mut cpu_times = Vec::with_capacity(self.runs as usize);
+        let mut runs = harness::prefaulted(self.runs as usize);
+        let mut cpu_times = harness::prefaulted(self.runs as usize);
         let mut max = 0u64;
         for i in 0..self.runs {
             let cpu_before = thread_cpu_ns();

@@ -20,10 +20,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Stack size of a measuring thread.
+/// Stack size of a measuring thread (reserved; only what is touched is resident).
 const STACK_BYTES: usize = 512 * 1024;
 /// How much of it is touched before measuring, so no page fault happens later.
-const PREFAULT_BYTES: usize = 256 * 1024;
+/// A measuring loop needs a few KiB (its frame, the histogram's record path,
+/// the libc calls); memory is locked as it is faulted in, so this is also
+/// what the stack adds to the resident size.
+const PREFAULT_BYTES: usize = 64 * 1024;
 
 /// The scheduling a measuring thread actually ran with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,10 +98,22 @@ pub(crate) struct ProcessSetup {
 impl ProcessSetup {
     /// Locks memory (if asked) and holds /dev/cpu_dma_latency at 0; failures
     /// become warnings.
+    ///
+    /// Memory is locked as it is faulted in (MCL_ONFAULT), not all at once as
+    /// cyclictest's `mlockall(MCL_CURRENT | MCL_FUTURE)` does: locking the
+    /// whole multi-megabyte binary would make it resident although the probes
+    /// run a few pages of it. What a measuring loop touches is faulted in
+    /// before it starts (the stack here, each [`Recorder`](crate::recorder::Recorder)
+    /// when created) and stays locked, so the loop takes no page fault either way.
     pub(crate) fn enter(lock_memory: bool) -> Self {
         let mut warnings = Vec::new();
         if lock_memory {
-            if let Err(e) = sched::lock_memory() {
+            // kernels before 4.4 know no MCL_ONFAULT (EINVAL): lock everything then
+            let locked = sched::lock_memory_on_fault().or_else(|e| match e.raw_os_error() {
+                Some(libc::EINVAL) => sched::lock_memory(),
+                _ => Err(e),
+            });
+            if let Err(e) = locked {
                 warnings.push(Warning::new(
                     WarningKind::MemoryNotLocked,
                     format!("could not lock memory (mlockall: {e}): page faults may add latency"),
@@ -207,6 +222,18 @@ pub(crate) fn enter_measuring_thread(
     }
     sched::prefault_stack(PREFAULT_BYTES);
     Ok((applied, warning))
+}
+
+/// An empty vector with room for `n` values whose pages are already faulted
+/// in (memory is locked as it is faulted in, see [`ProcessSetup::enter`]), so
+/// pushing up to `n` values from a measuring loop takes no page fault.
+pub(crate) fn prefaulted(n: usize) -> Vec<u64> {
+    let mut v = vec![0u64; n];
+    // calloc'd memory is zero but not yet mapped; black_box keeps the
+    // compiler from dropping these writes as redundant
+    std::hint::black_box(&mut v[..]).fill(0);
+    v.clear();
+    v
 }
 
 /// How the control loop computes the fraction done.
@@ -339,7 +366,7 @@ pub(crate) struct Common<'a> {
     pub(crate) cpus: &'a CpuSet,
     /// SCHED_FIFO priority of the measuring threads (None: SCHED_OTHER).
     pub(crate) priority: Option<u8>,
-    /// Lock all memory for the run.
+    /// Lock memory for the run (each page as it is first touched).
     pub(crate) lock_memory: bool,
     /// How often the control loop wakes.
     pub(crate) tick: Duration,
@@ -514,4 +541,17 @@ pub(crate) fn unix_now_ns() -> u64 {
 /// Whether the process runs as root.
 pub(crate) fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefaulted_vector_is_empty_with_room_for_all_values() {
+        let v = prefaulted(10_000);
+        assert!(v.is_empty());
+        assert!(v.capacity() >= 10_000);
+        assert!(prefaulted(0).is_empty());
+    }
 }

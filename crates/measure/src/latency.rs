@@ -61,7 +61,8 @@ pub struct LatencyConfig {
     pub priority: Option<u8>,
     /// Wake this much early and spin to the deadline (Sherer's TIMER_ADVANCE).
     pub advance: Option<Duration>,
-    /// Lock all memory (mlockall) for the run (default true).
+    /// Lock memory for the run: every page as it is first touched, the
+    /// measuring path pre-faulted (mlockall MCL_ONFAULT; default true).
     pub lock_memory: bool,
     /// Where to send samples above a threshold (for tracing), if anywhere.
     pub spikes: Option<SpikeTap>,
@@ -383,83 +384,147 @@ impl Probe for LatencyConfig {
         live: &Live,
         flags: &StopFlags<'_>,
     ) -> Result<CpuLatency, MeasureError> {
-        let (cpu, tid) = (thread.cpu, thread.tid);
-        let ring = plan.ring.as_ref();
         if let Some(o) = self.observer.as_deref() {
-            o.thread_started(cpu, tid);
+            o.thread_started(thread.cpu, thread.tid);
         }
-        if let Some(device) = &plan.device {
-            return measure_device(plan, device, thread, live, flags);
+        let sampler = Sampler::new(plan, thread, live, flags);
+        match &plan.device {
+            Some(device) => measure_device(plan, device, sampler),
+            None => Ok(measure_timer(plan, sampler)),
         }
-        let mut latency = Recorder::new();
-        let mut spin = plan.advance_ns.map(|_| Recorder::new());
-        let (mut samples, mut missed, mut late) = (0u64, 0u64, 0u64);
-        let start = now_ns() + START_DELAY_NS;
-        let mut k = 0u64;
-        loop {
-            let offset = plan.period.offset_ns(k);
-            if offset >= plan.end_offset_ns || samples >= plan.max_samples {
-                break;
-            }
-            let target = start + offset;
-            let (actual, spun) = match plan.advance_ns {
-                None => {
-                    sleep_until_ns(target, true);
-                    (now_ns(), None)
-                }
-                Some(advance) => {
-                    sleep_until_ns(target.saturating_sub(advance), true);
-                    let woke = now_ns();
-                    if woke >= target {
-                        late += 1;
-                        (woke, None)
-                    } else {
-                        let reached = spin_until_ns(target);
-                        (reached, Some(reached - woke))
-                    }
-                }
-            };
-            let value = actual.saturating_sub(target);
-            latency.record(value, actual - start, samples);
-            if let (Some(spin), Some(spun)) = (spin.as_mut(), spun) {
-                spin.record(spun, actual - start, samples);
-            }
-            if let Some(ring) = ring {
-                ring.offer(Spike {
-                    seq: 0,
-                    cpu,
-                    tid,
-                    intended_ns: target,
-                    actual_ns: actual,
-                });
-            }
-            samples += 1;
-            live.publish(samples, latency.max());
-            if flags.is_set() {
-                break;
-            }
-            k += 1;
-            // periods whose time passed before this late wakeup: missed, not folded in
-            // (computed from the wake time, not stepped through one by one)
-            let due = plan
-                .period
-                .first_due_at_or_after(actual.saturating_sub(start));
-            let skipped = due.min(plan.end_index).saturating_sub(k);
-            missed += skipped;
-            k += skipped;
-        }
-        Ok(CpuLatency {
-            cpu,
-            applied: thread.applied,
-            samples,
-            missed_periods: missed,
-            latency: latency.finish(),
-            advance: spin.map(|s| AdvanceStats {
-                spin: s.finish(),
-                late_wakeups: late,
-            }),
-        })
     }
+}
+
+/// What the timer and device loops share: the recorder, the counters, and what
+/// is done with a sample once its clock read is taken.
+struct Sampler<'a> {
+    cpu: usize,
+    tid: i32,
+    applied: AppliedPolicy,
+    ring: Option<&'a SpikeRing>,
+    live: &'a Live,
+    flags: &'a StopFlags<'a>,
+    latency: Recorder,
+    samples: u64,
+    missed: u64,
+}
+
+impl<'a> Sampler<'a> {
+    /// The shared prologue: recorder allocated and faulted in before the first wakeup.
+    fn new(
+        plan: &'a Plan,
+        thread: &MeasuringThread,
+        live: &'a Live,
+        flags: &'a StopFlags<'a>,
+    ) -> Self {
+        Self {
+            cpu: thread.cpu,
+            tid: thread.tid,
+            applied: thread.applied,
+            ring: plan.ring.as_ref(),
+            live,
+            flags,
+            latency: Recorder::new(),
+            samples: 0,
+            missed: 0,
+        }
+    }
+
+    /// Records one sample, taken after the clock read: `value` ns late, for a
+    /// wakeup due at `intended` and observed at `actual`, `since_start` ns into
+    /// the run. Returns whether the loop should stop (a signal or another
+    /// thread's failure).
+    #[inline]
+    fn take(&mut self, value: u64, intended: u64, actual: u64, since_start: u64) -> bool {
+        self.latency.record(value, since_start, self.samples);
+        if let Some(ring) = self.ring {
+            ring.offer(Spike {
+                seq: 0,
+                cpu: self.cpu,
+                tid: self.tid,
+                intended_ns: intended,
+                actual_ns: actual,
+            });
+        }
+        self.samples += 1;
+        self.live.publish(self.samples, self.latency.max());
+        self.flags.is_set()
+    }
+
+    /// The CPU's result.
+    fn finish(self, advance: Option<AdvanceStats>) -> CpuLatency {
+        CpuLatency {
+            cpu: self.cpu,
+            applied: self.applied,
+            samples: self.samples,
+            missed_periods: self.missed,
+            latency: self.latency.finish(),
+            advance,
+        }
+    }
+}
+
+/// Sleeps to the absolute CLOCK_MONOTONIC time `target_ns` and returns the
+/// clock read taken right after the sleep returns: nothing runs in between
+/// but the EINTR check (as cyclictest: clock_nanosleep TIMER_ABSTIME, then
+/// clock_gettime through the vDSO).
+#[inline(always)]
+fn wake_at(target_ns: u64) -> u64 {
+    sleep_until_ns(target_ns, true);
+    now_ns()
+}
+
+/// The timer's measuring loop: sleep to each due time, read the clock, then
+/// record (and with an advance, spin to the due time first).
+fn measure_timer(plan: &Plan, mut s: Sampler<'_>) -> CpuLatency {
+    let mut spin = plan.advance_ns.map(|_| Recorder::new());
+    let mut late = 0u64;
+    let start = now_ns() + START_DELAY_NS;
+    let mut k = 0u64;
+    loop {
+        let offset = plan.period.offset_ns(k);
+        if offset >= plan.end_offset_ns || s.samples >= plan.max_samples {
+            break;
+        }
+        let target = start + offset;
+        let actual = match plan.advance_ns {
+            None => wake_at(target),
+            Some(advance) => {
+                let woke = wake_at(target.saturating_sub(advance));
+                if woke >= target {
+                    late += 1;
+                    woke
+                } else {
+                    let reached = spin_until_ns(target);
+                    if let Some(spin) = spin.as_mut() {
+                        spin.record(reached - woke, reached - start, s.samples);
+                    }
+                    reached
+                }
+            }
+        };
+        if s.take(
+            actual.saturating_sub(target),
+            target,
+            actual,
+            actual - start,
+        ) {
+            break;
+        }
+        k += 1;
+        // periods whose time passed before this late wakeup: missed, not folded in
+        // (computed from the wake time, not stepped through one by one)
+        let due = plan
+            .period
+            .first_due_at_or_after(actual.saturating_sub(start));
+        let skipped = due.min(plan.end_index).saturating_sub(k);
+        s.missed += skipped;
+        k += skipped;
+    }
+    s.finish(spin.map(|spin| AdvanceStats {
+        spin: spin.finish(),
+        late_wakeups: late,
+    }))
 }
 
 impl LatencyConfig {
@@ -510,49 +575,25 @@ impl LatencyConfig {
 fn measure_device(
     plan: &Plan,
     device: &Device,
-    thread: &MeasuringThread,
-    live: &Live,
-    flags: &StopFlags<'_>,
+    mut s: Sampler<'_>,
 ) -> Result<CpuLatency, MeasureError> {
-    let (cpu, tid) = (thread.cpu, thread.tid);
     let period_ns = plan.period.nominal_ns();
     let read_err = |source| MeasureError::System {
         what: "reading the device".into(),
         source,
     };
-    let mut latency = Recorder::new();
-    let (mut samples, mut missed) = (0u64, 0u64);
     device.wait().map_err(read_err)?;
     let start = now_ns();
     let mut prev = start;
-    while samples < plan.max_samples && prev - start < plan.end_offset_ns {
+    while s.samples < plan.max_samples && prev - start < plan.end_offset_ns {
         let interrupts = device.wait().map_err(read_err)?;
         let actual = now_ns();
         let (value, skipped) = source::interval_latency(actual - prev, period_ns, interrupts);
-        latency.record(value, actual - start, samples);
-        if let Some(ring) = plan.ring.as_ref() {
-            ring.offer(Spike {
-                seq: 0,
-                cpu,
-                tid,
-                intended_ns: actual - value,
-                actual_ns: actual,
-            });
-        }
-        samples += 1;
-        missed += skipped;
+        s.missed += skipped;
         prev = actual;
-        live.publish(samples, latency.max());
-        if flags.is_set() {
+        if s.take(value, actual - value, actual, actual - start) {
             break;
         }
     }
-    Ok(CpuLatency {
-        cpu,
-        applied: thread.applied,
-        samples,
-        missed_periods: missed,
-        latency: latency.finish(),
-        advance: None,
-    })
+    Ok(s.finish(None))
 }

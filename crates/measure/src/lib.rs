@@ -3,7 +3,8 @@
 //! - [`latency`]: periodic wakeup latency (realfeel/cyclictest), with an
 //!   optional advance (wake early, spin to the deadline).
 //! - [`determinism`]: a fixed CPU-bound loop timed repeatedly: ideal, max, jitter.
-//! - [`noise`]: a busy loop's gaps between clock reads (oslat-like).
+//! - [`noise`]: a busy loop's gaps between clock reads (oslat-like), on the
+//!   TSC where it is invariant ([`tsc`]).
 //! - [`net`]: UDP and TCP ping-pong between two pinned endpoints, round-trip
 //!   latency and throughput against message size (the Hyades paper).
 //! - [`trace`]: the latency probe's spikes marked in a kernel trace and
@@ -45,6 +46,7 @@ pub mod source;
 pub mod spike;
 pub mod top;
 pub mod trace;
+pub mod tsc;
 pub mod warnings;
 pub mod workload;
 

@@ -1,5 +1,8 @@
-//! `measure noise` (oslat-like, the Hyades paper): a busy loop reading CLOCK_MONOTONIC on
-//! each CPU; every gap between two reads goes into the histogram. Gaps at or
+//! `measure noise` (oslat-like, the Hyades paper): a busy loop reading a clock on
+//! each CPU; every gap between two reads goes into the histogram. The clock is
+//! the TSC, read directly with its rate measured against CLOCK_MONOTONIC at the
+//! start, where it is invariant (as oslat; see [`crate::tsc`]), else
+//! CLOCK_MONOTONIC through the vDSO. Gaps at or
 //! above the threshold are interruptions (an IRQ, a softirq, another task, the
 //! hypervisor); their sum is the time stolen from the loop.
 //!
@@ -19,9 +22,10 @@ use crate::harness::{
 use crate::progress::Progress;
 use crate::recorder::Recorder;
 use crate::run_info::RunInfo;
+use crate::tsc::{self, GapClock, Monotonic, TscClock};
 use crate::warnings::{self, Spin};
 use cpushield_cpuset::CpuSet;
-use cpushield_rt::clock::now_ns;
+use cpushield_kernel::RealKernel;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -45,7 +49,8 @@ pub struct NoiseConfig {
     pub priority: Option<u8>,
     /// Gaps at or above this are interruptions (default 1 us, oslat's bucket).
     pub threshold: Duration,
-    /// Lock all memory for the run (default true).
+    /// Lock memory for the run: every page as it is first touched, the
+    /// measuring path pre-faulted (mlockall MCL_ONFAULT; default true).
     pub lock_memory: bool,
     /// How often the control thread reports progress (default 100 ms).
     pub tick: Duration,
@@ -103,6 +108,33 @@ pub struct NoiseSettings {
     pub priority: Option<u8>,
     /// Interruption threshold in nanoseconds.
     pub threshold_ns: u64,
+    /// The clock the loop read (absent in older reports: CLOCK_MONOTONIC).
+    #[serde(default)]
+    pub clock: NoiseClock,
+    /// The TSC's measured rate in ticks per second, when the loop read the TSC.
+    #[serde(default)]
+    pub tsc_hz: Option<u64>,
+}
+
+/// The clock the noise loop reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoiseClock {
+    /// CLOCK_MONOTONIC through the vDSO.
+    #[default]
+    Monotonic,
+    /// The TSC read directly (`rdtsc`), scaled by its measured rate.
+    Tsc,
+}
+
+impl NoiseClock {
+    /// How the text report names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            NoiseClock::Monotonic => "CLOCK_MONOTONIC",
+            NoiseClock::Tsc => "the TSC",
+        }
+    }
 }
 
 /// One CPU's result.
@@ -142,12 +174,18 @@ pub fn run(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<NoiseReport, MeasureError> {
     let outcome = harness::run(config, stop, progress)?;
+    let tsc = outcome.prepared.flatten();
     Ok(NoiseReport {
         settings: NoiseSettings {
             cpus: config.cpus.clone(),
             duration_ns: config.duration_ns(),
             priority: config.priority,
             threshold_ns: config.threshold_ns(),
+            clock: match tsc {
+                Some(_) => NoiseClock::Tsc,
+                None => NoiseClock::Monotonic,
+            },
+            tsc_hz: tsc.map(|t| t.hz),
         },
         run: outcome.run,
         cpus: outcome.cpus,
@@ -165,7 +203,8 @@ impl NoiseConfig {
 }
 
 impl Probe for NoiseConfig {
-    type Prepared = ();
+    /// The TSC and its rate, where the loop reads it.
+    type Prepared = Option<TscClock>;
     type Cpu = CpuNoise;
 
     harness::common_settings!();
@@ -181,18 +220,38 @@ impl Probe for NoiseConfig {
         Bound::Time(self.duration)
     }
 
-    fn prepare(&self, _stop: &AtomicBool) -> Result<Option<()>, MeasureError> {
-        Ok(Some(()))
+    /// Measures the TSC's rate, where it is a clock.
+    fn prepare(&self, _stop: &AtomicBool) -> Result<Option<Option<TscClock>>, MeasureError> {
+        Ok(Some(TscClock::calibrate(
+            &RealKernel,
+            tsc::CALIBRATION_WINDOW,
+        )))
     }
 
     /// The busy loop of one CPU.
     fn measure_cpu(
         &self,
-        _prepared: &(),
+        tsc: &Option<TscClock>,
         thread: &MeasuringThread,
         live: &Live,
         flags: &StopFlags<'_>,
     ) -> Result<CpuNoise, MeasureError> {
+        Ok(match tsc {
+            Some(clock) => self.busy_loop(clock, thread, live, flags),
+            None => self.busy_loop(&Monotonic, thread, live, flags),
+        })
+    }
+}
+
+impl NoiseConfig {
+    /// The busy loop on `clock`.
+    fn busy_loop<C: GapClock>(
+        &self,
+        clock: &C,
+        thread: &MeasuringThread,
+        live: &Live,
+        flags: &StopFlags<'_>,
+    ) -> CpuNoise {
         let (duration_ns, threshold_ns) = (self.duration_ns(), self.threshold_ns());
         // fast path: gaps below this are only counted, per nanosecond, in a small
         // array (exact, and cheaper than the histogram); the rest are recorded
@@ -201,19 +260,19 @@ impl Probe for NoiseConfig {
         let mut fast = [0u64; FAST_NS];
         let mut gaps = Recorder::new();
         let (mut interruptions, mut stolen) = (0u64, 0u64);
-        let start = now_ns();
-        let end = start.saturating_add(duration_ns);
+        let start = clock.read();
+        let end = start.saturating_add(clock.raw(duration_ns));
         let mut prev = start;
         let mut index = 0u64;
         loop {
             for _ in 0..BATCH {
-                let t = now_ns();
-                let gap = t - prev;
+                let t = clock.read();
+                let gap = clock.ns(t.saturating_sub(prev));
                 prev = t;
                 if gap < fast_limit {
                     fast[gap as usize] += 1;
                 } else {
-                    gaps.record(gap, t - start, index);
+                    gaps.record(gap, clock.ns(t - start), index);
                     if gap >= threshold_ns {
                         interruptions += 1;
                         stolen += gap;
@@ -229,8 +288,8 @@ impl Probe for NoiseConfig {
         for (value, &count) in fast.iter().enumerate() {
             gaps.record_many(value as u64, count);
         }
-        let elapsed = prev - start;
-        Ok(CpuNoise {
+        let elapsed = clock.ns(prev - start);
+        CpuNoise {
             cpu: thread.cpu,
             applied: thread.applied,
             elapsed_ns: elapsed,
@@ -242,6 +301,6 @@ impl Probe for NoiseConfig {
             } else {
                 0.0
             },
-        })
+        }
     }
 }

@@ -4,7 +4,10 @@
 //! about 200 KiB, never resized) plus exact count, min, max, sum and sum of
 //! squares, plus the [`TOP_N`](crate::top::TOP_N) largest samples. Recording
 //! neither allocates nor makes a system call, and memory stays the same over any
-//! run length. [`Recorder::finish`] turns it into a plain [`Distribution`].
+//! run length. [`Recorder::new`] writes every page of the histogram and runs the
+//! record path once, so with memory locked as it is faulted in (the probes'
+//! `mlockall(MCL_ONFAULT)`) recording later takes no page fault.
+//! [`Recorder::finish`] turns it into a plain [`Distribution`].
 
 use crate::distribution::{Bin, Distribution, Percentiles, Summary};
 use crate::top::{TopSample, TopSamples};
@@ -37,12 +40,14 @@ impl Default for Recorder {
 }
 
 impl Recorder {
-    /// An empty recorder; allocates its histogram once, here.
+    /// An empty recorder; allocates its histogram once, here, and faults it in:
+    /// one sample is recorded (so the code of the record path is mapped too)
+    /// and then cleared by writing every count, which touches every page.
     pub fn new() -> Self {
         let mut histogram = Histogram::new_with_bounds(LOWEST_NS, HIGHEST_NS, SIGNIFICANT_DIGITS)
             .expect("constant histogram bounds are valid");
         histogram.auto(false);
-        Self {
+        let mut recorder = Self {
             histogram,
             count: 0,
             min: u64::MAX,
@@ -50,7 +55,24 @@ impl Recorder {
             sum: 0,
             sum_squares: 0,
             top: TopSamples::new(),
-        }
+        };
+        recorder.record(HIGHEST_NS, 0, 0);
+        recorder.clear();
+        recorder
+    }
+
+    /// Forgets every sample; writes every count of the histogram (the
+    /// allocator hands out zeroed pages that are not yet mapped: this maps them).
+    fn clear(&mut self) {
+        // the counts are zero already after allocation; black_box keeps the
+        // compiler from proving that and dropping the writes
+        std::hint::black_box(&mut self.histogram).reset();
+        self.count = 0;
+        self.min = u64::MAX;
+        self.max = 0;
+        self.sum = 0;
+        self.sum_squares = 0;
+        self.top = TopSamples::new();
     }
 
     /// Records one sample of `value_ns` that happened `offset_ns` after the start
@@ -249,6 +271,19 @@ mod tests {
             1,
             "values without times are not among the largest"
         );
+    }
+
+    #[test]
+    fn a_new_recorder_holds_nothing_of_its_warm_up_sample() {
+        let r = Recorder::new();
+        assert_eq!(r.count(), 0);
+        assert_eq!(r.max(), 0);
+        let d = recorded([7]);
+        assert_eq!(d.summary.count, 1);
+        assert_eq!(d.summary.min_ns, 7);
+        assert_eq!(d.summary.max_ns, 7);
+        assert_eq!(d.histogram.len(), 1, "only the one sample's bin");
+        assert_eq!(d.top.len(), 1);
     }
 
     #[test]

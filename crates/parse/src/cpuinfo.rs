@@ -9,6 +9,22 @@ pub fn runs_under_hypervisor(cpuinfo: &str) -> bool {
         .any(|l| l.split_whitespace().any(|f| f == "hypervisor"))
 }
 
+/// Whether every CPU listed has a TSC that ticks at a constant rate
+/// (`constant_tsc`) and does not stop in deep idle states (`nonstop_tsc`):
+/// then the TSC, calibrated once, is a clock. False when no CPU has a
+/// `flags` line (not x86).
+pub fn has_invariant_tsc(cpuinfo: &str) -> bool {
+    let mut any = false;
+    for line in cpuinfo.lines().filter(|l| l.starts_with("flags")) {
+        let flags: Vec<&str> = line.split_whitespace().collect();
+        if !(flags.contains(&"constant_tsc") && flags.contains(&"nonstop_tsc")) {
+            return false;
+        }
+        any = true;
+    }
+    any
+}
+
 /// The first CPU's `model name` (x86; other architectures have none).
 pub fn model_name(cpuinfo: &str) -> Option<String> {
     cpuinfo.lines().find_map(|l| {
@@ -64,5 +80,24 @@ mod tests {
     fn a_flag_named_in_another_line_does_not_count() {
         let text = "model name\t: hypervisor-like CPU\nflags\t\t: fpu vme\n";
         assert!(!runs_under_hypervisor(text));
+    }
+
+    #[test]
+    fn the_tsc_is_invariant_only_with_both_flags_on_every_cpu() {
+        let both = "processor\t: 0\nflags\t\t: fpu tsc constant_tsc nonstop_tsc\n\nprocessor\t: 1\nflags\t\t: nonstop_tsc tsc constant_tsc\n";
+        assert!(has_invariant_tsc(both));
+        let one_lacks = "processor\t: 0\nflags\t\t: tsc constant_tsc nonstop_tsc\n\nprocessor\t: 1\nflags\t\t: tsc constant_tsc\n";
+        assert!(!has_invariant_tsc(one_lacks));
+        assert!(!has_invariant_tsc(
+            "processor\t: 0\nflags\t\t: tsc nonstop_tsc\n"
+        ));
+        assert!(
+            !has_invariant_tsc("processor\t: 0\nBogoMIPS\t: 50.00\n"),
+            "no flags line: not x86"
+        );
+        assert!(
+            !has_invariant_tsc("flags\t\t: constant_tsc_x nonstop_tsc\n"),
+            "whole words only"
+        );
     }
 }

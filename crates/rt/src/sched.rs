@@ -166,6 +166,21 @@ pub fn lock_memory() -> io::Result<()> {
     Ok(())
 }
 
+/// Locks every page of the process the moment it is first touched, now and
+/// later (mlockall MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT, Linux 4.4+): a
+/// page once used is never paged out, but pages never used (most of a large
+/// binary's text, reserved stack and heap) are not brought in, so the resident
+/// size stays what the process uses. The caller pre-faults what its
+/// time-critical path will touch (e.g. [`prefault_stack`]).
+pub fn lock_memory_on_fault() -> io::Result<()> {
+    // SAFETY: mlockall takes only flags and changes no memory contents.
+    let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE | libc::MCL_ONFAULT) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Touches `bytes` of the calling thread's stack so later use takes no page fault.
 #[inline(never)]
 pub fn prefault_stack(bytes: usize) {

@@ -172,8 +172,9 @@ pub fn determinism(report: &DeterminismReport) -> String {
 pub fn noise(report: &NoiseReport) -> String {
     let st = &report.settings;
     let mut out = format!(
-        "noise: CPUs {}, busy loop reading CLOCK_MONOTONIC, interruptions are gaps >= {}; {}\n",
+        "noise: CPUs {}, busy loop reading {}, interruptions are gaps >= {}; {}\n",
         st.cpus,
+        st.clock.describe(),
         fmt_ns(st.threshold_ns),
         run_line(&report.run)
     );
