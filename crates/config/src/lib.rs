@@ -21,6 +21,20 @@ use toml::Spanned;
 /// Where `cpushield apply` reads its config unless `--config` names another file.
 pub const DEFAULT_PATH: &str = "/etc/cpushield/cpushield.toml";
 
+/// The agent's socket for unprivileged placement unless `[access] socket` names another.
+pub const DEFAULT_SOCKET: &str = "/run/cpushield/agent.sock";
+
+/// One `[[access.grant]]`, checked: a group, its CPUs and highest priority.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantRule {
+    /// The Unix group name.
+    pub group: String,
+    /// The CPUs its members may use.
+    pub cpus: CpuSet,
+    /// The highest SCHED_FIFO/SCHED_RR priority they may ask for.
+    pub max_priority: u32,
+}
+
 /// The agent's metrics address unless `[agent] listen` names another.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9477";
 
@@ -37,7 +51,7 @@ pub struct ConfigFile {
     /// `[[irq]]`: IRQ pins.
     #[serde(default)]
     pub irq: Vec<IrqPin>,
-    /// `[access]`: who may use which shielded CPUs (validated only; enforced by the agent, later).
+    /// `[access]`: who may use which shielded CPUs (enforced by the agent's socket).
     #[serde(default)]
     pub access: Access,
     /// `[agent]`: the agent's settings (validated only; the agent is later work).
@@ -103,6 +117,11 @@ pub struct IrqPin {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Access {
+    /// The agent's socket (default [`DEFAULT_SOCKET`]).
+    pub socket: Option<Spanned<String>>,
+    /// The group that owns the socket (default: the grants' group, when they
+    /// name only one).
+    pub socket_group: Option<Spanned<String>>,
     /// `[[access.grant]]`: one rule per group.
     #[serde(default)]
     pub grant: Vec<Grant>,
@@ -313,6 +332,44 @@ impl Config {
                 ));
             }
         }
+        let access = &self.content.access;
+        let mut groups: Vec<&str> = access
+            .grant
+            .iter()
+            .map(|g| g.group.get_ref().as_str())
+            .collect();
+        groups.sort_unstable();
+        groups.dedup();
+        if let Some(sg) = &access.socket_group {
+            if !groups.contains(&sg.get_ref().as_str()) {
+                return Err(self.error(
+                    &sg.span(),
+                    "access.socket_group",
+                    format!("{:?} is the group of no [[access.grant]]", sg.get_ref()),
+                    "name one of the granted groups",
+                ));
+            }
+        } else if groups.len() > 1 {
+            return Err(self.error(
+                &access.grant[0].group.span(),
+                "access.socket_group",
+                format!(
+                    "the grants name several groups ({}) but one group owns the socket",
+                    groups.join(", ")
+                ),
+                "set socket_group = \"GROUP\" in [access] (a group all users of the agent are in)",
+            ));
+        }
+        if let Some(socket) = &access.socket {
+            if !socket.get_ref().starts_with('/') {
+                return Err(self.error(
+                    &socket.span(),
+                    "access.socket",
+                    format!("{:?} is not an absolute path", socket.get_ref()),
+                    "write e.g. \"/run/cpushield/agent.sock\"",
+                ));
+            }
+        }
         let agent = &self.content.agent;
         if let Some(listen) = &agent.listen {
             if listen.get_ref().parse::<SocketAddr>().is_err() {
@@ -351,6 +408,43 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The `[[access.grant]]` rules, checked (the file was validated by [`Config::parse`]).
+    pub fn grants(&self) -> Vec<GrantRule> {
+        self.content
+            .access
+            .grant
+            .iter()
+            .filter_map(|g| {
+                Some(GrantRule {
+                    group: g.group.get_ref().clone(),
+                    cpus: CpuSet::parse_list(g.cpus.get_ref()).ok()?,
+                    max_priority: *g.max_priority.get_ref(),
+                })
+            })
+            .collect()
+    }
+
+    /// The group that owns the agent's socket: `[access] socket_group`, else
+    /// the grants' one group; `None` without grants.
+    pub fn socket_group(&self) -> Option<String> {
+        let access = &self.content.access;
+        access
+            .socket_group
+            .as_ref()
+            .map(|g| g.get_ref().clone())
+            .or_else(|| access.grant.first().map(|g| g.group.get_ref().clone()))
+    }
+
+    /// The agent's socket path (the default when the file names none).
+    pub fn socket_path(&self) -> std::path::PathBuf {
+        self.content
+            .access
+            .socket
+            .as_ref()
+            .map(|s| s.get_ref().into())
+            .unwrap_or_else(|| DEFAULT_SOCKET.into())
     }
 
     /// The agent's listen address (the default when the file names none).

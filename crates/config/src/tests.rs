@@ -301,3 +301,32 @@ fn only_the_difference_is_planned() {
         ]
     );
 }
+
+#[test]
+fn grants_of_several_groups_need_a_socket_group_and_it_must_be_granted() {
+    let two = "[[access.grant]]\ngroup = \"rt\"\ncpus = \"1\"\nmax_priority = 50\n\
+               [[access.grant]]\ngroup = \"av\"\ncpus = \"1\"\nmax_priority = 10\n";
+    let err = error_names(two, 2, "access.socket_group");
+    assert!(err.to_string().contains("av, rt"), "{err}");
+    let ok = parse(&format!("[access]\nsocket_group = \"rt\"\n{two}")).unwrap();
+    assert_eq!(ok.socket_group().as_deref(), Some("rt"));
+    assert_eq!(ok.grants().len(), 2);
+    assert_eq!(ok.grants()[1].group, "av");
+    assert_eq!(ok.grants()[1].max_priority, 10);
+    error_names(
+        "[access]\nsocket_group = \"other\"\n[[access.grant]]\ngroup = \"rt\"\ncpus = \"1\"\nmax_priority = 5\n",
+        2,
+        "access.socket_group",
+    );
+}
+
+#[test]
+fn the_socket_is_the_default_path_unless_an_absolute_one_is_named() {
+    let one = parse("[[access.grant]]\ngroup = \"rt\"\ncpus = \"1\"\nmax_priority = 5\n").unwrap();
+    assert_eq!(one.socket_group().as_deref(), Some("rt"));
+    assert_eq!(one.socket_path(), std::path::PathBuf::from(DEFAULT_SOCKET));
+    let named = parse("[access]\nsocket = \"/tmp/a.sock\"\n").unwrap();
+    assert_eq!(named.socket_path(), std::path::PathBuf::from("/tmp/a.sock"));
+    assert_eq!(named.socket_group(), None);
+    error_names("[access]\nsocket = \"a.sock\"\n", 2, "access.socket");
+}
