@@ -8,10 +8,12 @@
 //! same code path, state and journal as `cpushield shield`, so `reset` stays
 //! exact, and logs one line per IRQ with the cause.
 
+pub mod access;
 pub mod drift;
 pub mod metrics;
 pub mod sample;
 pub mod server;
+pub mod socket;
 pub mod status;
 
 use cpushield_kernel::Kernel;

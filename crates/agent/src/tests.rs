@@ -4,6 +4,7 @@ use super::*;
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::FakeKernel;
 use drift::{Cause, Watch};
+use std::io;
 use tiny_http::Method;
 
 fn cpus(list: &str) -> CpuSet {
@@ -107,4 +108,92 @@ fn the_endpoint_serves_only_get_metrics_and_status() {
     assert_eq!(server::respond(&shared, &Method::Post, "/metrics").0, 405);
     assert_eq!(server::respond(&shared, &Method::Get, "/").0, 404);
     assert_eq!(server::respond(&shared, &Method::Get, "/reset").0, 404);
+}
+
+/// A caller (pid 40, uid 1000, in group 900) with a process of its own (41)
+/// and root's (1); no shield is up (an empty state directory).
+fn placement_fake() -> (FakeKernel, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    // The shield's state lives in this test's own directory, never /run/cpushield.
+    std::env::set_var("CPUSHIELD_STATE_DIR", dir.path());
+    let k = FakeKernel::new();
+    for (pid, uid) in [(40, 1000), (41, 1000), (1, 0)] {
+        k.set_file(
+            format!("/proc/{pid}/status"),
+            format!("Name:\tx\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\nGroups:\t900 \n"),
+        );
+        k.add_dir(format!("/proc/{pid}/task/{pid}"));
+        k.set_file(
+            format!("/proc/{pid}/task/{pid}/stat"),
+            format!("{pid} (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0"),
+        );
+        k.set_thread_affinity(pid, cpus("0-1"));
+    }
+    (k, dir)
+}
+
+fn rules() -> Vec<access::Rule> {
+    vec![access::Rule {
+        group: "rt".into(),
+        gid: 900,
+        cpus: cpus("1"),
+        max_priority: 50,
+    }]
+}
+
+fn held(_: i32) -> io::Result<Box<dyn Fn() -> bool>> {
+    Ok(Box::new(|| true))
+}
+
+#[test]
+fn the_socket_places_the_callers_own_process_and_refuses_anything_else() {
+    let (k, _dir) = placement_fake();
+    let peer = access::Peer {
+        pid: 40,
+        uid: 1000,
+        groups: vec![900],
+    };
+    let ask = |pid: i32, cpus: &str, prio: u32| {
+        socket::answer(
+            &k,
+            &rules(),
+            &peer,
+            &format!(
+                r#"{{"place":{{"pid":{pid},"cpus":"{cpus}","policy":"fifo","priority":{prio}}}}}"#
+            ),
+            &held,
+        )
+    };
+    let ok = ask(0, "1", 50);
+    assert!(
+        ok.starts_with("ok: placed process 40 (1 thread) on CPU 1 with fifo 50"),
+        "{ok}"
+    );
+    assert_eq!(k.affinities()[&40], cpus("1"));
+    assert_eq!(k.scheds()[&40].policy, libc::SCHED_FIFO as u32);
+    assert_eq!(k.scheds()[&40].priority, 50);
+    assert!(ask(41, "0", 5).contains("CPU 0 is not granted"));
+    assert!(ask(41, "1", 51).contains("above max_priority 50"));
+    assert!(ask(1, "1", 5).contains("process 1 belongs to uid 0"));
+    assert!(ask(77, "1", 5).contains("there is no process 77"));
+    assert_eq!(
+        k.affinities()[&41],
+        cpus("0-1"),
+        "a refusal changes nothing"
+    );
+    assert_eq!(k.affinities()[&1], cpus("0-1"));
+    assert!(!k.scheds().contains_key(&41) && !k.scheds().contains_key(&1));
+    let outsider = access::Peer {
+        pid: 41,
+        uid: 1000,
+        groups: vec![100],
+    };
+    let e = socket::answer(
+        &k,
+        &rules(),
+        &outsider,
+        r#"{"place":{"pid":0,"cpus":"1","policy":"rr","priority":1}}"#,
+        &held,
+    );
+    assert!(e.contains("none of the groups"), "{e}");
 }

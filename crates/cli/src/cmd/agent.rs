@@ -27,6 +27,37 @@ pub struct AgentArgs {
     /// Look once, print the corrections and metrics, and exit (no server).
     #[arg(long)]
     once: bool,
+    /// The socket for unprivileged placement (default: the file's [access]
+    /// socket, else /run/cpushield/agent.sock); served when [access] grants exist.
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+}
+
+/// The config's grants with their groups resolved, and the socket's group id.
+fn access_rules(config: &Config) -> anyhow::Result<(Vec<cpushield_agent::access::Rule>, u32)> {
+    let gid = |name: &str| -> anyhow::Result<u32> {
+        match nix::unistd::Group::from_name(name) {
+            Ok(Some(g)) => Ok(g.gid.as_raw()),
+            _ => anyhow::bail!(
+                "{}: group {name:?} of [access] does not exist on this machine: create it (groupadd {name}) or correct the file",
+                config.file
+            ),
+        }
+    };
+    let mut rules = Vec::new();
+    for g in config.grants() {
+        rules.push(cpushield_agent::access::Rule {
+            gid: gid(&g.group)?,
+            group: g.group,
+            cpus: g.cpus,
+            max_priority: g.max_priority,
+        });
+    }
+    let socket_gid = match config.socket_group() {
+        Some(name) => gid(&name)?,
+        None => 0,
+    };
+    Ok((rules, socket_gid))
 }
 
 /// Runs `cpushield agent`.
@@ -84,8 +115,34 @@ pub fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
         print!("{}", shared.metrics.lock().expect("metrics").render());
         return Ok(ExitCode::from(EXIT_OK));
     }
+    let access = match &config {
+        Some(c) if !c.grants().is_empty() => Some((
+            access_rules(c)?,
+            args.socket.clone().unwrap_or_else(|| c.socket_path()),
+        )),
+        _ => None,
+    };
     let stop = cpushield_agent::stop_on_signals()?;
     let server = cpushield_agent::server::start(listen, shared.clone())?;
+    let socket = match access {
+        Some(((rules, gid), path)) => {
+            let running = cpushield_agent::socket::start(&RealKernel, &path, gid, rules);
+            match running {
+                Ok(r) => {
+                    println!(
+                        "cpushield agent: placing callers' own processes as [access] grants, on {}",
+                        path.display()
+                    );
+                    Some(r)
+                }
+                Err(e) => {
+                    server.stop();
+                    return Err(e.into());
+                }
+            }
+        }
+        None => None,
+    };
     println!(
         "cpushield agent: serving http://{}/metrics and /status, looking every {}",
         server.addr,
@@ -93,6 +150,9 @@ pub fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
     );
     let result = cpushield_agent::run(&kernel, &store, shared, &settings, stop);
     server.stop();
+    if let Some(s) = socket {
+        s.stop();
+    }
     result?;
     Ok(ExitCode::from(EXIT_OK))
 }

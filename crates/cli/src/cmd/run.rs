@@ -64,6 +64,13 @@ pub struct RunArgs {
     /// Place the task even on CPUs that are not shielded (no isolation).
     #[arg(long)]
     allow_unshielded: bool,
+    /// Ask the agent (its socket, [access] grants) to place this process
+    /// instead of placing it here; the default when not root.
+    #[arg(long)]
+    via_agent: bool,
+    /// The agent's socket (default $CPUSHIELD_AGENT_SOCKET, else /run/cpushield/agent.sock).
+    #[arg(long, value_name = "PATH")]
+    agent_socket: Option<std::path::PathBuf>,
     /// The command to start, after `--`.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -157,6 +164,9 @@ fn steal_meter(cpus: &CpuSet) -> Option<Box<dyn FnOnce() -> Option<u64>>> {
 
 /// Runs `cpushield run`.
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    if via_agent::wanted(&args) {
+        return via_agent::run(args);
+    }
     let shielded = placement::shielded_procs(&RealKernel).context("reading the shield state")?;
     let run = RtRun::new(&RealKernel, &ShieldPlacer, ReserveDir::from_env())
         .with_steal_meter(steal_meter);
@@ -170,6 +180,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     })?;
     Ok(ExitCode::from(outcome.shell_status()))
 }
+
+#[path = "run_agent.rs"]
+mod via_agent;
 
 #[cfg(test)]
 #[path = "run_tests.rs"]
