@@ -6,7 +6,10 @@
 //! whose mask moved onto a shielded CPU (irqbalance, a new device) is drift:
 //! the agent re-applies the shield through `cpushield_shield::shield_in`, the
 //! same code path, state and journal as `cpushield shield`, so `reset` stays
-//! exact, and logs one line per IRQ with the cause.
+//! exact, and logs one line per IRQ with the cause. The same holds for a CPU
+//! that comes online and for a task outside the shield whose affinity was
+//! widened onto a shielded CPU (the re-applied shield keeps the widened mask
+//! as the task's request, Brosky's rule, and sets it back to housekeeping).
 
 pub mod access;
 pub mod drift;
@@ -69,6 +72,8 @@ pub struct Agent<'a> {
     kernel: &'a dyn Kernel,
     store: &'a dyn StateStore,
     watch: drift::Watch,
+    tasks: drift::TaskWatch,
+    online: drift::OnlineWatch,
     shared: Arc<Shared>,
     options: Options,
 }
@@ -89,6 +94,8 @@ impl<'a> Agent<'a> {
             kernel,
             store,
             watch: drift::Watch::new(),
+            tasks: drift::TaskWatch::new(),
+            online: drift::OnlineWatch::default(),
             shared,
             options,
         }
@@ -98,18 +105,45 @@ impl<'a> Agent<'a> {
     /// log lines (one per correction, and one per failure).
     pub fn tick(&mut self) -> io::Result<Vec<String>> {
         let mut log = Vec::new();
-        let masks = state::load_from(self.store)?
-            .map(|l| l.state.masks)
-            .unwrap_or_default();
+        let loaded = state::load_from(self.store)?.map(|l| l.state);
+        let masks = loaded.as_ref().map(|s| s.masks.clone()).unwrap_or_default();
         let online = cpushield_kernel::online_cpus(self.kernel)?;
+        let came_online = self.online.observe(&online);
         let shielded_irqs = masks.irqs.intersection(&online);
+        let shielded_procs = masks.procs.intersection(&online);
         let irqs = snapshot::read_irqs(self.kernel);
         let drifts = self.watch.observe(&irqs, &shielded_irqs);
+        let tasks = match &loaded {
+            Some(s) if !shielded_procs.is_empty() => snapshot::read_tasks(self.kernel, &s.layout)
+                .unwrap_or_else(|e| {
+                    log.push(format!("reading the tasks failed: {e}"));
+                    Vec::new()
+                }),
+            _ => Vec::new(),
+        };
+        let task_drifts = self.tasks.observe(&tasks, &shielded_procs);
         let now = status::now();
         let mut corrected = None;
-        if !drifts.is_empty() && !masks.is_empty() {
+        let drifted = !drifts.is_empty() || !task_drifts.is_empty() || !came_online.is_empty();
+        if drifted && !masks.is_empty() {
             let result = cpushield_shield::shield_in(self.kernel, self.store, &masks, self.options);
             let after = snapshot::read_irqs(self.kernel);
+            let outcome = |what: String| match &result {
+                Ok(_) => format!("re-applied the shield, {what}"),
+                Err(e) => format!("re-applying the shield failed: {e}"),
+            };
+            if !came_online.is_empty() {
+                let cause = drift::Cause::CpuOnline;
+                log.push(format!(
+                    "correction: CPU {} came online: {} [cause {}]; {}",
+                    came_online.to_list(),
+                    cause.describe(),
+                    cause.label(),
+                    outcome(format!("online CPUs now {}", online.to_list()))
+                ));
+                lock(&self.shared.metrics).correction(cause.label());
+                corrected.get_or_insert(cause.label());
+            }
             for d in &drifts {
                 let now_text = after
                     .iter()
@@ -128,10 +162,6 @@ impl<'a> Agent<'a> {
                     ));
                     continue;
                 }
-                let outcome = match &result {
-                    Ok(_) => format!("re-applied the shield, mask now {now_text}"),
-                    Err(e) => format!("re-applying the shield failed: {e}"),
-                };
                 log.push(format!(
                     "correction: IRQ {} ({}) mask {} reached shielded CPU {}: {} [cause {}]; {}",
                     d.irq,
@@ -140,13 +170,51 @@ impl<'a> Agent<'a> {
                     d.on.to_list(),
                     d.cause.describe(),
                     d.cause.label(),
-                    outcome
+                    outcome(format!("mask now {now_text}"))
                 ));
                 lock(&self.shared.metrics).correction(d.cause.label());
                 corrected.get_or_insert(d.cause.label());
             }
             // What the shield wrote (or could not change) is the new baseline.
             self.watch.remember(&after);
+            if !task_drifts.is_empty() {
+                let layout = loaded.as_ref().map(|s| s.layout.clone());
+                let tasks_after = layout
+                    .and_then(|l| snapshot::read_tasks(self.kernel, &l).ok())
+                    .unwrap_or_default();
+                for d in &task_drifts {
+                    let now_aff = tasks_after
+                        .iter()
+                        .find(|t| t.tid == d.tid)
+                        .map(|t| t.affinity.clone());
+                    let Some(now_aff) = now_aff else { continue };
+                    if result.is_ok() && now_aff == d.affinity {
+                        log.push(format!(
+                            "task {} ({}) stays on shielded CPU {}: the shield cannot move it (it asked for shielded CPUs only, or the kernel keeps it there)",
+                            d.tid,
+                            d.comm,
+                            d.on.to_list()
+                        ));
+                        continue;
+                    }
+                    log.push(format!(
+                        "correction: task {} ({}) affinity {} reached shielded CPU {}: {} [cause {}]; {}",
+                        d.tid,
+                        d.comm,
+                        d.affinity.to_list(),
+                        d.on.to_list(),
+                        d.cause.describe(),
+                        d.cause.label(),
+                        outcome(format!(
+                            "affinity now {} (the widened mask is kept as its request, Brosky's rule)",
+                            now_aff.to_list()
+                        ))
+                    ));
+                    lock(&self.shared.metrics).correction(d.cause.label());
+                    corrected.get_or_insert(d.cause.label());
+                }
+                self.tasks.remember(&tasks_after);
+            }
         }
         let sample = sample::read(self.kernel, &masks.any().intersection(&online));
         {

@@ -197,3 +197,161 @@ fn the_socket_places_the_callers_own_process_and_refuses_anything_else() {
     );
     assert!(e.contains("none of the groups"), "{e}");
 }
+
+const ROOT: &str = "/sys/fs/cgroup/cpuset";
+
+const ROOT_OPTIONS: Options = Options {
+    is_root: true,
+    whole_cores: false,
+};
+
+/// A fake cgroup-v1 machine with CPUs `online` of 0-3, `tasks` (tid,
+/// affinity) in the root cpuset, IRQ 10, and the counters the agent reads.
+fn machine(online: &str, tasks: &[(i32, &str)]) -> FakeKernel {
+    let k = FakeKernel::new();
+    k.set_file("/proc/self/ns/pid", "pid:[4026531836]");
+    k.set_file(
+        "/proc/self/mountinfo",
+        format!("26 25 0:23 / {ROOT} rw - cgroup cgroup rw,cpuset\n"),
+    );
+    k.set_file("/sys/devices/system/cpu/online", format!("{online}\n"));
+    k.set_file("/sys/devices/system/cpu/possible", "0-3\n");
+    for (file, value) in [
+        ("tasks", ""),
+        ("cgroup.procs", ""),
+        ("cpuset.cpus", &format!("{online}\n")),
+        ("cpuset.mems", "0\n"),
+        ("cpuset.cpu_exclusive", "1\n"),
+        ("cpuset.sched_load_balance", "1\n"),
+    ] {
+        k.set_file(format!("{ROOT}/{file}"), value);
+    }
+    let mut all = String::new();
+    for &(tid, aff) in tasks {
+        let base = format!("/proc/{tid}/task/{tid}");
+        k.set_file(
+            format!("{base}/stat"),
+            format!("{tid} (task{tid}) S 1 {tid} {tid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 {} 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n", 1000 + tid),
+        );
+        k.set_file(format!("{base}/cgroup"), "3:cpuset:/\n");
+        k.set_thread_affinity(tid, cpus(aff));
+        all.push_str(&format!("{tid}\n"));
+    }
+    k.set_file(format!("{ROOT}/tasks"), all);
+    k.set_file("/proc/irq/10/smp_affinity", "f\n");
+    k.set_file("/proc/irq/default_smp_affinity", "f\n");
+    k.set_file("/sys/devices/virtual/workqueue/cpumask", "f\n");
+    k.set_file("/proc/sys/kernel/watchdog_cpumask", format!("{online}\n"));
+    k.set_file("/proc/sys/kernel/timer_migration", "1\n");
+    k.set_file("/proc/sys/vm/stat_interval", "1\n");
+    k.set_file(
+        "/proc/interrupts",
+        "     CPU0 CPU1 CPU2 CPU3\n 10: 1 1 1 1 IO-APIC 10-edge eth0\n",
+    );
+    k.set_file(
+        "/proc/softirqs",
+        "   CPU0 CPU1 CPU2 CPU3\n TIMER: 1 2 3 4\n",
+    );
+    k.set_file(
+        "/proc/stat",
+        "cpu 1 1 1 1 1 1 1 1\ncpu0 1 1 1 1 1 1 1 0\ncpu1 1 1 1 1 1 1 1 0\ncpu2 1 1 1 1 1 1 1 0\ncpu3 1 1 1 1 1 1 1 0\n",
+    );
+    k
+}
+
+#[test]
+fn a_task_widened_onto_the_shield_is_set_back_and_its_widened_mask_is_kept_as_its_request() {
+    let k = machine("0-3", &[(100, "0-3"), (101, "1")]);
+    let store = state::MemoryStore::new();
+    cpushield_shield::shield_in(&k, &store, &ShieldMasks::all(&cpus("3")), ROOT_OPTIONS).unwrap();
+    assert_eq!(k.affinities()[&100], cpus("0-2"));
+    let shared = Shared::new("0");
+    let mut agent = Agent::new(&k, &store, Arc::clone(&shared), ROOT_OPTIONS);
+    let first = agent.tick().unwrap();
+    assert!(first.iter().all(|l| !l.contains("task")), "{first:?}");
+    // Behind the shield's back: `taskset -p 0-3 101`.
+    k.set_thread_affinity(101, cpus("0-3"));
+    let log = agent.tick().unwrap();
+    let line = log
+        .iter()
+        .find(|l| l.contains("task 101"))
+        .unwrap_or_else(|| panic!("{log:?}"));
+    assert!(
+        line.starts_with("correction: task 101 (task101) affinity 0-3 reached shielded CPU 3"),
+        "{line}"
+    );
+    assert!(line.contains("[cause task_widened]"), "{line}");
+    assert_eq!(k.affinities()[&101], cpus("0-2"));
+    assert!(lock(&shared.metrics)
+        .render()
+        .contains("cpushield_corrections_total{cause=\"task_widened\"} 1"));
+    // Unchanged since: no second correction.
+    assert!(agent
+        .tick()
+        .unwrap()
+        .iter()
+        .all(|l| !l.contains("task 101")));
+    // Reset gives the task what it asked for last (Brosky's rule), not 1.
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert_eq!(k.affinities()[&101], cpus("0-3"));
+}
+
+#[test]
+fn a_cpu_coming_online_re_applies_the_shield_and_is_logged_with_its_cause() {
+    let k = machine("0-2", &[(100, "0-2")]);
+    let store = state::MemoryStore::new();
+    cpushield_shield::shield_in(&k, &store, &ShieldMasks::all(&cpus("2")), ROOT_OPTIONS).unwrap();
+    let shared = Shared::new("0");
+    let mut agent = Agent::new(&k, &store, Arc::clone(&shared), ROOT_OPTIONS);
+    assert!(agent.tick().unwrap().iter().all(|l| !l.contains("online")));
+    k.set_file("/sys/devices/system/cpu/online", "0-3\n");
+    k.set_file(format!("{ROOT}/cpuset.cpus"), "0-3\n");
+    let log = agent.tick().unwrap();
+    let line = log
+        .iter()
+        .find(|l| l.contains("came online"))
+        .unwrap_or_else(|| panic!("{log:?}"));
+    assert!(line.starts_with("correction: CPU 3 came online"), "{line}");
+    assert!(
+        line.contains("[cause cpu_online]") && line.contains("re-applied the shield"),
+        "{line}"
+    );
+    let system = k
+        .file(format!("{ROOT}/cpushield-system/cpuset.cpus"))
+        .unwrap();
+    assert_eq!(
+        CpuSet::parse_list(system.trim()).unwrap(),
+        cpus("0-1,3"),
+        "{log:?}"
+    );
+    assert!(lock(&shared.metrics)
+        .render()
+        .contains("cpushield_corrections_total{cause=\"cpu_online\"} 1"));
+}
+
+#[test]
+fn tasks_in_the_shield_or_bound_by_the_kernel_are_not_drift_and_a_new_task_outside_is() {
+    let task = |tid: i32, aff: &str, cgroup: &str, pinned: bool| snapshot::TaskInfo {
+        tid,
+        tgid: tid,
+        ppid: 1,
+        comm: format!("t{tid}"),
+        starttime: 5,
+        kthread: pinned,
+        pinned_by_kernel: pinned,
+        affinity: cpus(aff),
+        cgroup: cgroup.into(),
+    };
+    let mut w = drift::TaskWatch::new();
+    let start = [
+        task(1, "0", "/cpushield-system", false),
+        task(2, "1", "/cpushield-shield", false),
+        task(3, "1", "/", true),
+    ];
+    assert!(w.observe(&start, &cpus("1")).is_empty());
+    let mut later = start.to_vec();
+    later.push(task(4, "0-1", "/", false));
+    let d = w.observe(&later, &cpus("1"));
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!((d[0].tid, d[0].cause), (4, Cause::TaskNew));
+}
