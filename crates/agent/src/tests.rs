@@ -355,3 +355,35 @@ fn tasks_in_the_shield_or_bound_by_the_kernel_are_not_drift_and_a_new_task_outsi
     assert_eq!(d.len(), 1, "{d:?}");
     assert_eq!((d[0].tid, d[0].cause), (4, Cause::TaskNew));
 }
+
+#[test]
+fn on_threshold_runs_its_command_once_per_crossing_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ran");
+    let mut hook = OnThreshold::new(Some(format!(
+        "echo \"$CPUSHIELD_REASON\" >> {}",
+        out.display()
+    )));
+    assert!(hook.see(None).is_none());
+    let line = hook.see(Some("latency 120 us".into())).unwrap();
+    assert!(
+        line.starts_with("threshold crossed (latency 120 us): started"),
+        "{line}"
+    );
+    assert!(
+        hook.see(Some("latency 130 us".into())).is_none(),
+        "still the same crossing"
+    );
+    assert!(hook.see(None).is_none());
+    assert!(hook.see(Some("finding".into())).is_some(), "a new crossing");
+    for _ in 0..100 {
+        if std::fs::read_to_string(&out).map_or(0, |t| t.lines().count()) == 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "latency 120 us\nfinding\n"
+    );
+}

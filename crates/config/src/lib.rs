@@ -149,6 +149,23 @@ pub struct Agent {
     pub interval: Option<Spanned<String>>,
     /// On SIGTERM: `"keep"` the shield up or `"reset"` it.
     pub on_stop: Option<Spanned<String>>,
+    /// The CPU of the low-duty latency probe (none: no probe).
+    pub latency_cpu: Option<Spanned<u32>>,
+    /// The latency above which `--on-threshold` runs (default `"100us"`).
+    pub latency_limit: Option<Spanned<String>>,
+    /// The probe's SCHED_FIFO priority (default 50).
+    pub latency_priority: Option<Spanned<u32>>,
+}
+
+/// The agent's latency probe as the file asks for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LatencyProbe {
+    /// The CPU.
+    pub cpu: usize,
+    /// The limit.
+    pub limit: Duration,
+    /// The SCHED_FIFO priority.
+    pub priority: u8,
 }
 
 /// What the file asks for, checked against this machine.
@@ -397,6 +414,26 @@ impl Config {
                 }
             }
         }
+        if let Some(limit) = &agent.latency_limit {
+            if !matches!(humantime::parse_duration(limit.get_ref()), Ok(d) if !d.is_zero()) {
+                return Err(self.error(
+                    &limit.span(),
+                    "agent.latency_limit",
+                    format!("{:?} is not a positive duration", limit.get_ref()),
+                    "write e.g. \"100us\"",
+                ));
+            }
+        }
+        if let Some(prio) = &agent.latency_priority {
+            if !(1..=99).contains(prio.get_ref()) {
+                return Err(self.error(
+                    &prio.span(),
+                    "agent.latency_priority",
+                    format!("{} is outside 1-99", prio.get_ref()),
+                    "give a SCHED_FIFO priority from 1 to 99",
+                ));
+            }
+        }
         if let Some(on_stop) = &agent.on_stop {
             if !matches!(on_stop.get_ref().as_str(), "keep" | "reset") {
                 return Err(self.error(
@@ -445,6 +482,23 @@ impl Config {
             .as_ref()
             .map(|s| s.get_ref().into())
             .unwrap_or_else(|| DEFAULT_SOCKET.into())
+    }
+
+    /// The latency probe, when `[agent] latency_cpu` names a CPU.
+    pub fn latency_probe(&self) -> Option<LatencyProbe> {
+        let a = &self.content.agent;
+        Some(LatencyProbe {
+            cpu: *a.latency_cpu.as_ref()?.get_ref() as usize,
+            limit: a
+                .latency_limit
+                .as_ref()
+                .and_then(|l| humantime::parse_duration(l.get_ref()).ok())
+                .unwrap_or(Duration::from_micros(100)),
+            priority: a
+                .latency_priority
+                .as_ref()
+                .map_or(50, |p| *p.get_ref() as u8),
+        })
     }
 
     /// The agent's listen address (the default when the file names none).
@@ -561,6 +615,20 @@ impl Config {
                         masks.procs
                     ),
                     "grant only shielded CPUs, or add them to the shield",
+                ));
+            }
+        }
+        if let Some(cpu) = &self.content.agent.latency_cpu {
+            if !masks.procs.contains(*cpu.get_ref() as usize) {
+                return Err(self.error(
+                    &cpu.span(),
+                    "agent.latency_cpu",
+                    format!(
+                        "CPU {} is not shielded from processes (shield.procs: {})",
+                        cpu.get_ref(),
+                        masks.procs
+                    ),
+                    "name a shielded CPU for the probe, or add it to the shield",
                 ));
             }
         }

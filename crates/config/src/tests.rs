@@ -1,4 +1,5 @@
 use super::*;
+use std::time::Duration;
 
 fn cpus(s: &str) -> CpuSet {
     CpuSet::parse_list(s).unwrap()
@@ -329,4 +330,35 @@ fn the_socket_is_the_default_path_unless_an_absolute_one_is_named() {
     assert_eq!(named.socket_path(), std::path::PathBuf::from("/tmp/a.sock"));
     assert_eq!(named.socket_group(), None);
     error_names("[access]\nsocket = \"a.sock\"\n", 2, "access.socket");
+}
+
+#[test]
+fn the_latency_probe_is_named_by_its_cpu_with_a_limit_and_priority() {
+    let c = parse("[agent]\nlatency_cpu = 1\nlatency_limit = \"50us\"\n").unwrap();
+    let p = c.latency_probe().unwrap();
+    assert_eq!(
+        (p.cpu, p.limit, p.priority),
+        (1, Duration::from_micros(50), 50)
+    );
+    assert!(parse("").unwrap().latency_probe().is_none());
+    error_names(
+        "[agent]\nlatency_cpu = 1\nlatency_priority = 0\n",
+        3,
+        "agent.latency_priority",
+    );
+    error_names(
+        "[agent]\nlatency_limit = \"fast\"\n",
+        2,
+        "agent.latency_limit",
+    );
+}
+
+#[test]
+fn the_latency_probe_runs_only_on_a_shielded_cpu() {
+    error_names(
+        "[shield]\nall = \"1\"\n[agent]\nlatency_cpu = 0\n",
+        4,
+        "agent.latency_cpu",
+    );
+    assert!(resolve("[shield]\nall = \"1\"\n[agent]\nlatency_cpu = 1\n").is_ok());
 }
