@@ -18,7 +18,7 @@ pub(super) fn wanted(args: &RunArgs) -> bool {
 }
 
 /// The options only a root `run` has, named as on the command line.
-fn root_only(args: &RunArgs) -> Option<&'static str> {
+pub(super) fn root_only(args: &RunArgs) -> Option<&'static str> {
     [
         (!args.irq.is_empty(), "--irq"),
         (args.reserve, "--reserve"),
