@@ -3,7 +3,8 @@
 //! member of the granted group runs `cpushield run --cpus 1 --fifo 10 -- sh`
 //! and the shell runs on CPU 1 under SCHED_FIFO 10 in the shield's cpuset;
 //! another CPU, a priority above the grant, another user's PID and a user
-//! outside the group are each refused with one line naming the rule.
+//! outside the group are each refused with one line naming the rule, and any
+//! other request on the socket is refused.
 
 mod support;
 
@@ -47,6 +48,12 @@ refused "another user's PID" "refused: process $AGENT belongs to uid 0, not to y
 [ "$(grep Cpus_allowed_list /proc/$AGENT/status)" = "$before" ] || fail "the agent was moved"
 chrt -p $AGENT | grep -q SCHED_OTHER || fail "the agent's policy changed: $(chrt -p $AGENT)"
 refused "outside the group" "refused: the agent's socket $SOCK admits only group $GRP" "$OUTSIDER" --cpus 1 --fifo 10 -- echo started
+# Any other request, from a member, is refused and changes nothing.
+ask() { as "$MEMBER" perl -MIO::Socket::UNIX -e '$s = IO::Socket::UNIX->new(Peer => $ARGV[0]) or die "connect: $!"; print $s "$ARGV[1]\n"; print scalar <$s>' "$SOCK" "$1"; }
+for req in '{"reset":{}}' 'shield --all 1' '{"place":{"pid":0,"cpus":"1","policy":"fifo","priority":10,"command":"sh"}}'; do
+  out=$(ask "$req" 2>&1)
+  echo "$out" | grep -q '^refused: the socket accepts only {"place"' || fail "request [$req] not refused: $out"
+done
 grep -q "uid [0-9]* pid [0-9]*: ok: placed" "$LOG" || fail "no placement logged: $(cat $LOG)"
 grep -q "refused: priority 60" "$LOG" || fail "no refusal logged: $(cat $LOG)"
 kill -TERM $AGENT; wait $AGENT; rc=$?
@@ -95,7 +102,7 @@ impl Drop for Users {
 
 #[test]
 fn a_group_member_places_its_own_process_through_the_agent_and_everything_else_is_refused() {
-    if let Err(why) = can_shield_here(&["unshare", "runuser", "useradd", "chrt"]) {
+    if let Err(why) = can_shield_here(&["unshare", "runuser", "useradd", "chrt", "perl"]) {
         skip(&why);
         return;
     }
