@@ -65,7 +65,8 @@ pub struct RunArgs {
     #[arg(long)]
     allow_unshielded: bool,
     /// Ask the agent (its socket, [access] grants) to place this process
-    /// instead of placing it here; the default when not root.
+    /// instead of placing it here; the default when not root and the agent's
+    /// socket exists.
     #[arg(long)]
     via_agent: bool,
     /// The agent's socket (default $CPUSHIELD_AGENT_SOCKET, else /run/cpushield/agent.sock).

@@ -1,4 +1,5 @@
-//! `cpushield run` without root (or with `--via-agent`): the agent places the
+//! `cpushield run` without root while an agent listens (or with
+//! `--via-agent`): the agent places the
 //! caller's own process through its socket ([access] grants), then this
 //! process execs the command, which keeps the CPUs and the policy.
 
@@ -12,9 +13,23 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Whether `run` goes through the agent: asked for, or not root.
+/// Whether `run` goes through the agent: asked for, or not root while an
+/// agent's socket exists (without one, a user's `run` places by itself as
+/// before, as far as its rights go).
 pub(super) fn wanted(args: &RunArgs) -> bool {
-    args.via_agent || args.agent_socket.is_some() || !nix::unistd::geteuid().is_root()
+    args.via_agent
+        || args.agent_socket.is_some()
+        || (!nix::unistd::geteuid().is_root() && socket_path(args).exists())
+}
+
+/// The agent's socket: `--agent-socket`, `$CPUSHIELD_AGENT_SOCKET`, or the default.
+fn socket_path(args: &RunArgs) -> PathBuf {
+    args.agent_socket.clone().unwrap_or_else(|| {
+        std::env::var_os("CPUSHIELD_AGENT_SOCKET")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| cpushield_config::DEFAULT_SOCKET.into())
+    })
 }
 
 /// The options only a root `run` has, named as on the command line.
@@ -66,11 +81,7 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         policy,
         priority,
     });
-    let path = args.agent_socket.clone().unwrap_or_else(|| {
-        std::env::var_os("CPUSHIELD_AGENT_SOCKET")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| cpushield_config::DEFAULT_SOCKET.into())
-    });
+    let path = socket_path(&args);
     let mut stream = match UnixStream::connect(&path) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
