@@ -87,7 +87,7 @@ pub struct Shared {
     pub metrics: Mutex<metrics::Metrics>,
     /// The `/status` conditions.
     pub conditions: Mutex<status::Conditions>,
-    /// The worst probe latency (ns) above the limit since the last look; 0: none.
+    /// The worst probe latency (ns) of the last burst when above the limit; 0: none.
     pub latency_over: AtomicU64,
 }
 
@@ -150,7 +150,7 @@ impl<'a> Agent<'a> {
     /// What crosses a limit now: the latency above it, or a finding that
     /// breaks the shield (one line), if any.
     pub fn crossed(&self) -> Option<String> {
-        let over = self.shared.latency_over.swap(0, Ordering::SeqCst);
+        let over = self.shared.latency_over.load(Ordering::SeqCst);
         if over > 0 {
             return Some(format!(
                 "the probe saw a latency of {} us, above the limit",

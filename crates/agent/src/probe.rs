@@ -73,9 +73,14 @@ pub fn spawn(
                 lock(&shared.metrics).observe_latency(settings.cpu, late as f64 / 1e9);
                 next += PERIOD_NS;
             }
-            if worst > settings.limit.as_nanos() as u64 {
-                shared.latency_over.store(worst, Ordering::SeqCst);
-            }
+            // The last burst decides: a crossing lasts until a burst stays
+            // under the limit.
+            let over = if worst > settings.limit.as_nanos() as u64 {
+                worst
+            } else {
+                0
+            };
+            shared.latency_over.store(over, Ordering::SeqCst);
             let resume = start + settings.every.as_nanos() as u64;
             while now_ns() < resume && !stop.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(20));

@@ -387,3 +387,22 @@ fn on_threshold_runs_its_command_once_per_crossing_with_the_reason() {
         "latency 120 us\nfinding\n"
     );
 }
+
+#[test]
+fn a_latency_crossing_lasts_until_a_burst_stays_under_the_limit() {
+    let k = fake();
+    let store = state::MemoryStore::new();
+    let shared = Shared::new("0");
+    let agent = Agent::new(&k, &store, Arc::clone(&shared), Options::default());
+    assert_eq!(agent.crossed(), None);
+    shared.latency_over.store(150_000, Ordering::SeqCst);
+    let why = agent.crossed().unwrap();
+    assert!(why.contains("150 us, above the limit"), "{why}");
+    assert_eq!(
+        agent.crossed().as_deref(),
+        Some(why.as_str()),
+        "still crossing at the next look"
+    );
+    shared.latency_over.store(0, Ordering::SeqCst);
+    assert_eq!(agent.crossed(), None);
+}
