@@ -7,6 +7,7 @@
 use crate::access::{self, Peer, Place, Policy, Rule};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::{Kernel, SchedParams};
+use cpushield_rt::reserve::ReserveDir;
 use cpushield_shield::placement;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -95,11 +96,13 @@ fn groups_of(kernel: &dyn Kernel, pid: i32, gid: u32) -> Vec<u32> {
 }
 
 /// Answers one request line from `peer`: `ok: ...` or `refused: ...`, one
-/// line. `held` tells whether the process is still the one checked (a pidfd
-/// on the real kernel).
+/// line. `hold` opens a handle that tells whether the process is still the
+/// one checked (a pidfd on the real kernel). CPUs another process reserved
+/// (`run --reserve`) are refused as `run` refuses them.
 pub fn answer(
     kernel: &dyn Kernel,
     rules: &[Rule],
+    reserves: &ReserveDir,
     peer: &Peer,
     line: &str,
     hold: &dyn Fn(i32) -> io::Result<Box<dyn Fn() -> bool>>,
@@ -126,6 +129,9 @@ pub fn answer(
         Ok(r) => r.clone(),
         Err(e) => return e,
     };
+    if let Err(e) = reserves.check(&cpus, pid) {
+        return format!("refused: {e}");
+    }
     match place(kernel, pid, &cpus, &req) {
         Ok(_) if !held() => format!("refused: process {pid} exited while it was placed"),
         Ok(n) => format!(
@@ -174,10 +180,17 @@ fn serve_one(kernel: &dyn Kernel, rules: &[Rule], stream: UnixStream) -> Option<
     let mut line = String::new();
     let mut reader = BufReader::new((&stream).take(access::MAX_REQUEST as u64));
     let reply = match reader.read_line(&mut line) {
-        Ok(_) if line.ends_with('\n') => answer(kernel, rules, &peer, &line, &|pid| {
-            let fd = Pidfd::open(pid)?;
-            Ok(Box::new(move || !fd.exited()))
-        }),
+        Ok(_) if line.ends_with('\n') => answer(
+            kernel,
+            rules,
+            &ReserveDir::from_env(),
+            &peer,
+            &line,
+            &|pid| {
+                let fd = Pidfd::open(pid)?;
+                Ok(Box::new(move || !fd.exited()))
+            },
+        ),
         _ => format!(
             "refused: a request is one line of at most {} bytes",
             access::MAX_REQUEST

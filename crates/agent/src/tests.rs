@@ -153,10 +153,12 @@ fn the_socket_places_the_callers_own_process_and_refuses_anything_else() {
         uid: 1000,
         groups: vec![900],
     };
+    let reserves = cpushield_rt::reserve::ReserveDir::new(_dir.path().join("reserve"));
     let ask = |pid: i32, cpus: &str, prio: u32| {
         socket::answer(
             &k,
             &rules(),
+            &reserves,
             &peer,
             &format!(
                 r#"{{"place":{{"pid":{pid},"cpus":"{cpus}","policy":"fifo","priority":{prio}}}}}"#
@@ -191,11 +193,17 @@ fn the_socket_places_the_callers_own_process_and_refuses_anything_else() {
     let e = socket::answer(
         &k,
         &rules(),
+        &reserves,
         &outsider,
         r#"{"place":{"pid":0,"cpus":"1","policy":"rr","priority":1}}"#,
         &held,
     );
     assert!(e.contains("none of the groups"), "{e}");
+    // A CPU another process reserved (`run --reserve`) is refused as `run` refuses it.
+    let holder = cpushield_rt::reserve::Holder::of_pid(std::process::id() as i32);
+    let _held = reserves.reserve(&cpus("1"), &holder).unwrap();
+    let e = ask(41, "1", 5);
+    assert!(e.starts_with("refused: CPU 1 is reserved by"), "{e}");
 }
 
 const ROOT: &str = "/sys/fs/cgroup/cpuset";
