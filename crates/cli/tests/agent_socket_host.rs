@@ -4,7 +4,8 @@
 //! and the shell runs on CPU 1 under SCHED_FIFO 10 in the shield's cpuset;
 //! another CPU, a priority above the grant, another user's PID and a user
 //! outside the group are each refused with one line naming the rule, and any
-//! other request on the socket is refused.
+//! other request on the socket is refused. A member's running process placed
+//! by `--pid` gets its policy back from the shield's journal at reset.
 
 mod support;
 
@@ -56,7 +57,18 @@ for req in '{"reset":{}}' 'shield --all 1' '{"place":{"pid":0,"cpus":"1","policy
 done
 grep -q "uid [0-9]* pid [0-9]*: ok: placed" "$LOG" || fail "no placement logged: $(cat $LOG)"
 grep -q "refused: priority 60" "$LOG" || fail "no refusal logged: $(cat $LOG)"
+# The member's own running process, by --pid: placed, its old policy in
+# the shield's journal, so the reset on the agent's stop gives it back.
+mkdir -m 777 "$DIR/u"
+as "$MEMBER" sh -c 'sleep 30 & echo $! > "$0/sleep.pid"' "$DIR/u"
+SL=$(cat "$DIR/u/sleep.pid")
+out=$(as "$MEMBER" $CS run --pid $SL --cpus 1 --rr 5 2>&1)
+echo "$out" | grep -q "^cpushield: agent: ok: placed process $SL" || fail "--pid not placed: $out"
+chrt -p $SL | grep -q 'SCHED_RR' || fail "--pid not SCHED_RR: $(chrt -p $SL)"
+grep -qP '^Cpus_allowed_list:\s+1$' /proc/$SL/status || fail "--pid not on CPU 1: $(grep Cpus_allowed_list /proc/$SL/status)"
 kill -TERM $AGENT; wait $AGENT; rc=$?
+chrt -p $SL | grep -q 'SCHED_OTHER' || fail "reset did not give the policy back: $(chrt -p $SL)"
+kill $SL
 [ $rc = 0 ] || fail "agent exit $rc: $(cat $LOG)"
 [ -e "$SOCK" ] && fail "socket left behind"
 echo "agent log:"; cat "$LOG"
@@ -122,6 +134,7 @@ fn a_group_member_places_its_own_process_through_the_agent_and_everything_else_i
         .env("CFG", dir.path().join("cpushield.toml"))
         .env("LOG", dir.path().join("agent.log"))
         .env("SOCK", dir.path().join("agent.sock"))
+        .env("DIR", dir.path())
         .env("GRP", &users.group)
         .env("MEMBER", &users.member)
         .env("OUTSIDER", &users.outsider)
