@@ -40,7 +40,7 @@ pub struct AgentArgs {
     /// (a temporary file renamed over it at every look).
     #[arg(long, value_name = "PATH")]
     textfile: Option<PathBuf>,
-    /// Run check's analysis every N looks (default 10).
+    /// Run check's analysis every N looks.
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     check_every: u32,
     /// Benchmark hook: N looks back to back, no sleep and no server, printing
