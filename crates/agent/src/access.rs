@@ -289,6 +289,34 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Whatever a caller writes, the parser answers without panicking,
+        /// and what it accepts is a well-formed placement.
+        #[test]
+        fn any_request_line_is_answered_and_only_well_formed_places_pass(
+            line in "\\PC{0,200}",
+            pid in -5i32..100_000,
+            cpus in "[0-9,\\-]{0,8}",
+            policy in "(fifo|rr|other|deadline|FIFO)",
+            priority in 0u32..200,
+        ) {
+            let _ = parse_request(&line);
+            let json = format!(r#"{{"place":{{"pid":{pid},"cpus":"{cpus}","policy":"{policy}","priority":{priority}}}}}"#);
+            match parse_request(&json) {
+                Ok((p, set)) => {
+                    proptest::prop_assert!(p.pid >= 0 && !set.is_empty());
+                    match p.policy {
+                        Policy::Other => proptest::prop_assert_eq!(p.priority, 0),
+                        _ => proptest::prop_assert!((1..=99).contains(&p.priority)),
+                    }
+                }
+                Err(e) => {
+                    proptest::prop_assert!(e.starts_with("refused: ") && !e.contains('\n'));
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_set_uid_process_belongs_to_nobody() {
         let plain = "Name:\tx\nUid:\t1000\t1000\t1000\t1000\nGroups:\t27 900 \n";
