@@ -1,8 +1,8 @@
-//! Drift detection: which IRQs moved onto a shielded CPU since the last look.
-//! Pure: it sees only what was read.
+//! Drift detection: which IRQs and tasks moved onto a shielded CPU, and which
+//! CPUs came online, since the last look. Pure: it sees only what was read.
 
 use cpushield_cpuset::CpuSet;
-use cpushield_shield::snapshot::IrqInfo;
+use cpushield_shield::snapshot::{IrqInfo, TaskInfo, SHIELD_CGROUP};
 use std::collections::BTreeMap;
 
 /// Why the agent corrected the shield.
@@ -14,6 +14,15 @@ pub enum Cause {
     IrqRewritten,
     /// At the agent's start, an IRQ already had a shielded CPU in its mask.
     IrqAtStart,
+    /// A CPU came online: the housekeeping cpuset and the masks must include it.
+    CpuOnline,
+    /// A task outside the shield had its affinity widened onto a shielded CPU.
+    TaskWidened,
+    /// A task that was not there at the last look runs outside the shield
+    /// with a shielded CPU in its affinity.
+    TaskNew,
+    /// At the agent's start, a task outside the shield had a shielded CPU.
+    TaskAtStart,
 }
 
 impl Cause {
@@ -23,6 +32,10 @@ impl Cause {
             Cause::IrqNew => "irq_new",
             Cause::IrqRewritten => "irq_rewritten",
             Cause::IrqAtStart => "irq_at_start",
+            Cause::CpuOnline => "cpu_online",
+            Cause::TaskWidened => "task_widened",
+            Cause::TaskNew => "task_new",
+            Cause::TaskAtStart => "task_at_start",
         }
     }
 
@@ -32,6 +45,10 @@ impl Cause {
             Cause::IrqNew => "a new IRQ appeared with a shielded CPU in its mask",
             Cause::IrqRewritten => "its mask was rewritten onto a shielded CPU behind the shield's back (irqbalance or a user)",
             Cause::IrqAtStart => "its mask held a shielded CPU when the agent started",
+            Cause::CpuOnline => "a CPU came online (the shield's cpusets and masks must include it)",
+            Cause::TaskWidened => "its affinity was widened onto a shielded CPU behind the shield's back (taskset, a library, a container runtime)",
+            Cause::TaskNew => "a new task outside the shield has a shielded CPU in its affinity",
+            Cause::TaskAtStart => "it ran outside the shield with a shielded CPU in its affinity when the agent started",
         }
     }
 }
@@ -100,5 +117,102 @@ impl Watch {
     /// Remembers `irqs` as seen (after a correction, the masks it wrote).
     pub fn remember(&mut self, irqs: &[IrqInfo]) {
         self.seen = Some(irqs.iter().map(|i| (i.irq, i.mask_text.clone())).collect());
+    }
+}
+
+/// One task outside the shield found with a shielded CPU in its affinity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskDrift {
+    /// Thread ID.
+    pub tid: i32,
+    /// Command name.
+    pub comm: String,
+    /// Its affinity as found.
+    pub affinity: CpuSet,
+    /// The shielded CPUs it reaches.
+    pub on: CpuSet,
+    /// Why it counts as drift.
+    pub cause: Cause,
+}
+
+/// Whether a task belongs on shielded CPUs: it is in the shield's cgroup
+/// (placed by `run`, the agent's socket, or Brosky's rule) or the kernel
+/// binds it to its CPU (per-CPU kernel thread).
+fn belongs_on_shield(task: &TaskInfo) -> bool {
+    task.pinned_by_kernel
+        || task.cgroup.trim_start_matches('/').split('/').next() == Some(SHIELD_CGROUP)
+}
+
+/// The task affinities seen at the last look, by (tid, start time).
+#[derive(Debug, Default, Clone)]
+pub struct TaskWatch {
+    seen: Option<BTreeMap<(i32, u64), CpuSet>>,
+}
+
+impl TaskWatch {
+    /// A watch that has not looked yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Compares `tasks` with the last look and remembers them. A task outside
+    /// the shield (see the shield's cgroup; per-CPU kernel threads excepted)
+    /// is drift when its affinity reaches a CPU of `shielded` and it is new,
+    /// its affinity changed, or this is the first look.
+    pub fn observe(&mut self, tasks: &[TaskInfo], shielded: &CpuSet) -> Vec<TaskDrift> {
+        let mut out = Vec::new();
+        for t in tasks {
+            let on = t.affinity.intersection(shielded);
+            if on.is_empty() || belongs_on_shield(t) {
+                continue;
+            }
+            let cause = match &self.seen {
+                None => Some(Cause::TaskAtStart),
+                Some(seen) => match seen.get(&(t.tid, t.starttime)) {
+                    None => Some(Cause::TaskNew),
+                    Some(a) if *a != t.affinity => Some(Cause::TaskWidened),
+                    Some(_) => None,
+                },
+            };
+            if let Some(cause) = cause {
+                out.push(TaskDrift {
+                    tid: t.tid,
+                    comm: t.comm.clone(),
+                    affinity: t.affinity.clone(),
+                    on,
+                    cause,
+                });
+            }
+        }
+        self.remember(tasks);
+        out
+    }
+
+    /// Remembers `tasks` as seen (after a correction, the affinities it set).
+    pub fn remember(&mut self, tasks: &[TaskInfo]) {
+        self.seen = Some(
+            tasks
+                .iter()
+                .map(|t| ((t.tid, t.starttime), t.affinity.clone()))
+                .collect(),
+        );
+    }
+}
+
+/// The online CPUs seen at the last look.
+#[derive(Debug, Default, Clone)]
+pub struct OnlineWatch {
+    seen: Option<CpuSet>,
+}
+
+impl OnlineWatch {
+    /// The CPUs that came online since the last look (none at the first).
+    pub fn observe(&mut self, online: &CpuSet) -> CpuSet {
+        let came = match &self.seen {
+            Some(seen) => online.difference(seen),
+            None => CpuSet::default(),
+        };
+        self.seen = Some(online.clone());
+        came
     }
 }

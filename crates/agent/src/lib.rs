@@ -6,19 +6,27 @@
 //! whose mask moved onto a shielded CPU (irqbalance, a new device) is drift:
 //! the agent re-applies the shield through `cpushield_shield::shield_in`, the
 //! same code path, state and journal as `cpushield shield`, so `reset` stays
-//! exact, and logs one line per IRQ with the cause.
+//! exact, and logs one line per IRQ with the cause. The same holds for a CPU
+//! that comes online and for a task outside the shield whose affinity was
+//! widened onto a shielded CPU (the re-applied shield keeps the widened mask
+//! as the task's request, Brosky's rule, and sets it back to housekeeping).
 
+pub mod access;
 pub mod drift;
+pub mod findings;
 pub mod metrics;
+pub mod probe;
 pub mod sample;
 pub mod server;
+pub mod socket;
 pub mod status;
 
 use cpushield_kernel::Kernel;
 use cpushield_shield::state::{self, StateStore};
 use cpushield_shield::{snapshot, Options, ShieldMasks};
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -42,6 +50,35 @@ pub struct Settings {
     pub on_stop: OnStop,
     /// Shield options (root).
     pub options: Options,
+    /// Run check's analysis every this many looks.
+    pub check_every: u32,
+    /// The low-duty latency probe, if the config names a CPU.
+    pub probe: Option<probe::ProbeSettings>,
+    /// `--on-threshold CMD`: run (by `sh -c`) once when the latency exceeds
+    /// the limit or a finding breaks the shield; again only after it cleared.
+    pub on_threshold: Option<String>,
+    /// `--textfile PATH`: node_exporter textfile, rewritten every look.
+    pub textfile: Option<PathBuf>,
+    /// Hidden `--fast-forward N`: N looks without sleeping, printing the
+    /// resident memory after one minute's worth and after all of them.
+    pub fast_forward: Option<u64>,
+}
+
+impl Settings {
+    /// Defaults: 1 s looks, forever, shield kept, no probe, no hooks.
+    pub fn new(options: Options) -> Self {
+        Self {
+            interval: Duration::from_secs(1),
+            once: false,
+            on_stop: OnStop::Keep,
+            options,
+            check_every: 10,
+            probe: None,
+            on_threshold: None,
+            textfile: None,
+            fast_forward: None,
+        }
+    }
 }
 
 /// The state shared between the loop and the HTTP server.
@@ -50,6 +87,8 @@ pub struct Shared {
     pub metrics: Mutex<metrics::Metrics>,
     /// The `/status` conditions.
     pub conditions: Mutex<status::Conditions>,
+    /// The worst probe latency (ns) of the last burst when above the limit; 0: none.
+    pub latency_over: AtomicU64,
 }
 
 impl Shared {
@@ -58,6 +97,7 @@ impl Shared {
         Arc::new(Self {
             metrics: Mutex::new(metrics::Metrics::new(version, cpushield_kernel::user_hz())),
             conditions: Mutex::new(status::Conditions::default()),
+            latency_over: AtomicU64::new(0),
         })
     }
 }
@@ -67,8 +107,13 @@ pub struct Agent<'a> {
     kernel: &'a dyn Kernel,
     store: &'a dyn StateStore,
     watch: drift::Watch,
+    tasks: drift::TaskWatch,
+    online: drift::OnlineWatch,
     shared: Arc<Shared>,
     options: Options,
+    checker: findings::Checker,
+    /// The first finding of the last analysis that breaks the shield.
+    breaks: Option<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -87,27 +132,79 @@ impl<'a> Agent<'a> {
             kernel,
             store,
             watch: drift::Watch::new(),
+            tasks: drift::TaskWatch::new(),
+            online: drift::OnlineWatch::default(),
             shared,
             options,
+            checker: findings::Checker::new(10),
+            breaks: None,
         }
+    }
+
+    /// Runs check's analysis every `every` looks.
+    pub fn check_every(mut self, every: u32) -> Self {
+        self.checker = findings::Checker::new(every);
+        self
+    }
+
+    /// What crosses a limit now: the latency above it, or a finding that
+    /// breaks the shield (one line), if any.
+    pub fn crossed(&self) -> Option<String> {
+        let over = self.shared.latency_over.load(Ordering::SeqCst);
+        if over > 0 {
+            return Some(format!(
+                "the probe saw a latency of {} us, above the limit",
+                over / 1000
+            ));
+        }
+        self.breaks
+            .as_ref()
+            .map(|t| format!("a finding breaks the shield: {t}"))
     }
 
     /// One look: correct drift, update metrics and conditions. Returns the
     /// log lines (one per correction, and one per failure).
     pub fn tick(&mut self) -> io::Result<Vec<String>> {
         let mut log = Vec::new();
-        let masks = state::load_from(self.store)?
-            .map(|l| l.state.masks)
-            .unwrap_or_default();
+        let loaded = state::load_from(self.store)?.map(|l| l.state);
+        let masks = loaded.as_ref().map(|s| s.masks.clone()).unwrap_or_default();
         let online = cpushield_kernel::online_cpus(self.kernel)?;
+        let came_online = self.online.observe(&online);
         let shielded_irqs = masks.irqs.intersection(&online);
+        let shielded_procs = masks.procs.intersection(&online);
         let irqs = snapshot::read_irqs(self.kernel);
         let drifts = self.watch.observe(&irqs, &shielded_irqs);
+        let tasks = match &loaded {
+            Some(s) if !shielded_procs.is_empty() => snapshot::read_tasks(self.kernel, &s.layout)
+                .unwrap_or_else(|e| {
+                    log.push(format!("reading the tasks failed: {e}"));
+                    Vec::new()
+                }),
+            _ => Vec::new(),
+        };
+        let task_drifts = self.tasks.observe(&tasks, &shielded_procs);
         let now = status::now();
         let mut corrected = None;
-        if !drifts.is_empty() && !masks.is_empty() {
+        let drifted = !drifts.is_empty() || !task_drifts.is_empty() || !came_online.is_empty();
+        if drifted && !masks.is_empty() {
             let result = cpushield_shield::shield_in(self.kernel, self.store, &masks, self.options);
             let after = snapshot::read_irqs(self.kernel);
+            let outcome = |what: String| match &result {
+                Ok(_) => format!("re-applied the shield, {what}"),
+                Err(e) => format!("re-applying the shield failed: {e}"),
+            };
+            if !came_online.is_empty() {
+                let cause = drift::Cause::CpuOnline;
+                log.push(format!(
+                    "correction: CPU {} came online: {} [cause {}]; {}",
+                    came_online.to_list(),
+                    cause.describe(),
+                    cause.label(),
+                    outcome(format!("online CPUs now {}", online.to_list()))
+                ));
+                lock(&self.shared.metrics).correction(cause.label());
+                corrected.get_or_insert(cause.label());
+            }
             for d in &drifts {
                 let now_text = after
                     .iter()
@@ -126,10 +223,6 @@ impl<'a> Agent<'a> {
                     ));
                     continue;
                 }
-                let outcome = match &result {
-                    Ok(_) => format!("re-applied the shield, mask now {now_text}"),
-                    Err(e) => format!("re-applying the shield failed: {e}"),
-                };
                 log.push(format!(
                     "correction: IRQ {} ({}) mask {} reached shielded CPU {}: {} [cause {}]; {}",
                     d.irq,
@@ -138,15 +231,61 @@ impl<'a> Agent<'a> {
                     d.on.to_list(),
                     d.cause.describe(),
                     d.cause.label(),
-                    outcome
+                    outcome(format!("mask now {now_text}"))
                 ));
                 lock(&self.shared.metrics).correction(d.cause.label());
                 corrected.get_or_insert(d.cause.label());
             }
             // What the shield wrote (or could not change) is the new baseline.
             self.watch.remember(&after);
+            if !task_drifts.is_empty() {
+                let layout = loaded.as_ref().map(|s| s.layout.clone());
+                let tasks_after = layout
+                    .and_then(|l| snapshot::read_tasks(self.kernel, &l).ok())
+                    .unwrap_or_default();
+                for d in &task_drifts {
+                    let now_aff = tasks_after
+                        .iter()
+                        .find(|t| t.tid == d.tid)
+                        .map(|t| t.affinity.clone());
+                    let Some(now_aff) = now_aff else { continue };
+                    if result.is_ok() && now_aff == d.affinity {
+                        log.push(format!(
+                            "task {} ({}) stays on shielded CPU {}: the shield cannot move it (it asked for shielded CPUs only, or the kernel keeps it there)",
+                            d.tid,
+                            d.comm,
+                            d.on.to_list()
+                        ));
+                        continue;
+                    }
+                    log.push(format!(
+                        "correction: task {} ({}) affinity {} reached shielded CPU {}: {} [cause {}]; {}",
+                        d.tid,
+                        d.comm,
+                        d.affinity.to_list(),
+                        d.on.to_list(),
+                        d.cause.describe(),
+                        d.cause.label(),
+                        outcome(format!(
+                            "affinity now {} (the widened mask is kept as its request, Brosky's rule)",
+                            now_aff.to_list()
+                        ))
+                    ));
+                    lock(&self.shared.metrics).correction(d.cause.label());
+                    corrected.get_or_insert(d.cause.label());
+                }
+                self.tasks.remember(&tasks_after);
+            }
         }
-        let sample = sample::read(self.kernel, &masks.any().intersection(&online));
+        let watched = masks.any().intersection(&online);
+        if let Some(outcome) = self.checker.look(self.kernel, &watched) {
+            lock(&self.shared.metrics)
+                .set_findings(outcome.counts.iter().map(|(s, n)| (severity_label(*s), *n)));
+            self.breaks = outcome.breaks;
+        } else if watched.is_empty() {
+            self.breaks = None;
+        }
+        let sample = sample::read(self.kernel, &watched);
         {
             let mut m = lock(&self.shared.metrics);
             m.set_shield(&masks);
@@ -187,6 +326,85 @@ impl<'a> Agent<'a> {
     }
 }
 
+fn severity_label(s: cpushield_check::Severity) -> &'static str {
+    match s {
+        cpushield_check::Severity::Info => "info",
+        cpushield_check::Severity::Warn => "warn",
+        cpushield_check::Severity::BreaksShield => "breaks-shield",
+    }
+}
+
+/// `--on-threshold`: runs the command once per crossing (a crossing ends
+/// when a look finds nothing over the limit).
+#[derive(Debug, Default)]
+pub struct OnThreshold {
+    command: Option<String>,
+    firing: bool,
+}
+
+impl OnThreshold {
+    /// Runs `command` (from the command line only) on crossings.
+    pub fn new(command: Option<String>) -> Self {
+        Self {
+            command,
+            firing: false,
+        }
+    }
+
+    /// Sees what crossed now; starts the command (`sh -c`, reason in
+    /// `CPUSHIELD_REASON`) at a new crossing. Returns the log line.
+    pub fn see(&mut self, crossed: Option<String>) -> Option<String> {
+        let Some(why) = crossed else {
+            self.firing = false;
+            return None;
+        };
+        if self.firing {
+            return None;
+        }
+        self.firing = true;
+        let command = self.command.as_ref()?;
+        let started = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(command)
+            .env("CPUSHIELD_REASON", &why)
+            .stdin(std::process::Stdio::null())
+            .spawn();
+        Some(match started {
+            Ok(mut child) => {
+                let pid = child.id();
+                // Reap it without waiting here.
+                std::thread::spawn(move || child.wait());
+                format!("threshold crossed ({why}): started --on-threshold command, pid {pid}")
+            }
+            Err(e) => {
+                format!("threshold crossed ({why}): --on-threshold command failed to start: {e}")
+            }
+        })
+    }
+}
+
+/// Writes the node_exporter textfile: a temporary file beside `path`, then
+/// a rename, so the collector never reads half a file.
+pub fn write_textfile(path: &std::path::Path, text: &str) -> io::Result<()> {
+    let tmp = path.with_extension(format!("prom.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+/// The resident memory of this process in kB (/proc/self/status VmRSS).
+pub fn rss_kb(kernel: &dyn Kernel) -> Option<u64> {
+    let status = kernel
+        .read(std::path::Path::new("/proc/self/status"))
+        .ok()?;
+    cpushield_parse::pid_status::field(&status, "VmRSS")?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 fn describe(masks: &ShieldMasks) -> String {
     if masks.is_empty() {
         return "no shield is in force".into();
@@ -214,8 +432,22 @@ pub fn run(
     settings: &Settings,
     stop: &AtomicBool,
 ) -> io::Result<()> {
-    let mut agent = Agent::new(kernel, store, shared, settings.options);
-    loop {
+    let mut agent = Agent::new(kernel, store, Arc::clone(&shared), settings.options)
+        .check_every(settings.check_every);
+    if let Some(n) = settings.fast_forward {
+        return fast_forward(&mut agent, &shared, settings, kernel, n);
+    }
+    let probe_stop = Arc::new(AtomicBool::new(false));
+    let probe = match (settings.probe, settings.once) {
+        (Some(p), false) => Some(probe::spawn(
+            p,
+            Arc::clone(&shared),
+            Arc::clone(&probe_stop),
+        )),
+        _ => None,
+    };
+    let mut hook = OnThreshold::new(settings.on_threshold.clone());
+    let result = (|| loop {
         match agent.tick() {
             Ok(lines) => {
                 for line in lines {
@@ -227,22 +459,76 @@ pub fn run(
             Err(e) if !settings.once => println!("cpushield agent: look failed: {e}"),
             Err(e) => return Err(e),
         }
+        if let Some(line) = hook.see(agent.crossed()) {
+            println!("cpushield agent: {line}");
+        }
+        if let Some(path) = &settings.textfile {
+            let text = lock(&shared.metrics).render_textfile();
+            if let Err(e) = write_textfile(path, &text) {
+                println!(
+                    "cpushield agent: writing the textfile {} failed: {e}",
+                    path.display()
+                );
+            }
+        }
         if settings.once {
-            break;
+            return Ok(());
         }
         let next = Instant::now() + settings.interval;
         while Instant::now() < next && !stop.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(50).min(settings.interval));
         }
         if stop.load(Ordering::SeqCst) {
-            break;
+            return Ok(());
         }
+    })();
+    // The probe leaves the shield's cpuset before any reset.
+    probe_stop.store(true, Ordering::SeqCst);
+    if let Some(p) = probe {
+        let _ = p.join();
     }
+    result?;
     if !settings.once && settings.on_stop == OnStop::Reset {
         cpushield_shield::reset_in(kernel, store, settings.options).map_err(io::Error::other)?;
         println!("cpushield agent: stopped; shield reset (on_stop = \"reset\")");
     } else if !settings.once {
         println!("cpushield agent: stopped; shield left up (on_stop = \"keep\")");
+    }
+    Ok(())
+}
+
+/// `--fast-forward N`: N looks back to back (each one a scrape and, if set,
+/// a textfile write too), the resident memory printed after one minute's
+/// worth of looks at the interval and after all N.
+fn fast_forward(
+    agent: &mut Agent<'_>,
+    shared: &Shared,
+    settings: &Settings,
+    kernel: &dyn Kernel,
+    n: u64,
+) -> io::Result<()> {
+    let per_minute = (60_000 / settings.interval.as_millis().max(1) as u64).max(1);
+    let worth = |i: u64| {
+        humantime::format_duration(Duration::from_secs(
+            (settings.interval.as_millis() as u64 * i) / 1000,
+        ))
+    };
+    let mut lines = 0usize;
+    for i in 1..=n {
+        lines += agent.tick().map(|l| l.len()).unwrap_or(1);
+        let text = lock(&shared.metrics).render();
+        if let Some(path) = &settings.textfile {
+            write_textfile(path, &metrics::to_textfile(&text))?;
+        }
+        if i == per_minute || i == n {
+            println!(
+                "cpushield agent: fast-forward: {i} looks ({} at {}): RSS {} kB, {} log lines",
+                worth(i),
+                humantime::format_duration(settings.interval),
+                rss_kb(kernel).unwrap_or(0),
+                lines
+            );
+        }
     }
     Ok(())
 }

@@ -7,6 +7,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 use std::sync::atomic::AtomicU64;
 
@@ -20,6 +21,9 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
         .collect()
 }
 
+/// The latency histograms, one per CPU, each with the classic buckets.
+type LatencyFamily = Family<Labels, Histogram, fn() -> Histogram>;
+
 /// Every metric the agent serves, and the registry that encodes them.
 pub struct Metrics {
     registry: Registry,
@@ -28,6 +32,8 @@ pub struct Metrics {
     steal: Family<Labels, Counter<f64, AtomicU64>>,
     shield_cpus: Family<Labels, Gauge>,
     corrections: Family<Labels, Counter>,
+    findings: Family<Labels, Gauge>,
+    latency: Option<LatencyFamily>,
     last: Option<Sample>,
     user_hz: f64,
 }
@@ -68,6 +74,12 @@ impl Metrics {
             "Times the agent re-applied the shield, per cause",
             corrections.clone(),
         );
+        let findings = Family::<Labels, Gauge>::default();
+        registry.register(
+            "check_findings",
+            "Findings of the last periodic check of the shielded CPUs, per severity (info, warn, breaks-shield)",
+            findings.clone(),
+        );
         let build_info = Family::<Labels, Gauge>::default();
         build_info
             .get_or_create(&labels(&[("version", version)]))
@@ -80,6 +92,8 @@ impl Metrics {
             steal,
             shield_cpus,
             corrections,
+            findings,
+            latency: None,
             last: None,
             user_hz: user_hz.max(1) as f64,
         }
@@ -95,6 +109,44 @@ impl Metrics {
             self.shield_cpus
                 .get_or_create(&labels(&[("kind", kind)]))
                 .set(set.len() as i64);
+        }
+    }
+
+    /// Registers `cpushield_latency_seconds` (classic buckets, 5 us to 10 ms)
+    /// for the latency probe; once.
+    pub fn enable_latency(&mut self) {
+        if self.latency.is_some() {
+            return;
+        }
+        fn classic() -> Histogram {
+            Histogram::new([
+                5e-6, 10e-6, 20e-6, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3,
+            ])
+        }
+        let family = LatencyFamily::new_with_constructor(classic);
+        self.registry.register_with_unit(
+            "latency",
+            "Timer wake-up latency of the agent's low-duty probe on a shielded CPU",
+            Unit::Seconds,
+            family.clone(),
+        );
+        self.latency = Some(family);
+    }
+
+    /// Records one wake-up latency of the probe on `cpu`, in seconds.
+    pub fn observe_latency(&self, cpu: usize, seconds: f64) {
+        if let Some(h) = &self.latency {
+            h.get_or_create(&labels(&[("cpu", &cpu.to_string())]))
+                .observe(seconds);
+        }
+    }
+
+    /// Sets the findings gauge: `(severity, count)` for every severity.
+    pub fn set_findings<'a>(&self, counts: impl IntoIterator<Item = (&'a str, usize)>) {
+        for (severity, n) in counts {
+            self.findings
+                .get_or_create(&labels(&[("severity", severity)]))
+                .set(n as i64);
         }
     }
 
@@ -147,6 +199,42 @@ impl Metrics {
         encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
     }
+
+    /// The same metrics in the Prometheus text format that node_exporter's
+    /// textfile collector reads (no `# EOF` or `# UNIT`; each counter's
+    /// `# TYPE` and `# HELP` name its `_total` series).
+    pub fn render_textfile(&self) -> String {
+        to_textfile(&self.render())
+    }
+}
+
+/// Converts the OpenMetrics exposition to the Prometheus text format.
+pub fn to_textfile(open_metrics: &str) -> String {
+    let counters: Vec<String> = open_metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .map(str::to_string)
+        .collect();
+    let mut out = String::new();
+    for line in open_metrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let mut line = line.to_string();
+        for prefix in ["# TYPE ", "# HELP "] {
+            if let Some(rest) = line.strip_prefix(prefix) {
+                if let Some((name, tail)) = rest.split_once(' ') {
+                    if counters.iter().any(|c| c == name) {
+                        line = format!("{prefix}{name}_total {tail}");
+                    }
+                }
+            }
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]
@@ -180,6 +268,45 @@ mod tests {
         ] {
             assert!(text.contains(want), "missing {want} in:\n{text}");
         }
+    }
+
+    #[test]
+    fn findings_and_latency_are_served_with_classic_buckets() {
+        let mut m = Metrics::new("0", 100);
+        assert!(!m.render().contains("cpushield_latency_seconds"));
+        m.enable_latency();
+        m.observe_latency(1, 30e-6);
+        m.set_findings([("info", 2), ("warn", 0), ("breaks-shield", 1)]);
+        let text = m.render();
+        for want in [
+            "# TYPE cpushield_latency_seconds histogram",
+            "cpushield_latency_seconds_bucket{le=\"0.00002\",cpu=\"1\"} 0",
+            "cpushield_latency_seconds_bucket{le=\"0.00005\",cpu=\"1\"} 1",
+            "cpushield_latency_seconds_count{cpu=\"1\"} 1",
+            "cpushield_check_findings{severity=\"breaks-shield\"} 1",
+            "cpushield_check_findings{severity=\"info\"} 2",
+        ] {
+            assert!(text.contains(want), "missing {want} in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn the_textfile_is_prometheus_text_with_total_type_lines() {
+        let m = Metrics::new("0", 100);
+        m.correction("irq_new");
+        let text = m.render_textfile();
+        assert!(
+            !text.contains("# EOF") && !text.contains("# UNIT"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE cpushield_corrections_total counter"),
+            "{text}"
+        );
+        assert!(
+            text.contains("cpushield_corrections_total{cause=\"irq_new\"} 1"),
+            "{text}"
+        );
     }
 
     #[test]

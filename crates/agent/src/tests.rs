@@ -4,6 +4,7 @@ use super::*;
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::FakeKernel;
 use drift::{Cause, Watch};
+use std::io;
 use tiny_http::Method;
 
 fn cpus(list: &str) -> CpuSet {
@@ -107,4 +108,310 @@ fn the_endpoint_serves_only_get_metrics_and_status() {
     assert_eq!(server::respond(&shared, &Method::Post, "/metrics").0, 405);
     assert_eq!(server::respond(&shared, &Method::Get, "/").0, 404);
     assert_eq!(server::respond(&shared, &Method::Get, "/reset").0, 404);
+}
+
+/// A caller (pid 40, uid 1000, in group 900) with a process of its own (41)
+/// and root's (1); no shield is up (an empty state directory).
+fn placement_fake() -> (FakeKernel, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    // The shield's state lives in this test's own directory, never /run/cpushield.
+    std::env::set_var("CPUSHIELD_STATE_DIR", dir.path());
+    let k = FakeKernel::new();
+    for (pid, uid) in [(40, 1000), (41, 1000), (1, 0)] {
+        k.set_file(
+            format!("/proc/{pid}/status"),
+            format!("Name:\tx\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\nGroups:\t900 \n"),
+        );
+        k.add_dir(format!("/proc/{pid}/task/{pid}"));
+        k.set_file(
+            format!("/proc/{pid}/task/{pid}/stat"),
+            format!("{pid} (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0"),
+        );
+        k.set_thread_affinity(pid, cpus("0-1"));
+    }
+    (k, dir)
+}
+
+fn rules() -> Vec<access::Rule> {
+    vec![access::Rule {
+        group: "rt".into(),
+        gid: 900,
+        cpus: cpus("1"),
+        max_priority: 50,
+    }]
+}
+
+fn held(_: i32) -> io::Result<Box<dyn Fn() -> bool>> {
+    Ok(Box::new(|| true))
+}
+
+#[test]
+fn the_socket_places_the_callers_own_process_and_refuses_anything_else() {
+    let (k, _dir) = placement_fake();
+    let peer = access::Peer {
+        pid: 40,
+        uid: 1000,
+        groups: vec![900],
+    };
+    let reserves = cpushield_rt::reserve::ReserveDir::new(_dir.path().join("reserve"));
+    let ask = |pid: i32, cpus: &str, prio: u32| {
+        socket::answer(
+            &k,
+            &rules(),
+            &reserves,
+            &peer,
+            &format!(
+                r#"{{"place":{{"pid":{pid},"cpus":"{cpus}","policy":"fifo","priority":{prio}}}}}"#
+            ),
+            &held,
+        )
+    };
+    let ok = ask(0, "1", 50);
+    assert!(
+        ok.starts_with("ok: placed process 40 (1 thread) on CPU 1 with fifo 50"),
+        "{ok}"
+    );
+    assert_eq!(k.affinities()[&40], cpus("1"));
+    assert_eq!(k.scheds()[&40].policy, libc::SCHED_FIFO as u32);
+    assert_eq!(k.scheds()[&40].priority, 50);
+    assert!(ask(41, "0", 5).contains("CPU 0 is not granted"));
+    assert!(ask(41, "1", 51).contains("above max_priority 50"));
+    assert!(ask(1, "1", 5).contains("process 1 belongs to uid 0"));
+    assert!(ask(77, "1", 5).contains("there is no process 77"));
+    assert_eq!(
+        k.affinities()[&41],
+        cpus("0-1"),
+        "a refusal changes nothing"
+    );
+    assert_eq!(k.affinities()[&1], cpus("0-1"));
+    assert!(!k.scheds().contains_key(&41) && !k.scheds().contains_key(&1));
+    let outsider = access::Peer {
+        pid: 41,
+        uid: 1000,
+        groups: vec![100],
+    };
+    let e = socket::answer(
+        &k,
+        &rules(),
+        &reserves,
+        &outsider,
+        r#"{"place":{"pid":0,"cpus":"1","policy":"rr","priority":1}}"#,
+        &held,
+    );
+    assert!(e.contains("none of the groups"), "{e}");
+    // A CPU another process reserved (`run --reserve`) is refused as `run` refuses it.
+    let holder = cpushield_rt::reserve::Holder::of_pid(std::process::id() as i32);
+    let _held = reserves.reserve(&cpus("1"), &holder).unwrap();
+    let e = ask(41, "1", 5);
+    assert!(e.starts_with("refused: CPU 1 is reserved by"), "{e}");
+}
+
+const ROOT: &str = "/sys/fs/cgroup/cpuset";
+
+const ROOT_OPTIONS: Options = Options {
+    is_root: true,
+    whole_cores: false,
+};
+
+/// A fake cgroup-v1 machine with CPUs `online` of 0-3, `tasks` (tid,
+/// affinity) in the root cpuset, IRQ 10, and the counters the agent reads.
+fn machine(online: &str, tasks: &[(i32, &str)]) -> FakeKernel {
+    let k = FakeKernel::new();
+    k.set_file("/proc/self/ns/pid", "pid:[4026531836]");
+    k.set_file(
+        "/proc/self/mountinfo",
+        format!("26 25 0:23 / {ROOT} rw - cgroup cgroup rw,cpuset\n"),
+    );
+    k.set_file("/sys/devices/system/cpu/online", format!("{online}\n"));
+    k.set_file("/sys/devices/system/cpu/possible", "0-3\n");
+    for (file, value) in [
+        ("tasks", ""),
+        ("cgroup.procs", ""),
+        ("cpuset.cpus", &format!("{online}\n")),
+        ("cpuset.mems", "0\n"),
+        ("cpuset.cpu_exclusive", "1\n"),
+        ("cpuset.sched_load_balance", "1\n"),
+    ] {
+        k.set_file(format!("{ROOT}/{file}"), value);
+    }
+    let mut all = String::new();
+    for &(tid, aff) in tasks {
+        let base = format!("/proc/{tid}/task/{tid}");
+        k.set_file(
+            format!("{base}/stat"),
+            format!("{tid} (task{tid}) S 1 {tid} {tid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 {} 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n", 1000 + tid),
+        );
+        k.set_file(format!("{base}/cgroup"), "3:cpuset:/\n");
+        k.set_thread_affinity(tid, cpus(aff));
+        all.push_str(&format!("{tid}\n"));
+    }
+    k.set_file(format!("{ROOT}/tasks"), all);
+    k.set_file("/proc/irq/10/smp_affinity", "f\n");
+    k.set_file("/proc/irq/default_smp_affinity", "f\n");
+    k.set_file("/sys/devices/virtual/workqueue/cpumask", "f\n");
+    k.set_file("/proc/sys/kernel/watchdog_cpumask", format!("{online}\n"));
+    k.set_file("/proc/sys/kernel/timer_migration", "1\n");
+    k.set_file("/proc/sys/vm/stat_interval", "1\n");
+    k.set_file(
+        "/proc/interrupts",
+        "     CPU0 CPU1 CPU2 CPU3\n 10: 1 1 1 1 IO-APIC 10-edge eth0\n",
+    );
+    k.set_file(
+        "/proc/softirqs",
+        "   CPU0 CPU1 CPU2 CPU3\n TIMER: 1 2 3 4\n",
+    );
+    k.set_file(
+        "/proc/stat",
+        "cpu 1 1 1 1 1 1 1 1\ncpu0 1 1 1 1 1 1 1 0\ncpu1 1 1 1 1 1 1 1 0\ncpu2 1 1 1 1 1 1 1 0\ncpu3 1 1 1 1 1 1 1 0\n",
+    );
+    k
+}
+
+#[test]
+fn a_task_widened_onto_the_shield_is_set_back_and_its_widened_mask_is_kept_as_its_request() {
+    let k = machine("0-3", &[(100, "0-3"), (101, "1")]);
+    let store = state::MemoryStore::new();
+    cpushield_shield::shield_in(&k, &store, &ShieldMasks::all(&cpus("3")), ROOT_OPTIONS).unwrap();
+    assert_eq!(k.affinities()[&100], cpus("0-2"));
+    let shared = Shared::new("0");
+    let mut agent = Agent::new(&k, &store, Arc::clone(&shared), ROOT_OPTIONS);
+    let first = agent.tick().unwrap();
+    assert!(first.iter().all(|l| !l.contains("task")), "{first:?}");
+    // Behind the shield's back: `taskset -p 0-3 101`.
+    k.set_thread_affinity(101, cpus("0-3"));
+    let log = agent.tick().unwrap();
+    let line = log
+        .iter()
+        .find(|l| l.contains("task 101"))
+        .unwrap_or_else(|| panic!("{log:?}"));
+    assert!(
+        line.starts_with("correction: task 101 (task101) affinity 0-3 reached shielded CPU 3"),
+        "{line}"
+    );
+    assert!(line.contains("[cause task_widened]"), "{line}");
+    assert_eq!(k.affinities()[&101], cpus("0-2"));
+    assert!(lock(&shared.metrics)
+        .render()
+        .contains("cpushield_corrections_total{cause=\"task_widened\"} 1"));
+    // Unchanged since: no second correction.
+    assert!(agent
+        .tick()
+        .unwrap()
+        .iter()
+        .all(|l| !l.contains("task 101")));
+    // Reset gives the task what it asked for last (Brosky's rule), not 1.
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert_eq!(k.affinities()[&101], cpus("0-3"));
+}
+
+#[test]
+fn a_cpu_coming_online_re_applies_the_shield_and_is_logged_with_its_cause() {
+    let k = machine("0-2", &[(100, "0-2")]);
+    let store = state::MemoryStore::new();
+    cpushield_shield::shield_in(&k, &store, &ShieldMasks::all(&cpus("2")), ROOT_OPTIONS).unwrap();
+    let shared = Shared::new("0");
+    let mut agent = Agent::new(&k, &store, Arc::clone(&shared), ROOT_OPTIONS);
+    assert!(agent.tick().unwrap().iter().all(|l| !l.contains("online")));
+    k.set_file("/sys/devices/system/cpu/online", "0-3\n");
+    k.set_file(format!("{ROOT}/cpuset.cpus"), "0-3\n");
+    let log = agent.tick().unwrap();
+    let line = log
+        .iter()
+        .find(|l| l.contains("came online"))
+        .unwrap_or_else(|| panic!("{log:?}"));
+    assert!(line.starts_with("correction: CPU 3 came online"), "{line}");
+    assert!(
+        line.contains("[cause cpu_online]") && line.contains("re-applied the shield"),
+        "{line}"
+    );
+    let system = k
+        .file(format!("{ROOT}/cpushield-system/cpuset.cpus"))
+        .unwrap();
+    assert_eq!(
+        CpuSet::parse_list(system.trim()).unwrap(),
+        cpus("0-1,3"),
+        "{log:?}"
+    );
+    assert!(lock(&shared.metrics)
+        .render()
+        .contains("cpushield_corrections_total{cause=\"cpu_online\"} 1"));
+}
+
+#[test]
+fn tasks_in_the_shield_or_bound_by_the_kernel_are_not_drift_and_a_new_task_outside_is() {
+    let task = |tid: i32, aff: &str, cgroup: &str, pinned: bool| snapshot::TaskInfo {
+        tid,
+        tgid: tid,
+        ppid: 1,
+        comm: format!("t{tid}"),
+        starttime: 5,
+        kthread: pinned,
+        pinned_by_kernel: pinned,
+        affinity: cpus(aff),
+        cgroup: cgroup.into(),
+    };
+    let mut w = drift::TaskWatch::new();
+    let start = [
+        task(1, "0", "/cpushield-system", false),
+        task(2, "1", "/cpushield-shield", false),
+        task(3, "1", "/", true),
+    ];
+    assert!(w.observe(&start, &cpus("1")).is_empty());
+    let mut later = start.to_vec();
+    later.push(task(4, "0-1", "/", false));
+    let d = w.observe(&later, &cpus("1"));
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!((d[0].tid, d[0].cause), (4, Cause::TaskNew));
+}
+
+#[test]
+fn on_threshold_runs_its_command_once_per_crossing_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ran");
+    let mut hook = OnThreshold::new(Some(format!(
+        "echo \"$CPUSHIELD_REASON\" >> {}",
+        out.display()
+    )));
+    assert!(hook.see(None).is_none());
+    let line = hook.see(Some("latency 120 us".into())).unwrap();
+    assert!(
+        line.starts_with("threshold crossed (latency 120 us): started"),
+        "{line}"
+    );
+    assert!(
+        hook.see(Some("latency 130 us".into())).is_none(),
+        "still the same crossing"
+    );
+    assert!(hook.see(None).is_none());
+    assert!(hook.see(Some("finding".into())).is_some(), "a new crossing");
+    for _ in 0..100 {
+        if std::fs::read_to_string(&out).map_or(0, |t| t.lines().count()) == 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The two commands run on their own: either may write first.
+    let text = std::fs::read_to_string(&out).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, ["finding", "latency 120 us"]);
+}
+
+#[test]
+fn a_latency_crossing_lasts_until_a_burst_stays_under_the_limit() {
+    let k = fake();
+    let store = state::MemoryStore::new();
+    let shared = Shared::new("0");
+    let agent = Agent::new(&k, &store, Arc::clone(&shared), Options::default());
+    assert_eq!(agent.crossed(), None);
+    shared.latency_over.store(150_000, Ordering::SeqCst);
+    let why = agent.crossed().unwrap();
+    assert!(why.contains("150 us, above the limit"), "{why}");
+    assert_eq!(
+        agent.crossed().as_deref(),
+        Some(why.as_str()),
+        "still crossing at the next look"
+    );
+    shared.latency_over.store(0, Ordering::SeqCst);
+    assert_eq!(agent.crossed(), None);
 }

@@ -2,7 +2,10 @@
 //! CPU 1 is shielded, an IRQ's mask is rewritten onto CPU 1 behind the
 //! shield's back, the agent corrects it and logs why, a real Prometheus
 //! scrapes the agent and its HTTP API returns the series with the values the
-//! test caused; on SIGTERM the agent resets the shield (`on_stop = "reset"`).
+//! test caused, with the latency probe's histogram and check's findings by
+//! severity; `--on-threshold` runs once the probe exceeds its limit, and the
+//! node_exporter textfile is written; on SIGTERM the agent resets the shield
+//! (`on_stop = "reset"`).
 
 use std::net::TcpListener;
 mod support;
@@ -24,7 +27,7 @@ set -u
 fail() { echo "ASSERT-FAIL $*"; }
 masks() { $CS show --json | grep -E '^  "(procs|irqs|ltmr)":' | tr -d ' \n'; }
 on_cpu1() { [ $(( 0x$(tr -d ',\n' < /proc/irq/$1/smp_affinity) & 2 )) != 0 ]; }
-printf '[shield]\nall = "1"\n[agent]\non_stop = "reset"\n' > "$CFG"
+printf '[shield]\nall = "1"\n[agent]\non_stop = "reset"\nlatency_cpu = 1\nlatency_limit = "1us"\n' > "$CFG"
 $CS apply --config "$CFG" >/dev/null || fail "apply exit $?"
 # An IRQ the shield moved off CPU 1 (a kernel-managed one keeps its mask).
 IRQ=
@@ -33,7 +36,8 @@ for f in /proc/irq/[0-9]*/smp_affinity; do
   on_cpu1 $n || { IRQ=$n; break; }
 done
 [ -n "$IRQ" ] || fail "no IRQ was moved off CPU 1"
-$CS agent --config "$CFG" --listen 127.0.0.1:$PORT --interval 200ms > "$LOG" 2>&1 & AGENT=$!
+$CS agent --config "$CFG" --listen 127.0.0.1:$PORT --interval 200ms --check-every 2 \
+  --textfile "$DIR/cpushield.prom" --on-threshold 'echo "$CPUSHIELD_REASON" > "$DIR/crossed"' > "$LOG" 2>&1 & AGENT=$!
 for i in $(seq 50); do curl -sf http://127.0.0.1:$PORT/metrics >/dev/null && break; sleep 0.1; done
 sleep 0.5
 # Spread it over CPU 1 as irqbalance would. By Brosky's rule the mask written
@@ -49,6 +53,15 @@ m=$(curl -sf http://127.0.0.1:$PORT/metrics)
 echo "$m" | grep -q '^cpushield_corrections_total{cause="irq_rewritten"} [1-9]' || fail "metrics: $m"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST http://127.0.0.1:$PORT/metrics)" = 405 ] || fail "POST not 405"
 [ "$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$PORT/reset)" = 404 ] || fail "/reset not 404"
+# The probe on CPU 1 (a 1us limit no timer meets) and check's findings.
+echo "$m" | grep -qE '^cpushield_latency_seconds_bucket\{le="0.01",cpu="1"\} [1-9]' || fail "no latency histogram: $m"
+for sev in info warn breaks-shield; do
+  echo "$m" | grep -qE "^cpushield_check_findings\{severity=\"$sev\"\} [0-9]+$" || fail "no findings gauge for $sev: $m"
+done
+for i in $(seq 50); do [ -s "$DIR/crossed" ] && break; sleep 0.1; done
+grep -q 'above the limit' "$DIR/crossed" 2>/dev/null || fail "--on-threshold did not run: $(cat $LOG)"
+grep -q '^# TYPE cpushield_corrections_total counter' "$DIR/cpushield.prom" || fail "textfile: $(cat $DIR/cpushield.prom)"
+grep -q '# EOF' "$DIR/cpushield.prom" && fail "the textfile is OpenMetrics, not node_exporter's text format"
 st=$(curl -sf http://127.0.0.1:$PORT/status)
 [ "$(echo "$st" | jq -r '.conditions[] | select(.type=="ShieldUp") | .status')" = True ] || fail "status: $st"
 cat > "$DIR/prometheus.yml" <<EOC
@@ -71,6 +84,10 @@ for i in $(seq 60); do
 done
 [ "$info" = "$VERSION 1" ] || fail "prometheus build_info [$info]: $(tail -5 $DIR/prometheus.log)"
 [ "${corr:-0}" != null ] && [ "${corr%%.*}" -ge 1 ] 2>/dev/null || fail "prometheus corrections [$corr]"
+lat=$(q 'sum(cpushield_latency_seconds_count{cpu="1"})' | jq -r '.data.result[0].value[1]')
+[ "${lat%%.*}" -ge 1 ] 2>/dev/null || fail "prometheus latency histogram [$lat]"
+nsev=$(q 'count(cpushield_check_findings)' | jq -r '.data.result[0].value[1]')
+[ "$nsev" = 3 ] || fail "prometheus findings series [$nsev]"
 up=$(q 'up{job="cpushield"}' | jq -r '.data.result[0].value[1]')
 [ "$up" = 1 ] || fail "prometheus up [$up]"
 kill $PROM; wait $PROM

@@ -21,6 +21,20 @@ use toml::Spanned;
 /// Where `cpushield apply` reads its config unless `--config` names another file.
 pub const DEFAULT_PATH: &str = "/etc/cpushield/cpushield.toml";
 
+/// The agent's socket for unprivileged placement unless `[access] socket` names another.
+pub const DEFAULT_SOCKET: &str = "/run/cpushield/agent.sock";
+
+/// One `[[access.grant]]`, checked: a group, its CPUs and highest priority.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantRule {
+    /// The Unix group name.
+    pub group: String,
+    /// The CPUs its members may use.
+    pub cpus: CpuSet,
+    /// The highest SCHED_FIFO/SCHED_RR priority they may ask for.
+    pub max_priority: u32,
+}
+
 /// The agent's metrics address unless `[agent] listen` names another.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9477";
 
@@ -37,7 +51,7 @@ pub struct ConfigFile {
     /// `[[irq]]`: IRQ pins.
     #[serde(default)]
     pub irq: Vec<IrqPin>,
-    /// `[access]`: who may use which shielded CPUs (validated only; enforced by the agent, later).
+    /// `[access]`: who may use which shielded CPUs (enforced by the agent's socket).
     #[serde(default)]
     pub access: Access,
     /// `[agent]`: the agent's settings (validated only; the agent is later work).
@@ -103,6 +117,11 @@ pub struct IrqPin {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Access {
+    /// The agent's socket (default [`DEFAULT_SOCKET`]).
+    pub socket: Option<Spanned<String>>,
+    /// The group that owns the socket (default: the grants' group, when they
+    /// name only one).
+    pub socket_group: Option<Spanned<String>>,
     /// `[[access.grant]]`: one rule per group.
     #[serde(default)]
     pub grant: Vec<Grant>,
@@ -130,6 +149,23 @@ pub struct Agent {
     pub interval: Option<Spanned<String>>,
     /// On SIGTERM: `"keep"` the shield up or `"reset"` it.
     pub on_stop: Option<Spanned<String>>,
+    /// The CPU of the low-duty latency probe (none: no probe).
+    pub latency_cpu: Option<Spanned<u32>>,
+    /// The latency above which `--on-threshold` runs (default `"100us"`).
+    pub latency_limit: Option<Spanned<String>>,
+    /// The probe's SCHED_FIFO priority (default 50).
+    pub latency_priority: Option<Spanned<u32>>,
+}
+
+/// The agent's latency probe as the file asks for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LatencyProbe {
+    /// The CPU.
+    pub cpu: usize,
+    /// The limit.
+    pub limit: Duration,
+    /// The SCHED_FIFO priority.
+    pub priority: u8,
 }
 
 /// What the file asks for, checked against this machine.
@@ -313,6 +349,44 @@ impl Config {
                 ));
             }
         }
+        let access = &self.content.access;
+        let mut groups: Vec<&str> = access
+            .grant
+            .iter()
+            .map(|g| g.group.get_ref().as_str())
+            .collect();
+        groups.sort_unstable();
+        groups.dedup();
+        if let Some(sg) = &access.socket_group {
+            if !groups.contains(&sg.get_ref().as_str()) {
+                return Err(self.error(
+                    &sg.span(),
+                    "access.socket_group",
+                    format!("{:?} is the group of no [[access.grant]]", sg.get_ref()),
+                    "name one of the granted groups",
+                ));
+            }
+        } else if groups.len() > 1 {
+            return Err(self.error(
+                &access.grant[0].group.span(),
+                "access.socket_group",
+                format!(
+                    "the grants name several groups ({}) but one group owns the socket",
+                    groups.join(", ")
+                ),
+                "set socket_group = \"GROUP\" in [access] (a group all users of the agent are in)",
+            ));
+        }
+        if let Some(socket) = &access.socket {
+            if !socket.get_ref().starts_with('/') {
+                return Err(self.error(
+                    &socket.span(),
+                    "access.socket",
+                    format!("{:?} is not an absolute path", socket.get_ref()),
+                    "write e.g. \"/run/cpushield/agent.sock\"",
+                ));
+            }
+        }
         let agent = &self.content.agent;
         if let Some(listen) = &agent.listen {
             if listen.get_ref().parse::<SocketAddr>().is_err() {
@@ -340,6 +414,26 @@ impl Config {
                 }
             }
         }
+        if let Some(limit) = &agent.latency_limit {
+            if !matches!(humantime::parse_duration(limit.get_ref()), Ok(d) if !d.is_zero()) {
+                return Err(self.error(
+                    &limit.span(),
+                    "agent.latency_limit",
+                    format!("{:?} is not a positive duration", limit.get_ref()),
+                    "write e.g. \"100us\"",
+                ));
+            }
+        }
+        if let Some(prio) = &agent.latency_priority {
+            if !(1..=99).contains(prio.get_ref()) {
+                return Err(self.error(
+                    &prio.span(),
+                    "agent.latency_priority",
+                    format!("{} is outside 1-99", prio.get_ref()),
+                    "give a SCHED_FIFO priority from 1 to 99",
+                ));
+            }
+        }
         if let Some(on_stop) = &agent.on_stop {
             if !matches!(on_stop.get_ref().as_str(), "keep" | "reset") {
                 return Err(self.error(
@@ -351,6 +445,60 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The `[[access.grant]]` rules, checked (the file was validated by [`Config::parse`]).
+    pub fn grants(&self) -> Vec<GrantRule> {
+        self.content
+            .access
+            .grant
+            .iter()
+            .filter_map(|g| {
+                Some(GrantRule {
+                    group: g.group.get_ref().clone(),
+                    cpus: CpuSet::parse_list(g.cpus.get_ref()).ok()?,
+                    max_priority: *g.max_priority.get_ref(),
+                })
+            })
+            .collect()
+    }
+
+    /// The group that owns the agent's socket: `[access] socket_group`, else
+    /// the grants' one group; `None` without grants.
+    pub fn socket_group(&self) -> Option<String> {
+        let access = &self.content.access;
+        access
+            .socket_group
+            .as_ref()
+            .map(|g| g.get_ref().clone())
+            .or_else(|| access.grant.first().map(|g| g.group.get_ref().clone()))
+    }
+
+    /// The agent's socket path (the default when the file names none).
+    pub fn socket_path(&self) -> std::path::PathBuf {
+        self.content
+            .access
+            .socket
+            .as_ref()
+            .map(|s| s.get_ref().into())
+            .unwrap_or_else(|| DEFAULT_SOCKET.into())
+    }
+
+    /// The latency probe, when `[agent] latency_cpu` names a CPU.
+    pub fn latency_probe(&self) -> Option<LatencyProbe> {
+        let a = &self.content.agent;
+        Some(LatencyProbe {
+            cpu: *a.latency_cpu.as_ref()?.get_ref() as usize,
+            limit: a
+                .latency_limit
+                .as_ref()
+                .and_then(|l| humantime::parse_duration(l.get_ref()).ok())
+                .unwrap_or(Duration::from_micros(100)),
+            priority: a
+                .latency_priority
+                .as_ref()
+                .map_or(50, |p| *p.get_ref() as u8),
+        })
     }
 
     /// The agent's listen address (the default when the file names none).
@@ -467,6 +615,20 @@ impl Config {
                         masks.procs
                     ),
                     "grant only shielded CPUs, or add them to the shield",
+                ));
+            }
+        }
+        if let Some(cpu) = &self.content.agent.latency_cpu {
+            if !masks.procs.contains(*cpu.get_ref() as usize) {
+                return Err(self.error(
+                    &cpu.span(),
+                    "agent.latency_cpu",
+                    format!(
+                        "CPU {} is not shielded from processes (shield.procs: {})",
+                        cpu.get_ref(),
+                        masks.procs
+                    ),
+                    "name a shielded CPU for the probe, or add it to the shield",
                 ));
             }
         }

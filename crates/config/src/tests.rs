@@ -1,4 +1,5 @@
 use super::*;
+use std::time::Duration;
 
 fn cpus(s: &str) -> CpuSet {
     CpuSet::parse_list(s).unwrap()
@@ -300,4 +301,64 @@ fn only_the_difference_is_planned() {
             "shield CPU 1 from the local timer"
         ]
     );
+}
+
+#[test]
+fn grants_of_several_groups_need_a_socket_group_and_it_must_be_granted() {
+    let two = "[[access.grant]]\ngroup = \"rt\"\ncpus = \"1\"\nmax_priority = 50\n\
+               [[access.grant]]\ngroup = \"av\"\ncpus = \"1\"\nmax_priority = 10\n";
+    let err = error_names(two, 2, "access.socket_group");
+    assert!(err.to_string().contains("av, rt"), "{err}");
+    let ok = parse(&format!("[access]\nsocket_group = \"rt\"\n{two}")).unwrap();
+    assert_eq!(ok.socket_group().as_deref(), Some("rt"));
+    assert_eq!(ok.grants().len(), 2);
+    assert_eq!(ok.grants()[1].group, "av");
+    assert_eq!(ok.grants()[1].max_priority, 10);
+    error_names(
+        "[access]\nsocket_group = \"other\"\n[[access.grant]]\ngroup = \"rt\"\ncpus = \"1\"\nmax_priority = 5\n",
+        2,
+        "access.socket_group",
+    );
+}
+
+#[test]
+fn the_socket_is_the_default_path_unless_an_absolute_one_is_named() {
+    let one = parse("[[access.grant]]\ngroup = \"rt\"\ncpus = \"1\"\nmax_priority = 5\n").unwrap();
+    assert_eq!(one.socket_group().as_deref(), Some("rt"));
+    assert_eq!(one.socket_path(), std::path::PathBuf::from(DEFAULT_SOCKET));
+    let named = parse("[access]\nsocket = \"/tmp/a.sock\"\n").unwrap();
+    assert_eq!(named.socket_path(), std::path::PathBuf::from("/tmp/a.sock"));
+    assert_eq!(named.socket_group(), None);
+    error_names("[access]\nsocket = \"a.sock\"\n", 2, "access.socket");
+}
+
+#[test]
+fn the_latency_probe_is_named_by_its_cpu_with_a_limit_and_priority() {
+    let c = parse("[agent]\nlatency_cpu = 1\nlatency_limit = \"50us\"\n").unwrap();
+    let p = c.latency_probe().unwrap();
+    assert_eq!(
+        (p.cpu, p.limit, p.priority),
+        (1, Duration::from_micros(50), 50)
+    );
+    assert!(parse("").unwrap().latency_probe().is_none());
+    error_names(
+        "[agent]\nlatency_cpu = 1\nlatency_priority = 0\n",
+        3,
+        "agent.latency_priority",
+    );
+    error_names(
+        "[agent]\nlatency_limit = \"fast\"\n",
+        2,
+        "agent.latency_limit",
+    );
+}
+
+#[test]
+fn the_latency_probe_runs_only_on_a_shielded_cpu() {
+    error_names(
+        "[shield]\nall = \"1\"\n[agent]\nlatency_cpu = 0\n",
+        4,
+        "agent.latency_cpu",
+    );
+    assert!(resolve("[shield]\nall = \"1\"\n[agent]\nlatency_cpu = 1\n").is_ok());
 }

@@ -27,6 +27,53 @@ pub struct AgentArgs {
     /// Look once, print the corrections and metrics, and exit (no server).
     #[arg(long)]
     once: bool,
+    /// The socket for unprivileged placement (default: the file's [access]
+    /// socket, else /run/cpushield/agent.sock); served when [access] grants exist.
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Run CMD (by /bin/sh -c, the reason in $CPUSHIELD_REASON) once when the
+    /// probe's latency exceeds [agent] latency_limit or a finding breaks the
+    /// shield; again only after that cleared. Only this flag names a command.
+    #[arg(long, value_name = "CMD")]
+    on_threshold: Option<String>,
+    /// Also write the metrics to PATH for node_exporter's textfile collector
+    /// (a temporary file renamed over it at every look).
+    #[arg(long, value_name = "PATH")]
+    textfile: Option<PathBuf>,
+    /// Run check's analysis every N looks.
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    check_every: u32,
+    /// Benchmark hook: N looks back to back, no sleep and no server, printing
+    /// the resident memory after one minute's worth and after all N.
+    #[arg(long, value_name = "N", hide = true)]
+    fast_forward: Option<u64>,
+}
+
+/// The config's grants with their groups resolved, and the socket's group id.
+fn access_rules(config: &Config) -> anyhow::Result<(Vec<cpushield_agent::access::Rule>, u32)> {
+    let gid = |name: &str| -> anyhow::Result<u32> {
+        match nix::unistd::Group::from_name(name) {
+            Ok(Some(g)) => Ok(g.gid.as_raw()),
+            _ => anyhow::bail!(
+                "{}: group {name:?} of [access] does not exist on this machine: create it (groupadd {name}) or correct the file",
+                config.file
+            ),
+        }
+    };
+    let mut rules = Vec::new();
+    for g in config.grants() {
+        rules.push(cpushield_agent::access::Rule {
+            gid: gid(&g.group)?,
+            group: g.group,
+            cpus: g.cpus,
+            max_priority: g.max_priority,
+        });
+    }
+    let socket_gid = match config.socket_group() {
+        Some(name) => gid(&name)?,
+        None => 0,
+    };
+    Ok((rules, socket_gid))
 }
 
 /// Runs `cpushield agent`.
@@ -66,26 +113,74 @@ pub fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
         Some(s) if s.get_ref() == "reset" => OnStop::Reset,
         _ => OnStop::Keep,
     };
-    let settings = Settings {
-        interval,
-        once: args.once,
-        on_stop,
-        options: cpushield_shield::Options {
-            is_root: nix::unistd::geteuid().is_root(),
-            whole_cores: false,
-        },
-    };
+    let mut settings = Settings::new(cpushield_shield::Options {
+        is_root: nix::unistd::geteuid().is_root(),
+        whole_cores: false,
+    });
+    settings.interval = interval;
+    settings.once = args.once;
+    settings.on_stop = on_stop;
+    settings.check_every = args.check_every;
+    settings.on_threshold = args.on_threshold.clone();
+    settings.textfile = args.textfile.clone();
+    settings.fast_forward = args.fast_forward;
+    settings.probe = config.as_ref().and_then(|c| c.latency_probe()).map(|p| {
+        cpushield_agent::probe::ProbeSettings {
+            cpu: p.cpu,
+            limit: p.limit,
+            priority: p.priority,
+            burst: 100,
+            every: interval.max(Duration::from_millis(500)),
+        }
+    });
+    if let Some(dir) = settings.textfile.as_ref().and_then(|p| p.parent()) {
+        if !dir.as_os_str().is_empty() && !dir.is_dir() {
+            anyhow::bail!(
+                "--textfile {}: the directory {} does not exist: create it or name a file in node_exporter's --collector.textfile.directory",
+                settings.textfile.as_ref().expect("set").display(),
+                dir.display()
+            );
+        }
+    }
     let shared = Shared::new(env!("CARGO_PKG_VERSION"));
     let store = FileStore::from_env();
     let kernel = RealKernel;
-    if settings.once {
+    if settings.once || settings.fast_forward.is_some() {
         let stop = std::sync::atomic::AtomicBool::new(false);
         cpushield_agent::run(&kernel, &store, shared.clone(), &settings, &stop)?;
-        print!("{}", shared.metrics.lock().expect("metrics").render());
+        if settings.once {
+            print!("{}", shared.metrics.lock().expect("metrics").render());
+        }
         return Ok(ExitCode::from(EXIT_OK));
     }
+    let access = match &config {
+        Some(c) if !c.grants().is_empty() => Some((
+            access_rules(c)?,
+            args.socket.clone().unwrap_or_else(|| c.socket_path()),
+        )),
+        _ => None,
+    };
     let stop = cpushield_agent::stop_on_signals()?;
     let server = cpushield_agent::server::start(listen, shared.clone())?;
+    let socket = match access {
+        Some(((rules, gid), path)) => {
+            let running = cpushield_agent::socket::start(&RealKernel, &path, gid, rules);
+            match running {
+                Ok(r) => {
+                    println!(
+                        "cpushield agent: placing callers' own processes as [access] grants, on {}",
+                        path.display()
+                    );
+                    Some(r)
+                }
+                Err(e) => {
+                    server.stop();
+                    return Err(e.into());
+                }
+            }
+        }
+        None => None,
+    };
     println!(
         "cpushield agent: serving http://{}/metrics and /status, looking every {}",
         server.addr,
@@ -93,6 +188,9 @@ pub fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
     );
     let result = cpushield_agent::run(&kernel, &store, shared, &settings, stop);
     server.stop();
+    if let Some(s) = socket {
+        s.stop();
+    }
     result?;
     Ok(ExitCode::from(EXIT_OK))
 }

@@ -73,6 +73,14 @@ pub struct RunArgs {
     /// like any task; never real-time, memory not locked.
     #[arg(long)]
     share: bool,
+    /// Ask the agent (its socket, [access] grants) to place this process
+    /// instead of placing it here; the default when not root and the agent's
+    /// socket exists.
+    #[arg(long)]
+    via_agent: bool,
+    /// The agent's socket (default $CPUSHIELD_AGENT_SOCKET, else /run/cpushield/agent.sock).
+    #[arg(long, value_name = "PATH")]
+    agent_socket: Option<std::path::PathBuf>,
     /// The command to start, after `--`.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -192,6 +200,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
              time, never real-time, never locked or holding the CPUs; drop {flag} or --share"
         );
     }
+    if via_agent::wanted(&args) {
+        return via_agent::run(args);
+    }
     let shielded = placement::shielded_procs(&RealKernel).context("reading the shield state")?;
     let run = RtRun::new(&RealKernel, &ShieldPlacer, ReserveDir::from_env())
         .with_steal_meter(steal_meter);
@@ -205,6 +216,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     })?;
     Ok(ExitCode::from(outcome.shell_status()))
 }
+
+#[path = "run_agent.rs"]
+mod via_agent;
 
 #[cfg(test)]
 #[path = "run_tests.rs"]

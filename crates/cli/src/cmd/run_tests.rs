@@ -119,3 +119,27 @@ fn share_with_a_policy_or_a_hold_on_the_cpus_names_the_conflicting_flag() {
         None
     );
 }
+
+#[test]
+fn through_the_agent_only_cpus_and_a_fifo_or_rr_priority_are_asked_for() {
+    let plain = parse(&["--via-agent", "--cpus", "1", "--rr", "5", "--", "app"]).unwrap();
+    assert!(via_agent::wanted(&plain));
+    assert_eq!(via_agent::root_only(&plain), None);
+    for (flag, argv) in [
+        ("--irq", vec!["--cpus", "1", "--irq", "24"]),
+        ("--reserve", vec!["--cpus", "1", "--reserve"]),
+        (
+            "--deadline",
+            vec!["--cpus", "1", "--deadline", "200us/1ms/1ms"],
+        ),
+        ("--nice", vec!["--cpus", "1", "--nice", "3"]),
+        ("--mlock", vec!["--cpus", "1", "--mlock"]),
+    ] {
+        assert_eq!(via_agent::root_only(&parse(&argv).unwrap()), Some(flag));
+    }
+    let named = parse(&["--agent-socket", "/tmp/a.sock", "--cpus", "1"]).unwrap();
+    assert!(
+        via_agent::wanted(&named),
+        "naming the socket asks the agent"
+    );
+}
