@@ -43,9 +43,15 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
         .map(std::time::Duration::from_micros);
+    // The tasks file of the last Move, held open for the next ones: moving
+    // thousands of tasks opens it once (each ID is still its own write).
+    let mut mover: Option<(&Path, Box<dyn cpushield_kernel::KernelWriter + '_>)> = None;
     for step in &plan.steps {
         if let Some(pause) = step_delay {
             std::thread::sleep(pause);
+        }
+        if !matches!(step, Step::Move { .. }) {
+            mover = None;
         }
         match step {
             Step::Mkdir(dir) => match kernel.mkdir(dir) {
@@ -76,7 +82,7 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
                     out.irqs += 1;
                 }
             }
-            Step::Move { id, comm, to } => match kernel.write(to, &id.to_string()) {
+            Step::Move { id, comm, to } => match move_task(kernel, &mut mover, to, *id) {
                 Ok(()) => out.moved += 1,
                 Err(e) if errno(&e) == libc::ESRCH => out.vanished += 1,
                 Err(e) => out.notes.push(Note {
@@ -133,6 +139,24 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
         out.applied += 1;
     }
     Ok(out)
+}
+
+/// Writes `id` to the tasks file `to` through the writer held open for it
+/// (opened here when it is another file); where the file cannot be opened, a
+/// plain write gives the error.
+fn move_task<'k, 'p>(
+    kernel: &'k dyn Kernel,
+    mover: &mut Option<(&'p Path, Box<dyn cpushield_kernel::KernelWriter + 'k>)>,
+    to: &'p Path,
+    id: i32,
+) -> io::Result<()> {
+    if mover.as_ref().is_none_or(|(path, _)| *path != to) {
+        *mover = kernel.open_for_writes(to).ok().map(|w| (to, w));
+    }
+    match mover {
+        Some((_, writer)) => writer.write(&id.to_string()),
+        None => kernel.write(to, &id.to_string()),
+    }
 }
 
 fn irq_note(irq: u32, name: &str, e: &io::Error) -> Note {
