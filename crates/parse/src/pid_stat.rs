@@ -58,22 +58,22 @@ impl StatLine {
         let rest = std::str::from_utf8(&bytes[close + 1..])
             .map_err(|_| StatError("bytes after the command name are not text".into()))?;
         // One allocation for the text and one for the field positions, not
-        // one per field: shielding parses a line per thread.
-        let mut spans = Vec::with_capacity(52);
-        let mut start = None;
-        for (i, c) in rest.char_indices() {
-            match (c.is_whitespace(), start) {
-                (true, Some(s)) => {
-                    spans.push((s, i));
-                    start = None;
-                }
-                (false, None) => start = Some(i),
-                _ => {}
-            }
-        }
-        if let Some(s) = start {
-            spans.push((s, rest.len()));
-        }
+        // one per field: shielding parses a line per thread. What the kernel
+        // prints after the name is ASCII: bytes are scanned (the same split
+        // as char::is_whitespace there); other text by chars.
+        let spans = if rest.is_ascii() {
+            field_spans(
+                rest.bytes()
+                    .enumerate()
+                    .map(|(i, b)| (i, matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r'))),
+                rest.len(),
+            )
+        } else {
+            field_spans(
+                rest.char_indices().map(|(i, c)| (i, c.is_whitespace())),
+                rest.len(),
+            )
+        };
         Ok(StatLine {
             pid,
             comm,
@@ -116,6 +116,27 @@ impl StatLine {
             .next()
             .ok_or_else(|| StatError("empty state".into()))
     }
+}
+
+/// The byte ranges of the whitespace-separated fields of a text of `len`
+/// bytes, given each character's offset and whether it is whitespace.
+fn field_spans(chars: impl Iterator<Item = (usize, bool)>, len: usize) -> Vec<(usize, usize)> {
+    let mut spans = Vec::with_capacity(52);
+    let mut start = None;
+    for (i, space) in chars {
+        match (space, start) {
+            (true, Some(s)) => {
+                spans.push((s, i));
+                start = None;
+            }
+            (false, None) => start = Some(i),
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        spans.push((s, len));
+    }
+    spans
 }
 
 /// The fields of a stat line that shielding needs.

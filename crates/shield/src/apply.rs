@@ -46,7 +46,11 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
     // The tasks file of the last Move, held open for the next ones: moving
     // thousands of tasks opens it once (each ID is still its own write).
     let mut mover: Option<(&Path, Box<dyn cpushield_kernel::KernelWriter + '_>)> = None;
+    // CPUSHIELD_TIMING: time per kind of step.
+    let mut times: Option<[std::time::Duration; 5]> =
+        crate::timing::enabled().then_some(Default::default());
     for step in &plan.steps {
+        let started = times.map(|_| std::time::Instant::now());
         if let Some(pause) = step_delay {
             std::thread::sleep(pause);
         }
@@ -136,7 +140,34 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
             Step::Drain { from, to } => drain(kernel, from, to)?,
             Step::Rmdir(dir) => remove_cgroup(kernel, dir)?,
         }
+        if let (Some(times), Some(started)) = (times.as_mut(), started) {
+            let kind = match step {
+                Step::Move { .. } => 0,
+                Step::Affinity { .. } => 1,
+                Step::Write {
+                    kind: WriteKind::Irq { .. },
+                    ..
+                } => 2,
+                Step::Sched { .. } => 3,
+                _ => 4,
+            };
+            times[kind] += started.elapsed();
+        }
         out.applied += 1;
+    }
+    if let Some(times) = times {
+        for (name, took) in [
+            "moves",
+            "affinities",
+            "IRQs",
+            "scheduling policies",
+            "cgroups and files",
+        ]
+        .iter()
+        .zip(times)
+        {
+            crate::timing::print(&format!("  apply: {name}"), took);
+        }
     }
     Ok(out)
 }

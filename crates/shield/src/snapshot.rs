@@ -351,6 +351,99 @@ pub fn read_irqs(kernel: &dyn Kernel) -> Vec<IrqInfo> {
     irqs
 }
 
+/// What a change left, read back cheaply: each task of `before` with its
+/// affinity now (one sched_getaffinity each; tasks gone meanwhile are
+/// dropped) and every IRQ now. Tasks born meanwhile are not in it: the state
+/// records what the shield set only on tasks it knows, all of which were in
+/// `before`.
+pub fn read_back(kernel: &dyn Kernel, before: &Snapshot) -> std::io::Result<Snapshot> {
+    let mut tasks = Vec::with_capacity(before.tasks.len());
+    for task in &before.tasks {
+        match kernel.get_affinity(task.tid) {
+            Ok(affinity) => tasks.push(TaskInfo {
+                affinity,
+                ..task.clone()
+            }),
+            Err(e) if is_gone(&e) => {}
+            Err(e) => {
+                return Err(unreadable(
+                    task.tid,
+                    "its affinity",
+                    Path::new("sched_getaffinity"),
+                    e,
+                ))
+            }
+        }
+    }
+    Ok(Snapshot {
+        tasks,
+        irqs: read_irqs(kernel),
+        ..before.clone_without_tasks()
+    })
+}
+
+/// A new snapshot of the tasks of `before` only: each one's affinity and
+/// cgroup now (tasks gone meanwhile dropped), every IRQ and file now. It
+/// skips what a full [`take`] reads per task (its stat) and the tasks born
+/// since, so it is for a reset pass once cpushield's cgroups are gone: a task
+/// born then is not in them, and reset leaves such a task as it is.
+pub fn refresh(
+    kernel: &dyn Kernel,
+    layout: &CgroupLayout,
+    before: &Snapshot,
+) -> std::io::Result<Snapshot> {
+    let cgroups = cgroup_members(kernel, layout);
+    let mut tasks = Vec::with_capacity(before.tasks.len());
+    for task in &before.tasks {
+        let stat = cpushield_parse::pid_stat::ProcStat {
+            pid: task.tid,
+            comm: task.comm.clone(),
+            state: 'S',
+            ppid: task.ppid,
+            flags: 0,
+            starttime: task.starttime,
+            num_threads: 1,
+        };
+        if let Some(now) = task_from_stat(kernel, layout, &cgroups, task.tgid, task.tid, stat)? {
+            tasks.push(TaskInfo {
+                kthread: task.kthread,
+                pinned_by_kernel: task.pinned_by_kernel,
+                ..now
+            });
+        }
+    }
+    let files = candidate_files(layout)
+        .into_iter()
+        .filter_map(|p| read_trimmed(kernel, &p).ok().map(|t| (p, t)))
+        .collect();
+    Ok(Snapshot {
+        tasks,
+        irqs: read_irqs(kernel),
+        files,
+        ..before.clone_without_tasks()
+    })
+}
+
+impl Snapshot {
+    /// A copy of everything but the tasks and IRQs (left empty).
+    fn clone_without_tasks(&self) -> Snapshot {
+        Snapshot {
+            online: self.online.clone(),
+            possible: self.possible,
+            layout: self.layout.clone(),
+            scope: self.scope,
+            tasks: Vec::new(),
+            irqs: Vec::new(),
+            files: self.files.clone(),
+            root_cpus: self.root_cpus.clone(),
+            root_mems: self.root_mems.clone(),
+            foreign_cgroups: self.foreign_cgroups.clone(),
+            siblings: self.siblings.clone(),
+            pid_namespace: self.pid_namespace.clone(),
+        }
+    }
+}
+
 /// Detects the scope: kthreadd (PID 2) is visible only from the initial PID namespace.
 pub fn detect_scope(kernel: &dyn Kernel) -> Scope {
     match kernel.read(Path::new("/proc/2/comm")) {

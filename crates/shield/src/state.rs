@@ -408,10 +408,23 @@ const MAX_CPUS: usize = 8192;
 impl SavedState {
     /// The checksum of the state as serialised with `checksum` = 0.
     fn digest(&self) -> u32 {
+        crc32fast::hash(self.plain_text().as_bytes())
+    }
+
+    /// The state serialised with `checksum` = 0. `checksum` is the last
+    /// field, so this is the text as it is with its value replaced: no copy
+    /// of the state and one serialisation (a state holds every task).
+    fn plain_text(&self) -> String {
+        let mut text = serde_json::to_string(self).expect("a state serialises");
+        let tail = format!("\"checksum\":{}}}", self.checksum);
+        if text.ends_with(&tail) {
+            text.truncate(text.len() - tail.len());
+            text.push_str("\"checksum\":0}");
+            return text;
+        }
         let mut plain = self.clone();
         plain.checksum = 0;
-        let text = serde_json::to_string(&plain).expect("a state serialises");
-        crc32fast::hash(text.as_bytes())
+        serde_json::to_string(&plain).expect("a state serialises")
     }
 
     /// Everything wrong with a state that no machine could restore: each
@@ -554,9 +567,12 @@ pub fn decode(bytes: &[u8]) -> Result<SavedState, String> {
 
 /// The state text as written: with its checksum.
 pub fn encode(state: &SavedState) -> String {
-    let mut sealed = state.clone();
-    sealed.checksum = state.digest();
-    serde_json::to_string(&sealed).expect("a state serialises")
+    let mut text = state.plain_text();
+    let checksum = crc32fast::hash(text.as_bytes());
+    // The plain text ends in `"checksum":0}` (see plain_text).
+    text.truncate(text.len() - "0}".len());
+    text.push_str(&format!("{checksum}}}"));
+    text
 }
 
 /// A loaded state and, when the state file was damaged, how it was recovered.
@@ -1014,6 +1030,20 @@ mod tests {
             set: SetRecords::default(),
             checksum: 0,
         }
+    }
+
+    #[test]
+    fn the_encoded_text_is_the_state_serialised_with_its_checksum() {
+        let mut state = sample();
+        state.checksum = 12345;
+        let text = encode(&state);
+        let mut plain = state.clone();
+        plain.checksum = 0;
+        let digest = crc32fast::hash(serde_json::to_string(&plain).unwrap().as_bytes());
+        let mut sealed = state;
+        sealed.checksum = digest;
+        assert_eq!(text, serde_json::to_string(&sealed).unwrap());
+        assert_eq!(decode(text.as_bytes()).unwrap().checksum, digest);
     }
 
     #[test]
