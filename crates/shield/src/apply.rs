@@ -98,7 +98,7 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
                     remedy: None,
                 }),
             },
-            Step::Affinity { tid, comm, cpus } => match kernel.set_affinity(*tid, cpus) {
+            Step::Affinity { tid, comm, cpus } => match ensure_affinity(kernel, *tid, cpus) {
                 Ok(()) => out.affinities += 1,
                 Err(e) if errno(&e) == libc::ESRCH => out.vanished += 1,
                 Err(e) => out.notes.push(Note {
@@ -170,6 +170,22 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
         }
     }
     Ok(out)
+}
+
+/// Gives a thread the affinity `cpus` unless it has it already: moving a
+/// task into a cpuset sets its affinity to the cpuset's CPUs, which is
+/// most often what the plan wants, and sched_getaffinity costs less than
+/// sched_setaffinity (it also leaves the kernel's record of what the task
+/// itself asked for as it was).
+fn ensure_affinity(
+    kernel: &dyn Kernel,
+    tid: i32,
+    cpus: &cpushield_cpuset::CpuSet,
+) -> io::Result<()> {
+    match kernel.get_affinity(tid) {
+        Ok(now) if now == *cpus => Ok(()),
+        _ => kernel.set_affinity(tid, cpus),
+    }
 }
 
 /// Writes `id` to the tasks file `to` through the writer held open for it
@@ -250,4 +266,64 @@ fn remove_cgroup(kernel: &dyn Kernel, dir: &Path) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cpushield_cpuset::CpuSet;
+    use cpushield_kernel::{Change, FakeKernel, RecordingKernel};
+
+    fn affinity(tid: i32, cpus: &str) -> Step {
+        Step::Affinity {
+            tid,
+            comm: format!("t{tid}"),
+            cpus: CpuSet::parse_list(cpus).unwrap(),
+        }
+    }
+
+    #[test]
+    fn an_affinity_already_in_place_is_not_set_again_but_a_different_one_is() {
+        let fake = FakeKernel::new();
+        fake.set_thread_affinity(7, CpuSet::parse_list("0").unwrap());
+        fake.set_thread_affinity(8, CpuSet::parse_list("0-1").unwrap());
+        let k = RecordingKernel::new(&fake);
+        let plan = Plan {
+            steps: vec![affinity(7, "0"), affinity(8, "0")],
+            ..Plan::default()
+        };
+        let out = apply(&k, &plan).unwrap();
+        assert_eq!(out.affinities, 2, "both tasks have the planned affinity");
+        assert_eq!(
+            k.changes(),
+            vec![Change::Affinity(8, CpuSet::parse_list("0").unwrap())]
+        );
+        assert_eq!(fake.affinities()[&8], CpuSet::parse_list("0").unwrap());
+    }
+
+    #[test]
+    fn moves_to_one_tasks_file_write_one_id_each_in_order() {
+        let fake = FakeKernel::new();
+        fake.set_file("/cg/tasks", "");
+        let k = RecordingKernel::new(&fake);
+        let to = std::path::PathBuf::from("/cg/tasks");
+        let mv = |id| Step::Move {
+            id,
+            comm: format!("t{id}"),
+            to: to.clone(),
+        };
+        let plan = Plan {
+            steps: vec![mv(1), mv(2), mv(3)],
+            ..Plan::default()
+        };
+        let out = apply(&k, &plan).unwrap();
+        assert_eq!(out.moved, 3);
+        assert_eq!(fake.file("/cg/tasks").unwrap(), "1\n2\n3\n");
+        assert_eq!(
+            k.changes(),
+            (1..=3)
+                .map(|id| Change::Write(to.clone(), id.to_string()))
+                .collect::<Vec<_>>()
+        );
+    }
 }
