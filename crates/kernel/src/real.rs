@@ -45,7 +45,8 @@ impl Kernel for RealKernel {
         // std::fs::read makes would be one wasted syscall per file.
         let mut file = std::fs::File::open(path)?;
         let mut out = Vec::new();
-        let mut chunk = [0u8; 4096];
+        // A /proc/PID/stat line is a few hundred bytes.
+        let mut chunk = [0u8; 1024];
         loop {
             match file.read(&mut chunk) {
                 Ok(0) => return Ok(out),
