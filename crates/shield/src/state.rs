@@ -555,7 +555,10 @@ pub fn decode(bytes: &[u8]) -> Result<SavedState, String> {
             state.version
         ));
     }
-    if state.checksum != 0 && state.checksum != state.digest() {
+    if state.checksum != 0
+        && state.checksum != sealed_text_digest(text)
+        && state.checksum != state.digest()
+    {
         return Err("checksum mismatch: the file was changed after cpushield wrote it".into());
     }
     let problems = state.problems();
@@ -563,6 +566,25 @@ pub fn decode(bytes: &[u8]) -> Result<SavedState, String> {
         return Err(problems.join("; "));
     }
     Ok(state)
+}
+
+/// The checksum of a state text as [`encode`] writes it, computed on the text
+/// itself (its trailing `"checksum":N}` read as `"checksum":0}`): no second
+/// serialisation of a state of thousands of tasks. A text in another form
+/// gives another value, and [`decode`] then checks the state serialised anew.
+fn sealed_text_digest(text: &str) -> u32 {
+    let body = text.trim_end();
+    let Some(at) = body.rfind("\"checksum\":") else {
+        return 0;
+    };
+    let tail = &body[at + "\"checksum\":".len()..];
+    if !tail.ends_with('}') || !tail[..tail.len() - 1].bytes().all(|b| b.is_ascii_digit()) {
+        return 0;
+    }
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(body[..at].as_bytes());
+    hasher.update(b"\"checksum\":0}");
+    hasher.finalize()
 }
 
 /// The state text as written: with its checksum.
@@ -653,12 +675,18 @@ fn load_copies(
     read: &dyn Fn(&str) -> io::Result<Vec<u8>>,
 ) -> io::Result<Option<Loaded>> {
     let (main, bak) = (dir.join(STATE_FILE), dir.join(BACKUP_FILE));
-    match (read_copy(read, STATE_FILE), read_copy(read, BACKUP_FILE)) {
+    // The copy is decoded only when the state file is not good.
+    let main_copy = match read_copy(read, STATE_FILE) {
+        StateCopy::Good(state) => {
+            return Ok(Some(Loaded {
+                state: *state,
+                recovered: None,
+            }))
+        }
+        other => other,
+    };
+    match (main_copy, read_copy(read, BACKUP_FILE)) {
         (StateCopy::Missing, StateCopy::Missing) => Ok(None),
-        (StateCopy::Good(state), _) => Ok(Some(Loaded {
-            state: *state,
-            recovered: None,
-        })),
         (main_copy, StateCopy::Good(state)) => {
             let why = match main_copy {
                 StateCopy::Bad(why) => why,
@@ -1044,6 +1072,22 @@ mod tests {
         sealed.checksum = digest;
         assert_eq!(text, serde_json::to_string(&sealed).unwrap());
         assert_eq!(decode(text.as_bytes()).unwrap().checksum, digest);
+    }
+
+    #[test]
+    fn the_checksum_is_verified_on_the_text_as_written_and_on_a_reformatted_one() {
+        let text = encode(&sample());
+        assert!(decode(text.as_bytes()).is_ok());
+        // The same values, laid out otherwise: checked on the state serialised anew.
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let pretty = serde_json::to_string_pretty(&value).unwrap();
+        assert!(decode(pretty.as_bytes()).is_ok());
+        // A value changed after writing is refused either way.
+        let changed = text.replacen("\"version\":2", "\"version\":1", 1);
+        assert_ne!(changed, text);
+        assert!(decode(changed.as_bytes())
+            .unwrap_err()
+            .contains("checksum mismatch"));
     }
 
     #[test]
