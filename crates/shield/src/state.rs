@@ -582,7 +582,7 @@ fn sealed_text_digest(text: &str) -> u32 {
         return 0;
     }
     let mut hasher = crc32fast::Hasher::new();
-    hasher.update(body[..at].as_bytes());
+    hasher.update(&body.as_bytes()[..at]);
     hasher.update(b"\"checksum\":0}");
     hasher.finalize()
 }
