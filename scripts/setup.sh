@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what cpushield needs on a Debian machine and builds it:
 # the tools its benchmarks and tests compare against (rt-tests, stress-ng,
-# sockperf),
+# sockperf, cset and tuna),
 # the guest test kernel runner (qemu, busybox, cpio; debootstrap and e2fsprogs for
 # the systemd guest's disk), cargo-deb for the .deb, chromium for the report
 # test, then `cargo build --release` and a link in /usr/local/bin.
@@ -9,7 +9,8 @@ set -euo pipefail
 exec </dev/null
 cd "$(dirname "$0")/.."
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
-packages=(rt-tests stress-ng sockperf qemu-system-x86 busybox-static cpio gcc chromium util-linux jq curl prometheus debootstrap e2fsprogs)
+# cpuset (cset) and tuna: the peers of bench/shield-vs-peers.sh.
+packages=(rt-tests stress-ng sockperf qemu-system-x86 busybox-static cpio gcc chromium util-linux jq curl prometheus debootstrap e2fsprogs cpuset tuna bc)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

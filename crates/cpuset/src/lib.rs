@@ -49,6 +49,16 @@ impl CpuSet {
         set
     }
 
+    /// A set from 64-bit words, CPU `64 * i + b` being bit `b` of word `i`
+    /// (the layout of a kernel `cpumask`, as sched_getaffinity fills it).
+    pub fn from_words(words: &[u64]) -> Self {
+        let mut set = Self {
+            bits: words.to_vec(),
+        };
+        set.trim();
+        set
+    }
+
     /// A set of the CPUs `0..n`.
     pub fn first_n(n: usize) -> Self {
         Self::from_cpus(0..n)
@@ -208,10 +218,15 @@ impl CpuSet {
 
     /// The CPUs in ascending order.
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        self.bits.iter().enumerate().flat_map(|(i, w)| {
-            (0..64)
-                .filter(move |b| w & (1u64 << b) != 0)
-                .map(move |b| i * 64 + b)
+        self.bits.iter().enumerate().flat_map(|(i, &w)| {
+            let mut rest = w;
+            std::iter::from_fn(move || {
+                (rest != 0).then(|| {
+                    let b = rest.trailing_zeros() as usize;
+                    rest &= rest - 1;
+                    i * 64 + b
+                })
+            })
         })
     }
 
@@ -486,6 +501,17 @@ impl<'de> serde::Deserialize<'de> for CpuSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn from_words_reads_a_kernel_cpumask_and_equals_the_same_set_built_by_cpu() {
+        let mut words = [0u64; 128];
+        words[0] = 0b1011;
+        words[1] = 1 << 63;
+        let set = CpuSet::from_words(&words);
+        assert_eq!(set, CpuSet::from_cpus([0, 1, 3, 127]));
+        assert_eq!(set.iter().collect::<Vec<_>>(), vec![0, 1, 3, 127]);
+        assert_eq!(CpuSet::from_words(&[0; 4]), CpuSet::new());
+    }
 
     #[test]
     fn list_format_round_trips_ranges_and_singles() {

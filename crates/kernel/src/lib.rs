@@ -44,6 +44,16 @@ pub trait Kernel: Send + Sync {
     }
     /// Writes text to a file (no truncation semantics beyond what the kernel does).
     fn write(&self, path: &Path, data: &str) -> io::Result<()>;
+    /// Opens a file for many writes, each one write(2) call acting on its
+    /// own (a cgroup `tasks` file takes one TID per write): moving thousands
+    /// of tasks then opens the file once. The default writes through
+    /// [`Kernel::write`] each time.
+    fn open_for_writes<'a>(&'a self, path: &Path) -> io::Result<Box<dyn KernelWriter + 'a>> {
+        Ok(Box::new(WriteEach {
+            kernel: self,
+            path: path.to_path_buf(),
+        }))
+    }
     /// Names of the entries of a directory.
     fn read_dir(&self, path: &Path) -> io::Result<Vec<String>>;
     /// Whether a path exists.
@@ -67,6 +77,24 @@ pub trait Kernel: Send + Sync {
     fn get_sched(&self, tid: i32) -> io::Result<SchedParams>;
     /// Sets a thread's scheduling policy and parameters (sched_setattr).
     fn set_sched(&self, tid: i32, params: &SchedParams) -> io::Result<()>;
+}
+
+/// A kernel file held open by [`Kernel::open_for_writes`].
+pub trait KernelWriter {
+    /// Writes `data` with one write(2) call.
+    fn write(&mut self, data: &str) -> io::Result<()>;
+}
+
+/// The default [`KernelWriter`]: each write goes through [`Kernel::write`].
+struct WriteEach<'a, K: Kernel + ?Sized> {
+    kernel: &'a K,
+    path: PathBuf,
+}
+
+impl<K: Kernel + ?Sized> KernelWriter for WriteEach<'_, K> {
+    fn write(&mut self, data: &str) -> io::Result<()> {
+        self.kernel.write(&self.path, data)
+    }
 }
 
 /// A thread's scheduling policy and parameters, as sched_getattr(2) gives them.

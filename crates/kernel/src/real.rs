@@ -1,9 +1,9 @@
 //! The kernel as it is: std::fs for files, libc for affinity.
 
-use crate::{with_path, Kernel, SchedParams};
+use crate::{with_path, Kernel, KernelWriter, SchedParams};
 use cpushield_cpuset::CpuSet;
 use std::ffi::CString;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -25,13 +25,36 @@ fn c_string(bytes: &[u8]) -> io::Result<CString> {
     CString::new(bytes).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
+/// A kernel file open for writing; each write is one write(2) call.
+struct OpenWriter(std::fs::File);
+
+impl KernelWriter for OpenWriter {
+    fn write(&mut self, data: &str) -> io::Result<()> {
+        self.0.write_all(data.as_bytes())
+    }
+}
+
 /// The running kernel.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RealKernel;
 
 impl Kernel for RealKernel {
     fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
-        std::fs::read(path)
+        // Read until end of file without asking the size first: /proc and
+        // /sys files report size 0 or 4096 whatever they hold, so the stat
+        // std::fs::read makes would be one wasted syscall per file.
+        let mut file = std::fs::File::open(path)?;
+        let mut out = Vec::new();
+        // A /proc/PID/stat line is a few hundred bytes.
+        let mut chunk = [0u8; 1024];
+        loop {
+            match file.read(&mut chunk) {
+                Ok(0) => return Ok(out),
+                Ok(n) => out.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     fn write(&self, path: &Path, data: &str) -> io::Result<()> {
@@ -39,6 +62,11 @@ impl Kernel for RealKernel {
         // tasks file takes one PID per write.
         let mut file = std::fs::OpenOptions::new().write(true).open(path)?;
         file.write_all(data.as_bytes())
+    }
+
+    fn open_for_writes<'a>(&'a self, path: &Path) -> io::Result<Box<dyn KernelWriter + 'a>> {
+        let file = std::fs::OpenOptions::new().write(true).open(path)?;
+        Ok(Box::new(OpenWriter(file)))
     }
 
     fn read_dir(&self, path: &Path) -> io::Result<Vec<String>> {
@@ -80,15 +108,9 @@ impl Kernel for RealKernel {
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }
-        let mut set = CpuSet::new();
-        for (i, word) in words.iter().enumerate() {
-            for bit in 0..64 {
-                if word & (1u64 << bit) != 0 {
-                    set.insert(i * 64 + bit);
-                }
-            }
-        }
-        Ok(set)
+        // The kernel returns the bytes it filled (its cpumask size).
+        let filled = (rc as usize).div_ceil(8).min(words.len());
+        Ok(CpuSet::from_words(&words[..filled]))
     }
 
     fn set_affinity(&self, tid: i32, cpus: &CpuSet) -> io::Result<()> {

@@ -31,8 +31,10 @@ pub struct StatLine {
     pub pid: i32,
     /// Command name (field 2), invalid UTF-8 shown as U+FFFD.
     pub comm: String,
-    /// Fields 3 and on, as text.
-    fields: Vec<String>,
+    /// Fields 3 and on, as text (everything after the command name).
+    rest: String,
+    /// Byte range of each field in `rest`.
+    spans: Vec<(usize, usize)>,
 }
 
 impl StatLine {
@@ -55,19 +57,40 @@ impl StatLine {
         let comm = String::from_utf8_lossy(&bytes[open + 1..close]).into_owned();
         let rest = std::str::from_utf8(&bytes[close + 1..])
             .map_err(|_| StatError("bytes after the command name are not text".into()))?;
-        let fields = rest.split_whitespace().map(str::to_string).collect();
-        Ok(StatLine { pid, comm, fields })
+        // One allocation for the text and one for the field positions, not
+        // one per field: shielding parses a line per thread. What the kernel
+        // prints after the name is ASCII: bytes are scanned (the same split
+        // as char::is_whitespace there); other text by chars.
+        let spans = if rest.is_ascii() {
+            field_spans(
+                rest.bytes()
+                    .enumerate()
+                    .map(|(i, b)| (i, matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r'))),
+                rest.len(),
+            )
+        } else {
+            field_spans(
+                rest.char_indices().map(|(i, c)| (i, c.is_whitespace())),
+                rest.len(),
+            )
+        };
+        Ok(StatLine {
+            pid,
+            comm,
+            rest: rest.to_string(),
+            spans,
+        })
     }
 
     /// Field `n` (numbered from 1 as in proc(5); `n >= 3`).
     pub fn field(&self, n: usize) -> Result<&str, StatError> {
         n.checked_sub(3)
-            .and_then(|i| self.fields.get(i))
-            .map(String::as_str)
+            .and_then(|i| self.spans.get(i))
+            .map(|&(a, b)| &self.rest[a..b])
             .ok_or_else(|| {
                 StatError(format!(
                     "only {} fields, field {n} missing",
-                    self.fields.len() + 2
+                    self.spans.len() + 2
                 ))
             })
     }
@@ -95,6 +118,27 @@ impl StatLine {
     }
 }
 
+/// The byte ranges of the whitespace-separated fields of a text of `len`
+/// bytes, given each character's offset and whether it is whitespace.
+fn field_spans(chars: impl Iterator<Item = (usize, bool)>, len: usize) -> Vec<(usize, usize)> {
+    let mut spans = Vec::with_capacity(52);
+    let mut start = None;
+    for (i, space) in chars {
+        match (space, start) {
+            (true, Some(s)) => {
+                spans.push((s, i));
+                start = None;
+            }
+            (false, None) => start = Some(i),
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        spans.push((s, len));
+    }
+    spans
+}
+
 /// The fields of a stat line that shielding needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcStat {
@@ -110,6 +154,9 @@ pub struct ProcStat {
     pub flags: u32,
     /// Start time in clock ticks since boot (field 22).
     pub starttime: u64,
+    /// Threads in its process (field 20): 1 means the thread is the whole
+    /// process, so a process's stat names its one thread.
+    pub num_threads: u64,
 }
 
 impl ProcStat {
@@ -135,6 +182,7 @@ pub fn parse_stat(bytes: &[u8]) -> Result<ProcStat, StatError> {
         .map_err(|_| StatError("field 9 (flags) is out of range".into()))?;
     Ok(ProcStat {
         starttime: line.number(22)?,
+        num_threads: line.number(20)?,
         pid: line.pid,
         comm: line.comm,
         state,
@@ -228,6 +276,7 @@ mod tests {
                 ppid: 17,
                 flags: 4194560,
                 starttime: 987654,
+                num_threads: 1,
             }
         );
     }

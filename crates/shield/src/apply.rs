@@ -43,9 +43,19 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
         .map(std::time::Duration::from_micros);
+    // The tasks file of the last Move, held open for the next ones: moving
+    // thousands of tasks opens it once (each ID is still its own write).
+    let mut mover: Option<(&Path, Box<dyn cpushield_kernel::KernelWriter + '_>)> = None;
+    // CPUSHIELD_TIMING: time per kind of step.
+    let mut times: Option<[std::time::Duration; 5]> =
+        crate::timing::enabled().then_some(Default::default());
     for step in &plan.steps {
+        let started = times.map(|_| std::time::Instant::now());
         if let Some(pause) = step_delay {
             std::thread::sleep(pause);
+        }
+        if !matches!(step, Step::Move { .. }) {
+            mover = None;
         }
         match step {
             Step::Mkdir(dir) => match kernel.mkdir(dir) {
@@ -76,7 +86,7 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
                     out.irqs += 1;
                 }
             }
-            Step::Move { id, comm, to } => match kernel.write(to, &id.to_string()) {
+            Step::Move { id, comm, to } => match move_task(kernel, &mut mover, to, *id) {
                 Ok(()) => out.moved += 1,
                 Err(e) if errno(&e) == libc::ESRCH => out.vanished += 1,
                 Err(e) => out.notes.push(Note {
@@ -88,7 +98,7 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
                     remedy: None,
                 }),
             },
-            Step::Affinity { tid, comm, cpus } => match kernel.set_affinity(*tid, cpus) {
+            Step::Affinity { tid, comm, cpus } => match ensure_affinity(kernel, *tid, cpus) {
                 Ok(()) => out.affinities += 1,
                 Err(e) if errno(&e) == libc::ESRCH => out.vanished += 1,
                 Err(e) => out.notes.push(Note {
@@ -130,9 +140,70 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
             Step::Drain { from, to } => drain(kernel, from, to)?,
             Step::Rmdir(dir) => remove_cgroup(kernel, dir)?,
         }
+        if let (Some(times), Some(started)) = (times.as_mut(), started) {
+            let kind = match step {
+                Step::Move { .. } => 0,
+                Step::Affinity { .. } => 1,
+                Step::Write {
+                    kind: WriteKind::Irq { .. },
+                    ..
+                } => 2,
+                Step::Sched { .. } => 3,
+                _ => 4,
+            };
+            times[kind] += started.elapsed();
+        }
         out.applied += 1;
     }
+    if let Some(times) = times {
+        for (name, took) in [
+            "moves",
+            "affinities",
+            "IRQs",
+            "scheduling policies",
+            "cgroups and files",
+        ]
+        .iter()
+        .zip(times)
+        {
+            crate::timing::print(&format!("  apply: {name}"), took);
+        }
+    }
     Ok(out)
+}
+
+/// Gives a thread the affinity `cpus` unless it has it already: moving a
+/// task into a cpuset sets its affinity to the cpuset's CPUs, which is
+/// most often what the plan wants, and sched_getaffinity costs less than
+/// sched_setaffinity (it also leaves the kernel's record of what the task
+/// itself asked for as it was).
+fn ensure_affinity(
+    kernel: &dyn Kernel,
+    tid: i32,
+    cpus: &cpushield_cpuset::CpuSet,
+) -> io::Result<()> {
+    match kernel.get_affinity(tid) {
+        Ok(now) if now == *cpus => Ok(()),
+        _ => kernel.set_affinity(tid, cpus),
+    }
+}
+
+/// Writes `id` to the tasks file `to` through the writer held open for it
+/// (opened here when it is another file); where the file cannot be opened, a
+/// plain write gives the error.
+fn move_task<'k, 'p>(
+    kernel: &'k dyn Kernel,
+    mover: &mut Option<(&'p Path, Box<dyn cpushield_kernel::KernelWriter + 'k>)>,
+    to: &'p Path,
+    id: i32,
+) -> io::Result<()> {
+    if mover.as_ref().is_none_or(|(path, _)| *path != to) {
+        *mover = kernel.open_for_writes(to).ok().map(|w| (to, w));
+    }
+    match mover {
+        Some((_, writer)) => writer.write(&id.to_string()),
+        None => kernel.write(to, &id.to_string()),
+    }
 }
 
 fn irq_note(irq: u32, name: &str, e: &io::Error) -> Note {
@@ -197,4 +268,64 @@ fn remove_cgroup(kernel: &dyn Kernel, dir: &Path) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cpushield_cpuset::CpuSet;
+    use cpushield_kernel::{Change, FakeKernel, RecordingKernel};
+
+    fn affinity(tid: i32, cpus: &str) -> Step {
+        Step::Affinity {
+            tid,
+            comm: format!("t{tid}"),
+            cpus: CpuSet::parse_list(cpus).unwrap(),
+        }
+    }
+
+    #[test]
+    fn an_affinity_already_in_place_is_not_set_again_but_a_different_one_is() {
+        let fake = FakeKernel::new();
+        fake.set_thread_affinity(7, CpuSet::parse_list("0").unwrap());
+        fake.set_thread_affinity(8, CpuSet::parse_list("0-1").unwrap());
+        let k = RecordingKernel::new(&fake);
+        let plan = Plan {
+            steps: vec![affinity(7, "0"), affinity(8, "0")],
+            ..Plan::default()
+        };
+        let out = apply(&k, &plan).unwrap();
+        assert_eq!(out.affinities, 2, "both tasks have the planned affinity");
+        assert_eq!(
+            k.changes(),
+            vec![Change::Affinity(8, CpuSet::parse_list("0").unwrap())]
+        );
+        assert_eq!(fake.affinities()[&8], CpuSet::parse_list("0").unwrap());
+    }
+
+    #[test]
+    fn moves_to_one_tasks_file_write_one_id_each_in_order() {
+        let fake = FakeKernel::new();
+        fake.set_file("/cg/tasks", "");
+        let k = RecordingKernel::new(&fake);
+        let to = std::path::PathBuf::from("/cg/tasks");
+        let mv = |id| Step::Move {
+            id,
+            comm: format!("t{id}"),
+            to: to.clone(),
+        };
+        let plan = Plan {
+            steps: vec![mv(1), mv(2), mv(3)],
+            ..Plan::default()
+        };
+        let out = apply(&k, &plan).unwrap();
+        assert_eq!(out.moved, 3);
+        assert_eq!(fake.file("/cg/tasks").unwrap(), "1\n2\n3\n");
+        assert_eq!(
+            k.changes(),
+            (1..=3)
+                .map(|id| Change::Write(to.clone(), id.to_string()))
+                .collect::<Vec<_>>()
+        );
+    }
 }

@@ -17,6 +17,7 @@ pub mod render;
 pub mod snapshot;
 pub mod state;
 pub mod status;
+pub mod timing;
 
 use apply::Outcome;
 use cpushield_cpuset::CpuSet;
@@ -193,10 +194,12 @@ pub fn shield_in(
     request: &ShieldMasks,
     options: Options,
 ) -> Result<Report, ShieldError> {
+    let mut laps = timing::Laps::from_env();
     check_request(kernel, request, options)?;
     let layout = layout(kernel)?;
     let _lock = store.lock()?;
     let loaded = state::load_from(store)?;
+    laps.lap("check, lock, load state");
     let recovered = loaded.as_ref().and_then(|l| l.recovered.clone());
     let saved = loaded.map(|l| l.state);
     match &saved {
@@ -205,6 +208,7 @@ pub fn shield_in(
     }
     let layout = saved.as_ref().map(|s| s.layout.clone()).unwrap_or(layout);
     let snap = snapshot::take(kernel, &layout)?;
+    laps.lap("snapshot");
     let request = if options.whole_cores {
         with_siblings(request, &snap)
     } else {
@@ -216,7 +220,7 @@ pub fn shield_in(
         .unwrap_or_else(|| request.clone());
     validate(&masks, &snap.online)?;
     let saved = saved.unwrap_or_else(|| SavedState::from_snapshot(&snap, ShieldMasks::default()));
-    let mut report = change(kernel, store, snap, saved, masks)?;
+    let mut report = change(kernel, store, snap, saved, masks, &mut laps)?;
     report.notes.extend(recovered_note(recovered));
     Ok(report)
 }
@@ -292,8 +296,10 @@ pub fn unshield_in(
         // Under the same lock: a shield cannot slip in between and be undone.
         return reset_locked(kernel, store, false, &lock);
     }
+    let mut laps = timing::Laps::from_env();
     let snap = snapshot::take(kernel, &loaded.state.layout)?;
-    let mut report = change(kernel, store, snap, loaded.state, masks)?;
+    laps.lap("snapshot");
+    let mut report = change(kernel, store, snap, loaded.state, masks, &mut laps)?;
     report.notes.extend(recovered_note(loaded.recovered));
     Ok(report)
 }
@@ -304,6 +310,7 @@ fn change(
     snap: snapshot::Snapshot,
     mut saved: SavedState,
     masks: ShieldMasks,
+    laps: &mut timing::Laps,
 ) -> Result<Report, ShieldError> {
     saved.version = state::STATE_VERSION;
     let followed = saved.follow_requests(&snap, true);
@@ -318,6 +325,7 @@ fn change(
         );
     }
     let plan = plan::plan_shield(&snap, &saved, &masks);
+    laps.lap("plan");
     for dir in &plan.creates {
         if !saved.created_cgroups.contains(dir) {
             saved.created_cgroups.push(dir.clone());
@@ -327,7 +335,15 @@ fn change(
     // The teardown in the plan removes the cgroups when no process stays
     // shielded; they are forgotten only once done.
     let forget_cgroups = masks.procs.is_empty();
-    let (outcome, mut notes) = apply_and_store(kernel, store, &plan, &mut saved, forget_cgroups)?;
+    let (outcome, mut notes) = apply_and_store(
+        kernel,
+        store,
+        &snap,
+        &plan,
+        &mut saved,
+        forget_cgroups,
+        laps,
+    )?;
     notes.splice(0..0, followed_notes(&followed));
     notes.splice(0..0, plan.notes);
     Ok(report(&snap, masks, outcome, notes))
@@ -358,17 +374,23 @@ fn followed_notes(followed: &[state::Followed]) -> Vec<Note> {
 fn apply_and_store(
     kernel: &dyn Kernel,
     store: &dyn StateStore,
+    snap: &snapshot::Snapshot,
     plan: &plan::Plan,
     saved: &mut SavedState,
     forget_cgroups: bool,
+    laps: &mut timing::Laps,
 ) -> Result<(Outcome, Vec<Note>), ShieldError> {
     // Durable before the first change: a SIGKILL from here on is undone by
     // reset, which then trusts no record of what was set (exact undo).
     saved.set.applying = true;
     state::store_in(store, saved)?;
+    laps.lap("state stored (before the first change)");
     let outcome = apply::apply(kernel, plan)?;
+    laps.lap("apply");
     let mut notes = Vec::new();
-    match snapshot::take(kernel, &saved.layout) {
+    let after = snapshot::read_back(kernel, snap);
+    laps.lap("read back what was set");
+    match after {
         Ok(after) => saved.record_set(&after),
         Err(e) => notes.push(Note {
             severity: plan::Severity::Warn,
@@ -391,6 +413,7 @@ fn apply_and_store(
             remedy: None,
         });
     }
+    laps.lap("state stored (what was set)");
     Ok((outcome, notes))
 }
 
@@ -598,15 +621,18 @@ fn reset_locked(
     namespace_gone: bool,
     _lock: &state::StateLock,
 ) -> Result<Report, ShieldError> {
+    let mut laps = timing::Laps::from_env();
     let Some(loaded) = state::load_from(store)? else {
         return Ok(empty_report(kernel));
     };
+    laps.lap("load state");
     let mut saved = loaded.state;
     if !namespace_gone {
         same_namespace(kernel, store, &saved)?;
     }
     let path = store.dir().join(state::STATE_FILE).display().to_string();
     let first = snapshot::take(kernel, &saved.layout)?;
+    laps.lap("snapshot");
     let problems = machine_problems(kernel, &saved, &first);
     if !problems.is_empty() {
         return Err(ShieldError::BadState { path, problems });
@@ -615,17 +641,31 @@ fn reset_locked(
     // the ones saved before (tasks only where their IDs mean the same tasks).
     let same_tasks = saved.pid_namespace.is_empty() || saved.pid_namespace == first.pid_namespace;
     let followed = follow_before_reset(store, &mut saved, &first, same_tasks);
+    laps.lap("check, follow requests, state stored");
     let mut total = Outcome::default();
     let mut notes = Vec::new();
     let mut last_snap = None;
     let mut snap = Some(first);
     // Tasks forked while reset runs are caught by the next pass.
     for _ in 0..3 {
-        let snap_now = match snap.take() {
-            Some(s) => s,
-            None => snapshot::take(kernel, &saved.layout)?,
+        let snap_now = match (snap.take(), &last_snap) {
+            (Some(s), _) => s,
+            // Once cpushield's cgroups are gone, no task can be in them: the
+            // tasks seen before are read again (affinity, cgroup), not every
+            // task's stat; reset leaves a task born meanwhile as it is.
+            (None, Some(before)) if !saved.created_cgroups.iter().any(|d| kernel.exists(d)) => {
+                let s = snapshot::refresh(kernel, &saved.layout, before)?;
+                laps.lap("snapshot (tasks seen before)");
+                s
+            }
+            (None, _) => {
+                let s = snapshot::take(kernel, &saved.layout)?;
+                laps.lap("snapshot");
+                s
+            }
         };
         let plan = plan::plan_reset(&snap_now, &saved);
+        laps.lap("plan");
         let outside = paths_outside(&plan, &saved.layout);
         if !outside.is_empty() {
             return Err(ShieldError::BadState {
@@ -648,6 +688,7 @@ fn reset_locked(
             )
         });
         let outcome = apply::apply(kernel, &plan)?;
+        laps.lap("apply");
         total.applied += outcome.applied;
         total.moved += outcome.moved;
         total.affinities += outcome.affinities;
@@ -660,7 +701,9 @@ fn reset_locked(
             break;
         }
     }
-    state::remove_from(store).map_err(|e| {
+    let removed = state::remove_from(store);
+    laps.lap("state removed");
+    removed.map_err(|e| {
         std::io::Error::new(
             e.kind(),
             format!(

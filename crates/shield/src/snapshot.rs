@@ -5,7 +5,7 @@ use crate::layout::{cgroup_of, CgroupLayout};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::{is_gone, read_cpu_list, read_trimmed, with_path, Kernel};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 /// Path of the unbound workqueue cpumask.
@@ -135,24 +135,65 @@ pub fn read_task(
     pid: i32,
     tid: i32,
 ) -> std::io::Result<Option<TaskInfo>> {
-    let base = PathBuf::from(format!("/proc/{pid}/task/{tid}"));
-    let stat_path = base.join("stat");
-    let stat_bytes = match kernel.read_bytes(&stat_path) {
+    read_task_in(kernel, layout, &HashMap::new(), pid, tid)
+}
+
+/// Reads and parses a stat file; `Ok(None)` if the task vanished meanwhile.
+fn read_stat(
+    kernel: &dyn Kernel,
+    tid: i32,
+    stat_path: &Path,
+) -> std::io::Result<Option<cpushield_parse::pid_stat::ProcStat>> {
+    let stat_bytes = match kernel.read_bytes(stat_path) {
         Ok(b) => b,
         Err(e) if is_gone(&e) => return Ok(None),
-        Err(e) => return Err(unreadable(tid, "its stat", &stat_path, e)),
+        Err(e) => return Err(unreadable(tid, "its stat", stat_path, e)),
     };
     if stat_bytes.is_empty() {
         // An exiting thread shows an empty file for a moment.
         return Ok(None);
     }
-    let stat = cpushield_parse::pid_stat::parse_stat(&stat_bytes)
-        .map_err(|e| unreadable(tid, "its stat", &stat_path, e))?;
-    let cgroup_path = base.join("cgroup");
-    let cgroup_text = match kernel.read(&cgroup_path) {
-        Ok(t) => t,
-        Err(e) if is_gone(&e) => return Ok(None),
-        Err(e) => return Err(unreadable(tid, "its cgroup", &cgroup_path, e)),
+    cpushield_parse::pid_stat::parse_stat(&stat_bytes)
+        .map(Some)
+        .map_err(|e| unreadable(tid, "its stat", stat_path, e))
+}
+
+/// [`read_task`] with the cgroups already read from the hierarchy
+/// ([`cgroup_members`]); a thread missing there has its own cgroup file read.
+fn read_task_in(
+    kernel: &dyn Kernel,
+    layout: &CgroupLayout,
+    cgroups: &HashMap<i32, String>,
+    pid: i32,
+    tid: i32,
+) -> std::io::Result<Option<TaskInfo>> {
+    let base = PathBuf::from(format!("/proc/{pid}/task/{tid}"));
+    let Some(stat) = read_stat(kernel, tid, &base.join("stat"))? else {
+        return Ok(None);
+    };
+    task_from_stat(kernel, layout, cgroups, pid, tid, stat)
+}
+
+/// Completes a thread from its parsed stat: its cgroup and its affinity.
+fn task_from_stat(
+    kernel: &dyn Kernel,
+    layout: &CgroupLayout,
+    cgroups: &HashMap<i32, String>,
+    pid: i32,
+    tid: i32,
+    stat: cpushield_parse::pid_stat::ProcStat,
+) -> std::io::Result<Option<TaskInfo>> {
+    let cgroup = match cgroups.get(&tid) {
+        Some(c) => c.clone(),
+        None => {
+            let cgroup_path = PathBuf::from(format!("/proc/{pid}/task/{tid}/cgroup"));
+            let cgroup_text = match kernel.read(&cgroup_path) {
+                Ok(t) => t,
+                Err(e) if is_gone(&e) => return Ok(None),
+                Err(e) => return Err(unreadable(tid, "its cgroup", &cgroup_path, e)),
+            };
+            cgroup_of(layout, &cgroup_text).unwrap_or_else(|| "/".into())
+        }
     };
     let affinity = match kernel.get_affinity(tid) {
         Ok(a) => a,
@@ -176,12 +217,78 @@ pub fn read_task(
         kthread,
         pinned_by_kernel,
         affinity,
-        cgroup: cgroup_of(layout, &cgroup_text).unwrap_or_else(|| "/".into()),
+        cgroup,
     }))
+}
+
+/// Control files of a cgroup directory, by prefix: entries named so are not
+/// child cgroups (a child named so anyway is read from /proc instead).
+const CONTROL_FILES: [&str; 16] = [
+    "cgroup.",
+    "cpuset.",
+    "cpu.",
+    "cpuacct.",
+    "memory.",
+    "io.",
+    "pids.",
+    "hugetlb.",
+    "rdma.",
+    "misc.",
+    "blkio.",
+    "net_",
+    "devices.",
+    "freezer.",
+    "perf_event.",
+    "notify_on_release",
+];
+
+/// The cgroup of every thread listed by the cpuset hierarchy itself (v1
+/// `tasks`, v2 `cgroup.threads` of each cgroup, IDs as this PID namespace
+/// sees them): one read per cgroup instead of one per thread. Threads it
+/// misses (created meanwhile, a cgroup that could not be read) are read from
+/// /proc one by one.
+pub fn cgroup_members(kernel: &dyn Kernel, layout: &CgroupLayout) -> HashMap<i32, String> {
+    let list = if layout.is_v2() {
+        "cgroup.threads"
+    } else {
+        "tasks"
+    };
+    let mut out = HashMap::new();
+    let mut todo = vec![(layout.root().to_path_buf(), "/".to_string())];
+    while let Some((dir, rel)) = todo.pop() {
+        let Ok(text) = kernel.read(&dir.join(list)) else {
+            continue;
+        };
+        for id in text.split_ascii_whitespace().filter_map(|t| t.parse().ok()) {
+            out.insert(id, rel.clone());
+        }
+        for name in kernel.read_dir(&dir).unwrap_or_default() {
+            if name == list
+                || name == "release_agent"
+                || CONTROL_FILES.iter().any(|c| name.starts_with(c))
+            {
+                continue;
+            }
+            let child = dir.join(&name);
+            if kernel.exists(&child.join(list)) {
+                let child_rel = if rel == "/" {
+                    format!("/{name}")
+                } else {
+                    format!("{rel}/{name}")
+                };
+                todo.push((child, child_rel));
+            }
+        }
+    }
+    out
 }
 
 /// Reads every visible thread. A thread that cannot be read (other than one
 /// that exited meanwhile) is an error, never skipped in silence.
+///
+/// Per thread this is one stat read and one sched_getaffinity: a process of
+/// one thread is read from /proc/PID/stat without listing its threads, and
+/// cgroups come from the hierarchy's task lists ([`cgroup_members`]).
 pub fn read_tasks(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Vec<TaskInfo>> {
     let mut tasks = Vec::new();
     let entries = kernel
@@ -189,7 +296,18 @@ pub fn read_tasks(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result
         .map_err(|e| with_path(e, Path::new("/proc")))?;
     let mut pids: Vec<i32> = entries.iter().filter_map(|e| e.parse().ok()).collect();
     pids.sort_unstable();
+    let cgroups = cgroup_members(kernel, layout);
     for pid in pids {
+        // A process of one thread: its stat is its thread's. Anything else
+        // (several threads, no such file, an error) is read thread by thread.
+        if let Ok(Some(stat)) = read_stat(kernel, pid, Path::new(&format!("/proc/{pid}/stat"))) {
+            if stat.num_threads == 1 {
+                if let Some(task) = task_from_stat(kernel, layout, &cgroups, pid, pid, stat)? {
+                    tasks.push(task);
+                }
+                continue;
+            }
+        }
         let dir = PathBuf::from(format!("/proc/{pid}/task"));
         let tids = match kernel.read_dir(&dir) {
             Ok(t) => t,
@@ -202,7 +320,7 @@ pub fn read_tasks(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result
             }
         };
         for tid in tids.iter().filter_map(|t| t.parse::<i32>().ok()) {
-            if let Some(task) = read_task(kernel, layout, pid, tid)? {
+            if let Some(task) = read_task_in(kernel, layout, &cgroups, pid, tid)? {
                 tasks.push(task);
             }
         }
@@ -239,6 +357,99 @@ pub fn read_irqs(kernel: &dyn Kernel) -> Vec<IrqInfo> {
         });
     }
     irqs
+}
+
+/// What a change left, read back cheaply: each task of `before` with its
+/// affinity now (one sched_getaffinity each; tasks gone meanwhile are
+/// dropped) and every IRQ now. Tasks born meanwhile are not in it: the state
+/// records what the shield set only on tasks it knows, all of which were in
+/// `before`.
+pub fn read_back(kernel: &dyn Kernel, before: &Snapshot) -> std::io::Result<Snapshot> {
+    let mut tasks = Vec::with_capacity(before.tasks.len());
+    for task in &before.tasks {
+        match kernel.get_affinity(task.tid) {
+            Ok(affinity) => tasks.push(TaskInfo {
+                affinity,
+                ..task.clone()
+            }),
+            Err(e) if is_gone(&e) => {}
+            Err(e) => {
+                return Err(unreadable(
+                    task.tid,
+                    "its affinity",
+                    Path::new("sched_getaffinity"),
+                    e,
+                ))
+            }
+        }
+    }
+    Ok(Snapshot {
+        tasks,
+        irqs: read_irqs(kernel),
+        ..before.clone_without_tasks()
+    })
+}
+
+/// A new snapshot of the tasks of `before` only: each one's affinity and
+/// cgroup now (tasks gone meanwhile dropped), every IRQ and file now. It
+/// skips what a full [`take`] reads per task (its stat) and the tasks born
+/// since, so it is for a reset pass once cpushield's cgroups are gone: a task
+/// born then is not in them, and reset leaves such a task as it is.
+pub fn refresh(
+    kernel: &dyn Kernel,
+    layout: &CgroupLayout,
+    before: &Snapshot,
+) -> std::io::Result<Snapshot> {
+    let cgroups = cgroup_members(kernel, layout);
+    let mut tasks = Vec::with_capacity(before.tasks.len());
+    for task in &before.tasks {
+        let stat = cpushield_parse::pid_stat::ProcStat {
+            pid: task.tid,
+            comm: task.comm.clone(),
+            state: 'S',
+            ppid: task.ppid,
+            flags: 0,
+            starttime: task.starttime,
+            num_threads: 1,
+        };
+        if let Some(now) = task_from_stat(kernel, layout, &cgroups, task.tgid, task.tid, stat)? {
+            tasks.push(TaskInfo {
+                kthread: task.kthread,
+                pinned_by_kernel: task.pinned_by_kernel,
+                ..now
+            });
+        }
+    }
+    let files = candidate_files(layout)
+        .into_iter()
+        .filter_map(|p| read_trimmed(kernel, &p).ok().map(|t| (p, t)))
+        .collect();
+    Ok(Snapshot {
+        tasks,
+        irqs: read_irqs(kernel),
+        files,
+        ..before.clone_without_tasks()
+    })
+}
+
+impl Snapshot {
+    /// A copy of everything but the tasks and IRQs (left empty).
+    fn clone_without_tasks(&self) -> Snapshot {
+        Snapshot {
+            online: self.online.clone(),
+            possible: self.possible,
+            layout: self.layout.clone(),
+            scope: self.scope,
+            tasks: Vec::new(),
+            irqs: Vec::new(),
+            files: self.files.clone(),
+            root_cpus: self.root_cpus.clone(),
+            root_mems: self.root_mems.clone(),
+            foreign_cgroups: self.foreign_cgroups.clone(),
+            siblings: self.siblings.clone(),
+            pid_namespace: self.pid_namespace.clone(),
+        }
+    }
 }
 
 /// Detects the scope: kthreadd (PID 2) is visible only from the initial PID namespace.

@@ -408,10 +408,23 @@ const MAX_CPUS: usize = 8192;
 impl SavedState {
     /// The checksum of the state as serialised with `checksum` = 0.
     fn digest(&self) -> u32 {
+        crc32fast::hash(self.plain_text().as_bytes())
+    }
+
+    /// The state serialised with `checksum` = 0. `checksum` is the last
+    /// field, so this is the text as it is with its value replaced: no copy
+    /// of the state and one serialisation (a state holds every task).
+    fn plain_text(&self) -> String {
+        let mut text = serde_json::to_string(self).expect("a state serialises");
+        let tail = format!("\"checksum\":{}}}", self.checksum);
+        if text.ends_with(&tail) {
+            text.truncate(text.len() - tail.len());
+            text.push_str("\"checksum\":0}");
+            return text;
+        }
         let mut plain = self.clone();
         plain.checksum = 0;
-        let text = serde_json::to_string(&plain).expect("a state serialises");
-        crc32fast::hash(text.as_bytes())
+        serde_json::to_string(&plain).expect("a state serialises")
     }
 
     /// Everything wrong with a state that no machine could restore: each
@@ -542,7 +555,10 @@ pub fn decode(bytes: &[u8]) -> Result<SavedState, String> {
             state.version
         ));
     }
-    if state.checksum != 0 && state.checksum != state.digest() {
+    if state.checksum != 0
+        && state.checksum != sealed_text_digest(text)
+        && state.checksum != state.digest()
+    {
         return Err("checksum mismatch: the file was changed after cpushield wrote it".into());
     }
     let problems = state.problems();
@@ -552,11 +568,33 @@ pub fn decode(bytes: &[u8]) -> Result<SavedState, String> {
     Ok(state)
 }
 
+/// The checksum of a state text as [`encode`] writes it, computed on the text
+/// itself (its trailing `"checksum":N}` read as `"checksum":0}`): no second
+/// serialisation of a state of thousands of tasks. A text in another form
+/// gives another value, and [`decode`] then checks the state serialised anew.
+fn sealed_text_digest(text: &str) -> u32 {
+    let body = text.trim_end();
+    let Some(at) = body.rfind("\"checksum\":") else {
+        return 0;
+    };
+    let tail = &body[at + "\"checksum\":".len()..];
+    if !tail.ends_with('}') || !tail[..tail.len() - 1].bytes().all(|b| b.is_ascii_digit()) {
+        return 0;
+    }
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&body.as_bytes()[..at]);
+    hasher.update(b"\"checksum\":0}");
+    hasher.finalize()
+}
+
 /// The state text as written: with its checksum.
 pub fn encode(state: &SavedState) -> String {
-    let mut sealed = state.clone();
-    sealed.checksum = state.digest();
-    serde_json::to_string(&sealed).expect("a state serialises")
+    let mut text = state.plain_text();
+    let checksum = crc32fast::hash(text.as_bytes());
+    // The plain text ends in `"checksum":0}` (see plain_text).
+    text.truncate(text.len() - "0}".len());
+    text.push_str(&format!("{checksum}}}"));
+    text
 }
 
 /// A loaded state and, when the state file was damaged, how it was recovered.
@@ -637,12 +675,18 @@ fn load_copies(
     read: &dyn Fn(&str) -> io::Result<Vec<u8>>,
 ) -> io::Result<Option<Loaded>> {
     let (main, bak) = (dir.join(STATE_FILE), dir.join(BACKUP_FILE));
-    match (read_copy(read, STATE_FILE), read_copy(read, BACKUP_FILE)) {
+    // The copy is decoded only when the state file is not good.
+    let main_copy = match read_copy(read, STATE_FILE) {
+        StateCopy::Good(state) => {
+            return Ok(Some(Loaded {
+                state: *state,
+                recovered: None,
+            }))
+        }
+        other => other,
+    };
+    match (main_copy, read_copy(read, BACKUP_FILE)) {
         (StateCopy::Missing, StateCopy::Missing) => Ok(None),
-        (StateCopy::Good(state), _) => Ok(Some(Loaded {
-            state: *state,
-            recovered: None,
-        })),
         (main_copy, StateCopy::Good(state)) => {
             let why = match main_copy {
                 StateCopy::Bad(why) => why,
@@ -1014,6 +1058,36 @@ mod tests {
             set: SetRecords::default(),
             checksum: 0,
         }
+    }
+
+    #[test]
+    fn the_encoded_text_is_the_state_serialised_with_its_checksum() {
+        let mut state = sample();
+        state.checksum = 12345;
+        let text = encode(&state);
+        let mut plain = state.clone();
+        plain.checksum = 0;
+        let digest = crc32fast::hash(serde_json::to_string(&plain).unwrap().as_bytes());
+        let mut sealed = state;
+        sealed.checksum = digest;
+        assert_eq!(text, serde_json::to_string(&sealed).unwrap());
+        assert_eq!(decode(text.as_bytes()).unwrap().checksum, digest);
+    }
+
+    #[test]
+    fn the_checksum_is_verified_on_the_text_as_written_and_on_a_reformatted_one() {
+        let text = encode(&sample());
+        assert!(decode(text.as_bytes()).is_ok());
+        // The same values, laid out otherwise: checked on the state serialised anew.
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let pretty = serde_json::to_string_pretty(&value).unwrap();
+        assert!(decode(pretty.as_bytes()).is_ok());
+        // A value changed after writing is refused either way.
+        let changed = text.replacen("\"version\":2", "\"version\":1", 1);
+        assert_ne!(changed, text);
+        assert!(decode(changed.as_bytes())
+            .unwrap_err()
+            .contains("checksum mismatch"));
     }
 
     #[test]
