@@ -65,15 +65,17 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-# place CPU CMD...: run CMD on CPU (through the shield when SHIELD=1) at the policy asked.
+# place CPU CMD...: exec CMD on CPU (through the shield when SHIELD=1) at the policy
+# asked. It replaces the calling shell, so call it in a subshell: `(place ...) &` then
+# leaves $! the PID of CMD itself (cpushield run and taskset exec it), which kill reaches.
 place() {
     local cpu=$1; shift
     if [ "${SHIELD:-0}" = 1 ]; then
         local fifo=()
         [ "${FIFO:-0}" = 1 ] && fifo=(--fifo 95)
-        "$BIN" run --cpus "$cpu" "${fifo[@]}" -- "$@"
+        exec "$BIN" run --cpus "$cpu" "${fifo[@]}" -- "$@"
     else
-        "${CHRT[@]}" taskset -c "$cpu" "$@"
+        exec "${CHRT[@]}" taskset -c "$cpu" "$@"
     fi
 }
 if [ "${SHIELD:-0}" = 1 ]; then
@@ -101,18 +103,19 @@ ours() {
 
 # theirs PROTO ROUND -> "p50 mean p99 max trips/s"
 theirs() {
-    local tcp=() out="$WORK/sockperf-$1-$2.txt"
-    [ "$1" = tcp ] && tcp=(--tcp)
-    place "$SERVER" sockperf server -i 127.0.0.1 -p "$PORT" "${tcp[@]}" \
+    local tcp=() out="$WORK/sockperf-$1-$2.txt" port=$((PORT + 2 * $2))
+    [ "$1" = tcp ] && tcp=(--tcp) && port=$((port + 1))
+    # A port per round and protocol: theirs runs in a pipeline's subshell, so a
+    # counter would not advance, and a server still bound would answer instead.
+    (place "$SERVER" sockperf server -i 127.0.0.1 -p "$port" "${tcp[@]}") \
         >"$WORK/sockperf-server.log" 2>&1 &
     SERVER_PID=$!
     sleep 0.5
-    place "$CLIENT" sockperf ping-pong -i 127.0.0.1 -p "$PORT" -m "$SIZE" \
-        -t "$SECS" --full-rtt "${tcp[@]}" >"$out" 2>&1 || bench_die "sockperf failed: $(tail -3 "$out")"
+    (place "$CLIENT" sockperf ping-pong -i 127.0.0.1 -p "$port" -m "$SIZE" \
+        -t "$SECS" --full-rtt "${tcp[@]}") >"$out" 2>&1 || bench_die "sockperf failed: $(tail -3 "$out")"
     kill "$SERVER_PID" 2>/dev/null || true
     wait "$SERVER_PID" 2>/dev/null || true
     SERVER_PID=
-    PORT=$((PORT + 1))
     sed 's/\x1b\[[0-9;]*m//g' "$out" | awk '
         /Valid Duration/ { for (i = 1; i <= NF; i++) if ($i ~ /^RunTime=/) { split($i, a, "="); secs = a[2] + 0 }
                            for (i = 1; i <= NF; i++) if ($i ~ /^ReceivedMessages=/) { split($i, b, "="); n = b[2] + 0 } }
