@@ -12,7 +12,7 @@ mod support;
 
 use std::path::Path;
 use std::process::Command;
-use support::{bin, can_shield_here, skip, system_state};
+use support::{can_shield_here, run_scenario_in_pid_namespace, skip, system_state};
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -121,28 +121,25 @@ fn the_agent_corrects_an_irq_moved_onto_the_shield_and_prometheus_scrapes_the_co
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let before = system_state();
-    let out = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "bash", "-c", SCENARIO])
-        .env("CS", bin())
-        .env("CFG", dir.path().join("cpushield.toml"))
-        .env("LOG", dir.path().join("agent.log"))
-        .env("DIR", dir.path())
-        .env("PORT", free_port().to_string())
-        .env("PPORT", free_port().to_string())
-        .env("VERSION", env!("CARGO_PKG_VERSION"))
-        .env("CPUSHIELD_STATE_DIR", &state)
-        .output()
-        .expect("run unshare");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    if !text.contains("SCENARIO-DONE") {
-        // Leave nothing behind: that namespace (and the agent and Prometheus
-        // in it) is gone, so reset its cgroups, IRQs and settings.
-        let _ = Command::new(bin())
-            .args(["reset", "--namespace-gone"])
-            .env("CPUSHIELD_STATE_DIR", &state)
-            .output();
-    }
+    let (cfg, log) = (
+        dir.path().join("cpushield.toml"),
+        dir.path().join("agent.log"),
+    );
+    let (port, pport) = (free_port().to_string(), free_port().to_string());
+    // A scenario that stops half way takes the agent and Prometheus with its
+    // namespace; the helper then resets from the same state dir.
+    let text = run_scenario_in_pid_namespace(
+        SCENARIO,
+        &[
+            ("CFG", cfg.as_os_str()),
+            ("LOG", log.as_os_str()),
+            ("DIR", dir.path().as_os_str()),
+            ("PORT", port.as_ref()),
+            ("PPORT", pport.as_ref()),
+            ("VERSION", env!("CARGO_PKG_VERSION").as_ref()),
+        ],
+        &state,
+    );
     // The IRQ the scenario spread over CPU 1 keeps that mask after reset (its
     // owner's request); put the original back, then everything else must be
     // exactly as before.
@@ -166,10 +163,6 @@ fn the_agent_corrects_an_irq_moved_onto_the_shield_and_prometheus_scrapes_the_co
     assert_eq!(before, system_state(), "IRQs or sysctls differ after reset");
     assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
     assert!(!text.contains("ASSERT-FAIL"), "{text}");
-    assert!(
-        text.contains("SCENARIO-DONE"),
-        "exit {:?}: {text}",
-        out.status
-    );
+    assert!(text.contains("SCENARIO-DONE"), "{text}");
     eprintln!("{text}");
 }

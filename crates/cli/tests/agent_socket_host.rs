@@ -11,7 +11,7 @@ mod support;
 
 use std::path::Path;
 use std::process::Command;
-use support::{bin, can_shield_here, skip, system_state};
+use support::{can_shield_here, run_scenario_in_pid_namespace, skip, system_state};
 
 const SCENARIO: &str = r#"
 set -u
@@ -128,35 +128,28 @@ fn a_group_member_places_its_own_process_through_the_agent_and_everything_else_i
     .unwrap();
     let state = dir.path().join("state");
     let before = system_state();
-    let out = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "bash", "-c", SCENARIO])
-        .env("CS", bin())
-        .env("CFG", dir.path().join("cpushield.toml"))
-        .env("LOG", dir.path().join("agent.log"))
-        .env("SOCK", dir.path().join("agent.sock"))
-        .env("DIR", dir.path())
-        .env("GRP", &users.group)
-        .env("MEMBER", &users.member)
-        .env("OUTSIDER", &users.outsider)
-        .env("CPUSHIELD_STATE_DIR", &state)
-        .output()
-        .expect("run unshare");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    if !text.contains("SCENARIO-DONE") {
-        let _ = Command::new(bin())
-            .args(["reset", "--namespace-gone"])
-            .env("CPUSHIELD_STATE_DIR", &state)
-            .output();
-    }
+    let (cfg, log) = (
+        dir.path().join("cpushield.toml"),
+        dir.path().join("agent.log"),
+    );
+    let sock = dir.path().join("agent.sock");
+    let text = run_scenario_in_pid_namespace(
+        SCENARIO,
+        &[
+            ("CFG", cfg.as_os_str()),
+            ("LOG", log.as_os_str()),
+            ("SOCK", sock.as_os_str()),
+            ("DIR", dir.path().as_os_str()),
+            ("GRP", users.group.as_ref()),
+            ("MEMBER", users.member.as_ref()),
+            ("OUTSIDER", users.outsider.as_ref()),
+        ],
+        &state,
+    );
     drop(users);
     assert_eq!(before, system_state(), "IRQs or sysctls differ after reset");
     assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
     assert!(!text.contains("ASSERT-FAIL"), "{text}");
-    assert!(
-        text.contains("SCENARIO-DONE"),
-        "exit {:?}: {text}",
-        out.status
-    );
+    assert!(text.contains("SCENARIO-DONE"), "{text}");
     eprintln!("{text}");
 }

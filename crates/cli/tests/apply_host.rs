@@ -6,8 +6,7 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
-use support::{bin, can_shield_here, skip, system_state};
+use support::{can_shield_here, run_scenario_in_pid_namespace, skip, system_state};
 
 const SCENARIO: &str = r#"
 set -u
@@ -62,31 +61,18 @@ fn apply_twice_is_a_no_op_dry_run_changes_nothing_and_reset_restores_everything(
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let before = system_state();
-    let out = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "bash", "-c", SCENARIO])
-        .env("CS", bin())
-        .env("CFG", dir.path().join("cpushield.toml"))
-        .env("BAD", dir.path().join("bad.toml"))
-        .env("CPUSHIELD_STATE_DIR", &state)
-        .output()
-        .expect("run unshare");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    if !text.contains("SCENARIO-DONE") {
-        // Leave nothing behind: that namespace is gone, so reset its
-        // cgroups, IRQs and settings from the same state dir.
-        let _ = Command::new(bin())
-            .args(["reset", "--namespace-gone"])
-            .env("CPUSHIELD_STATE_DIR", &state)
-            .output();
-    }
+    let (cfg, bad) = (
+        dir.path().join("cpushield.toml"),
+        dir.path().join("bad.toml"),
+    );
+    let text = run_scenario_in_pid_namespace(
+        SCENARIO,
+        &[("CFG", cfg.as_os_str()), ("BAD", bad.as_os_str())],
+        &state,
+    );
     assert_eq!(before, system_state(), "IRQs or sysctls differ after reset");
     assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
     assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-system").exists());
     assert!(!text.contains("ASSERT-FAIL"), "{text}");
-    assert!(
-        text.contains("SCENARIO-DONE"),
-        "exit {:?}: {text}",
-        out.status
-    );
+    assert!(text.contains("SCENARIO-DONE"), "{text}");
 }

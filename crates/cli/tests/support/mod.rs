@@ -62,3 +62,32 @@ pub fn system_state() -> Vec<(String, String)> {
     out.sort();
     out
 }
+
+/// Runs `script` with bash in a private PID namespace (`unshare --pid --fork
+/// --mount-proc`) with `CS` set to the binary, the `envs` given and
+/// `CPUSHIELD_STATE_DIR` set to `state`, and returns its stdout and stderr.
+/// A script that did not print `SCENARIO-DONE` is taken to have stopped half
+/// way: its namespace is gone, so `reset --namespace-gone` puts its cgroups,
+/// IRQs and settings back from the same state dir.
+pub fn run_scenario_in_pid_namespace(
+    script: &str,
+    envs: &[(&str, &std::ffi::OsStr)],
+    state: &std::path::Path,
+) -> String {
+    let out = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "bash", "-c", script])
+        .env("CS", bin())
+        .envs(envs.iter().copied())
+        .env("CPUSHIELD_STATE_DIR", state)
+        .output()
+        .expect("run unshare");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    if !text.contains("SCENARIO-DONE") {
+        let _ = Command::new(bin())
+            .args(["reset", "--namespace-gone"])
+            .env("CPUSHIELD_STATE_DIR", state)
+            .output();
+    }
+    text
+}
