@@ -24,6 +24,22 @@ fail() {
     echo "GUEST-FAIL $1: $2"
 }
 
+# reserve_holder CPU RUNNER: the PID that holds CPU's reservation, once the task that
+# `run --reserve` starts (not RUNNER, the backgrounded run itself) holds it; waits up to
+# 5 s, prints nothing if it never does.
+reserve_holder() {
+    _i=0
+    while [ "$_i" -lt 100 ]; do
+        _h=$(cut -d' ' -f1 "/run/cpushield/reserve/cpu$1" 2>/dev/null)
+        if [ -n "$_h" ] && [ "$_h" != 0 ] && [ "$_h" != "$2" ]; then
+            echo "$_h"
+            return
+        fi
+        usleep 50000
+        _i=$((_i + 1))
+    done
+}
+
 # check_eq NAME EXPECTED ACTUAL [what]
 check_eq() {
     if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "${4:-value} expected '$2', got '$3'"; fi

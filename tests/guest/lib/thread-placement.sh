@@ -115,15 +115,7 @@ thread_placement() {
     # naming the holder, nothing changed; reset proceeds and says whose shield it lifts.
     "$CS" run --cpus 3 --reserve -- sleep 1000 >/tmp/holder.out 2>&1 &
     runner=$!
-    _i=0
-    holder=
-    while [ "$_i" -lt 100 ]; do
-        holder=$(cut -d' ' -f1 /run/cpushield/reserve/cpu3 2>/dev/null)
-        [ -n "$holder" ] && [ "$holder" != 0 ] && [ "$holder" != "$runner" ] && break
-        holder=
-        usleep 50000
-        _i=$((_i + 1))
-    done
+    holder=$(reserve_holder 3 "$runner")
     if [ -n "$holder" ]; then
         cs measure latency --cpus 3 --duration 1s
         check_eq thread/reserved-measure-exit 1 "$CS_RC"

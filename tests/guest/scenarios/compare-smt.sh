@@ -60,15 +60,7 @@ scenario_main() {
     "$CS" run --cpus 3 --allow-unshielded --reserve --smt-siblings -- sleep 1000 \
         >/tmp/holder.out 2>&1 &
     runner=$!
-    _i=0
-    holder=
-    while [ "$_i" -lt 100 ]; do
-        holder=$(cut -d' ' -f1 /run/cpushield/reserve/cpu2 2>/dev/null)
-        [ -n "$holder" ] && [ "$holder" != 0 ] && [ "$holder" != "$runner" ] && break
-        holder=
-        usleep 50000
-        _i=$((_i + 1))
-    done
+    holder=$(reserve_holder 2 "$runner")
     if [ -n "$holder" ]; then
         pass smt/sibling-reserved
         cs run --cpus 2 --allow-unshielded -- true
