@@ -502,6 +502,54 @@ impl State<'_> {
     }
 }
 
+/// The interrupt that woke the measured task when no sched_wakeup event is
+/// in the trace: the first interrupt or vector that entered at or after
+/// `from` and left a reschedule pending at its exit (the `N` flag: a task it
+/// woke is to preempt the current one), before the task was switched in.
+/// Returns its entry and exit times. A timer that expired while interrupts
+/// were off fires in the first local timer interrupt after it, and the
+/// wakeup of a real-time task sets the flag, so this is the interrupt that
+/// ran the measured task's wakeup, to within that interrupt's own length.
+fn waking_interrupt(events: &[Event], spike: &Spike, from: u64, end: u64) -> Option<(u64, u64)> {
+    let mut open: Vec<(&EventKind, u64)> = Vec::new();
+    for e in events.iter().filter(|e| e.ts_ns >= from) {
+        if e.ts_ns > end {
+            break;
+        }
+        match &e.kind {
+            EventKind::VectorEntry { .. } | EventKind::IrqEntry { .. } => {
+                open.push((&e.kind, e.ts_ns))
+            }
+            EventKind::VectorExit { vector } => {
+                if let Some(pos) = open.iter().rposition(
+                    |(k, _)| matches!(k, EventKind::VectorEntry { vector: v } if v == vector),
+                ) {
+                    let entry = open[pos].1;
+                    open.truncate(pos);
+                    if e.need_resched {
+                        return Some((entry, e.ts_ns));
+                    }
+                }
+            }
+            EventKind::IrqExit { irq } => {
+                if let Some(pos) = open
+                    .iter()
+                    .rposition(|(k, _)| matches!(k, EventKind::IrqEntry { irq: i, .. } if i == irq))
+                {
+                    let entry = open[pos].1;
+                    open.truncate(pos);
+                    if e.need_resched {
+                        return Some((entry, e.ts_ns));
+                    }
+                }
+            }
+            EventKind::Switch { next_pid, .. } if *next_pid == spike.tid => break,
+            _ => {}
+        }
+    }
+    None
+}
+
 /// Explains a spike from the events of its CPU. `events` must be that CPU's
 /// events in time order, reaching back before the intended time when possible
 /// (the context in force at the start is taken from the events before it).
@@ -515,21 +563,32 @@ pub fn attribute(events: &[Event], spike: &Spike, ctx: &AttributionContext<'_>) 
             && e.ts_ns <= end
             && matches!(e.kind, EventKind::Wakeup { pid, .. } if pid == spike.tid)
     });
-    let wake = wake_ev.map(|e| e.ts_ns.max(start));
+    // Without a wakeup event (the tracer leaves sched_wakeup out: it fires
+    // in the measured CPU's own wakeup path), the wakeup is the end of the
+    // interrupt that woke the task.
+    let by_interrupt = match wake_ev {
+        Some(_) => None,
+        None => waking_interrupt(events, spike, start.saturating_sub(slack), end),
+    };
+    let wake = wake_ev
+        .map(|e| e.ts_ns.max(start))
+        .or(by_interrupt.map(|(_, exit)| exit.max(start)));
     // The interrupt the wakeup ran in: the last interrupt or vector entry at
     // or before the wakeup event, inside the window.
-    let irq_entry = wake_ev.and_then(|w| {
-        events
-            .iter()
-            .filter(|e| e.ts_ns <= w.ts_ns && e.ts_ns + slack >= start)
-            .rev()
-            .find(|e| {
-                matches!(
-                    e.kind,
-                    EventKind::VectorEntry { .. } | EventKind::IrqEntry { .. }
-                )
-            })
-            .map(|e| e.ts_ns.max(start))
+    let irq_entry = by_interrupt.map(|(entry, _)| entry.max(start)).or_else(|| {
+        wake_ev.and_then(|w| {
+            events
+                .iter()
+                .filter(|e| e.ts_ns <= w.ts_ns && e.ts_ns + slack >= start)
+                .rev()
+                .find(|e| {
+                    matches!(
+                        e.kind,
+                        EventKind::VectorEntry { .. } | EventKind::IrqEntry { .. }
+                    )
+                })
+                .map(|e| e.ts_ns.max(start))
+        })
     });
     let switch_in = events
         .iter()
@@ -632,7 +691,9 @@ pub fn attribute(events: &[Event], spike: &Spike, ctx: &AttributionContext<'_>) 
                 fmt_ns(now.saturating_sub(start))
             ));
         }
-        let before = w.saturating_sub(start);
+        // How late the interrupt that woke it came (its entry; the wakeup
+        // itself when the entry is not in the trace).
+        let before = irq_entry.unwrap_or(w).saturating_sub(start);
         if before > 100_000 {
             let busy: Vec<&Cause> = causes
                 .iter()

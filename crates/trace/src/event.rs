@@ -123,6 +123,10 @@ pub struct Event {
     pub comm: String,
     /// What happened.
     pub kind: EventKind,
+    /// The flags column showed a reschedule pending (`N`, `n`, `p`, or a
+    /// lazy variant, second flag character): a task woken on this CPU is to
+    /// preempt the current one. False when the column is absent.
+    pub need_resched: bool,
     /// The line as read, for the saved trace windows.
     pub raw: String,
 }
@@ -134,7 +138,7 @@ pub fn parse_line(line: &str) -> Option<Event> {
     if line.trim_start().starts_with('#') || line.trim().is_empty() {
         return None;
     }
-    let (open, close, ts_ns, after_ts) = cpu_column(line)?;
+    let (open, close, ts_ns, flags, after_ts) = cpu_column(line)?;
     let cpu: usize = line[open + 1..close].parse().ok()?;
     let task = line[..open].trim();
     let (comm, pid) = task.rsplit_once('-')?;
@@ -148,6 +152,9 @@ pub fn parse_line(line: &str) -> Option<Event> {
         pid,
         comm: comm.to_string(),
         kind: parse_kind(name.trim(), args),
+        need_resched: flags
+            .and_then(|f| f.as_bytes().get(1))
+            .is_some_and(|c| *c != b'.'),
         raw: line.to_string(),
     })
 }
@@ -157,8 +164,9 @@ pub fn parse_line(line: &str) -> Option<Event> {
 /// timestamp, with a `comm-pid` task before it. A task name may itself hold
 /// ` [N]` (e.g. `kworker [3]`), so a bracket that is not followed by the
 /// flags and timestamp is not the column, and the search goes on to the right.
-/// Returns the brackets' positions, the timestamp and the text after it.
-fn cpu_column(line: &str) -> Option<(usize, usize, u64, &str)> {
+/// Returns the brackets' positions, the timestamp, the flags field (when
+/// present) and the text after the timestamp.
+fn cpu_column(line: &str) -> Option<(usize, usize, u64, Option<&str>, &str)> {
     let b = line.as_bytes();
     let mut i = 0;
     while i < b.len() {
@@ -173,8 +181,8 @@ fn cpu_column(line: &str) -> Option<(usize, usize, u64, &str)> {
                     .rsplit_once('-')
                     .is_some_and(|(_, pid)| pid.parse::<i32>().is_ok());
                 if task_ok {
-                    if let Some((ts, after)) = flags_and_timestamp(&line[j + 1..]) {
-                        return Some((i, j, ts, after));
+                    if let Some((ts, flags, after)) = flags_and_timestamp(&line[j + 1..]) {
+                        return Some((i, j, ts, flags, after));
                     }
                 }
             }
@@ -185,12 +193,13 @@ fn cpu_column(line: &str) -> Option<(usize, usize, u64, &str)> {
 }
 
 /// After the CPU column: ` <flags> <secs>.<frac>: rest` or ` <secs>.<frac>: rest`;
-/// the timestamp in ns and the rest.
-fn flags_and_timestamp(rest: &str) -> Option<(u64, &str)> {
+/// the timestamp in ns, the flags (when present) and the rest.
+fn flags_and_timestamp(rest: &str) -> Option<(u64, Option<&str>, &str)> {
     if !rest.starts_with(' ') {
         return None;
     }
     let mut tail = rest;
+    let mut flags = None;
     for _ in 0..2 {
         let trimmed = tail.trim_start_matches(' ');
         let end = trimmed.find(' ').unwrap_or(trimmed.len());
@@ -199,8 +208,9 @@ fn flags_and_timestamp(rest: &str) -> Option<(u64, &str)> {
             return None;
         }
         if let Some(ts) = word.strip_suffix(':').and_then(parse_ts) {
-            return Some((ts, &trimmed[end..]));
+            return Some((ts, flags, &trimmed[end..]));
         }
+        flags = Some(word);
         tail = &trimmed[end..];
     }
     None

@@ -487,3 +487,98 @@ fn a_woken_probe_silent_for_milliseconds_without_its_switch_in_lost_its_vcpu() {
     assert!(own <= 100_000 + 20_000, "{:#?}", a.causes);
     assert!(a.outside_ns > 4_700_000, "{:#?}", a.causes);
 }
+
+/// A window as the tracer records it now: without `sched_wakeup` and the
+/// hrtimer events, which fire in the measured task's own wakeup path.
+fn without_wakeup_path_events(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.contains(" sched_wakeup: ") && !l.contains(" hrtimer_expire_"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn without_wakeup_and_hrtimer_events_the_wakeup_is_the_end_of_its_interrupt_and_the_causes_stay() {
+    let spike = |seq, tid, intended_ns, actual_ns| Spike {
+        seq,
+        cpu: 1,
+        tid,
+        intended_ns,
+        actual_ns,
+    };
+    let cases = [
+        (
+            IDLE_LATE_TIMER.to_string(),
+            spike(1, 50, 100_000_000_000, 100_000_520_000),
+        ),
+        (
+            IRQ_AFTER_WAKEUP.to_string(),
+            spike(2, 50, 200_000_000_000, 200_000_710_000),
+        ),
+        (
+            THROTTLED.to_string(),
+            spike(3, 50, 300_000_000_000, 300_006_010_000),
+        ),
+        (
+            POLLING_STALL.to_string(),
+            spike(9, 50, 400_004_500_000, 400_009_020_000),
+        ),
+        (
+            include_str!("fixtures/trace-kworker-after-wakeup.txt").to_string(),
+            spike(1, 18227, 2_423_995_354_149, 2_423_998_193_351),
+        ),
+        (
+            include_str!("fixtures/trace-silent-gap.txt").to_string(),
+            spike(6, 18227, 2_425_302_354_149, 2_425_323_900_483),
+        ),
+    ];
+    let never = |_: i32| false;
+    for (text, spike) in cases {
+        let full = attribute(&events(&text), &spike, &ctx(&never, None));
+        let lean = attribute(
+            &events(&without_wakeup_path_events(&text)),
+            &spike,
+            &ctx(&never, None),
+        );
+        let seq = spike.seq;
+        assert_eq!(full.switch_in_after_ns, lean.switch_in_after_ns, "{seq}");
+        // The wakeup moves to the end of the interrupt it ran in: a few us.
+        let (fw, lw) = (full.wakeup_after_ns.unwrap(), lean.wakeup_after_ns.unwrap());
+        assert!(lw >= fw && lw - fw <= 25_000, "{seq}: {fw} -> {lw}");
+        let ie = lean.irq_entry_after_ns.unwrap();
+        assert!(ie <= lw, "{seq}: entry {ie} after wakeup {lw}");
+        // Every cause but the interrupt itself keeps its time, to within the
+        // interrupt's length; nothing is lost or added.
+        let by_kind = |a: &cpushield_trace::attribute::Attribution, k: CauseKind| -> u64 {
+            a.causes.iter().filter(|c| c.kind == k).map(|c| c.ns).sum()
+        };
+        for k in [
+            CauseKind::Irq,
+            CauseKind::Softirq,
+            CauseKind::Work,
+            CauseKind::Task,
+            CauseKind::KernelThread,
+            CauseKind::RtThrottled,
+            CauseKind::MeasuredTask,
+            CauseKind::Outside,
+        ] {
+            let (f, l) = (by_kind(&full, k), by_kind(&lean, k));
+            assert!(f.abs_diff(l) <= 25_000, "{seq} {k:?}: {f} vs {l}");
+        }
+        let total = |a: &cpushield_trace::attribute::Attribution| -> u64 {
+            a.causes.iter().map(|c| c.ns).sum()
+        };
+        assert_eq!(total(&full), total(&lean), "{seq}");
+        assert_eq!(full.causes[0].kind, lean.causes[0].kind, "{seq}");
+        // The notes that do not need the hrtimer event say the same (their
+        // figures move by the interrupt's length).
+        let keep = |a: &cpushield_trace::attribute::Attribution| -> Vec<String> {
+            a.notes
+                .iter()
+                .filter(|n| !n.contains("hrtimer now="))
+                .map(|n| n.replace(|c: char| c.is_ascii_digit() || c == '.', ""))
+                .collect()
+        };
+        assert_eq!(keep(&full), keep(&lean), "{seq}");
+    }
+}
