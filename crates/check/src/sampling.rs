@@ -131,6 +131,7 @@ mod tests {
             },
             runtime_ns,
             affinity: None,
+            in_kubepods: false,
         }
     }
 

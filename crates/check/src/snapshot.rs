@@ -40,6 +40,8 @@ pub struct RawThread {
     pub schedstat: Option<String>,
     /// The thread's CPU affinity, when it was asked for.
     pub affinity: Option<CpuSet>,
+    /// Its process's /proc/PID/cgroup, read with the affinities.
+    pub cgroup: Option<String>,
 }
 
 /// One thread at one moment.
@@ -54,6 +56,9 @@ pub struct ThreadSample {
     pub runtime_ns: u64,
     /// Its CPU affinity, when read.
     pub affinity: Option<CpuSet>,
+    /// It belongs to a Kubernetes pod (a `kubepods*` cgroup), which the
+    /// shield leaves to the kubelet's CPU manager. False when not read.
+    pub in_kubepods: bool,
 }
 
 /// Parsed counters and threads at one moment.
@@ -107,6 +112,10 @@ pub fn parse_thread(raw: &RawThread, user_hz: u64) -> Option<ThreadSample> {
         stat,
         runtime_ns,
         affinity: raw.affinity.clone(),
+        in_kubepods: raw
+            .cgroup
+            .as_deref()
+            .is_some_and(cpushield_shield::layout::in_kubepods),
     })
 }
 
@@ -120,7 +129,8 @@ fn ticks_to_ns(ticks: u64, user_hz: u64) -> u64 {
 /// What to read into a snapshot.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReadOptions {
-    /// Also read each thread's affinity (one syscall per thread).
+    /// Also read each thread's affinity (one syscall per thread) and each
+    /// process's cgroup (one read per process).
     pub affinities: bool,
 }
 
@@ -159,6 +169,11 @@ pub fn read_threads(kernel: &dyn Kernel, opts: ReadOptions) -> Vec<RawThread> {
         let Ok(tids) = kernel.read_dir(Path::new(&task_dir)) else {
             continue; // exited
         };
+        let cgroup = if opts.affinities {
+            kernel.read(Path::new(&format!("/proc/{pid}/cgroup"))).ok()
+        } else {
+            None
+        };
         for tid_name in tids {
             let Ok(tid) = tid_name.parse::<i32>() else {
                 continue;
@@ -178,6 +193,7 @@ pub fn read_threads(kernel: &dyn Kernel, opts: ReadOptions) -> Vec<RawThread> {
                 stat,
                 schedstat,
                 affinity,
+                cgroup: cgroup.clone(),
             });
         }
     }

@@ -23,6 +23,7 @@ fn stat_line(tid: i32, comm: &str, flags: u64, cpu: usize, prio: u32, policy: u3
 }
 
 /// One thread in the fake /proc, with its affinity and run time so far.
+#[derive(Clone, Copy)]
 struct Thread {
     pid: i32,
     tid: i32,
@@ -469,4 +470,69 @@ fn steal_that_rises_with_disk_io_is_named_with_the_halt_advice() {
         .findings
         .iter()
         .any(|f| f.title.contains("rises while the disks")));
+}
+
+#[test]
+fn a_pod_task_on_the_cpu_names_the_kubelets_cpu_manager_not_a_shield_command() {
+    let k = base_system();
+    let pod = Thread {
+        pid: 700,
+        tid: 700,
+        comm: "envoy",
+        flags: 0x400000,
+        cpu: 0,
+        affinity: "0-1",
+        run_ns: 0,
+    };
+    let daemon = Thread {
+        pid: 800,
+        tid: 800,
+        comm: "sshd",
+        flags: 0x400000,
+        cpu: 0,
+        affinity: "0-1",
+        run_ns: 0,
+    };
+    k.set_file(
+        "/proc/700/cgroup",
+        "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1a2b.slice/cri-containerd-3c4d.scope\n",
+    );
+    k.set_file("/proc/800/cgroup", "0::/system.slice/ssh.service\n");
+    for t in [&pod, &daemon] {
+        put_thread(&k, t);
+    }
+    let r = check(&k, |k| {
+        for t in [&pod, &daemon] {
+            put_thread(
+                k,
+                &Thread {
+                    run_ns: 20_000_000,
+                    cpu: 1,
+                    ..*t
+                },
+            );
+        }
+    });
+    let f = find(
+        &r,
+        Topic::Task,
+        "envoy (pid 700) of a Kubernetes pod ran on CPU 1",
+    );
+    assert_eq!(f.severity, Severity::BreaksShield);
+    assert!(
+        f.remedies
+            .iter()
+            .all(|r| r.kind == RemedyKind::Host && !r.action.contains("shield --procs")),
+        "{f:#?}"
+    );
+    assert!(
+        f.remedies[0].action.contains("reservedSystemCPUs")
+            && f.remedies[0].action.contains("strict-cpu-reservation"),
+        "{f:#?}"
+    );
+    let other = find(&r, Topic::Task, "sshd (pid 800) ran on CPU 1");
+    assert!(
+        has_remedy(other, "cpushield shield --procs 1"),
+        "{other:#?}"
+    );
 }

@@ -127,6 +127,7 @@ proptest! {
             stat: stat.clone(),
             schedstat: Some(sched),
             affinity: None,
+            cgroup: None,
         };
         let _ = cpushield_check::snapshot::parse_thread(&raw, user_hz);
         let raw = cpushield_check::snapshot::RawThread { schedstat: None, ..raw };
@@ -190,6 +191,7 @@ proptest! {
                 stat: thread,
                 schedstat: None,
                 affinity: None,
+                cgroup: None,
             }],
             user_hz,
         };

@@ -110,18 +110,27 @@ pub fn detect(kernel: &dyn Kernel) -> Option<CgroupLayout> {
 
 /// The hierarchy's cgroup path of a task, from the text of /proc/TID/cgroup.
 pub fn cgroup_of(layout: &CgroupLayout, proc_cgroup: &str) -> Option<String> {
-    for line in proc_cgroup.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        let matches = match layout {
-            CgroupLayout::V2 { .. } => id == "0" && controllers.is_empty(),
+    cgroup_lines(proc_cgroup)
+        .find(|(id, controllers, _)| match layout {
+            CgroupLayout::V2 { .. } => *id == "0" && controllers.is_empty(),
             CgroupLayout::V1 { .. } => controllers.split(',').any(|c| c == "cpuset"),
-        };
-        if matches {
-            return Some(path.to_string());
-        }
-    }
-    None
+        })
+        .map(|(_, _, path)| path.to_string())
+}
+
+/// The lines of /proc/PID/cgroup as (hierarchy ID, controllers, path).
+pub fn cgroup_lines(proc_cgroup: &str) -> impl Iterator<Item = (&str, &str, &str)> {
+    proc_cgroup.lines().filter_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        Some((parts.next()?, parts.next()?, parts.next()?))
+    })
+}
+
+/// Whether /proc/PID/cgroup puts the task under Kubernetes pods in any
+/// hierarchy (see [`crate::snapshot::is_kubepods`]): the shield leaves such a
+/// task to the kubelet's CPU manager.
+pub fn in_kubepods(proc_cgroup: &str) -> bool {
+    cgroup_lines(proc_cgroup).any(|(_, _, path)| crate::snapshot::is_kubepods(path))
 }
 
 #[cfg(test)]

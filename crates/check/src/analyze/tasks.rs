@@ -19,6 +19,9 @@ enum Kind {
     PinnedTask,
     /// A user thread that may run elsewhere.
     MovableTask,
+    /// A user thread of a Kubernetes pod that may run here: the shield
+    /// leaves it to the kubelet's CPU manager.
+    PodTask,
 }
 
 fn classify(t: &ThreadSample, cpu: usize, checked: &CpuSet) -> Kind {
@@ -40,6 +43,8 @@ fn classify(t: &ThreadSample, cpu: usize, checked: &CpuSet) -> Kind {
         }
     } else if only_checked {
         Kind::PinnedTask
+    } else if t.in_kubepods {
+        Kind::PodTask
     } else {
         Kind::MovableTask
     }
@@ -152,6 +157,16 @@ pub(super) fn analyze_cpu(
                 evidence,
             )
             .remedy(Remedy::cpushield(format!("cpushield shield --procs {list}"))),
+            Kind::PodTask => Finding::new(
+                Severity::BreaksShield,
+                topic,
+                Some(cpu),
+                format!("task {name} (pid {key}) of a Kubernetes pod ran on CPU {cpu} for {ms:.2} ms; the shield leaves pods to the kubelet's CPU manager, whose shared pool still holds CPU {cpu}"),
+                evidence,
+            )
+            .remedy(Remedy::host(format!(
+                "kubelet: static CPU manager with reservedSystemCPUs (--reserved-cpus) including {list} and the CPU manager option strict-cpu-reservation (docs/fleet.md)"
+            ))),
             Kind::PinnedTask => Finding::new(
                 Severity::Warn,
                 topic,
