@@ -35,7 +35,7 @@ for r in $(seq 1 "$ROUNDS"); do
                 r, m, $1 / 1000, $2 / 1000, $3 / 1000, $4 / 1000, $5 / 1000, $6, $7 }'
     done
     cyclictest -m -p 95 -i 1000 -a 1 -t 1 -q -D "$SECS" -h 20000 >"$WORK/ct$r.hist" 2>/dev/null
-    read -r mn av p99 p9999 mx n < <(cyclictest_hist "$WORK/ct$r.hist")
+    read -r mn av p99 p9999 mx n _ < <(cyclictest_hist "$WORK/ct$r.hist")
     p50=$(awk '/^[0-9]+ / { b[k++] = $2; t += $2 } /^# Histogram Overflows/ { t += $4 }
                END { for (i = 0; i < k; i++) { c += b[i]; if (c >= 0.5 * t) { print i; exit } } }' "$WORK/ct$r.hist")
     printf "%-6s %-16s %8s %8s %9s %9s %9s %8s %8s\n" "$r" cyclictest "$p50" "$p99" "$p9999" "$mx" - - "$n"

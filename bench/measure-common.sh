@@ -36,7 +36,8 @@ ours_latency() {
         awk '{ printf "%.1f %.1f %.1f %.1f %.1f %d %d\n", $1, $2, $3, $4, $5, $6, $7 }'
 }
 
-# cyclictest_hist FILE -> "min avg p99 p99.99 max samples" from cyclictest -h output (us, integer bins)
+# cyclictest_hist FILE -> "min avg p99 p99.99 max samples p50" from cyclictest -h
+# output (us, integer bins; overflows count as above every bin)
 cyclictest_hist() {
     awk '/^[0-9]+ / { bin[n++] = $2 + 0; total += $2 }
          /^# Min Latencies/ { min = $4 + 0 }
@@ -44,14 +45,15 @@ cyclictest_hist() {
          /^# Max Latencies/ { max = $4 + 0 }
          /^# Histogram Overflows/ { over = $4 + 0 }
          END {
-             all = total + over; p99 = -1; p9999 = -1; c = 0
+             all = total + over; p50 = -1; p99 = -1; p9999 = -1; c = 0
              for (i = 0; i < n; i++) {
                  c += bin[i]
+                 if (p50 < 0 && c >= 0.5 * all) p50 = i
                  if (p99 < 0 && c >= 0.99 * all) p99 = i
                  if (p9999 < 0 && c >= 0.9999 * all) p9999 = i
              }
-             if (p99 < 0) p99 = max; if (p9999 < 0) p9999 = max
-             printf "%d %d %d %d %d %d\n", min, avg, p99, p9999, max, all
+             if (p50 < 0) p50 = max; if (p99 < 0) p99 = max; if (p9999 < 0) p9999 = max
+             printf "%d %d %d %d %d %d %d\n", min, avg, p99, p9999, max, all, p50
          }' "$1"
 }
 

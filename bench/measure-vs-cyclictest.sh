@@ -27,7 +27,7 @@ for r in $(seq 1 "$ROUNDS"); do
 
     timed "$WORK/ct$r.time" cyclictest -m -p 95 -i 1000 -a 1 -t 1 -q -D "$SECS" -h 20000 \
         >"$WORK/ct$r.hist" 2>"$WORK/ct$r.err"
-    read -r mn av p99 p9999 mx n < <(cyclictest_hist "$WORK/ct$r.hist")
+    read -r mn av p99 p9999 mx n _ < <(cyclictest_hist "$WORK/ct$r.hist")
     printf "%-6s %-10s %8s %8s %8s %8s %9s %8s %10s %9s\n" "$r" cyclictest "$mn" "$av" "$p99" "$p9999" "$mx" "$n" \
         "$(awk -v c="$(cpu_ms "$WORK/ct$r.time")" -v n="$n" 'BEGIN { printf "%.2f", c * 1000 / n }')" \
         "$(rss_kb "$WORK/ct$r.time")"
@@ -37,7 +37,7 @@ for r in $(seq 1 "$ROUNDS"); do
     # there every 10 ms, which lowers its minimum on this VM).
     timed "$WORK/cm$r.time" cyclictest -m -p 95 -i 1000 -a 1 -t 1 -q -D "$SECS" -h 20000 \
         --mainaffinity=0 >"$WORK/cm$r.hist" 2>"$WORK/cm$r.err"
-    read -r mn av p99 p9999 mx n < <(cyclictest_hist "$WORK/cm$r.hist")
+    read -r mn av p99 p9999 mx n _ < <(cyclictest_hist "$WORK/cm$r.hist")
     printf "%-6s %-10s %8s %8s %8s %8s %9s %8s %10s %9s\n" "$r" ct-main@0 "$mn" "$av" "$p99" "$p9999" "$mx" "$n" \
         "$(awk -v c="$(cpu_ms "$WORK/cm$r.time")" -v n="$n" 'BEGIN { printf "%.2f", c * 1000 / n }')" \
         "$(rss_kb "$WORK/cm$r.time")"

@@ -34,24 +34,6 @@ ours_pcts() {
            | map(. / 1000) | @tsv' "$1" | awk '{ printf "%.1f %.1f %.1f %.1f\n", $1, $2, $3, $4 }'
 }
 
-# ct_pcts HIST -> "min p50 p99 max" (us, whole: cyclictest truncates)
-ct_pcts() {
-    awk '/^[0-9]+ / { bin[n++] = $2 + 0; total += $2 }
-         /^# Min Latencies/ { min = $4 + 0 }
-         /^# Max Latencies/ { max = $4 + 0 }
-         /^# Histogram Overflows/ { over = $4 + 0 }
-         END {
-             all = total + over; p50 = -1; p99 = -1; c = 0
-             for (i = 0; i < n; i++) {
-                 c += bin[i]
-                 if (p50 < 0 && c >= 0.5 * all) p50 = i
-                 if (p99 < 0 && c >= 0.99 * all) p99 = i
-             }
-             if (p50 < 0) p50 = max; if (p99 < 0) p99 = max
-             printf "%d %d %d %d\n", min, p50, p99, max
-         }' "$1"
-}
-
 # median of the numbers on stdin
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
@@ -59,13 +41,13 @@ echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), CPU 1, 1 ms interval, FIFO 95, 
 printf "%-6s %-18s %8s %8s %8s %10s %12s %8s\n" round run min_us p50_us p99_us max_us events lost
 for r in $(seq 1 "$ROUNDS"); do
     cyclictest -m -p 95 -i 1000 -a 1 -t 1 -q -D "$SECS" -h 20000 >"$WORK/ct$r.hist" 2>"$WORK/ct$r.err"
-    read -r mn p50 p99 mx < <(ct_pcts "$WORK/ct$r.hist")
+    read -r mn _ p99 _ mx _ p50 < <(cyclictest_hist "$WORK/ct$r.hist")
     printf "%-6s %-18s %8s %8s %8s %10s %12s %8s\n" "$r" cyclictest "$mn" "$p50" "$p99" "$mx" - -
     echo "$r $mn $p50" >>"$WORK/ct.rows"
 
     cyclictest -m -p 95 -i 1000 -a 1 --mainaffinity=0 -t 1 -q -D "$SECS" -h 20000 \
         >"$WORK/ctm$r.hist" 2>"$WORK/ctm$r.err"
-    read -r mn p50 p99 mx < <(ct_pcts "$WORK/ctm$r.hist")
+    read -r mn _ p99 _ mx _ p50 < <(cyclictest_hist "$WORK/ctm$r.hist")
     printf "%-6s %-18s %8s %8s %8s %10s %12s %8s\n" "$r" "ct-main@0" "$mn" "$p50" "$p99" "$mx" - -
     echo "$r $mn $p50" >>"$WORK/ctm.rows"
 
