@@ -5,18 +5,8 @@
 use std::path::Path;
 use std::process::Command;
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_cpushield")
-}
-
-/// Prints why a test cannot run here; in CI (CI=true) that is a failure.
-fn skip(why: &str) {
-    assert!(
-        std::env::var("CI").map_or(true, |v| v != "true"),
-        "cannot run in CI: {why}"
-    );
-    eprintln!("skipped: {why}");
-}
+mod support;
+use support::{bin, skip, system_state};
 
 /// The host tests shield the same cpuset hierarchy: one at a time.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -24,43 +14,9 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Root, unshare(1) and a second CPU: or why not.
 fn can_shield_here() -> Result<(), String> {
-    if !nix_is_root() {
-        return Err("not root".into());
-    }
-    if Command::new("unshare").arg("--help").output().is_err() {
-        return Err("unshare(1) missing".into());
-    }
-    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    if online.trim() == "0" {
-        return Err("needs 2 CPUs".into());
-    }
-    Ok(())
-}
-
-fn nix_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
-        .unwrap_or(false)
-}
-
-fn irq_masks() -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc/irq").unwrap().flatten() {
-        let p = e.path().join("smp_affinity");
-        if let Ok(t) = std::fs::read_to_string(&p) {
-            out.push((p.display().to_string(), t));
-        }
-    }
-    out.push((
-        "default".into(),
-        std::fs::read_to_string("/proc/irq/default_smp_affinity").unwrap(),
-    ));
-    out.sort();
-    out
+    support::can_shield_here(&["unshare"])
 }
 
 /// Runs a bash script inside a fresh PID + mount namespace; returns stdout.
@@ -117,10 +73,13 @@ fn shield_and_reset_in_a_private_namespace_restore_everything() {
         return;
     }
     let state = tempfile::tempdir().unwrap();
-    let irqs_before = irq_masks();
+    let state_before = system_state();
     let (out, code) = in_namespace(SCENARIO, state.path());
-    let irqs_after = irq_masks();
-    assert_eq!(irqs_before, irqs_after, "IRQ affinities differ after reset");
+    let state_after = system_state();
+    assert_eq!(
+        state_before, state_after,
+        "IRQ affinities differ after reset"
+    );
     assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
     assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-system").exists());
     assert!(!out.contains("ASSERT-FAIL"), "{out}");
@@ -131,7 +90,7 @@ fn shield_and_reset_in_a_private_namespace_restore_everything() {
 fn bad_cpu_lists_exit_1_with_one_line_and_change_nothing() {
     let _serial = serial();
     let state = tempfile::tempdir().unwrap();
-    let irqs_before = irq_masks();
+    let state_before = system_state();
     for args in [
         vec!["shield", "--all", "99"],
         vec!["shield", "--all", "0x"],
@@ -153,7 +112,7 @@ fn bad_cpu_lists_exit_1_with_one_line_and_change_nothing() {
             "{args:?} wrote state"
         );
     }
-    assert_eq!(irqs_before, irq_masks());
+    assert_eq!(state_before, system_state());
 }
 
 /// A thread whose name is not valid UTF-8 (prctl cuts "worker-xéééé" at 15
@@ -196,11 +155,11 @@ fn a_thread_named_with_invalid_utf8_is_shielded_and_restored() {
         return;
     }
     let state = tempfile::tempdir().unwrap();
-    let irqs_before = irq_masks();
+    let state_before = system_state();
     let (out, code) = in_namespace(NON_UTF8_THREAD, state.path());
     assert_eq!(
-        irqs_before,
-        irq_masks(),
+        state_before,
+        system_state(),
         "IRQ affinities differ after reset"
     );
     assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
@@ -295,12 +254,12 @@ fn damaged_or_unrestorable_state_refuses_reset_naming_each_object_and_changes_no
         return;
     }
     let state = tempfile::tempdir().unwrap();
-    let irqs_before = irq_masks();
+    let state_before = system_state();
     let (out, code) = in_namespace(&format!("{FAULT_LIB}{BAD_VALUES}"), state.path());
     cleanup_cgroup("cpushield-hosttest-foreign");
     assert_eq!(
-        irqs_before,
-        irq_masks(),
+        state_before,
+        system_state(),
         "IRQ affinities differ after reset"
     );
     assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
@@ -347,11 +306,11 @@ fn a_full_or_read_only_state_dir_names_the_path_leaves_nothing_and_reset_still_r
         return;
     }
     let state = tempfile::tempdir().unwrap();
-    let irqs_before = irq_masks();
+    let state_before = system_state();
     let (out, code) = in_namespace(&format!("{FAULT_LIB}{DISK_FULL_READ_ONLY}"), state.path());
     assert_eq!(
-        irqs_before,
-        irq_masks(),
+        state_before,
+        system_state(),
         "IRQ affinities differ after reset"
     );
     assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
@@ -395,11 +354,11 @@ fn killed_reset_run_policy_and_unshield_under_one_lock_all_end_restored() {
         return;
     }
     let state = tempfile::tempdir().unwrap();
-    let irqs_before = irq_masks();
+    let state_before = system_state();
     let (out, code) = in_namespace(&format!("{FAULT_LIB}{KILL_FIFO_UNSHIELD}"), state.path());
     assert_eq!(
-        irqs_before,
-        irq_masks(),
+        state_before,
+        system_state(),
         "IRQ affinities differ after reset"
     );
     assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
@@ -416,7 +375,7 @@ fn a_second_pid_namespace_sharing_the_state_dir_is_refused_and_changes_nothing()
     }
     let state = tempfile::tempdir().unwrap();
     let flags = tempfile::tempdir().unwrap();
-    let irqs_before = irq_masks();
+    let state_before = system_state();
     let script = r#"
 set -u
 fail() { echo "ASSERT-FAIL $*"; }
@@ -451,8 +410,8 @@ echo SCENARIO-DONE
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert_eq!(
-        irqs_before,
-        irq_masks(),
+        state_before,
+        system_state(),
         "IRQ affinities differ after reset"
     );
     assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
@@ -496,11 +455,11 @@ fn measure_latency_on_a_shielded_cpu_enters_the_shield_and_reset_restores() {
         return;
     }
     let state = tempfile::tempdir().unwrap();
-    let irqs_before = irq_masks();
+    let state_before = system_state();
     let (out, code) = in_namespace(MEASURE_IN_SHIELD, state.path());
     assert_eq!(
-        irqs_before,
-        irq_masks(),
+        state_before,
+        system_state(),
         "IRQ affinities differ after reset"
     );
     assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
