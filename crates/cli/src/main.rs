@@ -3,6 +3,7 @@
 
 mod args;
 mod cmd;
+mod libm_shim;
 mod output;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
