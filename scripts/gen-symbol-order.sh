@@ -12,7 +12,9 @@
 # run touches a few hundred KiB (the probe's peak RSS is compared with
 # cyclictest's, docs/PERFORMANCE.md). The names are mangled with hashes that a
 # new Rust toolchain, a dependency update or a change to the release profile
-# renames; tests/symbol_order.rs then fails and asks for this script. Run it on
+# renames (code changes too, a few at a time); once enough are stale the
+# probe's peak RSS passes 1.5x cyclictest's, tests/probe_rss_host.rs fails and
+# asks for this script. Run it on
 # the machine whose toolchain CI uses, and commit the file.
 # Needs: valgrind (apt-get install valgrind), nm (binutils), root (SCHED_FIFO).
 # On a shared host run it under the host-test lock:

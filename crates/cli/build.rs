@@ -10,7 +10,8 @@
 //!   first in .text, next to each other: scattered, each costs 64 KiB (the
 //!   kernel maps the pages around a faulting code page). The file is made by
 //!   scripts/gen-symbol-order.sh; names it lists that the binary lacks are
-//!   ignored, and tests/symbol_order.rs fails when too many are.
+//!   ignored (tests/probe_rss_host.rs fails when the probe's peak RSS is no
+//!   longer within 1.5x cyclictest's, and names the script).
 //!
 //! The static build (crt-static, the guest tests) links as before; so does a
 //! build whose RUSTFLAGS choose the linker.
