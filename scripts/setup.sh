@@ -4,13 +4,15 @@
 # sockperf, cset and tuna),
 # the guest test kernel runner (qemu, busybox, cpio; debootstrap and e2fsprogs for
 # the systemd guest's disk), cargo-deb for the .deb, chromium for the report
-# test, then `cargo build --release` and a link in /usr/local/bin.
+# test, time (peak RSS in the probe-memory test and benches), valgrind and binutils
+# (scripts/gen-symbol-order.sh), then `cargo build --release` and a link in
+# /usr/local/bin.
 set -euo pipefail
 exec </dev/null
 cd "$(dirname "$0")/.."
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 # cpuset (cset) and tuna: the peers of bench/shield-vs-peers.sh.
-packages=(rt-tests stress-ng sockperf qemu-system-x86 busybox-static cpio gcc chromium util-linux jq curl prometheus debootstrap e2fsprogs cpuset tuna bc)
+packages=(rt-tests stress-ng sockperf qemu-system-x86 busybox-static cpio gcc chromium util-linux jq curl prometheus debootstrap e2fsprogs cpuset tuna bc time valgrind binutils)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
