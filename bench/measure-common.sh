@@ -28,12 +28,13 @@ timed() {
 # ns -> us with one decimal
 us() { awk -v n="$1" 'BEGIN { printf "%.1f", n / 1000 }'; }
 
-# ours_latency JSON -> "min avg p99 p99.99 max samples missed" (us, us, us, us, us, n, n)
+# ours_latency JSON -> "min avg p99 p99.99 max samples missed p50" (us, us, us, us, us, n, n, us)
 ours_latency() {
     jq -r '.cpus[0] | [.latency.summary.min_ns, .latency.summary.mean_ns, .latency.summary.percentiles.p99_ns,
-           .latency.summary.percentiles.p99_99_ns, .latency.summary.max_ns, .samples, .missed_periods]
-           | "\(.[0]/1000) \(.[1]/1000) \(.[2]/1000) \(.[3]/1000) \(.[4]/1000) \(.[5]) \(.[6])"' "$1" |
-        awk '{ printf "%.1f %.1f %.1f %.1f %.1f %d %d\n", $1, $2, $3, $4, $5, $6, $7 }'
+           .latency.summary.percentiles.p99_99_ns, .latency.summary.max_ns, .samples, .missed_periods,
+           .latency.summary.percentiles.p50_ns]
+           | "\(.[0]/1000) \(.[1]/1000) \(.[2]/1000) \(.[3]/1000) \(.[4]/1000) \(.[5]) \(.[6]) \(.[7]/1000)"' "$1" |
+        awk '{ printf "%.1f %.1f %.1f %.1f %.1f %d %d %.1f\n", $1, $2, $3, $4, $5, $6, $7, $8 }'
 }
 
 # cyclictest_hist FILE -> "min avg p99 p99.99 max samples p50" from cyclictest -h
