@@ -197,7 +197,7 @@ fn quick_stat(bytes: &[u8]) -> Option<ProcStat> {
     let (mut state, mut ppid, mut flags, mut threads, mut start) = (None, None, None, None, None);
     // The same whitespace as StatLine::parse splits on (ASCII).
     let fields = rest
-        .split(|c| matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r'))
+        .split([' ', '\t', '\n', '\x0b', '\x0c', '\r'])
         .filter(|f| !f.is_empty());
     for (n, field) in (3..).zip(fields) {
         match n {

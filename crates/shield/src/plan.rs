@@ -523,7 +523,9 @@ fn plan_tasks(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuS
             CgroupLayout::V2 { .. } => (origin.cgroup.as_str(), None),
         };
         let mut moved = false;
-        if !same_cgroup(dest, here) && !(layout.is_v2() && task.kthread) {
+        // v2 does not move kernel threads.
+        let kernel_thread_v2 = layout.is_v2() && task.kthread;
+        if !same_cgroup(dest, here) && !kernel_thread_v2 {
             let id = if layout.is_v2() { task.tgid } else { task.tid };
             if !layout.is_v2() || moved_processes.insert(task.tgid) {
                 plan.steps.push(Step::Move {
