@@ -282,34 +282,49 @@ impl CpuSet {
 
     /// Whether every CPU of `self` is in `other`.
     pub fn is_subset(&self, other: &Self) -> bool {
-        self.difference(other).is_empty()
+        // Word by word, without building the difference (planners ask this
+        // once per task).
+        self.bits
+            .iter()
+            .enumerate()
+            .all(|(i, a)| a & !other.bits.get(i).unwrap_or(&0) == 0)
     }
 
     /// Whether the two sets share a CPU.
     pub fn intersects(&self, other: &Self) -> bool {
-        !self.intersection(other).is_empty()
+        self.bits.iter().zip(&other.bits).any(|(a, b)| a & b != 0)
     }
 
     /// The list format: `0-3,8`; empty string for the empty set.
     pub fn to_list(&self) -> String {
-        let mut parts = Vec::new();
-        let cpus: Vec<usize> = self.iter().collect();
-        let mut i = 0;
-        while i < cpus.len() {
-            let start = cpus[i];
+        let mut out = String::new();
+        self.write_list(&mut out)
+            .expect("writing to a String cannot fail");
+        out
+    }
+
+    /// Writes the list format (see [`CpuSet::to_list`]) without building it
+    /// first: runs of CPUs as `start-end`, one pass over the bits.
+    fn write_list(&self, out: &mut impl fmt::Write) -> fmt::Result {
+        let mut cpus = self.iter().peekable();
+        let mut first = true;
+        while let Some(start) = cpus.next() {
             let mut end = start;
-            while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
-                i += 1;
-                end = cpus[i];
+            while cpus.peek() == Some(&(end + 1)) {
+                end += 1;
+                cpus.next();
             }
-            parts.push(if start == end {
-                start.to_string()
+            if !first {
+                out.write_char(',')?;
+            }
+            first = false;
+            if start == end {
+                write!(out, "{start}")?;
             } else {
-                format!("{start}-{end}")
-            });
-            i += 1;
+                write!(out, "{start}-{end}")?;
+            }
         }
-        parts.join(",")
+        Ok(())
     }
 
     /// The kernel's hex mask format with 32-bit groups: `ff,00000001`; `0` when empty.
@@ -456,7 +471,7 @@ fn parse_num(s: &str, token: &str) -> Result<usize, ParseError> {
 
 impl fmt::Display for CpuSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_list())
+        self.write_list(f)
     }
 }
 
@@ -487,14 +502,31 @@ impl From<&CpuSet> for BTreeSet<usize> {
 
 impl serde::Serialize for CpuSet {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_list())
+        // Written straight into the output, no String per set (a saved
+        // state holds two per task).
+        s.collect_str(self)
+    }
+}
+
+/// Parses the list format from the text the deserializer holds, without
+/// copying it into a String first.
+struct ListVisitor;
+
+impl serde::de::Visitor<'_> for ListVisitor {
+    type Value = CpuSet;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a CPU list such as 0-3,8")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<CpuSet, E> {
+        CpuSet::parse_list(text).map_err(E::custom)
     }
 }
 
 impl<'de> serde::Deserialize<'de> for CpuSet {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        Self::parse_list(&text).map_err(serde::de::Error::custom)
+        d.deserialize_str(ListVisitor)
     }
 }
 
@@ -658,6 +690,25 @@ mod tests {
         assert_eq!(rule("3").to_list(), "3");
         assert_eq!(rule("2-3").to_list(), "2");
         assert_eq!(rule("1").to_list(), "1");
+    }
+
+    #[test]
+    fn subset_and_intersects_agree_with_difference_and_intersection_across_words() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..10_000 {
+            let n = (next() % 200 + 1) as usize;
+            let a: CpuSet = (0..n).filter(|_| next() % 5 == 0).collect();
+            let m = (next() % 200 + 1) as usize;
+            let b: CpuSet = (0..m).filter(|_| next() % 2 == 0).collect();
+            assert_eq!(a.is_subset(&b), a.difference(&b).is_empty(), "{a} {b}");
+            assert_eq!(a.intersects(&b), !a.intersection(&b).is_empty(), "{a} {b}");
+        }
     }
 
     #[test]

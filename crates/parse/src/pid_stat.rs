@@ -172,6 +172,64 @@ impl ProcStat {
 
 /// Parses one stat line into the fields shielding needs (see [`StatLine::parse`]).
 pub fn parse_stat(bytes: &[u8]) -> Result<ProcStat, StatError> {
+    // Shielding parses a line per thread: the fields it needs are picked in
+    // one pass, with no copy of the line. Any line this does not take whole
+    // is parsed again by the general path, which names what is wrong.
+    quick_stat(bytes).map_or_else(|| general_stat(bytes), Ok)
+}
+
+/// [`parse_stat`] of a well-formed line: one pass, one allocation (the name).
+fn quick_stat(bytes: &[u8]) -> Option<ProcStat> {
+    let open = bytes.iter().position(|&b| b == b'(')?;
+    let close = bytes
+        .iter()
+        .rposition(|&b| b == b')')
+        .filter(|&c| c > open)?;
+    let pid = std::str::from_utf8(&bytes[..open])
+        .ok()?
+        .trim()
+        .parse::<i32>()
+        .ok()?;
+    let rest = std::str::from_utf8(&bytes[close + 1..]).ok()?;
+    if !rest.is_ascii() {
+        return None;
+    }
+    let (mut state, mut ppid, mut flags, mut threads, mut start) = (None, None, None, None, None);
+    // The same whitespace as StatLine::parse splits on (ASCII).
+    let fields = rest
+        .split([' ', '\t', '\n', '\x0b', '\x0c', '\r'])
+        .filter(|f| !f.is_empty());
+    for (n, field) in (3..).zip(fields) {
+        match n {
+            3 => state = field.chars().next(),
+            4 => ppid = field.parse::<i32>().ok(),
+            9 => {
+                flags = field
+                    .parse::<u64>()
+                    .ok()
+                    .and_then(|f| u32::try_from(f).ok())
+            }
+            20 => threads = field.parse::<u64>().ok(),
+            22 => {
+                start = field.parse::<u64>().ok();
+                break;
+            }
+            _ => {}
+        }
+    }
+    Some(ProcStat {
+        pid,
+        comm: String::from_utf8_lossy(&bytes[open + 1..close]).into_owned(),
+        state: state?,
+        ppid: ppid?,
+        flags: flags?,
+        starttime: start?,
+        num_threads: threads?,
+    })
+}
+
+/// [`parse_stat`] through [`StatLine`], with its errors.
+fn general_stat(bytes: &[u8]) -> Result<ProcStat, StatError> {
     let line = StatLine::parse(bytes)?;
     let state = line.state()?;
     let ppid = line
@@ -342,6 +400,31 @@ mod tests {
         assert!(parse_stat(short.as_bytes()).is_ok());
         let e = parse_thread_stat(short).unwrap_err();
         assert_eq!(e.file, "/proc/PID/task/TID/stat");
+    }
+
+    #[test]
+    fn the_one_pass_parse_gives_what_the_general_parse_gives() {
+        let mut lines = vec![
+            line(b"sleep"),
+            line(b"a) b (c"),
+            line(b"x\xc3"),
+            b"7 (k) S 2 0 0 0 -1 69238848 0 0 0 0 0 0 0 0 20 0 3 0 55 0\n".to_vec(),
+            b"7 (k)\tS\x0b2 0 0 0 -1 1 0 0 0 0 0 0 0 0 20 0 1 0 9\n".to_vec(),
+        ];
+        lines.push(b"7 (k) S 2 0 0 0 -1 99999999999 0 0 0 0 0 0 0 0 20 0 1 0 5\n".to_vec());
+        lines.push(b"7 (k) S 2 0 0 0".to_vec());
+        for l in &lines {
+            assert_eq!(
+                parse_stat(l),
+                general_stat(l),
+                "{}",
+                String::from_utf8_lossy(l)
+            );
+        }
+        assert!(
+            quick_stat(&lines[0]).is_some(),
+            "a plain line takes the one pass"
+        );
     }
 
     #[test]

@@ -615,6 +615,24 @@ fn follow_before_reset(
     followed
 }
 
+/// v1: a reset started from a shell in cpushield's housekeeping cpuset runs
+/// on its CPUs only. It joins the root cpuset first, where the teardown puts
+/// every task left in cpushield's cgroups anyway (so the undo is the same),
+/// and reads the tasks on every CPU. Only this thread moves, and only out of
+/// cpushield's own cgroups; where it cannot, it stays.
+fn join_root_cpuset(kernel: &dyn Kernel, layout: &CgroupLayout) {
+    let CgroupLayout::V1 { root } = layout else {
+        return;
+    };
+    let Ok(text) = kernel.read(std::path::Path::new("/proc/thread-self/cgroup")) else {
+        return;
+    };
+    if layout::cgroup_of(layout, &text).is_some_and(|c| snapshot::is_ours(&c)) {
+        // 0 names the writing thread itself.
+        let _ = kernel.write(&root.join("tasks"), "0");
+    }
+}
+
 fn reset_locked(
     kernel: &dyn Kernel,
     store: &dyn StateStore,
@@ -631,6 +649,7 @@ fn reset_locked(
         same_namespace(kernel, store, &saved)?;
     }
     let path = store.dir().join(state::STATE_FILE).display().to_string();
+    join_root_cpuset(kernel, &saved.layout);
     let first = snapshot::take(kernel, &saved.layout)?;
     laps.lap("snapshot");
     let problems = machine_problems(kernel, &saved, &first);
@@ -689,6 +708,11 @@ fn reset_locked(
         });
         let outcome = apply::apply(kernel, &plan)?;
         laps.lap("apply");
+        // Every step went through and cpushield's cgroups are gone: a next
+        // pass would read again the tasks seen (see below) to find nothing
+        // left to restore, so there is none. A step that failed is retried.
+        let clean =
+            outcome.notes.is_empty() && !saved.created_cgroups.iter().any(|d| kernel.exists(d));
         total.applied += outcome.applied;
         total.moved += outcome.moved;
         total.affinities += outcome.affinities;
@@ -697,7 +721,7 @@ fn reset_locked(
         total.notes.extend(outcome.notes);
         notes = plan.notes;
         last_snap = Some(snap_now);
-        if !work {
+        if !work || clean {
             break;
         }
     }

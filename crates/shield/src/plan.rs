@@ -161,7 +161,11 @@ struct Origin {
 /// that existed before the first shield; for tasks born since, those of the
 /// nearest ancestor that existed (a new task inherits both from its parent).
 fn origins(snap: &Snapshot, saved: &SavedState) -> BTreeMap<i32, Origin> {
-    let ppid_of: BTreeMap<i32, i32> = snap.tasks.iter().map(|t| (t.tgid, t.ppid)).collect();
+    // Built only when a task is not in the saved state.
+    let ppid_of = std::cell::OnceCell::new();
+    let ppid_of = || -> &BTreeMap<i32, i32> {
+        ppid_of.get_or_init(|| snap.tasks.iter().map(|t| (t.tgid, t.ppid)).collect())
+    };
     let saved_of = |t: &TaskInfo| {
         saved
             .tasks
@@ -189,7 +193,7 @@ fn origins(snap: &Snapshot, saved: &SavedState) -> BTreeMap<i32, Origin> {
                 ancestor = Some(s);
                 break;
             }
-            match ppid_of.get(&pid) {
+            match ppid_of().get(&pid) {
                 Some(&pp) if pp > 0 && pp != pid => pid = pp,
                 _ => break,
             }
@@ -432,17 +436,34 @@ fn plan_tasks(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuS
     let system = system_dir(layout);
     let origins = origins(snap, saved);
     let mut moved_processes = BTreeSet::new();
+    // Brosky's rule on a requested affinity; most tasks share a few requests.
+    let mut rule_cache: Vec<(CpuSet, CpuSet)> = Vec::new();
+    let mut rule = |requested: &CpuSet| -> CpuSet {
+        if let Some((_, eff)) = rule_cache.iter().find(|(r, _)| r == requested) {
+            return eff.clone();
+        }
+        let eff = shielded_affinity(requested, online, procs);
+        if rule_cache.len() < 64 {
+            rule_cache.push((requested.clone(), eff.clone()));
+        }
+        eff
+    };
+    // v2 keeps a process in one cgroup: whether all its threads are shielded.
     let only_shielded_process: BTreeMap<i32, bool> = {
         let mut m: BTreeMap<i32, bool> = BTreeMap::new();
-        for t in &snap.tasks {
+        for t in snap.tasks.iter().filter(|_| layout.is_v2()) {
             let o = &origins[&t.tid];
-            let eff = shielded_affinity(&o.requested, online, procs);
+            let eff = rule(&o.requested);
             let inside = !procs.is_empty() && eff.is_subset(procs);
             let e = m.entry(t.tgid).or_insert(true);
             *e = *e && inside;
         }
         m
     };
+    let shield_tasks = layout.tasks_file(&shield);
+    let system_tasks = layout.tasks_file(&system);
+    // The same cgroup, as dir_of would join them, without building paths.
+    let same_cgroup = |a: &str, b: &str| a.trim_start_matches('/') == b.trim_start_matches('/');
     // Changing a cpuset's CPUs (or its partition) makes the kernel reset the
     // affinity of every task in it, so then every affinity is set again, after
     // all cgroup changes.
@@ -473,7 +494,7 @@ fn plan_tasks(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuS
             }
             continue;
         }
-        let eff = shielded_affinity(&origin.requested, online, procs);
+        let eff = rule(&origin.requested);
         let managed = origin.cgroup == "/" || is_ours(&origin.cgroup) || layout.is_v2();
         if !managed {
             if eff != task.affinity {
@@ -485,26 +506,35 @@ fn plan_tasks(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuS
             }
             continue;
         }
-        let here = layout.dir_of(&task.cgroup);
+        let here = task.cgroup.as_str();
         // A thread placed on its own (cgroup.threads, Sherer's cps_place)
         // stays in the threaded shield while it asks only for shielded CPUs.
-        let placed_alone = here == shield && !procs.is_empty() && eff.is_subset(procs);
-        let dest = match layout {
-            CgroupLayout::V1 { .. } if procs.is_empty() => layout.dir_of(&origin.cgroup),
-            CgroupLayout::V1 { .. } if eff.is_subset(procs) => shield.clone(),
-            CgroupLayout::V1 { .. } => system.clone(),
-            CgroupLayout::V2 { .. } if only_shielded_process[&task.tgid] => shield.clone(),
-            CgroupLayout::V2 { .. } if placed_alone => shield.clone(),
-            CgroupLayout::V2 { .. } => layout.dir_of(&origin.cgroup),
+        let placed_alone =
+            same_cgroup(here, SHIELD_CGROUP) && !procs.is_empty() && eff.is_subset(procs);
+        // The destination cgroup (relative, as in /proc/PID/cgroup) and its
+        // tasks file when it is one of ours.
+        let (dest, ours) = match layout {
+            CgroupLayout::V1 { .. } if procs.is_empty() => (origin.cgroup.as_str(), None),
+            CgroupLayout::V1 { .. } if eff.is_subset(procs) => (SHIELD_CGROUP, Some(&shield_tasks)),
+            CgroupLayout::V1 { .. } => (SYSTEM_CGROUP, Some(&system_tasks)),
+            CgroupLayout::V2 { .. } if only_shielded_process[&task.tgid] || placed_alone => {
+                (SHIELD_CGROUP, Some(&shield_tasks))
+            }
+            CgroupLayout::V2 { .. } => (origin.cgroup.as_str(), None),
         };
         let mut moved = false;
-        if dest != here && !(layout.is_v2() && task.kthread) {
+        // v2 does not move kernel threads.
+        let kernel_thread_v2 = layout.is_v2() && task.kthread;
+        if !same_cgroup(dest, here) && !kernel_thread_v2 {
             let id = if layout.is_v2() { task.tgid } else { task.tid };
             if !layout.is_v2() || moved_processes.insert(task.tgid) {
                 plan.steps.push(Step::Move {
                     id,
                     comm: task.comm.clone(),
-                    to: layout.tasks_file(&dest),
+                    to: match ours {
+                        Some(file) => file.clone(),
+                        None => layout.tasks_file(&layout.dir_of(dest)),
+                    },
                 });
             }
             moved = true;
@@ -764,6 +794,8 @@ pub fn plan_reset(snap: &Snapshot, saved: &SavedState) -> Plan {
             None,
         );
     }
+    // The tasks file of each original cgroup, built once.
+    let mut files: BTreeMap<&str, PathBuf> = BTreeMap::new();
     for task in snap.tasks.iter().filter(|_| same_namespace) {
         if task.pinned_by_kernel {
             continue;
@@ -777,10 +809,13 @@ pub fn plan_reset(snap: &Snapshot, saved: &SavedState) -> Plan {
         if in_ours && !(layout.is_v2() && task.kthread) {
             let id = if layout.is_v2() { task.tgid } else { task.tid };
             if !layout.is_v2() || moved_processes.insert(task.tgid) {
+                let to = files
+                    .entry(origin.cgroup.as_str())
+                    .or_insert_with(|| layout.tasks_file(&layout.dir_of(&origin.cgroup)));
                 plan.steps.push(Step::Move {
                     id,
                     comm: task.comm.clone(),
-                    to: layout.tasks_file(&layout.dir_of(&origin.cgroup)),
+                    to: to.clone(),
                 });
             }
         }

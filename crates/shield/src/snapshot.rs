@@ -248,15 +248,24 @@ const CONTROL_FILES: [&str; 16] = [
 /// misses (created meanwhile, a cgroup that could not be read) are read from
 /// /proc one by one.
 pub fn cgroup_members(kernel: &dyn Kernel, layout: &CgroupLayout) -> HashMap<i32, String> {
+    hierarchy_lists(kernel, layout).0
+}
+
+/// [`cgroup_members`], and whether every cgroup's list could be read: then
+/// the map names every thread this PID namespace sees (every task is in
+/// exactly one cgroup of the hierarchy), without listing /proc.
+fn hierarchy_lists(kernel: &dyn Kernel, layout: &CgroupLayout) -> (HashMap<i32, String>, bool) {
     let list = if layout.is_v2() {
         "cgroup.threads"
     } else {
         "tasks"
     };
     let mut out = HashMap::new();
+    let mut complete = true;
     let mut todo = vec![(layout.root().to_path_buf(), "/".to_string())];
     while let Some((dir, rel)) = todo.pop() {
         let Ok(text) = kernel.read(&dir.join(list)) else {
+            complete = false;
             continue;
         };
         for id in text.split_ascii_whitespace().filter_map(|t| t.parse().ok()) {
@@ -280,29 +289,151 @@ pub fn cgroup_members(kernel: &dyn Kernel, layout: &CgroupLayout) -> HashMap<i32
             }
         }
     }
-    out
+    let complete = complete && !out.is_empty();
+    (out, complete)
 }
+
+/// Threads read on two threads from this many on: below, one is quicker.
+const PARALLEL_FROM: usize = 512;
 
 /// Reads every visible thread. A thread that cannot be read (other than one
 /// that exited meanwhile) is an error, never skipped in silence.
 ///
-/// Per thread this is one stat read and one sched_getaffinity: a process of
-/// one thread is read from /proc/PID/stat without listing its threads, and
-/// cgroups come from the hierarchy's task lists ([`cgroup_members`]).
+/// The threads come from the cpuset hierarchy's own lists
+/// ([`cgroup_members`]), not from listing /proc: every task is in one of its
+/// cgroups, and one read per cgroup costs less than listing /proc. When a
+/// list could not be read, /proc is listed instead. Per thread this is one
+/// stat read and one sched_getaffinity (the stat's `num_threads` tells a
+/// process of one thread, whose ID is its process ID; a thread of a process
+/// of several has its process found in its status and its process's threads
+/// read together), on two threads for many threads.
 pub fn read_tasks(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Vec<TaskInfo>> {
-    let mut tasks = Vec::new();
+    let (cgroups, complete) = hierarchy_lists(kernel, layout);
+    if !complete {
+        return read_processes(kernel, layout, &cgroups, &list_proc(kernel)?);
+    }
+    let mut tids: Vec<i32> = cgroups.keys().copied().collect();
+    tids.sort_unstable();
+    let mut tasks = read_listed_parallel(kernel, layout, &cgroups, &tids)?;
+    if tasks.iter().any(|t| t.tid != t.tgid) {
+        // Each half reads the whole process of a thread it meets: a process
+        // with threads in both halves is read twice.
+        let mut seen = std::collections::HashSet::with_capacity(tasks.len());
+        tasks.retain(|t| seen.insert(t.tid));
+    }
+    Ok(tasks)
+}
+
+/// [`read_listed`] on two threads (the two halves of `tids`, results in
+/// order) when there are many threads and two CPUs: reads only, a burst on
+/// each CPU, nothing that spins.
+fn read_listed_parallel(
+    kernel: &dyn Kernel,
+    layout: &CgroupLayout,
+    cgroups: &HashMap<i32, String>,
+    tids: &[i32],
+) -> std::io::Result<Vec<TaskInfo>> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if tids.len() < PARALLEL_FROM || cpus < 2 {
+        return read_listed(kernel, layout, cgroups, tids);
+    }
+    let (first, second) = tids.split_at(tids.len() / 2);
+    std::thread::scope(|s| {
+        let other = std::thread::Builder::new()
+            .name("cpushield-snap".into())
+            .spawn_scoped(s, || read_listed(kernel, layout, cgroups, second));
+        let Ok(other) = other else {
+            return read_listed(kernel, layout, cgroups, tids);
+        };
+        let mut tasks = read_listed(kernel, layout, cgroups, first);
+        let rest = other
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        if let Ok(t) = tasks.as_mut() {
+            t.extend(rest?);
+        }
+        tasks
+    })
+}
+
+/// Reads each thread of `tids` (IDs from the hierarchy's lists): a process of
+/// one thread from /proc/TID/stat alone; a thread of a process of several
+/// with every thread of that process (found from its status' `Tgid`).
+fn read_listed(
+    kernel: &dyn Kernel,
+    layout: &CgroupLayout,
+    cgroups: &HashMap<i32, String>,
+    tids: &[i32],
+) -> std::io::Result<Vec<TaskInfo>> {
+    let mut tasks = Vec::with_capacity(tids.len());
+    let mut done = std::collections::HashSet::new();
+    for &tid in tids {
+        if done.contains(&tid) {
+            continue;
+        }
+        let pid = match read_stat(kernel, tid, Path::new(&format!("/proc/{tid}/stat"))) {
+            Ok(Some(stat)) if stat.num_threads == 1 => {
+                if let Some(task) = task_from_stat(kernel, layout, cgroups, tid, tid, stat)? {
+                    tasks.push(task);
+                }
+                continue;
+            }
+            // One of several threads: its process, from its status.
+            Ok(Some(_)) => kernel
+                .read(Path::new(&format!("/proc/{tid}/status")))
+                .ok()
+                .and_then(|status| cpushield_parse::pid_status::parse_tgid(&status))
+                .unwrap_or(tid),
+            // No such file or an error: read as a process, as a /proc entry
+            // would be (an error is then named with its path).
+            _ => tid,
+        };
+        let dir = PathBuf::from(format!("/proc/{pid}/task"));
+        let threads = match kernel.read_dir(&dir) {
+            Ok(t) => t,
+            Err(e) if is_gone(&e) => continue,
+            Err(e) => {
+                return Err(std::io::Error::other(format!(
+                    "process {pid}: cannot list its threads ({}); the shield would miss them, so nothing was changed",
+                    with_path(e, &dir)
+                )))
+            }
+        };
+        for t in threads.iter().filter_map(|t| t.parse::<i32>().ok()) {
+            if done.insert(t) {
+                if let Some(task) = read_task_in(kernel, layout, cgroups, pid, t)? {
+                    tasks.push(task);
+                }
+            }
+        }
+    }
+    Ok(tasks)
+}
+
+/// Process IDs listed in /proc, in order.
+fn list_proc(kernel: &dyn Kernel) -> std::io::Result<Vec<i32>> {
     let entries = kernel
         .read_dir(Path::new("/proc"))
         .map_err(|e| with_path(e, Path::new("/proc")))?;
     let mut pids: Vec<i32> = entries.iter().filter_map(|e| e.parse().ok()).collect();
     pids.sort_unstable();
-    let cgroups = cgroup_members(kernel, layout);
-    for pid in pids {
+    Ok(pids)
+}
+
+/// Reads every thread of each process in `pids`, in order.
+fn read_processes(
+    kernel: &dyn Kernel,
+    layout: &CgroupLayout,
+    cgroups: &HashMap<i32, String>,
+    pids: &[i32],
+) -> std::io::Result<Vec<TaskInfo>> {
+    let mut tasks = Vec::with_capacity(pids.len());
+    for &pid in pids {
         // A process of one thread: its stat is its thread's. Anything else
         // (several threads, no such file, an error) is read thread by thread.
         if let Ok(Some(stat)) = read_stat(kernel, pid, Path::new(&format!("/proc/{pid}/stat"))) {
             if stat.num_threads == 1 {
-                if let Some(task) = task_from_stat(kernel, layout, &cgroups, pid, pid, stat)? {
+                if let Some(task) = task_from_stat(kernel, layout, cgroups, pid, pid, stat)? {
                     tasks.push(task);
                 }
                 continue;
@@ -320,7 +451,7 @@ pub fn read_tasks(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result
             }
         };
         for tid in tids.iter().filter_map(|t| t.parse::<i32>().ok()) {
-            if let Some(task) = read_task_in(kernel, layout, &cgroups, pid, tid)? {
+            if let Some(task) = read_task_in(kernel, layout, cgroups, pid, tid)? {
                 tasks.push(task);
             }
         }
@@ -593,6 +724,43 @@ mod tests {
             fake_with_thread(b"7 (x) S 1 7 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0\n".to_vec());
         k.refuse_reads("/proc/7/task/7/stat", libc::ESRCH);
         assert!(read_tasks(&k, &layout).unwrap().is_empty());
+    }
+
+    #[test]
+    fn tasks_come_from_the_hierarchys_lists_with_threads_grouped_by_process() {
+        let k = cpushield_kernel::FakeKernel::new();
+        let root = "/sys/fs/cgroup/cpuset";
+        k.set_file(format!("{root}/tasks"), "7\n8\n");
+        k.set_file(format!("{root}/cgroup.procs"), "7\n8\n");
+        k.set_file(format!("{root}/work/tasks"), "9\n");
+        k.set_file(format!("{root}/work/cgroup.procs"), "8\n");
+        let stat = |tid: i32, threads: u32| {
+            format!(
+                "{tid} (t{tid}) S 1 {tid} 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 {threads} 0 {} 0 0\n",
+                100 + tid
+            )
+        };
+        k.set_file("/proc/7/stat", stat(7, 1));
+        for tid in [8, 9] {
+            k.set_file(format!("/proc/{tid}/stat"), stat(tid, 2));
+            k.set_file(format!("/proc/{tid}/status"), "Name:\tt\nTgid:\t8\n");
+            k.set_file(format!("/proc/8/task/{tid}/stat"), stat(tid, 2));
+        }
+        // In /proc but in no cgroup's list: not read (/proc is not listed).
+        k.set_file("/proc/50/stat", stat(50, 1));
+        for tid in [7, 8, 9, 50] {
+            k.set_thread_affinity(tid, CpuSet::from_cpus([0]));
+        }
+        let layout = CgroupLayout::V1 { root: root.into() };
+        let tasks = read_tasks(&k, &layout).unwrap();
+        let got: Vec<(i32, i32, &str, u64)> = tasks
+            .iter()
+            .map(|t| (t.tid, t.tgid, t.cgroup.as_str(), t.starttime))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(7, 7, "/", 107), (8, 8, "/", 108), (9, 8, "/work", 109)]
+        );
     }
 
     #[test]

@@ -228,6 +228,8 @@ fn per_cpu_kernel_threads_are_listed_not_moved() {
     );
     k.set_file("/proc/7/task/7/cgroup", "3:cpuset:/\n");
     k.set_thread_affinity(7, cpus("3"));
+    // Every task is in one cgroup of the hierarchy: the root's list names it.
+    k.set_file(format!("{ROOT}/tasks"), "7\n100\n");
     let layout = layout::detect(&k).unwrap();
     let snap = snapshot::take(&k, &layout).unwrap();
     let saved = SavedState::from_snapshot(&snap, ShieldMasks::default());
