@@ -300,18 +300,28 @@ const PARALLEL_FROM: usize = 512;
 /// that exited meanwhile) is an error, never skipped in silence.
 ///
 /// The threads come from the cpuset hierarchy's own lists
-/// ([`cgroup_members`]), not from listing /proc: every task is in one of its
-/// cgroups, and one read per cgroup costs less than listing /proc. When a
-/// list could not be read, /proc is listed instead. Per thread this is one
+/// ([`cgroup_members`]), read twice (a task moving between cgroups during
+/// the first reading is in the second), not from listing /proc: every task is
+/// in one of its cgroups, and one read per cgroup costs less than listing
+/// /proc. When a list could not be read, /proc is listed instead. Per thread this is one
 /// stat read and one sched_getaffinity (the stat's `num_threads` tells a
 /// process of one thread, whose ID is its process ID; a thread of a process
 /// of several has its process found in its status and its process's threads
 /// read together), on two threads for many threads.
 pub fn read_tasks(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Vec<TaskInfo>> {
-    let (cgroups, complete) = hierarchy_lists(kernel, layout);
-    if !complete {
+    let (mut cgroups, complete) = hierarchy_lists(kernel, layout);
+    // A task that moved, while the lists were read, from a cgroup not read yet
+    // to one already read is in neither list (listing /proc has no such gap):
+    // a second reading finds it where it went. Lists are one read per cgroup.
+    let (again, complete_again) = if complete {
+        hierarchy_lists(kernel, layout)
+    } else {
+        (HashMap::new(), false)
+    };
+    if !complete || !complete_again {
         return read_processes(kernel, layout, &cgroups, &list_proc(kernel)?);
     }
+    cgroups.extend(again);
     let mut tids: Vec<i32> = cgroups.keys().copied().collect();
     tids.sort_unstable();
     let mut tasks = read_listed_parallel(kernel, layout, &cgroups, &tids)?;
