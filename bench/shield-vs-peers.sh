@@ -8,6 +8,9 @@
 #   tuna --cpus 1 --isolate    (no undo: `tuna --cpus 1 --include` of Debian's
 #                               tuna 0.15 fails with a TypeError; the bench
 #                               puts the IRQs back itself)
+#   floor: bench/cgroup-move-floor.c moves every task of the root cpuset into a
+#          child cpuset and back, one write per ID: the kernel's own cost,
+#          under every tool that shields by cgroup
 # are each timed on the same N tasks (cpushield and cset alternate who goes
 # first; tuna goes last, as nothing undoes it). Prints every run, then per N
 # the median of each and the ratios to cset.
@@ -36,13 +39,19 @@ bench_bin
 WORK=$(mktemp -d /tmp/shield-vs-peers.XXXXXX)
 SLEEPERS=$WORK/sleepers
 cc -O2 -Wall -o "$SLEEPERS" bench/sleepers.c || bench_die "cannot build bench/sleepers.c"
+FLOOR=$WORK/cgroup-move-floor
+cc -O2 -Wall -o "$FLOOR" bench/cgroup-move-floor.c || bench_die "cannot build bench/cgroup-move-floor.c"
 STATE=$WORK/state
 CG=$(awk '$9 == "cgroup2" { v2 = $5 } $9 == "cgroup" && $NF ~ /(^|,)cpuset(,|$)/ { v1 = $5 }
           END { print (v1 != "" ? v1 : v2) }' /proc/self/mountinfo)
 [ -n "$CG" ] || bench_die "no cpuset hierarchy mounted"
-for d in cpushield-shield cpushield-system user system; do
+for d in cpushield-shield cpushield-system user system cpushield-bench-floor; do
     [ ! -e "$CG/$d" ] || bench_die "$CG/$d exists already (a shield in place?): reset it first"
 done
+# The floor's child cpuset: CPU 0 and the root's memory nodes (v1 needs both).
+FLOOR_CG=$CG/cpushield-bench-floor
+TASKS_FILE=tasks
+[ -e "$CG/tasks" ] || TASKS_FILE=cgroup.procs
 
 # What the tools change and the bench puts back.
 PID_MAX=$(cat /proc/sys/kernel/pid_max)
@@ -65,6 +74,10 @@ cleanup() {
     fi
     if [ -e "$CG/user" ] || [ -e "$CG/system" ]; then
         cset shield --reset >/dev/null 2>&1 || echo "$BENCH_NAME: cset's cpusets are left in $CG: cset shield --reset" >&2
+    fi
+    if [ -d "$FLOOR_CG" ]; then
+        "$FLOOR" "$FLOOR_CG/$TASKS_FILE" "$CG/$TASKS_FILE" >/dev/null 2>&1
+        rmdir "$FLOOR_CG" 2>/dev/null || echo "$BENCH_NAME: $FLOOR_CG is left" >&2
     fi
     restore_irqs
     [ "$(cat /proc/sys/kernel/pid_max)" = "$PID_MAX" ] || echo "$PID_MAX" >/proc/sys/kernel/pid_max
@@ -109,14 +122,24 @@ round() {
         timed cset-shield cset shield --cpu 1
         timed cset-undo cset shield --reset
     }
+    floor() {
+        [ "$TASKS_FILE" = tasks ] || return 0 # v1 only: a v2 child needs its controllers enabled
+        mkdir "$FLOOR_CG" &&
+            echo 0 >"$FLOOR_CG/cpuset.cpus" &&
+            cat "$CG/cpuset.mems" >"$FLOOR_CG/cpuset.mems" || return 1
+        timed floor-shield "$FLOOR" "$CG/$TASKS_FILE" "$FLOOR_CG/$TASKS_FILE"
+        timed floor-undo "$FLOOR" "$FLOOR_CG/$TASKS_FILE" "$CG/$TASKS_FILE"
+        rmdir "$FLOOR_CG"
+    }
     if [ "$first" = ours ]; then ours; peer; else peer; ours; fi
+    floor
     timed tuna-shield tuna --cpus 1 --isolate
     restore_irqs
     exec {SL[1]}>&-
     wait
 }
 export -f round restore_irqs
-export SLEEPERS BIN STATE WORK IRQS
+export SLEEPERS BIN STATE WORK IRQS FLOOR FLOOR_CG CG TASKS_FILE
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), $(nproc) CPUs, cpuset in $CG, shielding CPU 1, $ROUNDS round(s)"
 printf '%-8s %-6s %-10s %12s %12s\n' tasks round tool shield_ms undo_ms
@@ -133,10 +156,10 @@ for n in "${TASKS[@]}"; do
         if awk '$2 != 0 { bad = 1 } END { exit !bad }' "$OUT"; then
             bench_die "a tool failed in round $r with $n tasks (logs in $WORK)"
         fi
-        for d in cpushield-shield cpushield-system user system; do
+        for d in cpushield-shield cpushield-system user system cpushield-bench-floor; do
             [ ! -e "$CG/$d" ] || bench_die "$CG/$d is left after round $r: the undo did not finish"
         done
-        for tool in cpushield cset tuna; do
+        for tool in cpushield cset floor tuna; do
             s=$(awk -v k="$tool-shield" '$1 == k { print $3 }' "$OUT")
             u=$(awk -v k="$tool-undo" '$1 == k { print $3 }' "$OUT")
             printf '%-8s %-6s %-10s %12.1f %12s\n' "$n" "$r" "$tool" "$(echo "$s / 1000" | bc -l)" \
@@ -148,13 +171,14 @@ done
 
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 echo
-echo "# medians of $ROUNDS round(s); ratio = cpushield / cset (target: at most 0.5 at 10,000 and 50,000)"
+echo "# medians of $ROUNDS round(s); ratio = cpushield / cset (target: at most 0.5 at 10,000 and 50,000); floor/cset = the kernel's own share of cset's time"
 printf '%-8s %-10s %12s %12s %14s %14s\n' tasks tool shield_ms undo_ms shield_us/task undo_us/task
 for n in "${TASKS[@]}"; do
-    for tool in cpushield cset tuna; do
+    for tool in cpushield cset floor tuna; do
         s=$(awk -v n="$n" -v t="$tool" '$1 == n && $2 == t { print $3 }' "$SUMMARY" | median)
         u=$(awk -v n="$n" -v t="$tool" '$1 == n && $2 == t && $4 != "-" { print $4 }' "$SUMMARY" | median)
         eval "S_$tool=$s U_$tool=$u"
+        [ "$s" != - ] || continue
         if [ "$u" = - ]; then
             printf '%-8s %-10s %12.1f %12s %14.1f %14s\n' "$n" "$tool" "$(echo "$s / 1000" | bc -l)" - \
                 "$(echo "$s / $n" | bc -l)" -
@@ -165,4 +189,6 @@ for n in "${TASKS[@]}"; do
     done
     printf '%-8s %-10s %12.2f %12.2f\n' "$n" "ratio" "$(echo "$S_cpushield / $S_cset" | bc -l)" \
         "$(echo "$U_cpushield / $U_cset" | bc -l)"
+    [ "$S_floor" = - ] || printf '%-8s %-10s %12.2f %12.2f\n' "$n" "floor/cset" "$(echo "$S_floor / $S_cset" | bc -l)" \
+        "$(echo "$U_floor / $U_cset" | bc -l)"
 done
