@@ -76,6 +76,7 @@ fn the_latency_probes_peak_rss_is_at_most_one_and_a_half_times_cyclictests() {
         })
         .min()
         .unwrap();
+    eprintln!("peak RSS: measure latency {ours} KiB, cyclictest {cyclictest} KiB");
     assert!(
         ours * 2 <= cyclictest * 3,
         "measure latency peaked at {ours} KiB, cyclictest at {cyclictest} KiB: more than 1.5x. \
