@@ -14,8 +14,9 @@
 # new Rust toolchain, a dependency update or a change to the release profile
 # renames (code changes too, a few at a time); once enough are stale the
 # probe's peak RSS passes 1.5x cyclictest's, tests/probe_rss_host.rs fails and
-# asks for this script. Run it on
-# the machine whose toolchain CI uses, and commit the file.
+# asks for this script. The names also depend on the tree's path (a clone
+# elsewhere keeps only part of them), so scripts/setup.sh runs this script on
+# every fresh machine after its first build; commit the file after code changes.
 # Needs: valgrind (apt-get install valgrind), nm (binutils), root (SCHED_FIFO).
 # On a shared host run it under the host-test lock:
 #   flock /tmp/cpushield-hosttest.lock scripts/gen-symbol-order.sh
