@@ -398,26 +398,41 @@ fn read_listed(
             // would be (an error is then named with its path).
             _ => tid,
         };
-        let dir = PathBuf::from(format!("/proc/{pid}/task"));
-        let threads = match kernel.read_dir(&dir) {
-            Ok(t) => t,
-            Err(e) if is_gone(&e) => continue,
-            Err(e) => {
-                return Err(std::io::Error::other(format!(
-                    "process {pid}: cannot list its threads ({}); the shield would miss them, so nothing was changed",
-                    with_path(e, &dir)
-                )))
-            }
-        };
-        for t in threads.iter().filter_map(|t| t.parse::<i32>().ok()) {
-            if done.insert(t) {
-                if let Some(task) = read_task_in(kernel, layout, cgroups, pid, t)? {
-                    tasks.push(task);
-                }
+        read_process_threads(kernel, layout, cgroups, pid, |t| done.insert(t), &mut tasks)?;
+    }
+    Ok(tasks)
+}
+
+/// Reads every thread of process `pid` that `take` accepts into `out`; a
+/// process gone meanwhile adds nothing. A process whose threads cannot be
+/// listed is an error: the shield would miss them.
+fn read_process_threads(
+    kernel: &dyn Kernel,
+    layout: &CgroupLayout,
+    cgroups: &HashMap<i32, String>,
+    pid: i32,
+    mut take: impl FnMut(i32) -> bool,
+    out: &mut Vec<TaskInfo>,
+) -> std::io::Result<()> {
+    let dir = PathBuf::from(format!("/proc/{pid}/task"));
+    let tids = match kernel.read_dir(&dir) {
+        Ok(t) => t,
+        Err(e) if is_gone(&e) => return Ok(()),
+        Err(e) => {
+            return Err(std::io::Error::other(format!(
+                "process {pid}: cannot list its threads ({}); the shield would miss them, so nothing was changed",
+                with_path(e, &dir)
+            )))
+        }
+    };
+    for tid in tids.iter().filter_map(|t| t.parse::<i32>().ok()) {
+        if take(tid) {
+            if let Some(task) = read_task_in(kernel, layout, cgroups, pid, tid)? {
+                out.push(task);
             }
         }
     }
-    Ok(tasks)
+    Ok(())
 }
 
 /// Process IDs listed in /proc, in order.
@@ -449,22 +464,7 @@ fn read_processes(
                 continue;
             }
         }
-        let dir = PathBuf::from(format!("/proc/{pid}/task"));
-        let tids = match kernel.read_dir(&dir) {
-            Ok(t) => t,
-            Err(e) if is_gone(&e) => continue,
-            Err(e) => {
-                return Err(std::io::Error::other(format!(
-                    "process {pid}: cannot list its threads ({}); the shield would miss them, so nothing was changed",
-                    with_path(e, &dir)
-                )))
-            }
-        };
-        for tid in tids.iter().filter_map(|t| t.parse::<i32>().ok()) {
-            if let Some(task) = read_task_in(kernel, layout, cgroups, pid, tid)? {
-                tasks.push(task);
-            }
-        }
+        read_process_threads(kernel, layout, cgroups, pid, |_| true, &mut tasks)?;
     }
     Ok(tasks)
 }
