@@ -692,22 +692,23 @@ mod tests {
         assert_eq!(rule("1").to_list(), "1");
     }
 
-    #[test]
-    fn subset_and_intersects_agree_with_difference_and_intersection_across_words() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        for _ in 0..10_000 {
-            let n = (next() % 200 + 1) as usize;
-            let a: CpuSet = (0..n).filter(|_| next() % 5 == 0).collect();
-            let m = (next() % 200 + 1) as usize;
-            let b: CpuSet = (0..m).filter(|_| next() % 2 == 0).collect();
-            assert_eq!(a.is_subset(&b), a.difference(&b).is_empty(), "{a} {b}");
-            assert_eq!(a.intersects(&b), !a.intersection(&b).is_empty(), "{a} {b}");
+    proptest::proptest! {
+        #[test]
+        fn subset_and_intersects_agree_with_difference_and_intersection_across_words(
+            b in proptest::collection::btree_set(0usize..200, 0..120),
+            keep in proptest::collection::vec(proptest::bool::ANY, 200),
+            extra in proptest::option::of(0usize..200),
+        ) {
+            // `a` is a part of `b` (a subset), plus at times one CPU that may not be in it.
+            let a: CpuSet = b
+                .iter()
+                .copied()
+                .filter(|c| keep[*c])
+                .chain(extra)
+                .collect();
+            let b: CpuSet = b.into_iter().collect();
+            proptest::prop_assert_eq!(a.is_subset(&b), a.difference(&b).is_empty());
+            proptest::prop_assert_eq!(a.intersects(&b), !a.intersection(&b).is_empty());
         }
     }
 
