@@ -80,6 +80,7 @@ mod tests {
             pid_namespace: String::new(),
             sched: Default::default(),
             set: Default::default(),
+            pid_cursor: None,
             checksum: 0,
         })
     }

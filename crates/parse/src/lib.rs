@@ -8,6 +8,7 @@ pub mod cpuinfo;
 pub mod diskstats;
 pub mod interrupts;
 pub mod kconfig;
+pub mod loadavg;
 pub mod pid_stat;
 pub mod pid_status;
 pub mod schedstat;

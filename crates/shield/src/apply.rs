@@ -49,8 +49,29 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
     // CPUSHIELD_TIMING: time per kind of step.
     let mut times: Option<[std::time::Duration; 5]> =
         crate::timing::enabled().then_some(Default::default());
-    for step in &plan.steps {
+    let mut next = 0;
+    while let Some(step) = plan.steps.get(next) {
+        next += 1;
         let started = times.map(|_| std::time::Instant::now());
+        // A long run of affinities (a reset of thousands of tasks) is read
+        // and set on two threads: each task's is independent of the others'.
+        let run = plan.steps[next - 1..]
+            .iter()
+            .take_while(|s| matches!(s, Step::Affinity { .. }))
+            .count();
+        if step_delay.is_none() && run >= PARALLEL_AFFINITIES_FROM {
+            mover = None;
+            let done = affinities_on_two_threads(kernel, &plan.steps[next - 1..next - 1 + run]);
+            out.affinities += done.affinities;
+            out.vanished += done.vanished;
+            out.notes.extend(done.notes);
+            out.applied += run;
+            next += run - 1;
+            if let (Some(times), Some(started)) = (times.as_mut(), started) {
+                times[1] += started.elapsed();
+            }
+            continue;
+        }
         if let Some(pause) = step_delay {
             std::thread::sleep(pause);
         }
@@ -98,15 +119,9 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
                     remedy: None,
                 }),
             },
-            Step::Affinity { tid, comm, cpus } => match ensure_affinity(kernel, *tid, cpus) {
-                Ok(()) => out.affinities += 1,
-                Err(e) if errno(&e) == libc::ESRCH => out.vanished += 1,
-                Err(e) => out.notes.push(Note {
-                    severity: Severity::Warn,
-                    text: format!("task {tid} ({comm}) refused affinity {cpus}: {e}"),
-                    remedy: None,
-                }),
-            },
+            Step::Affinity { tid, comm, cpus } => {
+                apply_affinity(kernel, *tid, comm, cpus, &mut out)
+            }
             Step::Sched {
                 tid,
                 comm,
@@ -170,6 +185,63 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
         }
     }
     Ok(out)
+}
+
+/// Runs of affinity steps at least this long are applied on two threads.
+const PARALLEL_AFFINITIES_FROM: usize = 512;
+
+/// Applies a run of [`Step::Affinity`] steps, the two halves on two threads
+/// where there are two CPUs; the notes come in the steps' order.
+fn affinities_on_two_threads(kernel: &dyn Kernel, steps: &[Step]) -> Outcome {
+    let sequential = |steps: &[Step]| {
+        let mut out = Outcome::default();
+        for step in steps {
+            if let Step::Affinity { tid, comm, cpus } = step {
+                apply_affinity(kernel, *tid, comm, cpus, &mut out);
+            }
+        }
+        out
+    };
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return sequential(steps);
+    }
+    let (first, second) = steps.split_at(steps.len() / 2);
+    std::thread::scope(|s| {
+        let other = std::thread::Builder::new()
+            .name("cpushield-apply".into())
+            .spawn_scoped(s, || sequential(second));
+        let mut out = sequential(first);
+        let rest = match other {
+            Ok(handle) => handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Err(_) => sequential(second),
+        };
+        out.affinities += rest.affinities;
+        out.vanished += rest.vanished;
+        out.notes.extend(rest.notes);
+        out
+    })
+}
+
+/// Ensures one task's affinity (see [`ensure_affinity`]), counting the
+/// outcome in `out`.
+fn apply_affinity(
+    kernel: &dyn Kernel,
+    tid: i32,
+    comm: &str,
+    cpus: &cpushield_cpuset::CpuSet,
+    out: &mut Outcome,
+) {
+    match ensure_affinity(kernel, tid, cpus) {
+        Ok(()) => out.affinities += 1,
+        Err(e) if errno(&e) == libc::ESRCH => out.vanished += 1,
+        Err(e) => out.notes.push(Note {
+            severity: Severity::Warn,
+            text: format!("task {tid} ({comm}) refused affinity {cpus}: {e}"),
+            remedy: None,
+        }),
+    }
 }
 
 /// Gives a thread the affinity `cpus` unless it has it already: moving a
@@ -327,5 +399,37 @@ mod tests {
                 .map(|id| Change::Write(to.clone(), id.to_string()))
                 .collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn a_long_run_of_affinities_sets_each_once_and_notes_refusals_in_order() {
+        let fake = FakeKernel::new();
+        let tids: Vec<i32> = (1000..2000).collect();
+        for &tid in &tids {
+            // 1500 has exited; every other task is on CPU 0-1.
+            if tid != 1500 {
+                fake.set_thread_affinity(tid, CpuSet::parse_list("0-1").unwrap());
+            }
+        }
+        let mut steps: Vec<Step> = tids.iter().map(|&t| affinity(t, "1")).collect();
+        // Refused (an empty set): one in each half, named in step order.
+        steps[100] = affinity(1100, "");
+        steps[900] = affinity(1900, "");
+        let plan = Plan {
+            steps,
+            ..Plan::default()
+        };
+        let out = apply(&fake, &plan).unwrap();
+        assert_eq!(out.applied, 1000);
+        assert_eq!(out.affinities, 997);
+        assert_eq!(out.vanished, 1);
+        let named: Vec<&str> = out.notes.iter().map(|n| n.text.as_str()).collect();
+        assert_eq!(named.len(), 2, "{named:?}");
+        assert!(named[0].starts_with("task 1100 ") && named[1].starts_with("task 1900 "));
+        let now = fake.affinities();
+        assert!(tids
+            .iter()
+            .filter(|t| ![1100, 1500, 1900].contains(*t))
+            .all(|t| now[t] == CpuSet::parse_list("1").unwrap()));
     }
 }

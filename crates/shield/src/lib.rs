@@ -11,6 +11,7 @@ pub mod apply;
 pub mod bootparams;
 pub mod layout;
 pub mod masks;
+pub mod pid_reuse;
 pub mod placement;
 pub mod plan;
 pub mod render;
@@ -604,6 +605,13 @@ fn follow_before_reset(
     if saved.set.applying || saved.set.is_empty() {
         return Vec::new();
     }
+    if saved.requests_to_follow(snap, with_tasks).is_empty() {
+        // Nothing to keep but the mark: a small file, not the whole state.
+        if state::mark_applying(store).is_ok() {
+            saved.set.applying = true;
+        }
+        return Vec::new();
+    }
     let before = saved.clone();
     let followed = saved.follow_requests(snap, with_tasks);
     saved.set.applying = true;
@@ -650,7 +658,7 @@ fn reset_locked(
     }
     let path = store.dir().join(state::STATE_FILE).display().to_string();
     join_root_cpuset(kernel, &saved.layout);
-    let first = snapshot::take(kernel, &saved.layout)?;
+    let first = snapshot::take_for_reset(kernel, &saved.layout, &saved)?;
     laps.lap("snapshot");
     let problems = machine_problems(kernel, &saved, &first);
     if !problems.is_empty() {

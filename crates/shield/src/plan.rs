@@ -921,6 +921,7 @@ mod tests {
             foreign_cgroups: Vec::new(),
             siblings: BTreeMap::new(),
             pid_namespace: "pid:[1]".into(),
+            pid_cursor: None,
         }
     }
 

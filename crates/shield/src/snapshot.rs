@@ -2,6 +2,8 @@
 //! files it may change. The planner works on this, never on the kernel.
 
 use crate::layout::{cgroup_of, CgroupLayout};
+use crate::pid_reuse::{new_ids_between, NewIds, PidCursor};
+use crate::state::{SavedState, SavedTask};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::{is_gone, read_cpu_list, read_trimmed, with_path, Kernel};
 use serde::{Deserialize, Serialize};
@@ -36,7 +38,8 @@ pub struct TaskInfo {
     pub tid: i32,
     /// Process (thread group) ID.
     pub tgid: i32,
-    /// Parent process ID.
+    /// Parent process ID; 0 when not read (a task reset takes as the one
+    /// saved, see [`take_for_reset`]).
     pub ppid: i32,
     /// Command name.
     pub comm: String,
@@ -93,6 +96,10 @@ pub struct Snapshot {
     pub siblings: BTreeMap<usize, CpuSet>,
     /// The PID namespace the tool runs in (link text of /proc/self/ns/pid).
     pub pid_namespace: String,
+    /// The PID allocator's position before the tasks were read (see
+    /// [`crate::pid_reuse`]); `None` where the kernel does not show it.
+    #[serde(default)]
+    pub pid_cursor: Option<PidCursor>,
 }
 
 /// Names of the cgroups cpushield creates, relative to the hierarchy root.
@@ -255,22 +262,27 @@ pub fn cgroup_members(kernel: &dyn Kernel, layout: &CgroupLayout) -> HashMap<i32
 /// the map names every thread this PID namespace sees (every task is in
 /// exactly one cgroup of the hierarchy), without listing /proc.
 fn hierarchy_lists(kernel: &dyn Kernel, layout: &CgroupLayout) -> (HashMap<i32, String>, bool) {
-    let list = if layout.is_v2() {
+    let (out, complete) = read_lists(kernel, layout, &hierarchy_cgroups(kernel, layout));
+    let complete = complete && !out.is_empty();
+    (out, complete)
+}
+
+/// The name of a cgroup's list of threads in this hierarchy.
+fn thread_list(layout: &CgroupLayout) -> &'static str {
+    if layout.is_v2() {
         "cgroup.threads"
     } else {
         "tasks"
-    };
-    let mut out = HashMap::new();
-    let mut complete = true;
+    }
+}
+
+/// Every cgroup of the hierarchy with its path from the root (`/` for the
+/// root), the root first, then depth first.
+fn hierarchy_cgroups(kernel: &dyn Kernel, layout: &CgroupLayout) -> Vec<(PathBuf, String)> {
+    let list = thread_list(layout);
+    let mut out = Vec::new();
     let mut todo = vec![(layout.root().to_path_buf(), "/".to_string())];
     while let Some((dir, rel)) = todo.pop() {
-        let Ok(text) = kernel.read(&dir.join(list)) else {
-            complete = false;
-            continue;
-        };
-        for id in text.split_ascii_whitespace().filter_map(|t| t.parse().ok()) {
-            out.insert(id, rel.clone());
-        }
         for name in kernel.read_dir(&dir).unwrap_or_default() {
             if name == list
                 || name == "release_agent"
@@ -288,9 +300,42 @@ fn hierarchy_lists(kernel: &dyn Kernel, layout: &CgroupLayout) -> (HashMap<i32, 
                 todo.push((child, child_rel));
             }
         }
+        out.push((dir, rel));
     }
-    let complete = complete && !out.is_empty();
+    out
+}
+
+/// Reads the thread list of each cgroup of `cgroups`, in order: every thread
+/// listed with its cgroup, and whether every list could be read.
+fn read_lists(
+    kernel: &dyn Kernel,
+    layout: &CgroupLayout,
+    cgroups: &[(PathBuf, String)],
+) -> (HashMap<i32, String>, bool) {
+    let list = thread_list(layout);
+    let mut out = HashMap::new();
+    let mut complete = true;
+    for (dir, rel) in cgroups {
+        let Ok(text) = kernel.read(&dir.join(list)) else {
+            complete = false;
+            continue;
+        };
+        for id in text.split_ascii_whitespace().filter_map(|t| t.parse().ok()) {
+            out.insert(id, rel.clone());
+        }
+    }
     (out, complete)
+}
+
+/// The cgroup likely to hold most threads: cpushield's housekeeping cpuset
+/// while a v1 shield is up, otherwise the root.
+fn likely_fullest(kernel: &dyn Kernel, layout: &CgroupLayout) -> PathBuf {
+    let system = layout.root().join(SYSTEM_CGROUP);
+    if !layout.is_v2() && kernel.exists(&system.join(thread_list(layout))) {
+        system
+    } else {
+        layout.root().to_path_buf()
+    }
 }
 
 /// Threads read on two threads from this many on: below, one is quicker.
@@ -300,8 +345,9 @@ const PARALLEL_FROM: usize = 512;
 /// that exited meanwhile) is an error, never skipped in silence.
 ///
 /// The threads come from the cpuset hierarchy's own lists
-/// ([`cgroup_members`]), read twice (a task moving between cgroups during
-/// the first reading is in the second), not from listing /proc: every task is
+/// ([`cgroup_members`]), read twice but the fullest cgroup once (a task
+/// moving between cgroups during the first reading is in the second), not
+/// from listing /proc: every task is
 /// in one of its cgroups, and one read per cgroup costs less than listing
 /// /proc. When a list could not be read, /proc is listed instead. Per thread this is one
 /// stat read and one sched_getaffinity (the stat's `num_threads` tells a
@@ -309,12 +355,57 @@ const PARALLEL_FROM: usize = 512;
 /// of several has its process found in its status and its process's threads
 /// read together), on two threads for many threads.
 pub fn read_tasks(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Vec<TaskInfo>> {
-    let (mut cgroups, complete) = hierarchy_lists(kernel, layout);
+    read_tasks_knowing(kernel, layout, None)
+}
+
+/// Saved tasks whose IDs cannot have been given to a new task since they
+/// were saved: reset takes such a task as the one saved and reads only its
+/// affinity, not its stat.
+struct KnownTasks<'a> {
+    saved: &'a BTreeMap<i32, SavedTask>,
+    new_ids: NewIds,
+}
+
+impl KnownTasks<'_> {
+    fn original(&self, tid: i32) -> Option<&SavedTask> {
+        if self.new_ids.may_contain(tid) {
+            None
+        } else {
+            self.saved.get(&tid)
+        }
+    }
+}
+
+/// [`read_tasks`], taking the tasks of `known` from the saved state.
+fn read_tasks_knowing(
+    kernel: &dyn Kernel,
+    layout: &CgroupLayout,
+    saved: Option<&SavedState>,
+) -> std::io::Result<Vec<TaskInfo>> {
+    let mut laps = crate::timing::Laps::from_env();
+    // The kernel builds and sorts a cgroup's whole list on each read (about
+    // 0.8 us a thread at 50,000): the fullest cgroup is read last, so that
+    // the second reading below can leave it out.
+    let mut order = hierarchy_cgroups(kernel, layout);
+    let fullest = likely_fullest(kernel, layout);
+    if let Some(at) = order.iter().position(|(dir, _)| *dir == fullest) {
+        let dir = order.remove(at);
+        order.push(dir);
+    }
+    let (mut cgroups, complete) = read_lists(kernel, layout, &order);
+    let complete = complete && !cgroups.is_empty();
     // A task that moved, while the lists were read, from a cgroup not read yet
     // to one already read is in neither list (listing /proc has no such gap):
-    // a second reading finds it where it went. Lists are one read per cgroup.
+    // a second reading finds it where it went. It reads every cgroup but the
+    // last one read, into which no task can have moved unseen, and the
+    // cgroups created meanwhile.
     let (again, complete_again) = if complete {
-        hierarchy_lists(kernel, layout)
+        let last = order.last().map(|(dir, _)| dir.clone());
+        let again: Vec<(PathBuf, String)> = hierarchy_cgroups(kernel, layout)
+            .into_iter()
+            .filter(|(dir, _)| Some(dir) != last.as_ref())
+            .collect();
+        read_lists(kernel, layout, &again)
     } else {
         (HashMap::new(), false)
     };
@@ -322,9 +413,24 @@ pub fn read_tasks(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result
         return read_processes(kernel, layout, &cgroups, &list_proc(kernel)?);
     }
     cgroups.extend(again);
+    laps.lap("  snapshot: the hierarchy's task lists (the fullest once)");
+    // Read after the lists: every ID listed was given before this cursor.
+    let known = saved.and_then(|s| {
+        let then = s.pid_cursor.as_ref()?;
+        let new_ids = new_ids_between(then, &read_pid_cursor(kernel)?)?;
+        Some(KnownTasks {
+            saved: &s.tasks,
+            new_ids,
+        })
+    });
     let mut tids: Vec<i32> = cgroups.keys().copied().collect();
     tids.sort_unstable();
-    let mut tasks = read_listed_parallel(kernel, layout, &cgroups, &tids)?;
+    let mut tasks = read_listed_parallel(kernel, layout, &cgroups, &tids, known.as_ref())?;
+    laps.lap(if known.is_some() {
+        "  snapshot: tasks (the saved ones by their affinity)"
+    } else {
+        "  snapshot: tasks"
+    });
     if tasks.iter().any(|t| t.tid != t.tgid) {
         // Each half reads the whole process of a thread it meets: a process
         // with threads in both halves is read twice.
@@ -342,20 +448,21 @@ fn read_listed_parallel(
     layout: &CgroupLayout,
     cgroups: &HashMap<i32, String>,
     tids: &[i32],
+    known: Option<&KnownTasks>,
 ) -> std::io::Result<Vec<TaskInfo>> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if tids.len() < PARALLEL_FROM || cpus < 2 {
-        return read_listed(kernel, layout, cgroups, tids);
+        return read_listed(kernel, layout, cgroups, tids, known);
     }
     let (first, second) = tids.split_at(tids.len() / 2);
     std::thread::scope(|s| {
         let other = std::thread::Builder::new()
             .name("cpushield-snap".into())
-            .spawn_scoped(s, || read_listed(kernel, layout, cgroups, second));
+            .spawn_scoped(s, || read_listed(kernel, layout, cgroups, second, known));
         let Ok(other) = other else {
-            return read_listed(kernel, layout, cgroups, tids);
+            return read_listed(kernel, layout, cgroups, tids, known);
         };
-        let mut tasks = read_listed(kernel, layout, cgroups, first);
+        let mut tasks = read_listed(kernel, layout, cgroups, first, known);
         let rest = other
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -366,19 +473,47 @@ fn read_listed_parallel(
     })
 }
 
-/// Reads each thread of `tids` (IDs from the hierarchy's lists): a process of
-/// one thread from /proc/TID/stat alone; a thread of a process of several
-/// with every thread of that process (found from its status' `Tgid`).
+/// Reads each thread of `tids` (IDs from the hierarchy's lists): a task of
+/// `known` by its affinity alone; a process of one thread from
+/// /proc/TID/stat alone; a thread of a process of several with every thread
+/// of that process (found from its status' `Tgid`).
 fn read_listed(
     kernel: &dyn Kernel,
     layout: &CgroupLayout,
     cgroups: &HashMap<i32, String>,
     tids: &[i32],
+    known: Option<&KnownTasks>,
 ) -> std::io::Result<Vec<TaskInfo>> {
     let mut tasks = Vec::with_capacity(tids.len());
     let mut done = std::collections::HashSet::new();
     for &tid in tids {
         if done.contains(&tid) {
+            continue;
+        }
+        if let Some(saved) = known.and_then(|k| k.original(tid)) {
+            done.insert(tid);
+            match kernel.get_affinity(tid) {
+                Ok(affinity) => tasks.push(TaskInfo {
+                    tid,
+                    tgid: saved.tgid,
+                    ppid: 0,
+                    comm: saved.comm.clone(),
+                    starttime: saved.starttime,
+                    kthread: saved.kthread,
+                    pinned_by_kernel: saved.pinned_by_kernel,
+                    affinity,
+                    cgroup: cgroups.get(&tid).cloned().unwrap_or_else(|| "/".into()),
+                }),
+                Err(e) if is_gone(&e) => {}
+                Err(e) => {
+                    return Err(unreadable(
+                        tid,
+                        "its affinity",
+                        Path::new("sched_getaffinity"),
+                        e,
+                    ))
+                }
+            }
             continue;
         }
         let pid = match read_stat(kernel, tid, Path::new(&format!("/proc/{tid}/stat"))) {
@@ -589,6 +724,7 @@ impl Snapshot {
             foreign_cgroups: self.foreign_cgroups.clone(),
             siblings: self.siblings.clone(),
             pid_namespace: self.pid_namespace.clone(),
+            pid_cursor: self.pid_cursor,
         }
     }
 }
@@ -633,8 +769,45 @@ pub fn pid_namespace(kernel: &dyn Kernel) -> String {
         .unwrap_or_default()
 }
 
+/// The PID allocator's position and the kernel's task counters now; `None`
+/// when one of them cannot be read (a kernel without `ns_last_pid`).
+pub fn read_pid_cursor(kernel: &dyn Kernel) -> Option<PidCursor> {
+    let number = |path: &str| read_trimmed(kernel, Path::new(path)).ok()?.parse().ok();
+    let forks = kernel.read(Path::new("/proc/stat")).ok()?;
+    let tasks = kernel.read(Path::new("/proc/loadavg")).ok()?;
+    Some(PidCursor {
+        last_pid: number("/proc/sys/kernel/ns_last_pid")?,
+        pid_max: number("/proc/sys/kernel/pid_max")?,
+        forks: cpushield_parse::stat::parse_forks(&forks).ok()?,
+        tasks: cpushield_parse::loadavg::parse_total_tasks(&tasks).ok()?,
+    })
+}
+
 /// Takes a snapshot of the system.
 pub fn take(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Snapshot> {
+    take_knowing(kernel, layout, None)
+}
+
+/// [`take`] for a reset of `saved`: a task whose ID the saved state names and
+/// the PID allocator cannot have given again since (see [`crate::pid_reuse`])
+/// is the task saved, so only its affinity and cgroup are read; its comm,
+/// start time and kernel-thread flags are the saved ones and its parent is
+/// not read (0). Every other task is read whole, as by [`take`].
+pub fn take_for_reset(
+    kernel: &dyn Kernel,
+    layout: &CgroupLayout,
+    saved: &SavedState,
+) -> std::io::Result<Snapshot> {
+    take_knowing(kernel, layout, Some(saved))
+}
+
+fn take_knowing(
+    kernel: &dyn Kernel,
+    layout: &CgroupLayout,
+    saved: Option<&SavedState>,
+) -> std::io::Result<Snapshot> {
+    // Before the tasks are read: every task created later has a later ID.
+    let pid_cursor = read_pid_cursor(kernel);
     let online = cpushield_kernel::online_cpus(kernel)?;
     let possible = cpushield_kernel::possible_cpus(kernel)
         .map(|p| p.last().map(|c| c + 1).unwrap_or(1))
@@ -673,7 +846,8 @@ pub fn take(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Snaps
         possible,
         layout: layout.clone(),
         scope: detect_scope(kernel),
-        tasks: read_tasks(kernel, layout)?,
+        tasks: read_tasks_knowing(kernel, layout, saved)?,
+        pid_cursor,
         irqs: read_irqs(kernel),
         files,
         root_cpus,
@@ -734,6 +908,115 @@ mod tests {
             fake_with_thread(b"7 (x) S 1 7 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0\n".to_vec());
         k.refuse_reads("/proc/7/task/7/stat", libc::ESRCH);
         assert!(read_tasks(&k, &layout).unwrap().is_empty());
+    }
+
+    /// A fake machine where, the first time `trigger` is read, task 7 moves
+    /// from the housekeeping cpuset (not read yet) to the root (read
+    /// already), and which counts the reads of each list.
+    struct MovesWhileRead {
+        fake: cpushield_kernel::FakeKernel,
+        trigger: PathBuf,
+        reads: std::sync::Mutex<BTreeMap<PathBuf, usize>>,
+    }
+
+    impl Kernel for MovesWhileRead {
+        fn read_bytes(&self, path: &Path) -> std::io::Result<Vec<u8>> {
+            let first = {
+                let mut reads = self.reads.lock().unwrap();
+                let n = reads.entry(path.to_path_buf()).or_default();
+                *n += 1;
+                *n == 1 && path == self.trigger
+            };
+            if first {
+                let root = "/sys/fs/cgroup/cpuset";
+                self.fake.set_file(format!("{root}/tasks"), "1\n7\n");
+                self.fake
+                    .set_file(format!("{root}/{SYSTEM_CGROUP}/tasks"), "8\n");
+            }
+            self.fake.read_bytes(path)
+        }
+        fn write(&self, path: &Path, data: &str) -> std::io::Result<()> {
+            self.fake.write(path, data)
+        }
+        fn read_dir(&self, path: &Path) -> std::io::Result<Vec<String>> {
+            self.fake.read_dir(path)
+        }
+        fn exists(&self, path: &Path) -> bool {
+            self.fake.exists(path)
+        }
+        fn read_link(&self, path: &Path) -> std::io::Result<PathBuf> {
+            self.fake.read_link(path)
+        }
+        fn mkdir(&self, path: &Path) -> std::io::Result<()> {
+            self.fake.mkdir(path)
+        }
+        fn rmdir(&self, path: &Path) -> std::io::Result<()> {
+            self.fake.rmdir(path)
+        }
+        fn get_affinity(&self, tid: i32) -> std::io::Result<CpuSet> {
+            self.fake.get_affinity(tid)
+        }
+        fn set_affinity(&self, tid: i32, cpus: &CpuSet) -> std::io::Result<()> {
+            self.fake.set_affinity(tid, cpus)
+        }
+        fn set_xattr(&self, path: &Path, name: &str, value: &[u8]) -> std::io::Result<()> {
+            self.fake.set_xattr(path, name, value)
+        }
+        fn get_xattr(&self, path: &Path, name: &str) -> std::io::Result<Vec<u8>> {
+            self.fake.get_xattr(path, name)
+        }
+        fn get_sched(&self, tid: i32) -> std::io::Result<cpushield_kernel::SchedParams> {
+            self.fake.get_sched(tid)
+        }
+        fn set_sched(
+            &self,
+            tid: i32,
+            params: &cpushield_kernel::SchedParams,
+        ) -> std::io::Result<()> {
+            self.fake.set_sched(tid, params)
+        }
+    }
+
+    #[test]
+    fn a_task_moving_while_the_lists_are_read_is_found_and_the_fullest_list_is_read_once() {
+        let root = "/sys/fs/cgroup/cpuset";
+        let fake = cpushield_kernel::FakeKernel::new();
+        fake.set_file(format!("{root}/tasks"), "1\n");
+        fake.set_file(format!("{root}/{SHIELD_CGROUP}/tasks"), "");
+        fake.set_file(format!("{root}/{SYSTEM_CGROUP}/tasks"), "7\n8\n");
+        for tid in [1, 7, 8] {
+            fake.set_file(
+                format!("/proc/{tid}/stat"),
+                format!(
+                    "{tid} (t{tid}) S 0 {tid} 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {} 0 0\n",
+                    100 + tid
+                ),
+            );
+            fake.set_thread_affinity(tid, CpuSet::from_cpus([0]));
+        }
+        // The housekeeping cpuset holds most tasks while a v1 shield is up: it
+        // is read last. Task 7 leaves it for the root, read already, while
+        // the shield's cpuset is read.
+        let k = MovesWhileRead {
+            fake,
+            trigger: format!("{root}/{SHIELD_CGROUP}/tasks").into(),
+            reads: Default::default(),
+        };
+        let layout = CgroupLayout::V1 { root: root.into() };
+        let tasks = read_tasks(&k, &layout).unwrap();
+        let got: Vec<(i32, &str)> = tasks.iter().map(|t| (t.tid, t.cgroup.as_str())).collect();
+        assert_eq!(
+            got,
+            vec![(1, "/"), (7, "/"), (8, "/cpushield-system")],
+            "task 7 is found where it went"
+        );
+        let reads = k.reads.lock().unwrap();
+        assert_eq!(reads[Path::new(&format!("{root}/tasks"))], 2);
+        assert_eq!(
+            reads[Path::new(&format!("{root}/{SYSTEM_CGROUP}/tasks"))],
+            1,
+            "the fullest list, read last, is not read again"
+        );
     }
 
     #[test]

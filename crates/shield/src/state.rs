@@ -83,6 +83,17 @@ pub enum Followed {
     },
 }
 
+/// Where a followed request is kept in the state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RequestSlot {
+    /// A saved task's affinity, by TID.
+    Saved(i32),
+    /// An adopted task's requested affinity, by TID.
+    Adopted(i32),
+    /// An IRQ's original mask.
+    Irq(u32),
+}
+
 /// A task as it was before the first shield.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedTask {
@@ -96,6 +107,12 @@ pub struct SavedTask {
     pub affinity: CpuSet,
     /// Its cgroup in the cpuset hierarchy.
     pub cgroup: String,
+    /// A kernel thread.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub kthread: bool,
+    /// The kernel forbids changing its affinity (per-CPU kernel thread).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub pinned_by_kernel: bool,
 }
 
 /// A task created while the shield was up, adopted by a later `shield` or
@@ -177,6 +194,13 @@ pub struct SavedState {
     /// older states, which then keep the requests saved at the first shield).
     #[serde(default, skip_serializing_if = "SetRecords::is_empty")]
     pub set: SetRecords,
+    /// The PID allocator's position before the first shield read the tasks:
+    /// reset reads the stat only of saved tasks whose IDs may have been given
+    /// again since (see [`crate::pid_reuse`]). Absent in older states (and on
+    /// kernels without `ns_last_pid`), where reset reads every task, and
+    /// where the saved tasks' kernel-thread flags were not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_cursor: Option<crate::pid_reuse::PidCursor>,
     /// CRC-32 of the file as written with this field 0 (0: not sealed).
     #[serde(default)]
     pub checksum: u32,
@@ -204,6 +228,8 @@ impl SavedState {
                             starttime: t.starttime,
                             affinity: t.affinity.clone(),
                             cgroup: t.cgroup.clone(),
+                            kthread: t.kthread,
+                            pinned_by_kernel: t.pinned_by_kernel,
                         },
                     )
                 })
@@ -219,6 +245,7 @@ impl SavedState {
             pid_namespace: snap.pid_namespace.clone(),
             sched: BTreeMap::new(),
             set: SetRecords::default(),
+            pid_cursor: snap.pid_cursor,
             checksum: 0,
         }
     }
@@ -230,6 +257,43 @@ impl SavedState {
     /// `with_tasks` (same PID namespace). Nothing is followed while the
     /// records are untrusted. Returns what was followed.
     pub fn follow_requests(&mut self, snap: &Snapshot, with_tasks: bool) -> Vec<Followed> {
+        let found = self.requests_to_follow(snap, with_tasks);
+        self.follow(&found);
+        found.into_iter().map(|(_, f)| f).collect()
+    }
+
+    /// Sets each request found by [`Self::requests_to_follow`] as the requested
+    /// affinity (or IRQ mask) it replaces.
+    fn follow(&mut self, found: &[(RequestSlot, Followed)]) {
+        for (slot, followed) in found {
+            match (slot, followed) {
+                (RequestSlot::Saved(tid), Followed::Task { now, .. }) => {
+                    if let Some(s) = self.tasks.get_mut(tid) {
+                        s.affinity = now.clone();
+                    }
+                }
+                (RequestSlot::Adopted(tid), Followed::Task { now, .. }) => {
+                    if let Some(a) = self.adopted.get_mut(tid) {
+                        a.requested = now.clone();
+                    }
+                }
+                (RequestSlot::Irq(irq), Followed::Irq { now, .. }) => {
+                    if let Some(original) = self.irqs.get_mut(irq) {
+                        *original = now.clone();
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The requests [`Self::follow_requests`] follows, each with where it is
+    /// kept, found without changing the state.
+    pub(crate) fn requests_to_follow(
+        &self,
+        snap: &Snapshot,
+        with_tasks: bool,
+    ) -> Vec<(RequestSlot, Followed)> {
         let mut out = Vec::new();
         if self.set.applying {
             return out;
@@ -255,28 +319,27 @@ impl SavedState {
                 task.affinity.clone()
             };
             let was = rec.cpus.clone();
-            let requested = if let Some(s) = self
-                .tasks
-                .get_mut(&task.tid)
-                .filter(|s| s.starttime == task.starttime)
-            {
-                &mut s.affinity
-            } else if let Some(a) = self
+            let same = |starttime: u64| starttime == task.starttime;
+            let slot = if self.tasks.get(&task.tid).is_some_and(|s| same(s.starttime)) {
+                RequestSlot::Saved(task.tid)
+            } else if self
                 .adopted
-                .get_mut(&task.tid)
-                .filter(|a| a.starttime == task.starttime)
+                .get(&task.tid)
+                .is_some_and(|a| same(a.starttime))
             {
-                &mut a.requested
+                RequestSlot::Adopted(task.tid)
             } else {
                 continue;
             };
-            *requested = now.clone();
-            out.push(Followed::Task {
-                tid: task.tid,
-                comm: task.comm.clone(),
-                was,
-                now,
-            });
+            out.push((
+                slot,
+                Followed::Task {
+                    tid: task.tid,
+                    comm: task.comm.clone(),
+                    was,
+                    now,
+                },
+            ));
         }
         for irq in &snap.irqs {
             let Some(rec) = self.set.irqs.get(&irq.irq) else {
@@ -291,13 +354,15 @@ impl SavedState {
             if !changed || irq.affinity.is_empty() {
                 continue;
             }
-            if let Some(original) = self.irqs.get_mut(&irq.irq) {
-                *original = irq.mask_text.clone();
-                out.push(Followed::Irq {
-                    irq: irq.irq,
-                    was: rec.clone(),
-                    now: irq.mask_text.clone(),
-                });
+            if self.irqs.contains_key(&irq.irq) {
+                out.push((
+                    RequestSlot::Irq(irq.irq),
+                    Followed::Irq {
+                        irq: irq.irq,
+                        was: rec.clone(),
+                        now: irq.mask_text.clone(),
+                    },
+                ));
             }
         }
         out
@@ -401,6 +466,12 @@ pub fn backup_path() -> PathBuf {
 pub const STATE_FILE: &str = "state.json";
 /// Name of its second copy, written first, with the same checksum.
 pub const BACKUP_FILE: &str = "state.json.bak";
+
+/// Present while a change is being applied that the state file does not say
+/// so itself: a reset writes it, instead of the whole state again, when it
+/// follows no new request (see [`mark_applying`]). Loading a state with it
+/// present distrusts the state's records of what was set.
+pub const APPLYING_FILE: &str = "state.json.applying";
 
 /// The largest CPU number the kernel door can set (8192 CPUs).
 const MAX_CPUS: usize = 8192;
@@ -676,13 +747,13 @@ fn load_copies(
 ) -> io::Result<Option<Loaded>> {
     let (main, bak) = (dir.join(STATE_FILE), dir.join(BACKUP_FILE));
     // The copy is decoded only when the state file is not good.
+    let applying = read(APPLYING_FILE).is_ok();
+    let loaded = |mut state: SavedState, recovered: Option<String>| {
+        state.set.applying |= applying;
+        Ok(Some(Loaded { state, recovered }))
+    };
     let main_copy = match read_copy(read, STATE_FILE) {
-        StateCopy::Good(state) => {
-            return Ok(Some(Loaded {
-                state: *state,
-                recovered: None,
-            }))
-        }
+        StateCopy::Good(state) => return loaded(*state, None),
         other => other,
     };
     match (main_copy, read_copy(read, BACKUP_FILE)) {
@@ -692,14 +763,14 @@ fn load_copies(
                 StateCopy::Bad(why) => why,
                 _ => "missing".into(),
             };
-            Ok(Some(Loaded {
-                state: *state,
-                recovered: Some(format!(
+            loaded(
+                *state,
+                Some(format!(
                     "the state file {} is damaged ({why}); the verified copy {} was used",
                     main.display(),
                     bak.display()
                 )),
-            }))
+            )
         }
         (main_copy, bak_copy) => {
             let describe = |c: StateCopy| match c {
@@ -736,6 +807,21 @@ pub fn store_in(store: &dyn StateStore, state: &SavedState) -> io::Result<()> {
         }
         return Err(e);
     }
+    store.sync()?;
+    // The state written says itself whether it is being applied. Should the
+    // removal be lost, the next load merely distrusts the records.
+    if store.exists(APPLYING_FILE) {
+        let _ = store.remove(APPLYING_FILE);
+    }
+    Ok(())
+}
+
+/// Marks the stored state as being applied (its records of what was set
+/// distrusted until the next [`store_in`]) without writing it again: one
+/// small file, durable before the caller changes anything.
+pub fn mark_applying(store: &dyn StateStore) -> io::Result<()> {
+    store.prepare()?;
+    store.write_atomically(APPLYING_FILE, b"1\n")?;
     store.sync()
 }
 
@@ -743,6 +829,7 @@ pub fn store_in(store: &dyn StateStore, state: &SavedState) -> io::Result<()> {
 pub fn remove_from(store: &dyn StateStore) -> io::Result<()> {
     store.remove(STATE_FILE)?;
     store.remove(BACKUP_FILE)?;
+    store.remove(APPLYING_FILE)?;
     store.sync().or(Ok(()))
 }
 
@@ -1047,6 +1134,8 @@ mod tests {
                     starttime: 5,
                     affinity: CpuSet::from_cpus([0, 1]),
                     cgroup: "/".into(),
+                    kthread: false,
+                    pinned_by_kernel: false,
                 },
             )]),
             adopted: BTreeMap::new(),
@@ -1056,6 +1145,7 @@ mod tests {
             pid_namespace: "pid:[1]".into(),
             sched: BTreeMap::new(),
             set: SetRecords::default(),
+            pid_cursor: None,
             checksum: 0,
         }
     }
@@ -1154,6 +1244,32 @@ mod tests {
     }
 
     #[test]
+    fn the_applying_mark_distrusts_the_records_until_the_state_is_written_again() {
+        let store = MemoryStore::new();
+        let mut state = sample();
+        state.set.tasks.insert(
+            7,
+            SetTask {
+                starttime: 5,
+                cpus: CpuSet::from_cpus([0]),
+            },
+        );
+        store_in(&store, &state).unwrap();
+        assert!(!load_from(&store).unwrap().unwrap().state.set.applying);
+        mark_applying(&store).unwrap();
+        let loaded = load_from(&store).unwrap().unwrap().state;
+        assert!(loaded.set.applying, "the mark makes the records untrusted");
+        assert_eq!(loaded.set.tasks, state.set.tasks, "the records are kept");
+        store_in(&store, &state).unwrap();
+        assert!(store.copy(APPLYING_FILE).is_none());
+        assert!(!load_from(&store).unwrap().unwrap().state.set.applying);
+        mark_applying(&store).unwrap();
+        remove_from(&store).unwrap();
+        assert!(store.copy(APPLYING_FILE).is_none());
+        assert!(load_from(&store).unwrap().is_none());
+    }
+
+    #[test]
     fn an_edited_value_fails_the_checksum() {
         let good = encode(&sample());
         let edited = good.replacen("\"10\":\"3\"", "\"10\":\"1\"", 1);
@@ -1174,6 +1290,8 @@ mod tests {
                 starttime: 1,
                 affinity: CpuSet::new(),
                 cgroup: "/../../etc".into(),
+                kthread: false,
+                pinned_by_kernel: false,
             },
         );
         let p = s.problems().join("\n");

@@ -15,25 +15,37 @@ pub fn enabled() -> bool {
 /// Prints how long each phase took since the previous one.
 #[derive(Debug)]
 pub struct Laps {
-    last: Option<Instant>,
+    last: Option<(Instant, Duration)>,
 }
 
 impl Laps {
     /// Starts timing when [`enabled`].
     pub fn from_env() -> Self {
         Self {
-            last: enabled().then(Instant::now),
+            last: enabled().then(|| (Instant::now(), cpu_time())),
         }
     }
 
     /// Prints the time since the previous lap as `phase`.
     pub fn lap(&mut self, phase: &str) {
-        if let Some(last) = self.last {
-            let now = Instant::now();
-            print(phase, now - last);
-            self.last = Some(now);
+        if let Some((last, last_cpu)) = self.last {
+            let (now, cpu) = (Instant::now(), cpu_time());
+            eprintln!(
+                "cpushield timing: {phase} {:.1} ms (CPU {:.1} ms)",
+                (now - last).as_secs_f64() * 1e3,
+                cpu.saturating_sub(last_cpu).as_secs_f64() * 1e3
+            );
+            self.last = Some((now, cpu));
         }
     }
+}
+
+/// CPU time this process has used, on all its threads: a phase whose CPU
+/// time is far below its wall time waited (for the kernel, or for a CPU).
+fn cpu_time() -> Duration {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
+        .map(Duration::from)
+        .unwrap_or_default()
 }
 
 /// Prints one phase's time.

@@ -687,3 +687,97 @@ fn a_task_widened_to_every_housekeeping_cpu_is_taken_to_request_every_cpu() {
     assert_eq!(aff[&100], cpus("0-3"));
     assert_eq!(aff[&101], cpus("0-3"));
 }
+
+/// Shows the PID allocator's position: the last ID given, `forks` tasks
+/// created since boot, 50 tasks held, pid_max 32768.
+fn set_pid_cursor(k: &FakeKernel, last_pid: i32, forks: u64) {
+    k.set_file("/proc/sys/kernel/ns_last_pid", format!("{last_pid}\n"));
+    k.set_file("/proc/sys/kernel/pid_max", "32768\n");
+    k.set_file(
+        "/proc/stat",
+        format!("cpu  1 2 3 4 0 0 0 0 0 0\nprocesses {forks}\nprocs_running 1\n"),
+    );
+    k.set_file("/proc/loadavg", format!("0.00 0.00 0.00 1/50 {last_pid}\n"));
+}
+
+/// Task `tid` exits and a new task gets its ID: a child of `ppid` started at
+/// `starttime`, in the cgroup its parent was in.
+fn reuse_id(k: &FakeKernel, tid: i32, ppid: i32, starttime: u64, affinity: &str) {
+    k.set_file(
+        format!("/proc/{tid}/task/{tid}/stat"),
+        format!("{tid} (new{tid}) S {ppid} {tid} {tid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 {starttime} 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"),
+    );
+    k.set_thread_affinity(tid, cpus(affinity));
+}
+
+#[test]
+fn reset_reads_only_the_tasks_whose_ids_may_have_been_given_again() {
+    let k = machine(&[(100, "0-3"), (101, "1"), (200, "0")]);
+    // 200 was given before a wrap, 100 and 101 after it; the allocator is at 150.
+    set_pid_cursor(&k, 150, 5000);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    assert!(saved_in(&store).pid_cursor.is_some());
+    // Since: 200 exited and a child of 100 got ID 200; the allocator gave
+    // IDs 151 to 250. The stats of 100 and 101 cannot be read: reset must not
+    // need them (IDs outside 151-250 name the tasks saved).
+    reuse_id(&k, 200, 100, 90_000, "0-2");
+    set_pid_cursor(&k, 250, 5100);
+    for tid in [100, 101] {
+        k.refuse_reads(format!("/proc/{tid}/task/{tid}/stat"), libc::EACCES);
+    }
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    let aff = k.affinities();
+    assert_eq!(aff[&100], cpus("0-3"));
+    assert_eq!(aff[&101], cpus("1"));
+    assert_eq!(
+        aff[&200],
+        cpus("0-3"),
+        "the new task 200 gets its parent's saved affinity, not the exited task's '0'"
+    );
+    let root_tasks = k.file(format!("{ROOT}/tasks")).unwrap();
+    for tid in ["100", "101", "200"] {
+        assert!(
+            root_tasks.lines().any(|l| l == tid),
+            "{tid} not back in the root: {root_tasks}"
+        );
+    }
+}
+
+#[test]
+fn reset_reads_every_task_when_the_allocator_may_have_gone_all_the_way_round() {
+    let k = machine(&[(100, "2"), (101, "0-3")]);
+    set_pid_cursor(&k, 150, 5000);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    // 20,000 tasks created since: with 50 held, enough to pass all 32,468
+    // IDs, so 100 may be a new task although the cursor moved from 150 to
+    // 160 only. It is: its stat shows another start time and no saved parent.
+    reuse_id(&k, 100, 1, 90_000, "2");
+    set_pid_cursor(&k, 160, 25_000);
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert_eq!(
+        k.affinities()[&100],
+        cpus("0-3"),
+        "the new task 100 (read, not taken as the saved one) gets the machine's CPUs"
+    );
+}
+
+#[test]
+fn a_reset_that_follows_nothing_marks_the_state_instead_of_writing_it_again() {
+    let k = machine(&[(100, "0-3"), (101, "1")]);
+    let aff_before = k.affinities();
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    let writes = store.writes();
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert_eq!(
+        store.writes(),
+        writes + 1,
+        "one small mark before the first change, not the state's two copies"
+    );
+    assert_eq!(k.affinities(), aff_before);
+    for name in [state::STATE_FILE, state::BACKUP_FILE, state::APPLYING_FILE] {
+        assert!(store.copy(name).is_none(), "{name} left after reset");
+    }
+}

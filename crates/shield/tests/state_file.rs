@@ -27,6 +27,8 @@ fn sample() -> SavedState {
                 starttime: 5,
                 affinity: CpuSet::from_cpus([0, 1]),
                 cgroup: "/".into(),
+                kthread: false,
+                pinned_by_kernel: false,
             },
         )]),
         adopted: BTreeMap::new(),
@@ -36,6 +38,7 @@ fn sample() -> SavedState {
         pid_namespace: "pid:[1]".into(),
         sched: BTreeMap::new(),
         set: Default::default(),
+        pid_cursor: None,
         checksum: 0,
     }
 }
