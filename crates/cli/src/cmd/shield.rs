@@ -129,8 +129,20 @@ pub fn unshield(args: UnshieldArgs) -> anyhow::Result<ExitCode> {
 pub fn reset(args: ResetArgs) -> anyhow::Result<ExitCode> {
     // Reset is the way back from anything: a reservation never stops it, but
     // the holders that lose their shield are named. An unreadable state is
-    // left to reset itself to report.
-    if let Ok(Some(saved)) = cpushield_shield::state::load() {
+    // left to reset itself to report. The state (milliseconds to read with
+    // thousands of tasks; reset reads it again under its lock) is read here
+    // only when some CPU is reserved at all.
+    let possible = cpushield_kernel::possible_cpus(&RealKernel).unwrap_or_default();
+    let none_reserved = matches!(
+        cpushield_rt::reserve::guard(&possible, cpushield_rt::reserve::CpuUse::Reset),
+        Ok(None)
+    );
+    let saved = if none_reserved {
+        None
+    } else {
+        cpushield_shield::state::load().ok().flatten()
+    };
+    if let Some(saved) = saved {
         super::reserved::guard(
             "reset",
             &saved.masks.any(),
