@@ -501,7 +501,7 @@ pub fn machine_problems(
     };
     let online = snap.online.to_list();
     // Only tasks still alive need their values: an exited task is not restored.
-    let alive: std::collections::BTreeSet<(i32, u64)> =
+    let alive: std::collections::HashSet<(i32, u64)> =
         snap.tasks.iter().map(|t| (t.tid, t.starttime)).collect();
     for (tid, t) in &saved.tasks {
         if alive.contains(&(*tid, t.starttime)) && !fits(&t.affinity) {
@@ -572,6 +572,8 @@ pub fn paths_outside(plan: &plan::Plan, layout: &CgroupLayout) -> Vec<std::path:
             && allowed.iter().any(|a| p.starts_with(a))
     };
     let mut out = Vec::new();
+    // Thousands of moves name a few tasks files: each path is checked once.
+    let mut checked = std::collections::HashSet::new();
     for step in &plan.steps {
         let paths: Vec<&std::path::Path> = match step {
             plan::Step::Mkdir(p) | plan::Step::Rmdir(p) => vec![p],
@@ -583,7 +585,7 @@ pub fn paths_outside(plan: &plan::Plan, layout: &CgroupLayout) -> Vec<std::path:
         out.extend(
             paths
                 .into_iter()
-                .filter(|p| !inside(p))
+                .filter(|p| checked.insert(*p) && !inside(p))
                 .map(|p| p.to_path_buf()),
         );
     }

@@ -11,7 +11,7 @@ use crate::snapshot::{
 use crate::state::SavedState;
 use cpushield_cpuset::{shielded_affinity, CpuSet};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
 /// How a failed write is treated.
@@ -151,16 +151,16 @@ pub fn system_dir(layout: &CgroupLayout) -> PathBuf {
 }
 
 /// What a task asked for and where it was, before the shield.
-struct Origin {
-    requested: CpuSet,
-    cgroup: String,
+struct Origin<'a> {
+    requested: &'a CpuSet,
+    cgroup: &'a str,
     born: bool,
 }
 
 /// Finds each task's requested affinity and original cgroup: saved for tasks
 /// that existed before the first shield; for tasks born since, those of the
 /// nearest ancestor that existed (a new task inherits both from its parent).
-fn origins(snap: &Snapshot, saved: &SavedState) -> BTreeMap<i32, Origin> {
+fn origins<'a>(snap: &'a Snapshot, saved: &'a SavedState) -> HashMap<i32, Origin<'a>> {
     // Built only when a task is not in the saved state.
     let ppid_of = std::cell::OnceCell::new();
     let ppid_of = || -> &BTreeMap<i32, i32> {
@@ -172,14 +172,14 @@ fn origins(snap: &Snapshot, saved: &SavedState) -> BTreeMap<i32, Origin> {
             .get(&t.tid)
             .filter(|s| s.starttime == t.starttime)
     };
-    let mut out = BTreeMap::new();
+    let mut out = HashMap::with_capacity(snap.tasks.len());
     for task in &snap.tasks {
         if let Some(s) = saved_of(task) {
             out.insert(
                 task.tid,
                 Origin {
-                    requested: s.affinity.clone(),
-                    cgroup: s.cgroup.clone(),
+                    requested: &s.affinity,
+                    cgroup: &s.cgroup,
                     born: false,
                 },
             );
@@ -203,15 +203,15 @@ fn origins(snap: &Snapshot, saved: &SavedState) -> BTreeMap<i32, Origin> {
             .get(&task.tid)
             .filter(|a| a.starttime == task.starttime);
         let requested = match (adopted, ancestor) {
-            (Some(a), _) => a.requested.clone(),
-            (None, Some(a)) if is_ours(&task.cgroup) => a.affinity.clone(),
-            (None, None) if is_ours(&task.cgroup) => saved.online.clone(),
-            _ => task.affinity.clone(),
+            (Some(a), _) => &a.requested,
+            (None, Some(a)) if is_ours(&task.cgroup) => &a.affinity,
+            (None, None) if is_ours(&task.cgroup) => &saved.online,
+            _ => &task.affinity,
         };
         let cgroup = match ancestor {
-            Some(a) if is_ours(&task.cgroup) => a.cgroup.clone(),
-            _ if is_ours(&task.cgroup) => "/".to_string(),
-            _ => task.cgroup.clone(),
+            Some(a) if is_ours(&task.cgroup) => a.cgroup.as_str(),
+            _ if is_ours(&task.cgroup) => "/",
+            _ => task.cgroup.as_str(),
         };
         out.insert(
             task.tid,
@@ -453,7 +453,7 @@ fn plan_tasks(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuS
         let mut m: BTreeMap<i32, bool> = BTreeMap::new();
         for t in snap.tasks.iter().filter(|_| layout.is_v2()) {
             let o = &origins[&t.tid];
-            let eff = rule(&o.requested);
+            let eff = rule(o.requested);
             let inside = !procs.is_empty() && eff.is_subset(procs);
             let e = m.entry(t.tgid).or_insert(true);
             *e = *e && inside;
@@ -494,8 +494,8 @@ fn plan_tasks(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuS
             }
             continue;
         }
-        let eff = rule(&origin.requested);
-        let managed = origin.cgroup == "/" || is_ours(&origin.cgroup) || layout.is_v2();
+        let eff = rule(origin.requested);
+        let managed = origin.cgroup == "/" || is_ours(origin.cgroup) || layout.is_v2();
         if !managed {
             if eff != task.affinity {
                 affinities.push(Step::Affinity {
@@ -514,13 +514,13 @@ fn plan_tasks(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuS
         // The destination cgroup (relative, as in /proc/PID/cgroup) and its
         // tasks file when it is one of ours.
         let (dest, ours) = match layout {
-            CgroupLayout::V1 { .. } if procs.is_empty() => (origin.cgroup.as_str(), None),
+            CgroupLayout::V1 { .. } if procs.is_empty() => (origin.cgroup, None),
             CgroupLayout::V1 { .. } if eff.is_subset(procs) => (SHIELD_CGROUP, Some(&shield_tasks)),
             CgroupLayout::V1 { .. } => (SYSTEM_CGROUP, Some(&system_tasks)),
             CgroupLayout::V2 { .. } if only_shielded_process[&task.tgid] || placed_alone => {
                 (SHIELD_CGROUP, Some(&shield_tasks))
             }
-            CgroupLayout::V2 { .. } => (origin.cgroup.as_str(), None),
+            CgroupLayout::V2 { .. } => (origin.cgroup, None),
         };
         let mut moved = false;
         // v2 does not move kernel threads.
@@ -810,8 +810,8 @@ pub fn plan_reset(snap: &Snapshot, saved: &SavedState) -> Plan {
             let id = if layout.is_v2() { task.tgid } else { task.tid };
             if !layout.is_v2() || moved_processes.insert(task.tgid) {
                 let to = files
-                    .entry(origin.cgroup.as_str())
-                    .or_insert_with(|| layout.tasks_file(&layout.dir_of(&origin.cgroup)));
+                    .entry(origin.cgroup)
+                    .or_insert_with(|| layout.tasks_file(&layout.dir_of(origin.cgroup)));
                 plan.steps.push(Step::Move {
                     id,
                     comm: task.comm.clone(),
@@ -822,7 +822,7 @@ pub fn plan_reset(snap: &Snapshot, saved: &SavedState) -> Plan {
         // A task born meanwhile outside our cgroups keeps what it chose. The
         // teardown below resets affinities in v2, so every task is set again.
         let restore = !origin.born || in_ours;
-        if restore && (in_ours || layout.is_v2() || origin.requested != task.affinity) {
+        if restore && (in_ours || layout.is_v2() || *origin.requested != task.affinity) {
             affinities.push(Step::Affinity {
                 tid: task.tid,
                 comm: task.comm.clone(),
