@@ -839,6 +839,9 @@ fn take_knowing(
         .filter_map(|p| read_trimmed(kernel, &p).ok().map(|t| (p, t)))
         .collect();
     let pid_namespace = pid_namespace(kernel);
+    // Saved task IDs name tasks only in the namespace they were saved in.
+    let saved = saved.filter(|s| s.pid_namespace.is_empty() || s.pid_namespace == pid_namespace);
+    let tasks = read_tasks_knowing(kernel, layout, saved)?;
     Ok(Snapshot {
         pid_namespace,
         siblings: read_siblings(kernel, &online),
@@ -846,7 +849,7 @@ fn take_knowing(
         possible,
         layout: layout.clone(),
         scope: detect_scope(kernel),
-        tasks: read_tasks_knowing(kernel, layout, saved)?,
+        tasks,
         pid_cursor,
         irqs: read_irqs(kernel),
         files,

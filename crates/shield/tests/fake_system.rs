@@ -781,3 +781,23 @@ fn a_reset_that_follows_nothing_marks_the_state_instead_of_writing_it_again() {
         assert!(store.copy(name).is_none(), "{name} left after reset");
     }
 }
+
+#[test]
+fn a_reset_of_a_gone_namespace_takes_no_task_here_for_a_saved_one() {
+    let k = machine(&[(100, "0-3")]);
+    set_pid_cursor(&k, 150, 5000);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    // Saved in another namespace, where task 100 asked for CPU 7 (not here).
+    let mut saved = saved_in(&store);
+    saved.pid_namespace = "pid:[1]".into();
+    saved.tasks.get_mut(&100).unwrap().affinity = cpus("7");
+    put(&store, &saved);
+    // Task 100 here is another task: it is read, not taken for the saved one
+    // (whose CPU 7 would make the reset refuse).
+    reuse_id(&k, 100, 1, 90_000, "0-2");
+    set_pid_cursor(&k, 160, 5010);
+    cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
+    assert!(state::load_from(&store).unwrap().is_none());
+}
