@@ -143,6 +143,11 @@ fn guest_reset_after_sigkill_mid_shield_restores_everything() {
 }
 
 #[test]
+fn guest_reset_restores_a_new_task_with_a_saved_tasks_id_as_new_and_a_saved_one_as_saved() {
+    run_guest("pid-reuse", "tests/guest/run.sh", &["pid-reuse"]);
+}
+
+#[test]
 fn guest_reset_is_idempotent_and_serialised() {
     run_guest(
         "reset-idempotent",

@@ -1,0 +1,96 @@
+# Scenario pid-reuse: reset reads the stat of a task only where the kernel's PID
+# allocator may have given its ID again since the first shield (docs/RELIABILITY.md). With
+# pid_max lowered to 1500 the allocator wraps inside the test: task A (pinned to CPU 2)
+# and task C (pinned to CPU 1) get their IDs before the wrap, the shield comes after it,
+# then A exits and a new task B gets A's ID. B's ID lies in the interval the allocator
+# went through since the shield: reset must read it and restore B as a new task (its
+# parent's saved affinity, every CPU), not as A (CPU 2; B asks for CPU 2 too, so only its
+# start time tells it from A). C's ID lies outside: reset takes
+# it as the task saved and restores CPU 1.
+# guest-timeout: 400
+GUEST_CGROUP=v1
+
+# The ID of each new task is $! (reading ns_last_pid with the shell's `read` is no good:
+# it reads byte by byte, and an integer sysctl read at an offset reads empty).
+
+# fork_until ID: short-lived subshells until one gets an ID of at least ID; prints the
+# last one's ID.
+fork_until() {
+    while :; do
+        (:) &
+        _p=$!
+        wait "$_p"
+        [ "$_p" -ge "$1" ] && break
+    done
+    echo "$_p"
+}
+
+# fork_until_wrap: short-lived subshells until the allocator has wrapped to the low IDs;
+# prints the first low ID.
+fork_until_wrap() {
+    _prev=0
+    while :; do
+        (:) &
+        _p=$!
+        wait "$_p"
+        [ "$_p" -lt "$_prev" ] && break
+        _prev=$_p
+    done
+    echo "$_p"
+}
+
+scenario_main() {
+    old_max=$(cat /proc/sys/kernel/pid_max)
+    # Forks are slow under emulation: a small ring, and A well inside the half of it
+    # that the allocator may pass before reset stops trusting the interval.
+    echo 1500 >/proc/sys/kernel/pid_max
+    check_eq reuse/pid-max 1500 "$(cat /proc/sys/kernel/pid_max)" "pid_max"
+    fork_until 700 >/dev/null
+    taskset -c 2 sleep 1000 &
+    A=$!
+    fork_until 1200 >/dev/null
+    taskset -c 1 sleep 1000 &
+    C=$!
+    info "A=$A (CPU 2), C=$C (CPU 1); the allocator wrapped to $(fork_until_wrap)"
+
+    cs_ok reuse/shield shield --all 3
+    if grep -q '"pid_cursor":{"last_pid":' /run/cpushield/state.json; then
+        pass reuse/cursor-saved
+    else
+        fail reuse/cursor-saved "no pid_cursor in the state"
+    fi
+    check_eq reuse/a-shielded 2 "$(cpus_of "$A")" "A's affinity while shielded"
+
+    # A exits; once the allocator's last ID is A's minus one, the next task gets A's ID
+    # (nothing else creates tasks in this guest meanwhile).
+    kill "$A"
+    wait "$A" 2>/dev/null
+    # B asks for CPU 2 as A did, so that it looks like A to everything but its start
+    # time (what the shield set on A is what B has: no request to follow).
+    last=$(fork_until $((A - 1)))
+    taskset -c 2 sleep 1000 &
+    B=$!
+    check_eq reuse/b-got-a-s-id "$A" "$B" "the new task's ID"
+    _i=0
+    while [ "$(cpus_of "$B")" != 2 ] && [ "$_i" -lt 200 ]; do
+        usleep 10000
+        _i=$((_i + 1))
+    done
+    info "B=$B (the subshell before it: $last) in the housekeeping cpuset with $(cpus_of "$B")"
+
+    cs_ok reuse/reset reset
+    check_eq reuse/b-is-restored-as-new "0-3" "$(cpus_of "$B")" \
+        "affinity of the new task B that took A's ID: its parent's (taken for A's, it would be 2)"
+    check_eq reuse/c-is-restored-as-saved 1 "$(cpus_of "$C")" "affinity of the saved task C"
+    for t in B C; do
+        eval "pid=\$$t"
+        if grep -q ':cpuset:/$' "/proc/$pid/cgroup"; then
+            pass "reuse/$t-back-in-root"
+        else
+            fail "reuse/$t-back-in-root" "$(cgroups_of "$pid")"
+        fi
+    done
+    kill "$B" "$C" 2>/dev/null
+    wait 2>/dev/null
+    echo "$old_max" >/proc/sys/kernel/pid_max
+}
