@@ -193,35 +193,23 @@ const PARALLEL_AFFINITIES_FROM: usize = 512;
 /// Applies a run of [`Step::Affinity`] steps, the two halves on two threads
 /// where there are two CPUs; the notes come in the steps' order.
 fn affinities_on_two_threads(kernel: &dyn Kernel, steps: &[Step]) -> Outcome {
-    let sequential = |steps: &[Step]| {
-        let mut out = Outcome::default();
-        for step in steps {
-            if let Step::Affinity { tid, comm, cpus } = step {
-                apply_affinity(kernel, *tid, comm, cpus, &mut out);
+    let halves =
+        crate::halves::on_two_threads(steps, PARALLEL_AFFINITIES_FROM, "cpushield-apply", |part| {
+            let mut out = Outcome::default();
+            for step in part {
+                if let Step::Affinity { tid, comm, cpus } = step {
+                    apply_affinity(kernel, *tid, comm, cpus, &mut out);
+                }
             }
-        }
-        out
-    };
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        return sequential(steps);
+            out
+        });
+    let mut out = Outcome::default();
+    for half in halves {
+        out.affinities += half.affinities;
+        out.vanished += half.vanished;
+        out.notes.extend(half.notes);
     }
-    let (first, second) = steps.split_at(steps.len() / 2);
-    std::thread::scope(|s| {
-        let other = std::thread::Builder::new()
-            .name("cpushield-apply".into())
-            .spawn_scoped(s, || sequential(second));
-        let mut out = sequential(first);
-        let rest = match other {
-            Ok(handle) => handle
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-            Err(_) => sequential(second),
-        };
-        out.affinities += rest.affinities;
-        out.vanished += rest.vanished;
-        out.notes.extend(rest.notes);
-        out
-    })
+    out
 }
 
 /// Ensures one task's affinity (see [`ensure_affinity`]), counting the

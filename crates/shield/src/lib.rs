@@ -9,6 +9,7 @@
 
 pub mod apply;
 pub mod bootparams;
+mod halves;
 pub mod layout;
 pub mod masks;
 pub mod pid_reuse;

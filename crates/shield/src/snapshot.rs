@@ -450,27 +450,13 @@ fn read_listed_parallel(
     tids: &[i32],
     known: Option<&KnownTasks>,
 ) -> std::io::Result<Vec<TaskInfo>> {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if tids.len() < PARALLEL_FROM || cpus < 2 {
-        return read_listed(kernel, layout, cgroups, tids, known);
+    let mut tasks = Vec::with_capacity(tids.len());
+    for part in crate::halves::on_two_threads(tids, PARALLEL_FROM, "cpushield-snap", |part| {
+        read_listed(kernel, layout, cgroups, part, known)
+    }) {
+        tasks.extend(part?);
     }
-    let (first, second) = tids.split_at(tids.len() / 2);
-    std::thread::scope(|s| {
-        let other = std::thread::Builder::new()
-            .name("cpushield-snap".into())
-            .spawn_scoped(s, || read_listed(kernel, layout, cgroups, second, known));
-        let Ok(other) = other else {
-            return read_listed(kernel, layout, cgroups, tids, known);
-        };
-        let mut tasks = read_listed(kernel, layout, cgroups, first, known);
-        let rest = other
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        if let Ok(t) = tasks.as_mut() {
-            t.extend(rest?);
-        }
-        tasks
-    })
+    Ok(tasks)
 }
 
 /// Reads each thread of `tids` (IDs from the hierarchy's lists): a task of
