@@ -425,7 +425,14 @@ fn read_tasks_knowing(
     });
     let mut tids: Vec<i32> = cgroups.keys().copied().collect();
     tids.sort_unstable();
-    let mut tasks = read_listed_parallel(kernel, layout, &cgroups, &tids, known.as_ref())?;
+    // The two halves on two threads: reads only, a burst on each CPU.
+    let mut tasks = Vec::with_capacity(tids.len());
+    let halves = crate::halves::on_two_threads(&tids, PARALLEL_FROM, "cpushield-snap", |part| {
+        read_listed(kernel, layout, &cgroups, part, known.as_ref())
+    });
+    for half in halves {
+        tasks.extend(half?);
+    }
     laps.lap(if known.is_some() {
         "  snapshot: tasks (the saved ones by their affinity)"
     } else {
@@ -436,25 +443,6 @@ fn read_tasks_knowing(
         // with threads in both halves is read twice.
         let mut seen = std::collections::HashSet::with_capacity(tasks.len());
         tasks.retain(|t| seen.insert(t.tid));
-    }
-    Ok(tasks)
-}
-
-/// [`read_listed`] on two threads (the two halves of `tids`, results in
-/// order) when there are many threads and two CPUs: reads only, a burst on
-/// each CPU, nothing that spins.
-fn read_listed_parallel(
-    kernel: &dyn Kernel,
-    layout: &CgroupLayout,
-    cgroups: &HashMap<i32, String>,
-    tids: &[i32],
-    known: Option<&KnownTasks>,
-) -> std::io::Result<Vec<TaskInfo>> {
-    let mut tasks = Vec::with_capacity(tids.len());
-    for part in crate::halves::on_two_threads(tids, PARALLEL_FROM, "cpushield-snap", |part| {
-        read_listed(kernel, layout, cgroups, part, known)
-    }) {
-        tasks.extend(part?);
     }
     Ok(tasks)
 }
