@@ -3,10 +3,10 @@
 //! microseconds, and tasks outside a namespace-scoped experiment.
 //!
 //! The tracer names causes as `compare` shows them: a kind (`work`,
-//! `kthread`, `task`, `other-ns`, ...) and a name (`workqueue vmstat_update`,
+//! `kthread`, `task`, `other-ns`, `pod`, ...) and a name (`workqueue vmstat_update`,
 //! `kdamond.0 (77)`, `tokio-rt-worker (75)`).
 
-use crate::analyze::tasks::bound_kthread_advice;
+use crate::analyze::tasks::{bound_kthread_advice, pod_task_remedy};
 use crate::finding::Remedy;
 use cpushield_cpuset::CpuSet;
 use cpushield_trace::attribute::is_per_cpu_kthread;
@@ -54,6 +54,8 @@ pub fn remedy_for_cause(
             ))),
         },
         "other-ns" => Some(whole_machine()),
+        // Neither scope moves a pod's task: the kubelet places it.
+        "pod" => Some(pod_task_remedy(&list)),
         "task" => Some(Remedy::cpushield(format!("cpushield shield --procs {list}"))),
         _ => None,
     }
@@ -94,6 +96,15 @@ mod tests {
         );
         let f = fix("other-ns", "tokio-rt-worker (75)", ShieldScope::Namespace).unwrap();
         assert!(f.contains("compare --system"), "{f}");
+    }
+
+    #[test]
+    fn a_pod_task_gets_the_kubelet_fix_in_either_scope_not_a_shield_command() {
+        for scope in [ShieldScope::Namespace, ShieldScope::System] {
+            let f = fix("pod", "tokio-rt-worker (4411)", scope).unwrap();
+            assert!(f.starts_with("kubelet: static CPU manager"), "{f}");
+            assert!(f.contains("including 1 "), "{f}");
+        }
     }
 
     #[test]

@@ -269,8 +269,9 @@ struct Split {
     guest_others: u64,
     /// Outside the guest.
     outside: u64,
-    /// Tasks of other PID namespaces (inside the guest, outside a
-    /// namespace-scoped shield).
+    /// Tasks outside the shield's scope though inside the guest: of other PID
+    /// namespaces (with a namespace-scoped shield) and of Kubernetes pods
+    /// (left to the kubelet's CPU manager).
     other_scope: u64,
 }
 
@@ -282,7 +283,7 @@ impl Split {
                 CauseKind::Untraced => continue,
                 CauseKind::Outside => s.outside += c.ns,
                 CauseKind::MeasuredTask => s.guest += c.ns,
-                CauseKind::OtherNamespace => {
+                CauseKind::OtherNamespace | CauseKind::PodTask => {
                     s.guest += c.ns;
                     s.guest_others += c.ns;
                     s.other_scope += c.ns;
@@ -353,10 +354,14 @@ mod tests {
     use cpushield_trace::{Cause, Phase};
 
     #[test]
-    fn the_verdict_and_the_tracer_use_one_word_for_other_namespaces() {
+    fn the_verdict_and_the_tracer_use_one_word_for_each_kind_outside_the_shields_scope() {
         assert_eq!(
             cpushield_trace::attribute::CauseKind::OtherNamespace.word(),
             cpushield_report::verdict::OTHER_NAMESPACE_KIND
+        );
+        assert_eq!(
+            cpushield_trace::attribute::CauseKind::PodTask.word(),
+            cpushield_report::verdict::POD_KIND
         );
     }
 

@@ -9,6 +9,7 @@ pub mod diskstats;
 pub mod interrupts;
 pub mod kconfig;
 pub mod loadavg;
+pub mod pid_cgroup;
 pub mod pid_stat;
 pub mod pid_status;
 pub mod schedstat;

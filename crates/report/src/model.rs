@@ -256,12 +256,14 @@ pub struct AttributionSummary {
     pub outside_ns: u64,
     /// The worst latency the guest itself caused, within the shield's scope:
     /// a sample minus its time outside the guest and minus time taken by
-    /// tasks of other PID namespaces, over all samples, ns.
+    /// tasks outside the shield's scope (other PID namespaces, Kubernetes
+    /// pods), over all samples, ns.
     pub guest_worst_ns: u64,
     /// The most time outside the guest in one sample, ns.
     pub outside_worst_ns: u64,
-    /// The most time one sample lost to tasks of other PID namespaces (a
-    /// namespace-scoped shield does not move them; `--system` does), ns.
+    /// The most time one sample lost to tasks outside the shield's scope:
+    /// of other PID namespaces (a namespace-scoped shield does not move them;
+    /// `--system` does) and of Kubernetes pods (left to the kubelet), ns.
     #[serde(default)]
     pub other_scope_worst_ns: u64,
     /// Kernel latency (interrupt entry − intended, the Hyades paper's t1 − t0)

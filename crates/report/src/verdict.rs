@@ -17,6 +17,8 @@ pub const RAW_RATIO_NEEDED: f64 = 20.0;
 pub const ANCHOR_RATIO_WORKS: f64 = 10.0;
 /// The cause kind of a task outside the experiment's PID namespace.
 pub const OTHER_NAMESPACE_KIND: &str = "other-ns";
+/// The cause kind of a task of a Kubernetes pod.
+pub const POD_KIND: &str = "pod";
 /// Shielded guest-caused jitter at or below this % passes whatever the loaded one.
 pub const JITTER_FLOOR_PCT: f64 = 2.0;
 
@@ -284,6 +286,21 @@ fn judge_traced(
         v.notes.push(format!(
             "tasks outside this experiment's private PID namespace ran on the shielded CPU: {}; a namespace-scoped shield leaves them alone (compare --system shields the whole machine)",
             foreign.join(", ")
+        ));
+    }
+    let pods: Vec<String> = sa
+        .causes
+        .iter()
+        .filter(|c| c.kind == POD_KIND)
+        .map(|c| match &c.fix {
+            Some(f) => format!("{} (worst {}; fix: {f})", c.name, human_ns(c.worst_ns)),
+            None => format!("{} (worst {})", c.name, human_ns(c.worst_ns)),
+        })
+        .collect();
+    if !pods.is_empty() {
+        v.notes.push(format!(
+            "tasks of Kubernetes pods ran on the shielded CPU: {}; the shield leaves pods to the kubelet's CPU manager, so they are not counted against it",
+            pods.join(", ")
         ));
     }
     if sa.named_pct() < 95.0 {

@@ -391,6 +391,40 @@ fn a_task_left_on_the_shielded_cpu_is_never_called_working() {
 }
 
 #[test]
+fn a_pod_task_on_the_shielded_cpu_is_named_with_the_kubelet_fix_and_not_counted_as_a_leak() {
+    let mut r = traced(30_000_000, 60_000, 0, 0);
+    let shielded = r
+        .scenarios
+        .iter_mut()
+        .find(|s| s.name == "shielded")
+        .unwrap();
+    shielded
+        .attribution
+        .as_mut()
+        .unwrap()
+        .causes
+        .push(CauseRow {
+            kind: "pod".into(),
+            name: "tokio-rt-worker (4411)".into(),
+            guest: true,
+            count: 1,
+            total_ns: 50_000,
+            worst_ns: 50_000,
+            fix: Some("kubelet: static CPU manager".into()),
+        });
+    r.judge();
+    assert!(r.verdict.pass, "{}", r.verdict.line);
+    assert!(!r.verdict.line.starts_with("SHIELD LEAKS"));
+    assert!(
+        r.verdict.notes.iter().any(|n| n.contains("Kubernetes pods")
+            && n.contains("tokio-rt-worker (4411)")
+            && n.contains("fix: kubelet: static CPU manager")),
+        "{:?}",
+        r.verdict.notes
+    );
+}
+
+#[test]
 fn a_kernel_managed_irq_is_named_with_its_boot_fix_without_failing_the_shield() {
     let mut r = traced(30_000_000, 60_000, 0, 0);
     let shielded = r

@@ -119,19 +119,11 @@ pub fn cgroup_of(layout: &CgroupLayout, proc_cgroup: &str) -> Option<String> {
 }
 
 /// The lines of /proc/PID/cgroup as (hierarchy ID, controllers, path).
-pub fn cgroup_lines(proc_cgroup: &str) -> impl Iterator<Item = (&str, &str, &str)> {
-    proc_cgroup.lines().filter_map(|line| {
-        let mut parts = line.splitn(3, ':');
-        Some((parts.next()?, parts.next()?, parts.next()?))
-    })
-}
+pub use cpushield_parse::pid_cgroup::lines as cgroup_lines;
 
 /// Whether /proc/PID/cgroup puts the task under Kubernetes pods in any
-/// hierarchy (see [`crate::snapshot::is_kubepods`]): the shield leaves such a
-/// task to the kubelet's CPU manager.
-pub fn in_kubepods(proc_cgroup: &str) -> bool {
-    cgroup_lines(proc_cgroup).any(|(_, _, path)| crate::snapshot::is_kubepods(path))
-}
+/// hierarchy: the shield leaves such a task to the kubelet's CPU manager.
+pub use cpushield_parse::pid_cgroup::in_kubepods;
 
 #[cfg(test)]
 mod tests {

@@ -117,13 +117,9 @@ pub fn is_ours(cgroup: &str) -> bool {
     top == SHIELD_CGROUP || top == SYSTEM_CGROUP
 }
 
-/// Whether a cgroup path (as in /proc/PID/cgroup) belongs to Kubernetes pods:
-/// a component named `kubepods*` (cgroupfs driver `/kubepods/burstable/pod…`,
-/// systemd driver `/kubepods.slice/kubepods-burstable.slice/…`). The
-/// kubelet's CPU manager owns these tasks' CPUs, so the shield leaves them be.
-pub fn is_kubepods(cgroup: &str) -> bool {
-    cgroup.split('/').any(|part| part.starts_with("kubepods"))
-}
+/// Whether a cgroup path (as in /proc/PID/cgroup) belongs to Kubernetes pods.
+/// The kubelet's CPU manager owns these tasks' CPUs, so the shield leaves them be.
+pub use cpushield_parse::pid_cgroup::is_kubepods;
 
 /// A task the tool could not read: shielding must not go on without it.
 fn unreadable(tid: i32, what: &str, path: &Path, error: impl std::fmt::Display) -> std::io::Error {
@@ -1039,17 +1035,5 @@ mod tests {
         assert!(is_ours("/cpushield-system/x"));
         assert!(!is_ours("/"));
         assert!(!is_ours("/system.slice"));
-    }
-
-    #[test]
-    fn pod_cgroups_of_both_kubelet_drivers_are_recognised_and_others_are_not() {
-        assert!(is_kubepods("/kubepods/burstable/pod1234/abcd"));
-        assert!(is_kubepods("/kubepods"));
-        assert!(is_kubepods(
-            "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod12.slice/cri-containerd-ab.scope"
-        ));
-        assert!(!is_kubepods("/"));
-        assert!(!is_kubepods("/system.slice/kubelet.service"));
-        assert!(!is_kubepods("/cpushield-system"));
     }
 }

@@ -63,6 +63,9 @@ pub enum CauseKind {
     /// A user task of another PID namespace than the measuring one: inside
     /// the machine, but outside a shield scoped to that namespace.
     OtherNamespace,
+    /// A user task of a Kubernetes pod: the shield leaves pods to the
+    /// kubelet's CPU manager, whatever its scope.
+    PodTask,
     /// A task that ran while the woken real-time task waited, because RT
     /// throttling (kernel.sched_rt_runtime_us) had stopped real-time tasks.
     RtThrottled,
@@ -95,6 +98,7 @@ impl CauseKind {
             CauseKind::Task => "task",
             CauseKind::KernelThread => "kthread",
             CauseKind::OtherNamespace => "other-ns",
+            CauseKind::PodTask => "pod",
             CauseKind::RtThrottled => "throttled",
             CauseKind::MeasuredTask => "self",
             CauseKind::Outside => "outside",
@@ -151,6 +155,9 @@ pub struct AttributionContext<'a> {
     /// Whether a pid is a task of another PID namespace than the measuring
     /// one (always false when the measurement is not namespace-scoped).
     pub in_other_namespace: &'a dyn Fn(i32) -> bool,
+    /// Whether a pid is a task of a Kubernetes pod (its cgroup is under
+    /// `kubepods`).
+    pub in_kubepods: &'a dyn Fn(i32) -> bool,
     /// Steal time around the spike, when sampled.
     pub steal: Option<StealEvidence>,
     /// Whether the CPU is a virtual one (the hypervisor flag): only there is
@@ -398,6 +405,8 @@ impl State<'_> {
                     } else {
                         CauseKind::KernelThread
                     }
+                } else if (self.ctx.in_kubepods)(self.task.0) {
+                    CauseKind::PodTask
                 } else if (self.ctx.in_other_namespace)(self.task.0) {
                     CauseKind::OtherNamespace
                 } else {

@@ -7,6 +7,7 @@ use super::attribute::{
 };
 use super::event::{parse_line, Event};
 use super::io::PipeReader;
+use cpushield_parse::pid_cgroup::in_kubepods;
 use cpushield_parse::pid_stat::parse_thread_stat;
 use cpushield_parse::pid_status::parse_nspid;
 use cpushield_parse::stat::parse_cpu_times;
@@ -133,6 +134,8 @@ struct TaskCache {
     kthreads: HashMap<i32, bool>,
     /// Whether it belongs to another PID namespace than the measuring one.
     other_namespace: HashMap<i32, bool>,
+    /// Whether it is a task of a Kubernetes pod.
+    pods: HashMap<i32, bool>,
     /// Every thread seen in the measuring namespace (namespace scope only),
     /// so that one gone before its event was read is still known as ours.
     ours: HashSet<i32>,
@@ -382,10 +385,23 @@ impl Reader {
                     .unwrap_or_else(|| !tasks.ours.contains(&pid))
             })
         };
+        let pods = std::cell::RefCell::new(std::mem::take(&mut tasks.pods));
+        let in_kubepods = |pid: i32| -> bool {
+            if pid <= 0 {
+                return false;
+            }
+            // Gone before it could be read: not known as a pod's.
+            *pods.borrow_mut().entry(pid).or_insert_with(|| {
+                self.kernel
+                    .read(&self.proc_root.join(format!("{pid}/cgroup")))
+                    .is_ok_and(|t| in_kubepods(&t))
+            })
+        };
         let ctx = AttributionContext {
             tick_ns: self.tick_ns.get(&s.cpu).copied().flatten(),
             is_kthread: &is_kthread,
             in_other_namespace: &in_other_namespace,
+            in_kubepods: &in_kubepods,
             virtual_cpu: self.virtual_cpu,
             steal: steal_ev,
             preempt_model: self.preempt_model.clone(),
@@ -401,6 +417,7 @@ impl Reader {
         attr.spike = *s;
         tasks.kthreads = cache.into_inner();
         tasks.other_namespace = foreign.into_inner();
+        tasks.pods = pods.into_inner();
         if let Some(dir) = &self.trace_dir {
             match self.save_window(dir, &attr, &events, saved) {
                 Ok(Some(p)) => attr.trace_file = Some(p.display().to_string()),

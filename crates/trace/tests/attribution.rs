@@ -18,6 +18,7 @@ fn ctx<'a>(
         tick_ns: Some(4_000_000),
         is_kthread,
         in_other_namespace: &|_| false,
+        in_kubepods: &|_| false,
         virtual_cpu: false,
         steal,
         preempt_model: Some("none".into()),
@@ -310,6 +311,40 @@ fn a_task_of_another_pid_namespace_is_named_as_such() {
         .causes
         .iter()
         .any(|c| c.kind == CauseKind::OtherNamespace && c.name == "load (70)"));
+}
+
+#[test]
+fn a_task_of_a_kubernetes_pod_is_named_as_a_pods_in_either_scope() {
+    let ev = events(IRQ_AFTER_WAKEUP);
+    let spike = Spike {
+        seq: 2,
+        cpu: 1,
+        tid: 50,
+        intended_ns: 200_000_000_000,
+        actual_ns: 200_000_710_000,
+    };
+    let never = |_: i32| false;
+    let pod = |pid: i32| pid == 70;
+    // A pod's task lives in its own PID namespace: it is a pod's first.
+    for foreign in [&(|pid: i32| pid == 70) as &dyn Fn(i32) -> bool, &never] {
+        let c = AttributionContext {
+            in_other_namespace: foreign,
+            in_kubepods: &pod,
+            ..ctx(&never, None)
+        };
+        let a = attribute(&ev, &spike, &c);
+        assert!(
+            a.causes
+                .iter()
+                .any(|c| c.kind == CauseKind::PodTask && c.name == "load (70)"),
+            "{:#?}",
+            a.causes
+        );
+        assert!(a
+            .causes
+            .iter()
+            .all(|c| c.kind != CauseKind::Task && c.kind != CauseKind::OtherNamespace));
+    }
 }
 
 #[test]

@@ -389,3 +389,53 @@ fn a_task_gone_before_it_was_read_and_never_listed_in_our_namespace_is_another_n
     assert!(a.causes.iter().all(|c| c.kind != CauseKind::Task));
     session.finish();
 }
+
+#[test]
+fn a_task_whose_cgroup_is_a_kubernetes_pods_is_charged_to_the_pod_in_a_system_scope() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let k = Arc::new(tracefs());
+    // The load task 70 belongs to a pod (its cgroup, read from the machine's
+    // /proc); the shield covers the whole machine.
+    k.set_file(
+        "/hostproc/70/cgroup",
+        "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod7.slice/cri-containerd-1.scope\n",
+    );
+    k.set_file("/hostproc/70/status", "Name:\tload\nNSpid:\t70\t3\n");
+    k.set_file("/hostproc/50/cgroup", "0::/user.slice\n");
+    let io = Arc::new(FakeIo::default());
+    let t0 = cpushield_kernel::clock::now_ns();
+    io.pipes.lock().unwrap().insert(
+        PathBuf::from(format!("{ROOT}/per_cpu/cpu1/trace_pipe")),
+        window(t0),
+    );
+    let opts = TraceOptions {
+        signals: SignalMode::None,
+        instance: false,
+        poll: Duration::from_millis(1),
+        proc_root: PathBuf::from("/hostproc"),
+        namespace_scope: false,
+        ..Default::default()
+    };
+    let cpus = CpuSet::parse_list("1").unwrap();
+    let session = TraceSession::start_with_io(k.clone(), io.clone(), &cpus, opts).unwrap();
+    let spike = Spike {
+        seq: 1,
+        cpu: 1,
+        tid: 50,
+        intended_ns: t0,
+        actual_ns: t0 + 1_010_000,
+    };
+    assert!(session.mark(&spike));
+    let a = session
+        .attribute(&spike, Duration::from_secs(5))
+        .expect("attributed");
+    assert!(
+        a.causes
+            .iter()
+            .any(|c| c.kind == CauseKind::PodTask && c.name == "load (70)"),
+        "{:#?}",
+        a.causes
+    );
+    assert!(a.causes.iter().all(|c| c.kind != CauseKind::Task));
+    session.finish();
+}

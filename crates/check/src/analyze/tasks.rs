@@ -164,9 +164,7 @@ pub(super) fn analyze_cpu(
                 format!("task {name} (pid {key}) of a Kubernetes pod ran on CPU {cpu} for {ms:.2} ms; the shield leaves pods to the kubelet's CPU manager, whose shared pool still holds CPU {cpu}"),
                 evidence,
             )
-            .remedy(Remedy::host(format!(
-                "kubelet: static CPU manager with reservedSystemCPUs (--reserved-cpus) including {list} and the CPU manager option strict-cpu-reservation (docs/fleet.md)"
-            ))),
+            .remedy(pod_task_remedy(&list)),
             Kind::PinnedTask => Finding::new(
                 Severity::Warn,
                 topic,
@@ -211,6 +209,15 @@ fn process_name(input: &CheckInput<'_>, key: i32, first: &ThreadSample) -> Strin
         .latest(key)
         .map(|t| t.stat.comm.clone())
         .unwrap_or_else(|| first.stat.comm.clone())
+}
+
+/// The fix for a user task of a Kubernetes pod running on `list`: the
+/// shield leaves pods to the kubelet's CPU manager, whose shared pool must
+/// leave those CPUs out.
+pub(crate) fn pod_task_remedy(list: &str) -> Remedy {
+    Remedy::host(format!(
+        "kubelet: static CPU manager with reservedSystemCPUs (--reserved-cpus) including {list} and the CPU manager option strict-cpu-reservation (docs/fleet.md)"
+    ))
 }
 
 /// What a bound kernel thread does and what reduces its work.
