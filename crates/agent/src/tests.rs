@@ -206,7 +206,7 @@ fn the_socket_places_the_callers_own_process_and_refuses_anything_else() {
     assert!(e.starts_with("refused: CPU 1 is reserved by"), "{e}");
 }
 
-const ROOT: &str = "/sys/fs/cgroup/cpuset";
+const ROOT: &str = cpushield_shield::fake_machine::V1_ROOT;
 
 const ROOT_OPTIONS: Options = Options {
     is_root: true,
@@ -216,42 +216,8 @@ const ROOT_OPTIONS: Options = Options {
 /// A fake cgroup-v1 machine with CPUs `online` of 0-3, `tasks` (tid,
 /// affinity) in the root cpuset, IRQ 10, and the counters the agent reads.
 fn machine(online: &str, tasks: &[(i32, &str)]) -> FakeKernel {
-    let k = FakeKernel::new();
-    k.set_file("/proc/self/ns/pid", "pid:[4026531836]");
-    k.set_file(
-        "/proc/self/mountinfo",
-        format!("26 25 0:23 / {ROOT} rw - cgroup cgroup rw,cpuset\n"),
-    );
-    k.set_file("/sys/devices/system/cpu/online", format!("{online}\n"));
-    k.set_file("/sys/devices/system/cpu/possible", "0-3\n");
-    for (file, value) in [
-        ("tasks", ""),
-        ("cgroup.procs", ""),
-        ("cpuset.cpus", &format!("{online}\n")),
-        ("cpuset.mems", "0\n"),
-        ("cpuset.cpu_exclusive", "1\n"),
-        ("cpuset.sched_load_balance", "1\n"),
-    ] {
-        k.set_file(format!("{ROOT}/{file}"), value);
-    }
-    let mut all = String::new();
-    for &(tid, aff) in tasks {
-        let base = format!("/proc/{tid}/task/{tid}");
-        k.set_file(
-            format!("{base}/stat"),
-            format!("{tid} (task{tid}) S 1 {tid} {tid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 {} 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n", 1000 + tid),
-        );
-        k.set_file(format!("{base}/cgroup"), "3:cpuset:/\n");
-        k.set_thread_affinity(tid, cpus(aff));
-        all.push_str(&format!("{tid}\n"));
-    }
-    k.set_file(format!("{ROOT}/tasks"), all);
+    let k = cpushield_shield::fake_machine::v1_machine(online, tasks);
     k.set_file("/proc/irq/10/smp_affinity", "f\n");
-    k.set_file("/proc/irq/default_smp_affinity", "f\n");
-    k.set_file("/sys/devices/virtual/workqueue/cpumask", "f\n");
-    k.set_file("/proc/sys/kernel/watchdog_cpumask", format!("{online}\n"));
-    k.set_file("/proc/sys/kernel/timer_migration", "1\n");
-    k.set_file("/proc/sys/vm/stat_interval", "1\n");
     k.set_file(
         "/proc/interrupts",
         "     CPU0 CPU1 CPU2 CPU3\n 10: 1 1 1 1 IO-APIC 10-edge eth0\n",

@@ -9,6 +9,7 @@
 
 pub mod apply;
 pub mod bootparams;
+pub mod fake_machine;
 mod halves;
 pub mod layout;
 pub mod masks;

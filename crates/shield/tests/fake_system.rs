@@ -4,6 +4,7 @@
 
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::FakeKernel;
+use cpushield_shield::fake_machine::v1_machine;
 use cpushield_shield::plan::{plan_reset, plan_shield, Step};
 use cpushield_shield::snapshot;
 use cpushield_shield::state::{self, MemoryStore, SavedState};
@@ -15,7 +16,7 @@ const ROOT_OPTIONS: Options = Options {
     whole_cores: false,
 };
 
-const ROOT: &str = "/sys/fs/cgroup/cpuset";
+const ROOT: &str = cpushield_shield::fake_machine::V1_ROOT;
 
 fn cpus(s: &str) -> CpuSet {
     CpuSet::parse_list(s).unwrap()
@@ -24,47 +25,12 @@ fn cpus(s: &str) -> CpuSet {
 /// A 4-CPU machine with v1 cpusets, `tasks` (tid, affinity) all in the root
 /// cpuset (tgid = tid, parent 1), and IRQs 10..14 (14 kernel-managed).
 fn machine(tasks: &[(i32, &str)]) -> FakeKernel {
-    let k = FakeKernel::new();
-    // The PID namespace this process runs in (a fake link holds its target).
-    k.set_file("/proc/self/ns/pid", "pid:[4026531836]");
-    k.set_file(
-        "/proc/self/mountinfo",
-        format!("26 25 0:23 / {ROOT} rw - cgroup cgroup rw,cpuset\n"),
-    );
-    k.set_file("/sys/devices/system/cpu/online", "0-3\n");
-    k.set_file("/sys/devices/system/cpu/possible", "0-3\n");
-    for (file, value) in [
-        ("tasks", ""),
-        ("cgroup.procs", ""),
-        ("cpuset.cpus", "0-3\n"),
-        ("cpuset.mems", "0\n"),
-        ("cpuset.cpu_exclusive", "1\n"),
-        ("cpuset.sched_load_balance", "1\n"),
-    ] {
-        k.set_file(format!("{ROOT}/{file}"), value);
-    }
+    let k = v1_machine("0-3", tasks);
     k.set_file("/proc/2/comm", "kthreadd\n");
-    let mut all_tasks = String::new();
-    for &(tid, aff) in tasks {
-        let base = format!("/proc/{tid}/task/{tid}");
-        k.set_file(
-            format!("{base}/stat"),
-            format!("{tid} (task{tid}) S 1 {tid} {tid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 {} 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n", 1000 + tid),
-        );
-        k.set_file(format!("{base}/cgroup"), "3:cpuset:/\n");
-        k.set_thread_affinity(tid, cpus(aff));
-        all_tasks.push_str(&format!("{tid}\n"));
-    }
-    k.set_file(format!("{ROOT}/tasks"), all_tasks);
     for irq in 10..15 {
         k.set_file(format!("/proc/irq/{irq}/smp_affinity"), "f\n");
     }
     k.refuse_writes("/proc/irq/14/smp_affinity");
-    k.set_file("/proc/irq/default_smp_affinity", "f\n");
-    k.set_file("/sys/devices/virtual/workqueue/cpumask", "f\n");
-    k.set_file("/proc/sys/kernel/watchdog_cpumask", "0-3\n");
-    k.set_file("/proc/sys/kernel/timer_migration", "1\n");
-    k.set_file("/proc/sys/vm/stat_interval", "1\n");
     k.set_file("/proc/interrupts", "CPU0 CPU1 CPU2 CPU3\n");
     k
 }
