@@ -91,5 +91,35 @@ kubepods_semantics() {
     cs_ok kubepods/reset/exit-0 reset
     check_eq kubepods/reset/host-task-restored 0-3 "$(cpus_of "$host")" "affinity of host task $host"
     expect_pods reset
+
+    if [ "$mode" = v1 ]; then
+        # A pod's task busy on the shielded CPU while compare --system traces it:
+        # the whole-machine shield leaves it there, and compare charges its time
+        # to a pod's task (kind "pod") with the kubelet's fix, not a shield command.
+        sh -c "echo \$\$ >$on3/cgroup.procs && exec taskset -c 3 sh -c 'while :; do :; done'" &
+        busy=$!
+        cs compare --cpus 3 --system --scenarios shielded --duration 3s --runs 0 --load fpu \
+            --no-anchor --attribute-above 1us --dir /tmp --out /tmp/cmp-pod
+        kill "$busy" 2>/dev/null
+        info "compare --system with a busy pod task on CPU 3: exit $CS_RC; $(grep -m 1 '^SHIELD' /tmp/cs.out)"
+        json=/tmp/cmp-pod/report.json
+        if grep -q '"kind": "pod"' "$json" 2>/dev/null; then
+            pass kubepods/compare/charged-to-the-pod
+        else
+            fail kubepods/compare/charged-to-the-pod "no cause of kind pod: $(grep -o '"kind": "[a-z-]*"' "$json" 2>/dev/null | sort | uniq -c | tr '\n' ' ') (stderr: $(tail -c 300 /tmp/cs.err | tr '\n' ' '))"
+        fi
+        if grep -A 8 '"kind": "pod"' "$json" 2>/dev/null | grep -q '"fix": "kubelet: static CPU manager'; then
+            pass kubepods/compare/kubelet-fix
+        else
+            fail kubepods/compare/kubelet-fix "the pod cause's fix is not the kubelet's: $(grep -A 8 '"kind": "pod"' "$json" 2>/dev/null | tr '\n' ' ' | head -c 400)"
+        fi
+        # Whatever kind it was given, the busy task's fix is not a shield command.
+        busy_cause=$(grep -A 8 "\"name\": \"[^\"]* ($busy)\"" "$json" 2>/dev/null | tr '\n' ' ')
+        case "$busy_cause" in
+            "") fail kubepods/compare/no-shield-command "no cause names the busy pod task $busy" ;;
+            *"shield --procs"*) fail kubepods/compare/no-shield-command "the busy pod task's fix is a shield command: $(echo "$busy_cause" | head -c 400)" ;;
+            *) pass kubepods/compare/no-shield-command ;;
+        esac
+    fi
     for p in $pod_shared $pod_on3 $pod_on1 $host; do kill "$p" 2>/dev/null; done
 }
