@@ -13,7 +13,8 @@
 #          under every tool that shields by cgroup
 # are each timed on the same N tasks (cpushield and cset alternate who goes
 # first; tuna goes last, as nothing undoes it). Prints every run, then per N
-# the median of each and the ratios to cset.
+# the median of each and the ratios to cset, then the median CPU time of each
+# run split into user (the tool's own code) and system (the kernel's work).
 #
 # Usage: bench/shield-vs-peers.sh [ROUNDS=3] [TASKS...]   (default TASKS: 1000 10000 50000)
 #   e.g. bench/shield-vs-peers.sh 1 1000   (one quick round)
@@ -98,7 +99,7 @@ NEED=$((MAX_N * 2 + 32768))
 [ "$THREADS_MAX" -ge $((MAX_N + 32768)) ] || echo $((MAX_N + 32768)) >/proc/sys/kernel/threads-max
 
 # One round in a private PID namespace: this function runs as its PID 1.
-# Appends "tool step rc microseconds" lines to $OUT.
+# Appends "tool-step rc wall_us user_ms sys_ms" lines to $OUT.
 round() {
     set -u
     local n=$1 first=$2
@@ -107,13 +108,22 @@ round() {
     read -r ready <&"${SL[0]}" || { echo "sleepers failed to start $n tasks" >&2; return 1; }
     sleep 1
     timed() {
-        local name=$1 t0 t1 rc
+        local name=$1 t0 t1 rc cpu
         shift
-        t0=$(date +%s%N)
+        # Wall time from bash's clock (no process forked inside the interval);
+        # CPU time from bash's `times` in this shell (a subshell counts from 0):
+        # its second line is the CPU time of the waited-for children so far,
+        # so the difference is the tool's (and its own children's).
+        times >"$WORK/times.0"
+        t0=${EPOCHREALTIME/./}
         "$@" >"$WORK/$name.log" 2>&1
         rc=$?
-        t1=$(date +%s%N)
-        echo "$name $rc $(((t1 - t0) / 1000))" >>"$OUT"
+        t1=${EPOCHREALTIME/./}
+        times >"$WORK/times.1"
+        cpu=$(awk 'FNR == 2 { for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); t[FILENAME, i] = (p[1] * 60 + p[2]) * 1000 } }
+                   END { printf "%d %d", t[ARGV[2], 1] - t[ARGV[1], 1], t[ARGV[2], 2] - t[ARGV[1], 2] }' \
+            "$WORK/times.0" "$WORK/times.1")
+        echo "$name $rc $((t1 - t0)) $cpu" >>"$OUT"
         [ "$rc" = 0 ] || { echo "$name failed (exit $rc):" >&2; tail -n 5 "$WORK/$name.log" >&2; }
     }
     ours() {
@@ -148,6 +158,7 @@ export SLEEPERS BIN STATE WORK IRQS FLOOR FLOOR_CG CG TASKS_FILE
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), $(nproc) CPUs, cpuset in $CG, shielding CPU 1, $ROUNDS round(s)"
 printf '%-8s %-6s %-10s %12s %12s\n' tasks round tool shield_ms undo_ms
 SUMMARY=$WORK/summary
+CPU_SUMMARY=$WORK/cpu-summary
 for n in "${TASKS[@]}"; do
     for r in $(seq 1 "$ROUNDS"); do
         OUT=$WORK/times.$n.$r
@@ -169,6 +180,10 @@ for n in "${TASKS[@]}"; do
             printf '%-8s %-6s %-10s %12.1f %12s\n' "$n" "$r" "$tool" "$(echo "$s / 1000" | bc -l)" \
                 "$([ -n "$u" ] && printf '%.1f' "$(echo "$u / 1000" | bc -l)" || echo -)"
             echo "$n $tool $s ${u:--}" >>"$SUMMARY"
+            for step in shield undo; do
+                awk -v n="$n" -v k="$tool-$step" -v t="$tool" -v st="$step" \
+                    '$1 == k { print n, t, st, $4, $5 }' "$OUT" >>"$CPU_SUMMARY"
+            done
         done
         if [ "${BENCH_PHASES:-0}" = 1 ]; then
             for step in shield undo; do
@@ -200,4 +215,17 @@ for n in "${TASKS[@]}"; do
         "$(echo "$U_cpushield / $U_cset" | bc -l)"
     [ "$S_floor" = - ] || printf '%-8s %-10s %12.2f %12.2f\n' "$n" "floor/cset" "$(echo "$S_floor / $S_cset" | bc -l)" \
         "$(echo "$U_floor / $U_cset" | bc -l)"
+done
+echo
+echo "# CPU time of each run, medians of $ROUNDS round(s): user (the tool's own code) and system (the kernel's work for it), ms (bash's \`times\`, whose resolution is the kernel's accounting)"
+printf '%-8s %-10s %-7s %10s %10s\n' tasks tool step user_ms sys_ms
+for n in "${TASKS[@]}"; do
+    for tool in cpushield cset floor tuna; do
+        for step in shield undo; do
+            cu=$(awk -v n="$n" -v t="$tool" -v st="$step" '$1 == n && $2 == t && $3 == st { print $4 }' "$CPU_SUMMARY" | median)
+            cs=$(awk -v n="$n" -v t="$tool" -v st="$step" '$1 == n && $2 == t && $3 == st { print $5 }' "$CPU_SUMMARY" | median)
+            [ "$cu" != - ] || continue
+            printf '%-8s %-10s %-7s %10s %10s\n' "$n" "$tool" "$step" "$cu" "$cs"
+        done
+    done
 done

@@ -21,6 +21,7 @@ pub mod snapshot;
 pub mod state;
 pub mod status;
 pub mod timing;
+mod warm;
 
 use apply::Outcome;
 use cpushield_cpuset::CpuSet;
@@ -315,41 +316,35 @@ fn change(
     masks: ShieldMasks,
     laps: &mut timing::Laps,
 ) -> Result<Report, ShieldError> {
-    saved.version = state::STATE_VERSION;
-    let followed = saved.follow_requests(&snap, true);
-    saved.absorb_new_objects(&snap);
-    for (tid, starttime, requested) in plan::born_tasks(&snap, &saved) {
-        saved.adopted.insert(
-            tid,
-            state::AdoptedTask {
-                starttime,
-                requested,
-            },
-        );
-    }
-    let plan = plan::plan_shield(&snap, &saved, &masks);
-    laps.lap("plan");
-    for dir in &plan.creates {
-        if !saved.created_cgroups.contains(dir) {
-            saved.created_cgroups.push(dir.clone());
+    // The first move's grace period passes while this plans and stores.
+    let layout = saved.layout.clone();
+    warm::with_moves_primed(kernel, &layout, |primer| {
+        saved.version = state::STATE_VERSION;
+        let followed = saved.follow_requests(&snap, true);
+        saved.absorb_new_objects(&snap);
+        for (tid, starttime, requested) in plan::born_tasks(&snap, &saved) {
+            saved.adopted.insert(
+                tid,
+                state::AdoptedTask {
+                    starttime,
+                    requested,
+                },
+            );
         }
-    }
-    saved.masks = masks.clone();
-    // The teardown in the plan removes the cgroups when no process stays
-    // shielded; they are forgotten only once done.
-    let forget_cgroups = masks.procs.is_empty();
-    let (outcome, mut notes) = apply_and_store(
-        kernel,
-        store,
-        &snap,
-        &plan,
-        &mut saved,
-        forget_cgroups,
-        laps,
-    )?;
-    notes.splice(0..0, followed_notes(&followed));
-    notes.splice(0..0, plan.notes);
-    Ok(report(&snap, masks, outcome, notes))
+        let plan = plan::plan_shield(&snap, &saved, &masks);
+        laps.lap("plan");
+        for dir in &plan.creates {
+            if !saved.created_cgroups.contains(dir) {
+                saved.created_cgroups.push(dir.clone());
+            }
+        }
+        saved.masks = masks.clone();
+        let (outcome, mut notes) =
+            apply_and_store(kernel, store, &snap, &plan, &mut saved, laps, primer)?;
+        notes.splice(0..0, followed_notes(&followed));
+        notes.splice(0..0, plan.notes);
+        Ok(report(&snap, masks, outcome, notes))
+    })
 }
 
 /// One note per requested affinity followed (Brosky's rule over time).
@@ -374,20 +369,25 @@ fn followed_notes(followed: &[state::Followed]) -> Vec<Note> {
 /// Stores the state (marked as being applied), applies the plan, then reads
 /// back what it left on every task and IRQ and stores that as what the shield
 /// set. Returns the outcome and a note when the read-back could not be saved.
+/// `primer` is stopped before the first change.
 fn apply_and_store(
     kernel: &dyn Kernel,
     store: &dyn StateStore,
     snap: &snapshot::Snapshot,
     plan: &plan::Plan,
     saved: &mut SavedState,
-    forget_cgroups: bool,
     laps: &mut timing::Laps,
+    primer: &warm::Primer<'_>,
 ) -> Result<(Outcome, Vec<Note>), ShieldError> {
+    // The teardown in the plan removes the cgroups when no process stays
+    // shielded (the new masks are in `saved`); they are forgotten only once done.
+    let forget_cgroups = saved.masks.procs.is_empty();
     // Durable before the first change: a SIGKILL from here on is undone by
     // reset, which then trusts no record of what was set (exact undo).
     saved.set.applying = true;
     state::store_in(store, saved)?;
     laps.lap("state stored (before the first change)");
+    primer.stop();
     let outcome = apply::apply(kernel, plan)?;
     laps.lap("apply");
     let mut notes = Vec::new();
@@ -664,14 +664,54 @@ fn reset_locked(
     join_root_cpuset(kernel, &saved.layout);
     let first = snapshot::take_for_reset(kernel, &saved.layout, &saved)?;
     laps.lap("snapshot");
-    let problems = machine_problems(kernel, &saved, &first);
+    // The first move's grace period passes while reset checks and plans.
+    let layout = saved.layout.clone();
+    let (total, mut notes, snap, followed) = warm::with_moves_primed(kernel, &layout, |primer| {
+        restore(kernel, store, &mut saved, first, &path, &mut laps, primer)
+    })?;
+    let removed = state::remove_from(store);
+    laps.lap("state removed");
+    removed.map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!(
+                "everything was restored, but the shield state could not be removed ({e}); run `cpushield reset` again once it is writable (a second reset changes nothing)"
+            ),
+        )
+    })?;
+    notes.extend(followed_notes(&followed));
+    notes.extend(recovered_note(loaded.recovered));
+    Ok(report(&snap, ShieldMasks::default(), total, notes))
+}
+
+/// What one reset did: its outcome, the last plan's notes, the last
+/// snapshot, and the requests it followed.
+type Restored = (Outcome, Vec<Note>, snapshot::Snapshot, Vec<state::Followed>);
+
+/// The passes of a reset from its first snapshot: checks the state against
+/// the machine, follows the requests made since the shield, then plans and
+/// applies until nothing is left (at most three passes). `primer` is stopped
+/// before the first change.
+fn restore(
+    kernel: &dyn Kernel,
+    store: &dyn StateStore,
+    saved: &mut SavedState,
+    first: snapshot::Snapshot,
+    path: &str,
+    laps: &mut timing::Laps,
+    primer: &warm::Primer<'_>,
+) -> Result<Restored, ShieldError> {
+    let problems = machine_problems(kernel, saved, &first);
     if !problems.is_empty() {
-        return Err(ShieldError::BadState { path, problems });
+        return Err(ShieldError::BadState {
+            path: path.to_string(),
+            problems,
+        });
     }
     // Affinities set since the shield are requests: reset restores them, not
     // the ones saved before (tasks only where their IDs mean the same tasks).
     let same_tasks = saved.pid_namespace.is_empty() || saved.pid_namespace == first.pid_namespace;
-    let followed = follow_before_reset(store, &mut saved, &first, same_tasks);
+    let followed = follow_before_reset(store, saved, &first, same_tasks);
     laps.lap("check, follow requests, state stored");
     let mut total = Outcome::default();
     let mut notes = Vec::new();
@@ -695,12 +735,12 @@ fn reset_locked(
                 s
             }
         };
-        let plan = plan::plan_reset(&snap_now, &saved);
+        let plan = plan::plan_reset(&snap_now, saved);
         laps.lap("plan");
         let outside = paths_outside(&plan, &saved.layout);
         if !outside.is_empty() {
             return Err(ShieldError::BadState {
-                path,
+                path: path.to_string(),
                 problems: outside
                     .iter()
                     .map(|p| {
@@ -718,6 +758,7 @@ fn reset_locked(
                 plan::Step::Drain { .. } | plan::Step::Rmdir(_) | plan::Step::Sched { .. }
             )
         });
+        primer.stop();
         let outcome = apply::apply(kernel, &plan)?;
         laps.lap("apply");
         // Every step went through and cpushield's cgroups are gone: a next
@@ -737,18 +778,6 @@ fn reset_locked(
             break;
         }
     }
-    let removed = state::remove_from(store);
-    laps.lap("state removed");
-    removed.map_err(|e| {
-        std::io::Error::new(
-            e.kind(),
-            format!(
-                "everything was restored, but the shield state could not be removed ({e}); run `cpushield reset` again once it is writable (a second reset changes nothing)"
-            ),
-        )
-    })?;
-    notes.extend(followed_notes(&followed));
-    notes.extend(recovered_note(loaded.recovered));
     let snap = last_snap.expect("at least one pass");
-    Ok(report(&snap, ShieldMasks::default(), total, notes))
+    Ok((total, notes, snap, followed))
 }
