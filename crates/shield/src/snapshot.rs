@@ -445,8 +445,8 @@ fn read_tasks_knowing(
 
 /// Reads each thread of `tids` (IDs from the hierarchy's lists): a task of
 /// `known` by its affinity alone; a process of one thread from
-/// /proc/TID/stat alone; a thread of a process of several with every thread
-/// of that process (found from its status' `Tgid`).
+/// /proc/TID/stat alone; a thread of a process of several with the other
+/// listed threads of that process (found from its status' `Tgid`).
 fn read_listed(
     kernel: &dyn Kernel,
     layout: &CgroupLayout,
@@ -503,7 +503,11 @@ fn read_listed(
             // would be (an error is then named with its path).
             _ => tid,
         };
-        read_process_threads(kernel, layout, cgroups, pid, |t| done.insert(t), &mut tasks)?;
+        // Only the threads the lists hold: one started since (cpushield's own
+        // reading thread among them) is left to the next reading, as a
+        // process started since is.
+        let listed = |t: i32| cgroups.contains_key(&t) && done.insert(t);
+        read_process_threads(kernel, layout, cgroups, pid, listed, &mut tasks)?;
     }
     Ok(tasks)
 }
@@ -993,7 +997,8 @@ mod tests {
     }
 
     #[test]
-    fn tasks_come_from_the_hierarchys_lists_with_threads_grouped_by_process() {
+    fn tasks_come_from_the_hierarchys_lists_with_threads_grouped_by_process_and_unlisted_threads_left_out(
+    ) {
         let k = cpushield_kernel::FakeKernel::new();
         let root = "/sys/fs/cgroup/cpuset";
         k.set_file(format!("{root}/tasks"), "7\n8\n");
@@ -1014,7 +1019,11 @@ mod tests {
         }
         // In /proc but in no cgroup's list: not read (/proc is not listed).
         k.set_file("/proc/50/stat", stat(50, 1));
-        for tid in [7, 8, 9, 50] {
+        // A thread of process 8 started after the lists were read (as
+        // cpushield's own reading thread is): left out like a new process.
+        k.set_file("/proc/8/task/10/stat", stat(10, 2));
+        k.set_file("/proc/8/task/10/cgroup", "3:cpuset:/\n");
+        for tid in [7, 8, 9, 10, 50] {
             k.set_thread_affinity(tid, CpuSet::from_cpus([0]));
         }
         let layout = CgroupLayout::V1 { root: root.into() };
