@@ -211,22 +211,27 @@ pub fn shield_in(
         None => no_lost_shield(kernel, store, &layout)?,
     }
     let layout = saved.as_ref().map(|s| s.layout.clone()).unwrap_or(layout);
-    let snap = snapshot::take(kernel, &layout)?;
-    laps.lap("snapshot");
-    let request = if options.whole_cores {
-        with_siblings(request, &snap)
-    } else {
-        request.clone()
-    };
-    let masks = saved
-        .as_ref()
-        .map(|s| s.masks.union(&request))
-        .unwrap_or_else(|| request.clone());
-    validate(&masks, &snap.online)?;
-    let saved = saved.unwrap_or_else(|| SavedState::from_snapshot(&snap, ShieldMasks::default()));
-    let mut report = change(kernel, store, snap, saved, masks, &mut laps)?;
-    report.notes.extend(recovered_note(recovered));
-    Ok(report)
+    // The first move's grace period passes while this reads, plans and stores.
+    warm::with_moves_primed(kernel, &layout, |primer| {
+        let mut snap = snapshot::take(kernel, &layout)?;
+        primer.leave_out(&mut snap);
+        laps.lap("snapshot");
+        let request = if options.whole_cores {
+            with_siblings(request, &snap)
+        } else {
+            request.clone()
+        };
+        let masks = saved
+            .as_ref()
+            .map(|s| s.masks.union(&request))
+            .unwrap_or_else(|| request.clone());
+        validate(&masks, &snap.online)?;
+        let saved =
+            saved.unwrap_or_else(|| SavedState::from_snapshot(&snap, ShieldMasks::default()));
+        let mut report = change(kernel, store, snap, saved, masks, &mut laps, primer)?;
+        report.notes.extend(recovered_note(recovered));
+        Ok(report)
+    })
 }
 
 fn recovered_note(recovered: Option<String>) -> Option<Note> {
@@ -301,11 +306,15 @@ pub fn unshield_in(
         return reset_locked(kernel, store, false, &lock);
     }
     let mut laps = timing::Laps::from_env();
-    let snap = snapshot::take(kernel, &loaded.state.layout)?;
-    laps.lap("snapshot");
-    let mut report = change(kernel, store, snap, loaded.state, masks, &mut laps)?;
-    report.notes.extend(recovered_note(loaded.recovered));
-    Ok(report)
+    let layout = loaded.state.layout.clone();
+    warm::with_moves_primed(kernel, &layout, |primer| {
+        let mut snap = snapshot::take(kernel, &layout)?;
+        primer.leave_out(&mut snap);
+        laps.lap("snapshot");
+        let mut report = change(kernel, store, snap, loaded.state, masks, &mut laps, primer)?;
+        report.notes.extend(recovered_note(loaded.recovered));
+        Ok(report)
+    })
 }
 
 fn change(
@@ -315,36 +324,33 @@ fn change(
     mut saved: SavedState,
     masks: ShieldMasks,
     laps: &mut timing::Laps,
+    primer: &warm::Primer<'_>,
 ) -> Result<Report, ShieldError> {
-    // The first move's grace period passes while this plans and stores.
-    let layout = saved.layout.clone();
-    warm::with_moves_primed(kernel, &layout, |primer| {
-        saved.version = state::STATE_VERSION;
-        let followed = saved.follow_requests(&snap, true);
-        saved.absorb_new_objects(&snap);
-        for (tid, starttime, requested) in plan::born_tasks(&snap, &saved) {
-            saved.adopted.insert(
-                tid,
-                state::AdoptedTask {
-                    starttime,
-                    requested,
-                },
-            );
+    saved.version = state::STATE_VERSION;
+    let followed = saved.follow_requests(&snap, true);
+    saved.absorb_new_objects(&snap);
+    for (tid, starttime, requested) in plan::born_tasks(&snap, &saved) {
+        saved.adopted.insert(
+            tid,
+            state::AdoptedTask {
+                starttime,
+                requested,
+            },
+        );
+    }
+    let plan = plan::plan_shield(&snap, &saved, &masks);
+    laps.lap("plan");
+    for dir in &plan.creates {
+        if !saved.created_cgroups.contains(dir) {
+            saved.created_cgroups.push(dir.clone());
         }
-        let plan = plan::plan_shield(&snap, &saved, &masks);
-        laps.lap("plan");
-        for dir in &plan.creates {
-            if !saved.created_cgroups.contains(dir) {
-                saved.created_cgroups.push(dir.clone());
-            }
-        }
-        saved.masks = masks.clone();
-        let (outcome, mut notes) =
-            apply_and_store(kernel, store, &snap, &plan, &mut saved, laps, primer)?;
-        notes.splice(0..0, followed_notes(&followed));
-        notes.splice(0..0, plan.notes);
-        Ok(report(&snap, masks, outcome, notes))
-    })
+    }
+    saved.masks = masks.clone();
+    let (outcome, mut notes) =
+        apply_and_store(kernel, store, &snap, &plan, &mut saved, laps, primer)?;
+    notes.splice(0..0, followed_notes(&followed));
+    notes.splice(0..0, plan.notes);
+    Ok(report(&snap, masks, outcome, notes))
 }
 
 /// One note per requested affinity followed (Brosky's rule over time).
@@ -662,11 +668,12 @@ fn reset_locked(
     }
     let path = store.dir().join(state::STATE_FILE).display().to_string();
     join_root_cpuset(kernel, &saved.layout);
-    let first = snapshot::take_for_reset(kernel, &saved.layout, &saved)?;
-    laps.lap("snapshot");
-    // The first move's grace period passes while reset checks and plans.
+    // The first move's grace period passes while reset reads, checks and plans.
     let layout = saved.layout.clone();
     let (total, mut notes, snap, followed) = warm::with_moves_primed(kernel, &layout, |primer| {
+        let mut first = snapshot::take_for_reset(kernel, &layout, &saved)?;
+        primer.leave_out(&mut first);
+        laps.lap("snapshot");
         restore(kernel, store, &mut saved, first, &path, &mut laps, primer)
     })?;
     let removed = state::remove_from(store);

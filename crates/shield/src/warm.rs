@@ -6,9 +6,11 @@
 //! machine of docs/PERFORMANCE.md, and the writers after it within a grace
 //! period do not. A shield or reset paid that wait at its first move, after
 //! reading and planning. [`with_moves_primed`] pays it on a thread of its own
-//! while the caller plans and stores its state: the thread "moves" itself into
-//! the cgroup it is already in (no task changes cgroup) and does so again every
-//! [`PRIME_EVERY`] until the caller is about to move tasks.
+//! while the caller reads, plans and stores its state: the thread "moves"
+//! itself into the cgroup it is already in (no task changes cgroup) and does
+//! so again every [`PRIME_EVERY`] until the caller is about to move tasks.
+//! The caller leaves the thread out of what it reads ([`Primer::leave_out`]):
+//! it is cpushield's own and ends before the first change.
 
 use crate::layout::{self, CgroupLayout};
 use cpushield_kernel::Kernel;
@@ -26,9 +28,17 @@ pub const PRIME_EVERY: Duration = Duration::from_millis(2);
 pub struct Primer<'scope> {
     stop: &'scope AtomicBool,
     thread: Mutex<Option<ScopedJoinHandle<'scope, ()>>>,
+    tid: Option<i32>,
 }
 
 impl Primer<'_> {
+    /// Removes the priming thread from tasks read while it ran.
+    pub fn leave_out(&self, snap: &mut crate::snapshot::Snapshot) {
+        if let Some(tid) = self.tid {
+            snap.tasks.retain(|t| t.tid != tid);
+        }
+    }
+
     /// Stops the priming thread and waits until it has ended, so that no
     /// write of its own runs beside the caller's moves; those made from now
     /// on find the lock primed for a grace period after its last write.
@@ -45,7 +55,8 @@ impl Primer<'_> {
 }
 
 /// Runs `work` while a thread keeps the kernel's cgroup-move lock primed (see
-/// the module); `work` calls [`Primer::stop`] right before its first move,
+/// the module); `work` leaves the thread out of the tasks it reads
+/// ([`Primer::leave_out`]) and calls [`Primer::stop`] right before its first move,
 /// and the thread is stopped before this returns in any case. Where the
 /// thread cannot start, or this process sits in one of cpushield's own
 /// cgroups (which the caller may empty and remove), nothing is primed.
@@ -56,13 +67,21 @@ pub fn with_moves_primed<R>(
 ) -> R {
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stop = &stop;
         let thread = std::thread::Builder::new()
             .name("cpushield-prime".into())
-            .spawn_scoped(s, || keep_primed(kernel, layout, &stop))
+            .spawn_scoped(s, move || {
+                // Its ID first, so that the caller can leave it out.
+                let _ = tx.send(nix::unistd::gettid().as_raw());
+                keep_primed(kernel, layout, stop)
+            })
             .ok();
+        let tid = thread.as_ref().and_then(|_| rx.recv().ok());
         let primer = Primer {
-            stop: &stop,
+            stop,
             thread: Mutex::new(thread),
+            tid,
         };
         let out = work(&primer);
         primer.stop();
@@ -99,6 +118,7 @@ fn keep_primed(kernel: &dyn Kernel, layout: &CgroupLayout, stop: &AtomicBool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cpushield_cpuset::CpuSet;
     use cpushield_kernel::FakeKernel;
 
     const ROOT: &str = "/sys/fs/cgroup/cpuset";
@@ -149,6 +169,42 @@ mod tests {
             k.file(format!("{ROOT}/cpushield-system/tasks")).unwrap(),
             ""
         );
+    }
+
+    #[test]
+    fn the_priming_thread_is_left_out_of_a_snapshot_taken_while_it_ran() {
+        let k = crate::fake_machine::v1_machine("0-3", &[(100, "0-3")]);
+        k.set_file("/proc/thread-self/cgroup", "4:cpuset:/\n");
+        let layout = crate::layout::detect(&k).unwrap();
+        with_moves_primed(&k, &layout, |primer| {
+            let tid = primer.tid.expect("the thread reported its ID");
+            // The fake machine lists the thread once it has written itself
+            // into the root cpuset; give it the files a listed task has.
+            let until = std::time::Instant::now() + Duration::from_secs(5);
+            while !k
+                .file(format!("{ROOT}/tasks"))
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l == tid.to_string())
+                && std::time::Instant::now() < until
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            k.set_file(
+                format!("/proc/{tid}/stat"),
+                format!("{tid} (cpushield-prime) S 1 {tid} {tid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0\n"),
+            );
+            k.set_thread_affinity(tid, CpuSet::parse_list("0-3").unwrap());
+            let mut snap = crate::snapshot::take(&k, &layout).unwrap();
+            assert!(
+                snap.tasks.iter().any(|t| t.tid == tid),
+                "listed while it runs"
+            );
+            primer.leave_out(&mut snap);
+            let tids: Vec<i32> = snap.tasks.iter().map(|t| t.tid).collect();
+            assert_eq!(tids, vec![100]);
+            primer.stop();
+        });
     }
 
     #[test]
