@@ -358,9 +358,9 @@ fn a_failing_shield_on_a_noisy_host_keeps_the_host_apart() {
     assert!(line.contains("not counted against it"), "{line}");
 }
 
-#[test]
-fn a_task_left_on_the_shielded_cpu_is_never_called_working() {
-    let mut r = traced(30_000_000, 60_000, 0, 0);
+/// Adds to the shielded scenario's traced causes one of `kind` named `name`
+/// (one sample, 50 us) with `fix`.
+fn add_shielded_cause(r: &mut CompareReport, kind: &str, name: &str, fix: Option<&str>) {
     let shielded = r
         .scenarios
         .iter_mut()
@@ -372,14 +372,20 @@ fn a_task_left_on_the_shielded_cpu_is_never_called_working() {
         .unwrap()
         .causes
         .push(CauseRow {
-            kind: "task".into(),
-            name: "hog (812)".into(),
+            kind: kind.into(),
+            name: name.into(),
             guest: true,
             count: 1,
             total_ns: 50_000,
             worst_ns: 50_000,
-            fix: None,
+            fix: fix.map(Into::into),
         });
+}
+
+#[test]
+fn a_task_left_on_the_shielded_cpu_is_never_called_working() {
+    let mut r = traced(30_000_000, 60_000, 0, 0);
+    add_shielded_cause(&mut r, "task", "hog (812)", None);
     r.judge();
     assert!(!r.verdict.pass);
     assert!(
@@ -393,25 +399,12 @@ fn a_task_left_on_the_shielded_cpu_is_never_called_working() {
 #[test]
 fn a_pod_task_on_the_shielded_cpu_is_named_with_the_kubelet_fix_and_not_counted_as_a_leak() {
     let mut r = traced(30_000_000, 60_000, 0, 0);
-    let shielded = r
-        .scenarios
-        .iter_mut()
-        .find(|s| s.name == "shielded")
-        .unwrap();
-    shielded
-        .attribution
-        .as_mut()
-        .unwrap()
-        .causes
-        .push(CauseRow {
-            kind: "pod".into(),
-            name: "tokio-rt-worker (4411)".into(),
-            guest: true,
-            count: 1,
-            total_ns: 50_000,
-            worst_ns: 50_000,
-            fix: Some("kubelet: static CPU manager".into()),
-        });
+    add_shielded_cause(
+        &mut r,
+        "pod",
+        "tokio-rt-worker (4411)",
+        Some("kubelet: static CPU manager"),
+    );
     r.judge();
     assert!(r.verdict.pass, "{}", r.verdict.line);
     assert!(!r.verdict.line.starts_with("SHIELD LEAKS"));

@@ -135,16 +135,21 @@ const IRQ_AFTER_WAKEUP: &str = "\
             load-70      [001] d..2.   200.000700: sched_switch: prev_comm=load prev_pid=70 prev_prio=120 prev_state=R+ ==> next_comm=probe next_pid=50 next_prio=4
 ";
 
-#[test]
-fn irq_and_softirq_time_inside_the_window_is_named() {
-    let ev = events(IRQ_AFTER_WAKEUP);
-    let spike = Spike {
-        seq: 2,
+/// The spike [`IRQ_AFTER_WAKEUP`] explains: the probe (50) on CPU 1, 710 us late.
+fn irq_after_wakeup_spike(seq: u64) -> Spike {
+    Spike {
+        seq,
         cpu: 1,
         tid: 50,
         intended_ns: 200_000_000_000,
         actual_ns: 200_000_710_000,
-    };
+    }
+}
+
+#[test]
+fn irq_and_softirq_time_inside_the_window_is_named() {
+    let ev = events(IRQ_AFTER_WAKEUP);
+    let spike = irq_after_wakeup_spike(2);
     let never = |_: i32| false;
     let a = attribute(&ev, &spike, &ctx(&never, None));
     let get = |name: &str| {
@@ -293,13 +298,7 @@ fn the_kernel_latency_is_the_interrupt_entry_that_led_to_the_wakeup() {
 #[test]
 fn a_task_of_another_pid_namespace_is_named_as_such() {
     let ev = events(IRQ_AFTER_WAKEUP);
-    let spike = Spike {
-        seq: 2,
-        cpu: 1,
-        tid: 50,
-        intended_ns: 200_000_000_000,
-        actual_ns: 200_000_710_000,
-    };
+    let spike = irq_after_wakeup_spike(2);
     let never = |_: i32| false;
     let foreign = |pid: i32| pid == 70;
     let c = AttributionContext {
@@ -316,13 +315,7 @@ fn a_task_of_another_pid_namespace_is_named_as_such() {
 #[test]
 fn a_task_of_a_kubernetes_pod_is_named_as_a_pods_in_either_scope() {
     let ev = events(IRQ_AFTER_WAKEUP);
-    let spike = Spike {
-        seq: 2,
-        cpu: 1,
-        tid: 50,
-        intended_ns: 200_000_000_000,
-        actual_ns: 200_000_710_000,
-    };
+    let spike = irq_after_wakeup_spike(2);
     let never = |_: i32| false;
     let pod = |pid: i32| pid == 70;
     // A pod's task lives in its own PID namespace: it is a pod's first.
@@ -349,13 +342,7 @@ fn a_task_of_a_kubernetes_pod_is_named_as_a_pods_in_either_scope() {
 
 #[test]
 fn an_unbound_kernel_thread_is_outside_a_namespace_scope_and_a_per_cpu_one_is_not() {
-    let spike = Spike {
-        seq: 3,
-        cpu: 1,
-        tid: 50,
-        intended_ns: 200_000_000_000,
-        actual_ns: 200_000_710_000,
-    };
+    let spike = irq_after_wakeup_spike(3);
     // In a namespace-scoped experiment every kernel thread is outside the
     // namespace (one ID in NSpid).
     let kthread = |_: i32| true;

@@ -262,24 +262,29 @@ fn an_offline_cpu_is_refused() {
     assert!(err.to_string().contains("CPU 5 is not online"), "{err}");
 }
 
-#[test]
-fn a_spike_with_a_namespace_tid_is_matched_through_the_threads_announcement() {
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let k = Arc::new(tracefs());
-    // The load task 70 lives in another PID namespace (one ID in NSpid); the
-    // probe (global 50, 5 inside the measuring namespace) in ours.
-    k.set_file("/hostproc/70/status", "Name:\tload\nNSpid:\t70\n");
-    k.set_file("/hostproc/50/status", "Name:\tprobe\nNSpid:\t50\t5\n");
+/// Starts a session on CPU 1 over [`window`] that reads the machine's /proc
+/// at /hostproc, announces the probe (global ID 50) as `tid` when that is its
+/// ID inside a measuring namespace, and attributes the window's spike (`tid`
+/// as the caller names it). Returns the attribution and the marks written.
+fn attribute_hostproc_window(
+    k: Arc<FakeKernel>,
+    namespace_scope: bool,
+    tid: i32,
+) -> (cpushield_trace::Attribution, Vec<String>) {
     let io = Arc::new(FakeIo::default());
     let t0 = cpushield_kernel::clock::now_ns();
     let ts = |off_us: u64| {
         let ns = t0 + off_us * 1000;
         format!("{}.{:06}", ns / 1_000_000_000, (ns % 1_000_000_000) / 1000)
     };
-    let announce = format!(
-        "           probe-50      [001] .....  {}: tracing_mark_write: cpushield thread cpu=1 tid=5\n",
-        ts(1)
-    );
+    let announce = if tid == 50 {
+        String::new()
+    } else {
+        format!(
+            "           probe-50      [001] .....  {}: tracing_mark_write: cpushield thread cpu=1 tid={tid}\n",
+            ts(1)
+        )
+    };
     io.pipes.lock().unwrap().insert(
         PathBuf::from(format!("{ROOT}/per_cpu/cpu1/trace_pipe")),
         announce + &window(t0),
@@ -289,17 +294,18 @@ fn a_spike_with_a_namespace_tid_is_matched_through_the_threads_announcement() {
         instance: false,
         poll: Duration::from_millis(1),
         proc_root: PathBuf::from("/hostproc"),
-        namespace_scope: true,
+        namespace_scope,
         ..Default::default()
     };
     let cpus = CpuSet::parse_list("1").unwrap();
-    let session = TraceSession::start_with_io(k.clone(), io.clone(), &cpus, opts).unwrap();
-    session.marker().announce(1, 5);
-    assert!(io.marks.lock().unwrap()[0].starts_with("cpushield thread cpu=1 tid=5"));
+    let session = TraceSession::start_with_io(k, io.clone(), &cpus, opts).unwrap();
+    if tid != 50 {
+        session.marker().announce(1, tid);
+    }
     let spike = Spike {
         seq: 1,
         cpu: 1,
-        tid: 5,
+        tid,
         intended_ns: t0,
         actual_ns: t0 + 1_010_000,
     };
@@ -307,6 +313,21 @@ fn a_spike_with_a_namespace_tid_is_matched_through_the_threads_announcement() {
     let a = session
         .attribute(&spike, Duration::from_secs(5))
         .expect("attributed");
+    session.finish();
+    let marks = io.marks.lock().unwrap().clone();
+    (a, marks)
+}
+
+#[test]
+fn a_spike_with_a_namespace_tid_is_matched_through_the_threads_announcement() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let k = Arc::new(tracefs());
+    // The load task 70 lives in another PID namespace (one ID in NSpid); the
+    // probe (global 50, 5 inside the measuring namespace) in ours.
+    k.set_file("/hostproc/70/status", "Name:\tload\nNSpid:\t70\n");
+    k.set_file("/hostproc/50/status", "Name:\tprobe\nNSpid:\t50\t5\n");
+    let (a, marks) = attribute_hostproc_window(k, true, 5);
+    assert!(marks[0].starts_with("cpushield thread cpu=1 tid=5"));
     assert_eq!(a.spike.tid, 5, "the spike keeps the caller's ID");
     // Trace times are whole microseconds: allow 1 us of rounding.
     let near = |got: Option<u64>, want: u64| got.is_some_and(|g| g.abs_diff(want) < 1_000);
@@ -331,7 +352,6 @@ fn a_spike_with_a_namespace_tid_is_matched_through_the_threads_announcement() {
         a.causes
     );
     assert!(a.causes.iter().all(|c| c.kind != CauseKind::Task));
-    session.finish();
 }
 
 #[test]
@@ -342,43 +362,8 @@ fn a_task_gone_before_it_was_read_and_never_listed_in_our_namespace_is_another_n
     // its status (a short `git` of another namespace did so); the probe
     // (global 50, 5 inside the measuring namespace) is ours.
     k.set_file("/hostproc/50/status", "Name:\tprobe\nNSpid:\t50\t5\n");
-    let io = Arc::new(FakeIo::default());
-    let t0 = cpushield_kernel::clock::now_ns();
-    let ts = |off_us: u64| {
-        let ns = t0 + off_us * 1000;
-        format!("{}.{:06}", ns / 1_000_000_000, (ns % 1_000_000_000) / 1000)
-    };
-    let announce = format!(
-        "           probe-50      [001] .....  {}: tracing_mark_write: cpushield thread cpu=1 tid=5\n",
-        ts(1)
-    );
-    io.pipes.lock().unwrap().insert(
-        PathBuf::from(format!("{ROOT}/per_cpu/cpu1/trace_pipe")),
-        announce + &window(t0),
-    );
-    let opts = TraceOptions {
-        signals: SignalMode::None,
-        instance: false,
-        poll: Duration::from_millis(1),
-        proc_root: PathBuf::from("/hostproc"),
-        namespace_scope: true,
-        ..Default::default()
-    };
-    let cpus = CpuSet::parse_list("1").unwrap();
-    let session = TraceSession::start_with_io(k.clone(), io.clone(), &cpus, opts).unwrap();
-    session.marker().announce(1, 5);
-    assert!(io.marks.lock().unwrap()[0].starts_with("cpushield thread cpu=1 tid=5"));
-    let spike = Spike {
-        seq: 1,
-        cpu: 1,
-        tid: 5,
-        intended_ns: t0,
-        actual_ns: t0 + 1_010_000,
-    };
-    assert!(session.mark(&spike));
-    let a = session
-        .attribute(&spike, Duration::from_secs(5))
-        .expect("attributed");
+    let (a, marks) = attribute_hostproc_window(k, true, 5);
+    assert!(marks[0].starts_with("cpushield thread cpu=1 tid=5"));
     assert!(
         a.causes
             .iter()
@@ -387,7 +372,6 @@ fn a_task_gone_before_it_was_read_and_never_listed_in_our_namespace_is_another_n
         a.causes
     );
     assert!(a.causes.iter().all(|c| c.kind != CauseKind::Task));
-    session.finish();
 }
 
 #[test]
@@ -402,33 +386,7 @@ fn a_task_whose_cgroup_is_a_kubernetes_pods_is_charged_to_the_pod_in_a_system_sc
     );
     k.set_file("/hostproc/70/status", "Name:\tload\nNSpid:\t70\t3\n");
     k.set_file("/hostproc/50/cgroup", "0::/user.slice\n");
-    let io = Arc::new(FakeIo::default());
-    let t0 = cpushield_kernel::clock::now_ns();
-    io.pipes.lock().unwrap().insert(
-        PathBuf::from(format!("{ROOT}/per_cpu/cpu1/trace_pipe")),
-        window(t0),
-    );
-    let opts = TraceOptions {
-        signals: SignalMode::None,
-        instance: false,
-        poll: Duration::from_millis(1),
-        proc_root: PathBuf::from("/hostproc"),
-        namespace_scope: false,
-        ..Default::default()
-    };
-    let cpus = CpuSet::parse_list("1").unwrap();
-    let session = TraceSession::start_with_io(k.clone(), io.clone(), &cpus, opts).unwrap();
-    let spike = Spike {
-        seq: 1,
-        cpu: 1,
-        tid: 50,
-        intended_ns: t0,
-        actual_ns: t0 + 1_010_000,
-    };
-    assert!(session.mark(&spike));
-    let a = session
-        .attribute(&spike, Duration::from_secs(5))
-        .expect("attributed");
+    let (a, _) = attribute_hostproc_window(k, false, 50);
     assert!(
         a.causes
             .iter()
@@ -437,5 +395,4 @@ fn a_task_whose_cgroup_is_a_kubernetes_pods_is_charged_to_the_pod_in_a_system_sc
         a.causes
     );
     assert!(a.causes.iter().all(|c| c.kind != CauseKind::Task));
-    session.finish();
 }
