@@ -21,7 +21,6 @@ pub mod snapshot;
 pub mod state;
 pub mod status;
 pub mod timing;
-mod warm;
 
 use apply::Outcome;
 use cpushield_cpuset::CpuSet;
@@ -211,27 +210,22 @@ pub fn shield_in(
         None => no_lost_shield(kernel, store, &layout)?,
     }
     let layout = saved.as_ref().map(|s| s.layout.clone()).unwrap_or(layout);
-    // The first move's grace period passes while this reads, plans and stores.
-    warm::with_moves_primed(kernel, &layout, |primer| {
-        let mut snap = snapshot::take(kernel, &layout)?;
-        primer.leave_out(&mut snap);
-        laps.lap("snapshot");
-        let request = if options.whole_cores {
-            with_siblings(request, &snap)
-        } else {
-            request.clone()
-        };
-        let masks = saved
-            .as_ref()
-            .map(|s| s.masks.union(&request))
-            .unwrap_or_else(|| request.clone());
-        validate(&masks, &snap.online)?;
-        let saved =
-            saved.unwrap_or_else(|| SavedState::from_snapshot(&snap, ShieldMasks::default()));
-        let mut report = change(kernel, store, snap, saved, masks, &mut laps, primer)?;
-        report.notes.extend(recovered_note(recovered));
-        Ok(report)
-    })
+    let snap = snapshot::take(kernel, &layout)?;
+    laps.lap("snapshot");
+    let request = if options.whole_cores {
+        with_siblings(request, &snap)
+    } else {
+        request.clone()
+    };
+    let masks = saved
+        .as_ref()
+        .map(|s| s.masks.union(&request))
+        .unwrap_or_else(|| request.clone());
+    validate(&masks, &snap.online)?;
+    let saved = saved.unwrap_or_else(|| SavedState::from_snapshot(&snap, ShieldMasks::default()));
+    let mut report = change(kernel, store, snap, saved, masks, &mut laps)?;
+    report.notes.extend(recovered_note(recovered));
+    Ok(report)
 }
 
 fn recovered_note(recovered: Option<String>) -> Option<Note> {
@@ -306,15 +300,11 @@ pub fn unshield_in(
         return reset_locked(kernel, store, false, &lock);
     }
     let mut laps = timing::Laps::from_env();
-    let layout = loaded.state.layout.clone();
-    warm::with_moves_primed(kernel, &layout, |primer| {
-        let mut snap = snapshot::take(kernel, &layout)?;
-        primer.leave_out(&mut snap);
-        laps.lap("snapshot");
-        let mut report = change(kernel, store, snap, loaded.state, masks, &mut laps, primer)?;
-        report.notes.extend(recovered_note(loaded.recovered));
-        Ok(report)
-    })
+    let snap = snapshot::take(kernel, &loaded.state.layout)?;
+    laps.lap("snapshot");
+    let mut report = change(kernel, store, snap, loaded.state, masks, &mut laps)?;
+    report.notes.extend(recovered_note(loaded.recovered));
+    Ok(report)
 }
 
 fn change(
@@ -324,7 +314,6 @@ fn change(
     mut saved: SavedState,
     masks: ShieldMasks,
     laps: &mut timing::Laps,
-    primer: &warm::Primer<'_>,
 ) -> Result<Report, ShieldError> {
     saved.version = state::STATE_VERSION;
     let followed = saved.follow_requests(&snap, true);
@@ -346,8 +335,7 @@ fn change(
         }
     }
     saved.masks = masks.clone();
-    let (outcome, mut notes) =
-        apply_and_store(kernel, store, &snap, &plan, &mut saved, laps, primer)?;
+    let (outcome, mut notes) = apply_and_store(kernel, store, &snap, &plan, &mut saved, laps)?;
     notes.splice(0..0, followed_notes(&followed));
     notes.splice(0..0, plan.notes);
     Ok(report(&snap, masks, outcome, notes))
@@ -375,7 +363,6 @@ fn followed_notes(followed: &[state::Followed]) -> Vec<Note> {
 /// Stores the state (marked as being applied), applies the plan, then reads
 /// back what it left on every task and IRQ and stores that as what the shield
 /// set. Returns the outcome and a note when the read-back could not be saved.
-/// `primer` is stopped before the first change.
 fn apply_and_store(
     kernel: &dyn Kernel,
     store: &dyn StateStore,
@@ -383,7 +370,6 @@ fn apply_and_store(
     plan: &plan::Plan,
     saved: &mut SavedState,
     laps: &mut timing::Laps,
-    primer: &warm::Primer<'_>,
 ) -> Result<(Outcome, Vec<Note>), ShieldError> {
     // The teardown in the plan removes the cgroups when no process stays
     // shielded (the new masks are in `saved`); they are forgotten only once done.
@@ -393,7 +379,6 @@ fn apply_and_store(
     saved.set.applying = true;
     state::store_in(store, saved)?;
     laps.lap("state stored (before the first change)");
-    primer.stop();
     let outcome = apply::apply(kernel, plan)?;
     laps.lap("apply");
     let mut notes = Vec::new();
@@ -668,14 +653,10 @@ fn reset_locked(
     }
     let path = store.dir().join(state::STATE_FILE).display().to_string();
     join_root_cpuset(kernel, &saved.layout);
-    // The first move's grace period passes while reset reads, checks and plans.
-    let layout = saved.layout.clone();
-    let (total, mut notes, snap, followed) = warm::with_moves_primed(kernel, &layout, |primer| {
-        let mut first = snapshot::take_for_reset(kernel, &layout, &saved)?;
-        primer.leave_out(&mut first);
-        laps.lap("snapshot");
-        restore(kernel, store, &mut saved, first, &path, &mut laps, primer)
-    })?;
+    let first = snapshot::take_for_reset(kernel, &saved.layout, &saved)?;
+    laps.lap("snapshot");
+    let (total, mut notes, snap, followed) =
+        restore(kernel, store, &mut saved, first, &path, &mut laps)?;
     let removed = state::remove_from(store);
     laps.lap("state removed");
     removed.map_err(|e| {
@@ -697,8 +678,7 @@ type Restored = (Outcome, Vec<Note>, snapshot::Snapshot, Vec<state::Followed>);
 
 /// The passes of a reset from its first snapshot: checks the state against
 /// the machine, follows the requests made since the shield, then plans and
-/// applies until nothing is left (at most three passes). `primer` is stopped
-/// before the first change.
+/// applies until nothing is left (at most three passes).
 fn restore(
     kernel: &dyn Kernel,
     store: &dyn StateStore,
@@ -706,7 +686,6 @@ fn restore(
     first: snapshot::Snapshot,
     path: &str,
     laps: &mut timing::Laps,
-    primer: &warm::Primer<'_>,
 ) -> Result<Restored, ShieldError> {
     let problems = machine_problems(kernel, saved, &first);
     if !problems.is_empty() {
@@ -765,7 +744,6 @@ fn restore(
                 plan::Step::Drain { .. } | plan::Step::Rmdir(_) | plan::Step::Sched { .. }
             )
         });
-        primer.stop();
         let outcome = apply::apply(kernel, &plan)?;
         laps.lap("apply");
         // Every step went through and cpushield's cgroups are gone: a next
