@@ -335,7 +335,18 @@ fn change(
         }
     }
     saved.masks = masks.clone();
-    let (outcome, mut notes) = apply_and_store(kernel, store, &snap, &plan, &mut saved, laps)?;
+    // The teardown in the plan removes the cgroups when no process stays
+    // shielded; they are forgotten only once done.
+    let forget_cgroups = masks.procs.is_empty();
+    let (outcome, mut notes) = apply_and_store(
+        kernel,
+        store,
+        &snap,
+        &plan,
+        &mut saved,
+        forget_cgroups,
+        laps,
+    )?;
     notes.splice(0..0, followed_notes(&followed));
     notes.splice(0..0, plan.notes);
     Ok(report(&snap, masks, outcome, notes))
@@ -369,11 +380,9 @@ fn apply_and_store(
     snap: &snapshot::Snapshot,
     plan: &plan::Plan,
     saved: &mut SavedState,
+    forget_cgroups: bool,
     laps: &mut timing::Laps,
 ) -> Result<(Outcome, Vec<Note>), ShieldError> {
-    // The teardown in the plan removes the cgroups when no process stays
-    // shielded (the new masks are in `saved`); they are forgotten only once done.
-    let forget_cgroups = saved.masks.procs.is_empty();
     // Durable before the first change: a SIGKILL from here on is undone by
     // reset, which then trusts no record of what was set (exact undo).
     saved.set.applying = true;
@@ -655,49 +664,14 @@ fn reset_locked(
     join_root_cpuset(kernel, &saved.layout);
     let first = snapshot::take_for_reset(kernel, &saved.layout, &saved)?;
     laps.lap("snapshot");
-    let (total, mut notes, snap, followed) =
-        restore(kernel, store, &mut saved, first, &path, &mut laps)?;
-    let removed = state::remove_from(store);
-    laps.lap("state removed");
-    removed.map_err(|e| {
-        std::io::Error::new(
-            e.kind(),
-            format!(
-                "everything was restored, but the shield state could not be removed ({e}); run `cpushield reset` again once it is writable (a second reset changes nothing)"
-            ),
-        )
-    })?;
-    notes.extend(followed_notes(&followed));
-    notes.extend(recovered_note(loaded.recovered));
-    Ok(report(&snap, ShieldMasks::default(), total, notes))
-}
-
-/// What one reset did: its outcome, the last plan's notes, the last
-/// snapshot, and the requests it followed.
-type Restored = (Outcome, Vec<Note>, snapshot::Snapshot, Vec<state::Followed>);
-
-/// The passes of a reset from its first snapshot: checks the state against
-/// the machine, follows the requests made since the shield, then plans and
-/// applies until nothing is left (at most three passes).
-fn restore(
-    kernel: &dyn Kernel,
-    store: &dyn StateStore,
-    saved: &mut SavedState,
-    first: snapshot::Snapshot,
-    path: &str,
-    laps: &mut timing::Laps,
-) -> Result<Restored, ShieldError> {
-    let problems = machine_problems(kernel, saved, &first);
+    let problems = machine_problems(kernel, &saved, &first);
     if !problems.is_empty() {
-        return Err(ShieldError::BadState {
-            path: path.to_string(),
-            problems,
-        });
+        return Err(ShieldError::BadState { path, problems });
     }
     // Affinities set since the shield are requests: reset restores them, not
     // the ones saved before (tasks only where their IDs mean the same tasks).
     let same_tasks = saved.pid_namespace.is_empty() || saved.pid_namespace == first.pid_namespace;
-    let followed = follow_before_reset(store, saved, &first, same_tasks);
+    let followed = follow_before_reset(store, &mut saved, &first, same_tasks);
     laps.lap("check, follow requests, state stored");
     let mut total = Outcome::default();
     let mut notes = Vec::new();
@@ -721,12 +695,12 @@ fn restore(
                 s
             }
         };
-        let plan = plan::plan_reset(&snap_now, saved);
+        let plan = plan::plan_reset(&snap_now, &saved);
         laps.lap("plan");
         let outside = paths_outside(&plan, &saved.layout);
         if !outside.is_empty() {
             return Err(ShieldError::BadState {
-                path: path.to_string(),
+                path,
                 problems: outside
                     .iter()
                     .map(|p| {
@@ -763,6 +737,18 @@ fn restore(
             break;
         }
     }
+    let removed = state::remove_from(store);
+    laps.lap("state removed");
+    removed.map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!(
+                "everything was restored, but the shield state could not be removed ({e}); run `cpushield reset` again once it is writable (a second reset changes nothing)"
+            ),
+        )
+    })?;
+    notes.extend(followed_notes(&followed));
+    notes.extend(recovered_note(loaded.recovered));
     let snap = last_snap.expect("at least one pass");
-    Ok((total, notes, snap, followed))
+    Ok(report(&snap, ShieldMasks::default(), total, notes))
 }
