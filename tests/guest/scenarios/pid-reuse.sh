@@ -13,8 +13,7 @@ GUEST_CGROUP=v1
 # The ID of each new task is $! (reading ns_last_pid with the shell's `read` is no good:
 # it reads byte by byte, and an integer sysctl read at an offset reads empty).
 
-# fork_until ID: short-lived subshells until one gets an ID of at least ID; prints the
-# last one's ID.
+# fork_until ID: short-lived subshells until one gets an ID of at least ID.
 fork_until() {
     while :; do
         (:) &
@@ -22,7 +21,6 @@ fork_until() {
         wait "$_p"
         [ "$_p" -ge "$1" ] && break
     done
-    echo "$_p"
 }
 
 # fork_until_wrap: short-lived subshells until the allocator has wrapped to the low IDs;
@@ -45,10 +43,10 @@ scenario_main() {
     # that the allocator may pass before reset stops trusting the interval.
     echo 1500 >/proc/sys/kernel/pid_max
     check_eq reuse/pid-max 1500 "$(cat /proc/sys/kernel/pid_max)" "pid_max"
-    fork_until 700 >/dev/null
+    fork_until 700
     taskset -c 2 sleep 1000 &
     A=$!
-    fork_until 1200 >/dev/null
+    fork_until 1200
     taskset -c 1 sleep 1000 &
     C=$!
     info "A=$A (CPU 2), C=$C (CPU 1); the allocator wrapped to $(fork_until_wrap)"
