@@ -11,10 +11,15 @@
 #   floor: bench/cgroup-move-floor.c moves every task of the root cpuset into a
 #          child cpuset and back, one write per ID: the kernel's own cost,
 #          under every tool that shields by cgroup
+#   reads: bench/task-reads.c reads, for every task of the root cpuset, its
+#          /proc stat, its comm, its affinity and a pidfd (one kind of read at
+#          a time, one thread) and the root's two lists: what each per-task
+#          read a shield could use costs the kernel, beside cset's time
 # are each timed on the same N tasks (cpushield and cset alternate who goes
 # first; tuna goes last, as nothing undoes it). Prints every run, then per N
 # the median of each and the ratios to cset, then the median CPU time of each
-# run split into user (the tool's own code) and system (the kernel's work).
+# run split into user (the tool's own code) and system (the kernel's work),
+# then the median cost of each per-task read and its share of cset's shield.
 #
 # Usage: bench/shield-vs-peers.sh [ROUNDS=3] [TASKS...]   (default TASKS: 1000 10000 50000)
 #   e.g. bench/shield-vs-peers.sh 1 1000   (one quick round)
@@ -44,6 +49,8 @@ SLEEPERS=$WORK/sleepers
 cc -O2 -Wall -o "$SLEEPERS" bench/sleepers.c || bench_die "cannot build bench/sleepers.c"
 FLOOR=$WORK/cgroup-move-floor
 cc -O2 -Wall -o "$FLOOR" bench/cgroup-move-floor.c || bench_die "cannot build bench/cgroup-move-floor.c"
+READS=$WORK/task-reads
+cc -O2 -Wall -o "$READS" bench/task-reads.c || bench_die "cannot build bench/task-reads.c"
 STATE=$WORK/state
 CG=$(awk '$9 == "cgroup2" { v2 = $5 } $9 == "cgroup" && $NF ~ /(^|,)cpuset(,|$)/ { v1 = $5 }
           END { print (v1 != "" ? v1 : v2) }' /proc/self/mountinfo)
@@ -145,15 +152,22 @@ round() {
         timed floor-undo "$FLOOR" "$FLOOR_CG/$TASKS_FILE" "$CG/$TASKS_FILE"
         rmdir "$FLOOR_CG"
     }
+    reads() {
+        local threads=tasks
+        [ "$TASKS_FILE" = tasks ] || threads=cgroup.threads
+        "$READS" "$CG/$threads" "$CG/cgroup.procs" | sed 's/^/reads /' >>"$OUT" ||
+            echo "bench/task-reads.c failed" >&2
+    }
     if [ "$first" = ours ]; then ours; peer; else peer; ours; fi
     floor
+    reads
     timed tuna-shield tuna --cpus 1 --isolate
     restore_irqs
     exec {SL[1]}>&-
     wait
 }
 export -f round restore_irqs
-export SLEEPERS BIN STATE WORK IRQS FLOOR FLOOR_CG CG TASKS_FILE
+export SLEEPERS BIN STATE WORK IRQS FLOOR READS FLOOR_CG CG TASKS_FILE
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), $(nproc) CPUs, cpuset in $CG, shielding CPU 1, $ROUNDS round(s)"
 printf '%-8s %-6s %-10s %12s %12s\n' tasks round tool shield_ms undo_ms
@@ -168,12 +182,13 @@ for n in "${TASKS[@]}"; do
         [ $((r % 2)) = 1 ] || first=peer
         unshare --pid --fork --mount-proc bash -c "round $n $first" ||
             bench_die "round $r with $n tasks failed (logs in $WORK)"
-        if awk '$2 != 0 { bad = 1 } END { exit !bad }' "$OUT"; then
+        if awk '$1 != "reads" && $2 != 0 { bad = 1 } END { exit !bad }' "$OUT"; then
             bench_die "a tool failed in round $r with $n tasks (logs in $WORK)"
         fi
         for d in cpushield-shield cpushield-system user system cpushield-bench-floor; do
             [ ! -e "$CG/$d" ] || bench_die "$CG/$d is left after round $r: the undo did not finish"
         done
+        awk -v n="$n" '$1 == "reads" { print n, $2, $3, $4 }' "$OUT" >>"$WORK/reads-summary"
         for tool in cpushield cset floor tuna; do
             s=$(awk -v k="$tool-shield" '$1 == k { print $3 }' "$OUT")
             u=$(awk -v k="$tool-undo" '$1 == k { print $3 }' "$OUT")
@@ -227,5 +242,17 @@ for n in "${TASKS[@]}"; do
             [ "$cu" != - ] || continue
             printf '%-8s %-10s %-7s %10s %10s\n' "$n" "$tool" "$step" "$cu" "$cs"
         done
+    done
+done
+echo
+echo "# per-task reads (bench/task-reads.c, one thread, every task of the root cpuset), medians of $ROUNDS round(s); share = total / cset's shield time"
+printf '%-8s %-12s %10s %10s %8s\n' tasks read total_ms us/task share
+for n in "${TASKS[@]}"; do
+    S_cset=$(awk -v n="$n" '$1 == n && $2 == "cset" { print $3 }' "$SUMMARY" | median)
+    for kind in list-tasks list-procs stat comm affinity pidfd; do
+        t=$(awk -v n="$n" -v k="$kind" '$1 == n && $2 == k { print $3 }' "$WORK/reads-summary" | median)
+        [ "$t" != - ] || continue
+        per=$(awk -v n="$n" -v k="$kind" '$1 == n && $2 == k { print $4 }' "$WORK/reads-summary" | median)
+        printf '%-8s %-12s %10.1f %10.2f %8.2f\n' "$n" "$kind" "$t" "$per" "$(echo "$t * 1000 / $S_cset" | bc -l)"
     done
 done
