@@ -10,7 +10,8 @@
  *   comm       the same for /proc/ID/comm (the command name alone)
  *   affinity   sched_getaffinity
  *   pidfd      pidfd_open, fstat, close (on pidfs, Linux 6.9+, the inode
- *              number names the task for the whole boot)
+ *              number names the task for the whole boot; without
+ *              PIDFD_THREAD a thread that is not its process's leader fails)
  * and the two lists themselves (TASKS_FILE, PROCS_FILE: one read each).
  * Prints one line per kind: "KIND total_ms per_task_us failed". Nothing is
  * written anywhere; one thread, so the figures are the kernel's work per call. */
