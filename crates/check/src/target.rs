@@ -81,6 +81,7 @@ mod tests {
             sched: Default::default(),
             set: Default::default(),
             pid_cursor: None,
+            unread_start_before: None,
             checksum: 0,
         })
     }

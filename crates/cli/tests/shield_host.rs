@@ -198,17 +198,18 @@ const BAD_VALUES: &str = r##"
 $CS shield --all 1 >/dev/null || fail "shield exit $?"
 keep
 IRQ=$(grep -o '"irqs":{"[0-9]*"' $SD/state.json | head -n 1 | grep -o '[0-9]*')  # the saved masks come before the records of what was set
-aff_of_s="s/\"$S\":{\"tgid\":$S,\"comm\":\"sleep\",\"starttime\":\([0-9]*\),\"affinity\":\"[^\"]*\"/\"$S\":{\"tgid\":$S,\"comm\":\"sleep\",\"starttime\":\1,\"affinity\":\"AFF\"/"
+# The comm is saved only where the first shield read the stat (else it is empty).
+aff_of_s="s/\"$S\":{\"tgid\":$S,\"comm\":\"\([a-z]*\)\",\"starttime\":\([0-9]*\),\"affinity\":\"[^\"]*\"/\"$S\":{\"tgid\":$S,\"comm\":\"\1\",\"starttime\":\2,\"affinity\":\"AFF\"/"
 
 edit_both "$(echo "$aff_of_s" | sed 's/AFF/5000-8191/')"
 out=$($CS reset 2>&1); rc=$?
-expect_refused "affinity 5000-8191" "task $S (sleep): saved affinity '5000-8191'"
+expect_refused "affinity 5000-8191" "task $S" "saved affinity '5000-8191'"
 put_back
 
 edit_both "$(echo "$aff_of_s" | sed 's/AFF//')"
 edit_both "s/\"irqs\":{\"$IRQ\":\"[^\"]*\"/\"irqs\":{\"$IRQ\":\"zz\"/"
 out=$($CS reset 2>&1); rc=$?
-expect_refused "empty affinity and IRQ zz" "task $S (sleep): saved affinity ''" "IRQ $IRQ: saved affinity mask 'zz'" "state.json.bak"
+expect_refused "empty affinity and IRQ zz" "task $S" "saved affinity ''" "IRQ $IRQ: saved affinity mask 'zz'" "state.json.bak"
 put_back
 
 mkdir /sys/fs/cgroup/cpuset/cpushield-hosttest-foreign

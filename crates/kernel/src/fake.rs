@@ -28,6 +28,8 @@ struct FakeState {
     xattrs: BTreeMap<(PathBuf, String), Vec<u8>>,
     /// Paths whose read fails with this errno.
     unreadable: BTreeMap<PathBuf, i32>,
+    /// Texts a file shows on its next reads, one per read (the last stays).
+    sequences: BTreeMap<PathBuf, std::collections::VecDeque<String>>,
     dirs: BTreeSet<PathBuf>,
     affinity: BTreeMap<i32, CpuSet>,
     refused: BTreeSet<PathBuf>,
@@ -39,11 +41,13 @@ impl FakeKernel {
         Self::default()
     }
 
-    /// Adds or replaces a file (and its parent directories).
+    /// Adds or replaces a file (and its parent directories); a sequence set
+    /// on it ends.
     pub fn set_file(&self, path: impl AsRef<Path>, text: impl Into<String>) {
         let mut st = self.state.lock().expect("fake lock");
         let path = path.as_ref().to_path_buf();
         add_parents(&mut st.dirs, &path);
+        st.sequences.remove(&path);
         st.files.insert(path, text.into());
     }
 
@@ -56,6 +60,19 @@ impl FakeKernel {
         st.files
             .insert(path.clone(), String::from_utf8_lossy(&bytes).into_owned());
         st.raw.insert(path, bytes);
+    }
+
+    /// Makes `path` show `texts` one per read, in order, the last one from
+    /// then on: a file that changes between two reads (an uptime, a counter).
+    pub fn set_file_sequence(&self, path: impl AsRef<Path>, texts: &[&str]) {
+        assert!(!texts.is_empty(), "a sequence shows at least one text");
+        let path = path.as_ref().to_path_buf();
+        self.set_file(&path, texts[0]);
+        self.state
+            .lock()
+            .expect("fake lock")
+            .sequences
+            .insert(path, texts.iter().map(|t| t.to_string()).collect());
     }
 
     /// Makes reads of `path` fail with `errno` (EACCES, EIO, ESRCH…).
@@ -148,7 +165,17 @@ fn not_found(path: &Path) -> io::Error {
 
 impl Kernel for FakeKernel {
     fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
-        let st = self.state.lock().expect("fake lock");
+        let mut st = self.state.lock().expect("fake lock");
+        if let Some(texts) = st.sequences.get_mut(path) {
+            let text = if texts.len() > 1 {
+                texts.pop_front()
+            } else {
+                texts.front().cloned()
+            };
+            if let Some(text) = text {
+                st.files.insert(path.to_path_buf(), text);
+            }
+        }
         if let Some(&errno) = st.unreadable.get(path) {
             return Err(io::Error::from_raw_os_error(errno));
         }
@@ -428,6 +455,16 @@ mod tests {
         assert!(k
             .write(Path::new("/proc/irq/36/smp_affinity"), "1")
             .is_err());
+    }
+
+    #[test]
+    fn a_file_set_as_a_sequence_shows_one_text_per_read_then_keeps_the_last() {
+        let k = FakeKernel::new();
+        k.set_file_sequence("/proc/uptime", &["1.00 0\n", "1.01 0\n"]);
+        let read = || k.read(Path::new("/proc/uptime")).unwrap();
+        assert_eq!(read(), "1.00 0\n");
+        assert_eq!(read(), "1.01 0\n");
+        assert_eq!(read(), "1.01 0\n");
     }
 
     #[test]

@@ -10,11 +10,13 @@ pub mod interrupts;
 pub mod kconfig;
 pub mod loadavg;
 pub mod pid_cgroup;
+pub mod pid_children;
 pub mod pid_stat;
 pub mod pid_status;
 pub mod schedstat;
 pub mod softirqs;
 pub mod stat;
+pub mod uptime;
 
 /// A file's text did not have the expected shape.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

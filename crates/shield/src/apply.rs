@@ -22,6 +22,10 @@ pub struct Outcome {
     pub vanished: usize,
     /// Things that could not be done, with the reason and the remedy.
     pub notes: Vec<Note>,
+    /// The affinity each affinity step left on its task, as read (by the
+    /// step, or once more after a set): what a read back would find.
+    #[serde(skip)]
+    pub affinities_left: Vec<(i32, cpushield_cpuset::CpuSet)>,
 }
 
 fn errno(e: &io::Error) -> i32 {
@@ -65,6 +69,7 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
             out.affinities += done.affinities;
             out.vanished += done.vanished;
             out.notes.extend(done.notes);
+            out.affinities_left.extend(done.affinities_left);
             out.applied += run;
             next += run - 1;
             if let (Some(times), Some(started)) = (times.as_mut(), started) {
@@ -113,7 +118,8 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
                 Err(e) => out.notes.push(Note {
                     severity: Severity::Warn,
                     text: format!(
-                        "task {id} ({comm}) could not be moved to {}: {e}",
+                        "{} could not be moved to {}: {e}",
+                        crate::snapshot::task_label(kernel, *id, comm),
                         to.display()
                     ),
                     remedy: None,
@@ -208,6 +214,7 @@ fn affinities_on_two_threads(kernel: &dyn Kernel, steps: &[Step]) -> Outcome {
         out.affinities += half.affinities;
         out.vanished += half.vanished;
         out.notes.extend(half.notes);
+        out.affinities_left.extend(half.affinities_left);
     }
     out
 }
@@ -222,11 +229,17 @@ fn apply_affinity(
     out: &mut Outcome,
 ) {
     match ensure_affinity(kernel, tid, cpus) {
-        Ok(()) => out.affinities += 1,
+        Ok(left) => {
+            out.affinities += 1;
+            out.affinities_left.extend(left.map(|left| (tid, left)));
+        }
         Err(e) if errno(&e) == libc::ESRCH => out.vanished += 1,
         Err(e) => out.notes.push(Note {
             severity: Severity::Warn,
-            text: format!("task {tid} ({comm}) refused affinity {cpus}: {e}"),
+            text: format!(
+                "{} refused affinity {cpus}: {e}",
+                crate::snapshot::task_label(kernel, tid, comm)
+            ),
             remedy: None,
         }),
     }
@@ -237,14 +250,21 @@ fn apply_affinity(
 /// most often what the plan wants, and sched_getaffinity costs less than
 /// sched_setaffinity (it also leaves the kernel's record of what the task
 /// itself asked for as it was).
+///
+/// Returns the affinity left, as read: the one found, or the one read after
+/// setting (the kernel narrows a set to the task's cpuset); `None` when
+/// that read failed.
 fn ensure_affinity(
     kernel: &dyn Kernel,
     tid: i32,
     cpus: &cpushield_cpuset::CpuSet,
-) -> io::Result<()> {
+) -> io::Result<Option<cpushield_cpuset::CpuSet>> {
     match kernel.get_affinity(tid) {
-        Ok(now) if now == *cpus => Ok(()),
-        _ => kernel.set_affinity(tid, cpus),
+        Ok(now) if now == *cpus => Ok(Some(now)),
+        _ => {
+            kernel.set_affinity(tid, cpus)?;
+            Ok(kernel.get_affinity(tid).ok())
+        }
     }
 }
 

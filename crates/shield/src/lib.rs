@@ -210,7 +210,10 @@ pub fn shield_in(
         None => no_lost_shield(kernel, store, &layout)?,
     }
     let layout = saved.as_ref().map(|s| s.layout.clone()).unwrap_or(layout);
-    let snap = snapshot::take(kernel, &layout)?;
+    let snap = match &saved {
+        Some(saved) => snapshot::take_with_saved(kernel, &layout, saved)?,
+        None => snapshot::take_first(kernel, &layout)?,
+    };
     laps.lap("snapshot");
     let request = if options.whole_cores {
         with_siblings(request, &snap)
@@ -300,7 +303,7 @@ pub fn unshield_in(
         return reset_locked(kernel, store, false, &lock);
     }
     let mut laps = timing::Laps::from_env();
-    let snap = snapshot::take(kernel, &loaded.state.layout)?;
+    let snap = snapshot::take_with_saved(kernel, &loaded.state.layout, &loaded.state)?;
     laps.lap("snapshot");
     let mut report = change(kernel, store, snap, loaded.state, masks, &mut laps)?;
     report.notes.extend(recovered_note(loaded.recovered));
@@ -347,20 +350,21 @@ fn change(
         forget_cgroups,
         laps,
     )?;
-    notes.splice(0..0, followed_notes(&followed));
+    notes.splice(0..0, followed_notes(kernel, &followed));
     notes.splice(0..0, plan.notes);
     Ok(report(&snap, masks, outcome, notes))
 }
 
 /// One note per requested affinity followed (Brosky's rule over time).
-fn followed_notes(followed: &[state::Followed]) -> Vec<Note> {
+fn followed_notes(kernel: &dyn Kernel, followed: &[state::Followed]) -> Vec<Note> {
     followed
         .iter()
         .map(|f| Note {
             severity: plan::Severity::Info,
             text: match f {
                 state::Followed::Task { tid, comm, was, now } => format!(
-                    "task {tid} ({comm}) set its affinity to {now} while shielded (the shield had set {was}): that is now its requested affinity, which the shield and reset honour"
+                    "{} set its affinity to {now} while shielded (the shield had set {was}): that is now its requested affinity, which the shield and reset honour",
+                    snapshot::task_label(kernel, *tid, comm)
                 ),
                 state::Followed::Irq { irq, was, now } => format!(
                     "IRQ {irq}: smp_affinity was set to {now} while shielded (the shield had set {was}): that is now its requested mask, which the shield and reset honour"
@@ -391,7 +395,7 @@ fn apply_and_store(
     let outcome = apply::apply(kernel, plan)?;
     laps.lap("apply");
     let mut notes = Vec::new();
-    let after = snapshot::read_back(kernel, snap);
+    let after = snapshot::read_back(kernel, snap, &outcome.affinities_left);
     laps.lap("read back what was set");
     match after {
         Ok(after) => saved.record_set(&after),
@@ -508,8 +512,8 @@ pub fn machine_problems(
     for (tid, t) in &saved.tasks {
         if alive.contains(&(*tid, t.starttime)) && !fits(&t.affinity) {
             out.push(format!(
-                "task {tid} ({}): saved affinity '{}' does not fit this machine (online CPUs {online}, {} possible)",
-                t.comm,
+                "{}: saved affinity '{}' does not fit this machine (online CPUs {online}, {} possible)",
+                snapshot::task_name(*tid, &t.comm),
                 t.affinity.to_list(),
                 snap.possible
             ));
@@ -662,7 +666,7 @@ fn reset_locked(
     }
     let path = store.dir().join(state::STATE_FILE).display().to_string();
     join_root_cpuset(kernel, &saved.layout);
-    let first = snapshot::take_for_reset(kernel, &saved.layout, &saved)?;
+    let first = snapshot::take_with_saved(kernel, &saved.layout, &saved)?;
     laps.lap("snapshot");
     let problems = machine_problems(kernel, &saved, &first);
     if !problems.is_empty() {
@@ -690,7 +694,7 @@ fn reset_locked(
                 s
             }
             (None, _) => {
-                let s = snapshot::take(kernel, &saved.layout)?;
+                let s = snapshot::take_with_saved(kernel, &saved.layout, &saved)?;
                 laps.lap("snapshot");
                 s
             }
@@ -747,7 +751,7 @@ fn reset_locked(
             ),
         )
     })?;
-    notes.extend(followed_notes(&followed));
+    notes.extend(followed_notes(kernel, &followed));
     notes.extend(recovered_note(loaded.recovered));
     let snap = last_snap.expect("at least one pass");
     Ok(report(&snap, ShieldMasks::default(), total, notes))

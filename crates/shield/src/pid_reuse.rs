@@ -20,6 +20,17 @@
 //! the interval is trusted only when `2K + T` is below that and `pid_max` is
 //! unchanged; otherwise every task is read.
 //!
+//! The first shield reads no stat for most tasks (see
+//! [`crate::snapshot::take_first`]): a thread-group leader is saved with start
+//! time [`UNREAD_START`] and the snapshot's `unread_start_before` tick `W`.
+//! `W` is one tick after the uptime read right after the allocator's
+//! position, and every per-task read of that snapshot happens once the
+//! uptime has reached `W`. A task holding a saved ID later that started
+//! before tick `W` was alive through that task's read, so it is the task
+//! saved; any other holder started after the saved one left, at tick `W` or
+//! later ([`same_task`]). Tasks given IDs while the first shield read the
+//! lists (between the two positions) have their stat read.
+//!
 //! Not covered: a task created with a chosen ID (`clone3` with `set_tid`, or a
 //! write to `ns_last_pid`; both are checkpoint/restore tools and need
 //! CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN) that reuses a saved task's ID
@@ -30,6 +41,20 @@ use serde::{Deserialize, Serialize};
 /// IDs below this are skipped by the allocator once it has wrapped
 /// (`RESERVED_PIDS` in the kernel).
 const RESERVED_PIDS: u64 = 300;
+
+/// The start time saved for a task whose stat the first shield did not read:
+/// it started before the state's `unread_start_before` tick.
+pub const UNREAD_START: u64 = 0;
+
+/// Whether a task that started at tick `start` and holds a saved task's ID is
+/// that task, saved with start time `saved_start` in a state whose first
+/// shield read no stat for tasks that started before `unread_start_before`.
+/// A saved [`UNREAD_START`] also stands for a task that really started in
+/// tick 0, which the same rule covers.
+pub fn same_task(saved_start: u64, start: u64, unread_start_before: Option<u64>) -> bool {
+    saved_start == start
+        || (saved_start == UNREAD_START && unread_start_before.is_some_and(|w| start < w))
+}
 
 /// The PID allocator's position and the kernel's task counters at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -144,6 +169,21 @@ mod tests {
         bigger.pid_max = 65536;
         assert!(new_ids_between(&cursor(5000, 100), &bigger).is_none());
         assert!(new_ids_between(&cursor(5000, 100), &cursor(5100, 99)).is_none());
+    }
+
+    #[test]
+    fn a_task_saved_unread_is_any_holder_started_before_the_tick_and_no_later_one() {
+        assert!(same_task(UNREAD_START, 4999, Some(5000)));
+        assert!(!same_task(UNREAD_START, 5000, Some(5000)));
+        assert!(
+            !same_task(UNREAD_START, 4999, None),
+            "no tick: nothing unread"
+        );
+        assert!(same_task(4000, 4000, Some(5000)));
+        assert!(
+            !same_task(4000, 3999, Some(5000)),
+            "a read start time must match"
+        );
     }
 
     #[test]

@@ -127,7 +127,7 @@ fn adopt_placed(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()> 
         return Ok(());
     };
     let adopted = state::AdoptedTask {
-        starttime: stat.starttime,
+        starttime: saved.start_as_saved(tid, stat.starttime),
         requested: cpus.clone(),
     };
     if saved.adopted.get(&tid) == Some(&adopted) {
@@ -175,10 +175,12 @@ pub fn record_sched(kernel: &dyn Kernel, pid: i32, tids: &[i32]) -> io::Result<(
             Err(e) if cpushield_kernel::is_gone(&e) => continue,
             Err(e) => return Err(cpushield_kernel::with_path(e, &stat_path)),
         };
+        // In the terms of the saved tasks, which reset's snapshot compares.
+        let starttime = saved.start_as_saved(tid, stat.starttime);
         if saved
             .sched
             .get(&tid)
-            .is_some_and(|s| s.starttime == stat.starttime)
+            .is_some_and(|s| s.starttime == starttime)
         {
             continue;
         }
@@ -190,7 +192,7 @@ pub fn record_sched(kernel: &dyn Kernel, pid: i32, tids: &[i32]) -> io::Result<(
         saved.sched.insert(
             tid,
             state::SavedSched {
-                starttime: stat.starttime,
+                starttime,
                 policy: p.policy,
                 flags: p.flags,
                 nice: p.nice,

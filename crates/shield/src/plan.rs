@@ -922,6 +922,7 @@ mod tests {
             siblings: BTreeMap::new(),
             pid_namespace: "pid:[1]".into(),
             pid_cursor: None,
+            unread_start_before: None,
         }
     }
 

@@ -2,12 +2,12 @@
 //! files it may change. The planner works on this, never on the kernel.
 
 use crate::layout::{cgroup_of, CgroupLayout};
-use crate::pid_reuse::{new_ids_between, NewIds, PidCursor};
+use crate::pid_reuse::{new_ids_between, NewIds, PidCursor, UNREAD_START};
 use crate::state::{SavedState, SavedTask};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::{is_gone, read_cpu_list, read_trimmed, with_path, Kernel};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// Path of the unbound workqueue cpumask.
@@ -39,12 +39,13 @@ pub struct TaskInfo {
     /// Process (thread group) ID.
     pub tgid: i32,
     /// Parent process ID; 0 when not read (a task reset takes as the one
-    /// saved, see [`take_for_reset`]).
+    /// saved, see [`take_with_saved`]).
     pub ppid: i32,
     /// Command name.
     pub comm: String,
     /// Start time in clock ticks since boot: with `tid` it names a task uniquely
-    /// even if the PID is reused.
+    /// even if the PID is reused. [`UNREAD_START`] for a task whose stat the
+    /// first shield did not read (see [`Snapshot::unread_start_before`]).
     pub starttime: u64,
     /// A kernel thread.
     pub kthread: bool,
@@ -100,6 +101,11 @@ pub struct Snapshot {
     /// [`crate::pid_reuse`]); `None` where the kernel does not show it.
     #[serde(default)]
     pub pid_cursor: Option<PidCursor>,
+    /// Set when tasks were read without their stat ([`take_first`]): each
+    /// such task carries start time [`UNREAD_START`] and started before this
+    /// tick (see [`crate::pid_reuse`]).
+    #[serde(default)]
+    pub unread_start_before: Option<u64>,
 }
 
 /// Names of the cgroups cpushield creates, relative to the hierarchy root.
@@ -127,6 +133,30 @@ fn unreadable(tid: i32, what: &str, path: &Path, error: impl std::fmt::Display) 
         "thread {tid}: cannot read {what} ({}: {error}); the shield would miss this task, so nothing was changed",
         path.display()
     ))
+}
+
+/// How a message names task `tid`: with its command name, read now where the
+/// snapshot did not read it (the first shield reads leaders without it).
+pub fn task_label(kernel: &dyn Kernel, tid: i32, comm: &str) -> String {
+    let comm = if comm.is_empty() {
+        kernel
+            .read(std::path::Path::new(&format!("/proc/{tid}/comm")))
+            .map(|c| c.trim_end().to_string())
+            .unwrap_or_default()
+    } else {
+        comm.to_string()
+    };
+    task_name(tid, &comm)
+}
+
+/// How a message names task `tid` with command name `comm`: `task 42 (name)`,
+/// or `task 42` where the name was not read.
+pub fn task_name(tid: i32, comm: &str) -> String {
+    if comm.is_empty() {
+        format!("task {tid}")
+    } else {
+        format!("task {tid} ({comm})")
+    }
 }
 
 /// Reads one thread; `Ok(None)` if it vanished meanwhile (ENOENT, ESRCH).
@@ -351,7 +381,105 @@ const PARALLEL_FROM: usize = 512;
 /// of several has its process found in its status and its process's threads
 /// read together), on two threads for many threads.
 pub fn read_tasks(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Vec<TaskInfo>> {
-    read_tasks_knowing(kernel, layout, None)
+    Ok(read_tasks_knowing(kernel, layout, &Reading::Whole)?.0)
+}
+
+/// How a snapshot reads its tasks.
+enum Reading<'a> {
+    /// Every task whole.
+    Whole,
+    /// The first shield's: a thread-group leader by its affinity alone where
+    /// [`StatFree`] allows, given the PID allocator's position and the uptime
+    /// read before the lists.
+    First {
+        cursor: Option<PidCursor>,
+        uptime: Option<u64>,
+    },
+    /// Against a saved state ([`take_with_saved`]).
+    Saved(&'a SavedState),
+}
+
+/// The thread-group leaders the first shield reads without their stat: those
+/// listed in the hierarchy's `cgroup.procs`, but kernel threads and tasks
+/// given their IDs while the lists were read.
+struct StatFree {
+    leaders: HashSet<i32>,
+    given_meanwhile: NewIds,
+}
+
+impl StatFree {
+    fn takes(&self, tid: i32) -> bool {
+        self.leaders.contains(&tid) && !self.given_meanwhile.may_contain(tid)
+    }
+}
+
+/// Test hook: where set, a first shield that listed its tasks within one
+/// tick waits for the next tick (up to 100 ms) instead of reading every task
+/// whole, so that a small test machine takes the path a large one takes.
+/// Unset in normal use.
+pub const WAIT_TICK_ENV: &str = "CPUSHIELD_TEST_WAIT_TICK";
+
+/// The uptime in ticks where a tick is what a stat's start time counts (the
+/// uptime's hundredths of a second where USER_HZ is 100); `None` otherwise.
+fn uptime_ticks(kernel: &dyn Kernel) -> Option<u64> {
+    if cpushield_kernel::user_hz() != 100 {
+        return None;
+    }
+    let text = kernel.read(Path::new("/proc/uptime")).ok()?;
+    cpushield_parse::uptime::parse_centiseconds(&text).ok()
+}
+
+/// Decides, once the task lists of `cgroups` are read, which tasks the first
+/// shield reads without their stat, and the tick before which all of those
+/// started (see [`crate::pid_reuse`]). `None` (every task read whole) where
+/// a fact it needs cannot be read: a `cgroup.procs` list, kthreadd's children
+/// (CONFIG_PROC_CHILDREN) where kernel threads are visible, the allocator's
+/// position; where the allocator may have gone round meanwhile; and where the
+/// uptime has not yet reached the next tick after `uptime_before` (a few
+/// tasks, listed in under a tick: reading them whole costs less than waiting).
+fn decide_stat_free(
+    kernel: &dyn Kernel,
+    cgroups: &[(PathBuf, String)],
+    cursor_before: Option<PidCursor>,
+    uptime_before: Option<u64>,
+) -> Option<(StatFree, u64)> {
+    let (cursor_before, uptime_before) = (cursor_before?, uptime_before?);
+    let mut leaders = HashSet::new();
+    for (dir, _) in cgroups {
+        let text = kernel.read(&dir.join("cgroup.procs")).ok()?;
+        leaders.extend(
+            text.split_ascii_whitespace()
+                .filter_map(|t| t.parse::<i32>().ok()),
+        );
+    }
+    if detect_scope(kernel) == Scope::System {
+        // Every kernel thread but kthreadd is kthreadd's child: their flags
+        // (per-CPU, pinned) are in their stat.
+        let text = kernel.read(Path::new("/proc/2/task/2/children")).ok()?;
+        leaders.remove(&2);
+        for pid in cpushield_parse::pid_children::parse_children(&text).ok()? {
+            leaders.remove(&pid);
+        }
+    }
+    let given_meanwhile = new_ids_between(&cursor_before, &read_pid_cursor(kernel)?)?;
+    let start_before = uptime_before + 1;
+    let mut uptime = uptime_ticks(kernel)?;
+    if std::env::var_os(WAIT_TICK_ENV).is_some() {
+        for _ in 0..100 {
+            if uptime >= start_before {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            uptime = uptime_ticks(kernel)?;
+        }
+    }
+    (uptime >= start_before).then_some((
+        StatFree {
+            leaders,
+            given_meanwhile,
+        },
+        start_before,
+    ))
 }
 
 /// Saved tasks whose IDs cannot have been given to a new task since they
@@ -372,12 +500,17 @@ impl KnownTasks<'_> {
     }
 }
 
-/// [`read_tasks`], taking the tasks of `known` from the saved state.
+/// [`read_tasks`] as `reading` says, and the tick before which the tasks
+/// read without their stat started (`None` when every task was read whole).
 fn read_tasks_knowing(
     kernel: &dyn Kernel,
     layout: &CgroupLayout,
-    saved: Option<&SavedState>,
-) -> std::io::Result<Vec<TaskInfo>> {
+    reading: &Reading,
+) -> std::io::Result<(Vec<TaskInfo>, Option<u64>)> {
+    let saved = match reading {
+        Reading::Saved(saved) => Some(*saved),
+        _ => None,
+    };
     let mut laps = crate::timing::Laps::from_env();
     // The kernel builds and sorts a cgroup's whole list on each read (about
     // 0.8 us a thread at 50,000): the fullest cgroup is read last, so that
@@ -406,10 +539,21 @@ fn read_tasks_knowing(
         (HashMap::new(), false)
     };
     if !complete || !complete_again {
-        return read_processes(kernel, layout, &cgroups, &list_proc(kernel)?);
+        return Ok((
+            read_processes(kernel, layout, &cgroups, &list_proc(kernel)?)?,
+            None,
+        ));
     }
     cgroups.extend(again);
     laps.lap("  snapshot: the hierarchy's task lists (the fullest once)");
+    let (stat_free, unread_start_before) = match reading {
+        Reading::First { cursor, uptime } => {
+            let decided = decide_stat_free(kernel, &order, *cursor, *uptime);
+            laps.lap("  snapshot: the leaders' lists");
+            decided.unzip()
+        }
+        _ => (None, None),
+    };
     // Read after the lists: every ID listed was given before this cursor.
     let known = saved.and_then(|s| {
         let then = s.pid_cursor.as_ref()?;
@@ -424,13 +568,22 @@ fn read_tasks_knowing(
     // The two halves on two threads: reads only, a burst on each CPU.
     let mut tasks = Vec::with_capacity(tids.len());
     let halves = crate::halves::on_two_threads(&tids, PARALLEL_FROM, "cpushield-snap", |part| {
-        read_listed(kernel, layout, &cgroups, part, known.as_ref())
+        read_listed(
+            kernel,
+            layout,
+            &cgroups,
+            part,
+            known.as_ref(),
+            stat_free.as_ref(),
+        )
     });
     for half in halves {
         tasks.extend(half?);
     }
     laps.lap(if known.is_some() {
         "  snapshot: tasks (the saved ones by their affinity)"
+    } else if stat_free.is_some() {
+        "  snapshot: tasks (the leaders by their affinity)"
     } else {
         "  snapshot: tasks"
     });
@@ -440,50 +593,73 @@ fn read_tasks_knowing(
         let mut seen = std::collections::HashSet::with_capacity(tasks.len());
         tasks.retain(|t| seen.insert(t.tid));
     }
-    Ok(tasks)
+    Ok((tasks, unread_start_before))
+}
+
+/// `task` with its affinity read now; `Ok(None)` when it is gone.
+fn with_affinity(kernel: &dyn Kernel, task: TaskInfo) -> std::io::Result<Option<TaskInfo>> {
+    match kernel.get_affinity(task.tid) {
+        Ok(affinity) => Ok(Some(TaskInfo { affinity, ..task })),
+        Err(e) if is_gone(&e) => Ok(None),
+        Err(e) => Err(unreadable(
+            task.tid,
+            "its affinity",
+            Path::new("sched_getaffinity"),
+            e,
+        )),
+    }
 }
 
 /// Reads each thread of `tids` (IDs from the hierarchy's lists): a task of
-/// `known` by its affinity alone; a process of one thread from
-/// /proc/TID/stat alone; a thread of a process of several with the other
-/// listed threads of that process (found from its status' `Tgid`).
+/// `known` by its affinity alone; a leader `stat_free` takes by its affinity
+/// alone too (no command name, start time [`UNREAD_START`]); a process of one
+/// thread from /proc/TID/stat alone; a thread of a process of several with
+/// the other listed threads of that process (found from its status' `Tgid`).
 fn read_listed(
     kernel: &dyn Kernel,
     layout: &CgroupLayout,
     cgroups: &HashMap<i32, String>,
     tids: &[i32],
     known: Option<&KnownTasks>,
+    stat_free: Option<&StatFree>,
 ) -> std::io::Result<Vec<TaskInfo>> {
     let mut tasks = Vec::with_capacity(tids.len());
     let mut done = std::collections::HashSet::new();
+    let cgroup_of = |tid: i32| cgroups.get(&tid).cloned().unwrap_or_else(|| "/".into());
     for &tid in tids {
         if done.contains(&tid) {
             continue;
         }
-        if let Some(saved) = known.and_then(|k| k.original(tid)) {
+        let without_stat = if let Some(saved) = known.and_then(|k| k.original(tid)) {
+            Some(TaskInfo {
+                tid,
+                tgid: saved.tgid,
+                ppid: 0,
+                comm: saved.comm.clone(),
+                starttime: saved.starttime,
+                kthread: saved.kthread,
+                pinned_by_kernel: saved.pinned_by_kernel,
+                affinity: CpuSet::new(),
+                cgroup: cgroup_of(tid),
+            })
+        } else if stat_free.is_some_and(|s| s.takes(tid)) {
+            Some(TaskInfo {
+                tid,
+                tgid: tid,
+                ppid: 0,
+                comm: String::new(),
+                starttime: UNREAD_START,
+                kthread: false,
+                pinned_by_kernel: false,
+                affinity: CpuSet::new(),
+                cgroup: cgroup_of(tid),
+            })
+        } else {
+            None
+        };
+        if let Some(task) = without_stat {
             done.insert(tid);
-            match kernel.get_affinity(tid) {
-                Ok(affinity) => tasks.push(TaskInfo {
-                    tid,
-                    tgid: saved.tgid,
-                    ppid: 0,
-                    comm: saved.comm.clone(),
-                    starttime: saved.starttime,
-                    kthread: saved.kthread,
-                    pinned_by_kernel: saved.pinned_by_kernel,
-                    affinity,
-                    cgroup: cgroups.get(&tid).cloned().unwrap_or_else(|| "/".into()),
-                }),
-                Err(e) if is_gone(&e) => {}
-                Err(e) => {
-                    return Err(unreadable(
-                        tid,
-                        "its affinity",
-                        Path::new("sched_getaffinity"),
-                        e,
-                    ))
-                }
-            }
+            tasks.extend(with_affinity(kernel, task)?);
             continue;
         }
         let pid = match read_stat(kernel, tid, Path::new(&format!("/proc/{tid}/stat"))) {
@@ -613,10 +789,23 @@ pub fn read_irqs(kernel: &dyn Kernel) -> Vec<IrqInfo> {
 /// affinity now (one sched_getaffinity each; tasks gone meanwhile are
 /// dropped) and every IRQ now. Tasks born meanwhile are not in it: the state
 /// records what the shield set only on tasks it knows, all of which were in
-/// `before`.
-pub fn read_back(kernel: &dyn Kernel, before: &Snapshot) -> std::io::Result<Snapshot> {
+/// `before`. A task in `left` (what the change's own affinity steps read
+/// last, [`crate::apply::Outcome::affinities_left`]) is not read again.
+pub fn read_back(
+    kernel: &dyn Kernel,
+    before: &Snapshot,
+    left: &[(i32, CpuSet)],
+) -> std::io::Result<Snapshot> {
+    let left: HashMap<i32, &CpuSet> = left.iter().map(|(tid, cpus)| (*tid, cpus)).collect();
     let mut tasks = Vec::with_capacity(before.tasks.len());
     for task in &before.tasks {
+        if let Some(cpus) = left.get(&task.tid) {
+            tasks.push(TaskInfo {
+                affinity: (*cpus).clone(),
+                ..task.clone()
+            });
+            continue;
+        }
         match kernel.get_affinity(task.tid) {
             Ok(affinity) => tasks.push(TaskInfo {
                 affinity,
@@ -699,6 +888,7 @@ impl Snapshot {
             siblings: self.siblings.clone(),
             pid_namespace: self.pid_namespace.clone(),
             pid_cursor: self.pid_cursor,
+            unread_start_before: self.unread_start_before,
         }
     }
 }
@@ -759,29 +949,59 @@ pub fn read_pid_cursor(kernel: &dyn Kernel) -> Option<PidCursor> {
 
 /// Takes a snapshot of the system.
 pub fn take(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Snapshot> {
-    take_knowing(kernel, layout, None)
+    take_knowing(kernel, layout, Reading::Whole)
 }
 
-/// [`take`] for a reset of `saved`: a task whose ID the saved state names and
-/// the PID allocator cannot have given again since (see [`crate::pid_reuse`])
-/// is the task saved, so only its affinity and cgroup are read; its comm,
-/// start time and kernel-thread flags are the saved ones and its parent is
-/// not read (0). Every other task is read whole, as by [`take`].
-pub fn take_for_reset(
+/// [`take`] for the first shield, which saves what it reads: a thread-group
+/// leader that is not a kernel thread is read by its affinity alone (one
+/// sched_getaffinity instead of its stat file, most of a snapshot's cost),
+/// with no command name and start time [`UNREAD_START`]; the snapshot's
+/// `unread_start_before` then says when all of those started (see
+/// [`crate::pid_reuse`]). Where that cannot be shown, every task is read
+/// whole, as by [`take`]. Any later snapshot compared with the state saved
+/// from this one is taken by [`take_with_saved`].
+pub fn take_first(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Snapshot> {
+    take_knowing(
+        kernel,
+        layout,
+        Reading::First {
+            cursor: None,
+            uptime: None,
+        },
+    )
+}
+
+/// [`take`] to compare with `saved` (a shield again, unshield, reset): a task
+/// whose ID the saved state names and the PID allocator cannot have given
+/// again since (see [`crate::pid_reuse`]) is the task saved, so only its
+/// affinity and cgroup are read; its comm, start time and kernel-thread flags
+/// are the saved ones and its parent is not read (0). Every other task is read
+/// whole, as by [`take`], and one that is a saved task
+/// ([`crate::pid_reuse::same_task`]) carries the saved start time.
+pub fn take_with_saved(
     kernel: &dyn Kernel,
     layout: &CgroupLayout,
     saved: &SavedState,
 ) -> std::io::Result<Snapshot> {
-    take_knowing(kernel, layout, Some(saved))
+    take_knowing(kernel, layout, Reading::Saved(saved))
 }
 
 fn take_knowing(
     kernel: &dyn Kernel,
     layout: &CgroupLayout,
-    saved: Option<&SavedState>,
+    reading: Reading,
 ) -> std::io::Result<Snapshot> {
     // Before the tasks are read: every task created later has a later ID.
     let pid_cursor = read_pid_cursor(kernel);
+    let reading = match reading {
+        // Right after the position: every task that exists then started in
+        // this tick or before.
+        Reading::First { .. } => Reading::First {
+            cursor: pid_cursor,
+            uptime: uptime_ticks(kernel),
+        },
+        other => other,
+    };
     let online = cpushield_kernel::online_cpus(kernel)?;
     let possible = cpushield_kernel::possible_cpus(kernel)
         .map(|p| p.last().map(|c| c + 1).unwrap_or(1))
@@ -814,8 +1034,18 @@ fn take_knowing(
         .collect();
     let pid_namespace = pid_namespace(kernel);
     // Saved task IDs name tasks only in the namespace they were saved in.
-    let saved = saved.filter(|s| s.pid_namespace.is_empty() || s.pid_namespace == pid_namespace);
-    let tasks = read_tasks_knowing(kernel, layout, saved)?;
+    let reading = match reading {
+        Reading::Saved(s) if !s.pid_namespace.is_empty() && s.pid_namespace != pid_namespace => {
+            Reading::Whole
+        }
+        other => other,
+    };
+    let (mut tasks, unread_start_before) = read_tasks_knowing(kernel, layout, &reading)?;
+    if let Reading::Saved(saved) = reading {
+        for task in &mut tasks {
+            task.starttime = saved.start_as_saved(task.tid, task.starttime);
+        }
+    }
     Ok(Snapshot {
         pid_namespace,
         siblings: read_siblings(kernel, &online),
@@ -825,6 +1055,7 @@ fn take_knowing(
         scope: detect_scope(kernel),
         tasks,
         pid_cursor,
+        unread_start_before,
         irqs: read_irqs(kernel),
         files,
         root_cpus,

@@ -13,8 +13,10 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// Version of the state file format. Version 2 added [`SavedState::set`]
-/// (what the shield last set); a version-1 state still loads and resets.
-pub const STATE_VERSION: u32 = 2;
+/// (what the shield last set); version 3 tasks saved without their start time
+/// ([`SavedState::unread_start_before`]), which a cpushield reading version 2
+/// would take for other tasks. Versions 1 and 2 still load and reset.
+pub const STATE_VERSION: u32 = 3;
 
 /// The oldest state format this cpushield still reads.
 pub const OLDEST_STATE_VERSION: u32 = 1;
@@ -201,12 +203,37 @@ pub struct SavedState {
     /// where the saved tasks' kernel-thread flags were not recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid_cursor: Option<crate::pid_reuse::PidCursor>,
+    /// Set when the first shield read tasks without their stat: those are
+    /// saved with start time [`crate::pid_reuse::UNREAD_START`] and started
+    /// before this tick ([`crate::pid_reuse::same_task`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unread_start_before: Option<u64>,
     /// CRC-32 of the file as written with this field 0 (0: not sealed).
     #[serde(default)]
     pub checksum: u32,
 }
 
 impl SavedState {
+    /// The start time under which this state knows a task with ID `tid` that
+    /// started at tick `start` (read from its stat): the saved one where it
+    /// is the task saved ([`crate::pid_reuse::same_task`]; the first shield
+    /// may have saved it without its start time), else `start`. Every record
+    /// keyed by ID and start time is compared in these terms.
+    pub fn start_as_saved(&self, tid: i32, start: u64) -> u64 {
+        match self.tasks.get(&tid) {
+            Some(saved)
+                if crate::pid_reuse::same_task(
+                    saved.starttime,
+                    start,
+                    self.unread_start_before,
+                ) =>
+            {
+                saved.starttime
+            }
+            _ => start,
+        }
+    }
+
     /// The original state as seen in a snapshot, before any change.
     pub fn from_snapshot(snap: &Snapshot, masks: ShieldMasks) -> Self {
         Self {
@@ -246,6 +273,7 @@ impl SavedState {
             sched: BTreeMap::new(),
             set: SetRecords::default(),
             pid_cursor: snap.pid_cursor,
+            unread_start_before: snap.unread_start_before,
             checksum: 0,
         }
     }
@@ -513,15 +541,16 @@ impl SavedState {
         for (tid, t) in &self.tasks {
             if !cpu_set_ok(&t.affinity) {
                 out.push(format!(
-                    "task {tid} ({}): saved affinity '{}' is not a CPU list that can be set",
-                    t.comm,
+                    "{}: saved affinity '{}' is not a CPU list that can be set",
+                    crate::snapshot::task_name(*tid, &t.comm),
                     t.affinity.to_list()
                 ));
             }
             if !t.cgroup.starts_with('/') || has_dot_dot(Path::new(&t.cgroup)) {
                 out.push(format!(
-                    "task {tid} ({}): saved cgroup '{}' is not a cgroup path",
-                    t.comm, t.cgroup
+                    "{}: saved cgroup '{}' is not a cgroup path",
+                    crate::snapshot::task_name(*tid, &t.comm),
+                    t.cgroup
                 ));
             }
         }
@@ -1146,6 +1175,7 @@ mod tests {
             sched: BTreeMap::new(),
             set: SetRecords::default(),
             pid_cursor: None,
+            unread_start_before: None,
             checksum: 0,
         }
     }
@@ -1173,7 +1203,7 @@ mod tests {
         let pretty = serde_json::to_string_pretty(&value).unwrap();
         assert!(decode(pretty.as_bytes()).is_ok());
         // A value changed after writing is refused either way.
-        let changed = text.replacen("\"version\":2", "\"version\":1", 1);
+        let changed = text.replacen("\"version\":3", "\"version\":2", 1);
         assert_ne!(changed, text);
         assert!(decode(changed.as_bytes())
             .unwrap_err()

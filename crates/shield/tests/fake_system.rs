@@ -767,3 +767,138 @@ fn a_reset_of_a_gone_namespace_takes_no_task_here_for_a_saved_one() {
     assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
     assert!(state::load_from(&store).unwrap().is_none());
 }
+
+/// Makes the first shield on `k` able to read leaders without their stat:
+/// the root's `cgroup.procs` lists `leaders`, kthreadd's children are
+/// `kthreads`, the allocator is at 150 and stays there, and the uptime moves
+/// from 1000.00 s to 1000.01 s while the lists are read.
+fn leaders_listed(k: &FakeKernel, leaders: &[i32], kthreads: &str) {
+    let procs: String = leaders.iter().map(|p| format!("{p}\n")).collect();
+    k.set_file(format!("{ROOT}/cgroup.procs"), procs);
+    k.set_file("/proc/2/task/2/children", kthreads);
+    set_pid_cursor(k, 150, 5000);
+    k.set_file_sequence("/proc/uptime", &["1000.00 1.00\n", "1000.01 1.00\n"]);
+}
+
+#[test]
+fn the_first_shield_reads_leaders_without_their_stat_and_reset_restores_them_exactly() {
+    let k = machine(&[(100, "0-3"), (101, "1"), (102, "2-3")]);
+    leaders_listed(&k, &[100, 101, 102], "");
+    // Read, the shield would fail on these.
+    for tid in [100, 101, 102] {
+        k.refuse_reads(format!("/proc/{tid}/task/{tid}/stat"), libc::EACCES);
+        k.refuse_reads(format!("/proc/{tid}/stat"), libc::EACCES);
+    }
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    let saved = saved_in(&store);
+    assert_eq!(saved.unread_start_before, Some(100_001));
+    assert!(saved
+        .tasks
+        .values()
+        .all(|t| t.starttime == 0 && t.comm.is_empty()));
+    assert_eq!(
+        k.affinities()[&102],
+        cpus("2"),
+        "Brosky's rule still applies"
+    );
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    let aff = k.affinities();
+    assert_eq!(
+        (aff[&100].clone(), aff[&101].clone(), aff[&102].clone()),
+        (cpus("0-3"), cpus("1"), cpus("2-3"))
+    );
+}
+
+#[test]
+fn a_holder_of_a_saved_id_is_the_task_saved_only_if_it_started_before_the_tick() {
+    let k = machine(&[(100, "2"), (101, "1")]);
+    leaders_listed(&k, &[100, 101], "");
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    assert_eq!(saved_in(&store).unread_start_before, Some(100_001));
+    // Enough tasks created since for the allocator to have gone round: reset
+    // reads every stat. 100 exited and a task started in the tick the state
+    // names got its ID; 101 is the task saved (started before that tick).
+    reuse_id(&k, 100, 1, 100_001, "2");
+    reuse_id(&k, 101, 1, 100_000, "1");
+    set_pid_cursor(&k, 160, 25_000);
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    let aff = k.affinities();
+    assert_eq!(
+        aff[&100],
+        cpus("0-3"),
+        "the new task 100 is not given the exited task's saved '2'"
+    );
+    assert_eq!(
+        aff[&101],
+        cpus("1"),
+        "the saved task 101 gets its affinity back"
+    );
+}
+
+#[test]
+fn a_second_shield_after_a_first_without_stats_knows_the_saved_tasks_as_saved() {
+    let k = machine(&[(100, "0-3"), (101, "1")]);
+    leaders_listed(&k, &[100, 101], "");
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    // Every stat read from here on (the allocator may have gone round): the
+    // start times read (1100, 1101) are before the tick, so these are the
+    // tasks saved, not tasks born under the shield.
+    set_pid_cursor(&k, 160, 25_000);
+    shield(&k, &store, &ShieldMasks::all(&cpus("2-3")));
+    let saved = saved_in(&store);
+    assert!(saved.adopted.is_empty(), "adopted: {:?}", saved.adopted);
+    assert_eq!(k.affinities()[&100], cpus("0-1"));
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert_eq!(k.affinities()[&101], cpus("1"));
+    assert_eq!(k.affinities()[&100], cpus("0-3"));
+}
+
+#[test]
+fn the_first_shield_reads_whole_kernel_threads_and_tasks_given_ids_while_it_listed() {
+    let k = machine(&[(100, "0-3"), (155, "1")]);
+    k.set_file(
+        "/proc/7/task/7/stat",
+        "7 (ksoftirqd/3) S 2 0 0 0 -1 69238848 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+    );
+    k.set_file("/proc/7/task/7/cgroup", "3:cpuset:/\n");
+    k.set_thread_affinity(7, cpus("3"));
+    k.set_file(format!("{ROOT}/tasks"), "7\n100\n155\n");
+    leaders_listed(&k, &[7, 100, 155], "7\n");
+    // ID 155 is given while the lists are read (the allocator moves from 150
+    // to 160).
+    k.set_file_sequence("/proc/sys/kernel/ns_last_pid", &["150\n", "160\n"]);
+    k.set_file_sequence(
+        "/proc/stat",
+        &[
+            "cpu  1 2 3 4 0 0 0 0 0 0\nprocesses 5000\n",
+            "cpu  1 2 3 4 0 0 0 0 0 0\nprocesses 5010\n",
+        ],
+    );
+    let store = MemoryStore::new();
+    let report = shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    let saved = saved_in(&store);
+    assert_eq!(saved.unread_start_before, Some(100_001));
+    assert_eq!(saved.tasks[&100].starttime, 0);
+    assert_eq!(saved.tasks[&155].starttime, 1155, "given meanwhile: read");
+    assert!(saved.tasks[&7].kthread && saved.tasks[&7].pinned_by_kernel);
+    assert_eq!(
+        k.affinities()[&7],
+        cpus("3"),
+        "a per-CPU thread is not moved"
+    );
+    assert!(report.notes.iter().any(|n| n.text.contains("ksoftirqd/3")));
+}
+
+#[test]
+fn a_first_shield_listed_within_one_tick_reads_every_task_whole() {
+    let k = machine(&[(100, "0-3")]);
+    leaders_listed(&k, &[100], "");
+    k.set_file("/proc/uptime", "1000.00 1.00\n");
+    let saved = shield_and_save(&k, &ShieldMasks::all(&cpus("3")));
+    assert_eq!(saved.unread_start_before, None);
+    assert_eq!(saved.tasks[&100].starttime, 1100);
+    assert_eq!(saved.tasks[&100].comm, "task100");
+}

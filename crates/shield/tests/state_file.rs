@@ -39,6 +39,7 @@ fn sample() -> SavedState {
         sched: BTreeMap::new(),
         set: Default::default(),
         pid_cursor: None,
+        unread_start_before: None,
         checksum: 0,
     }
 }

@@ -6,7 +6,9 @@
 # went through since the shield: reset must read it and restore B as a new task (its
 # parent's saved affinity, every CPU), not as A (CPU 2; B asks for CPU 2 too, so only its
 # start time tells it from A). C's ID lies outside: reset takes
-# it as the task saved and restores CPU 1.
+# it as the task saved and restores CPU 1. The shield reads A and C without their stat
+# (the first shield's leaders): A's start time is not saved, and B is told from A by the
+# tick before which every task saved so started (B started after it).
 # guest-timeout: 400
 GUEST_CGROUP=v1
 
@@ -51,11 +53,22 @@ scenario_main() {
     C=$!
     info "A=$A (CPU 2), C=$C (CPU 1); the allocator wrapped to $(fork_until_wrap)"
 
+    # Test hook: the first shield reads the leaders without their stat even when it lists
+    # them within one tick (docs/RELIABILITY.md): A is then saved with no start time, and
+    # only the tick the state names tells B from it.
+    export CPUSHIELD_TEST_WAIT_TICK=1
     cs_ok reuse/shield shield --all 3
+    unset CPUSHIELD_TEST_WAIT_TICK
     if grep -q '"pid_cursor":{"last_pid":' /run/cpushield/state.json; then
         pass reuse/cursor-saved
     else
         fail reuse/cursor-saved "no pid_cursor in the state"
+    fi
+    if grep -q '"unread_start_before":[0-9]' /run/cpushield/state.json &&
+        grep -q "\"$A\":{\"tgid\":$A,\"comm\":\"\",\"starttime\":0," /run/cpushield/state.json; then
+        pass reuse/a-saved-without-its-stat
+    else
+        fail reuse/a-saved-without-its-stat "$(grep -o "\"$A\":{[^}]*}" /run/cpushield/state.json) $(grep -o '"unread_start_before":[0-9]*' /run/cpushield/state.json)"
     fi
     check_eq reuse/a-shielded 2 "$(cpus_of "$A")" "A's affinity while shielded"
 
