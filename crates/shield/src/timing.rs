@@ -15,27 +15,29 @@ pub fn enabled() -> bool {
 /// Prints how long each phase took since the previous one.
 #[derive(Debug)]
 pub struct Laps {
-    last: Option<(Instant, Duration)>,
+    last: Option<(Instant, Duration, i64)>,
 }
 
 impl Laps {
     /// Starts timing when [`enabled`].
     pub fn from_env() -> Self {
         Self {
-            last: enabled().then(|| (Instant::now(), cpu_time())),
+            last: enabled().then(|| (Instant::now(), cpu_time(), page_faults())),
         }
     }
 
-    /// Prints the time since the previous lap as `phase`.
+    /// Prints the time since the previous lap as `phase`, and the page
+    /// faults taken meanwhile.
     pub fn lap(&mut self, phase: &str) {
-        if let Some((last, last_cpu)) = self.last {
-            let (now, cpu) = (Instant::now(), cpu_time());
+        if let Some((last, last_cpu, last_faults)) = self.last {
+            let (now, cpu, faults) = (Instant::now(), cpu_time(), page_faults());
             eprintln!(
-                "cpushield timing: {phase} {:.1} ms (CPU {:.1} ms)",
+                "cpushield timing: {phase} {:.1} ms (CPU {:.1} ms, {} page faults)",
                 (now - last).as_secs_f64() * 1e3,
-                cpu.saturating_sub(last_cpu).as_secs_f64() * 1e3
+                cpu.saturating_sub(last_cpu).as_secs_f64() * 1e3,
+                faults - last_faults
             );
-            self.last = Some((now, cpu));
+            self.last = Some((now, cpu, faults));
         }
     }
 }
@@ -45,6 +47,16 @@ impl Laps {
 fn cpu_time() -> Duration {
     nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
         .map(Duration::from)
+        .unwrap_or_default()
+}
+
+/// Page faults this process has taken, on all its threads: in a VM whose
+/// host takes back the guest's free memory (virtio-balloon free page
+/// reporting), each first touch of a page can cost microseconds, so a phase's
+/// time follows the memory it touches.
+fn page_faults() -> i64 {
+    nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
+        .map(|usage| usage.minor_page_faults() + usage.major_page_faults())
         .unwrap_or_default()
 }
 
