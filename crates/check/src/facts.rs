@@ -358,7 +358,7 @@ fn read_cpusets(k: &dyn Kernel, checked: &CpuSet) -> Vec<CpusetInfo> {
                     tasks: k
                         .read(&f(tasks_file))
                         .ok()
-                        .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect()),
+                        .and_then(|t| cpushield_parse::id_list::parse_ids(tasks_file, &t).ok()),
                 });
             }
             if depth < 4 {

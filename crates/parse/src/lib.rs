@@ -6,11 +6,11 @@
 pub mod cmdline;
 pub mod cpuinfo;
 pub mod diskstats;
+pub mod id_list;
 pub mod interrupts;
 pub mod kconfig;
 pub mod loadavg;
 pub mod pid_cgroup;
-pub mod pid_children;
 pub mod pid_stat;
 pub mod pid_status;
 pub mod schedstat;

@@ -342,11 +342,15 @@ fn read_lists(
     let mut out = HashMap::new();
     let mut complete = true;
     for (dir, rel) in cgroups {
-        let Ok(text) = kernel.read(&dir.join(list)) else {
+        let ids = kernel
+            .read(&dir.join(list))
+            .ok()
+            .and_then(|text| cpushield_parse::id_list::parse_ids(list, &text).ok());
+        let Some(ids) = ids else {
             complete = false;
             continue;
         };
-        for id in text.split_ascii_whitespace().filter_map(|t| t.parse().ok()) {
+        for id in ids {
             out.insert(id, rel.clone());
         }
     }
@@ -447,17 +451,14 @@ fn decide_stat_free(
     let mut leaders = HashSet::new();
     for (dir, _) in cgroups {
         let text = kernel.read(&dir.join("cgroup.procs")).ok()?;
-        leaders.extend(
-            text.split_ascii_whitespace()
-                .filter_map(|t| t.parse::<i32>().ok()),
-        );
+        leaders.extend(cpushield_parse::id_list::parse_ids("cgroup.procs", &text).ok()?);
     }
     if detect_scope(kernel) == Scope::System {
         // Every kernel thread but kthreadd is kthreadd's child: their flags
         // (per-CPU, pinned) are in their stat.
         let text = kernel.read(Path::new("/proc/2/task/2/children")).ok()?;
         leaders.remove(&2);
-        for pid in cpushield_parse::pid_children::parse_children(&text).ok()? {
+        for pid in cpushield_parse::id_list::parse_ids("/proc/2/task/2/children", &text).ok()? {
             leaders.remove(&pid);
         }
     }
