@@ -184,16 +184,21 @@ fn tasks_keep_their_rule_when_a_second_shield_resizes_the_cpusets() {
     assert_eq!(aff[&104], cpus("0"));
 }
 
-#[test]
-fn per_cpu_kernel_threads_are_listed_not_moved() {
-    let k = machine(&[(100, "0-3")]);
-    // A kthread with PF_KTHREAD|PF_NO_SETAFFINITY bound to CPU 3.
+/// Adds task 7, a per-CPU kernel thread (PF_KTHREAD|PF_NO_SETAFFINITY)
+/// bound to CPU 3, in the root cgroup; the caller lists it.
+fn add_ksoftirqd_on_cpu_3(k: &FakeKernel) {
     k.set_file(
         "/proc/7/task/7/stat",
         "7 (ksoftirqd/3) S 2 0 0 0 -1 69238848 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
     );
     k.set_file("/proc/7/task/7/cgroup", "3:cpuset:/\n");
     k.set_thread_affinity(7, cpus("3"));
+}
+
+#[test]
+fn per_cpu_kernel_threads_are_listed_not_moved() {
+    let k = machine(&[(100, "0-3")]);
+    add_ksoftirqd_on_cpu_3(&k);
     // Every task is in one cgroup of the hierarchy: the root's list names it.
     k.set_file(format!("{ROOT}/tasks"), "7\n100\n");
     let layout = layout::detect(&k).unwrap();
@@ -859,12 +864,7 @@ fn a_second_shield_after_a_first_without_stats_knows_the_saved_tasks_as_saved() 
 #[test]
 fn the_first_shield_reads_whole_kernel_threads_and_tasks_given_ids_while_it_listed() {
     let k = machine(&[(100, "0-3"), (155, "1")]);
-    k.set_file(
-        "/proc/7/task/7/stat",
-        "7 (ksoftirqd/3) S 2 0 0 0 -1 69238848 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
-    );
-    k.set_file("/proc/7/task/7/cgroup", "3:cpuset:/\n");
-    k.set_thread_affinity(7, cpus("3"));
+    add_ksoftirqd_on_cpu_3(&k);
     k.set_file(format!("{ROOT}/tasks"), "7\n100\n155\n");
     leaders_listed(&k, &[7, 100, 155], "7\n");
     // ID 155 is given while the lists are read (the allocator moves from 150
