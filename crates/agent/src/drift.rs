@@ -177,7 +177,7 @@ impl TaskWatch {
             if let Some(cause) = cause {
                 out.push(TaskDrift {
                     tid: t.tid,
-                    comm: t.comm.clone(),
+                    comm: t.comm.to_string(),
                     affinity: t.affinity.clone(),
                     on,
                     cause,

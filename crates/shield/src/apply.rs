@@ -2,7 +2,7 @@
 //! fine; kernel-managed IRQs and best-effort settings become notes; anything
 //! else required stops the run with the path and the errno.
 
-use crate::plan::{Note, Plan, Severity, Step, WriteKind};
+use crate::plan::{Note, Plan, Severity, Step, TaskAffinity, WriteKind};
 use cpushield_kernel::Kernel;
 use std::io;
 use std::path::Path;
@@ -47,124 +47,73 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
         .map(std::time::Duration::from_micros);
-    // The tasks file of the last Move, held open for the next ones: moving
-    // thousands of tasks opens it once (each ID is still its own write).
-    let mut mover: Option<(&Path, Box<dyn cpushield_kernel::KernelWriter + '_>)> = None;
-    // CPUSHIELD_TIMING: time per kind of step.
-    let mut times: Option<[std::time::Duration; 5]> =
-        crate::timing::enabled().then_some(Default::default());
-    let mut next = 0;
-    while let Some(step) = plan.steps.get(next) {
-        next += 1;
-        let started = times.map(|_| std::time::Instant::now());
-        // A long run of affinities (a reset of thousands of tasks) is read
-        // and set on two threads: each task's is independent of the others'.
-        let run = plan.steps[next - 1..]
-            .iter()
-            .take_while(|s| matches!(s, Step::Affinity { .. }))
-            .count();
-        if step_delay.is_none() && run >= PARALLEL_AFFINITIES_FROM {
-            mover = None;
-            let done = affinities_on_two_threads(kernel, &plan.steps[next - 1..next - 1 + run]);
-            out.affinities += done.affinities;
-            out.vanished += done.vanished;
-            out.notes.extend(done.notes);
-            out.affinities_left.extend(done.affinities_left);
-            out.applied += run;
-            next += run - 1;
-            if let (Some(times), Some(started)) = (times.as_mut(), started) {
-                times[1] += started.elapsed();
-            }
-            continue;
-        }
+    let pause = || {
         if let Some(pause) = step_delay {
             std::thread::sleep(pause);
         }
-        if !matches!(step, Step::Move { .. }) {
-            mover = None;
-        }
+    };
+    // CPUSHIELD_TIMING: time per kind of step.
+    let mut times: Option<[std::time::Duration; 5]> =
+        crate::timing::enabled().then_some(Default::default());
+    for step in &plan.steps {
+        let started = times.map(|_| std::time::Instant::now());
         match step {
-            Step::Mkdir(dir) => match kernel.mkdir(dir) {
-                Err(e) if errno(&e) != libc::EEXIST && e.kind() != io::ErrorKind::AlreadyExists => {
-                    return Err(cpushield_kernel::with_path(e, dir));
-                }
-                // Marked as ours: reset removes only cgroups that carry the mark.
-                Ok(()) => {
-                    let _ = kernel.set_xattr(dir, CGROUP_MARK, b"1");
-                }
-                Err(_) => {}
-            },
-            Step::Write { path, value, kind } => {
-                if let Err(e) = kernel.write(path, value) {
-                    match kind {
-                        WriteKind::Required => return Err(cpushield_kernel::with_path(e, path)),
-                        WriteKind::Irq { irq, name } => out.notes.push(irq_note(*irq, name, &e)),
-                        WriteKind::BestEffort(why) => out.notes.push(Note {
+            Step::Moves { to, ids } => {
+                // The tasks file is opened once for the run (each ID is still
+                // its own write: the kernel takes one per write).
+                let mut writer = kernel.open_for_writes(to).ok();
+                for &id in ids {
+                    pause();
+                    let moved = match writer.as_mut() {
+                        Some(writer) => writer.write(&id.to_string()),
+                        // Where the file cannot be opened, a plain write gives the error.
+                        None => kernel.write(to, &id.to_string()),
+                    };
+                    match moved {
+                        Ok(()) => out.moved += 1,
+                        Err(e) if errno(&e) == libc::ESRCH => out.vanished += 1,
+                        Err(e) => out.notes.push(Note {
                             severity: Severity::Warn,
                             text: format!(
-                                "{why}: writing '{value}' to {} failed: {e}",
-                                path.display()
+                                "{} could not be moved to {}: {e}",
+                                crate::snapshot::task_label(kernel, id, ""),
+                                to.display()
                             ),
                             remedy: None,
                         }),
                     }
-                } else if matches!(kind, WriteKind::Irq { .. }) {
-                    out.irqs += 1;
                 }
+                out.applied += ids.len();
             }
-            Step::Move { id, comm, to } => match move_task(kernel, &mut mover, to, *id) {
-                Ok(()) => out.moved += 1,
-                Err(e) if errno(&e) == libc::ESRCH => out.vanished += 1,
-                Err(e) => out.notes.push(Note {
-                    severity: Severity::Warn,
-                    text: format!(
-                        "{} could not be moved to {}: {e}",
-                        crate::snapshot::task_label(kernel, *id, comm),
-                        to.display()
-                    ),
-                    remedy: None,
-                }),
-            },
-            Step::Affinity { tid, comm, cpus } => {
-                apply_affinity(kernel, *tid, comm, cpus, &mut out)
+            // Thousands of affinities (a reset of thousands of tasks) are read
+            // and set on two threads: each task's is independent of the others'.
+            Step::Affinities(tasks)
+                if step_delay.is_none() && tasks.len() >= PARALLEL_AFFINITIES_FROM =>
+            {
+                let done = affinities_on_two_threads(kernel, tasks);
+                out.affinities += done.affinities;
+                out.vanished += done.vanished;
+                out.notes.extend(done.notes);
+                out.affinities_left.extend(done.affinities_left);
+                out.applied += tasks.len();
             }
-            Step::Sched {
-                tid,
-                comm,
-                policy,
-                priority,
-                nice,
-                flags,
-                deadline,
-            } => {
-                let params = cpushield_kernel::SchedParams {
-                    policy: *policy,
-                    flags: *flags,
-                    nice: *nice,
-                    priority: *priority,
-                    runtime: deadline[0],
-                    deadline: deadline[1],
-                    period: deadline[2],
-                };
-                match kernel.set_sched(*tid, &params) {
-                    Ok(()) => {}
-                    Err(e) if errno(&e) == libc::ESRCH => out.vanished += 1,
-                    Err(e) => out.notes.push(Note {
-                        severity: Severity::Warn,
-                        text: format!(
-                            "task {tid} ({comm}): its scheduling policy {policy} (priority {priority}, nice {nice}) could not be restored: {e}"
-                        ),
-                        remedy: Some(format!("chrt -p -o 0 {tid} (or the policy it had) by hand")),
-                    }),
+            Step::Affinities(tasks) => {
+                for task in tasks {
+                    pause();
+                    apply_affinity(kernel, task, &mut out);
                 }
+                out.applied += tasks.len();
             }
-            Step::Drain { from, to } => drain(kernel, from, to)?,
-            Step::Rmdir(dir) => remove_cgroup(kernel, dir)?,
+            other => {
+                pause();
+                apply_one(kernel, other, &mut out)?;
+                out.applied += 1;
+            }
         }
         if let (Some(times), Some(started)) = (times.as_mut(), started) {
             let kind = match step {
-                Step::Move { .. } => 0,
-                Step::Affinity { .. } => 1,
+                Step::Moves { .. } => 0,
+                Step::Affinities(_) => 1,
                 Step::Write {
                     kind: WriteKind::Irq { .. },
                     ..
@@ -174,7 +123,6 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
             };
             times[kind] += started.elapsed();
         }
-        out.applied += 1;
     }
     if let Some(times) = times {
         for (name, took) in [
@@ -193,19 +141,82 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
     Ok(out)
 }
 
-/// Runs of affinity steps at least this long are applied on two threads.
+/// Applies one step that is not a run of moves or affinities.
+fn apply_one(kernel: &dyn Kernel, step: &Step, out: &mut Outcome) -> io::Result<()> {
+    match step {
+        Step::Mkdir(dir) => match kernel.mkdir(dir) {
+            Err(e) if errno(&e) != libc::EEXIST && e.kind() != io::ErrorKind::AlreadyExists => {
+                return Err(cpushield_kernel::with_path(e, dir));
+            }
+            // Marked as ours: reset removes only cgroups that carry the mark.
+            Ok(()) => {
+                let _ = kernel.set_xattr(dir, CGROUP_MARK, b"1");
+            }
+            Err(_) => {}
+        },
+        Step::Write { path, value, kind } => {
+            if let Err(e) = kernel.write(path, value) {
+                match kind {
+                    WriteKind::Required => return Err(cpushield_kernel::with_path(e, path)),
+                    WriteKind::Irq { irq, name } => out.notes.push(irq_note(*irq, name, &e)),
+                    WriteKind::BestEffort(why) => out.notes.push(Note {
+                        severity: Severity::Warn,
+                        text: format!("{why}: writing '{value}' to {} failed: {e}", path.display()),
+                        remedy: None,
+                    }),
+                }
+            } else if matches!(kind, WriteKind::Irq { .. }) {
+                out.irqs += 1;
+            }
+        }
+        Step::Sched {
+            tid,
+            comm,
+            policy,
+            priority,
+            nice,
+            flags,
+            deadline,
+        } => {
+            let params = cpushield_kernel::SchedParams {
+                policy: *policy,
+                flags: *flags,
+                nice: *nice,
+                priority: *priority,
+                runtime: deadline[0],
+                deadline: deadline[1],
+                period: deadline[2],
+            };
+            match kernel.set_sched(*tid, &params) {
+                Ok(()) => {}
+                Err(e) if errno(&e) == libc::ESRCH => out.vanished += 1,
+                Err(e) => out.notes.push(Note {
+                    severity: Severity::Warn,
+                    text: format!(
+                        "task {tid} ({comm}): its scheduling policy {policy} (priority {priority}, nice {nice}) could not be restored: {e}"
+                    ),
+                    remedy: Some(format!("chrt -p -o 0 {tid} (or the policy it had) by hand")),
+                }),
+            }
+        }
+        Step::Drain { from, to } => drain(kernel, from, to)?,
+        Step::Rmdir(dir) => remove_cgroup(kernel, dir)?,
+        Step::Moves { .. } | Step::Affinities(_) => unreachable!("applied as runs by apply"),
+    }
+    Ok(())
+}
+
+/// Affinity steps of at least this many tasks are applied on two threads.
 const PARALLEL_AFFINITIES_FROM: usize = 512;
 
 /// Applies a run of [`Step::Affinity`] steps, the two halves on two threads
 /// where there are two CPUs; the notes come in the steps' order.
-fn affinities_on_two_threads(kernel: &dyn Kernel, steps: &[Step]) -> Outcome {
+fn affinities_on_two_threads(kernel: &dyn Kernel, tasks: &[TaskAffinity]) -> Outcome {
     let halves =
-        crate::halves::on_two_threads(steps, PARALLEL_AFFINITIES_FROM, "cpushield-apply", |part| {
+        crate::halves::on_two_threads(tasks, PARALLEL_AFFINITIES_FROM, "cpushield-apply", |part| {
             let mut out = Outcome::default();
-            for step in part {
-                if let Step::Affinity { tid, comm, cpus } = step {
-                    apply_affinity(kernel, *tid, comm, cpus, &mut out);
-                }
+            for task in part {
+                apply_affinity(kernel, task, &mut out);
             }
             out
         });
@@ -221,13 +232,9 @@ fn affinities_on_two_threads(kernel: &dyn Kernel, steps: &[Step]) -> Outcome {
 
 /// Ensures one task's affinity (see [`ensure_affinity`]), counting the
 /// outcome in `out`.
-fn apply_affinity(
-    kernel: &dyn Kernel,
-    tid: i32,
-    comm: &str,
-    cpus: &cpushield_cpuset::CpuSet,
-    out: &mut Outcome,
-) {
+fn apply_affinity(kernel: &dyn Kernel, task: &TaskAffinity, out: &mut Outcome) {
+    let TaskAffinity { tid, cpus } = task;
+    let tid = *tid;
     match ensure_affinity(kernel, tid, cpus) {
         Ok(left) => {
             out.affinities += 1;
@@ -238,7 +245,7 @@ fn apply_affinity(
             severity: Severity::Warn,
             text: format!(
                 "{} refused affinity {cpus}: {e}",
-                crate::snapshot::task_label(kernel, tid, comm)
+                crate::snapshot::task_label(kernel, tid, "")
             ),
             remedy: None,
         }),
@@ -265,24 +272,6 @@ fn ensure_affinity(
             kernel.set_affinity(tid, cpus)?;
             Ok(kernel.get_affinity(tid).ok())
         }
-    }
-}
-
-/// Writes `id` to the tasks file `to` through the writer held open for it
-/// (opened here when it is another file); where the file cannot be opened, a
-/// plain write gives the error.
-fn move_task<'k, 'p>(
-    kernel: &'k dyn Kernel,
-    mover: &mut Option<(&'p Path, Box<dyn cpushield_kernel::KernelWriter + 'k>)>,
-    to: &'p Path,
-    id: i32,
-) -> io::Result<()> {
-    if mover.as_ref().is_none_or(|(path, _)| *path != to) {
-        *mover = kernel.open_for_writes(to).ok().map(|w| (to, w));
-    }
-    match mover {
-        Some((_, writer)) => writer.write(&id.to_string()),
-        None => kernel.write(to, &id.to_string()),
     }
 }
 
@@ -356,10 +345,9 @@ mod tests {
     use cpushield_cpuset::CpuSet;
     use cpushield_kernel::{Change, FakeKernel, RecordingKernel};
 
-    fn affinity(tid: i32, cpus: &str) -> Step {
-        Step::Affinity {
+    fn affinity(tid: i32, cpus: &str) -> TaskAffinity {
+        TaskAffinity {
             tid,
-            comm: format!("t{tid}"),
             cpus: CpuSet::parse_list(cpus).unwrap(),
         }
     }
@@ -371,7 +359,7 @@ mod tests {
         fake.set_thread_affinity(8, CpuSet::parse_list("0-1").unwrap());
         let k = RecordingKernel::new(&fake);
         let plan = Plan {
-            steps: vec![affinity(7, "0"), affinity(8, "0")],
+            steps: vec![Step::Affinities(vec![affinity(7, "0"), affinity(8, "0")])],
             ..Plan::default()
         };
         let out = apply(&k, &plan).unwrap();
@@ -389,13 +377,11 @@ mod tests {
         fake.set_file("/cg/tasks", "");
         let k = RecordingKernel::new(&fake);
         let to = std::path::PathBuf::from("/cg/tasks");
-        let mv = |id| Step::Move {
-            id,
-            comm: format!("t{id}"),
-            to: to.clone(),
-        };
         let plan = Plan {
-            steps: vec![mv(1), mv(2), mv(3)],
+            steps: vec![Step::Moves {
+                to: to.clone(),
+                ids: vec![1, 2, 3],
+            }],
             ..Plan::default()
         };
         let out = apply(&k, &plan).unwrap();
@@ -419,12 +405,12 @@ mod tests {
                 fake.set_thread_affinity(tid, CpuSet::parse_list("0-1").unwrap());
             }
         }
-        let mut steps: Vec<Step> = tids.iter().map(|&t| affinity(t, "1")).collect();
+        let mut tasks: Vec<TaskAffinity> = tids.iter().map(|&t| affinity(t, "1")).collect();
         // Refused (an empty set): one in each half, named in step order.
-        steps[100] = affinity(1100, "");
-        steps[900] = affinity(1900, "");
+        tasks[100] = affinity(1100, "");
+        tasks[900] = affinity(1900, "");
         let plan = Plan {
-            steps,
+            steps: vec![Step::Affinities(tasks)],
             ..Plan::default()
         };
         let out = apply(&fake, &plan).unwrap();

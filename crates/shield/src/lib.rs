@@ -506,11 +506,21 @@ pub fn machine_problems(
         set.last().is_some_and(|c| c < snap.possible) && set.intersects(&snap.online)
     };
     let online = snap.online.to_list();
-    // Only tasks still alive need their values: an exited task is not restored.
-    let alive: std::collections::HashSet<(i32, u64)> =
-        snap.tasks.iter().map(|t| (t.tid, t.starttime)).collect();
+    // Only tasks still alive need their values: an exited task is not
+    // restored. Which are alive is looked up only once a value does not fit.
+    let alive = std::cell::OnceCell::new();
+    let alive = |tid: i32, start: u64| {
+        alive
+            .get_or_init(|| {
+                snap.tasks
+                    .iter()
+                    .map(|t| (t.tid, t.starttime))
+                    .collect::<std::collections::HashSet<_>>()
+            })
+            .contains(&(tid, start))
+    };
     for (tid, t) in &saved.tasks {
-        if alive.contains(&(*tid, t.starttime)) && !fits(&t.affinity) {
+        if !fits(&t.affinity) && alive(*tid, t.starttime) {
             out.push(format!(
                 "{}: saved affinity '{}' does not fit this machine (online CPUs {online}, {} possible)",
                 snapshot::task_name(*tid, &t.comm),
@@ -520,7 +530,7 @@ pub fn machine_problems(
         }
     }
     for (tid, a) in &saved.adopted {
-        if alive.contains(&(*tid, a.starttime)) && !fits(&a.requested) {
+        if !fits(&a.requested) && alive(*tid, a.starttime) {
             out.push(format!(
                 "task {tid} (born under the shield): affinity '{}' does not fit this machine (online CPUs {online})",
                 a.requested.to_list()
@@ -584,9 +594,9 @@ pub fn paths_outside(plan: &plan::Plan, layout: &CgroupLayout) -> Vec<std::path:
         let paths: Vec<&std::path::Path> = match step {
             plan::Step::Mkdir(p) | plan::Step::Rmdir(p) => vec![p],
             plan::Step::Write { path, .. } => vec![path],
-            plan::Step::Move { to, .. } => vec![to],
+            plan::Step::Moves { to, .. } => vec![to],
             plan::Step::Drain { from, to } => vec![from, to],
-            plan::Step::Affinity { .. } | plan::Step::Sched { .. } => vec![],
+            plan::Step::Affinities(_) | plan::Step::Sched { .. } => vec![],
         };
         out.extend(
             paths

@@ -11,8 +11,8 @@ use crate::snapshot::{
 use crate::state::SavedState;
 use cpushield_cpuset::{shielded_affinity, CpuSet};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::PathBuf;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
 /// How a failed write is treated.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -44,24 +44,19 @@ pub enum Step {
         /// What a failure means.
         kind: WriteKind,
     },
-    /// Move a thread (v1) or process (v2) into a cgroup by writing its ID to the tasks file.
-    Move {
-        /// Thread or process ID.
-        id: i32,
-        /// Command name, for messages.
-        comm: String,
+    /// Move threads (v1) or processes (v2) into one cgroup, in order, by
+    /// writing each ID to its tasks file: one step for a run of moves to the
+    /// same cgroup, 4 bytes a task (a reset of 50,000 tasks plans in a few
+    /// hundred kilobytes).
+    Moves {
         /// The cgroup's tasks or cgroup.procs file.
         to: PathBuf,
+        /// Thread (v1) or process (v2) IDs, in the order written.
+        ids: Vec<i32>,
     },
-    /// Set a thread's affinity.
-    Affinity {
-        /// Thread ID.
-        tid: i32,
-        /// Command name, for messages.
-        comm: String,
-        /// New affinity.
-        cpus: CpuSet,
-    },
+    /// Give threads their affinities, in order (a thread that has its
+    /// affinity already is left as is).
+    Affinities(Vec<TaskAffinity>),
     /// Give a thread back its scheduling policy and parameters.
     Sched {
         /// Thread ID.
@@ -88,6 +83,15 @@ pub enum Step {
     },
     /// Remove a cgroup directory (absent is fine).
     Rmdir(PathBuf),
+}
+
+/// One thread's affinity in a [`Step::Affinities`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TaskAffinity {
+    /// Thread ID.
+    pub tid: i32,
+    /// The affinity it gets.
+    pub cpus: CpuSet,
 }
 
 /// How much a note matters.
@@ -131,6 +135,26 @@ impl Plan {
         });
     }
 
+    /// Moves `id` into the cgroup whose tasks file is `to`, after the steps
+    /// planned so far: appended to the last step where that is a run of
+    /// moves to the same file.
+    fn move_task(&mut self, to: &Path, id: i32) {
+        match self.steps.last_mut() {
+            Some(Step::Moves { to: last, ids }) if last == to => ids.push(id),
+            _ => self.steps.push(Step::Moves {
+                to: to.to_path_buf(),
+                ids: vec![id],
+            }),
+        }
+    }
+
+    /// Appends the affinities `tasks` as one step (none when empty).
+    fn set_affinities(&mut self, tasks: Vec<TaskAffinity>) {
+        if !tasks.is_empty() {
+            self.steps.push(Step::Affinities(tasks));
+        }
+    }
+
     fn note(&mut self, severity: Severity, text: String, remedy: Option<String>) {
         self.notes.push(Note {
             severity,
@@ -160,7 +184,8 @@ struct Origin<'a> {
 /// Finds each task's requested affinity and original cgroup: saved for tasks
 /// that existed before the first shield; for tasks born since, those of the
 /// nearest ancestor that existed (a new task inherits both from its parent).
-fn origins<'a>(snap: &'a Snapshot, saved: &'a SavedState) -> HashMap<i32, Origin<'a>> {
+/// One per task of `snap.tasks`, in the same order.
+fn origins<'a>(snap: &'a Snapshot, saved: &'a SavedState) -> Vec<Origin<'a>> {
     // Built only when a task is not in the saved state.
     let ppid_of = std::cell::OnceCell::new();
     let ppid_of = || -> &BTreeMap<i32, i32> {
@@ -172,17 +197,14 @@ fn origins<'a>(snap: &'a Snapshot, saved: &'a SavedState) -> HashMap<i32, Origin
             .get(&t.tid)
             .filter(|s| s.starttime == t.starttime)
     };
-    let mut out = HashMap::with_capacity(snap.tasks.len());
+    let mut out = Vec::with_capacity(snap.tasks.len());
     for task in &snap.tasks {
         if let Some(s) = saved_of(task) {
-            out.insert(
-                task.tid,
-                Origin {
-                    requested: &s.affinity,
-                    cgroup: &s.cgroup,
-                    born: false,
-                },
-            );
+            out.push(Origin {
+                requested: &s.affinity,
+                cgroup: &s.cgroup,
+                born: false,
+            });
             continue;
         }
         // Walk up the process tree to a task the saved state knows.
@@ -213,14 +235,11 @@ fn origins<'a>(snap: &'a Snapshot, saved: &'a SavedState) -> HashMap<i32, Origin
             _ if is_ours(&task.cgroup) => "/",
             _ => task.cgroup.as_str(),
         };
-        out.insert(
-            task.tid,
-            Origin {
-                requested,
-                cgroup,
-                born: true,
-            },
-        );
+        out.push(Origin {
+            requested,
+            cgroup,
+            born: true,
+        });
     }
     out
 }
@@ -229,14 +248,13 @@ fn origins<'a>(snap: &'a Snapshot, saved: &'a SavedState) -> HashMap<i32, Origin
 /// with the affinity they are taken to request (their ancestor's, or their own
 /// when they were not cut by the shield).
 pub fn born_tasks(snap: &Snapshot, saved: &SavedState) -> Vec<(i32, u64, CpuSet)> {
-    let origins = origins(snap, saved);
     snap.tasks
         .iter()
-        .filter(|t| {
-            origins[&t.tid].born
-                && saved.adopted.get(&t.tid).map(|a| a.starttime) != Some(t.starttime)
+        .zip(origins(snap, saved))
+        .filter(|(t, origin)| {
+            origin.born && saved.adopted.get(&t.tid).map(|a| a.starttime) != Some(t.starttime)
         })
-        .map(|t| (t.tid, t.starttime, origins[&t.tid].requested.clone()))
+        .map(|(t, origin)| (t.tid, t.starttime, origin.requested.clone()))
         .collect()
 }
 
@@ -255,7 +273,7 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
     if procs.is_empty() {
         teardown_cgroups(&mut plan, saved, &snap.layout);
     }
-    plan.steps.extend(affinities);
+    plan.set_affinities(affinities);
     plan_irqs(&mut plan, snap, saved, &masks.irqs.intersection(online));
     // Unbound workqueues follow the process shield.
     plan_mask_file(
@@ -429,7 +447,12 @@ fn plan_cgroups(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &Cp
 /// Step 2, tasks: Brosky's rule on each, enforced by the cgroup it is placed
 /// in. Moves go into `plan`; the affinities are returned, to be set after
 /// every cgroup change (which would otherwise overwrite them).
-fn plan_tasks(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuSet) -> Vec<Step> {
+fn plan_tasks(
+    plan: &mut Plan,
+    snap: &Snapshot,
+    saved: &SavedState,
+    procs: &CpuSet,
+) -> Vec<TaskAffinity> {
     let online = &snap.online;
     let layout = &snap.layout;
     let shield = shield_dir(layout);
@@ -451,8 +474,7 @@ fn plan_tasks(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuS
     // v2 keeps a process in one cgroup: whether all its threads are shielded.
     let only_shielded_process: BTreeMap<i32, bool> = {
         let mut m: BTreeMap<i32, bool> = BTreeMap::new();
-        for t in snap.tasks.iter().filter(|_| layout.is_v2()) {
-            let o = &origins[&t.tid];
+        for (t, o) in snap.tasks.iter().zip(&origins).filter(|_| layout.is_v2()) {
             let eff = rule(o.requested);
             let inside = !procs.is_empty() && eff.is_subset(procs);
             let e = m.entry(t.tgid).or_insert(true);
@@ -475,8 +497,7 @@ fn plan_tasks(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuS
     let mut affinities = Vec::new();
     let mut per_cpu_threads: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     let mut pod_tasks_on_shield = 0usize;
-    for task in &snap.tasks {
-        let origin = &origins[&task.tid];
+    for (task, origin) in snap.tasks.iter().zip(&origins) {
         if is_kubepods(&task.cgroup) {
             // A Kubernetes pod: the kubelet's CPU manager owns its cpuset and
             // CPUs, so it is neither moved nor narrowed.
@@ -490,7 +511,7 @@ fn plan_tasks(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuS
                 per_cpu_threads
                     .entry(cpu)
                     .or_default()
-                    .push(task.comm.clone());
+                    .push(task.comm.to_string());
             }
             continue;
         }
@@ -498,9 +519,8 @@ fn plan_tasks(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuS
         let managed = origin.cgroup == "/" || is_ours(origin.cgroup) || layout.is_v2();
         if !managed {
             if eff != task.affinity {
-                affinities.push(Step::Affinity {
+                affinities.push(TaskAffinity {
                     tid: task.tid,
-                    comm: task.comm.clone(),
                     cpus: eff,
                 });
             }
@@ -528,21 +548,16 @@ fn plan_tasks(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuS
         if !same_cgroup(dest, here) && !kernel_thread_v2 {
             let id = if layout.is_v2() { task.tgid } else { task.tid };
             if !layout.is_v2() || moved_processes.insert(task.tgid) {
-                plan.steps.push(Step::Move {
-                    id,
-                    comm: task.comm.clone(),
-                    to: match ours {
-                        Some(file) => file.clone(),
-                        None => layout.tasks_file(&layout.dir_of(dest)),
-                    },
-                });
+                match ours {
+                    Some(file) => plan.move_task(file, id),
+                    None => plan.move_task(&layout.tasks_file(&layout.dir_of(dest)), id),
+                }
             }
             moved = true;
         }
         if moved || cpusets_change || eff != task.affinity {
-            affinities.push(Step::Affinity {
+            affinities.push(TaskAffinity {
                 tid: task.tid,
-                comm: task.comm.clone(),
                 cpus: eff.clone(),
             });
         }
@@ -796,11 +811,10 @@ pub fn plan_reset(snap: &Snapshot, saved: &SavedState) -> Plan {
     }
     // The tasks file of each original cgroup, built once.
     let mut files: BTreeMap<&str, PathBuf> = BTreeMap::new();
-    for task in snap.tasks.iter().filter(|_| same_namespace) {
+    for (task, origin) in snap.tasks.iter().zip(&origins).filter(|_| same_namespace) {
         if task.pinned_by_kernel {
             continue;
         }
-        let origin = &origins[&task.tid];
         let in_ours = is_ours(&task.cgroup);
         if !in_ours && is_kubepods(&task.cgroup) {
             // The shield never changed a pod's task (see plan_tasks).
@@ -812,26 +826,21 @@ pub fn plan_reset(snap: &Snapshot, saved: &SavedState) -> Plan {
                 let to = files
                     .entry(origin.cgroup)
                     .or_insert_with(|| layout.tasks_file(&layout.dir_of(origin.cgroup)));
-                plan.steps.push(Step::Move {
-                    id,
-                    comm: task.comm.clone(),
-                    to: to.clone(),
-                });
+                plan.move_task(to, id);
             }
         }
         // A task born meanwhile outside our cgroups keeps what it chose. The
         // teardown below resets affinities in v2, so every task is set again.
         let restore = !origin.born || in_ours;
         if restore && (in_ours || layout.is_v2() || *origin.requested != task.affinity) {
-            affinities.push(Step::Affinity {
+            affinities.push(TaskAffinity {
                 tid: task.tid,
-                comm: task.comm.clone(),
                 cpus: origin.requested.clone(),
             });
         }
     }
     teardown_cgroups(&mut plan, saved, layout);
-    plan.steps.extend(affinities);
+    plan.set_affinities(affinities);
     // Scheduling policies `run --pid` changed, for the same tasks only.
     for task in snap.tasks.iter().filter(|_| same_namespace) {
         if let Some(s) = saved
@@ -841,7 +850,7 @@ pub fn plan_reset(snap: &Snapshot, saved: &SavedState) -> Plan {
         {
             plan.steps.push(Step::Sched {
                 tid: task.tid,
-                comm: task.comm.clone(),
+                comm: task.comm.to_string(),
                 policy: s.policy,
                 priority: s.priority,
                 nice: s.nice,
@@ -887,7 +896,7 @@ mod tests {
             tid,
             tgid: tid,
             ppid: 1,
-            comm: format!("task{tid}"),
+            comm: format!("task{tid}").into(),
             starttime: 1000 + tid as u64,
             kthread: false,
             pinned_by_kernel: false,
@@ -1007,9 +1016,12 @@ mod tests {
         let moves: Vec<(i32, String)> = plan
             .steps
             .iter()
-            .filter_map(|s| match s {
-                Step::Move { id, to, .. } => Some((*id, to.display().to_string())),
-                _ => None,
+            .flat_map(|s| match s {
+                Step::Moves { to, ids } => ids
+                    .iter()
+                    .map(|id| (*id, to.display().to_string()))
+                    .collect(),
+                _ => Vec::new(),
             })
             .collect();
         assert_eq!(
@@ -1019,25 +1031,19 @@ mod tests {
                 (101, format!("{ROOT}/cpushield-shield/tasks")),
             ]
         );
-        let set: Vec<(i32, CpuSet)> = affinities
-            .iter()
-            .filter_map(|s| match s {
-                Step::Affinity { tid, cpus, .. } => Some((*tid, cpus.clone())),
-                _ => None,
-            })
-            .collect();
+        let set: Vec<(i32, CpuSet)> = affinities.iter().map(|a| (a.tid, a.cpus.clone())).collect();
         assert_eq!(set, vec![(100, cpus("0-2")), (101, cpus("3"))]);
         assert!(plan.notes.iter().any(|n| n.text.contains("ksoftirqd/3")));
     }
 
-    /// The task IDs a plan (or a list of affinity steps) moves or sets.
+    /// The task IDs a plan's steps move or set.
     fn touched(steps: &[Step]) -> Vec<i32> {
         steps
             .iter()
-            .filter_map(|s| match s {
-                Step::Move { id, .. } => Some(*id),
-                Step::Affinity { tid, .. } => Some(*tid),
-                _ => None,
+            .flat_map(|s| match s {
+                Step::Moves { ids, .. } => ids.clone(),
+                Step::Affinities(tasks) => tasks.iter().map(|a| a.tid).collect(),
+                _ => Vec::new(),
             })
             .collect()
     }
@@ -1072,7 +1078,7 @@ mod tests {
             plan_cgroups(&mut plan, &snap, &original(&snap), &cpus("3"));
             let affinities = plan_tasks(&mut plan, &snap, &original(&snap), &cpus("3"));
             let mut ids = touched(&plan.steps);
-            ids.extend(touched(&affinities));
+            ids.extend(affinities.iter().map(|a| a.tid));
             assert!(ids.contains(&100), "the host task is shielded: {ids:?}");
             assert!(
                 !ids.contains(&200) && !ids.contains(&201),
@@ -1214,14 +1220,13 @@ mod tests {
         ];
         let mut now = before.clone();
         now.tasks[0].affinity = cpus("0-2");
-        now.tasks[0].cgroup = format!("/{SYSTEM_CGROUP}");
+        now.tasks[0].cgroup = format!("/{SYSTEM_CGROUP}").into();
         let plan = plan_reset(&now, &saved);
         assert_eq!(
             plan.steps[0],
-            Step::Move {
-                id: 100,
-                comm: "task100".into(),
-                to: format!("{ROOT}/tasks").into()
+            Step::Moves {
+                to: format!("{ROOT}/tasks").into(),
+                ids: vec![100],
             }
         );
         assert!(plan
@@ -1229,12 +1234,48 @@ mod tests {
             .contains(&Step::Rmdir(PathBuf::from(ROOT).join(SHIELD_CGROUP))));
         assert_eq!(
             plan.steps.last(),
-            Some(&Step::Affinity {
+            Some(&Step::Affinities(vec![TaskAffinity {
                 tid: 100,
-                comm: "task100".into(),
                 cpus: cpus("0-3")
-            })
+            }]))
         );
+    }
+
+    #[test]
+    fn reset_moves_in_task_order_one_step_per_run_to_the_same_cgroup() {
+        let mut tasks: Vec<TaskInfo> = (100..106).map(|t| task(t, "0-3")).collect();
+        // 103 started in a cgroup of its own: its move splits the run.
+        tasks[3].cgroup = "/app".into();
+        let before = snapshot(tasks);
+        let mut saved = original(&before);
+        saved.created_cgroups = vec![PathBuf::from(ROOT).join(SYSTEM_CGROUP)];
+        let mut now = before.clone();
+        for t in &mut now.tasks {
+            t.cgroup = format!("/{SYSTEM_CGROUP}").into();
+        }
+        let plan = plan_reset(&now, &saved);
+        let moves: Vec<(String, Vec<i32>)> = plan
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Moves { to, ids } => Some((to.display().to_string(), ids.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            moves,
+            vec![
+                (format!("{ROOT}/tasks"), vec![100, 101, 102]),
+                (format!("{ROOT}/app/tasks"), vec![103]),
+                (format!("{ROOT}/tasks"), vec![104, 105]),
+            ]
+        );
+        let affinities: Vec<&Step> = plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s, Step::Affinities(_)))
+            .collect();
+        assert_eq!(affinities.len(), 1, "one step sets every affinity");
     }
 
     /// A 4-CPU v2 machine (cgroup2 at /sys/fs/cgroup, cpuset enabled).
@@ -1284,7 +1325,7 @@ mod tests {
         let mut placed = task(101, "3");
         placed.tgid = 100;
         placed.starttime = 5001;
-        placed.cgroup = format!("/{SHIELD_CGROUP}");
+        placed.cgroup = format!("/{SHIELD_CGROUP}").into();
         let before = snapshot_v2(vec![task(1, "0-3")]);
         let mut saved = original(&before);
         saved.created_cgroups = vec![PathBuf::from("/sys/fs/cgroup").join(SHIELD_CGROUP)];
@@ -1299,29 +1340,27 @@ mod tests {
         let mut plan = Plan::default();
         let affinities = plan_tasks(&mut plan, &now, &saved, &cpus("2-3"));
         assert!(
-            !plan.steps.iter().any(|s| matches!(s, Step::Move { .. })),
+            !plan.steps.iter().any(|s| matches!(s, Step::Moves { .. })),
             "nothing moves: {:?}",
             plan.steps
         );
         assert!(
             !affinities
                 .iter()
-                .any(|s| matches!(s, Step::Affinity { tid: 101, cpus: c, .. } if *c != cpus("3"))),
+                .any(|a| a.tid == 101 && a.cpus != cpus("3")),
             "thread 101 keeps CPU 3: {affinities:?}"
         );
         assert!(!plan.notes.iter().any(|n| n.text.contains("thread 101")));
         // Reset takes the process (and so the thread) back to the root cgroup
         // and leaves the thread the CPU it asked for.
         let reset = plan_reset(&now, &saved);
-        assert!(reset.steps.contains(&Step::Move {
-            id: 100,
-            comm: "task101".into(),
-            to: "/sys/fs/cgroup/cgroup.procs".into()
-        }));
-        assert!(reset.steps.contains(&Step::Affinity {
-            tid: 101,
-            comm: "task101".into(),
-            cpus: cpus("3")
-        }));
+        assert!(reset.steps.iter().any(|s| matches!(
+            s,
+            Step::Moves { to, ids } if to.as_path() == Path::new("/sys/fs/cgroup/cgroup.procs") && ids.contains(&100)
+        )));
+        assert!(reset.steps.iter().any(|s| matches!(
+            s,
+            Step::Affinities(tasks) if tasks.contains(&TaskAffinity { tid: 101, cpus: cpus("3") })
+        )));
     }
 }

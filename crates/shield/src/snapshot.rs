@@ -4,6 +4,7 @@
 use crate::layout::{cgroup_of, CgroupLayout};
 use crate::pid_reuse::{new_ids_between, NewIds, PidCursor, UNREAD_START};
 use crate::state::{SavedState, SavedTask};
+use compact_str::CompactString;
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::{is_gone, read_cpu_list, read_trimmed, with_path, Kernel};
 use serde::{Deserialize, Serialize};
@@ -41,8 +42,8 @@ pub struct TaskInfo {
     /// Parent process ID; 0 when not read (a task reset takes as the one
     /// saved, see [`take_with_saved`]).
     pub ppid: i32,
-    /// Command name.
-    pub comm: String,
+    /// Command name (inline up to 24 bytes: no allocation per task).
+    pub comm: CompactString,
     /// Start time in clock ticks since boot: with `tid` it names a task uniquely
     /// even if the PID is reused. [`UNREAD_START`] for a task whose stat the
     /// first shield did not read (see [`Snapshot::unread_start_before`]).
@@ -53,8 +54,9 @@ pub struct TaskInfo {
     pub pinned_by_kernel: bool,
     /// Current CPU affinity.
     pub affinity: CpuSet,
-    /// Its cgroup in the cpuset hierarchy (`/` for the root).
-    pub cgroup: String,
+    /// Its cgroup in the cpuset hierarchy (`/` for the root; inline up to
+    /// 24 bytes).
+    pub cgroup: CompactString,
 }
 
 /// One IRQ as seen at snapshot time.
@@ -168,7 +170,7 @@ pub fn read_task(
     pid: i32,
     tid: i32,
 ) -> std::io::Result<Option<TaskInfo>> {
-    read_task_in(kernel, layout, &HashMap::new(), pid, tid)
+    read_task_in(kernel, layout, &CgroupMembers::default(), pid, tid)
 }
 
 /// Reads and parses a stat file; `Ok(None)` if the task vanished meanwhile.
@@ -196,7 +198,7 @@ fn read_stat(
 fn read_task_in(
     kernel: &dyn Kernel,
     layout: &CgroupLayout,
-    cgroups: &HashMap<i32, String>,
+    cgroups: &CgroupMembers,
     pid: i32,
     tid: i32,
 ) -> std::io::Result<Option<TaskInfo>> {
@@ -211,13 +213,13 @@ fn read_task_in(
 fn task_from_stat(
     kernel: &dyn Kernel,
     layout: &CgroupLayout,
-    cgroups: &HashMap<i32, String>,
+    cgroups: &CgroupMembers,
     pid: i32,
     tid: i32,
     stat: cpushield_parse::pid_stat::ProcStat,
 ) -> std::io::Result<Option<TaskInfo>> {
-    let cgroup = match cgroups.get(&tid) {
-        Some(c) => c.clone(),
+    let cgroup = match cgroups.get(tid) {
+        Some(c) => CompactString::from(c),
         None => {
             let cgroup_path = PathBuf::from(format!("/proc/{pid}/task/{tid}/cgroup"));
             let cgroup_text = match kernel.read(&cgroup_path) {
@@ -225,7 +227,7 @@ fn task_from_stat(
                 Err(e) if is_gone(&e) => return Ok(None),
                 Err(e) => return Err(unreadable(tid, "its cgroup", &cgroup_path, e)),
             };
-            cgroup_of(layout, &cgroup_text).unwrap_or_else(|| "/".into())
+            cgroup_of(layout, &cgroup_text).map_or_else(|| "/".into(), CompactString::from)
         }
     };
     let affinity = match kernel.get_affinity(tid) {
@@ -245,7 +247,7 @@ fn task_from_stat(
         tid,
         tgid: pid,
         ppid: stat.ppid,
-        comm: stat.comm,
+        comm: stat.comm.into(),
         starttime: stat.starttime,
         kthread,
         pinned_by_kernel,
@@ -275,19 +277,98 @@ const CONTROL_FILES: [&str; 16] = [
     "notify_on_release",
 ];
 
+/// The cgroup of each thread the cpuset hierarchy's lists name: the thread
+/// IDs in order, each with the index of its cgroup's path (`/` for the root),
+/// so that 50,000 threads in a few cgroups take 8 bytes each, not a map
+/// entry and a copy of the path.
+#[derive(Debug, Clone, Default)]
+pub struct CgroupMembers {
+    /// (thread ID, index in `cgroups`), sorted by ID, one per ID.
+    members: Vec<(i32, u32)>,
+    /// Cgroup paths relative to the hierarchy's root.
+    cgroups: Vec<String>,
+}
+
+impl CgroupMembers {
+    /// The members of the cgroups `lists` (each a cgroup's path and the IDs
+    /// its list names); a thread named twice (it moved while the lists were
+    /// read) is in the cgroup listed later.
+    fn from_lists(lists: Vec<(String, Vec<i32>)>) -> Self {
+        let mut out = Self::default();
+        for (cgroup, ids) in lists {
+            let at = out.cgroups.len() as u32;
+            out.cgroups.push(cgroup);
+            out.members.extend(ids.into_iter().map(|id| (id, at)));
+        }
+        out.settle();
+        out
+    }
+
+    /// Sorts by ID, keeping for an ID named twice the later entry (the sort is
+    /// stable and each list comes sorted, so this is a merge of sorted runs).
+    fn settle(&mut self) {
+        self.members.sort_by_key(|&(id, _)| id);
+        self.members.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                *kept = *later;
+            }
+            same
+        });
+    }
+
+    /// Adds the members of `later`, read after these: where both name a
+    /// thread, `later` says where it is.
+    fn extend_with(&mut self, later: Self) {
+        let offset = self.cgroups.len() as u32;
+        self.cgroups.extend(later.cgroups);
+        self.members
+            .extend(later.members.into_iter().map(|(id, at)| (id, at + offset)));
+        self.settle();
+    }
+
+    /// The cgroup of thread `tid`, when a list named it.
+    pub fn get(&self, tid: i32) -> Option<&str> {
+        self.members
+            .binary_search_by_key(&tid, |&(id, _)| id)
+            .ok()
+            .map(|i| self.cgroups[self.members[i].1 as usize].as_str())
+    }
+
+    /// Whether a list named thread `tid`.
+    pub fn contains(&self, tid: i32) -> bool {
+        self.get(tid).is_some()
+    }
+
+    /// Every thread ID named, in order.
+    pub fn ids(&self) -> impl Iterator<Item = i32> + '_ {
+        self.members.iter().map(|&(id, _)| id)
+    }
+
+    /// How many threads the lists name.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Whether the lists name no thread.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+}
+
 /// The cgroup of every thread listed by the cpuset hierarchy itself (v1
 /// `tasks`, v2 `cgroup.threads` of each cgroup, IDs as this PID namespace
 /// sees them): one read per cgroup instead of one per thread. Threads it
 /// misses (created meanwhile, a cgroup that could not be read) are read from
 /// /proc one by one.
-pub fn cgroup_members(kernel: &dyn Kernel, layout: &CgroupLayout) -> HashMap<i32, String> {
+pub fn cgroup_members(kernel: &dyn Kernel, layout: &CgroupLayout) -> CgroupMembers {
     hierarchy_lists(kernel, layout).0
 }
 
 /// [`cgroup_members`], and whether every cgroup's list could be read: then
 /// the map names every thread this PID namespace sees (every task is in
 /// exactly one cgroup of the hierarchy), without listing /proc.
-fn hierarchy_lists(kernel: &dyn Kernel, layout: &CgroupLayout) -> (HashMap<i32, String>, bool) {
+fn hierarchy_lists(kernel: &dyn Kernel, layout: &CgroupLayout) -> (CgroupMembers, bool) {
     let (out, complete) = read_lists(kernel, layout, &hierarchy_cgroups(kernel, layout));
     let complete = complete && !out.is_empty();
     (out, complete)
@@ -337,9 +418,9 @@ fn read_lists(
     kernel: &dyn Kernel,
     layout: &CgroupLayout,
     cgroups: &[(PathBuf, String)],
-) -> (HashMap<i32, String>, bool) {
+) -> (CgroupMembers, bool) {
     let list = thread_list(layout);
-    let mut out = HashMap::new();
+    let mut lists = Vec::with_capacity(cgroups.len());
     let mut complete = true;
     for (dir, rel) in cgroups {
         let ids = kernel
@@ -350,11 +431,9 @@ fn read_lists(
             complete = false;
             continue;
         };
-        for id in ids {
-            out.insert(id, rel.clone());
-        }
+        lists.push((rel.clone(), ids));
     }
-    (out, complete)
+    (CgroupMembers::from_lists(lists), complete)
 }
 
 /// The cgroup likely to hold most threads: cpushield's housekeeping cpuset
@@ -501,18 +580,20 @@ impl KnownTasks<'_> {
     }
 }
 
-/// [`read_tasks`] as `reading` says, and the tick before which the tasks
-/// read without their stat started (`None` when every task was read whole).
-fn read_tasks_knowing(
-    kernel: &dyn Kernel,
-    layout: &CgroupLayout,
-    reading: &Reading,
-) -> std::io::Result<(Vec<TaskInfo>, Option<u64>)> {
-    let saved = match reading {
-        Reading::Saved(saved) => Some(*saved),
-        _ => None,
-    };
-    let mut laps = crate::timing::Laps::from_env();
+/// The cpuset hierarchy's task lists, as a snapshot reads them.
+struct HierarchyLists {
+    /// Every cgroup, the one read last (the fullest) last.
+    order: Vec<(PathBuf, String)>,
+    /// The cgroup of each thread listed.
+    cgroups: CgroupMembers,
+    /// Whether every list could be read twice (else the tasks are found by
+    /// listing /proc, and `cgroups` holds the first reading).
+    complete: bool,
+}
+
+/// Reads every cgroup's task list, then again every one but the last read
+/// ([`HierarchyLists`]).
+fn read_hierarchy_lists(kernel: &dyn Kernel, layout: &CgroupLayout) -> HierarchyLists {
     // The kernel builds and sorts a cgroup's whole list on each read (about
     // 0.8 us a thread at 50,000): the fullest cgroup is read last, so that
     // the second reading below can leave it out.
@@ -537,16 +618,42 @@ fn read_tasks_knowing(
             .collect();
         read_lists(kernel, layout, &again)
     } else {
-        (HashMap::new(), false)
+        (CgroupMembers::default(), false)
     };
-    if !complete || !complete_again {
+    if complete && complete_again {
+        cgroups.extend_with(again);
+    }
+    HierarchyLists {
+        order,
+        cgroups,
+        complete: complete && complete_again,
+    }
+}
+
+/// [`read_tasks`] as `reading` says, and the tick before which the tasks
+/// read without their stat started (`None` when every task was read whole).
+fn read_tasks_knowing(
+    kernel: &dyn Kernel,
+    layout: &CgroupLayout,
+    reading: &Reading,
+) -> std::io::Result<(Vec<TaskInfo>, Option<u64>)> {
+    let saved = match reading {
+        Reading::Saved(saved) => Some(*saved),
+        _ => None,
+    };
+    let mut laps = crate::timing::Laps::from_env();
+    let HierarchyLists {
+        order,
+        cgroups,
+        complete,
+    } = read_hierarchy_lists(kernel, layout);
+    laps.lap("  snapshot: the hierarchy's task lists (the fullest once)");
+    if !complete {
         return Ok((
             read_processes(kernel, layout, &cgroups, &list_proc(kernel)?)?,
             None,
         ));
     }
-    cgroups.extend(again);
-    laps.lap("  snapshot: the hierarchy's task lists (the fullest once)");
     let (stat_free, unread_start_before) = match reading {
         Reading::First { cursor, uptime } => {
             let decided = decide_stat_free(kernel, &order, *cursor, *uptime);
@@ -564,10 +671,8 @@ fn read_tasks_knowing(
             new_ids,
         })
     });
-    let mut tids: Vec<i32> = cgroups.keys().copied().collect();
-    tids.sort_unstable();
+    let tids: Vec<i32> = cgroups.ids().collect();
     // The two halves on two threads: reads only, a burst on each CPU.
-    let mut tasks = Vec::with_capacity(tids.len());
     let halves = crate::halves::on_two_threads(&tids, PARALLEL_FROM, "cpushield-snap", |part| {
         read_listed(
             kernel,
@@ -578,6 +683,7 @@ fn read_tasks_knowing(
             stat_free.as_ref(),
         )
     });
+    let mut tasks = Vec::with_capacity(tids.len());
     for half in halves {
         tasks.extend(half?);
     }
@@ -619,14 +725,14 @@ fn with_affinity(kernel: &dyn Kernel, task: TaskInfo) -> std::io::Result<Option<
 fn read_listed(
     kernel: &dyn Kernel,
     layout: &CgroupLayout,
-    cgroups: &HashMap<i32, String>,
+    cgroups: &CgroupMembers,
     tids: &[i32],
     known: Option<&KnownTasks>,
     stat_free: Option<&StatFree>,
 ) -> std::io::Result<Vec<TaskInfo>> {
     let mut tasks = Vec::with_capacity(tids.len());
     let mut done = std::collections::HashSet::new();
-    let cgroup_of = |tid: i32| cgroups.get(&tid).cloned().unwrap_or_else(|| "/".into());
+    let cgroup_of = |tid: i32| CompactString::from(cgroups.get(tid).unwrap_or("/"));
     for &tid in tids {
         if done.contains(&tid) {
             continue;
@@ -648,7 +754,7 @@ fn read_listed(
                 tid,
                 tgid: tid,
                 ppid: 0,
-                comm: String::new(),
+                comm: CompactString::default(),
                 starttime: UNREAD_START,
                 kthread: false,
                 pinned_by_kernel: false,
@@ -683,7 +789,7 @@ fn read_listed(
         // Only the threads the lists hold: one started since (cpushield's own
         // reading thread among them) is left to the next reading, as a
         // process started since is.
-        let listed = |t: i32| cgroups.contains_key(&t) && done.insert(t);
+        let listed = |t: i32| cgroups.contains(t) && done.insert(t);
         read_process_threads(kernel, layout, cgroups, pid, listed, &mut tasks)?;
     }
     Ok(tasks)
@@ -695,7 +801,7 @@ fn read_listed(
 fn read_process_threads(
     kernel: &dyn Kernel,
     layout: &CgroupLayout,
-    cgroups: &HashMap<i32, String>,
+    cgroups: &CgroupMembers,
     pid: i32,
     mut take: impl FnMut(i32) -> bool,
     out: &mut Vec<TaskInfo>,
@@ -735,7 +841,7 @@ fn list_proc(kernel: &dyn Kernel) -> std::io::Result<Vec<i32>> {
 fn read_processes(
     kernel: &dyn Kernel,
     layout: &CgroupLayout,
-    cgroups: &HashMap<i32, String>,
+    cgroups: &CgroupMembers,
     pids: &[i32],
 ) -> std::io::Result<Vec<TaskInfo>> {
     let mut tasks = Vec::with_capacity(pids.len());
@@ -845,7 +951,7 @@ pub fn refresh(
     for task in &before.tasks {
         let stat = cpushield_parse::pid_stat::ProcStat {
             pid: task.tid,
-            comm: task.comm.clone(),
+            comm: task.comm.to_string(),
             state: 'S',
             ppid: task.ppid,
             flags: 0,
@@ -1068,6 +1174,29 @@ fn take_knowing(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cgroup_members_put_a_thread_named_twice_where_the_later_list_says() {
+        let mut members = CgroupMembers::from_lists(vec![
+            ("/".into(), vec![1, 5, 9]),
+            // 5 moved to /app while the lists were read: named in both.
+            ("/app".into(), vec![3, 5]),
+        ]);
+        assert_eq!(members.ids().collect::<Vec<_>>(), vec![1, 3, 5, 9]);
+        assert_eq!(members.get(5), Some("/app"));
+        assert_eq!(members.get(1), Some("/"));
+        assert_eq!(members.get(4), None);
+        // The second reading: 9 moved to /app, 12 was born there.
+        members.extend_with(CgroupMembers::from_lists(vec![(
+            "/app".into(),
+            vec![9, 12],
+        )]));
+        assert_eq!(members.len(), 5);
+        assert_eq!(members.get(9), Some("/app"));
+        assert_eq!(members.get(12), Some("/app"));
+        assert_eq!(members.get(1), Some("/"));
+        assert!(members.contains(3) && !members.contains(2));
+    }
 
     fn fake_with_thread(stat: Vec<u8>) -> (cpushield_kernel::FakeKernel, CgroupLayout) {
         let k = cpushield_kernel::FakeKernel::new();

@@ -4,6 +4,7 @@
 use crate::layout::CgroupLayout;
 use crate::masks::ShieldMasks;
 use crate::snapshot::{Scope, Snapshot, SHIELD_CGROUP, SYSTEM_CGROUP};
+use compact_str::CompactString;
 use cpushield_cpuset::CpuSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -101,14 +102,14 @@ pub(crate) enum RequestSlot {
 pub struct SavedTask {
     /// Process ID.
     pub tgid: i32,
-    /// Command name, for messages.
-    pub comm: String,
+    /// Command name, for messages (inline up to 24 bytes).
+    pub comm: CompactString,
     /// Start time (ticks since boot): tells a reused PID from the original task.
     pub starttime: u64,
     /// The affinity it had: its requested affinity under Brosky's rule.
     pub affinity: CpuSet,
-    /// Its cgroup in the cpuset hierarchy.
-    pub cgroup: String,
+    /// Its cgroup in the cpuset hierarchy (inline up to 24 bytes).
+    pub cgroup: CompactString,
     /// A kernel thread.
     #[serde(default, skip_serializing_if = "is_false")]
     pub kthread: bool,
@@ -363,7 +364,7 @@ impl SavedState {
                 slot,
                 Followed::Task {
                     tid: task.tid,
-                    comm: task.comm.clone(),
+                    comm: task.comm.to_string(),
                     was,
                     now,
                 },

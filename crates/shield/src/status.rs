@@ -151,7 +151,7 @@ fn cpu_status(
             if shielded {
                 tasks.push(TaskOnCpu {
                     tid: t.tid,
-                    comm: t.comm.clone(),
+                    comm: t.comm.to_string(),
                     kthread: t.kthread,
                     pinned_by_kernel: t.pinned_by_kernel,
                     affinity: t.affinity.clone(),
