@@ -198,8 +198,9 @@ const BAD_VALUES: &str = r##"
 $CS shield --all 1 >/dev/null || fail "shield exit $?"
 keep
 IRQ=$(grep -o '"irqs":{"[0-9]*"' $SD/state.json | head -n 1 | grep -o '[0-9]*')  # the saved masks come before the records of what was set
-# The comm is saved only where the first shield read the stat (else it is empty).
-aff_of_s="s/\"$S\":{\"tgid\":$S,\"comm\":\"\([a-z]*\)\",\"starttime\":\([0-9]*\),\"affinity\":\"[^\"]*\"/\"$S\":{\"tgid\":$S,\"comm\":\"\1\",\"starttime\":\2,\"affinity\":\"AFF\"/"
+# A saved task is [tgid,"comm",starttime,"affinity","cgroup"]; the comm is saved only
+# where the first shield read the stat (else it is empty).
+aff_of_s="s/\"$S\":\[$S,\"\([a-z]*\)\",\([0-9]*\),\"[^\"]*\"/\"$S\":[$S,\"\1\",\2,\"AFF\"/"
 
 edit_both "$(echo "$aff_of_s" | sed 's/AFF/5000-8191/')"
 out=$($CS reset 2>&1); rc=$?

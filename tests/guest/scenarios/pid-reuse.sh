@@ -65,10 +65,10 @@ scenario_main() {
         fail reuse/cursor-saved "no pid_cursor in the state"
     fi
     if grep -q '"unread_start_before":[0-9]' /run/cpushield/state.json &&
-        grep -q "\"$A\":{\"tgid\":$A,\"comm\":\"\",\"starttime\":0," /run/cpushield/state.json; then
+        grep -q "\"$A\":\[$A,\"\",0," /run/cpushield/state.json; then
         pass reuse/a-saved-without-its-stat
     else
-        fail reuse/a-saved-without-its-stat "$(grep -o "\"$A\":{[^}]*}" /run/cpushield/state.json) $(grep -o '"unread_start_before":[0-9]*' /run/cpushield/state.json)"
+        fail reuse/a-saved-without-its-stat "$(grep -o "\"$A\":\[[^]]*\]" /run/cpushield/state.json) $(grep -o '"unread_start_before":[0-9]*' /run/cpushield/state.json)"
     fi
     check_eq reuse/a-shielded 2 "$(cpus_of "$A")" "A's affinity while shielded"
 

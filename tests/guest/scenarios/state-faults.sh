@@ -106,7 +106,8 @@ scenario_main() {
     irq=$(grep -o '"irqs":{"[0-9]*"' "$SD/state.json" | head -n 1 | grep -o '[0-9]*')
     # The first shield saves a leader's command name only where it read its stat (the
     # name is then "sleep", else empty): messages name the task by its ID either way.
-    aff_of_s="s/\"$S\":{\"tgid\":$S,\"comm\":\"\([a-z]*\)\",\"starttime\":\([0-9]*\),\"affinity\":\"[^\"]*\"/\"$S\":{\"tgid\":$S,\"comm\":\"\1\",\"starttime\":\2,\"affinity\":\"AFF\"/"
+    # A saved task is [tgid,"comm",starttime,"affinity","cgroup"].
+    aff_of_s="s/\"$S\":\[$S,\"\([a-z]*\)\",\([0-9]*\),\"[^\"]*\"/\"$S\":[$S,\"\1\",\2,\"AFF\"/"
     edit_both "$(echo "$aff_of_s" | sed 's/AFF/5000-8191/')"
     cs reset
     refused bad-affinity /tmp/shielded "task $S" "saved affinity '5000-8191'"
