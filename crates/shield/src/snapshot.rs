@@ -599,6 +599,30 @@ impl<'a> MembersCursor<'a> {
     }
 }
 
+/// The threads a reading of tasks has read, indexed by ID. A plain vector, not
+/// the bit-set crate: with it, `cargo build -p cpushield` (scripts/build-deb.sh,
+/// run by a guest test) resolved other features than the workspace build and
+/// rebuilt the unhashed `libcpushield_rt.rlib` that the doc tests link.
+struct ThreadsRead(Vec<bool>);
+
+impl ThreadsRead {
+    /// Whether thread `tid` was read.
+    fn contains(&self, tid: i32) -> bool {
+        usize::try_from(tid).is_ok_and(|i| self.0.get(i).copied().unwrap_or(false))
+    }
+
+    /// Marks thread `tid` read; whether it was not yet.
+    fn insert(&mut self, tid: i32) -> bool {
+        let Ok(i) = usize::try_from(tid) else {
+            return false;
+        };
+        if i >= self.0.len() {
+            self.0.resize(i + 1, false);
+        }
+        !std::mem::replace(&mut self.0[i], true)
+    }
+}
+
 /// Saved tasks whose IDs cannot have been given to a new task since they
 /// were saved: reset takes such a task as the one saved and reads only its
 /// affinity, not its stat.
@@ -801,13 +825,14 @@ fn read_listed(
     stat_free: Option<&StatFree>,
 ) -> std::io::Result<Vec<TaskInfo>> {
     let mut tasks = Vec::with_capacity(tids.len());
-    // The threads read: IDs are below pid_max (at most 2^22), a bit each.
-    let mut done = bit_set::BitSet::with_capacity(tids.last().map_or(0, |&t| t as usize + 1));
+    // The threads read, by ID: IDs are below pid_max (at most 2^22), a byte
+    // each, the pages past the highest ID read never touched.
+    let mut done = ThreadsRead(vec![false; tids.last().map_or(0, |&t| t as usize + 1)]);
     let mut members = cgroups.cursor();
     let mut cgroup_of = |tid: i32| CompactString::from(members.get(tid).unwrap_or("/"));
     let mut known = known.map(KnownTasks::cursor);
     for &tid in tids {
-        if done.contains(tid as usize) {
+        if done.contains(tid) {
             continue;
         }
         let without_stat = if let Some(saved) = known.as_mut().and_then(|k| k.original(tid)) {
@@ -838,7 +863,7 @@ fn read_listed(
             None
         };
         if let Some(task) = without_stat {
-            done.insert(tid as usize);
+            done.insert(tid);
             tasks.extend(with_affinity(kernel, task)?);
             continue;
         }
@@ -862,7 +887,7 @@ fn read_listed(
         // Only the threads the lists hold: one started since (cpushield's own
         // reading thread among them) is left to the next reading, as a
         // process started since is.
-        let listed = |t: i32| cgroups.contains(t) && done.insert(t as usize);
+        let listed = |t: i32| cgroups.contains(t) && done.insert(t);
         read_process_threads(kernel, layout, cgroups, pid, listed, &mut tasks)?;
     }
     Ok(tasks)
