@@ -571,8 +571,9 @@ fn decide_stat_free(
 }
 
 /// [`CgroupMembers::get`] for IDs asked in ascending order, each found by
-/// stepping on from the last one instead of a binary search over all
-/// (50,000 searches were a tenth of reset's own reading of the tasks).
+/// stepping on from the last one instead of a binary search over all (in a
+/// profile of a 50,000-task reset, those searches were the hottest
+/// instructions of its own reading of the tasks).
 struct MembersCursor<'a> {
     members: &'a CgroupMembers,
     at: usize,
