@@ -5,12 +5,12 @@
 #
 #   scripts/build-deb.sh            # -> target/debian/cpushield_VERSION-1_amd64.deb
 #
-# Needs cargo-deb (scripts/setup.sh installs it: cargo install cargo-deb --locked).
+# Needs cargo-deb (scripts/dev-setup.sh installs it: cargo install cargo-deb --locked).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 command -v cargo-deb >/dev/null || {
-    echo "build-deb: cargo-deb not found; run scripts/setup.sh (or cargo install cargo-deb --locked)" >&2
+    echo "build-deb: cargo-deb not found; run scripts/dev-setup.sh (or cargo install cargo-deb --locked)" >&2
     exit 1
 }
 cargo build --release -p cpushield >&2

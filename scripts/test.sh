@@ -5,16 +5,18 @@ set -euo pipefail
 exec </dev/null
 cd "$(dirname "$0")/.."
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+# The tools of the tests and benchmarks (the product's own are scripts/setup.sh's).
+bash scripts/dev-setup.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 # The Kubernetes manifests, decoded strictly into the real Kubernetes types
 # (an unknown or misspelt field fails); a few seconds.
-(cd deploy/kubernetes/validate && gofmt -l . | (! grep .) && go vet ./... && go test ./...)
+(cd dev/manifest-check && gofmt -l . | (! grep .) && go vet ./... && go test ./...)
 # One test binary at a time touches IRQs and cgroups; tests inside a binary
 # that do so serialise themselves.
-# The real-kernel tests boot Debian's 6.1 kernel under QEMU (tests/guest/);
+# The real-kernel tests boot Debian's 6.1 kernel under QEMU (dev/guest/);
 # CPUSHIELD_GUEST=1 makes a missing QEMU or kernel a failure, not a skip.
-tests/guest/fetch-kernel.sh >/dev/null
+dev/guest/fetch-kernel.sh >/dev/null
 export CPUSHIELD_GUEST="${CPUSHIELD_GUEST:-1}"
 cargo test --workspace --release
 # The parsers' property/fuzz suite once more with many more cases, optimised

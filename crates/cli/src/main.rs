@@ -3,7 +3,6 @@
 
 mod args;
 mod cmd;
-mod libm_shim;
 mod output;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};

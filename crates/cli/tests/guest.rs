@@ -1,5 +1,5 @@
 //! Real-kernel tests: each test boots Debian's 6.1 kernel under QEMU (4 CPUs, software
-//! emulation) with a static `cpushield` and one scenario of `tests/guest/scenarios` as
+//! emulation) with a static `cpushield` and one scenario of `dev/guest/scenarios` as
 //! `/init`, and passes when the guest reports no failed check (see docs/TESTING.md).
 //!
 //! Without `qemu-system-x86_64` or when the kernel package cannot be downloaded the tests
@@ -54,9 +54,9 @@ fn setup() -> &'static Setup {
             );
         }
         let root = repo_root();
-        let kernel = Command::new(root.join("tests/guest/fetch-kernel.sh"))
+        let kernel = Command::new(root.join("dev/guest/fetch-kernel.sh"))
             .output()
-            .expect("run tests/guest/fetch-kernel.sh");
+            .expect("run dev/guest/fetch-kernel.sh");
         if !kernel.status.success() {
             return Setup::Unavailable(format!(
                 "the guest kernel could not be fetched: {}",
@@ -64,12 +64,12 @@ fn setup() -> &'static Setup {
             ));
         }
         // A failing static build is a real failure, not a reason to skip.
-        let initramfs = Command::new(root.join("tests/guest/build-initramfs.sh"))
+        let initramfs = Command::new(root.join("dev/guest/build-initramfs.sh"))
             .output()
-            .expect("run tests/guest/build-initramfs.sh");
+            .expect("run dev/guest/build-initramfs.sh");
         assert!(
             initramfs.status.success(),
-            "tests/guest/build-initramfs.sh failed (static build of cpushield or cpio):\n{}",
+            "dev/guest/build-initramfs.sh failed (static build of cpushield or cpio):\n{}",
             String::from_utf8_lossy(&initramfs.stderr)
         );
         Setup::Ready
@@ -122,95 +122,95 @@ fn run_guest(name: &str, script: &str, args: &[&str]) {
 fn guest_kernel_isolated_partition_behaves_as_cpushield_assumes() {
     run_guest(
         "kernel-partition",
-        "tests/guest/run.sh",
+        "dev/guest/run.sh",
         &["kernel-partition"],
     );
 }
 
 #[test]
 fn guest_cgroup_v2_shield_follows_rule_enforces_and_resets_exactly() {
-    run_guest("shield-v2", "tests/guest/run.sh", &["shield-v2"]);
+    run_guest("shield-v2", "dev/guest/run.sh", &["shield-v2"]);
 }
 
 #[test]
 fn guest_cgroup_v1_shield_follows_rule_enforces_and_resets_exactly() {
-    run_guest("shield-v1", "tests/guest/run.sh", &["shield-v1"]);
+    run_guest("shield-v1", "dev/guest/run.sh", &["shield-v1"]);
 }
 
 #[test]
 fn guest_reset_after_sigkill_mid_shield_restores_everything() {
-    run_guest("shield-sigkill", "tests/guest/run.sh", &["shield-sigkill"]);
+    run_guest("shield-sigkill", "dev/guest/run.sh", &["shield-sigkill"]);
 }
 
 #[test]
 fn guest_reset_restores_a_new_task_with_a_saved_tasks_id_as_new_and_a_saved_one_as_saved() {
-    run_guest("pid-reuse", "tests/guest/run.sh", &["pid-reuse"]);
+    run_guest("pid-reuse", "dev/guest/run.sh", &["pid-reuse"]);
 }
 
 #[test]
 fn guest_reset_is_idempotent_and_serialised() {
     run_guest(
         "reset-idempotent",
-        "tests/guest/run.sh",
+        "dev/guest/run.sh",
         &["reset-idempotent"],
     );
 }
 
 #[test]
 fn guest_state_faults_are_recovered_or_refused_and_reset_is_exact() {
-    run_guest("state-faults", "tests/guest/run.sh", &["state-faults"]);
+    run_guest("state-faults", "dev/guest/run.sh", &["state-faults"]);
 }
 
 #[test]
 fn guest_boot_params_fragment_takes_effect_on_reboot() {
-    run_guest("boot-params", "tests/guest/run-boot-params.sh", &[]);
+    run_guest("boot-params", "dev/guest/run-boot-params.sh", &[]);
 }
 
 #[test]
 fn guest_run_places_a_task_on_the_v2_shield_binds_irqs_and_reserves() {
-    run_guest("run", "tests/guest/run.sh", &["run"]);
+    run_guest("run", "dev/guest/run.sh", &["run"]);
 }
 
 #[test]
 fn guest_run_places_a_task_on_the_v1_shield_binds_irqs_and_reserves() {
-    run_guest("run-v1", "tests/guest/run.sh", &["run-v1"]);
+    run_guest("run-v1", "dev/guest/run.sh", &["run-v1"]);
 }
 
 #[test]
 fn guest_check_names_an_irq_bound_to_a_shielded_cpu_with_its_remedy() {
-    run_guest("check-irq", "tests/guest/run.sh", &["check-irq"]);
+    run_guest("check-irq", "dev/guest/run.sh", &["check-irq"]);
 }
 
 #[test]
 fn guest_check_names_a_task_pinned_to_a_shielded_cpu() {
-    run_guest("check-task", "tests/guest/run.sh", &["check-task"]);
+    run_guest("check-task", "dev/guest/run.sh", &["check-task"]);
 }
 
 #[test]
 fn guest_check_finds_a_real_shield_clean() {
-    run_guest("check-shielded", "tests/guest/run.sh", &["check-shielded"]);
+    run_guest("check-shielded", "dev/guest/run.sh", &["check-shielded"]);
 }
 
 #[test]
 fn guest_trace_on_a_fresh_kernel_restores_what_tracefs_meant() {
-    run_guest("trace-fresh", "tests/guest/run.sh", &["trace-fresh"]);
+    run_guest("trace-fresh", "dev/guest/run.sh", &["trace-fresh"]);
 }
 
 #[test]
 fn guest_shared_job_is_sched_idle_in_the_shield_and_compare_reports_table_2() {
-    run_guest("compare-shared", "tests/guest/run.sh", &["compare-shared"]);
+    run_guest("compare-shared", "dev/guest/run.sh", &["compare-shared"]);
 }
 
 #[test]
 fn guest_measure_latency_source_rtc_reads_realfeel_at_the_rate_and_restores_the_rtc_irq() {
-    run_guest("measure-rtc", "tests/guest/run.sh", &["measure-rtc"]);
+    run_guest("measure-rtc", "dev/guest/run.sh", &["measure-rtc"]);
 }
 
 #[test]
 fn guest_v1_an_affinity_set_while_shielded_is_followed_by_later_shields_and_reset() {
     run_guest(
         "follow-requests-v1",
-        "tests/guest/run.sh",
+        "dev/guest/run.sh",
         &["follow-requests-v1"],
     );
 }
@@ -219,44 +219,44 @@ fn guest_v1_an_affinity_set_while_shielded_is_followed_by_later_shields_and_rese
 fn guest_v2_an_affinity_set_while_shielded_is_followed_by_later_shields_and_reset() {
     run_guest(
         "follow-requests-v2",
-        "tests/guest/run.sh",
+        "dev/guest/run.sh",
         &["follow-requests-v2"],
     );
 }
 
 #[test]
 fn guest_v1_tasks_of_kubernetes_pods_are_neither_moved_nor_narrowed_by_shield_or_reset() {
-    run_guest("kubepods-v1", "tests/guest/run.sh", &["kubepods-v1"]);
+    run_guest("kubepods-v1", "dev/guest/run.sh", &["kubepods-v1"]);
 }
 
 #[test]
 fn guest_v2_tasks_of_kubernetes_pods_are_not_moved_and_the_partition_is_warned_about() {
-    run_guest("kubepods-v2", "tests/guest/run.sh", &["kubepods-v2"]);
+    run_guest("kubepods-v2", "dev/guest/run.sh", &["kubepods-v2"]);
 }
 
 /// Two boots of a Debian bookworm disk (debootstrap, cached) running systemd, with the
-/// .deb installed by dpkg and cpushield.service enabled (tests/guest/run-systemd.sh).
+/// .deb installed by dpkg and cpushield.service enabled (dev/guest/run-systemd.sh).
 #[test]
 fn guest_systemd_unit_shields_at_boot_stop_undoes_exactly_reboot_restores() {
-    run_guest("systemd", "tests/guest/run-systemd.sh", &[]);
+    run_guest("systemd", "dev/guest/run-systemd.sh", &[]);
 }
 
 #[test]
 fn guest_v1_cps_place_and_rt_thread_put_one_thread_alone_in_the_shield() {
-    run_guest("thread-v1", "tests/guest/run.sh", &["thread-v1"]);
+    run_guest("thread-v1", "dev/guest/run.sh", &["thread-v1"]);
 }
 
 #[test]
 fn guest_v2_cps_place_and_rt_thread_put_one_thread_alone_in_the_threaded_shield() {
-    run_guest("thread-v2", "tests/guest/run.sh", &["thread-v2"]);
+    run_guest("thread-v2", "dev/guest/run.sh", &["thread-v2"]);
 }
 
 #[test]
 fn guest_compare_smt_measures_the_sibling_busy_idle_and_offline_and_brings_it_back() {
-    run_guest("compare-smt", "tests/guest/run.sh", &["compare-smt"]);
+    run_guest("compare-smt", "dev/guest/run.sh", &["compare-smt"]);
 }
 
 #[test]
 fn guest_nic_irqs_from_a_host_flood_reach_cpu3_until_shielded_and_reset_restores_them() {
-    run_guest("nic-irq", "tests/guest/run.sh", &["nic-irq"]);
+    run_guest("nic-irq", "dev/guest/run.sh", &["nic-irq"]);
 }

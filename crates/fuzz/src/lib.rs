@@ -1,5 +1,5 @@
 //! Support for the property/fuzz suite of cpushield's parsers (`tests/parsers.rs`):
-//! seed corpora of real kernel files (`fuzz/corpus/<target>/` at the repository
+//! seed corpora of real kernel files (`crates/fuzz/corpus/<target>/` at the repository
 //! root), proptest strategies that mutate them byte by byte, and the case count.
 //!
 //! Nightly Rust (cargo-fuzz) is not used: proptest runs on stable, inside
@@ -35,7 +35,7 @@ pub fn config() -> Config {
 /// The directory of a target's seed corpus.
 pub fn corpus_dir(target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
+        .join("corpus")
         .join(target)
 }
 

@@ -1,6 +1,6 @@
 //! Property/fuzz tests of every parser of kernel text and user input.
 //!
-//! Each target starts from real files (fuzz/corpus/<target>/), mutated byte
+//! Each target starts from real files (crates/fuzz/corpus/<target>/), mutated byte
 //! by byte (cpushield_fuzz::input), plus fully random bytes. Properties: no
 //! panic on any input (invalid UTF-8 included where the input is bytes);
 //! round trips where a printer exists; two readings of the same set agree.

@@ -6,7 +6,7 @@
 //!
 //! Runs on `--cpu` (never 0 on this host) at SCHED_FIFO `--fifo` (falls back
 //! to SCHED_OTHER with a warning when not permitted), memory locked if allowed.
-//! bench/rt-periodic.sh runs this and cyclictest side by side.
+//! dev/bench/rt-periodic.sh runs this and cyclictest side by side.
 
 use cpushield_cpuset::CpuSet;
 use cpushield_rt::periodic::Periodic;

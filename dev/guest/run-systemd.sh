@@ -1,0 +1,160 @@
+#!/bin/sh
+# The systemd guest test: a Debian bookworm disk (dev/guest/build-rootfs.sh, cached) with
+# the cpushield .deb installed by dpkg, cpushield.service enabled and a config shielding
+# CPU 3 of 4 from processes and IRQs. Booted twice (two QEMU runs of the same disk): the
+# first boot checks the shield is up, `systemctl stop cpushield` restores exactly, a
+# restart, a SIGKILLed agent then `cpushield reset`; the second that the shield is back.
+# The checks are dev/guest/systemd/test.sh; exit status 0 only if boot 1 printed
+# GUEST-BOOT-DONE, boot 2 GUEST-DONE, and neither a GUEST-FAIL line.
+#
+#   dev/guest/run-systemd.sh
+#
+# Environment: GUEST_CACHE (default target/guest), GUEST_DEB (a .deb to install instead of
+# building one with scripts/build-deb.sh), GUEST_REUSE_DEB=1 (reuse the last built .deb),
+# GUEST_TIMEOUT (seconds per boot, default 600), GUEST_QUIET=1 (only the GUEST- lines).
+# Needs: root (chroot, dpkg into the image), qemu-system-x86_64, debootstrap, mkfs.ext4
+# (e2fsprogs >= 1.43 for -d), busybox-static, cpio, cargo-deb unless GUEST_DEB is given.
+set -eu
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+HERE="$ROOT/dev/guest"
+CACHE="${GUEST_CACHE:-$ROOT/target/guest}"
+export GUEST_CACHE="$CACHE"
+WORK="$CACHE/systemd"
+TIMEOUT=${GUEST_TIMEOUT:-600}
+KVER=6.1.0-50-amd64
+KPKG="linux-image-$KVER-unsigned"
+# The block device and ext4 as modules (Debian builds them as modules), in load order.
+MODULES="virtio virtio_ring virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk crc16 mbcache jbd2 crc32c_generic ext4"
+
+say() { echo "run-systemd.sh: $*" >&2; }
+die() { say "FAILED: $*"; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (chroot and dpkg into the disk image)"
+command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found; apt-get install qemu-system-x86"
+command -v mkfs.ext4 >/dev/null || die "mkfs.ext4 not found; apt-get install e2fsprogs"
+BUSYBOX=$(command -v busybox) || die "busybox not found; apt-get install busybox-static"
+
+KERNEL=$("$HERE/fetch-kernel.sh")
+TREE=$("$HERE/build-rootfs.sh")
+START=$(date +%s)
+
+# The kernel's modules the boot needs (cached beside the kernel).
+MODDIR="$CACHE/kernel/modules-$KVER"
+if [ ! -s "$MODDIR/ext4.ko" ]; then
+    rm -rf "$CACHE/kernel/mod-download"; mkdir -p "$CACHE/kernel/mod-download"
+    (cd "$CACHE/kernel/mod-download" && apt-get download "$KPKG" >&2) \
+        || die "apt-get download $KPKG failed; run apt-get update (Debian bookworm sources)"
+    dpkg-deb -x "$CACHE"/kernel/mod-download/*.deb "$CACHE/kernel/mod-download/x"
+    mkdir -p "$MODDIR.tmp"
+    for m in $MODULES; do
+        f=$(find "$CACHE/kernel/mod-download/x/lib/modules/$KVER" -name "$m.ko" | head -n 1)
+        [ -n "$f" ] || die "module $m.ko not in $KPKG"
+        cp "$f" "$MODDIR.tmp/"
+    done
+    rm -rf "$MODDIR" "$CACHE/kernel/mod-download"
+    mv "$MODDIR.tmp" "$MODDIR"
+fi
+
+# The .deb.
+if [ -n "${GUEST_DEB:-}" ]; then
+    DEB=$GUEST_DEB
+elif [ "${GUEST_REUSE_DEB:-0}" = 1 ] && ls "$ROOT"/target/debian/cpushield_*.deb >/dev/null 2>&1; then
+    DEB=$(ls -t "$ROOT"/target/debian/cpushield_*.deb | head -n 1)
+else
+    DEB=$("$ROOT/scripts/build-deb.sh" | tail -n 1)
+fi
+case "$DEB" in /*) ;; *) DEB="$ROOT/$DEB" ;; esac
+[ -s "$DEB" ] || die "no .deb at $DEB"
+say "installing $DEB into a copy of $TREE"
+
+# The disk: the cached tree, the .deb installed by dpkg, the test's config and units.
+rm -rf "$WORK"; mkdir -p "$WORK"
+STAGE="$WORK/stage"
+cp -a "$TREE" "$STAGE"
+cp "$DEB" "$STAGE/tmp/cpushield.deb"
+chroot "$STAGE" /usr/bin/dpkg -i /tmp/cpushield.deb >"$WORK/dpkg.log" 2>&1 \
+    || { cat "$WORK/dpkg.log" >&2; die "dpkg -i of the .deb in the image failed"; }
+rm -f "$STAGE/tmp/cpushield.deb"
+[ -x "$STAGE/usr/bin/cpushield" ] && [ -f "$STAGE/lib/systemd/system/cpushield.service" ] \
+    || die "the .deb did not install /usr/bin/cpushield and cpushield.service"
+cp "$HERE/systemd/cpushield.toml" "$STAGE/etc/cpushield/cpushield.toml"
+mkdir -p "$STAGE/guest/bin" "$STAGE/guest/lib"
+cp "$BUSYBOX" "$STAGE/guest/bin/busybox"
+for applet in $("$BUSYBOX" --list); do
+    [ "$applet" = busybox ] || ln -sf busybox "$STAGE/guest/bin/$applet"
+done
+cp "$HERE"/lib/*.sh "$STAGE/guest/lib/"
+cp "$HERE/systemd/test.sh" "$STAGE/guest/systemd-test.sh"
+cp "$HERE/systemd/snapshot.sh" "$STAGE/guest/systemd-snapshot.sh"
+cp "$HERE/systemd/snapshot-filter.sh" "$STAGE/guest/systemd-snapshot-filter.sh"
+cp "$HERE"/systemd/*.service "$STAGE/etc/systemd/system/"
+chroot "$STAGE" /usr/bin/systemctl enable cpushield.service cpushield-guest-snapshot.service \
+    cpushield-guest-test.service >>"$WORK/dpkg.log" 2>&1 || die "systemctl enable in the image failed"
+# No login prompts on the test console; a fixed machine id (no first-boot setup).
+for u in serial-getty@ttyS0.service getty@tty1.service; do
+    ln -sf /dev/null "$STAGE/etc/systemd/system/$u"
+done
+echo 0123456789abcdef0123456789abcdef >"$STAGE/etc/machine-id"
+echo cpushield-guest >"$STAGE/etc/hostname"
+
+IMG="$WORK/disk.img"
+truncate -s 1G "$IMG"
+mkfs.ext4 -q -F -L cpushield-root -d "$STAGE" "$IMG" >&2 || die "mkfs.ext4 -d failed"
+rm -rf "$STAGE"
+
+# A small initramfs: busybox loads the modules, mounts the disk, and hands over to systemd.
+IRD="$WORK/initramfs.d"
+mkdir -p "$IRD/bin" "$IRD/proc" "$IRD/sys" "$IRD/dev" "$IRD/newroot" "$IRD/modules"
+cp "$BUSYBOX" "$IRD/bin/busybox"
+cp "$MODDIR"/*.ko "$IRD/modules/"
+cat >"$IRD/init" <<INIT
+#!/bin/busybox sh
+B=/bin/busybox
+\$B mount -t proc proc /proc
+\$B mount -t sysfs sysfs /sys
+\$B mount -t devtmpfs devtmpfs /dev
+for m in $MODULES; do
+    \$B insmod /modules/\$m.ko || echo "GUEST-FAIL initramfs: insmod \$m failed"
+done
+i=0
+while [ ! -b /dev/vda ] && [ \$i -lt 100 ]; do \$B usleep 100000; i=\$((i + 1)); done
+\$B mount -t ext4 -o rw /dev/vda /newroot || { echo "GUEST-FAIL initramfs: cannot mount /dev/vda"; \$B poweroff -f; }
+\$B umount /proc /sys /dev
+exec \$B switch_root /newroot /sbin/init
+INIT
+chmod 755 "$IRD/init"
+(cd "$IRD" && find . -print | LC_ALL=C sort | cpio -o -H newc --quiet) >"$WORK/initramfs.cpio"
+rm -rf "$IRD"
+say "image ready in $(( $(date +%s) - START ))s"
+
+mkdir -p "$CACHE/logs"
+boot() {
+    LOG="$CACHE/logs/systemd-boot$1.log"
+    say "boot $1 (smp 4, 1024M, timeout ${TIMEOUT}s)"
+    T0=$(date +%s)
+    set +e
+    timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 \
+        -accel tcg,thread=multi -cpu max -smp 4 -m 1024 \
+        -kernel "$KERNEL" -initrd "$WORK/initramfs.cpio" \
+        -append "console=ttyS0 quiet panic=-1 no_timer_check systemd.show_status=0" \
+        -drive "file=$IMG,format=raw,if=virtio" \
+        -nographic -no-reboot -monitor none -serial stdio -nodefaults \
+        </dev/null >"$LOG" 2>&1
+    RC=$?
+    set -e
+    sed -i 's/\r$//; s/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\x1bc//g' "$LOG"
+    if [ "${GUEST_QUIET:-0}" = 1 ]; then grep 'GUEST-' "$LOG" || true; else cat "$LOG"; fi
+    say "boot $1 took $(( $(date +%s) - T0 ))s (qemu exit $RC; log: $LOG)"
+    if [ "$RC" = 124 ] || [ "$RC" = 137 ]; then die "boot $1 did not finish within ${TIMEOUT}s"; fi
+    if grep -q 'GUEST-FAIL ' "$LOG"; then
+        grep 'GUEST-FAIL ' "$LOG" >&2
+        die "boot $1: $(grep -c 'GUEST-FAIL ' "$LOG") checks failed"
+    fi
+    grep -q "$2" "$LOG" || die "boot $1 stopped without $2 (log: $LOG)"
+}
+boot 1 GUEST-BOOT-DONE
+boot 2 GUEST-DONE
+PASSES=$(cat "$CACHE/logs/systemd-boot1.log" "$CACHE/logs/systemd-boot2.log" | grep -c 'GUEST-PASS ' || true)
+[ "$PASSES" -gt 0 ] || die "no check ran"
+say "systemd: ok, $PASSES passed in two boots, $(( $(date +%s) - START ))s in all"

@@ -1,0 +1,175 @@
+#!/bin/sh
+# Boot the test guest on one scenario and report.
+#
+#   dev/guest/run.sh SCENARIO [KERNEL_ARG...]
+#
+# SCENARIO is a file dev/guest/scenarios/SCENARIO.sh; extra kernel arguments (for example
+# nohz_full=3 rcu_nocbs=3) are appended to the command line. Exit status 0 only if the guest
+# printed GUEST-DONE and no GUEST-FAIL line. The console log is kept in
+# target/guest/logs/SCENARIO.log.
+#
+# A scenario file may carry headers read here:
+#   # guest-mem: MiB        guest memory (default 512)
+#   # guest-timeout: SEC    wall-clock limit for the boot (default 300)
+#   # guest-append: ARGS    kernel arguments the scenario always needs
+#   # guest-smp: SPEC       QEMU -smp value, e.g. 4,threads=2 for SMT (default 4)
+#   # guest-cpu: MODEL      QEMU -cpu value (default max; SMT under TCG needs an Intel
+#                           vendor, e.g. max,vendor=GenuineIntel: QEMU's AMD max has no
+#                           hyperthreading without topoext)
+#   # guest-net: user PORT  a virtio-net NIC on QEMU's user network, with host UDP
+#                           127.0.0.1:PORT forwarded to the guest's PORT (10.0.2.15). While
+#                           the guest runs, each console line `GUEST-FLOOD SECS` makes this
+#                           script flood that port from the host for SECS seconds with
+#                           `cpushield load ionet --peer 127.0.0.1:PORT --cpus 1` (the host
+#                           binary: GUEST_HOST_CPUSHIELD, default the static guest build,
+#                           else target/release/cpushield), one flood after another.
+#
+# Environment: GUEST_CACHE (default target/guest), GUEST_NO_BUILD=1 to reuse an existing
+# initramfs instead of rebuilding it, GUEST_SMP (default 4), GUEST_TIMEOUT, GUEST_MEM override
+# the headers, GUEST_QUIET=1 prints only the GUEST- lines. GUEST_BOOT_LIMIT (default 90 s):
+# a kernel that has not started the scenario by then hung at boot (under TCG on a busy host
+# this is rare, one seen in CI so far; a boot normally takes 3-10 s), and is
+# booted once more; the hung console is kept as SCENARIO.boot-hangN.log.
+set -eu
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+HERE="$ROOT/dev/guest"
+CACHE="${GUEST_CACHE:-$ROOT/target/guest}"
+export GUEST_CACHE="$CACHE"
+
+[ $# -ge 1 ] || { echo "usage: $0 SCENARIO [KERNEL_ARG...]" >&2; exit 1; }
+SCENARIO=$1; shift
+FILE="$HERE/scenarios/$SCENARIO.sh"
+[ -f "$FILE" ] || { echo "run.sh: no scenario $FILE; have: $(cd "$HERE/scenarios" && ls | sed 's/\.sh$//' | tr '\n' ' ')" >&2; exit 1; }
+
+header() { sed -n "s/^# $1: *//p" "$FILE" | head -n 1; }
+MEM=${GUEST_MEM:-$(header guest-mem)}; MEM=${MEM:-512}
+TIMEOUT=${GUEST_TIMEOUT:-$(header guest-timeout)}; TIMEOUT=${TIMEOUT:-300}
+BOOT_LIMIT=${GUEST_BOOT_LIMIT:-90}
+APPEND_SCENARIO=$(header guest-append)
+SMP=${GUEST_SMP:-$(header guest-smp)}; SMP=${SMP:-4}
+CPU_MODEL=$(header guest-cpu); CPU_MODEL=${CPU_MODEL:-max}
+NET=$(header guest-net)
+NET_ARGS=""
+NET_PORT=""
+case "$NET" in
+    "") ;;
+    "user "*)
+        NET_PORT=${NET#user }
+        case "$NET_PORT" in *[!0-9]* | "") echo "run.sh: $FILE: guest-net: user PORT, got '$NET'" >&2; exit 1 ;; esac
+        NET_ARGS="-netdev user,id=n0,hostfwd=udp:127.0.0.1:$NET_PORT-:$NET_PORT -device virtio-net-pci,netdev=n0"
+        ;;
+    *) echo "run.sh: $FILE: guest-net: only 'user PORT' is known, got '$NET'" >&2; exit 1 ;;
+esac
+
+command -v qemu-system-x86_64 >/dev/null || { echo "run.sh: qemu-system-x86_64 not found; apt-get install qemu-system-x86" >&2; exit 1; }
+KERNEL=$("$HERE/fetch-kernel.sh")
+if [ "${GUEST_NO_BUILD:-0}" = 1 ] && [ -s "$CACHE/initramfs.cpio" ]; then
+    INITRD="$CACHE/initramfs.cpio"
+else
+    INITRD=$("$HERE/build-initramfs.sh")
+fi
+
+mkdir -p "$CACHE/logs"
+LOG="$CACHE/logs/$SCENARIO.log"
+# no_timer_check: under emulation on a busy host the kernel's IO-APIC timer check can fail
+# ("IO-APIC + timer doesn't work!") and panic at boot.
+APPEND="console=ttyS0 quiet panic=-1 no_timer_check cpushield.scenario=$SCENARIO $APPEND_SCENARIO $*"
+echo "run.sh: booting $SCENARIO (smp $SMP, ${MEM}M, timeout ${TIMEOUT}s): $APPEND" >&2
+
+# flood_hook QEMU_PID: while QEMU runs, answer each new `GUEST-FLOOD SECS` console line
+# with a UDP flood of the forwarded port (guest-net).
+flood_hook() {
+    _host=${GUEST_HOST_CPUSHIELD:-$ROOT/target/guest-build/x86_64-unknown-linux-gnu/release/cpushield}
+    [ -x "$_host" ] || _host="$ROOT/target/release/cpushield"
+    _done=0
+    while kill -0 "$1" 2>/dev/null; do
+        _lines=$(grep -a 'GUEST-FLOOD ' "$LOG" 2>/dev/null | tr -d '\r' || true)
+        _n=$(printf '%s\n' "$_lines" | grep -c 'GUEST-FLOOD ' || true)
+        if [ "$_n" -gt "$_done" ]; then
+            _done=$((_done + 1))
+            _secs=$(printf '%s\n' "$_lines" | sed -n "${_done}p" | sed 's/.*GUEST-FLOOD \([0-9]*\).*/\1/')
+            echo "run.sh: flooding 127.0.0.1:$NET_PORT for ${_secs:-3}s" >&2
+            "$_host" load ionet --peer "127.0.0.1:$NET_PORT" --cpus 1 --duration "${_secs:-3}s" \
+                >"$CACHE/logs/$SCENARIO.flood$_done.log" 2>&1 || true
+        else
+            sleep 0.3
+        fi
+    done
+}
+
+# boot_watch QEMU_PID: waits until the scenario has started (its GUEST-INFO line) or QEMU
+# has ended. Returns 1 and stops QEMU when neither happened within BOOT_LIMIT seconds: the
+# kernel hung before /init ran, which says nothing about the scenario.
+boot_watch() {
+    _waited=0
+    while kill -0 "$1" 2>/dev/null; do
+        grep -aq 'GUEST-INFO' "$LOG" 2>/dev/null && return 0
+        if [ "$_waited" -ge "$((BOOT_LIMIT * 2))" ]; then
+            kill -TERM "$1" 2>/dev/null
+            return 1
+        fi
+        sleep 0.5
+        _waited=$((_waited + 1))
+    done
+    return 0
+}
+
+ATTEMPT=1
+while :; do
+    set +e
+    # shellcheck disable=SC2086 # NET_ARGS is a list of words
+    timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 \
+        -accel tcg,thread=multi -cpu "$CPU_MODEL" -smp "$SMP" -m "$MEM" \
+        -kernel "$KERNEL" -initrd "$INITRD" -append "$APPEND" \
+        -nographic -no-reboot -monitor none -serial stdio -nodefaults $NET_ARGS \
+        </dev/null >"$LOG" 2>&1 &
+    QEMU_PID=$!
+    HOOK_PID=""
+    if [ -n "$NET_PORT" ]; then
+        flood_hook "$QEMU_PID" &
+        HOOK_PID=$!
+    fi
+    boot_watch "$QEMU_PID"
+    BOOTED=$?
+    wait "$QEMU_PID"
+    QEMU_RC=$?
+    [ -z "$HOOK_PID" ] || wait "$HOOK_PID"
+    set -e
+    # The serial console uses CRLF line ends.
+    sed -i 's/\r$//; s/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\x1bc//g' "$LOG"
+    [ "$BOOTED" = 0 ] && break
+    cp "$LOG" "$CACHE/logs/$SCENARIO.boot-hang$ATTEMPT.log"
+    echo "run.sh: $SCENARIO: the kernel did not reach /init within ${BOOT_LIMIT}s (attempt $ATTEMPT; console kept in $CACHE/logs/$SCENARIO.boot-hang$ATTEMPT.log), its last lines:" >&2
+    tail -n 15 "$LOG" | sed 's/^/run.sh:   | /' >&2
+    if [ "$ATTEMPT" -ge 2 ]; then
+        echo "run.sh: $SCENARIO: FAILED: the guest kernel hung at boot twice" >&2
+        exit 1
+    fi
+    ATTEMPT=$((ATTEMPT + 1))
+    echo "run.sh: $SCENARIO: booting again" >&2
+done
+
+if [ "${GUEST_QUIET:-0}" = 1 ]; then grep 'GUEST-' "$LOG" || true; else cat "$LOG"; fi
+
+PASSES=$(grep -c 'GUEST-PASS ' "$LOG" || true)
+FAILS=$(grep -c 'GUEST-FAIL ' "$LOG" || true)
+if [ "$QEMU_RC" = 124 ] || [ "$QEMU_RC" = 137 ]; then
+    echo "run.sh: $SCENARIO: FAILED: guest did not finish within ${TIMEOUT}s (log: $LOG), its last lines:" >&2
+    tail -n 15 "$LOG" | sed 's/^/run.sh:   | /' >&2
+    exit 1
+fi
+if ! grep -q 'GUEST-DONE' "$LOG"; then
+    echo "run.sh: $SCENARIO: FAILED: guest stopped without GUEST-DONE (qemu exit $QEMU_RC; kernel panic or /init died; log: $LOG)" >&2
+    exit 1
+fi
+if [ "$FAILS" != 0 ]; then
+    echo "run.sh: $SCENARIO: FAILED: $FAILS failed, $PASSES passed (log: $LOG)" >&2
+    grep 'GUEST-FAIL ' "$LOG" >&2
+    exit 1
+fi
+if [ "$PASSES" = 0 ]; then
+    echo "run.sh: $SCENARIO: FAILED: no check ran (log: $LOG)" >&2
+    exit 1
+fi
+echo "run.sh: $SCENARIO: ok, $PASSES passed" >&2
