@@ -19,6 +19,7 @@ pub mod probe;
 pub mod sample;
 pub mod server;
 pub mod socket;
+pub mod start;
 pub mod status;
 
 use cpushield_kernel::Kernel;

@@ -5,7 +5,6 @@ use cpushield_cpuset::CpuSet;
 use cpushield_kernel::FakeKernel;
 use drift::{Cause, Watch};
 use std::io;
-use tiny_http::Method;
 
 fn cpus(list: &str) -> CpuSet {
     CpuSet::parse_list(list).unwrap()
@@ -98,16 +97,16 @@ fn a_tick_without_a_shield_corrects_nothing_and_says_no_shield() {
 #[test]
 fn the_endpoint_serves_only_get_metrics_and_status() {
     let shared = Shared::new("9.9.9");
-    let (code, _, body) = server::respond(&shared, &Method::Get, "/metrics");
+    let (code, _, body) = server::respond(&shared, "GET", "/metrics");
     assert_eq!(code, 200);
     assert!(
         body.contains("cpushield_build_info{version=\"9.9.9\"} 1"),
         "{body}"
     );
-    assert_eq!(server::respond(&shared, &Method::Get, "/status").0, 200);
-    assert_eq!(server::respond(&shared, &Method::Post, "/metrics").0, 405);
-    assert_eq!(server::respond(&shared, &Method::Get, "/").0, 404);
-    assert_eq!(server::respond(&shared, &Method::Get, "/reset").0, 404);
+    assert_eq!(server::respond(&shared, "GET", "/status").0, 200);
+    assert_eq!(server::respond(&shared, "POST", "/metrics").0, 405);
+    assert_eq!(server::respond(&shared, "GET", "/").0, 404);
+    assert_eq!(server::respond(&shared, "GET", "/reset").0, 404);
 }
 
 /// A caller (pid 40, uid 1000, in group 900) with a process of its own (41)
