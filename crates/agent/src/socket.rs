@@ -48,6 +48,14 @@ impl Pidfd {
     }
 }
 
+/// Holds process `pid` by a pidfd: the handle answers whether that very
+/// process is still alive, even after its PID went to another process.
+/// The `hold` of [`answer`] on the real kernel.
+pub fn hold_by_pidfd(pid: i32) -> io::Result<Box<dyn Fn() -> bool>> {
+    let fd = Pidfd::open(pid)?;
+    Ok(Box::new(move || !fd.exited()))
+}
+
 fn sched_params(policy: Policy, priority: u32) -> SchedParams {
     SchedParams {
         policy: match policy {
@@ -132,6 +140,9 @@ pub fn answer(
     if let Err(e) = reserves.check(&cpus, pid) {
         return format!("refused: {e}");
     }
+    if !held() {
+        return format!("refused: process {pid} exited while it was checked");
+    }
     match place(kernel, pid, &cpus, &req) {
         Ok(_) if !held() => format!("refused: process {pid} exited while it was placed"),
         Ok(n) => format!(
@@ -186,10 +197,7 @@ fn serve_one(kernel: &dyn Kernel, rules: &[Rule], stream: UnixStream) -> Option<
             &ReserveDir::from_env(),
             &peer,
             &line,
-            &|pid| {
-                let fd = Pidfd::open(pid)?;
-                Ok(Box::new(move || !fd.exited()))
-            },
+            &hold_by_pidfd,
         ),
         _ => format!(
             "refused: a request is one line of at most {} bytes",
