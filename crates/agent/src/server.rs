@@ -40,20 +40,44 @@ pub struct Limits {
 }
 
 impl Default for Limits {
-    /// 64 connections (a scraper needs one, a few people a few); 10 s idle,
-    /// which outlives no keep-alive between two scrapes at Prometheus'
-    /// usual 15 s, so each scrape costs one connection; 5 s to send a
-    /// request head or take an answer, well above a scrape's
-    /// milliseconds on a loaded node; 8 KiB of head.
+    /// 1,024 connections: a silent one costs this process a few hundred
+    /// bytes (an entry and an empty buffer), so a thousand held open cost
+    /// well under a megabyte, and a scraper is never pushed out by fewer;
+    /// fewer where the descriptor limit cannot be raised that far
+    /// ([`start`]). 10 s idle, which outlives no keep-alive between two
+    /// scrapes at Prometheus' usual 15 s, so each scrape costs one
+    /// connection; 5 s to send a request head or take an answer, far above
+    /// a scrape's milliseconds on a loaded node; 4 KiB of head (a scrape's
+    /// is a few hundred bytes), so 1,024 slow heads hold at most 4 MiB.
     fn default() -> Self {
         Self {
-            max_connections: 64,
+            max_connections: 1024,
             idle_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(5),
             write_timeout: Duration::from_secs(5),
-            max_head: 8 * 1024,
+            max_head: 4 * 1024,
         }
     }
+}
+
+/// Descriptors kept for the rest of the agent (/proc and /sys reads, the
+/// placement socket, the probe) besides the connections.
+const RESERVED_FDS: u64 = 128;
+
+/// Raises the soft limit of open descriptors towards the hard one, enough for
+/// `wanted` connections; returns how many connections the limit allows.
+fn room_for_connections(wanted: usize) -> usize {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return wanted;
+    };
+    let need = wanted as u64 + RESERVED_FDS;
+    let soft = if soft < need && setrlimit(Resource::RLIMIT_NOFILE, need.min(hard), hard).is_ok() {
+        need.min(hard)
+    } else {
+        soft
+    };
+    (soft.saturating_sub(RESERVED_FDS) as usize).clamp(1, wanted.max(1))
 }
 
 /// A running server; [`Running::stop`] ends it.
@@ -123,6 +147,11 @@ struct Conn {
     written: usize,
     /// Close once `out` is written.
     close_after: bool,
+    /// The answer is out and the writing side shut: what the client still
+    /// sends is read and dropped until it closes, so that closing with
+    /// unread bytes (a refused head) does not reset the connection before
+    /// the client read the answer.
+    draining: bool,
     /// When it is closed unless it makes progress.
     deadline: Instant,
     /// Its last byte read or answer written (the longest idle goes first).
@@ -214,6 +243,16 @@ fn answer(code: u16, kind: &str, body: &str, with_body: bool, close: bool) -> Ve
 fn drive(conn: &mut Conn, shared: &Shared, limits: &Limits) -> bool {
     loop {
         let now = Instant::now();
+        if conn.draining {
+            let mut sink = [0u8; 2048];
+            match conn.stream.read(&mut sink) {
+                Ok(0) => return false,
+                Ok(_) => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return false,
+            }
+        }
         if !conn.out.is_empty() {
             match conn.stream.write(&conn.out[conn.written..]) {
                 Ok(0) => return false,
@@ -221,7 +260,12 @@ fn drive(conn: &mut Conn, shared: &Shared, limits: &Limits) -> bool {
                     conn.written += n;
                     if conn.written == conn.out.len() {
                         if conn.close_after {
-                            return false;
+                            let _ = conn.stream.shutdown(std::net::Shutdown::Write);
+                            conn.draining = true;
+                            conn.out.clear();
+                            conn.head.clear();
+                            conn.deadline = now + limits.write_timeout;
+                            continue;
                         }
                         conn.out.clear();
                         conn.written = 0;
@@ -277,8 +321,13 @@ fn drive(conn: &mut Conn, shared: &Shared, limits: &Limits) -> bool {
                 continue;
             }
         }
+        // Never more than one byte past the limit: enough to tell a head
+        // that is too long.
         let mut chunk = [0u8; 2048];
-        match conn.stream.read(&mut chunk) {
+        let room = (limits.max_head + 1)
+            .saturating_sub(conn.head.len())
+            .clamp(1, chunk.len());
+        match conn.stream.read(&mut chunk[..room]) {
             Ok(0) => return false,
             Ok(n) => {
                 if conn.head.is_empty() {
@@ -325,15 +374,19 @@ impl Loop {
         }
     }
 
-    fn accept(&mut self) {
-        loop {
+    /// Accepts what is pending, at most half the bound in one turn, so that
+    /// a flood of connections cannot push out one accepted in the turn
+    /// before its request was read. Returns whether more may be
+    /// pending.
+    fn accept(&mut self) -> bool {
+        for _ in 0..(self.limits.max_connections / 2).max(1) {
             let mut stream = match self.listener.accept() {
                 Ok((stream, _)) => stream,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // Out of descriptors or the like: the pending client waits
                 // for the next turn, when connections may have closed.
-                Err(_) => return,
+                Err(_) => return false,
             };
             while !self.conns.is_empty() && self.conns.len() >= self.limits.max_connections {
                 self.evict();
@@ -350,30 +403,40 @@ impl Loop {
                 continue;
             }
             let now = Instant::now();
-            self.conns.insert(
-                token,
-                Conn {
-                    stream,
-                    head: Vec::new(),
-                    out: Vec::new(),
-                    written: 0,
-                    close_after: false,
-                    deadline: now + self.limits.idle_timeout,
-                    last_active: now,
-                },
-            );
+            let mut conn = Conn {
+                stream,
+                head: Vec::new(),
+                out: Vec::new(),
+                written: 0,
+                close_after: false,
+                draining: false,
+                deadline: now + self.limits.idle_timeout,
+                last_active: now,
+            };
+            // A scraper sends its request with the connection: answer it
+            // now, before later connections can take its place.
+            if drive(&mut conn, &self.shared, &self.limits) {
+                self.conns.insert(token, conn);
+            } else {
+                let _ = self.poll.registry().deregister(&mut conn.stream);
+            }
         }
+        true
     }
 
     fn run(mut self, stop: &AtomicBool, open: &AtomicUsize) {
         let mut events = Events::with_capacity(256);
+        let mut pending = false;
         while !stop.load(Ordering::SeqCst) {
             let now = Instant::now();
-            let timeout = self
-                .conns
-                .values()
-                .map(|c| c.deadline.saturating_duration_since(now))
-                .min();
+            let timeout = if pending {
+                Some(Duration::ZERO)
+            } else {
+                self.conns
+                    .values()
+                    .map(|c| c.deadline.saturating_duration_since(now))
+                    .min()
+            };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -383,7 +446,7 @@ impl Loop {
             }
             for event in events.iter() {
                 match event.token() {
-                    LISTENER => self.accept(),
+                    LISTENER => pending = true,
                     WAKER => {}
                     token => {
                         let keep = match self.conns.get_mut(&token) {
@@ -395,6 +458,11 @@ impl Loop {
                         }
                     }
                 }
+            }
+            // After the ready connections were served: a new batch never
+            // evicts one whose request is already waiting to be read.
+            if pending {
+                pending = self.accept();
             }
             let now = Instant::now();
             let late: Vec<Token> = self
@@ -411,8 +479,10 @@ impl Loop {
     }
 }
 
-/// Serves `shared` on `addr` in a thread, within `limits`.
-pub fn start(addr: SocketAddr, shared: Arc<Shared>, limits: Limits) -> io::Result<Running> {
+/// Serves `shared` on `addr` in a thread, within `limits` (the connections
+/// also within what the descriptor limit allows, raised if need be).
+pub fn start(addr: SocketAddr, shared: Arc<Shared>, mut limits: Limits) -> io::Result<Running> {
+    limits.max_connections = room_for_connections(limits.max_connections);
     let std_listener = std::net::TcpListener::bind(addr).map_err(|e| {
         io::Error::new(
             e.kind(),

@@ -209,6 +209,17 @@ fn the_socket_places_the_callers_own_process_and_refuses_anything_else() {
     assert!(e.starts_with("refused: CPU 1 is reserved by"), "{e}");
 }
 
+/// Process `pid` in the fake as a process of the caller of
+/// [`placement_fake`] (uid 1000, group 900), one thread, on CPUs 0-1.
+fn add_callers_process(k: &FakeKernel, pid: i32) {
+    k.set_file(
+        format!("/proc/{pid}/status"),
+        "Name:\tx\nUid:\t1000\t1000\t1000\t1000\nGroups:\t900 \n",
+    );
+    k.add_dir(format!("/proc/{pid}/task/{pid}"));
+    k.set_thread_affinity(pid, cpus("0-1"));
+}
+
 #[test]
 fn a_process_that_exited_while_held_is_never_placed_though_its_pid_names_another() {
     let (k, dir) = placement_fake();
@@ -219,12 +230,7 @@ fn a_process_that_exited_while_held_is_never_placed_though_its_pid_names_another
     let pid = child.id() as i32;
     // The PID as the checks see it: a process of the caller's (uid 1000), as
     // if the PID had gone to another process of the same user.
-    k.set_file(
-        format!("/proc/{pid}/status"),
-        "Name:\tx\nUid:\t1000\t1000\t1000\t1000\nGroups:\t900 \n",
-    );
-    k.add_dir(format!("/proc/{pid}/task/{pid}"));
-    k.set_thread_affinity(pid, cpus("0-1"));
+    add_callers_process(&k, pid);
     let peer = access::Peer {
         pid: 40,
         uid: 1000,
@@ -266,12 +272,7 @@ fn a_process_that_exited_while_held_is_never_placed_though_its_pid_names_another
         .spawn()
         .unwrap();
     let live_pid = live.id() as i32;
-    k.set_file(
-        format!("/proc/{live_pid}/status"),
-        "Name:\tx\nUid:\t1000\t1000\t1000\t1000\nGroups:\t900 \n",
-    );
-    k.add_dir(format!("/proc/{live_pid}/task/{live_pid}"));
-    k.set_thread_affinity(live_pid, cpus("0-1"));
+    add_callers_process(&k, live_pid);
     let request =
         format!(r#"{{"place":{{"pid":{live_pid},"cpus":"1","policy":"fifo","priority":10}}}}"#);
     let answer = socket::answer(
