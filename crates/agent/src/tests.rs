@@ -220,13 +220,23 @@ fn add_callers_process(k: &FakeKernel, pid: i32) {
     k.set_thread_affinity(pid, cpus("0-1"));
 }
 
+/// A real process that lives until killed (at most 30 s).
+fn sleeper() -> std::process::Child {
+    std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap()
+}
+
+/// The socket's request placing `pid` on CPU 1 at fifo 10.
+fn place_on_cpu_1(pid: i32) -> String {
+    format!(r#"{{"place":{{"pid":{pid},"cpus":"1","policy":"fifo","priority":10}}}}"#)
+}
+
 #[test]
 fn a_process_that_exited_while_held_is_never_placed_though_its_pid_names_another() {
     let (k, dir) = placement_fake();
-    let mut child = std::process::Command::new("sleep")
-        .arg("30")
-        .spawn()
-        .unwrap();
+    let mut child = sleeper();
     let pid = child.id() as i32;
     // The PID as the checks see it: a process of the caller's (uid 1000), as
     // if the PID had gone to another process of the same user.
@@ -237,8 +247,7 @@ fn a_process_that_exited_while_held_is_never_placed_though_its_pid_names_another
         groups: vec![900],
     };
     let reserves = cpushield_rt::reserve::ReserveDir::new(dir.path().join("reserve"));
-    let request =
-        format!(r#"{{"place":{{"pid":{pid},"cpus":"1","policy":"fifo","priority":10}}}}"#);
+    let request = place_on_cpu_1(pid);
     // The real pidfd, taken while the child lives; the child then exits
     // and is reaped before any check.
     let child = std::cell::RefCell::new(&mut child);
@@ -256,33 +265,26 @@ fn a_process_that_exited_while_held_is_never_placed_though_its_pid_names_another
     );
     assert_eq!(k.affinities()[&pid], cpus("0-1"), "the PID was placed");
     assert!(!k.scheds().contains_key(&pid));
+    let by_pidfd = |request: &str| {
+        socket::answer(
+            &k,
+            &rules(),
+            &reserves,
+            &peer,
+            request,
+            &socket::hold_by_pidfd,
+        )
+    };
     // Gone before it could be held at all: refused as absent.
-    let answer = socket::answer(
-        &k,
-        &rules(),
-        &reserves,
-        &peer,
-        &request,
-        &socket::hold_by_pidfd,
+    assert_eq!(
+        by_pidfd(&request),
+        format!("refused: there is no process {pid}")
     );
-    assert_eq!(answer, format!("refused: there is no process {pid}"));
     // A live process held by its pidfd is placed.
-    let mut live = std::process::Command::new("sleep")
-        .arg("30")
-        .spawn()
-        .unwrap();
+    let mut live = sleeper();
     let live_pid = live.id() as i32;
     add_callers_process(&k, live_pid);
-    let request =
-        format!(r#"{{"place":{{"pid":{live_pid},"cpus":"1","policy":"fifo","priority":10}}}}"#);
-    let answer = socket::answer(
-        &k,
-        &rules(),
-        &reserves,
-        &peer,
-        &request,
-        &socket::hold_by_pidfd,
-    );
+    let answer = by_pidfd(&place_on_cpu_1(live_pid));
     let _ = live.kill();
     let _ = live.wait();
     assert!(answer.starts_with("ok: placed process"), "{answer}");
