@@ -8,6 +8,7 @@
 mod support;
 
 use std::os::fd::AsRawFd;
+use std::path::Path;
 use support::{can_shield_here, run_scenario_in_pid_namespace, skip, system_state};
 
 const SCENARIO: &str = r#"
@@ -64,22 +65,35 @@ echo SCENARIO-DONE
 "#;
 
 /// The host-test lock: one shielding test on this machine at a time.
+const HOST_LOCK: &str = "/tmp/cpushield-hosttest.lock";
+
+/// Holds [`HOST_LOCK`], unless this process runs under it already
+/// (`flock /tmp/cpushield-hosttest.lock cargo test ...` passes its locked
+/// descriptor down; taking the lock again would wait for ever).
 struct HostLock {
-    _held: std::fs::File,
+    _held: Option<std::fs::File>,
 }
 
 impl HostLock {
     fn take() -> Self {
+        let inherited = std::fs::read_dir("/proc/self/fd")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|p| p == Path::new(HOST_LOCK)));
+        if inherited {
+            return HostLock { _held: None };
+        }
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
-            .open("/tmp/cpushield-hosttest.lock")
+            .open(HOST_LOCK)
             .expect("open the host-test lock");
         // SAFETY: flock on a descriptor this function just opened and keeps.
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
         assert_eq!(rc, 0, "flock: {}", std::io::Error::last_os_error());
-        HostLock { _held: file }
+        HostLock { _held: Some(file) }
     }
 }
 
