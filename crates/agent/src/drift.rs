@@ -2,7 +2,7 @@
 //! CPUs came online, since the last look. Pure: it sees only what was read.
 
 use cpushield_cpuset::CpuSet;
-use cpushield_shield::snapshot::{IrqInfo, TaskInfo, SHIELD_CGROUP};
+use cpushield_shield::snapshot::{is_kubepods, IrqInfo, TaskInfo, SHIELD_CGROUP};
 use std::collections::BTreeMap;
 
 /// Why the agent corrected the shield.
@@ -135,6 +135,33 @@ pub struct TaskDrift {
     pub cause: Cause,
 }
 
+/// A task of a Kubernetes pod found with a shielded CPU in its affinity. The
+/// kubelet's CPU manager places pods; the shield leaves them alone, so the
+/// agent names the task and corrects nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodTask {
+    /// Thread ID.
+    pub tid: i32,
+    /// Command name.
+    pub comm: String,
+    /// Its cgroup (a `kubepods*` path).
+    pub cgroup: String,
+    /// Its affinity as found.
+    pub affinity: CpuSet,
+    /// The shielded CPUs it reaches.
+    pub on: CpuSet,
+}
+
+/// What one look at the tasks found on shielded CPUs, new or changed since
+/// the last look.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskLook {
+    /// Tasks the shield places: each is drift to correct.
+    pub drifts: Vec<TaskDrift>,
+    /// Tasks of Kubernetes pods: named, never corrected.
+    pub pods: Vec<PodTask>,
+}
+
 /// Whether a task belongs on shielded CPUs: it is in the shield's cgroup
 /// (placed by `run`, the agent's socket, or Brosky's rule) or the kernel
 /// binds it to its CPU (per-CPU kernel thread).
@@ -157,10 +184,11 @@ impl TaskWatch {
 
     /// Compares `tasks` with the last look and remembers them. A task outside
     /// the shield (see the shield's cgroup; per-CPU kernel threads excepted)
-    /// is drift when its affinity reaches a CPU of `shielded` and it is new,
-    /// its affinity changed, or this is the first look.
-    pub fn observe(&mut self, tasks: &[TaskInfo], shielded: &CpuSet) -> Vec<TaskDrift> {
-        let mut out = Vec::new();
+    /// counts when its affinity reaches a CPU of `shielded` and it is new,
+    /// its affinity changed, or this is the first look: as drift, or, when
+    /// it is a Kubernetes pod's, as a pod task.
+    pub fn observe(&mut self, tasks: &[TaskInfo], shielded: &CpuSet) -> TaskLook {
+        let mut out = TaskLook::default();
         for t in tasks {
             let on = t.affinity.intersection(shielded);
             if on.is_empty() || belongs_on_shield(t) {
@@ -174,8 +202,16 @@ impl TaskWatch {
                     Some(_) => None,
                 },
             };
-            if let Some(cause) = cause {
-                out.push(TaskDrift {
+            if cause.is_some() && is_kubepods(&t.cgroup) {
+                out.pods.push(PodTask {
+                    tid: t.tid,
+                    comm: t.comm.to_string(),
+                    cgroup: t.cgroup.to_string(),
+                    affinity: t.affinity.clone(),
+                    on,
+                });
+            } else if let Some(cause) = cause {
+                out.drifts.push(TaskDrift {
                     tid: t.tid,
                     comm: t.comm.to_string(),
                     affinity: t.affinity.clone(),

@@ -19,9 +19,11 @@ pub mod probe;
 pub mod sample;
 pub mod server;
 pub mod socket;
+pub mod start;
 pub mod status;
 
 use cpushield_kernel::Kernel;
+use cpushield_shield::snapshot::is_kubepods;
 use cpushield_shield::state::{self, StateStore};
 use cpushield_shield::{snapshot, Options, ShieldMasks};
 use std::io;
@@ -182,7 +184,26 @@ impl<'a> Agent<'a> {
                 }),
             _ => Vec::new(),
         };
-        let task_drifts = self.tasks.observe(&tasks, &shielded_procs);
+        let drift::TaskLook {
+            drifts: task_drifts,
+            pods,
+        } = self.tasks.observe(&tasks, &shielded_procs);
+        for p in &pods {
+            log.push(format!(
+                "task {} ({}) of a Kubernetes pod (cgroup {}) has affinity {} on shielded CPU {}: pods belong to the kubelet's CPU manager, so the agent leaves it there and re-applies nothing; keep pods off the shielded CPUs (kubelet reservedSystemCPUs, docs/fleet.md)",
+                p.tid,
+                p.comm,
+                p.cgroup,
+                p.affinity.to_list(),
+                p.on.to_list()
+            ));
+        }
+        lock(&self.shared.metrics).set_pod_tasks_on_shield(
+            tasks
+                .iter()
+                .filter(|t| is_kubepods(&t.cgroup) && t.affinity.intersects(&shielded_procs))
+                .count(),
+        );
         let now = status::now();
         let mut corrected = None;
         let drifted = !drifts.is_empty() || !task_drifts.is_empty() || !came_online.is_empty();
@@ -318,7 +339,7 @@ impl<'a> Agent<'a> {
                 Some(cause) => {
                     format!("the last look found drift ({cause}) and re-applied the shield")
                 }
-                None => "the last look found every IRQ off the shielded CPUs or unchanged".into(),
+                None => "the last look found no IRQ, task or CPU to correct".into(),
             },
             &now,
         );

@@ -33,6 +33,7 @@ pub struct Metrics {
     shield_cpus: Family<Labels, Gauge>,
     corrections: Family<Labels, Counter>,
     findings: Family<Labels, Gauge>,
+    pod_tasks: Gauge,
     latency: Option<LatencyFamily>,
     last: Option<Sample>,
     user_hz: f64,
@@ -80,6 +81,12 @@ impl Metrics {
             "Findings of the last periodic check of the shielded CPUs, per severity (info, warn, breaks-shield)",
             findings.clone(),
         );
+        let pod_tasks = Gauge::default();
+        registry.register(
+            "pod_tasks_on_shield",
+            "Tasks of Kubernetes pods whose affinity reaches a CPU shielded from processes (the kubelet places them; the agent does not)",
+            pod_tasks.clone(),
+        );
         let build_info = Family::<Labels, Gauge>::default();
         build_info
             .get_or_create(&labels(&[("version", version)]))
@@ -93,6 +100,7 @@ impl Metrics {
             shield_cpus,
             corrections,
             findings,
+            pod_tasks,
             latency: None,
             last: None,
             user_hz: user_hz.max(1) as f64,
@@ -148,6 +156,11 @@ impl Metrics {
                 .get_or_create(&labels(&[("severity", severity)]))
                 .set(n as i64);
         }
+    }
+
+    /// Sets how many tasks of Kubernetes pods may run on CPUs shielded from processes.
+    pub fn set_pod_tasks_on_shield(&self, n: usize) {
+        self.pod_tasks.set(n as i64);
     }
 
     /// Counts one correction of `cause`.

@@ -48,6 +48,14 @@ impl Pidfd {
     }
 }
 
+/// Holds process `pid` by a pidfd: the handle answers whether that very
+/// process is still alive, even after its PID went to another process.
+/// The `hold` of [`answer`] on the real kernel.
+pub fn hold_by_pidfd(pid: i32) -> io::Result<Box<dyn Fn() -> bool>> {
+    let fd = Pidfd::open(pid)?;
+    Ok(Box::new(move || !fd.exited()))
+}
+
 fn sched_params(policy: Policy, priority: u32) -> SchedParams {
     SchedParams {
         policy: match policy {
@@ -132,6 +140,9 @@ pub fn answer(
     if let Err(e) = reserves.check(&cpus, pid) {
         return format!("refused: {e}");
     }
+    if !held() {
+        return format!("refused: process {pid} exited while it was checked");
+    }
     match place(kernel, pid, &cpus, &req) {
         Ok(_) if !held() => format!("refused: process {pid} exited while it was placed"),
         Ok(n) => format!(
@@ -146,6 +157,105 @@ pub fn answer(
         .replace("Rr", "rr")
         .replace("Other", "other"),
         Err(e) => format!("refused: placing process {pid} failed: {e}"),
+    }
+}
+
+/// Why a request to the agent got no placement.
+#[derive(Debug)]
+pub enum AskError {
+    /// The socket admits only its group (mode 0660).
+    Denied {
+        /// The socket.
+        path: PathBuf,
+    },
+    /// No agent listens there.
+    NoAgent {
+        /// The socket.
+        path: PathBuf,
+        /// Why connecting failed.
+        error: io::Error,
+    },
+    /// The agent closed the connection without an answer.
+    NoAnswer {
+        /// The socket.
+        path: PathBuf,
+    },
+    /// Sending or receiving failed half way.
+    Io(io::Error),
+    /// The agent refused; its one-line answer.
+    Refused(String),
+}
+
+impl std::fmt::Display for AskError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AskError::Denied { path } => write!(
+                f,
+                "refused: the agent's socket {} admits only group {} (mode 0660, [access] socket_group); ask an administrator to add you to it",
+                path.display(),
+                group_of(path)
+            ),
+            AskError::NoAgent { path, error } => write!(
+                f,
+                "no agent answers on {} ({error}): start `cpushield agent` with [[access.grant]] rules, or run as root",
+                path.display()
+            ),
+            AskError::NoAnswer { path } => write!(
+                f,
+                "the agent on {} closed without an answer",
+                path.display()
+            ),
+            AskError::Io(e) => write!(f, "talking to the agent failed: {e}"),
+            AskError::Refused(reply) => f.write_str(reply),
+        }
+    }
+}
+
+impl std::error::Error for AskError {}
+
+/// The name of the group that owns `path`, for a refusal.
+fn group_of(path: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path)
+        .ok()
+        .and_then(|m| nix::unistd::Group::from_gid(m.gid().into()).ok().flatten())
+        .map_or_else(|| "its group".to_string(), |g| g.name)
+}
+
+/// Sends `request` to the agent on the socket at `path` (the caller's side
+/// of [`answer`]); returns the agent's `ok: ...` line.
+pub fn ask(path: &Path, request: &access::Request) -> Result<String, AskError> {
+    let mut stream = match UnixStream::connect(path) {
+        Ok(s) => s,
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            return Err(AskError::Denied {
+                path: path.to_path_buf(),
+            })
+        }
+        Err(error) => {
+            return Err(AskError::NoAgent {
+                path: path.to_path_buf(),
+                error,
+            })
+        }
+    };
+    let line = serde_json::to_string(request)
+        .map_err(io::Error::other)
+        .map_err(AskError::Io)?;
+    stream
+        .write_all(format!("{line}\n").as_bytes())
+        .map_err(AskError::Io)?;
+    let mut reply = String::new();
+    BufReader::new(&stream)
+        .read_line(&mut reply)
+        .map_err(AskError::Io)?;
+    let reply = reply.trim();
+    match reply {
+        "" => Err(AskError::NoAnswer {
+            path: path.to_path_buf(),
+        }),
+        r if r.starts_with("ok:") => Ok(r.to_string()),
+        r => Err(AskError::Refused(r.to_string())),
     }
 }
 
@@ -186,10 +296,7 @@ fn serve_one(kernel: &dyn Kernel, rules: &[Rule], stream: UnixStream) -> Option<
             &ReserveDir::from_env(),
             &peer,
             &line,
-            &|pid| {
-                let fd = Pidfd::open(pid)?;
-                Ok(Box::new(move || !fd.exited()))
-            },
+            &hold_by_pidfd,
         ),
         _ => format!(
             "refused: a request is one line of at most {} bytes",

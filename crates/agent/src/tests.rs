@@ -5,7 +5,6 @@ use cpushield_cpuset::CpuSet;
 use cpushield_kernel::FakeKernel;
 use drift::{Cause, Watch};
 use std::io;
-use tiny_http::Method;
 
 fn cpus(list: &str) -> CpuSet {
     CpuSet::parse_list(list).unwrap()
@@ -98,16 +97,16 @@ fn a_tick_without_a_shield_corrects_nothing_and_says_no_shield() {
 #[test]
 fn the_endpoint_serves_only_get_metrics_and_status() {
     let shared = Shared::new("9.9.9");
-    let (code, _, body) = server::respond(&shared, &Method::Get, "/metrics");
+    let (code, _, body) = server::respond(&shared, "GET", "/metrics");
     assert_eq!(code, 200);
     assert!(
         body.contains("cpushield_build_info{version=\"9.9.9\"} 1"),
         "{body}"
     );
-    assert_eq!(server::respond(&shared, &Method::Get, "/status").0, 200);
-    assert_eq!(server::respond(&shared, &Method::Post, "/metrics").0, 405);
-    assert_eq!(server::respond(&shared, &Method::Get, "/").0, 404);
-    assert_eq!(server::respond(&shared, &Method::Get, "/reset").0, 404);
+    assert_eq!(server::respond(&shared, "GET", "/status").0, 200);
+    assert_eq!(server::respond(&shared, "POST", "/metrics").0, 405);
+    assert_eq!(server::respond(&shared, "GET", "/").0, 404);
+    assert_eq!(server::respond(&shared, "GET", "/reset").0, 404);
 }
 
 /// A caller (pid 40, uid 1000, in group 900) with a process of its own (41)
@@ -141,7 +140,11 @@ fn rules() -> Vec<access::Rule> {
     }]
 }
 
-fn held(_: i32) -> io::Result<Box<dyn Fn() -> bool>> {
+/// The hold of the fake's processes, which never exit: these tests are of
+/// the decision; the pidfd that tells a process from a later one with its
+/// PID is tested on a real child
+/// (`a_process_that_exited_while_held_is_never_placed_though_its_pid_names_another`).
+fn fake_never_exits(_: i32) -> io::Result<Box<dyn Fn() -> bool>> {
     Ok(Box::new(|| true))
 }
 
@@ -163,7 +166,7 @@ fn the_socket_places_the_callers_own_process_and_refuses_anything_else() {
             &format!(
                 r#"{{"place":{{"pid":{pid},"cpus":"{cpus}","policy":"fifo","priority":{prio}}}}}"#
             ),
-            &held,
+            &fake_never_exits,
         )
     };
     let ok = ask(0, "1", 50);
@@ -196,7 +199,7 @@ fn the_socket_places_the_callers_own_process_and_refuses_anything_else() {
         &reserves,
         &outsider,
         r#"{"place":{"pid":0,"cpus":"1","policy":"rr","priority":1}}"#,
-        &held,
+        &fake_never_exits,
     );
     assert!(e.contains("none of the groups"), "{e}");
     // A CPU another process reserved (`run --reserve`) is refused as `run` refuses it.
@@ -204,6 +207,88 @@ fn the_socket_places_the_callers_own_process_and_refuses_anything_else() {
     let _held = reserves.reserve(&cpus("1"), &holder).unwrap();
     let e = ask(41, "1", 5);
     assert!(e.starts_with("refused: CPU 1 is reserved by"), "{e}");
+}
+
+/// Process `pid` in the fake as a process of the caller of
+/// [`placement_fake`] (uid 1000, group 900), one thread, on CPUs 0-1.
+fn add_callers_process(k: &FakeKernel, pid: i32) {
+    k.set_file(
+        format!("/proc/{pid}/status"),
+        "Name:\tx\nUid:\t1000\t1000\t1000\t1000\nGroups:\t900 \n",
+    );
+    k.add_dir(format!("/proc/{pid}/task/{pid}"));
+    k.set_thread_affinity(pid, cpus("0-1"));
+}
+
+/// A real process that lives until killed (at most 30 s).
+fn sleeper() -> std::process::Child {
+    std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap()
+}
+
+/// The socket's request placing `pid` on CPU 1 at fifo 10.
+fn place_on_cpu_1(pid: i32) -> String {
+    format!(r#"{{"place":{{"pid":{pid},"cpus":"1","policy":"fifo","priority":10}}}}"#)
+}
+
+#[test]
+fn a_process_that_exited_while_held_is_never_placed_though_its_pid_names_another() {
+    let (k, dir) = placement_fake();
+    let mut child = sleeper();
+    let pid = child.id() as i32;
+    // The PID as the checks see it: a process of the caller's (uid 1000), as
+    // if the PID had gone to another process of the same user.
+    add_callers_process(&k, pid);
+    let peer = access::Peer {
+        pid: 40,
+        uid: 1000,
+        groups: vec![900],
+    };
+    let reserves = cpushield_rt::reserve::ReserveDir::new(dir.path().join("reserve"));
+    let request = place_on_cpu_1(pid);
+    // The real pidfd, taken while the child lives; the child then exits
+    // and is reaped before any check.
+    let child = std::cell::RefCell::new(&mut child);
+    let hold_then_exit = |p: i32| -> io::Result<Box<dyn Fn() -> bool>> {
+        let held = socket::hold_by_pidfd(p)?;
+        let mut c = child.borrow_mut();
+        c.kill()?;
+        c.wait()?;
+        Ok(held)
+    };
+    let answer = socket::answer(&k, &rules(), &reserves, &peer, &request, &hold_then_exit);
+    assert_eq!(
+        answer,
+        format!("refused: process {pid} exited while it was checked")
+    );
+    assert_eq!(k.affinities()[&pid], cpus("0-1"), "the PID was placed");
+    assert!(!k.scheds().contains_key(&pid));
+    let by_pidfd = |request: &str| {
+        socket::answer(
+            &k,
+            &rules(),
+            &reserves,
+            &peer,
+            request,
+            &socket::hold_by_pidfd,
+        )
+    };
+    // Gone before it could be held at all: refused as absent.
+    assert_eq!(
+        by_pidfd(&request),
+        format!("refused: there is no process {pid}")
+    );
+    // A live process held by its pidfd is placed.
+    let mut live = sleeper();
+    let live_pid = live.id() as i32;
+    add_callers_process(&k, live_pid);
+    let answer = by_pidfd(&place_on_cpu_1(live_pid));
+    let _ = live.kill();
+    let _ = live.wait();
+    assert!(answer.starts_with("ok: placed process"), "{answer}");
+    assert_eq!(k.affinities()[&live_pid], cpus("1"));
 }
 
 const ROOT: &str = cpushield_shield::fake_machine::V1_ROOT;
@@ -322,12 +407,146 @@ fn tasks_in_the_shield_or_bound_by_the_kernel_are_not_drift_and_a_new_task_outsi
         task(2, "1", "/cpushield-shield", false),
         task(3, "1", "/", true),
     ];
-    assert!(w.observe(&start, &cpus("1")).is_empty());
+    assert_eq!(w.observe(&start, &cpus("1")), drift::TaskLook::default());
     let mut later = start.to_vec();
     later.push(task(4, "0-1", "/", false));
-    let d = w.observe(&later, &cpus("1"));
+    later.push(task(5, "1", "/kubepods/burstable/pod1/c1", false));
+    let look = w.observe(&later, &cpus("1"));
+    let d = &look.drifts;
     assert_eq!(d.len(), 1, "{d:?}");
     assert_eq!((d[0].tid, d[0].cause), (4, Cause::TaskNew));
+    assert_eq!(
+        look.pods.iter().map(|p| p.tid).collect::<Vec<_>>(),
+        [5],
+        "a pod's task is named apart, not as drift"
+    );
+    assert_eq!(
+        w.observe(&later, &cpus("1")),
+        drift::TaskLook::default(),
+        "unchanged since: neither again"
+    );
+}
+
+/// Adds a task of a Kubernetes pod (cgroupfs driver layout) to a
+/// [`machine`]: thread `tid` with `affinity`, in `/kubepods/pod1/c1`.
+fn add_pod_task(k: &FakeKernel, tid: i32, affinity: &str) {
+    let base = format!("/proc/{tid}/task/{tid}");
+    k.set_file(
+        format!("{base}/stat"),
+        format!("{tid} (pod{tid}) S 1 {tid} {tid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 {} 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n", 1000 + tid),
+    );
+    k.set_file(format!("{base}/cgroup"), "3:cpuset:/kubepods/pod1/c1\n");
+    k.set_thread_affinity(tid, cpus(affinity));
+    for (file, value) in [
+        ("tasks", format!("{tid}\n")),
+        ("cgroup.procs", format!("{tid}\n")),
+        ("cpuset.cpus", format!("{affinity}\n")),
+        ("cpuset.mems", "0\n".into()),
+    ] {
+        k.set_file(format!("{ROOT}/kubepods/pod1/c1/{file}"), value);
+    }
+    for dir in ["kubepods", "kubepods/pod1"] {
+        k.set_file(format!("{ROOT}/{dir}/cpuset.cpus"), "0-3\n");
+        k.set_file(format!("{ROOT}/{dir}/cpuset.mems"), "0\n");
+        k.set_file(format!("{ROOT}/{dir}/tasks"), "");
+        k.set_file(format!("{ROOT}/{dir}/cgroup.procs"), "");
+    }
+}
+
+#[test]
+fn a_pod_task_on_a_shielded_cpu_gets_its_own_line_and_no_reshield() {
+    let k = machine("0-3", &[(100, "0-3")]);
+    // Pinned to CPU 3 by the kubelet's static CPU manager.
+    add_pod_task(&k, 200, "3");
+    let store = state::MemoryStore::new();
+    cpushield_shield::shield_in(&k, &store, &ShieldMasks::all(&cpus("3")), ROOT_OPTIONS).unwrap();
+    assert_eq!(
+        k.affinities()[&200],
+        cpus("3"),
+        "the shield leaves pods alone"
+    );
+    let shared = Shared::new("0");
+    let mut agent = Agent::new(&k, &store, Arc::clone(&shared), ROOT_OPTIONS);
+    let writes = store.writes();
+    let files = k.files();
+    let log = agent.tick().unwrap();
+    let pod_lines: Vec<&String> = log.iter().filter(|l| l.contains("task 200")).collect();
+    assert_eq!(pod_lines.len(), 1, "{log:?}");
+    assert!(
+        pod_lines[0].starts_with(
+            "task 200 (pod200) of a Kubernetes pod (cgroup /kubepods/pod1/c1) has affinity 3 on shielded CPU 3: pods belong to the kubelet's CPU manager"
+        ),
+        "{}",
+        pod_lines[0]
+    );
+    assert!(!log.iter().any(|l| l.starts_with("correction")), "{log:?}");
+    assert!(
+        !log.iter().any(|l| l.contains("the shield cannot move it")),
+        "{log:?}"
+    );
+    assert_eq!(store.writes(), writes, "the shield was re-applied");
+    assert_eq!(k.files(), files, "a file was written");
+    assert_eq!(k.affinities()[&200], cpus("3"));
+    let metrics = lock(&shared.metrics).render();
+    assert!(
+        metrics.contains("cpushield_pod_tasks_on_shield 1"),
+        "{metrics}"
+    );
+    let status: serde_json::Value =
+        serde_json::from_str(&lock(&shared.conditions).to_json()).unwrap();
+    assert_eq!(status["conditions"][1]["type"], "Corrected");
+    assert_eq!(status["conditions"][1]["status"], "False");
+    // Named once, not at every look.
+    assert!(agent.tick().unwrap().is_empty());
+}
+
+#[test]
+fn corrected_is_true_after_a_look_that_corrected_and_false_after_one_that_did_not() {
+    let k = machine("0-3", &[(100, "0-3"), (101, "1")]);
+    let store = state::MemoryStore::new();
+    cpushield_shield::shield_in(&k, &store, &ShieldMasks::all(&cpus("3")), ROOT_OPTIONS).unwrap();
+    let shared = Shared::new("0");
+    let mut agent = Agent::new(&k, &store, Arc::clone(&shared), ROOT_OPTIONS);
+    let corrected = || -> serde_json::Value {
+        let status: serde_json::Value =
+            serde_json::from_str(&lock(&shared.conditions).to_json()).unwrap();
+        status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Corrected")
+            .cloned()
+            .unwrap_or_else(|| panic!("no Corrected condition: {status}"))
+    };
+    agent.tick().unwrap();
+    let quiet = corrected();
+    assert_eq!(
+        (quiet["status"].as_str(), quiet["reason"].as_str()),
+        (Some("False"), Some("NoDrift")),
+        "{quiet}"
+    );
+    k.set_thread_affinity(101, cpus("0-3"));
+    agent.tick().unwrap();
+    let after = corrected();
+    assert_eq!(
+        (after["status"].as_str(), after["reason"].as_str()),
+        (Some("True"), Some("DriftCorrected")),
+        "{after}"
+    );
+    assert!(
+        after["message"]
+            .as_str()
+            .unwrap()
+            .contains("(task_widened)"),
+        "{after}"
+    );
+    agent.tick().unwrap();
+    let again = corrected();
+    assert_eq!(again["status"], "False", "{again}");
+    assert_ne!(
+        again["lastTransitionTime"], quiet["lastTransitionTime"],
+        "the transition back is a new time"
+    );
 }
 
 #[test]

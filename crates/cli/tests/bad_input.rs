@@ -272,11 +272,74 @@ fn a_bad_or_missing_config_file_is_one_line_naming_file_line_and_key() {
             "{verb}: {err}"
         );
     }
-    let err = refused(&["agent", "--interval", "0", "--once"]);
-    assert!(err.contains("--interval 0"), "{err}");
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
         1,
         "a file was created"
     );
+}
+
+#[test]
+fn agent_intervals_are_checked_as_the_config_file_checks_them() {
+    for (interval, problem) in [
+        ("0", "'0' is shorter than 10ms"),
+        ("1ns", "'1ns' is shorter than 10ms"),
+        ("99999999y", "'99999999y' is longer than 365 days"),
+        ("abc", "'abc' is not a duration"),
+        ("-1s", "'-1s' is negative"),
+    ] {
+        let err = refused(&["agent", "--once", "--interval", interval]);
+        assert!(err.contains("--interval"), "{interval}: {err}");
+        assert!(
+            err.contains(&format!(
+                "{problem}: give an interval from 10ms to 365 days, e.g. 1s or 500ms"
+            )),
+            "{interval}: {err}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.toml");
+    std::fs::write(&file, "[agent]\ninterval = \"1ns\"\n").unwrap();
+    let err = refused(&["agent", "--once", "--config", &file.display().to_string()]);
+    assert!(
+        err.contains("key `agent.interval`: '1ns' is shorter than 10ms; give an interval"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_listen_port_above_65535_is_refused_naming_the_range() {
+    let err = refused(&["agent", "--once", "--listen", "127.0.0.1:70000"]);
+    assert!(
+        err.contains("port 70000 is above 65535: write an IP address and a port from 0 to 65535"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_config_file_that_is_a_directory_or_not_utf8_says_so_not_create_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().display().to_string();
+    let binary = dir.path().join("binary.toml");
+    std::fs::write(&binary, b"[shield]\nall = \"1\"\n# caf\xe9\n").unwrap();
+    let binary = binary.display().to_string();
+    for verb in ["apply", "agent"] {
+        let err = refused(&[verb, "--config", &path]);
+        assert_eq!(err.trim().lines().count(), 1, "{verb}: {err}");
+        assert!(
+            err.contains(&format!(
+                "the config file {path} is a directory, not a file"
+            )),
+            "{verb}: {err}"
+        );
+        assert!(!err.contains("create it"), "{verb}: {err}");
+        let err = refused(&[verb, "--config", &binary]);
+        assert_eq!(err.trim().lines().count(), 1, "{verb}: {err}");
+        assert!(
+            err.contains(&format!(
+                "{binary}:3: not UTF-8 text: byte 24 (0xe9) starts no UTF-8 character; save the file as UTF-8"
+            )),
+            "{verb}: {err}"
+        );
+    }
 }

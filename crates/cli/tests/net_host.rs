@@ -330,6 +330,10 @@ fn bad_net_arguments_exit_1_with_the_remedy_before_anything_runs() {
         (vec!["--cpus", "1", "--peer", "nohost"], "HOST:PORT"),
         (vec!["--cpus", "1,4096"], "not online"),
         (vec!["--cpus", "1", "--duration", "0s"], "--duration"),
+        (
+            vec!["--cpus", "1", "--peer", "127.0.0.1:0"],
+            "--peer 127.0.0.1:0: port 0 reaches no server: give the port `cpushield measure net --listen PORT`",
+        ),
     ] {
         let mut all = vec!["measure", "net"];
         all.extend(args.iter());
@@ -338,4 +342,39 @@ fn bad_net_arguments_exit_1_with_the_remedy_before_anything_runs() {
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert!(err.contains(expect), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn a_peer_that_does_not_answer_is_named_once_with_the_listen_side_to_start() {
+    // A free port nothing listens on: every datagram is refused.
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let peer = format!("127.0.0.1:{port}");
+    let out = cpushield(&[
+        "measure",
+        "net",
+        "--cpus",
+        "1",
+        "--peer",
+        &peer,
+        "--duration",
+        "1s",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert_eq!(
+        err.matches("refused").count(),
+        1,
+        "the cause printed twice: {err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "with peer {peer}: Connection refused (os error 111): start `cpushield measure net --listen {port}` on that machine"
+        )),
+        "{err}"
+    );
 }

@@ -13,8 +13,10 @@ use cpushield_cpuset::CpuSet;
 use cpushield_shield::ShieldMasks;
 use serde::Deserialize;
 use std::fmt;
+use std::io;
 use std::net::SocketAddr;
 use std::ops::Range;
+use std::path::Path;
 use std::time::Duration;
 use toml::Spanned;
 
@@ -37,6 +39,72 @@ pub struct GrantRule {
 
 /// The agent's metrics address unless `[agent] listen` names another.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9477";
+
+/// The shortest agent interval: a look reads every task and IRQ, so a
+/// shorter one would keep a CPU busy looking.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
+
+/// The longest agent interval: a year, the longest any duration option takes.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// What to write instead of a bad agent interval.
+pub const INTERVAL_REMEDY: &str = "give an interval from 10ms to 365 days, e.g. 1s or 500ms";
+
+/// What to write instead of a bad listen address.
+pub const LISTEN_REMEDY: &str =
+    "write an IP address and a port from 0 to 65535, e.g. 127.0.0.1:9477 (port 0: any free one)";
+
+/// The agent's interval, from `[agent] interval` and `agent --interval`
+/// alike: a duration (`1s`, `500ms`; a bare number is seconds) from
+/// [`MIN_INTERVAL`] to [`MAX_INTERVAL`]. The error says what is wrong with
+/// the text; [`INTERVAL_REMEDY`] says what to write.
+pub fn parse_interval(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if t.starts_with('-') {
+        return Err(format!("'{t}' is negative"));
+    }
+    let parsed = match t.parse::<f64>() {
+        Ok(secs) if secs.is_finite() => Duration::try_from_secs_f64(secs).ok(),
+        Ok(_) => return Err(format!("'{t}' is not a duration")),
+        Err(_) => match humantime::parse_duration(&t.replace("µs", "us")) {
+            Ok(d) => Some(d),
+            Err(humantime::DurationError::NumberOverflow) => None,
+            Err(_) => return Err(format!("'{t}' is not a duration")),
+        },
+    };
+    match parsed {
+        Some(d) if d < MIN_INTERVAL => Err(format!("'{t}' is shorter than 10ms")),
+        Some(d) if d <= MAX_INTERVAL => Ok(d),
+        _ => Err(format!("'{t}' is longer than 365 days")),
+    }
+}
+
+/// The agent's listen address, from `[agent] listen` and `agent --listen`
+/// alike: an IP address and a port (names are not resolved). The error says
+/// what is wrong with the text; [`LISTEN_REMEDY`] says what to write.
+pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    let t = text.trim();
+    if let Ok(addr) = t.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let Some((host, port)) = t.rsplit_once(':') else {
+        return Err(format!("'{t}' has no port"));
+    };
+    if let Ok(port) = port.parse::<u64>() {
+        if port > u64::from(u16::MAX) {
+            return Err(format!("'{t}': port {port} is above 65535"));
+        }
+    } else {
+        return Err(format!("'{t}': '{port}' is not a port number"));
+    }
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.parse::<std::net::IpAddr>().is_err() {
+        return Err(format!(
+            "'{t}': '{host}' is not an IP address (names are not resolved)"
+        ));
+    }
+    Err(format!("'{t}' is not an address:port"))
+}
 
 /// The config file as written (every table and key optional; unknown keys refused).
 #[derive(Debug, Default, Deserialize)]
@@ -205,6 +273,13 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            return write!(
+                f,
+                "{}:{}: {}; {}",
+                self.file, self.line, self.problem, self.remedy
+            );
+        }
         write!(
             f,
             "{}:{}: key `{}`: {}; {}",
@@ -262,7 +337,52 @@ fn key_at(text: &str, span: &Range<usize>) -> String {
     }
 }
 
+/// One line for a config file at `path` that cannot be read (`error` from
+/// reading it): what is wrong and what to do.
+pub fn unreadable(path: &Path, error: &io::Error) -> String {
+    let file = path.display();
+    match error.kind() {
+        io::ErrorKind::NotFound => format!(
+            "the config file {file} does not exist: create it (every key is described in \
+             dist/cpushield.toml) or name another with --config PATH"
+        ),
+        io::ErrorKind::IsADirectory => format!(
+            "the config file {file} is a directory, not a file: name the file in it, \
+             e.g. --config {}",
+            path.join("cpushield.toml").display()
+        ),
+        io::ErrorKind::PermissionDenied => format!(
+            "cannot read the config file {file} (permission denied): run as root, or make it \
+             readable"
+        ),
+        _ => format!(
+            "cannot read the config file {file} ({error}): fix it, or name another with \
+             --config PATH"
+        ),
+    }
+}
+
 impl Config {
+    /// Parses the bytes of `file`: UTF-8 text (a byte that is not is named
+    /// with its offset and line), then as [`Config::parse`].
+    pub fn from_bytes(file: &str, bytes: &[u8]) -> Result<Self, ConfigError> {
+        let text = std::str::from_utf8(bytes).map_err(|e| {
+            let at = e.valid_up_to();
+            let valid = std::str::from_utf8(&bytes[..at]).unwrap_or_default();
+            ConfigError {
+                file: file.to_string(),
+                line: line_of(valid, at),
+                key: String::new(),
+                problem: format!(
+                    "not UTF-8 text: byte {at} (0x{:02x}) starts no UTF-8 character",
+                    bytes[at]
+                ),
+                remedy: "save the file as UTF-8 (TOML is UTF-8 only)".into(),
+            }
+        })?;
+        Self::parse(file, text)
+    }
+
     /// Parses `text`, read from `file`. Unknown keys and wrong types are errors.
     pub fn parse(file: &str, text: &str) -> Result<Self, ConfigError> {
         let content: ConfigFile = toml::from_str(text).map_err(|e| {
@@ -389,29 +509,18 @@ impl Config {
         }
         let agent = &self.content.agent;
         if let Some(listen) = &agent.listen {
-            if listen.get_ref().parse::<SocketAddr>().is_err() {
-                return Err(self.error(
-                    &listen.span(),
-                    "agent.listen",
-                    format!("{:?} is not an address:port", listen.get_ref()),
-                    "write e.g. \"127.0.0.1:9477\"",
-                ));
+            if let Err(problem) = parse_listen(listen.get_ref()) {
+                return Err(self.error(&listen.span(), "agent.listen", problem, LISTEN_REMEDY));
             }
         }
         if let Some(interval) = &agent.interval {
-            match humantime::parse_duration(interval.get_ref()) {
-                Ok(d) if d >= Duration::from_millis(10) => {}
-                _ => {
-                    return Err(self.error(
-                        &interval.span(),
-                        "agent.interval",
-                        format!(
-                            "{:?} is not a duration of at least 10ms",
-                            interval.get_ref()
-                        ),
-                        "write e.g. \"1s\" or \"500ms\"",
-                    ))
-                }
+            if let Err(problem) = parse_interval(interval.get_ref()) {
+                return Err(self.error(
+                    &interval.span(),
+                    "agent.interval",
+                    problem,
+                    INTERVAL_REMEDY,
+                ));
             }
         }
         if let Some(limit) = &agent.latency_limit {
@@ -507,8 +616,24 @@ impl Config {
             .agent
             .listen
             .as_ref()
-            .and_then(|l| l.get_ref().parse().ok())
+            .and_then(|l| parse_listen(l.get_ref()).ok())
             .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("default address"))
+    }
+
+    /// The agent's interval, when the file names one.
+    pub fn agent_interval(&self) -> Option<Duration> {
+        let interval = self.content.agent.interval.as_ref()?;
+        parse_interval(interval.get_ref()).ok()
+    }
+
+    /// Whether the agent resets the shield when it stops (`on_stop = "reset"`;
+    /// the default, `"keep"`, leaves it up).
+    pub fn agent_resets_on_stop(&self) -> bool {
+        self.content
+            .agent
+            .on_stop
+            .as_ref()
+            .is_some_and(|s| s.get_ref() == "reset")
     }
 
     /// What the file asks of a machine whose online CPUs are `online`.

@@ -227,6 +227,8 @@ fn agent_settings_are_checked() {
     error_names("[agent]\nlisten = \"localhost\"\n", 2, "agent.listen");
     error_names("[agent]\n\ninterval = \"soon\"\n", 3, "agent.interval");
     error_names("[agent]\ninterval = \"1ms\"\n", 2, "agent.interval");
+    error_names("[agent]\ninterval = \"99999999y\"\n", 2, "agent.interval");
+    error_names("[agent]\nlisten = \"127.0.0.1:70000\"\n", 2, "agent.listen");
     error_names("[agent]\non_stop = \"halt\"\n", 2, "agent.on_stop");
 }
 
@@ -361,4 +363,83 @@ fn the_latency_probe_runs_only_on_a_shielded_cpu() {
         "agent.latency_cpu",
     );
     assert!(resolve("[shield]\nall = \"1\"\n[agent]\nlatency_cpu = 1\n").is_ok());
+}
+
+#[test]
+fn one_interval_check_serves_the_file_and_the_flag() {
+    assert_eq!(parse_interval("500ms"), Ok(Duration::from_millis(500)));
+    assert_eq!(parse_interval("2"), Ok(Duration::from_secs(2)));
+    assert_eq!(parse_interval("10ms"), Ok(MIN_INTERVAL));
+    assert_eq!(parse_interval("365days"), Ok(MAX_INTERVAL));
+    for (text, problem) in [
+        ("1ns", "'1ns' is shorter than 10ms"),
+        ("0", "'0' is shorter than 10ms"),
+        ("99999999y", "'99999999y' is longer than 365 days"),
+        ("99999999999999999999999y", "is longer than 365 days"),
+        ("1e300", "is longer than 365 days"),
+        ("abc", "'abc' is not a duration"),
+        ("-1s", "'-1s' is negative"),
+        ("NaN", "'NaN' is not a duration"),
+    ] {
+        let err = parse_interval(text).expect_err(text);
+        assert!(err.contains(problem), "{text}: {err}");
+    }
+    let err = parse("[agent]\ninterval = \"1ns\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.ends_with(&format!("'1ns' is shorter than 10ms; {INTERVAL_REMEDY}")),
+        "{err}"
+    );
+    let c = parse("[agent]\ninterval = \"250ms\"\non_stop = \"reset\"\n").unwrap();
+    assert_eq!(c.agent_interval(), Some(Duration::from_millis(250)));
+    assert!(c.agent_resets_on_stop());
+    assert!(!parse("").unwrap().agent_resets_on_stop());
+}
+
+#[test]
+fn a_listen_address_names_what_is_wrong_with_it() {
+    assert_eq!(
+        parse_listen("127.0.0.1:0").unwrap().to_string(),
+        "127.0.0.1:0"
+    );
+    assert_eq!(
+        parse_listen("[::1]:9477").unwrap().to_string(),
+        "[::1]:9477"
+    );
+    for (text, problem) in [
+        ("127.0.0.1:70000", "port 70000 is above 65535"),
+        ("127.0.0.1", "'127.0.0.1' has no port"),
+        ("127.0.0.1:http", "'http' is not a port number"),
+        ("localhost:9477", "'localhost' is not an IP address"),
+    ] {
+        let err = parse_listen(text).expect_err(text);
+        assert!(err.contains(problem), "{text}: {err}");
+    }
+}
+
+#[test]
+fn a_file_that_is_not_utf8_is_refused_at_its_byte_and_line() {
+    let err = Config::from_bytes("/etc/c.toml", b"[agent]\nlisten = \"\xff\"\n").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "/etc/c.toml:2: not UTF-8 text: byte 18 (0xff) starts no UTF-8 character; \
+         save the file as UTF-8 (TOML is UTF-8 only)"
+    );
+    assert!(Config::from_bytes("/etc/c.toml", b"[agent]\n").is_ok());
+}
+
+#[test]
+fn a_file_that_cannot_be_read_is_named_with_what_is_wrong() {
+    let dir = std::env::temp_dir();
+    let is_dir = std::fs::read(&dir).unwrap_err();
+    let text = unreadable(&dir, &is_dir);
+    assert!(text.contains("is a directory, not a file"), "{text}");
+    assert!(!text.contains("create it"), "{text}");
+    let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
+    let text = unreadable(Path::new("/etc/x.toml"), &missing);
+    assert!(
+        text.starts_with("the config file /etc/x.toml does not exist: create it"),
+        "{text}"
+    );
 }

@@ -9,13 +9,25 @@ pub enum MeasureError {
     /// The configuration is invalid; the message names the input and the remedy.
     #[error("{0}")]
     Config(String),
-    /// Reading system state failed.
-    #[error("{what}: {source}")]
+    /// Reading system state failed. The underlying error is part of the
+    /// message, not a `source()`: a printer that shows the chain of causes
+    /// would print it twice.
+    #[error("{what}: {error}")]
     System {
         /// What was being read.
         what: String,
         /// The underlying error (with the path).
-        source: io::Error,
+        error: io::Error,
+    },
+    /// `measure net --peer`: the peer did not answer.
+    #[error("{what} with peer {peer}: {error}: start `cpushield measure net --listen {port}` on that machine, and let UDP and TCP port {port} through its firewall", port = peer.port())]
+    Peer {
+        /// The exchange that failed.
+        what: String,
+        /// The peer's address.
+        peer: std::net::SocketAddr,
+        /// The error (connection refused, no reply).
+        error: io::Error,
     },
     /// A measuring thread could not be pinned to its CPU.
     #[error("could not pin the measuring thread to CPU {cpu} ({source}): check that CPU {cpu} is online and in this process's cpuset; if `cpushield shield` fenced it off, run with the CPUSHIELD_STATE_DIR that shield used")]

@@ -546,7 +546,7 @@ impl LatencyConfig {
                 .read(std::path::Path::new("/proc/interrupts"))
                 .map_err(|source| MeasureError::System {
                     what: "reading /proc/interrupts".into(),
-                    source,
+                    error: source,
                 })?;
             let irq = source::rtc_irq(&text).ok_or_else(|| {
                 MeasureError::Config(
@@ -564,7 +564,7 @@ impl LatencyConfig {
         };
         let device = Device::open(self.source, hz).map_err(|source| MeasureError::System {
             what: format!("--source {}", self.source.word()),
-            source,
+            error: source,
         })?;
         Ok((Some(device), irq))
     }
@@ -580,7 +580,7 @@ fn measure_device(
     let period_ns = plan.period.nominal_ns();
     let read_err = |source| MeasureError::System {
         what: "reading the device".into(),
-        source,
+        error: source,
     };
     device.wait().map_err(read_err)?;
     let start = now_ns();

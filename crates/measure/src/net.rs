@@ -175,6 +175,14 @@ impl NetConfig {
             ));
         }
         validate_sizes(&self.sizes).map_err(MeasureError::Config)?;
+        if let Link::Peer(peer) = self.link {
+            if peer.port() == 0 {
+                return Err(MeasureError::Config(format!(
+                    "--peer {peer}: port 0 reaches no server: give the port `cpushield measure net --listen PORT` listens on there, e.g. --peer {}:7000",
+                    peer.ip()
+                )));
+            }
+        }
         if self.duration.is_zero() {
             return Err(MeasureError::Config(
                 "--duration must be longer than 0: use e.g. --duration 1s".into(),
@@ -290,7 +298,7 @@ struct Targets {
 
 fn system(what: impl Into<String>) -> impl FnOnce(io::Error) -> MeasureError {
     let what = what.into();
-    move |source| MeasureError::System { what, source }
+    move |error| MeasureError::System { what, error }
 }
 
 /// Runs every protocol and size, or until `stop` is set (what was measured so
@@ -486,7 +494,21 @@ fn client_runs(
                     tcp_ping_pong(targets.tcp, msg, config.warmup, duration_ns, stop, &mut rec)
                 }
             }
-            .map_err(|e| system(what())(e))?;
+            .map_err(|error| match config.link {
+                Link::Peer(peer)
+                    if matches!(
+                        error.kind(),
+                        ErrorKind::ConnectionRefused | ErrorKind::TimedOut
+                    ) =>
+                {
+                    MeasureError::Peer {
+                        what: what(),
+                        peer,
+                        error,
+                    }
+                }
+                _ => system(what())(error),
+            })?;
             results.push(result(protocol, requested, size, lost, elapsed, &rec));
         }
     }
@@ -943,6 +965,33 @@ mod tests {
         assert_eq!(Protocol::Udp.wire_size(65536), UDP_MAX);
         assert_eq!(Protocol::Udp.wire_size(64), 64);
         assert_eq!(Protocol::Tcp.wire_size(65536), 65536);
+    }
+
+    #[test]
+    fn a_peer_at_port_0_is_refused_naming_the_listen_side() {
+        let mut c = NetConfig::new(1, 0);
+        c.link = Link::Peer("127.0.0.1:0".parse().unwrap());
+        let err = c.validate(&CpuSet::first_n(2)).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--peer 127.0.0.1:0: port 0 reaches no server: give the port `cpushield measure net --listen PORT`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_peer_that_does_not_answer_is_one_message_naming_the_fix_with_no_repeated_cause() {
+        let err = MeasureError::Peer {
+            what: "udp ping-pong of 64 B".into(),
+            peer: "192.0.2.1:7000".parse().unwrap(),
+            error: io::Error::from(ErrorKind::ConnectionRefused),
+        };
+        assert!(std::error::Error::source(&err).is_none());
+        assert_eq!(
+            err.to_string(),
+            "udp ping-pong of 64 B with peer 192.0.2.1:7000: connection refused: start `cpushield measure net --listen 7000` on that machine, and let UDP and TCP port 7000 through its firewall"
+        );
+        let err = system("reading x")(io::Error::from(ErrorKind::NotFound));
+        assert!(std::error::Error::source(&err).is_none(), "{err}");
     }
 
     #[test]

@@ -112,7 +112,7 @@ pub(crate) fn read_view(
 ) -> Result<SystemView, crate::MeasureError> {
     SystemView::read(kernel, cpus).map_err(|source| crate::MeasureError::System {
         what: "reading the online CPUs".into(),
-        source,
+        error: source,
     })
 }
 

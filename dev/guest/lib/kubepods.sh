@@ -88,6 +88,9 @@ kubepods_semantics() {
     expect_off kubepods/shield/host-task-off-cpu-3 "$host" 3
     expect_pods shield
 
+    agent_leaves_pods "$pod_shared $pod_on3 $pod_on1"
+    expect_pods agent
+
     cs_ok kubepods/reset/exit-0 reset
     check_eq kubepods/reset/host-task-restored 0-3 "$(cpus_of "$host")" "affinity of host task $host"
     expect_pods reset
@@ -124,4 +127,40 @@ kubepods_semantics() {
         esac
     fi
     for p in $pod_shared $pod_on3 $pod_on1 $host; do kill "$p" 2>/dev/null; done
+}
+
+# agent_leaves_pods "PIDS": the agent's look (`agent --once`) names each pod task whose
+# affinity reaches the shielded CPU 3 in its own line (the kubelet's CPU manager owns
+# it), re-applies nothing, and names no pod task as drift or as a task the shield
+# cannot move.
+agent_leaves_pods() {
+    cs agent --once
+    check_eq kubepods/agent/exit-0 0 "$CS_RC" "agent --once exit status ($(head -c 300 /tmp/cs.err | tr '\n' ' '))"
+    grep '^cpushield agent:' /tmp/cs.out >/tmp/agent-said
+    info "agent: $(head -c 1200 /tmp/agent-said | tr '\n' ' ')"
+    named=0
+    for p in $1; do
+        if cpus_has "$(cpus_of "$p")" 3; then
+            named=$((named + 1))
+            if grep -q "task $p (.*) of a Kubernetes pod (cgroup [^)]*kubepods[^)]*) has affinity .* on shielded CPU 3: pods belong to the kubelet's CPU manager" /tmp/agent-said; then
+                pass "kubepods/agent/pod-task-$p-named"
+            else
+                fail "kubepods/agent/pod-task-$p-named" "no pod line for task $p ($(cpus_of "$p")): $(tr '\n' ' ' </tmp/agent-said | head -c 600)"
+            fi
+        fi
+        if grep -qE "(correction: task $p |task $p .*the shield cannot move it)" /tmp/agent-said; then
+            fail "kubepods/agent/pod-task-$p-not-drift" "$(grep -E "task $p " /tmp/agent-said | head -c 400)"
+        else
+            pass "kubepods/agent/pod-task-$p-not-drift"
+        fi
+    done
+    info "agent: $named pod task(s) on CPU 3"
+    if grep -q 're-applied the shield' /tmp/agent-said; then
+        fail kubepods/agent/no-reshield "$(grep 're-applied the shield' /tmp/agent-said | head -c 600)"
+    else
+        pass kubepods/agent/no-reshield
+    fi
+    grep -q '^cpushield_pod_tasks_on_shield '"$named"'$' /tmp/cs.out \
+        && pass kubepods/agent/pod-gauge \
+        || fail kubepods/agent/pod-gauge "want cpushield_pod_tasks_on_shield $named: $(grep pod_tasks /tmp/cs.out)"
 }

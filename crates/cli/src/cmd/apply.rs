@@ -25,13 +25,9 @@ pub struct ApplyArgs {
 /// Reads and checks the file; every problem is one line naming file, line and key.
 fn load(path: &PathBuf, online: &cpushield_cpuset::CpuSet) -> anyhow::Result<ShieldMasks> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot read the config file {file} ({e}): create it (every key is described in \
-             dist/cpushield.toml) or name another with --config PATH"
-        )
-    })?;
-    let config = Config::parse(&file, &text)?;
+    let bytes =
+        std::fs::read(path).map_err(|e| anyhow::anyhow!(cpushield_config::unreadable(path, &e)))?;
+    let config = Config::from_bytes(&file, &bytes)?;
     let desired = config.resolve(online)?;
     if let Some(line) = desired.first_irq_line {
         return Err(ConfigError {

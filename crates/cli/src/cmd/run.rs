@@ -217,9 +217,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(outcome.shell_status()))
 }
 
-#[path = "run_agent.rs"]
 mod via_agent;
 
 #[cfg(test)]
-#[path = "run_tests.rs"]
 mod tests;

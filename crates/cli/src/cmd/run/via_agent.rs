@@ -1,16 +1,14 @@
 //! `cpushield run` without root while an agent listens (or with
 //! `--via-agent`): the agent places the
-//! caller's own process through its socket ([access] grants), then this
+//! caller's own process through its socket ([access] grants,
+//! `cpushield_agent::socket::ask`), then this
 //! process execs the command, which keeps the CPUs and the policy.
 
 use super::RunArgs;
 use crate::args::{EXIT_ERROR, EXIT_OK};
 use cpushield_agent::access::{Place, Policy, Request};
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::MetadataExt;
-use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Whether `run` goes through the agent: asked for, or not root while an
@@ -54,13 +52,6 @@ fn refuse(message: String) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(EXIT_ERROR))
 }
 
-fn group_of(path: &Path) -> String {
-    std::fs::metadata(path)
-        .ok()
-        .and_then(|m| nix::unistd::Group::from_gid(m.gid().into()).ok().flatten())
-        .map_or_else(|| "its group".to_string(), |g| g.name)
-}
-
 /// Asks the agent to place this process (or `--pid`), then execs the command.
 pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(flag) = root_only(&args) {
@@ -82,35 +73,10 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         policy,
         priority,
     });
-    let path = socket_path(&args);
-    let mut stream = match UnixStream::connect(&path) {
-        Ok(s) => s,
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            return refuse(format!(
-                "refused: the agent's socket {} admits only group {} (mode 0660, [access] socket_group); ask an administrator to add you to it",
-                path.display(),
-                group_of(&path)
-            ))
-        }
-        Err(e) => {
-            return refuse(format!(
-                "no agent answers on {} ({e}): start `cpushield agent` with [[access.grant]] rules, or run as root",
-                path.display()
-            ))
-        }
+    let reply = match cpushield_agent::socket::ask(&socket_path(&args), &request) {
+        Ok(reply) => reply,
+        Err(refusal) => return refuse(refusal.to_string()),
     };
-    let line = serde_json::to_string(&request)? + "\n";
-    stream.write_all(line.as_bytes())?;
-    let mut reply = String::new();
-    BufReader::new(&stream).read_line(&mut reply)?;
-    let reply = reply.trim();
-    if !reply.starts_with("ok:") {
-        return refuse(if reply.is_empty() {
-            format!("the agent on {} closed without an answer", path.display())
-        } else {
-            reply.to_string()
-        });
-    }
     println!("cpushield: agent: {reply}");
     if args.command.is_empty() {
         return Ok(ExitCode::from(EXIT_OK));
