@@ -354,7 +354,40 @@ pub struct CompareReport {
     /// Sharing a shielded CPU's idle time (the Hyades paper's Table 2), when
     /// `shielded+shared` ran; judged on its own line, apart from the verdict.
     #[serde(default)]
-    pub sharing: Option<crate::sharing::Sharing>,
+    pub sharing: Option<Sharing>,
+}
+
+/// One row of the sharing table (one configuration).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SharingRow {
+    /// The scenario: `shielded` or `shielded+shared`.
+    pub configuration: String,
+    /// The real-time task's 99.999th percentile latency, ns.
+    pub p99999_ns: u64,
+    /// Its maximum latency, ns.
+    pub max_ns: u64,
+    /// The batch job's throughput, ops per second (None: no batch job).
+    pub batch_ops_per_s: Option<f64>,
+    /// The share of the measured CPUs' time the batch job got, % (None: no batch job).
+    pub batch_cpu_share_pct: Option<f64>,
+}
+
+/// The sharing experiment, when the run had `shielded+shared`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sharing {
+    /// The measured (shielded) CPUs.
+    pub cpus: String,
+    /// Without sharing (when `shielded` ran too), then with sharing.
+    pub rows: Vec<SharingRow>,
+    /// Maximum latency with / without sharing.
+    pub max_with_over_without: Option<f64>,
+    /// 99.999th percentile with / without sharing.
+    pub p99999_with_over_without: Option<f64>,
+    /// Whether the real-time task kept its latency (maximum with sharing at
+    /// most [`crate::sharing::KEEPS_RATIO`] times the maximum without); None without both.
+    pub keeps_latency: Option<bool>,
+    /// One line for humans.
+    pub line: String,
 }
 
 /// Ratios and the one-line verdict.

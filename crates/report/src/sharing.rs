@@ -6,8 +6,7 @@
 //!
 //! Judged on its own line: the shield's verdict is not changed by it.
 
-use crate::model::{human_ns, CompareReport, ScenarioResult};
-use serde::{Deserialize, Serialize};
+use crate::model::{human_ns, CompareReport, ScenarioResult, Sharing, SharingRow};
 use std::fmt::Write;
 
 /// The scenario without sharing.
@@ -17,39 +16,6 @@ pub const WITH: &str = "shielded+shared";
 /// Sharing keeps the real-time task's latency when its maximum with the
 /// batch job is at most this many times the maximum without.
 pub const KEEPS_RATIO: f64 = 2.0;
-
-/// One row of the sharing table (one configuration).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SharingRow {
-    /// The scenario: `shielded` or `shielded+shared`.
-    pub configuration: String,
-    /// The real-time task's 99.999th percentile latency, ns.
-    pub p99999_ns: u64,
-    /// Its maximum latency, ns.
-    pub max_ns: u64,
-    /// The batch job's throughput, ops per second (None: no batch job).
-    pub batch_ops_per_s: Option<f64>,
-    /// The share of the measured CPUs' time the batch job got, % (None: no batch job).
-    pub batch_cpu_share_pct: Option<f64>,
-}
-
-/// The sharing experiment, when the run had `shielded+shared`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Sharing {
-    /// The measured (shielded) CPUs.
-    pub cpus: String,
-    /// Without sharing (when `shielded` ran too), then with sharing.
-    pub rows: Vec<SharingRow>,
-    /// Maximum latency with / without sharing.
-    pub max_with_over_without: Option<f64>,
-    /// 99.999th percentile with / without sharing.
-    pub p99999_with_over_without: Option<f64>,
-    /// Whether the real-time task kept its latency (maximum with sharing at
-    /// most [`KEEPS_RATIO`] times the maximum without); None without both.
-    pub keeps_latency: Option<bool>,
-    /// One line for humans.
-    pub line: String,
-}
 
 fn row(s: &ScenarioResult) -> SharingRow {
     SharingRow {
