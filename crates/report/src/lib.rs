@@ -2,11 +2,14 @@
 //! terms, report.json, latency and determinism plots (SVG and PNG), and an
 //! offline report.html. Pure rendering: the data comes in a [`CompareReport`].
 
+pub mod answer;
+pub mod cells;
 pub mod html;
 pub mod model;
 pub mod plot;
 pub mod sharing;
 pub mod table;
+pub mod units;
 pub mod verdict;
 
 pub use model::*;

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::units::{fmt_ratio, human_ns};
+
 /// Schema name and version written into report.json.
 pub const SCHEMA: &str = "cpushield.compare/4";
 
@@ -468,19 +470,5 @@ impl CompareReport {
                 && !d.run_in_guest_s.is_empty())
             .then(|| d.run_in_guest_s.iter().copied().fold(0.0, f64::max) / ideal * 100.0);
         }
-    }
-}
-
-/// A ratio for humans with one decimal (`84.3`), `n/a` when unknown.
-pub fn fmt_ratio(r: Option<f64>) -> String {
-    r.map(|x| format!("{x:.1}")).unwrap_or_else(|| "n/a".into())
-}
-
-/// A duration in ns for humans: 412 us, 34.7 ms, 143 ns.
-pub fn human_ns(ns: u64) -> String {
-    match ns {
-        0..=9_999 => format!("{ns} ns"),
-        10_000..=9_999_999 => format!("{} us", ns / 1_000),
-        _ => format!("{:.1} ms", ns as f64 / 1e6),
     }
 }

@@ -7,6 +7,7 @@
 //! Judged on its own line: the shield's verdict is not changed by it.
 
 use crate::model::{human_ns, CompareReport, ScenarioResult, Sharing, SharingRow};
+use crate::units::TimeColumn;
 use std::fmt::Write;
 
 /// The scenario without sharing.
@@ -96,13 +97,15 @@ pub fn render(report: &CompareReport) -> String {
         "{:<18} {:>9} {:>9} {:>12} {:>10}",
         "configuration", "99.999%", "maximum", "batch ops/s", "batch CPU"
     );
+    let p99999 = TimeColumn::fit(s.rows.iter().map(|r| r.p99999_ns));
+    let max = TimeColumn::fit(s.rows.iter().map(|r| r.max_ns));
     for r in &s.rows {
         let _ = writeln!(
             out,
             "{:<18} {:>9} {:>9} {:>12} {:>10}",
             r.configuration,
-            human_ns(r.p99999_ns),
-            human_ns(r.max_ns),
+            p99999.cell(r.p99999_ns),
+            max.cell(r.max_ns),
             cell(r.batch_ops_per_s, |v| format!("{v:.0}")),
             cell(r.batch_cpu_share_pct, |v| format!("{v:.1}%")),
         );
@@ -166,8 +169,8 @@ mod tests {
             render(&r),
             "\nsharing the shielded CPU's idle time (the Hyades paper's Table 2, ARTiS): real-time task on CPU 1, batch job SCHED_IDLE\n\
              configuration        99.999%   maximum  batch ops/s  batch CPU\n\
-             shielded               20 us     40 us            -          -\n\
-             shielded+shared        30 us     60 us         2000      93.5%\n\
+             shielded             20.0 us   40.0 us            -          -\n\
+             shielded+shared      30.0 us   60.0 us         2000      93.5%\n\
              SHARING KEEPS THE LATENCY: worst case 60 us shared vs 40 us unshared (1.5x), 99.999% 30 us vs 20 us; the batch job got 94% of CPU 1 (2000 ops/s)\n"
         );
     }
