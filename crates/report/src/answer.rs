@@ -5,7 +5,7 @@
 //! experiment's line. Facts only; [`crate::table`] and [`crate::html`] lay
 //! them out.
 
-use crate::model::{human_ns, CompareReport};
+use crate::model::{human_ns, AttributionSummary, CompareReport};
 use crate::verdict::{GUEST_RATIO_NEEDED, RAW_RATIO_NEEDED};
 
 /// One worst case measured loaded and shielded, with the verdict's ratio.
@@ -70,13 +70,7 @@ impl CompareReport {
                     .zip(v.loaded_over_shielded)
                     .is_some_and(|(g, r)| g > 0.0 && r > 0.0 && (g / r).max(r / g) > RATIOS_DIFFER);
                 if differ {
-                    raw_differs = Some(format!(
-                        "raw and caused in the guest differ by the time outside the guest (the vCPU not running), which no shield removes: up to {} in one sample loaded, {} shielded; steal {} loaded, {} shielded",
-                        human_ns(la.outside_worst_ns),
-                        human_ns(sa.outside_worst_ns),
-                        human_ns(la.steal_ns),
-                        human_ns(sa.steal_ns)
-                    ));
+                    raw_differs = why_raw_differs(la, sa);
                 }
             }
             worst_cases.push(WorstCase {
@@ -127,6 +121,34 @@ impl CompareReport {
             sharing: self.sharing.as_ref().map(|s| s.line.as_str()),
         }
     }
+}
+
+/// What the raw worst cases hold that the guest-caused ones leave out, as
+/// far as the trace measured it; None when it measured nothing of the kind.
+fn why_raw_differs(loaded: &AttributionSummary, shielded: &AttributionSummary) -> Option<String> {
+    let mut parts = Vec::new();
+    if loaded.outside_worst_ns > 0 || shielded.outside_worst_ns > 0 {
+        parts.push(format!(
+            "time outside the guest (the vCPU not running): up to {} in one sample loaded, {} shielded, steal {} and {}",
+            human_ns(loaded.outside_worst_ns),
+            human_ns(shielded.outside_worst_ns),
+            human_ns(loaded.steal_ns),
+            human_ns(shielded.steal_ns)
+        ));
+    }
+    if loaded.other_scope_worst_ns > 0 || shielded.other_scope_worst_ns > 0 {
+        parts.push(format!(
+            "tasks outside the shield's scope (other PID namespaces, pods): up to {} in one sample loaded, {} shielded",
+            human_ns(loaded.other_scope_worst_ns),
+            human_ns(shielded.other_scope_worst_ns)
+        ));
+    }
+    (!parts.is_empty()).then(|| {
+        format!(
+            "raw and caused in the guest differ by what this shield does not answer for: {}",
+            parts.join("; ")
+        )
+    })
 }
 
 /// A warning as a reader should see it: once, with the scenarios that raised it.

@@ -35,9 +35,9 @@ pub fn wrap(text: &str, width: Option<usize>, first: &str, rest: &str) -> Vec<St
 /// ratios, why the raw ratio differs when it does, the sharing line, what
 /// still reaches the shielded CPUs with its fix. With `budget`, it fits in
 /// that many lines and ends with a line saying where the rest is (what does
-/// not fit is left out, least important first: the reason, the sharing
-/// line, the remaining causes beyond the first, the end of the verdict);
-/// without, it is whole and has no such line (the details follow it).
+/// not fit is left out: the end of a long verdict, the remaining causes
+/// beyond the first, the sharing line); without, it is whole and has no
+/// such line (the details follow it).
 pub fn answer(report: &CompareReport, width: Option<usize>, budget: Option<usize>) -> String {
     let a = report.answer();
     let verdict = wrap(a.verdict, width, "", "  ");
@@ -58,8 +58,9 @@ pub fn answer(report: &CompareReport, width: Option<usize>, budget: Option<usize
     };
     let pointer = wrap(&pointer(report), width, "", "  ");
     let mut left = budget.saturating_sub(worst.len() + pointer.len());
-    // Room kept for what still reaches the CPUs: all of it when short, else
-    // its header, its first cause and the line that counts the others.
+    // Room kept for why raw differs and what still reaches the CPUs (all
+    // of it when short, else its header, its first cause and the line that
+    // counts the others): the end of a long verdict gives way to them.
     let reserve = {
         let whole = all_remaining(&a, width);
         let first = a
@@ -67,19 +68,19 @@ pub fn answer(report: &CompareReport, width: Option<usize>, budget: Option<usize
             .first()
             .map(|r| wrap(r, width, "  ", "    ").len())
             .unwrap_or(0);
-        whole.len().min(first + 2)
+        whole.len().min(first + 2) + reason.len()
     };
     let mut verdict = verdict;
-    let room = left.saturating_sub(reserve).max(1);
+    let room = left.saturating_sub(reserve).max(2);
     if verdict.len() > room {
-        // Never more verdict than fits; the whole of it is in the details.
-        verdict.truncate(room.saturating_sub(1).max(1));
+        // The whole verdict is in the details and in report.html.
+        verdict.truncate(room - 1);
         verdict.push("  … (the whole verdict: --verbose, or report.html)".into());
     }
     left = left.saturating_sub(verdict.len());
+    let reason = take_if_fits(reason, &mut left);
     let remaining = fit_remaining(&a, width, &mut left);
     let sharing = take_if_fits(sharing, &mut left);
-    let reason = take_if_fits(reason, &mut left);
     let lines = [verdict, worst, reason, remaining, sharing, pointer].concat();
     lines.iter().map(|l| format!("{l}\n")).collect()
 }
