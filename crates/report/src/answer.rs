@@ -6,6 +6,7 @@
 //! them out.
 
 use crate::model::{human_ns, AttributionSummary, CompareReport};
+use crate::units::TimeColumn;
 use crate::verdict::{GUEST_RATIO_NEEDED, RAW_RATIO_NEEDED};
 
 /// One worst case measured loaded and shielded, with the verdict's ratio.
@@ -36,9 +37,10 @@ pub struct Answer<'a> {
     pub worst_cases: Vec<WorstCase>,
     /// Why the raw ratio and the guest's differ, when they do.
     pub raw_differs: Option<String>,
-    /// Each scenario's worst case, when there is no loaded and shielded pair
-    /// to compare (`compare --smt`, or a single scenario).
-    pub scenario_worst: Vec<(&'a str, u64)>,
+    /// Each scenario's worst case in one unit, when there is no loaded and
+    /// shielded pair to compare (`compare --smt`, or a single scenario):
+    /// `worst case on CPU 3: smt-busy 1.20 ms, smt-idle 0.30 ms`.
+    pub scenario_worst: Option<String>,
     /// What still reaches the shielded CPUs, each with its fix.
     pub remaining: &'a [String],
     /// The sharing experiment's line, when it ran.
@@ -98,18 +100,19 @@ impl CompareReport {
                 });
             }
         }
-        let scenario_worst = if worst_cases.is_empty() {
-            self.scenarios
-                .iter()
-                .map(|s| (s.name.as_str(), s.latency.max_ns))
-                .collect()
-        } else {
-            Vec::new()
-        };
         let cpus = shielded
             .or(self.scenarios.first())
             .map(|s| s.measured_cpus.as_str())
             .unwrap_or("-");
+        let scenario_worst = (worst_cases.is_empty() && !self.scenarios.is_empty()).then(|| {
+            let column = TimeColumn::fit(self.scenarios.iter().map(|s| s.latency.max_ns));
+            let each: Vec<String> = self
+                .scenarios
+                .iter()
+                .map(|s| format!("{} {}", s.name, column.cell(s.latency.max_ns)))
+                .collect();
+            format!("worst case on CPU {cpus}: {}", each.join(", "))
+        });
         Answer {
             verdict: &v.line,
             pass: v.pass,

@@ -7,7 +7,6 @@
 use crate::answer::Answer;
 use crate::cells::{self, Cells};
 use crate::model::{fmt_ratio, human_ns, CompareReport};
-use crate::units::TimeColumn;
 use std::fmt::Write;
 
 fn escape(text: &str) -> String {
@@ -123,19 +122,8 @@ fn verdict_section(a: &Answer) -> String {
     );
     if !a.worst_cases.is_empty() {
         out.push_str(&table(&cells::worst_cases(a)));
-    } else if !a.scenario_worst.is_empty() {
-        let column = TimeColumn::fit(a.scenario_worst.iter().map(|(_, ns)| *ns));
-        let each: Vec<String> = a
-            .scenario_worst
-            .iter()
-            .map(|(name, ns)| format!("{name} {}", column.cell(*ns)))
-            .collect();
-        let _ = writeln!(
-            out,
-            "<p>Worst case on CPU {}: {}.</p>",
-            escape(a.cpus),
-            escape(&each.join(", "))
-        );
+    } else if let Some(line) = &a.scenario_worst {
+        let _ = writeln!(out, "<p>{}</p>", escape(line));
     }
     if let Some(r) = &a.raw_differs {
         let _ = writeln!(out, "<p>{}</p>", escape(r));

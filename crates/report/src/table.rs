@@ -6,7 +6,6 @@
 use crate::answer::Answer;
 use crate::cells::{self, Cells};
 use crate::model::{fmt_ratio, human_ns, CompareReport};
-use crate::units::TimeColumn;
 use std::fmt::Write;
 
 /// Lines a compare or demo prints before its `report:` line, at most.
@@ -159,22 +158,8 @@ fn fit_remaining(a: &Answer, width: Option<usize>, left: &mut usize) -> Vec<Stri
 /// The worst cases loaded and shielded, one unit per column; or each
 /// scenario's worst case when there is no pair to compare.
 fn worst_lines(a: &Answer, width: Option<usize>) -> Vec<String> {
-    if a.worst_cases.is_empty() {
-        if a.scenario_worst.is_empty() {
-            return Vec::new();
-        }
-        let column = TimeColumn::fit(a.scenario_worst.iter().map(|(_, ns)| *ns));
-        let each: Vec<String> = a
-            .scenario_worst
-            .iter()
-            .map(|(name, ns)| format!("{name} {}", column.cell(*ns)))
-            .collect();
-        return wrap(
-            &format!("worst case on CPU {}: {}", a.cpus, each.join(", ")),
-            width,
-            "",
-            "  ",
-        );
+    if let Some(line) = &a.scenario_worst {
+        return wrap(line, width, "", "  ");
     }
     grid(&cells::worst_cases(a), width)
 }

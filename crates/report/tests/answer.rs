@@ -5,9 +5,12 @@
 //! `--verbose`, says each warning once, writes one unit per column, and
 //! report.html puts the verdict, then the pictures, then the tables.
 
+mod support;
+
 use cpushield_report::table::{self, ANSWER_LINES};
 use cpushield_report::*;
 use std::path::Path;
+use support::without_tags;
 
 fn recorded() -> CompareReport {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/demo-2026-11-26.json");
@@ -179,19 +182,6 @@ fn the_steal_warning_of_four_scenarios_is_said_once() {
 
 /// Every table of a page: rows of cells (the header row first), tags stripped.
 fn html_tables(html: &str) -> Vec<Vec<Vec<String>>> {
-    let strip = |cell: &str| {
-        let mut text = String::new();
-        let mut in_tag = false;
-        for c in cell.chars() {
-            match c {
-                '<' => in_tag = true,
-                '>' => in_tag = false,
-                c if !in_tag => text.push(c),
-                _ => {}
-            }
-        }
-        text
-    };
     html.split("<table>")
         .skip(1)
         .map(|t| {
@@ -202,7 +192,7 @@ fn html_tables(html: &str) -> Vec<Vec<Vec<String>>> {
                     row.split("</td>")
                         .flat_map(|c| c.split("</th>"))
                         .filter(|c| c.contains("<td") || c.contains("<th"))
-                        .map(|c| strip(&c[c.rfind("<t").unwrap()..]))
+                        .map(|c| without_tags(&c[c.rfind("<t").unwrap()..]))
                         .collect()
                 })
                 .collect()
@@ -308,4 +298,36 @@ fn report_html_puts_the_verdict_then_the_pictures_then_the_tables() {
     );
     // The answer's table sits in the verdict, before the pictures.
     assert!(at("worst case on CPU 1") < at("<svg>latency</svg>"));
+}
+
+#[test]
+fn a_run_without_loaded_and_shielded_gives_each_scenarios_worst_case_in_one_unit() {
+    // compare --smt: Brosky & Rotolo's Figure 4, no loaded/shielded pair.
+    let scenario = |name: &str, max_ns| ScenarioResult {
+        name: name.into(),
+        measured_cpus: "3".into(),
+        latency: LatencySummary {
+            max_ns,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut r = CompareReport {
+        scenarios: vec![
+            scenario("smt-busy", 1_204_000),
+            scenario("smt-idle", 301_000),
+            scenario("smt-offline", 250_000),
+        ],
+        ..Default::default()
+    };
+    r.judge();
+    let text = answer_at(&r, 80);
+    assert!(text.lines().count() <= ANSWER_LINES, "{text}");
+    assert!(
+        text.contains(
+            "worst case on CPU 3: smt-busy 1.20 ms, smt-idle 0.30 ms, smt-offline 0.25 ms"
+        ),
+        "{text}"
+    );
+    assert!(html::render(&r, "", "").contains("smt-idle 0.30 ms"));
 }

@@ -2,9 +2,12 @@
 //! round trip, plots that are not blank, and report.html rendered by headless
 //! Chromium into a screenshot that is not blank.
 
+mod support;
+
 use cpushield_report::*;
 use std::path::Path;
 use std::process::Command;
+use support::without_tags;
 
 fn latency(max_ns: u64, spread: u64) -> LatencySummary {
     let mut histogram = Vec::new();
@@ -527,21 +530,6 @@ fn report_html_shows_every_section_of_the_terminal_report_in_chromium() {
         "idle load shows '-'"
     );
     assert!(!dom.contains(">-0<"));
-}
-
-/// The page's text: `dom` without its tags.
-fn without_tags(dom: &str) -> String {
-    let mut text = String::new();
-    let mut in_tag = false;
-    for c in dom.chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' => in_tag = false,
-            c if !in_tag => text.push(c),
-            _ => {}
-        }
-    }
-    text
 }
 
 /// A test that cannot run here is skipped with a message, except in CI
