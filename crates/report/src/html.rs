@@ -118,15 +118,15 @@ fn verdict_section(a: &Answer) -> String {
     let mut out = format!(
         "<section id=\"verdict\"><p class=\"{}\">{}</p>\n",
         if a.pass { "pass" } else { "fail" },
-        escape(a.verdict)
+        escape_words(a.verdict)
     );
     if !a.worst_cases.is_empty() {
         out.push_str(&table(&cells::worst_cases(a)));
     } else if let Some(line) = &a.scenario_worst {
-        let _ = writeln!(out, "<p>{}</p>", escape(line));
+        let _ = writeln!(out, "<p>{}</p>", escape_words(line));
     }
     if let Some(r) = &a.raw_differs {
-        let _ = writeln!(out, "<p>{}</p>", escape(r));
+        let _ = writeln!(out, "<p>{}</p>", escape_words(r));
     }
     match a.remaining {
         [] => {
@@ -145,7 +145,7 @@ fn verdict_section(a: &Answer) -> String {
         }
     }
     if let Some(line) = a.sharing {
-        let _ = writeln!(out, "<p>{}</p>", escape(line));
+        let _ = writeln!(out, "<p>{}</p>", escape_words(line));
     }
     out.push_str("</section>\n");
     out
@@ -155,23 +155,23 @@ fn verdict_section(a: &Answer) -> String {
 fn notes_sections(report: &CompareReport) -> String {
     let mut notes = String::new();
     for n in &report.verdict.notes {
-        let _ = writeln!(notes, "<li>{}</li>", escape(n));
+        let _ = writeln!(notes, "<li>{}</li>", escape_words(n));
     }
     for s in &report.scenarios {
         for n in &s.notes {
-            let _ = writeln!(notes, "<li>{}: {}</li>", escape(&s.name), escape(n));
+            let _ = writeln!(notes, "<li>{}: {}</li>", escape(&s.name), escape_words(n));
         }
     }
     let mut warnings = String::new();
     for w in report.warnings_once() {
         if w.scenarios_in_text {
-            let _ = writeln!(warnings, "<li>{}</li>", escape(&w.text));
+            let _ = writeln!(warnings, "<li>{}</li>", escape_words(&w.text));
         } else {
             let _ = writeln!(
                 warnings,
                 "<li>{}: {}</li>",
                 escape(&w.scenarios.join(", ")),
-                escape(&w.text)
+                escape_words(&w.text)
             );
         }
     }
@@ -275,10 +275,10 @@ fn findings_section(report: &CompareReport) -> String {
                 "<li>{} [{}]: {}{}</li>",
                 escape(&s.name),
                 escape(&f.severity),
-                escape(&f.title),
+                escape_words(&f.title),
                 f.remedies
                     .first()
-                    .map(|r| format!(" — fix: {}", escape(r)))
+                    .map(|r| format!(" — fix: {}", escape_words(r)))
                     .unwrap_or_default()
             );
         }
@@ -287,4 +287,17 @@ fn findings_section(report: &CompareReport) -> String {
         return String::new();
     }
     format!("<section id=\"findings\"><h2>What check found on the shielded CPUs</h2><ul>\n{findings}</ul></section>\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_with_hyphens_are_kept_whole_and_everything_is_escaped() {
+        assert_eq!(
+            escape_words("fix: cpushield shield --procs 1 <now> - tokio-rt-worker"),
+            "fix: cpushield shield <span class=\"nw\">--procs</span> 1 &lt;now&gt; - <span class=\"nw\">tokio-rt-worker</span>"
+        );
+    }
 }
