@@ -132,7 +132,7 @@ fn why_raw_differs(loaded: &AttributionSummary, shielded: &AttributionSummary) -
     let mut parts = Vec::new();
     if loaded.outside_worst_ns > 0 || shielded.outside_worst_ns > 0 {
         parts.push(format!(
-            "time outside the guest (the vCPU not running): up to {} in one sample loaded, {} shielded, steal {} and {}",
+            "time outside the guest (the vCPU not running), up to {} in a loaded sample, {} in a shielded one (steal {}, {})",
             human_ns(loaded.outside_worst_ns),
             human_ns(shielded.outside_worst_ns),
             human_ns(loaded.steal_ns),
@@ -141,17 +141,12 @@ fn why_raw_differs(loaded: &AttributionSummary, shielded: &AttributionSummary) -
     }
     if loaded.other_scope_worst_ns > 0 || shielded.other_scope_worst_ns > 0 {
         parts.push(format!(
-            "tasks outside the shield's scope (other PID namespaces, pods): up to {} in one sample loaded, {} shielded",
+            "tasks outside the shield's scope (other PID namespaces, pods), up to {} and {}",
             human_ns(loaded.other_scope_worst_ns),
             human_ns(shielded.other_scope_worst_ns)
         ));
     }
-    (!parts.is_empty()).then(|| {
-        format!(
-            "raw and caused in the guest differ by what this shield does not answer for: {}",
-            parts.join("; ")
-        )
-    })
+    (!parts.is_empty()).then(|| format!("raw also counts {}", parts.join("; ")))
 }
 
 /// A warning as a reader should see it: once, with the scenarios that raised it.

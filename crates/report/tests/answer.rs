@@ -120,9 +120,9 @@ fn the_answer_tells_why_raw_and_guest_ratios_differ_when_they_do() {
         .expect("2.9x raw against 40.9x in the guest");
     assert!(
         reason.contains("time outside the guest")
-            && reason.contains("up to 30.6 ms in one sample loaded, 756 us shielded")
-            && reason.contains("steal 230.0 ms and 0 ns")
-            && reason.contains("tasks outside the shield's scope"),
+            && reason.contains("up to 30.6 ms in a loaded sample, 756 us in a shielded one")
+            && reason.contains("steal 230.0 ms, 0 ns")
+            && reason.contains("tasks outside the shield's scope (other PID namespaces, pods), up to 248 us and 338 us"),
         "{reason}"
     );
     assert!(answer_at(&r, 100).contains("time outside the guest"));
