@@ -43,6 +43,10 @@ pub struct Answer<'a> {
     pub scenario_worst: Option<String>,
     /// What still reaches the shielded CPUs, each with its fix.
     pub remaining: &'a [String],
+    /// Whether the run looked for what still reaches the shielded CPUs (the
+    /// loaded and shielded scenarios were traced): only then does an empty
+    /// `remaining` mean nothing was found.
+    pub remaining_searched: bool,
     /// The sharing experiment's line, when it ran.
     pub sharing: Option<&'a str>,
 }
@@ -57,9 +61,11 @@ impl CompareReport {
         let (loaded, shielded) = (self.scenario("loaded"), self.scenario("shielded"));
         let mut worst_cases = Vec::new();
         let mut raw_differs = None;
+        let mut remaining_searched = false;
         if let (Some(l), Some(s)) = (loaded, shielded) {
             let traced = l.attribution.as_ref().zip(s.attribution.as_ref());
             if let Some((la, sa)) = traced {
+                remaining_searched = true;
                 worst_cases.push(WorstCase {
                     label: "caused in the guest",
                     loaded_ns: la.guest_worst_ns,
@@ -121,6 +127,7 @@ impl CompareReport {
             raw_differs,
             scenario_worst,
             remaining: &v.remaining,
+            remaining_searched,
             sharing: self.sharing.as_ref().map(|s| s.line.as_str()),
         }
     }

@@ -129,6 +129,7 @@ fn verdict_section(a: &Answer) -> String {
         let _ = writeln!(out, "<p>{}</p>", escape_words(r));
     }
     match a.remaining {
+        [] if !a.remaining_searched => {}
         [] => {
             let _ = writeln!(
                 out,

@@ -105,6 +105,7 @@ fn all_remaining(a: &Answer, width: Option<usize>) -> Vec<String> {
 fn fit_remaining(a: &Answer, width: Option<usize>, left: &mut usize) -> Vec<String> {
     let head = format!("still reaching CPU {}:", a.cpus);
     let whole = match a.remaining {
+        [] if !a.remaining_searched => Vec::new(),
         [] => wrap(
             &format!("{head} nothing the trace or check named"),
             width,
