@@ -33,6 +33,13 @@ fn irq_masks() -> Vec<(String, String)> {
     out
 }
 
+/// One shielding compare at a time: two in parallel move the same IRQs, and
+/// one test's "after" would read the other's shield.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn assert_machine_restored(irqs_before: &[(String, String)], state: &Path) {
     assert_eq!(irqs_before, irq_masks().as_slice(), "IRQ affinities differ");
     assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
@@ -49,6 +56,7 @@ fn short_scenarios_run_end_to_end_and_write_the_report() {
         skipped("compare needs root");
         return;
     }
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let out_dir = tmp.path().join("report");
     let irqs = irq_masks();
@@ -174,6 +182,7 @@ fn sigint_in_the_shielded_scenario_restores_everything() {
         skipped("compare needs root");
         return;
     }
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let irqs = irq_masks();
     let mut child = Command::new(bin())
