@@ -1,8 +1,8 @@
 //! Sharing a shielded CPU's idle time (the Hyades paper's ARTiS sharing) on
 //! this host, on CPU 1 only, with short durations: `run --share` gives the
 //! job SCHED_IDLE at nice 19, and `compare --scenarios
-//! shielded,shielded+shared`, inside `unshare --pid --fork --mount-proc`,
-//! prints the Table 2 block with a batch job that got a share of the CPU.
+//! shielded,shielded+shared --verbose`, inside `unshare --pid --fork
+//! --mount-proc`, prints the Table 2 block with a batch job that got a share of the CPU.
 //! Run under the host-test lock:
 //!   flock /tmp/cpushield-hosttest.lock cargo test --release -p cpushield --test share_host
 
@@ -77,7 +77,7 @@ fn compare_shielded_shared_prints_table_2_and_the_batch_job_gets_a_share_of_the_
         .args(["--pid", "--fork", "--mount-proc", bin(), "compare"])
         .args(["--cpus", "1", "--scenarios", "shielded,shielded+shared"])
         .args(["--duration", "3s", "--runs", "2", "--work", "50ms"])
-        .args(["--load", "fpu", "--no-anchor"])
+        .args(["--load", "fpu", "--no-anchor", "--verbose"])
         .args(["--dir", tmp.path().to_str().unwrap()])
         .args(["--out", out_dir.to_str().unwrap()])
         .env("CPUSHIELD_STATE_DIR", tmp.path())

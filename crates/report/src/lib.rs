@@ -1,12 +1,16 @@
-//! Rendering of a `compare` experiment: the terminal table in the papers'
-//! terms, report.json, latency and determinism plots (SVG and PNG), and an
-//! offline report.html. Pure rendering: the data comes in a [`CompareReport`].
+//! Rendering of a `compare` experiment: the answer the terminal leads with
+//! and the tables in the papers' terms behind it, report.json, latency and
+//! determinism plots (SVG and PNG), and an offline report.html in the same
+//! order. Pure rendering: the data comes in a [`CompareReport`].
 
+pub mod answer;
+pub mod cells;
 pub mod html;
 pub mod model;
 pub mod plot;
 pub mod sharing;
 pub mod table;
+pub mod units;
 pub mod verdict;
 
 pub use model::*;

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::units::{fmt_ratio, human_ns};
+
 /// Schema name and version written into report.json.
 pub const SCHEMA: &str = "cpushield.compare/4";
 
@@ -354,7 +356,40 @@ pub struct CompareReport {
     /// Sharing a shielded CPU's idle time (the Hyades paper's Table 2), when
     /// `shielded+shared` ran; judged on its own line, apart from the verdict.
     #[serde(default)]
-    pub sharing: Option<crate::sharing::Sharing>,
+    pub sharing: Option<Sharing>,
+}
+
+/// One row of the sharing table (one configuration).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SharingRow {
+    /// The scenario: `shielded` or `shielded+shared`.
+    pub configuration: String,
+    /// The real-time task's 99.999th percentile latency, ns.
+    pub p99999_ns: u64,
+    /// Its maximum latency, ns.
+    pub max_ns: u64,
+    /// The batch job's throughput, ops per second (None: no batch job).
+    pub batch_ops_per_s: Option<f64>,
+    /// The share of the measured CPUs' time the batch job got, % (None: no batch job).
+    pub batch_cpu_share_pct: Option<f64>,
+}
+
+/// The sharing experiment, when the run had `shielded+shared`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sharing {
+    /// The measured (shielded) CPUs.
+    pub cpus: String,
+    /// Without sharing (when `shielded` ran too), then with sharing.
+    pub rows: Vec<SharingRow>,
+    /// Maximum latency with / without sharing.
+    pub max_with_over_without: Option<f64>,
+    /// 99.999th percentile with / without sharing.
+    pub p99999_with_over_without: Option<f64>,
+    /// Whether the real-time task kept its latency (maximum with sharing at
+    /// most [`crate::sharing::KEEPS_RATIO`] times the maximum without); None without both.
+    pub keeps_latency: Option<bool>,
+    /// One line for humans.
+    pub line: String,
 }
 
 /// Ratios and the one-line verdict.
@@ -435,19 +470,5 @@ impl CompareReport {
                 && !d.run_in_guest_s.is_empty())
             .then(|| d.run_in_guest_s.iter().copied().fold(0.0, f64::max) / ideal * 100.0);
         }
-    }
-}
-
-/// A ratio for humans with one decimal (`84.3`), `n/a` when unknown.
-pub fn fmt_ratio(r: Option<f64>) -> String {
-    r.map(|x| format!("{x:.1}")).unwrap_or_else(|| "n/a".into())
-}
-
-/// A duration in ns for humans: 412 us, 34.7 ms, 143 ns.
-pub fn human_ns(ns: u64) -> String {
-    match ns {
-        0..=9_999 => format!("{ns} ns"),
-        10_000..=9_999_999 => format!("{} us", ns / 1_000),
-        _ => format!("{:.1} ms", ns as f64 / 1e6),
     }
 }

@@ -57,13 +57,29 @@ pub fn log_buckets(histogram: &[(u64, u64)]) -> Vec<(f64, u64)> {
         .collect()
 }
 
-/// Latency histogram: x = latency (µs, log scale), y = samples (log scale).
+/// Columns of the grid of latency histograms.
+const PANEL_COLUMNS: usize = 2;
+/// Height of one latency histogram.
+const PANEL_HEIGHT: u32 = 300;
+
+/// Latency histograms, one per scenario as the papers draw them (Brosky &
+/// Rotolo's Figures 5-7), in a grid on shared log-log axes so the panels
+/// compare: x = latency, y = samples per bucket.
 pub fn latency_svg(report: &CompareReport) -> String {
     ensure_font();
+    let panels = report.scenarios.len().max(1);
+    let rows = panels.div_ceil(PANEL_COLUMNS);
+    let size = (SIZE.0, PANEL_HEIGHT * rows as u32 + 40);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
         let _ = root.fill(&WHITE);
+        let Ok(root) = root.titled(
+            "Timer wakeup latency (clock_nanosleep): samples per bucket, log-log",
+            ("sans-serif", 22),
+        ) else {
+            return svg_fallback();
+        };
         let max_us = report
             .scenarios
             .iter()
@@ -81,58 +97,73 @@ pub fn latency_svg(report: &CompareReport) -> String {
             .max()
             .unwrap_or(1) as f64
             * 2.0;
-        let chart = ChartBuilder::on(&root)
-            .caption(
-                "Timer wakeup latency (clock_nanosleep) — samples per bucket",
-                ("sans-serif", 22),
-            )
-            .margin(12)
-            .x_label_area_size(45)
-            .y_label_area_size(70)
-            .build_cartesian_2d(
-                (0.1f64..max_us).log_scale(),
-                (0.5f64..max_count).log_scale(),
-            );
-        let Ok(mut chart) = chart else {
-            return svg_fallback();
-        };
-        let _ = chart
-            .configure_mesh()
-            .x_desc("latency (µs)")
-            .y_desc("samples")
-            .draw();
-        for (i, s) in report.scenarios.iter().enumerate() {
+        let areas = root.split_evenly((rows, PANEL_COLUMNS));
+        for (i, (s, area)) in report.scenarios.iter().zip(&areas).enumerate() {
             let color = COLORS[i % COLORS.len()];
+            let chart = ChartBuilder::on(area)
+                .caption(
+                    format!(
+                        "{}: max {}, {} samples",
+                        s.name,
+                        crate::model::human_ns(s.latency.max_ns),
+                        s.latency.samples
+                    ),
+                    ("sans-serif", 16),
+                )
+                .margin(8)
+                .x_label_area_size(36)
+                .y_label_area_size(52)
+                .build_cartesian_2d(
+                    (0.1f64..max_us).log_scale(),
+                    (0.5f64..max_count).log_scale(),
+                );
+            let Ok(mut chart) = chart else {
+                return svg_fallback();
+            };
+            let _ = chart
+                .configure_mesh()
+                .x_desc("latency")
+                .y_desc("samples")
+                .x_label_formatter(&|us| latency_tick(*us))
+                .y_label_formatter(&|n| count_tick(*n))
+                .draw();
             let points: Vec<(f64, f64)> =
                 binned[i].iter().map(|(us, c)| (*us, *c as f64)).collect();
-            if let Ok(series) =
-                chart.draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-            {
-                series
-                    .label(format!(
-                        "{} (max {})",
-                        s.name,
-                        crate::model::human_ns(s.latency.max_ns)
-                    ))
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
-                    });
-            }
+            let _ = chart.draw_series(LineSeries::new(points.clone(), color.stroke_width(2)));
             let _ = chart.draw_series(
                 points
                     .into_iter()
                     .map(|p| Circle::new(p, 2, color.filled())),
             );
         }
-        let _ = chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw();
         let _ = root.present();
     }
     svg
+}
+
+/// A latency axis tick (µs) in the unit that reads best: `0.1 us`, `10 us`, `1 ms`.
+fn latency_tick(us: f64) -> String {
+    let (value, unit) = if us >= 1000.0 {
+        (us / 1000.0, "ms")
+    } else {
+        (us, "us")
+    };
+    format!("{} {unit}", trim_number(value))
+}
+
+/// A count axis tick: `1`, `100`, `10k`.
+fn count_tick(n: f64) -> String {
+    if n >= 1000.0 {
+        format!("{}k", trim_number(n / 1000.0))
+    } else {
+        trim_number(n)
+    }
+}
+
+/// A number without trailing zeros: `0.1`, `10`, `2.5`.
+fn trim_number(v: f64) -> String {
+    let text = format!("{v:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// Determinism: each run's time as % over the ideal, one line per scenario.
@@ -171,7 +202,7 @@ pub fn determinism_svg(report: &CompareReport) -> String {
             .margin(12)
             .x_label_area_size(45)
             .y_label_area_size(70)
-            .build_cartesian_2d(0usize..runs, 0f64..top);
+            .build_cartesian_2d(1usize..runs, 0f64..top);
         let Ok(mut chart) = chart else {
             return svg_fallback();
         };
@@ -179,6 +210,7 @@ pub fn determinism_svg(report: &CompareReport) -> String {
             .configure_mesh()
             .x_desc("run")
             .y_desc("% over ideal")
+            .y_label_formatter(&|pct| trim_number(*pct))
             .draw();
         for (i, s, d) in with {
             let color = COLORS[i % COLORS.len()];
@@ -186,7 +218,7 @@ pub fn determinism_svg(report: &CompareReport) -> String {
                 .run_times_s
                 .iter()
                 .enumerate()
-                .map(|(r, t)| (r, 100.0 * (t / d.ideal_s - 1.0)))
+                .map(|(r, t)| (r + 1, 100.0 * (t / d.ideal_s - 1.0)))
                 .collect();
             if let Ok(series) = chart.draw_series(LineSeries::new(points, color.stroke_width(2))) {
                 series

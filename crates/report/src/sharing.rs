@@ -6,8 +6,8 @@
 //!
 //! Judged on its own line: the shield's verdict is not changed by it.
 
-use crate::model::{human_ns, CompareReport, ScenarioResult};
-use serde::{Deserialize, Serialize};
+use crate::model::{human_ns, CompareReport, ScenarioResult, Sharing, SharingRow};
+use crate::units::TimeColumn;
 use std::fmt::Write;
 
 /// The scenario without sharing.
@@ -17,39 +17,6 @@ pub const WITH: &str = "shielded+shared";
 /// Sharing keeps the real-time task's latency when its maximum with the
 /// batch job is at most this many times the maximum without.
 pub const KEEPS_RATIO: f64 = 2.0;
-
-/// One row of the sharing table (one configuration).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SharingRow {
-    /// The scenario: `shielded` or `shielded+shared`.
-    pub configuration: String,
-    /// The real-time task's 99.999th percentile latency, ns.
-    pub p99999_ns: u64,
-    /// Its maximum latency, ns.
-    pub max_ns: u64,
-    /// The batch job's throughput, ops per second (None: no batch job).
-    pub batch_ops_per_s: Option<f64>,
-    /// The share of the measured CPUs' time the batch job got, % (None: no batch job).
-    pub batch_cpu_share_pct: Option<f64>,
-}
-
-/// The sharing experiment, when the run had `shielded+shared`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Sharing {
-    /// The measured (shielded) CPUs.
-    pub cpus: String,
-    /// Without sharing (when `shielded` ran too), then with sharing.
-    pub rows: Vec<SharingRow>,
-    /// Maximum latency with / without sharing.
-    pub max_with_over_without: Option<f64>,
-    /// 99.999th percentile with / without sharing.
-    pub p99999_with_over_without: Option<f64>,
-    /// Whether the real-time task kept its latency (maximum with sharing at
-    /// most [`KEEPS_RATIO`] times the maximum without); None without both.
-    pub keeps_latency: Option<bool>,
-    /// One line for humans.
-    pub line: String,
-}
 
 fn row(s: &ScenarioResult) -> SharingRow {
     SharingRow {
@@ -130,13 +97,15 @@ pub fn render(report: &CompareReport) -> String {
         "{:<18} {:>9} {:>9} {:>12} {:>10}",
         "configuration", "99.999%", "maximum", "batch ops/s", "batch CPU"
     );
+    let p99999 = TimeColumn::fit(s.rows.iter().map(|r| r.p99999_ns));
+    let max = TimeColumn::fit(s.rows.iter().map(|r| r.max_ns));
     for r in &s.rows {
         let _ = writeln!(
             out,
             "{:<18} {:>9} {:>9} {:>12} {:>10}",
             r.configuration,
-            human_ns(r.p99999_ns),
-            human_ns(r.max_ns),
+            p99999.cell(r.p99999_ns),
+            max.cell(r.max_ns),
             cell(r.batch_ops_per_s, |v| format!("{v:.0}")),
             cell(r.batch_cpu_share_pct, |v| format!("{v:.1}%")),
         );
@@ -200,8 +169,8 @@ mod tests {
             render(&r),
             "\nsharing the shielded CPU's idle time (the Hyades paper's Table 2, ARTiS): real-time task on CPU 1, batch job SCHED_IDLE\n\
              configuration        99.999%   maximum  batch ops/s  batch CPU\n\
-             shielded               20 us     40 us            -          -\n\
-             shielded+shared        30 us     60 us         2000      93.5%\n\
+             shielded             20.0 us   40.0 us            -          -\n\
+             shielded+shared      30.0 us   60.0 us         2000      93.5%\n\
              SHARING KEEPS THE LATENCY: worst case 60 us shared vs 40 us unshared (1.5x), 99.999% 30 us vs 20 us; the batch job got 94% of CPU 1 (2000 ops/s)\n"
         );
     }

@@ -1,108 +1,304 @@
-//! The terminal table in the papers' terms.
+//! The terminal text of a compare run: the answer first, in at most
+//! [`ANSWER_LINES`] lines ([`answer`]), then, for `--verbose`, the details in
+//! the papers' terms ([`details`]). Prose wraps at the width given (the
+//! terminal's); table rows do not, except their last, free-text column.
 
-use crate::model::{fmt_ratio, human_ns, CompareReport, BUCKET_EDGES_NS};
+use crate::answer::Answer;
+use crate::cells::{self, Cells};
+use crate::model::{fmt_ratio, human_ns, CompareReport};
 use std::fmt::Write;
 
-/// Renders the comparison table, the papers' bucket counts, and the verdict.
-pub fn render(report: &CompareReport) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "cpushield compare — load {}, {:.0} s per scenario, scope {}, {}{}",
-        report.load_profile,
-        report.duration_s,
-        report.scope,
-        report.host,
-        if report.idle_poll {
-            "; idle CPUs kept polling in every scenario"
-        } else {
-            ""
+/// Lines a compare or demo prints before its `report:` line, at most.
+pub const ANSWER_LINES: usize = 15;
+
+/// `text` wrapped at `width` (not at all without one), the first line
+/// starting with `first`, the others with `rest`.
+pub fn wrap(text: &str, width: Option<usize>, first: &str, rest: &str) -> Vec<String> {
+    match width {
+        None => vec![format!("{first}{text}")],
+        Some(width) => textwrap::wrap(
+            text,
+            // Never at a hyphen: commands (`--procs`, `per-CPU`) stay whole.
+            textwrap::Options::new(width)
+                .initial_indent(first)
+                .subsequent_indent(rest)
+                .word_splitter(textwrap::WordSplitter::NoHyphenation),
+        )
+        .into_iter()
+        .map(|line| line.into_owned())
+        .collect(),
+    }
+}
+
+/// The answer: the verdict, the worst cases loaded and shielded with their
+/// ratios, why the raw ratio differs when it does, the sharing line, what
+/// still reaches the shielded CPUs with its fix. With `budget`, it fits in
+/// that many lines and ends with a line saying where the rest is (what does
+/// not fit is left out: the end of a long verdict, the remaining causes
+/// beyond the first, the sharing line); without, it is whole and has no
+/// such line (the details follow it).
+pub fn answer(report: &CompareReport, width: Option<usize>, budget: Option<usize>) -> String {
+    let a = report.answer();
+    let verdict = wrap(a.verdict, width, "", "  ");
+    let worst = worst_lines(&a, width);
+    let sharing = a
+        .sharing
+        .map(|line| wrap(line, width, "", "  "))
+        .unwrap_or_default();
+    let reason = a
+        .raw_differs
+        .as_deref()
+        .map(|r| wrap(r, width, "  ", "  "))
+        .unwrap_or_default();
+    let Some(budget) = budget else {
+        let remaining = all_remaining(&a, width);
+        let lines = [verdict, worst, reason, remaining, sharing].concat();
+        return lines.iter().map(|l| format!("{l}\n")).collect();
+    };
+    let pointer = wrap(&pointer(report), width, "", "  ");
+    let mut left = budget.saturating_sub(worst.len() + pointer.len());
+    // Room kept for why raw differs and what still reaches the CPUs (all
+    // of it when short, else its header, its first cause and the line that
+    // counts the others): the end of a long verdict gives way to them.
+    let reserve = {
+        let whole = all_remaining(&a, width);
+        let first = a
+            .remaining
+            .first()
+            .map(|r| wrap(r, width, "  ", "    ").len())
+            .unwrap_or(0);
+        whole.len().min(first + 2) + reason.len()
+    };
+    let mut verdict = verdict;
+    let room = left.saturating_sub(reserve).max(2);
+    if verdict.len() > room {
+        // The whole verdict is in the details and in report.html.
+        verdict.truncate(room - 1);
+        verdict.push("  … (the whole verdict: --verbose, or report.html)".into());
+    }
+    left = left.saturating_sub(verdict.len());
+    let reason = take_if_fits(reason, &mut left);
+    let remaining = fit_remaining(&a, width, &mut left);
+    let sharing = take_if_fits(sharing, &mut left);
+    let lines = [verdict, worst, reason, remaining, sharing, pointer].concat();
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+fn take_if_fits(lines: Vec<String>, left: &mut usize) -> Vec<String> {
+    if lines.len() <= *left {
+        *left -= lines.len();
+        lines
+    } else {
+        Vec::new()
+    }
+}
+
+/// What still reaches the shielded CPUs, every cause.
+fn all_remaining(a: &Answer, width: Option<usize>) -> Vec<String> {
+    let mut unlimited = usize::MAX;
+    fit_remaining(a, width, &mut unlimited)
+}
+
+/// What still reaches the shielded CPUs, with each fix, in at most `left`
+/// lines: one cause on the header's line, several under it; when they do
+/// not all fit, those that do and a line saying how many more there are.
+fn fit_remaining(a: &Answer, width: Option<usize>, left: &mut usize) -> Vec<String> {
+    let head = format!("still reaching CPU {}:", a.cpus);
+    let whole = match a.remaining {
+        [] if !a.remaining_searched => Vec::new(),
+        [] => wrap(
+            &format!("{head} nothing the trace or check named"),
+            width,
+            "",
+            "  ",
+        ),
+        [one] => wrap(&format!("{head} {one}"), width, "", "  "),
+        many => std::iter::once(head.clone())
+            .chain(many.iter().flat_map(|r| wrap(r, width, "  ", "    ")))
+            .collect(),
+    };
+    let out = if whole.len() <= *left {
+        whole
+    } else if *left >= 3 {
+        // The header, what fits, and one line for the rest.
+        let mut out = vec![head];
+        let mut shown = 0;
+        for r in a.remaining {
+            let entry = wrap(r, width, "  ", "    ");
+            if out.len() + entry.len() + 1 > *left {
+                break;
+            }
+            out.extend(entry);
+            shown += 1;
         }
-    );
-    let anchored = report.scenarios.iter().any(|s| s.anchor.is_some());
-    let _ = writeln!(
-        out,
-        "{:<18} {:>5} {:>10} {:>7} {:>9} {:>9} {:>9} {:>9}  {:>9} {:>9} {:>8} {:>8}",
-        "scenario",
-        "cpus",
-        "samples",
-        "missed",
-        "min",
-        "p99",
-        "p99.999",
-        "max",
-        "det.ideal",
-        "det.max",
-        "jitter%",
-        "irq/s"
-    );
-    for s in &report.scenarios {
-        let l = &s.latency;
-        let (ideal, dmax, jitter) = match &s.determinism {
-            Some(d) => (
-                format!("{:.4}s", d.ideal_s),
-                format!("{:.4}s", d.max_s),
-                format!("{:.2}", d.jitter_pct),
+        out.push(format!(
+            "  … and {} more: --verbose, or report.html",
+            a.remaining.len() - shown
+        ));
+        out
+    } else {
+        let short = wrap(
+            &format!(
+                "{head} {}: --verbose, or report.html",
+                plural(a.remaining.len(), "cause")
             ),
-            None => ("-".into(), "-".into(), "-".into()),
-        };
-        let _ = writeln!(
-            out,
-            "{:<18} {:>5} {:>10} {:>7} {:>9} {:>9} {:>9} {:>9}  {:>9} {:>9} {:>8} {:>8.0}",
-            s.name,
-            s.measured_cpus,
-            l.samples,
-            l.missed,
-            human_ns(l.min_ns),
-            human_ns(l.p99_ns),
-            human_ns(l.p99999_ns),
-            human_ns(l.max_ns),
-            ideal,
-            dmax,
-            jitter,
-            s.irqs_per_s
+            width,
+            "",
+            "  ",
         );
-    }
-    if anchored {
-        let _ = writeln!(
-            out,
-            "\ncyclictest (rt-tests), same scenario, placed like the probe: {}",
-            report
-                .scenarios
-                .iter()
-                .filter_map(|s| s.anchor.as_ref().map(|a| format!(
-                    "{} max {} (ours {})",
-                    s.name,
-                    human_ns(a.max_ns),
-                    human_ns(s.latency.max_ns)
-                )))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    render_idle(&mut out, report);
-    render_split(&mut out, report);
-    let _ = writeln!(
-        out,
-        "\nsamples below each threshold (Brosky & Rotolo §6.2):"
-    );
-    let _ = write!(out, "{:<18}", "scenario");
-    for edge in BUCKET_EDGES_NS {
-        let _ = write!(out, " {:>19}", format!("< {}", threshold(edge)));
-    }
-    let _ = writeln!(out);
-    for s in &report.scenarios {
-        let _ = write!(out, "{:<18}", s.name);
-        for (_, below) in s.latency.bucket_table() {
-            let pct = if s.latency.samples > 0 {
-                100.0 * below as f64 / s.latency.samples as f64
-            } else {
-                0.0
-            };
-            let _ = write!(out, " {:>19}", format!("{below} ({})", percent(pct)));
+        if short.len() <= *left {
+            short
+        } else {
+            Vec::new()
         }
-        let _ = writeln!(out);
+    };
+    *left -= out.len();
+    out
+}
+
+/// The worst cases loaded and shielded, one unit per column; or each
+/// scenario's worst case when there is no pair to compare.
+fn worst_lines(a: &Answer, width: Option<usize>) -> Vec<String> {
+    if let Some(line) = &a.scenario_worst {
+        return wrap(line, width, "", "  ");
     }
+    grid(&cells::worst_cases(a), width)
+}
+
+/// The last line of a budgeted answer: where the rest is.
+fn pointer(report: &CompareReport) -> String {
+    let notes = report.verdict.notes.len()
+        + report
+            .scenarios
+            .iter()
+            .map(|s| s.notes.len())
+            .sum::<usize>();
+    let warnings = report.warnings_once().len();
+    let mut what = vec!["tables".to_string(), "causes".to_string()];
+    if notes > 0 {
+        what.push(plural(notes, "note"));
+    }
+    if warnings > 0 {
+        what.push(plural(warnings, "warning"));
+    }
+    format!("more: --verbose, or report.html ({})", what.join(", "))
+}
+
+fn plural(n: usize, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
+
+/// The fewest columns a free-text column is wrapped into beside its row;
+/// with fewer, it goes under the row.
+const FREE_TEXT_MIN: usize = 40;
+
+/// A table's lines: columns aligned under their headers (a second header
+/// line names the units, when any column has one), words to the left,
+/// figures to the right; a last column of words is wrapped under itself.
+fn grid(cells: &Cells, width: Option<usize>) -> Vec<String> {
+    if cells.is_empty() {
+        return Vec::new();
+    }
+    let columns = cells.header.len();
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            [&cells.header[c], &cells.units[c]]
+                .into_iter()
+                .chain(cells.rows.iter().map(|r| &r[c]))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let free = columns - 1;
+    let free_is_text = cells.text.contains(&free);
+    let longest_free = cells
+        .rows
+        .iter()
+        .map(|r| r[free].chars().count())
+        .max()
+        .unwrap_or(0);
+    let line = |row: &[String], header: bool| -> Vec<String> {
+        let mut fixed = String::new();
+        let fixed_columns = if free_is_text { free } else { columns };
+        for (c, cell) in row.iter().enumerate().take(fixed_columns) {
+            if c > 0 {
+                fixed.push_str("  ");
+            }
+            if cells.text.contains(&c) {
+                let _ = write!(fixed, "{cell:<w$}", w = widths[c]);
+            } else {
+                let _ = write!(fixed, "{cell:>w$}", w = widths[c]);
+            }
+        }
+        if !free_is_text || row[free].is_empty() {
+            return vec![fixed.trim_end().to_string()];
+        }
+        let beside = fixed.chars().count() + 2;
+        match width {
+            // Too narrow beside the figures: under the row, across the width.
+            Some(w) if w < beside + FREE_TEXT_MIN && w < beside + longest_free => {
+                let mut out = vec![fixed.trim_end().to_string()];
+                if !header {
+                    out.extend(wrap(&row[free], Some(w), "    ", "    "));
+                }
+                out
+            }
+            _ => wrap(
+                &row[free],
+                width,
+                &format!("{fixed}  "),
+                &" ".repeat(beside),
+            ),
+        }
+    };
+    let mut out = line(&cells.header, true);
+    if cells.units.iter().any(|u| !u.is_empty()) {
+        out.extend(line(&cells.units, true));
+    }
+    for r in &cells.rows {
+        out.extend(line(r, false));
+    }
+    out
+}
+
+/// Everything the answer leaves out, in the papers' terms: the scenario
+/// table, the idle calibration, the guest/outside split and the causes, the
+/// samples below each threshold, the load carried, the raw ratios, the
+/// sharing table, the notes and the warnings (each once).
+pub fn details(report: &CompareReport, width: Option<usize>) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    lines.extend(wrap(
+        &format!(
+            "cpushield compare — load {}, {:.0} s per scenario, scope {}, {}{}",
+            report.load_profile,
+            report.duration_s,
+            report.scope,
+            report.host,
+            if report.idle_poll {
+                "; idle CPUs kept polling in every scenario"
+            } else {
+                ""
+            }
+        ),
+        width,
+        "",
+        "  ",
+    ));
+    lines.extend(grid(&cells::latency(report), width));
+    lines.push(String::new());
+    lines.extend(wrap(
+        "execution determinism (Brosky & Rotolo Figures 1-4; ideal: the experiment's fastest run):",
+        width,
+        "",
+        "  ",
+    ));
+    lines.extend(grid(&cells::determinism(report), width));
+    idle_lines(&mut lines, report, width);
+    split_lines(&mut lines, report, width);
+    lines.push(String::new());
+    lines.push("samples below each threshold (Brosky & Rotolo §6.2):".into());
+    lines.extend(grid(&cells::thresholds(report), width));
     let loads: Vec<String> = report
         .scenarios
         .iter()
@@ -113,66 +309,88 @@ pub fn render(report: &CompareReport) -> String {
         })
         .collect();
     if !loads.is_empty() {
-        let _ = writeln!(out, "\nload carried: {}", loads.join(", "));
+        lines.push(String::new());
+        lines.extend(wrap(
+            &format!("load carried: {}", loads.join(", ")),
+            width,
+            "",
+            "  ",
+        ));
     }
     let v = &report.verdict;
-    let _ = writeln!(
-        out,
-        "\nloaded max / shielded max = {}   shielded max / idle max = {}   shielded jitter / loaded jitter = {}",
-        fmt_ratio(v.loaded_over_shielded),
-        fmt_ratio(v.shielded_over_idle),
-        fmt_ratio(v.jitter_shielded_over_loaded)
-    );
+    lines.push(String::new());
+    lines.extend(wrap(
+        &format!(
+            "raw: loaded max / shielded max = {}, shielded max / idle max = {}, shielded jitter / loaded jitter = {}",
+            fmt_ratio(v.loaded_over_shielded),
+            fmt_ratio(v.shielded_over_idle),
+            fmt_ratio(v.jitter_shielded_over_loaded)
+        ),
+        width,
+        "",
+        "  ",
+    ));
     if let Some(g) = v.guest_loaded_over_shielded {
-        let _ = writeln!(
-            out,
-            "caused inside the guest: loaded worst / shielded worst = {g:.1}   shielded jitter / loaded jitter = {}{}",
-            fmt_ratio(v.guest_jitter_shielded_over_loaded),
-            v.anchor_loaded_over_shielded
-                .map(|a| format!("   cyclictest loaded / shielded = {a:.1}"))
-                .unwrap_or_default()
-        );
+        lines.extend(wrap(
+            &format!(
+                "caused inside the guest: loaded worst / shielded worst = {g:.1}, shielded jitter / loaded jitter = {}",
+                fmt_ratio(v.guest_jitter_shielded_over_loaded)
+            ),
+            width,
+            "",
+            "  ",
+        ));
     }
-    let _ = writeln!(out, "{}", v.line);
-    for r in &v.remaining {
-        let _ = writeln!(out, "still reaching the shield: {r}");
+    let sharing = crate::sharing::render(report);
+    if !sharing.is_empty() {
+        lines.extend(sharing.lines().map(str::to_string));
     }
-    out.push_str(&crate::sharing::render(report));
-    for n in &v.notes {
-        let _ = writeln!(out, "note: {n}");
-    }
+    let mut notes: Vec<String> = v.notes.iter().map(|n| format!("note: {n}")).collect();
     for s in &report.scenarios {
-        for n in &s.notes {
-            let _ = writeln!(out, "note ({}): {n}", s.name);
-        }
+        notes.extend(s.notes.iter().map(|n| format!("note ({}): {n}", s.name)));
     }
-    for s in &report.scenarios {
-        for w in &s.warnings {
-            let _ = writeln!(out, "warning ({}): {w}", s.name);
-        }
+    let warnings: Vec<String> = report
+        .warnings_once()
+        .into_iter()
+        .map(|w| {
+            if w.scenarios_in_text {
+                format!("warning: {}", w.text)
+            } else {
+                format!("warning ({}): {}", w.scenarios.join(", "), w.text)
+            }
+        })
+        .collect();
+    if !notes.is_empty() || !warnings.is_empty() {
+        lines.push(String::new());
     }
-    out
+    for n in notes.iter().chain(&warnings) {
+        lines.extend(wrap(n, width, "", "  "));
+    }
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// The terminal text with everything: the answer, then the details.
+pub fn render(report: &CompareReport, width: Option<usize>) -> String {
+    format!(
+        "{}\n{}",
+        answer(report, width, None),
+        details(report, width)
+    )
 }
 
 /// How each scenario's CPUs idled, and why.
-fn render_idle(out: &mut String, report: &CompareReport) {
-    let choices: Vec<_> = report
-        .scenarios
-        .iter()
-        .filter_map(|s| s.idle.as_ref().map(|i| (s, i)))
-        .collect();
-    if choices.is_empty() {
+fn idle_lines(lines: &mut Vec<String>, report: &CompareReport, width: Option<usize>) {
+    if report.scenarios.iter().all(|s| s.idle.is_none()) {
         return;
     }
-    let _ = writeln!(out, "\nidle policy ({}):", report.idle_mode);
-    for (s, i) in choices {
-        let _ = writeln!(out, "  {:<18} {:<5} {}", s.name, i.policy, i.reason);
-    }
+    lines.push(String::new());
+    lines.push(format!("idle policy: {}", report.idle_mode));
+    lines.extend(grid(&cells::idle(report), width));
 }
 
 /// Each scenario's samples above the threshold split into guest causes and
 /// time outside the guest, then the largest causes.
-fn render_split(out: &mut String, report: &CompareReport) {
+fn split_lines(lines: &mut Vec<String>, report: &CompareReport, width: Option<usize>) {
     let traced: Vec<_> = report
         .scenarios
         .iter()
@@ -181,110 +399,36 @@ fn render_split(out: &mut String, report: &CompareReport) {
     let Some((_, first)) = traced.first() else {
         return;
     };
-    let _ = writeln!(
-        out,
-        "\nguest vs outside: every sample above {} explained from a kernel trace of the measured CPUs",
-        human_ns(first.threshold_ns)
-    );
-    let _ = writeln!(
-        out,
-        "{:<18} {:>9} {:>7} {:>11} {:>12} {:>13} {:>9} {:>10} {:>10} {:>9} {:>9}",
-        "scenario",
-        "above",
-        "named%",
-        "guest worst",
-        "outside max",
-        "outside total",
-        "steal",
-        "kernel max",
-        "user max",
-        "jitter%",
-        "in-guest%"
-    );
-    for (s, a) in &traced {
-        let (raw_j, guest_j) = s.jitter_cells();
-        let _ = writeln!(
-            out,
-            "{:<18} {:>9} {:>7.1} {:>11} {:>12} {:>13} {:>9} {:>10} {:>10} {:>9} {:>9}",
-            s.name,
-            a.samples_above,
-            a.named_pct(),
-            human_ns(a.guest_worst_ns),
-            human_ns(a.outside_worst_ns),
-            human_ns(a.outside_ns),
-            human_ns(a.steal_ns),
-            a.kernel_latency_max_ns
-                .map(human_ns)
-                .unwrap_or_else(|| "-".into()),
-            a.user_latency_max_ns
-                .map(human_ns)
-                .unwrap_or_else(|| "-".into()),
-            raw_j,
-            guest_j
-        );
-    }
+    lines.push(String::new());
+    lines.extend(wrap(
+        &format!(
+            "guest vs outside: every sample above {} explained from a kernel trace of the measured CPUs",
+            human_ns(first.threshold_ns)
+        ),
+        width,
+        "",
+        "  ",
+    ));
+    lines.extend(grid(&cells::split(report), width));
     for (s, a) in &traced {
         if a.causes.is_empty() {
             continue;
         }
-        let _ = writeln!(
-            out,
-            "causes above the threshold, {} (samples, total, worst):",
-            s.name
+        let shown = &a.causes[..a.causes.len().min(CAUSES_SHOWN)];
+        lines.push(format!("causes above the threshold, {}:", s.name));
+        lines.extend(
+            grid(&cells::causes(shown, false), width)
+                .into_iter()
+                .map(|l| format!("  {l}")),
         );
-        for c in a.causes.iter().take(CAUSES_SHOWN) {
-            let _ = writeln!(
-                out,
-                "  {:<8} {:<7} {:>6} {:>10} {:>10}  {}{}",
-                c.kind,
-                if c.guest { "guest" } else { "outside" },
-                c.count,
-                human_ns(c.total_ns),
-                human_ns(c.worst_ns),
-                c.name,
-                c.fix
-                    .as_ref()
-                    .map(|f| format!(" (fix: {f})"))
-                    .unwrap_or_default()
-            );
-        }
         if a.causes.len() > CAUSES_SHOWN {
-            let _ = writeln!(
-                out,
-                "  ... {} more in report.json",
+            lines.push(format!(
+                "  ... {} more in report.html and report.json",
                 a.causes.len() - CAUSES_SHOWN
-            );
+            ));
         }
     }
 }
 
-/// Causes listed per scenario in the terminal (all are in report.json).
+/// Causes listed per scenario in the terminal (all are in report.json and report.html).
 const CAUSES_SHOWN: usize = 6;
-
-fn threshold(ns: u64) -> String {
-    format!("{}ms", ns as f64 / 1e6)
-}
-
-/// A percentage with enough digits to show the tail (99.99997%).
-fn percent(p: f64) -> String {
-    if p >= 100.0 {
-        "100%".into()
-    } else if p >= 99.0 {
-        let s = format!("{p:.5}");
-        format!("{}%", s.trim_end_matches('0').trim_end_matches('.'))
-    } else {
-        format!("{p:.2}%")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentages_keep_the_tail_digits() {
-        assert_eq!(percent(99.99997), "99.99997%");
-        assert_eq!(percent(100.0), "100%");
-        assert_eq!(percent(50.0), "50.00%");
-    }
-}

@@ -2,9 +2,12 @@
 //! round trip, plots that are not blank, and report.html rendered by headless
 //! Chromium into a screenshot that is not blank.
 
+mod support;
+
 use cpushield_report::*;
 use std::path::Path;
 use std::process::Command;
+use support::without_tags;
 
 fn latency(max_ns: u64, spread: u64) -> LatencySummary {
     let mut histogram = Vec::new();
@@ -198,7 +201,7 @@ fn the_verdict_notes_jitter_that_exists_without_load() {
 
 #[test]
 fn the_table_matches_its_golden_file() {
-    let text = table::render(&fixture());
+    let text = table::render(&fixture(), None);
     let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/table.txt");
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&golden, &text).unwrap();
@@ -470,7 +473,7 @@ fn report_html_shows_every_section_of_the_terminal_report_in_chromium() {
     let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
         .into_iter()
         .find(|p| Path::new(p).exists())
-        .expect("chromium is installed by scripts/setup.sh");
+        .expect("chromium is installed by scripts/dev-setup.sh");
     let mut r = traced(30_000_000, 60_000, 16_000_000, 720_000_000);
     for s in r.scenarios.iter_mut() {
         s.idle = Some(IdleChoice {
@@ -499,12 +502,15 @@ fn report_html_shows_every_section_of_the_terminal_report_in_chromium() {
     let dom = String::from_utf8_lossy(&out.stdout);
     for id in [
         "verdict",
+        "latency-plot",
+        "determinism-plot",
         "notes",
+        "warnings",
         "scenarios",
+        "thresholds",
         "idle-policy",
         "guest-host",
         "causes",
-        "warnings",
     ] {
         assert!(
             dom.contains(&format!("id=\"{id}\"")),
@@ -512,7 +518,8 @@ fn report_html_shows_every_section_of_the_terminal_report_in_chromium() {
         );
     }
     assert!(dom.contains("SHIELD WORKS"), "verdict text");
-    assert!(dom.contains("irq 38 virtio2-input.0"), "cause table");
+    let text = without_tags(&dom);
+    assert!(text.contains("irq 38 virtio2-input.0"), "cause table");
     assert!(
         dom.contains("halting 296 us vs polling 24.3 ms"),
         "idle policy reason"

@@ -25,7 +25,7 @@ scenario_main() {
 
     # 2. compare with and without sharing.
     cs compare --cpus 3 --scenarios shielded,shielded+shared --duration 3s --runs 2 \
-        --work 50ms --load fpu --idle halt --no-attribute --no-anchor --dir /tmp --out /tmp/cmp
+        --work 50ms --load fpu --idle halt --no-attribute --no-anchor --verbose --dir /tmp --out /tmp/cmp
     check_eq share/compare-exit 0 "$CS_RC" "exit status (stderr: $(tail -c 400 /tmp/cs.err | tr '\n' ' '))"
     if grep -q "sharing the shielded CPU's idle time (the Hyades paper's Table 2" /tmp/cs.out &&
         grep -q '^shielded+shared ' /tmp/cs.out && grep -q '^SHARING ' /tmp/cs.out; then

@@ -75,6 +75,11 @@ pub struct CompareArgs {
     /// Do not run cyclictest as the anchor in the loaded and shielded scenarios.
     #[arg(long)]
     no_anchor: bool,
+    /// Print every table after the answer: each scenario's figures, the idle
+    /// calibration, the causes, the samples below each threshold, the notes
+    /// and the warnings (all of it is in report.html and report.json anyway).
+    #[arg(long, short)]
+    verbose: bool,
     /// Brosky & Rotolo Figure 4 instead of the scenarios: one shielded CPU
     /// (--cpus, one CPU; default the highest with an SMT sibling off CPU 0's
     /// core) measured with its SMT sibling busy, idle and offline (the sibling
@@ -116,6 +121,10 @@ pub struct DemoArgs {
     /// Latency probe time per scenario.
     #[arg(long, value_parser = duration, default_value = "15s")]
     duration: Duration,
+    /// Print every table after the answer (all of it is in report.html and
+    /// report.json anyway).
+    #[arg(long, short)]
+    verbose: bool,
 }
 
 /// Runs `cpushield compare`.
@@ -154,7 +163,8 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
         trace_context: trace_context(),
         smt: args.smt,
     };
-    execute(config, args.out, args.max_latency)
+    let printing = Printing::new(args.verbose, 0);
+    execute(config, args.out, args.max_latency, printing)
 }
 
 /// Runs `cpushield demo`: every scenario, the stress-kernel load, short runs.
@@ -180,11 +190,58 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         trace_context: trace_context(),
         smt: false,
     };
-    println!(
-        "cpushield demo: idle, loaded and shielded scenarios, {} s each, inside a private PID namespace (nothing outside it is moved; IRQs are moved and restored)",
-        config.duration.as_secs()
+    let width = terminal_width();
+    let intro = cpushield_report::table::wrap(
+        &format!(
+            "cpushield demo: idle, loaded and shielded scenarios, {} s each, inside a private PID namespace (nothing outside it is moved; IRQs are moved and restored)",
+            config.duration.as_secs()
+        ),
+        width,
+        "",
+        "  ",
     );
-    execute(config, args.out, None)
+    for line in &intro {
+        println!("{line}");
+    }
+    execute(
+        config,
+        args.out,
+        None,
+        Printing::new(args.verbose, intro.len()),
+    )
+}
+
+/// How the results are printed.
+#[derive(Debug, Clone, Copy)]
+struct Printing {
+    /// Every table after the answer.
+    verbose: bool,
+    /// The terminal's width; None when stdout is not a terminal: a pipe or
+    /// a file gets each paragraph on one line, for grep, and a terminal
+    /// showing it later wraps it itself.
+    width: Option<usize>,
+    /// Lines printed before the answer (the demo's first line).
+    lines_before: usize,
+}
+
+impl Printing {
+    fn new(verbose: bool, lines_before: usize) -> Self {
+        Printing {
+            verbose,
+            width: terminal_width(),
+            lines_before,
+        }
+    }
+}
+
+/// The width of the terminal stdout is, if it is one.
+fn terminal_width() -> Option<usize> {
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    console::Term::stdout()
+        .size_checked()
+        .map(|(_rows, columns)| usize::from(columns))
 }
 
 /// `cpushield check` on the shielded CPUs while the shielded probes run.
@@ -263,6 +320,7 @@ fn execute(
     config: CompareConfig,
     out: Option<PathBuf>,
     max_latency: Option<Duration>,
+    printing: Printing,
 ) -> anyhow::Result<ExitCode> {
     let out = out.unwrap_or_else(default_out_dir);
     // Before any work: a run whose report cannot be written is lost.
@@ -271,9 +329,14 @@ fn execute(
     let cpus = runner::preflight(&config)?;
     super::reserved::guard("compare", &cpus, cpushield_rt::reserve::CpuUse::Place)?;
     if config.scope == Scope::System {
-        return Ok(ExitCode::from(experiment(&config, &out, max_latency)));
+        return Ok(ExitCode::from(experiment(
+            &config,
+            &out,
+            max_latency,
+            printing,
+        )));
     }
-    let code = namespace::run_private(|| experiment(&config, &out, max_latency).into())?;
+    let code = namespace::run_private(|| experiment(&config, &out, max_latency, printing).into())?;
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(EXIT_ERROR)))
 }
 
@@ -286,7 +349,12 @@ fn default_out_dir() -> PathBuf {
 }
 
 /// The experiment proper; returns the exit code (it may run as a namespace's init).
-fn experiment(config: &CompareConfig, out: &std::path::Path, max_latency: Option<Duration>) -> u8 {
+fn experiment(
+    config: &CompareConfig,
+    out: &std::path::Path,
+    max_latency: Option<Duration>,
+    printing: Printing,
+) -> u8 {
     let stop = match cpushield_measure::signal::stop_on_signals() {
         Ok(flag) => flag,
         Err(e) => {
@@ -327,7 +395,13 @@ fn experiment(config: &CompareConfig, out: &std::path::Path, max_latency: Option
             return EXIT_ERROR;
         }
     };
-    print!("{}", cpushield_report::table::render(&report));
+    use cpushield_report::table;
+    if printing.verbose {
+        print!("{}", table::render(&report, printing.width));
+    } else {
+        let budget = table::ANSWER_LINES.saturating_sub(printing.lines_before);
+        print!("{}", table::answer(&report, printing.width, Some(budget)));
+    }
     match cpushield_report::write_all(&report, out) {
         Ok(_) => println!(
             "report: {}/report.html (and report.json, latency.svg/png, determinism.svg/png)",
