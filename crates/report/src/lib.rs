@@ -7,6 +7,7 @@ pub mod model;
 pub mod plot;
 pub mod sharing;
 pub mod table;
+pub mod trials;
 pub mod verdict;
 
 pub use model::*;

@@ -408,7 +408,7 @@ fn knob(machine: &Machine, cpus: &CpuSet, priority: u8, id: KnobId) -> Knob {
             Knob {
                 id,
                 starting: "halt".into(),
-                candidate: format!("poll (a SCHED_IDLE spinner on CPU {list})"),
+                candidate: "poll (SCHED_IDLE spinner)".into(),
                 change: Ok(Change::Probe(ProbeChange::IdlePoll)),
             }
         }

@@ -11,6 +11,7 @@ pub mod knob;
 pub mod render;
 pub mod schedule;
 pub mod session;
+pub mod settings;
 pub mod stats;
 
 pub use decide::{Arm, Decision, Trial, TrialSample, Verdict};
