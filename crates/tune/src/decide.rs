@@ -213,7 +213,7 @@ pub fn choose(sets: &[(Vec<KnobId>, Verdict)]) -> Choice {
         },
         None => Choice {
             knobs: Vec::new(),
-            reason: "the knobs that won alone did not beat the starting point together: the machine is left as found".into(),
+            reason: "the knobs measured together did not beat the starting point: the machine is left as found".into(),
         },
     }
 }

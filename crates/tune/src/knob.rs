@@ -256,12 +256,19 @@ impl Machine {
                 sysctls.insert(path, v);
             }
         }
+        let preempt_read = kernel.read(Path::new(PREEMPT_FILE));
+        let debugfs_problem = match &preempt_read {
+            Err(e) if kernel.exists(Path::new(PREEMPT_FILE)) => {
+                Some(format!("the kernel refuses to read it ({e})"))
+            }
+            _ => None,
+        };
         let mut machine = Machine {
             online: cpushield_kernel::online_cpus(kernel).unwrap_or_default(),
             cmdline: read(kernel, "/proc/cmdline").unwrap_or_default(),
             kernel_version: read(kernel, "/proc/sys/kernel/version").unwrap_or_default(),
-            preempt: read(kernel, PREEMPT_FILE).and_then(|t| parse_preempt(&t)),
-            debugfs_problem: None,
+            preempt: preempt_read.ok().and_then(|t| parse_preempt(&t)),
+            debugfs_problem,
             dma_latency: kernel.exists(Path::new(DMA_LATENCY)),
             sysctls,
             idle_driver: read(kernel, "/sys/devices/system/cpu/cpuidle/current_driver"),
@@ -868,6 +875,16 @@ mod tests {
         ] {
             assert!(by_id(&knobs, id).change.is_err(), "{id:?}");
         }
+    }
+
+    #[test]
+    fn a_preemption_file_the_kernel_refuses_to_read_is_named_as_the_reason() {
+        let k = this_host();
+        k.set_file(PREEMPT_FILE, "");
+        k.refuse_reads(PREEMPT_FILE, 1);
+        let knobs = catalog(&Machine::read(&k, &set("1")), &set("1"), 95);
+        let why = by_id(&knobs, KnobId::Preempt).change.clone().unwrap_err();
+        assert!(why.contains("refuses to read it"), "{why}");
     }
 
     #[test]

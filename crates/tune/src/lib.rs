@@ -8,6 +8,7 @@
 
 pub mod decide;
 pub mod knob;
+pub mod real;
 pub mod render;
 pub mod schedule;
 pub mod session;

@@ -66,9 +66,13 @@ pub fn files_for(
     }
     if let Some(model) = &settings.preempt {
         let Some(models) = &machine.preempt else {
+            let why = machine
+                .debugfs_problem
+                .clone()
+                .unwrap_or_else(|| "a kernel without PREEMPT_DYNAMIC, or no debugfs".into());
             return Err(refuse(
                 "runtime.preempt",
-                format!("{PREEMPT_FILE} cannot be read (a kernel without PREEMPT_DYNAMIC, or no debugfs)"),
+                format!("{PREEMPT_FILE} cannot be read ({why})"),
                 "remove the key, or boot with preempt= on the kernel command line",
             ));
         };
