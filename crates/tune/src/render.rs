@@ -68,7 +68,7 @@ fn effect_words(c: &Comparison) -> String {
     )
 }
 
-fn chosen<'a>(session: &'a SessionResult) -> Vec<&'a Knob> {
+fn chosen(session: &SessionResult) -> Vec<&Knob> {
     session
         .knobs
         .iter()
@@ -104,7 +104,7 @@ pub fn config_toml(session: &SessionResult, why: &str) -> String {
     out
 }
 
-fn measured<'a>(session: &'a SessionResult, id: KnobId) -> Option<&'a Comparison> {
+fn measured(session: &SessionResult, id: KnobId) -> Option<&Comparison> {
     session
         .knobs
         .iter()
@@ -461,9 +461,11 @@ mod tests {
     }
 
     fn session() -> (SessionResult, Machine) {
-        let mut machine = Machine::default();
-        machine.online = CpuSet::parse_list("0-1").unwrap();
-        machine.cmdline = "console=ttyS0 rcu_nocbs=1".into();
+        let mut machine = Machine {
+            online: CpuSet::parse_list("0-1").unwrap(),
+            cmdline: "console=ttyS0 rcu_nocbs=1".into(),
+            ..Default::default()
+        };
         machine.sysctls.insert(TIMER_MIGRATION, "1".into());
         let cpus = CpuSet::from_cpus([1]);
         let knobs = catalog(&machine, &cpus, 95);

@@ -224,8 +224,10 @@ mod tests {
     use cpushield_parse::preempt::parse_preempt;
 
     fn machine() -> Machine {
-        let mut m = Machine::default();
-        m.online = CpuSet::parse_list("0-3").unwrap();
+        let mut m = Machine {
+            online: CpuSet::parse_list("0-3").unwrap(),
+            ..Default::default()
+        };
         m.sysctls.insert(TIMER_MIGRATION, "1".into());
         m.sysctls.insert(RT_RUNTIME, "950000".into());
         m.sysctls.insert(STAT_INTERVAL, "10".into());
