@@ -69,6 +69,19 @@ fn can_tune_here() -> Result<(), String> {
 
 const KNOBS: &str = "timer-migration,stat-interval,rt-throttling,idle-poll";
 
+/// `cpushield tune` on CPU 1 without load for 45 s over [`KNOBS`], its
+/// state in `state` and its report in `out`.
+fn tune(state: &std::path::Path, out: &std::path::Path) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.args([
+        "tune", "--cpus", "1", "--load", "none", "--budget", "45s", "--knobs", KNOBS,
+    ])
+    .arg("--out")
+    .arg(out)
+    .env("CPUSHIELD_STATE_DIR", state);
+    cmd
+}
+
 #[test]
 fn a_short_tune_leaves_the_machine_as_found_and_writes_a_config_apply_accepts() {
     let _serial = serial();
@@ -80,14 +93,7 @@ fn a_short_tune_leaves_the_machine_as_found_and_writes_a_config_apply_accepts() 
     let out = tempfile::tempdir().unwrap();
     let before = machine_state();
     let started = std::time::Instant::now();
-    let run = Command::new(bin())
-        .args([
-            "tune", "--cpus", "1", "--load", "none", "--budget", "45s", "--knobs", KNOBS, "--out",
-        ])
-        .arg(out.path())
-        .env("CPUSHIELD_STATE_DIR", state.path())
-        .output()
-        .unwrap();
+    let run = tune(state.path(), out.path()).output().unwrap();
     let took = started.elapsed();
     let text =
         String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
@@ -136,12 +142,7 @@ fn a_tune_killed_half_way_is_undone_by_reset() {
     let state = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let before = machine_state();
-    let mut child = Command::new(bin())
-        .args([
-            "tune", "--cpus", "1", "--load", "none", "--budget", "45s", "--knobs", KNOBS, "--out",
-        ])
-        .arg(out.path())
-        .env("CPUSHIELD_STATE_DIR", state.path())
+    let mut child = tune(state.path(), out.path())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
