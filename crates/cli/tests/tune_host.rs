@@ -178,3 +178,45 @@ fn a_tune_killed_half_way_is_undone_by_reset() {
     );
     assert_eq!(before, machine_state());
 }
+
+#[test]
+fn apply_sets_the_runtime_section_after_the_shield_and_reset_restores_it() {
+    let _serial = serial();
+    if let Err(why) = can_tune_here() {
+        skip(&why);
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let config = dir.path().join("cpushield.toml");
+    let flipped = match std::fs::read_to_string("/proc/sys/kernel/timer_migration")
+        .unwrap()
+        .trim()
+    {
+        "0" => 1,
+        _ => 0,
+    };
+    std::fs::write(
+        &config,
+        format!("[shield]\nall = \"1\"\n\n[runtime]\ntimer_migration = {flipped}\nstat_interval = 120\n"),
+    )
+    .unwrap();
+    let before = machine_state();
+    let script = format!(
+        r#"
+set -u
+fail() {{ echo "ASSERT-FAIL $*"; }}
+$CS apply --config {config} || fail "apply exit $?"
+[ "$(cat /proc/sys/kernel/timer_migration)" = {flipped} ] || fail "timer_migration $(cat /proc/sys/kernel/timer_migration)"
+[ "$(cat /proc/sys/vm/stat_interval)" = 120 ] || fail "stat_interval $(cat /proc/sys/vm/stat_interval)"
+$CS apply --config {config} | grep -q "nothing to change" || fail "second apply changed something"
+$CS reset || fail "reset exit $?"
+echo SCENARIO-DONE
+"#,
+        config = config.display()
+    );
+    let out = support::run_scenario_in_pid_namespace(&script, &[], &state);
+    assert_eq!(before, machine_state(), "{out}");
+    assert!(!out.contains("ASSERT-FAIL"), "{out}");
+    assert!(out.contains("SCENARIO-DONE"), "{out}");
+}
