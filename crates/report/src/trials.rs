@@ -53,6 +53,8 @@ fn draw(svg: &mut String, title: &str, trials: &[TrialPoint]) {
         };
         let _ = chart
             .configure_mesh()
+            .x_labels(trials.len() + 2)
+            .x_label_formatter(&|x| format!("{x:.0}"))
             .x_desc("trial (run order)")
             .y_desc("latency (µs)")
             .draw();
@@ -84,7 +86,7 @@ fn draw(svg: &mut String, title: &str, trials: &[TrialPoint]) {
             .configure_series_labels()
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
-            .position(SeriesLabelPosition::LowerRight)
+            .position(SeriesLabelPosition::UpperLeft)
             .draw();
         let _ = root.present();
     }
