@@ -82,6 +82,7 @@ mod tests {
             set: Default::default(),
             pid_cursor: None,
             unread_start_before: None,
+            runtime: Default::default(),
             checksum: 0,
         })
     }

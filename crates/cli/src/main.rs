@@ -51,6 +51,8 @@ enum Command {
     Demo(cmd::compare::DemoArgs),
     /// Find what still reaches a shielded CPU, and the fix.
     Check(cmd::check::CheckArgs),
+    /// Find this machine's best run-time settings by measurement; write them as a config.
+    Tune(cmd::tune::TuneArgs),
     /// Put the systemd units and the default config in place (cpushield.service at boot).
     Install(cmd::install::InstallArgs),
     /// Remove exactly what `install` put (a config edited since stays).
@@ -93,6 +95,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => cmd::compare::compare(a),
         Command::Demo(a) => cmd::compare::demo(a),
         Command::Check(a) => cmd::check::run(a),
+        Command::Tune(a) => cmd::tune::tune(a),
         Command::Install(a) => cmd::install::install(a),
         Command::Uninstall(a) => cmd::install::uninstall(a),
         Command::Generate(a) => cmd::generate::generate(a, Cli::command()),

@@ -257,6 +257,11 @@ fn guest_compare_smt_measures_the_sibling_busy_idle_and_offline_and_brings_it_ba
 }
 
 #[test]
+fn guest_tune_killed_half_way_is_restored_byte_for_byte_by_reset() {
+    run_guest("tune-sigkill", "dev/guest/run.sh", &["tune-sigkill"]);
+}
+
+#[test]
 fn guest_nic_irqs_from_a_host_flood_reach_cpu3_until_shielded_and_reset_restores_them() {
     run_guest("nic-irq", "dev/guest/run.sh", &["nic-irq"]);
 }

@@ -125,6 +125,114 @@ pub struct ConfigFile {
     /// `[agent]`: the agent's settings (validated only; the agent is later work).
     #[serde(default)]
     pub agent: Agent,
+    /// `[runtime]`: run-time settings beyond the shield (what `tune` found best).
+    #[serde(default)]
+    pub runtime: Runtime,
+}
+
+/// `[runtime]`: run-time settings beyond the shield, as `cpushield tune`
+/// writes them. `apply` journals each file's value in the shield's saved
+/// state before it changes it, so `reset` restores it with the shield. The
+/// per-CPU keys apply to the CPUs shielded from processes.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Runtime {
+    /// kernel.sched_rt_runtime_us (-1: no RT throttling).
+    pub sched_rt_runtime_us: Option<Spanned<i64>>,
+    /// kernel.timer_migration (0 or 1).
+    pub timer_migration: Option<Spanned<u8>>,
+    /// vm.stat_interval, seconds.
+    pub stat_interval: Option<Spanned<u32>>,
+    /// The preemption model of a PREEMPT_DYNAMIC kernel (`full`, ...).
+    pub preempt: Option<Spanned<String>>,
+    /// The cpufreq governor of the shielded CPUs.
+    pub cpufreq_governor: Option<Spanned<String>>,
+    /// The energy-performance preference of the shielded CPUs.
+    pub energy_performance_preference: Option<Spanned<String>>,
+    /// Idle states of the shielded CPUs with a longer exit latency (us) are disabled.
+    pub idle_max_latency_us: Option<Spanned<u64>>,
+    /// The shielded CPUs' SMT siblings outside the shield go offline.
+    pub smt_siblings_offline: Option<Spanned<bool>>,
+}
+
+/// The `[runtime]` settings, checked: what `apply` makes true.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuntimeSettings {
+    /// kernel.sched_rt_runtime_us.
+    pub sched_rt_runtime_us: Option<i64>,
+    /// kernel.timer_migration.
+    pub timer_migration: Option<u8>,
+    /// vm.stat_interval.
+    pub stat_interval: Option<u32>,
+    /// The preemption model.
+    pub preempt: Option<String>,
+    /// The cpufreq governor of the shielded CPUs.
+    pub cpufreq_governor: Option<String>,
+    /// Their energy-performance preference.
+    pub energy_performance_preference: Option<String>,
+    /// Their idle states above this exit latency (us) disabled.
+    pub idle_max_latency_us: Option<u64>,
+    /// Their SMT siblings outside the shield offline.
+    pub smt_siblings_offline: bool,
+}
+
+impl RuntimeSettings {
+    /// Nothing asked.
+    pub fn is_empty(&self) -> bool {
+        *self == RuntimeSettings::default()
+    }
+
+    /// Whether a per-CPU key is set.
+    pub fn per_cpu(&self) -> bool {
+        self.cpufreq_governor.is_some()
+            || self.energy_performance_preference.is_some()
+            || self.idle_max_latency_us.is_some()
+            || self.smt_siblings_offline
+    }
+
+    /// The `[runtime]` section's lines (without the header), in key order.
+    pub fn toml_lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut line = |key: &str, value: Option<String>| {
+            if let Some(v) = value {
+                out.push(format!("{key} = {v}"));
+            }
+        };
+        line(
+            "sched_rt_runtime_us",
+            self.sched_rt_runtime_us.map(|v| v.to_string()),
+        );
+        line(
+            "timer_migration",
+            self.timer_migration.map(|v| v.to_string()),
+        );
+        line("stat_interval", self.stat_interval.map(|v| v.to_string()));
+        line("preempt", self.preempt.as_ref().map(|v| format!("{v:?}")));
+        line(
+            "cpufreq_governor",
+            self.cpufreq_governor.as_ref().map(|v| format!("{v:?}")),
+        );
+        line(
+            "energy_performance_preference",
+            self.energy_performance_preference
+                .as_ref()
+                .map(|v| format!("{v:?}")),
+        );
+        line(
+            "idle_max_latency_us",
+            self.idle_max_latency_us.map(|v| v.to_string()),
+        );
+        line(
+            "smt_siblings_offline",
+            self.smt_siblings_offline.then(|| "true".to_string()),
+        );
+        out
+    }
+}
+
+/// A word a sysfs file takes: letters, digits and `_`.
+fn is_word(text: &str) -> bool {
+    !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// `[shield]`: CPU lists (`"1"`, `"2-3,6"`); each key adds its CPUs to its masks.
@@ -507,6 +615,7 @@ impl Config {
                 ));
             }
         }
+        self.check_runtime()?;
         let agent = &self.content.agent;
         if let Some(listen) = &agent.listen {
             if let Err(problem) = parse_listen(listen.get_ref()) {
@@ -554,6 +663,117 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    fn check_runtime(&self) -> Result<(), ConfigError> {
+        let r = &self.content.runtime;
+        if let Some(v) = &r.sched_rt_runtime_us {
+            if !(-1..=1_000_000).contains(v.get_ref()) {
+                return Err(self.error(
+                    &v.span(),
+                    "runtime.sched_rt_runtime_us",
+                    format!("{} is outside -1 to 1000000", v.get_ref()),
+                    "write -1 (no RT throttling) or the microseconds per second RT tasks may run",
+                ));
+            }
+        }
+        if let Some(v) = &r.timer_migration {
+            if *v.get_ref() > 1 {
+                return Err(self.error(
+                    &v.span(),
+                    "runtime.timer_migration",
+                    format!("{} is neither 0 nor 1", v.get_ref()),
+                    "write 0 or 1",
+                ));
+            }
+        }
+        if let Some(v) = &r.stat_interval {
+            if !(1..=3600).contains(v.get_ref()) {
+                return Err(self.error(
+                    &v.span(),
+                    "runtime.stat_interval",
+                    format!("{} is outside 1 to 3600 seconds", v.get_ref()),
+                    "write the seconds between vmstat updates, e.g. 120",
+                ));
+            }
+        }
+        if let Some(v) = &r.preempt {
+            if !matches!(v.get_ref().as_str(), "none" | "voluntary" | "full" | "lazy") {
+                return Err(self.error(
+                    &v.span(),
+                    "runtime.preempt",
+                    format!("{:?} is not a preemption model", v.get_ref()),
+                    "write \"none\", \"voluntary\", \"full\" or \"lazy\"",
+                ));
+            }
+        }
+        for (key, value) in [
+            ("runtime.cpufreq_governor", &r.cpufreq_governor),
+            (
+                "runtime.energy_performance_preference",
+                &r.energy_performance_preference,
+            ),
+        ] {
+            if let Some(v) = value {
+                if !is_word(v.get_ref()) {
+                    return Err(self.error(
+                        &v.span(),
+                        key,
+                        format!("{:?} is not a word a sysfs file takes", v.get_ref()),
+                        "write one word of letters, digits and _, e.g. \"performance\"",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The line of the `[runtime]` key `key` (`runtime.preempt`), or of the
+    /// table, for errors found against the machine.
+    pub fn runtime_line(&self, key: &str) -> usize {
+        let r = &self.content.runtime;
+        let span = match key.trim_start_matches("runtime.") {
+            "sched_rt_runtime_us" => r.sched_rt_runtime_us.as_ref().map(|v| v.span()),
+            "timer_migration" => r.timer_migration.as_ref().map(|v| v.span()),
+            "stat_interval" => r.stat_interval.as_ref().map(|v| v.span()),
+            "preempt" => r.preempt.as_ref().map(|v| v.span()),
+            "cpufreq_governor" => r.cpufreq_governor.as_ref().map(|v| v.span()),
+            "energy_performance_preference" => {
+                r.energy_performance_preference.as_ref().map(|v| v.span())
+            }
+            "idle_max_latency_us" => r.idle_max_latency_us.as_ref().map(|v| v.span()),
+            "smt_siblings_offline" => r.smt_siblings_offline.as_ref().map(|v| v.span()),
+            _ => None,
+        };
+        match span {
+            Some(span) => line_of(&self.text, span.start),
+            None => self
+                .text
+                .lines()
+                .position(|l| l.trim() == "[runtime]")
+                .map_or(0, |i| i + 1),
+        }
+    }
+
+    /// The `[runtime]` settings (the file was validated by [`Config::parse`]).
+    pub fn runtime(&self) -> RuntimeSettings {
+        let r = &self.content.runtime;
+        RuntimeSettings {
+            sched_rt_runtime_us: r.sched_rt_runtime_us.as_ref().map(|v| *v.get_ref()),
+            timer_migration: r.timer_migration.as_ref().map(|v| *v.get_ref()),
+            stat_interval: r.stat_interval.as_ref().map(|v| *v.get_ref()),
+            preempt: r.preempt.as_ref().map(|v| v.get_ref().clone()),
+            cpufreq_governor: r.cpufreq_governor.as_ref().map(|v| v.get_ref().clone()),
+            energy_performance_preference: r
+                .energy_performance_preference
+                .as_ref()
+                .map(|v| v.get_ref().clone()),
+            idle_max_latency_us: r.idle_max_latency_us.as_ref().map(|v| *v.get_ref()),
+            smt_siblings_offline: r
+                .smt_siblings_offline
+                .as_ref()
+                .is_some_and(|v| *v.get_ref()),
+        }
     }
 
     /// The `[[access.grant]]` rules, checked (the file was validated by [`Config::parse`]).
@@ -756,6 +976,27 @@ impl Config {
                     "name a shielded CPU for the probe, or add it to the shield",
                 ));
             }
+        }
+        let runtime = self.runtime();
+        if !runtime.is_empty() && masks.is_empty() {
+            return Err(ConfigError {
+                file: self.file.clone(),
+                line: self.runtime_line(""),
+                key: "runtime".into(),
+                problem: "a [runtime] section without a shield".into(),
+                remedy:
+                    "add a [shield] (reset restores the run-time settings together with the shield)"
+                        .into(),
+            });
+        }
+        if runtime.per_cpu() && masks.procs.is_empty() {
+            return Err(ConfigError {
+                file: self.file.clone(),
+                line: self.runtime_line(""),
+                key: "runtime".into(),
+                problem: "per-CPU settings but no CPU is shielded from processes".into(),
+                remedy: "shield the CPUs they are for (shield.all or shield.procs)".into(),
+            });
         }
         let mut irq_pins = Vec::new();
         for pin in &self.content.irq {

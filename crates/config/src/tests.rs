@@ -443,3 +443,49 @@ fn a_file_that_cannot_be_read_is_named_with_what_is_wrong() {
         "{text}"
     );
 }
+
+#[test]
+fn a_runtime_section_round_trips_through_its_toml_lines() {
+    let text = "[shield]\nall = \"1\"\n\n[runtime]\nsched_rt_runtime_us = -1\ntimer_migration = 0\nstat_interval = 120\npreempt = \"full\"\ncpufreq_governor = \"performance\"\nenergy_performance_preference = \"performance\"\nidle_max_latency_us = 0\nsmt_siblings_offline = true\n";
+    let config = parse(text).unwrap();
+    config.resolve(&online()).unwrap();
+    let settings = config.runtime();
+    assert_eq!(settings.sched_rt_runtime_us, Some(-1));
+    assert!(settings.smt_siblings_offline && settings.per_cpu());
+    let again = format!(
+        "[shield]\nall = \"1\"\n\n[runtime]\n{}\n",
+        settings.toml_lines().join("\n")
+    );
+    assert_eq!(parse(&again).unwrap().runtime(), settings);
+    assert_eq!(config.runtime_line("runtime.preempt"), 8);
+}
+
+#[test]
+fn bad_runtime_values_name_their_line_and_key() {
+    let head = "[shield]\nall = \"1\"\n[runtime]\n";
+    for (body, key) in [
+        ("sched_rt_runtime_us = -2\n", "runtime.sched_rt_runtime_us"),
+        ("timer_migration = 2\n", "runtime.timer_migration"),
+        ("stat_interval = 0\n", "runtime.stat_interval"),
+        ("preempt = \"rt\"\n", "runtime.preempt"),
+        ("cpufreq_governor = \"a b\"\n", "runtime.cpufreq_governor"),
+        (
+            "energy_performance_preference = \"\"\n",
+            "runtime.energy_performance_preference",
+        ),
+        ("nohz_full = \"1\"\n", "runtime.nohz_full"),
+    ] {
+        error_names(&format!("{head}{body}"), 4, key);
+    }
+}
+
+#[test]
+fn runtime_settings_need_a_shield_and_per_cpu_ones_a_process_shield() {
+    error_names("[runtime]\ntimer_migration = 0\n", 1, "runtime");
+    error_names(
+        "[shield]\nirqs = \"1\"\n[runtime]\ncpufreq_governor = \"performance\"\n",
+        3,
+        "runtime",
+    );
+    resolve("[shield]\nirqs = \"1\"\n[runtime]\ntimer_migration = 0\n").unwrap();
+}

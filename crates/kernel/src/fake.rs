@@ -33,6 +33,11 @@ struct FakeState {
     dirs: BTreeSet<PathBuf>,
     affinity: BTreeMap<i32, CpuSet>,
     refused: BTreeSet<PathBuf>,
+    /// File systems not mounted, by mount point: their files appear on
+    /// [`Kernel::mount`] and go again on [`Kernel::unmount`].
+    unmounted: BTreeMap<PathBuf, FakeFiles>,
+    /// Mount points mounted with [`Kernel::mount`].
+    mounted: BTreeSet<PathBuf>,
 }
 
 impl FakeKernel {
@@ -133,6 +138,26 @@ impl FakeKernel {
     /// A copy of all thread affinities.
     pub fn affinities(&self) -> BTreeMap<i32, CpuSet> {
         self.state.lock().expect("fake lock").affinity.clone()
+    }
+
+    /// Adds a file of a file system not mounted on `target` (debugfs): it
+    /// shows only while [`Kernel::mount`] has mounted `target`.
+    pub fn set_unmounted_file(&self, target: impl AsRef<Path>, path: impl AsRef<Path>, text: &str) {
+        let mut st = self.state.lock().expect("fake lock");
+        st.dirs.insert(target.as_ref().to_path_buf());
+        st.unmounted
+            .entry(target.as_ref().to_path_buf())
+            .or_default()
+            .insert(path.as_ref().to_path_buf(), text.to_string());
+    }
+
+    /// Whether `target` is mounted (by [`Kernel::mount`]).
+    pub fn is_mounted(&self, target: impl AsRef<Path>) -> bool {
+        self.state
+            .lock()
+            .expect("fake lock")
+            .mounted
+            .contains(target.as_ref())
     }
 
     /// Whether a directory exists.
@@ -243,6 +268,44 @@ impl Kernel for FakeKernel {
     fn exists(&self, path: &Path) -> bool {
         let st = self.state.lock().expect("fake lock");
         st.files.contains_key(path) || st.dirs.contains(path)
+    }
+
+    fn mount(&self, _fstype: &str, target: &Path) -> io::Result<()> {
+        let mut st = self.state.lock().expect("fake lock");
+        if st.mounted.contains(target) {
+            return Err(io::Error::from_raw_os_error(libc::EBUSY));
+        }
+        let Some(files) = st.unmounted.get(target).cloned() else {
+            return Err(io::Error::from_raw_os_error(libc::ENODEV));
+        };
+        for (path, text) in files {
+            add_parents(&mut st.dirs, &path);
+            st.files.insert(path, text);
+        }
+        st.mounted.insert(target.to_path_buf());
+        Ok(())
+    }
+
+    fn unmount(&self, target: &Path) -> io::Result<()> {
+        let mut st = self.state.lock().expect("fake lock");
+        if !st.mounted.remove(target) {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let inside: Vec<PathBuf> = st
+            .files
+            .keys()
+            .filter(|p| p.starts_with(target))
+            .cloned()
+            .collect();
+        let mut kept = FakeFiles::new();
+        for path in inside {
+            if let Some(text) = st.files.remove(&path) {
+                kept.insert(path, text);
+            }
+        }
+        st.dirs.retain(|d| !d.starts_with(target) || d == target);
+        st.unmounted.insert(target.to_path_buf(), kept);
+        Ok(())
     }
 
     /// A fake link is a file holding its target.
@@ -465,6 +528,23 @@ mod tests {
         assert_eq!(read(), "1.00 0\n");
         assert_eq!(read(), "1.01 0\n");
         assert_eq!(read(), "1.01 0\n");
+    }
+
+    #[test]
+    fn files_of_an_unmounted_file_system_show_only_while_it_is_mounted() {
+        let k = FakeKernel::new();
+        let debug = Path::new("/sys/kernel/debug");
+        let file = Path::new("/sys/kernel/debug/sched/preempt");
+        k.set_unmounted_file(debug, file, "(voluntary) full");
+        assert!(!k.exists(file));
+        k.mount("debugfs", debug).unwrap();
+        assert!(k.is_mounted(debug));
+        k.write(file, "full").unwrap();
+        k.unmount(debug).unwrap();
+        assert!(!k.exists(file));
+        k.mount("debugfs", debug).unwrap();
+        assert_eq!(k.read(file).unwrap(), "full", "what was written stays");
+        assert!(k.unmount(Path::new("/nowhere")).is_err());
     }
 
     #[test]

@@ -77,6 +77,18 @@ pub trait Kernel: Send + Sync {
     fn get_sched(&self, tid: i32) -> io::Result<SchedParams>;
     /// Sets a thread's scheduling policy and parameters (sched_setattr).
     fn set_sched(&self, tid: i32, params: &SchedParams) -> io::Result<()>;
+    /// Mounts a kernel file system of type `fstype` (debugfs) on `target`.
+    /// The default refuses (EOPNOTSUPP).
+    fn mount(&self, fstype: &str, target: &Path) -> io::Result<()> {
+        let _ = (fstype, target);
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
+    /// Unmounts what [`Kernel::mount`] mounted on `target`. The default
+    /// refuses (EOPNOTSUPP).
+    fn unmount(&self, target: &Path) -> io::Result<()> {
+        let _ = target;
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
 }
 
 /// A kernel file held open by [`Kernel::open_for_writes`].
@@ -260,6 +272,10 @@ pub enum Change {
     Xattr(PathBuf, String, Vec<u8>),
     /// A scheduling policy change.
     Sched(i32, SchedParams),
+    /// A file system mounted (type, target).
+    Mount(String, PathBuf),
+    /// A file system unmounted.
+    Unmount(PathBuf),
 }
 
 /// Wraps a kernel and records every change it is asked to make.
@@ -347,6 +363,20 @@ impl Kernel for RecordingKernel<'_> {
             .expect("log lock")
             .push(Change::Sched(tid, *params));
         self.inner.set_sched(tid, params)
+    }
+    fn mount(&self, fstype: &str, target: &Path) -> io::Result<()> {
+        self.log
+            .lock()
+            .expect("log lock")
+            .push(Change::Mount(fstype.to_string(), target.to_path_buf()));
+        self.inner.mount(fstype, target)
+    }
+    fn unmount(&self, target: &Path) -> io::Result<()> {
+        self.log
+            .lock()
+            .expect("log lock")
+            .push(Change::Unmount(target.to_path_buf()));
+        self.inner.unmount(target)
     }
 }
 

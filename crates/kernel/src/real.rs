@@ -223,4 +223,21 @@ impl Kernel for RealKernel {
         }
         Ok(())
     }
+
+    fn mount(&self, fstype: &str, target: &Path) -> io::Result<()> {
+        nix::mount::mount(
+            Some(fstype),
+            target,
+            Some(fstype),
+            nix::mount::MsFlags::MS_NOSUID
+                | nix::mount::MsFlags::MS_NODEV
+                | nix::mount::MsFlags::MS_NOEXEC,
+            None::<&str>,
+        )
+        .map_err(io::Error::from)
+    }
+
+    fn unmount(&self, target: &Path) -> io::Result<()> {
+        nix::mount::umount(target).map_err(io::Error::from)
+    }
 }

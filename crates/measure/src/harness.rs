@@ -96,8 +96,8 @@ pub(crate) struct ProcessSetup {
 }
 
 impl ProcessSetup {
-    /// Locks memory (if asked) and holds /dev/cpu_dma_latency at 0; failures
-    /// become warnings.
+    /// Locks memory (if asked) and holds /dev/cpu_dma_latency at 0 (if
+    /// asked); failures become warnings.
     ///
     /// Memory is locked as it is faulted in (MCL_ONFAULT), not all at once as
     /// cyclictest's `mlockall(MCL_CURRENT | MCL_FUTURE)` does: locking the
@@ -105,7 +105,7 @@ impl ProcessSetup {
     /// run a few pages of it. What a measuring loop touches is faulted in
     /// before it starts (the stack here, each [`Recorder`](crate::recorder::Recorder)
     /// when created) and stays locked, so the loop takes no page fault either way.
-    pub(crate) fn enter(lock_memory: bool) -> Self {
+    pub(crate) fn enter(lock_memory: bool, hold_dma_latency: bool) -> Self {
         let mut warnings = Vec::new();
         if lock_memory {
             // kernels before 4.4 know no MCL_ONFAULT (EINVAL): lock everything then
@@ -121,9 +121,10 @@ impl ProcessSetup {
                 ));
             }
         }
-        let dma = match DmaLatencyGuard::hold(0) {
-            Ok(g) => Some(g),
-            Err(e) => {
+        let dma = match hold_dma_latency.then(|| DmaLatencyGuard::hold(0)) {
+            None => None,
+            Some(Ok(g)) => Some(g),
+            Some(Err(e)) => {
                 warnings.push(Warning::new(
                     WarningKind::DmaLatency,
                     format!("could not hold /dev/cpu_dma_latency at 0 ({e}): deep C-state exits may add latency"),
@@ -421,6 +422,12 @@ pub(crate) trait Probe: Sync {
     /// The settings every probe has.
     fn common(&self) -> Common<'_>;
 
+    /// Whether the run holds /dev/cpu_dma_latency at 0, as cyclictest does
+    /// (the default).
+    fn hold_dma_latency(&self) -> bool {
+        true
+    }
+
     /// Checks the settings against the online CPUs; the error names the input
     /// and the remedy.
     fn validate(&self, online: &CpuSet) -> Result<(), MeasureError>;
@@ -474,7 +481,7 @@ pub(crate) fn run<P: Probe>(
     let view = warnings::read_view(&kernel, common.cpus)?;
     probe.validate(&view.online)?;
     let mut warnings = warnings::before_run(&view, common.cpus, is_root(), probe.spin());
-    let setup = ProcessSetup::enter(common.lock_memory);
+    let setup = ProcessSetup::enter(common.lock_memory, probe.hold_dma_latency());
     warnings.extend(setup.warnings.iter().cloned());
     let _placement =
         ControlPlacement::enter(warnings::control_cpus(common.cpus, &view.online).as_ref());

@@ -79,6 +79,9 @@ pub struct LatencyConfig {
     pub placer: Option<ThreadPlacer>,
     /// What wakes the thread (default: the timer).
     pub source: Source,
+    /// Hold /dev/cpu_dma_latency at 0 for the run, as cyclictest does
+    /// (default true); `tune` measures the machine without it too.
+    pub hold_dma_latency: bool,
 }
 
 impl LatencyConfig {
@@ -97,6 +100,7 @@ impl LatencyConfig {
             observer: None,
             placer: None,
             source: Source::Timer,
+            hold_dma_latency: true,
         }
     }
 
@@ -318,6 +322,10 @@ impl Probe for LatencyConfig {
     type Cpu = CpuLatency;
 
     harness::common_settings!();
+
+    fn hold_dma_latency(&self) -> bool {
+        self.hold_dma_latency
+    }
 
     /// With an advance at a real-time policy, the thread spins up to the
     /// advance every period.

@@ -309,7 +309,7 @@ pub fn run(config: &NetConfig, stop: &AtomicBool) -> Result<NetReport, MeasureEr
     let view = warnings::read_view(&kernel, &cpus)?;
     config.validate(&view.online)?;
     let mut warns = warnings::before_run(&view, &cpus, is_root(), None);
-    let setup = ProcessSetup::enter(config.lock_memory);
+    let setup = ProcessSetup::enter(config.lock_memory, true);
     warns.extend(setup.warnings.iter().cloned());
     let _placement = ControlPlacement::enter(warnings::control_cpus(&cpus, &view.online).as_ref());
     let veth = match config.link {
@@ -867,7 +867,7 @@ pub fn serve(
     let cpus = CpuSet::from_cpus([config.cpu]);
     let view = warnings::read_view(&RealKernel, &cpus)?;
     warnings::validate_cpus(&cpus, &view.online).map_err(MeasureError::Config)?;
-    let _setup = ProcessSetup::enter(config.lock_memory);
+    let _setup = ProcessSetup::enter(config.lock_memory, true);
     let stopped = || stop.load(Ordering::Relaxed);
     let halt = AtomicBool::new(false);
     let stopped_or_halt = || stopped() || halt.load(Ordering::Relaxed);

@@ -13,6 +13,7 @@ pub mod loadavg;
 pub mod pid_cgroup;
 pub mod pid_stat;
 pub mod pid_status;
+pub mod preempt;
 pub mod schedstat;
 pub mod softirqs;
 pub mod stat;

@@ -10,6 +10,7 @@ pub mod model;
 pub mod plot;
 pub mod sharing;
 pub mod table;
+pub mod trials;
 pub mod units;
 pub mod verdict;
 

@@ -25,7 +25,7 @@ const FONT_FILES: [&str; 3] = [
 
 /// Registers a system font as "sans-serif" for plotters' text layout, once.
 /// Without one, plots are drawn without text rather than not at all.
-fn ensure_font() {
+pub(crate) fn ensure_font() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         for path in FONT_FILES {

@@ -17,6 +17,7 @@ pub mod pid_reuse;
 pub mod placement;
 pub mod plan;
 pub mod render;
+pub mod runtime;
 pub mod snapshot;
 pub mod state;
 pub mod status;
@@ -682,6 +683,9 @@ fn reset_locked(
     if !problems.is_empty() {
         return Err(ShieldError::BadState { path, problems });
     }
+    // Changed last (by tune or apply, over the shield): undone first, so a
+    // setting the shield also wrote ends at the shield's original.
+    let runtime_notes = runtime::restore(kernel, &saved.runtime);
     // Affinities set since the shield are requests: reset restores them, not
     // the ones saved before (tasks only where their IDs mean the same tasks).
     let same_tasks = saved.pid_namespace.is_empty() || saved.pid_namespace == first.pid_namespace;
@@ -763,6 +767,7 @@ fn reset_locked(
     })?;
     notes.extend(followed_notes(kernel, &followed));
     notes.extend(recovered_note(loaded.recovered));
+    notes.extend(runtime_notes);
     let snap = last_snap.expect("at least one pass");
     Ok(report(&snap, ShieldMasks::default(), total, notes))
 }

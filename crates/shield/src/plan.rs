@@ -673,6 +673,11 @@ fn plan_local_timer(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, ltmr: 
         else {
             continue;
         };
+        // A run-time setting (tune, apply's [runtime]) owns it now; reset
+        // writes its value back before this one.
+        if saved.runtime.original(&path).is_some() && !ltmr.is_empty() {
+            continue;
+        }
         let want = if ltmr.is_empty() {
             original.clone()
         } else {
@@ -1194,6 +1199,24 @@ mod tests {
                 w(LTMR_SYSCTLS[1], "0"),
                 w(LTMR_SYSCTLS[2], "1"),
             ]
+        );
+    }
+
+    #[test]
+    fn a_later_shield_leaves_alone_a_local_timer_setting_tune_or_apply_owns() {
+        let snap = snapshot(vec![]);
+        let mut saved = original(&snap);
+        let mut tuned = snap.clone();
+        tuned.files.insert(LTMR_SYSCTLS[1].into(), "0".into());
+        saved
+            .runtime
+            .record(std::path::Path::new(LTMR_SYSCTLS[1]), "1");
+        let mut plan = Plan::default();
+        plan_local_timer(&mut plan, &tuned, &saved, &cpus("3"));
+        assert!(
+            !writes(&plan).iter().any(|(p, _)| p == LTMR_SYSCTLS[1]),
+            "{:?}",
+            writes(&plan)
         );
     }
 

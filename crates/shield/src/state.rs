@@ -295,6 +295,13 @@ pub struct SavedState {
     /// before this tick ([`crate::pid_reuse::same_task`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unread_start_before: Option<u64>,
+    /// Run-time settings `tune` or `apply` changed beyond the shield, with
+    /// the values reset writes back (see [`crate::runtime`]).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::runtime::RuntimeJournal::is_empty"
+    )]
+    pub runtime: crate::runtime::RuntimeJournal,
     /// CRC-32 of the file as written with this field 0 (0: not sealed).
     #[serde(default)]
     pub checksum: u32,
@@ -361,6 +368,7 @@ impl SavedState {
             set: SetRecords::default(),
             pid_cursor: snap.pid_cursor,
             unread_start_before: snap.unread_start_before,
+            runtime: Default::default(),
             checksum: 0,
         }
     }
@@ -690,6 +698,7 @@ impl SavedState {
                 ));
             }
         }
+        out.extend(self.runtime.problems());
         for dir in &self.created_cgroups {
             let ours = [SHIELD_CGROUP, SYSTEM_CGROUP].map(|n| root.join(n));
             if !ours.contains(dir) {
@@ -1263,6 +1272,7 @@ mod tests {
             set: SetRecords::default(),
             pid_cursor: None,
             unread_start_before: None,
+            runtime: Default::default(),
             checksum: 0,
         }
     }

@@ -903,3 +903,51 @@ fn a_first_shield_listed_within_one_tick_reads_every_task_whole() {
     assert_eq!(saved.tasks[&100].starttime, 1100);
     assert_eq!(saved.tasks[&100].comm, "task100");
 }
+
+#[test]
+fn run_time_settings_journaled_over_the_shield_are_undone_first_by_reset() {
+    use cpushield_kernel::Kernel;
+    use cpushield_shield::runtime;
+    let k = machine(&[(100, "0-3")]);
+    let debugfs = Path::new(runtime::DEBUGFS);
+    let preempt = Path::new("/sys/kernel/debug/sched/preempt");
+    k.set_unmounted_file(debugfs, preempt, "none (voluntary) full lazy\n");
+    let files_before = k.files();
+    let store = MemoryStore::new();
+    let stat = Path::new("/proc/sys/vm/stat_interval");
+    assert!(
+        runtime::record_in(&store, &[(stat.into(), "1".into())]).is_err(),
+        "no shield, no journal"
+    );
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    // The local-timer shield raised vm.stat_interval to 10; tune journals
+    // the 10 it finds, then writes its candidate.
+    let shielded = k.file(stat).unwrap();
+    runtime::record_in(&store, &[(stat.into(), shielded.trim().into())]).unwrap();
+    runtime::record_in(&store, &[(stat.into(), "999".into())]).unwrap();
+    k.write(stat, "120").unwrap();
+    k.mount("debugfs", debugfs).unwrap();
+    runtime::record_in(&store, &[(preempt.into(), "voluntary".into())]).unwrap();
+    k.write(preempt, "full").unwrap();
+    k.unmount(debugfs).unwrap();
+    assert_eq!(
+        saved_in(&store).runtime.original(stat),
+        Some(shielded.trim())
+    );
+    // A SIGKILL here leaves the state as it is; reset finds everything in it.
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    let trimmed = |f: cpushield_kernel::FakeFiles| -> Vec<(std::path::PathBuf, String)> {
+        f.into_iter()
+            .map(|(p, t)| (p, t.trim_end().to_string()))
+            .collect()
+    };
+    assert_eq!(
+        trimmed(k.files()),
+        trimmed(files_before),
+        "stat_interval back to 1, not the shield's 10"
+    );
+    assert!(!k.is_mounted(debugfs));
+    k.mount("debugfs", debugfs).unwrap();
+    assert!(k.read(preempt).unwrap().starts_with("voluntary"));
+    assert!(state::load_from(&store).unwrap().is_none());
+}

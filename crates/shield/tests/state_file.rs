@@ -40,6 +40,7 @@ fn sample() -> SavedState {
         set: Default::default(),
         pid_cursor: None,
         unread_start_before: None,
+        runtime: Default::default(),
         checksum: 0,
     }
 }

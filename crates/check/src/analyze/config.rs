@@ -18,16 +18,12 @@ pub fn nohz_full_cpus(facts: &Facts) -> CpuSet {
 /// `preempt=` boot parameter of a PREEMPT_DYNAMIC kernel, the build config, or
 /// the version string (`uname -v`).
 pub fn preempt_model(facts: &Facts) -> (String, String) {
-    if let Some(text) = &facts.preempt_debugfs {
-        if let Some(cur) = text
-            .split_whitespace()
-            .find(|w| w.starts_with('(') && w.ends_with(')'))
-        {
-            return (
-                cur.trim_matches(|c| c == '(' || c == ')').to_string(),
-                "/sys/kernel/debug/sched/preempt".into(),
-            );
-        }
+    if let Some(models) = facts
+        .preempt_debugfs
+        .as_deref()
+        .and_then(cpushield_parse::preempt::parse_preempt)
+    {
+        return (models.current, "/sys/kernel/debug/sched/preempt".into());
     }
     let k = &facts.kconfig;
     let on = |name: &str| k.get(name).map(String::as_str) == Some("y");

@@ -12,3 +12,4 @@ pub mod reserved;
 pub mod run;
 pub mod shield;
 pub mod thread_demo;
+pub mod tune;

@@ -1,0 +1,185 @@
+//! `cpushield tune`: this machine's best run-time settings for a shielded
+//! CPU, found by interleaved A/B trials under load, written as a config
+//! file `apply` applies. Runs inside a private PID namespace, as `compare`.
+
+use crate::args::{cpu_set, duration, EXIT_ERROR, EXIT_OK};
+use clap::Args;
+use cpushield_compare::namespace;
+use cpushield_cpuset::CpuSet;
+use cpushield_kernel::RealKernel;
+use cpushield_measure::Period;
+use cpushield_tune::real::{self, TuneConfig};
+use cpushield_tune::{render, Arm, KnobId};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Arguments of `cpushield tune`.
+#[derive(Args)]
+pub struct TuneArgs {
+    /// CPUs to shield and measure (default: the highest CPU and its SMT siblings).
+    #[arg(long, value_parser = cpu_set)]
+    cpus: Option<CpuSet>,
+    /// Load profile or workloads (comma-separated, as `cpushield load --list`
+    /// shows), or `none`.
+    #[arg(long, default_value = "stress-kernel")]
+    load: String,
+    /// The whole run's time, setup and teardown included.
+    #[arg(long, value_parser = duration, default_value = "10m")]
+    budget: Duration,
+    /// Report directory (default ./cpushield-tune-<time>/).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Only these knobs (comma-separated): idle-poll, dma-latency,
+    /// idle-states, preempt, rt-throttling, timer-migration, stat-interval,
+    /// governor, epp, smt-offline, irq-siblings, probe-priority.
+    #[arg(long)]
+    knobs: Option<String>,
+    /// Latency probe rate in Hz (realfeel's 2048 by default).
+    #[arg(long, default_value_t = 2048)]
+    rate: u32,
+    /// Directory for the load's files.
+    #[arg(long, default_value = "/var/tmp")]
+    dir: PathBuf,
+}
+
+fn parse_knobs(text: &str) -> anyhow::Result<Vec<KnobId>> {
+    let mut out = Vec::new();
+    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let Some(id) = KnobId::from_name(name) else {
+            let all: Vec<&str> = KnobId::ALL.iter().map(|k| k.name()).collect();
+            anyhow::bail!("--knobs: no knob {name:?}; name some of {}", all.join(", "));
+        };
+        if !out.contains(&id) {
+            out.push(id);
+        }
+    }
+    anyhow::ensure!(
+        !out.is_empty(),
+        "--knobs names no knob: name some, e.g. --knobs timer-migration,preempt"
+    );
+    Ok(out)
+}
+
+/// Runs `cpushield tune`.
+pub fn tune(args: TuneArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        args.rate > 0,
+        "--rate must be above 0: use e.g. --rate 2048"
+    );
+    let load = if args.load.trim() == "none" {
+        Vec::new()
+    } else {
+        let names: Vec<&str> = args.load.split(',').map(str::trim).collect();
+        cpushield_load::parse_selection(&names).map_err(|e| anyhow::anyhow!("--load: {e}"))?
+    };
+    let knobs = args.knobs.as_deref().map(parse_knobs).transpose()?;
+    let cpus = match args.cpus {
+        Some(c) => c,
+        None => {
+            let online = cpushield_kernel::online_cpus(&RealKernel)?;
+            cpushield_compare::runner::default_cpus(&online, &|cpu| {
+                cpushield_kernel::thread_siblings(&RealKernel, cpu)
+                    .unwrap_or_else(|_| CpuSet::from_cpus([cpu]))
+            })?
+        }
+    };
+    let config = TuneConfig {
+        cpus,
+        load,
+        load_name: args.load.clone(),
+        load_dir: args.dir,
+        budget: args.budget,
+        period: Period::from_rate(args.rate),
+        priority: 95,
+        knobs,
+    };
+    let out = args.out.unwrap_or_else(|| {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        PathBuf::from(format!("cpushield-tune-{secs}"))
+    });
+    crate::output::check_dir(&out, "--out")?;
+    real::preflight(&config)?;
+    super::reserved::guard("tune", &config.cpus, cpushield_rt::reserve::CpuUse::Place)?;
+    let code = namespace::run_private(|| session(&config, &out).into())?;
+    Ok(ExitCode::from(u8::try_from(code).unwrap_or(EXIT_ERROR)))
+}
+
+/// The run proper, as the private namespace's init; returns the exit code.
+fn session(config: &TuneConfig, out: &Path) -> u8 {
+    let stop = match cpushield_measure::signal::stop_on_signals() {
+        Ok(flag) => flag,
+        Err(e) => {
+            eprintln!("cpushield: error: installing signal handlers: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    let budget = config.budget.as_secs();
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new(budget.max(1));
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar
+    });
+    let mut on_progress = |p: &cpushield_tune::session::Progress, elapsed: Duration| {
+        if let Some(bar) = &bar {
+            bar.set_position(elapsed.as_secs().min(budget));
+            let arm = match p.arm {
+                Arm::Start => "starting point",
+                Arm::Candidate => "candidate",
+            };
+            bar.set_message(format!(
+                "{} trial {}/{} ({arm}), {} s left",
+                p.what,
+                p.trial.0,
+                p.trial.1,
+                budget.saturating_sub(elapsed.as_secs())
+            ));
+        }
+    };
+    let result = real::run(config, stop, &mut on_progress);
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cpushield: error: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    print!("{}", render::table(&report));
+    print!("{}", render::cmdline_text(&report));
+    for a in &report.advice {
+        println!("for the real-time task: {a}");
+    }
+    match render::write_all(&report, out) {
+        Ok(_) => println!(
+            "config: {}/cpushield.toml (cpushield apply --config {}/cpushield.toml); report: {}/report.html, tune.json",
+            out.display(),
+            out.display(),
+            out.display()
+        ),
+        Err(e) => {
+            eprintln!("cpushield: error: writing the report to {}: {e}", out.display());
+            return EXIT_ERROR;
+        }
+    }
+    println!(
+        "took {:.0} s of a {} s budget; every knob, the shield and the load are as found",
+        report.elapsed_s, budget
+    );
+    if report.session.interrupted {
+        eprintln!("cpushield: interrupted: every knob was restored, the shield reset and the load stopped; the report holds what was measured");
+        return EXIT_ERROR;
+    }
+    EXIT_OK
+}

@@ -1,0 +1,896 @@
+//! The knob catalog: each run-time setting that can matter to a shielded
+//! CPU's worst case and that cpushield can restore exactly, how it is read,
+//! whether this machine has it (and why not), its candidate value, and how
+//! the candidate is put in place and taken back. Facts are read through the
+//! [`Kernel`] door ([`Machine::read`]); the catalog itself is pure
+//! ([`catalog`]).
+
+use cpushield_cpuset::CpuSet;
+use cpushield_kernel::Kernel;
+use cpushield_parse::preempt::{parse_preempt, PreemptModels};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The preemption model file of a `PREEMPT_DYNAMIC` kernel (debugfs).
+pub const PREEMPT_FILE: &str = "/sys/kernel/debug/sched/preempt";
+/// Where debugfs is mounted.
+pub const DEBUGFS: &str = "/sys/kernel/debug";
+/// kernel.sched_rt_runtime_us.
+pub const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
+/// kernel.timer_migration.
+pub const TIMER_MIGRATION: &str = "/proc/sys/kernel/timer_migration";
+/// vm.stat_interval.
+pub const STAT_INTERVAL: &str = "/proc/sys/vm/stat_interval";
+/// The PM QoS latency request device.
+pub const DMA_LATENCY: &str = "/dev/cpu_dma_latency";
+
+/// The vmstat interval tried: two minutes between the per-CPU statistics
+/// folds (`vmstat_update`), against the kernel's one second.
+pub const LONG_STAT_INTERVAL: u32 = 120;
+/// The probe priority tried: the highest, above every kernel thread that
+/// runs at a real-time priority.
+pub const TOP_PRIORITY: u8 = 99;
+
+/// Each knob `tune` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KnobId {
+    /// The measured CPUs poll instead of halting when idle.
+    IdlePoll,
+    /// /dev/cpu_dma_latency held at 0 (no deep C-state).
+    DmaLatency,
+    /// Idle states with an exit latency disabled on the measured CPUs.
+    IdleStates,
+    /// The preemption model of a PREEMPT_DYNAMIC kernel.
+    Preempt,
+    /// RT throttling off.
+    RtThrottling,
+    /// kernel.timer_migration flipped.
+    TimerMigration,
+    /// vm.stat_interval lengthened.
+    StatInterval,
+    /// The cpufreq governor of the measured CPUs.
+    Governor,
+    /// The energy-performance preference of the measured CPUs.
+    EnergyPerformance,
+    /// The measured CPUs' SMT siblings offline.
+    SmtOffline,
+    /// IRQs kept off the measured CPUs' SMT siblings too.
+    IrqSiblings,
+    /// The probe's real-time priority.
+    ProbePriority,
+}
+
+impl KnobId {
+    /// Every knob, in the order they are measured.
+    pub const ALL: [KnobId; 12] = [
+        KnobId::IdlePoll,
+        KnobId::DmaLatency,
+        KnobId::IdleStates,
+        KnobId::Preempt,
+        KnobId::RtThrottling,
+        KnobId::TimerMigration,
+        KnobId::StatInterval,
+        KnobId::Governor,
+        KnobId::EnergyPerformance,
+        KnobId::SmtOffline,
+        KnobId::IrqSiblings,
+        KnobId::ProbePriority,
+    ];
+
+    /// The name on the command line (`--knobs`) and in the table.
+    pub fn name(self) -> &'static str {
+        match self {
+            KnobId::IdlePoll => "idle-poll",
+            KnobId::DmaLatency => "dma-latency",
+            KnobId::IdleStates => "idle-states",
+            KnobId::Preempt => "preempt",
+            KnobId::RtThrottling => "rt-throttling",
+            KnobId::TimerMigration => "timer-migration",
+            KnobId::StatInterval => "stat-interval",
+            KnobId::Governor => "governor",
+            KnobId::EnergyPerformance => "epp",
+            KnobId::SmtOffline => "smt-offline",
+            KnobId::IrqSiblings => "irq-siblings",
+            KnobId::ProbePriority => "probe-priority",
+        }
+    }
+
+    /// The knob named `name`.
+    pub fn from_name(name: &str) -> Option<KnobId> {
+        KnobId::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// What the knob is, in a few words.
+    pub fn about(self) -> &'static str {
+        match self {
+            KnobId::IdlePoll => "idle policy of the measured CPUs",
+            KnobId::DmaLatency => "/dev/cpu_dma_latency",
+            KnobId::IdleStates => "C-state limit of the measured CPUs",
+            KnobId::Preempt => "preemption model",
+            KnobId::RtThrottling => "kernel.sched_rt_runtime_us",
+            KnobId::TimerMigration => "kernel.timer_migration",
+            KnobId::StatInterval => "vm.stat_interval",
+            KnobId::Governor => "cpufreq governor",
+            KnobId::EnergyPerformance => "energy-performance preference",
+            KnobId::SmtOffline => "SMT siblings",
+            KnobId::IrqSiblings => "IRQ placement of the housekeeping CPUs",
+            KnobId::ProbePriority => "the probe's SCHED_FIFO priority",
+        }
+    }
+}
+
+/// One file a candidate writes, with the value it had (written back after).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChange {
+    /// The file.
+    pub path: PathBuf,
+    /// What it held, in the form it is written back.
+    pub original: String,
+    /// The candidate value.
+    pub candidate: String,
+}
+
+/// How the probe runs differently for a candidate (nothing outlives the probe).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProbeChange {
+    /// A SCHED_IDLE spinner keeps each measured CPU polling.
+    IdlePoll,
+    /// /dev/cpu_dma_latency held at 0 for the trial.
+    HoldDmaLatency,
+    /// The probe at this SCHED_FIFO priority.
+    Priority(u8),
+}
+
+/// How a knob's candidate is put in place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Change {
+    /// Files written, each journaled in the shield's saved state first.
+    Files(Vec<FileChange>),
+    /// The probe runs differently.
+    Probe(ProbeChange),
+    /// The shield keeps IRQs off these CPUs too (the shield journals it).
+    IrqShield(CpuSet),
+}
+
+/// A knob on this machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Knob {
+    /// Which knob.
+    pub id: KnobId,
+    /// Its value as found, for the table.
+    pub starting: String,
+    /// The candidate value, for the table.
+    pub candidate: String,
+    /// How to put the candidate in place, or why this machine lacks the knob.
+    pub change: Result<Change, String>,
+}
+
+impl Knob {
+    fn lacking(id: KnobId, starting: impl Into<String>, why: impl Into<String>) -> Self {
+        Self {
+            id,
+            starting: starting.into(),
+            candidate: "-".into(),
+            change: Err(why.into()),
+        }
+    }
+}
+
+/// One idle state of a CPU, as its files say.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct IdleStateFile {
+    /// Its directory (`/sys/devices/system/cpu/cpu1/cpuidle/state2`).
+    pub dir: PathBuf,
+    /// Its name (`C6`).
+    pub name: String,
+    /// Exit latency, us.
+    pub latency_us: u64,
+    /// The `disable` file's value.
+    pub disable: String,
+}
+
+/// The knobs' files of one CPU.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CpuFiles {
+    /// scaling_governor, when there is a cpufreq driver.
+    pub governor: Option<String>,
+    /// scaling_available_governors.
+    pub governors: Vec<String>,
+    /// energy_performance_preference, where the driver has it.
+    pub epp: Option<String>,
+    /// energy_performance_available_preferences.
+    pub epps: Vec<String>,
+    /// Its idle states (none without a cpuidle driver).
+    pub idle_states: Vec<IdleStateFile>,
+    /// Its SMT siblings, itself included.
+    pub siblings: CpuSet,
+}
+
+/// What the catalog needs to know of the machine.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Machine {
+    /// Online CPUs.
+    pub online: CpuSet,
+    /// /proc/cmdline.
+    pub cmdline: String,
+    /// /proc/sys/kernel/version (`#1 SMP PREEMPT_DYNAMIC ...`).
+    pub kernel_version: String,
+    /// The preemption models, when debugfs shows them.
+    pub preempt: Option<PreemptModels>,
+    /// Why debugfs could not be reached, when it could not.
+    pub debugfs_problem: Option<String>,
+    /// Whether /dev/cpu_dma_latency exists.
+    pub dma_latency: bool,
+    /// Each sysctl file's value (trimmed), when it exists.
+    pub sysctls: BTreeMap<&'static str, String>,
+    /// The cpuidle driver (`none` in many VMs).
+    pub idle_driver: Option<String>,
+    /// The cpuset hierarchy is cgroup v1.
+    pub cgroup_v1: bool,
+    /// Per CPU: the measured ones and their siblings.
+    pub cpus: BTreeMap<usize, CpuFiles>,
+}
+
+fn read(kernel: &dyn Kernel, path: &str) -> Option<String> {
+    kernel
+        .read(Path::new(path))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+fn words(text: Option<String>) -> Vec<String> {
+    text.map(|t| t.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+impl Machine {
+    /// Reads what the catalog needs for the measured `cpus`.
+    pub fn read(kernel: &dyn Kernel, cpus: &CpuSet) -> Self {
+        let mut sysctls = BTreeMap::new();
+        for path in [RT_RUNTIME, TIMER_MIGRATION, STAT_INTERVAL] {
+            if let Some(v) = read(kernel, path) {
+                sysctls.insert(path, v);
+            }
+        }
+        let preempt_read = kernel.read(Path::new(PREEMPT_FILE));
+        let debugfs_problem = match &preempt_read {
+            Err(e) if kernel.exists(Path::new(PREEMPT_FILE)) => {
+                Some(format!("the kernel refuses to read it ({e})"))
+            }
+            _ => None,
+        };
+        let mut machine = Machine {
+            online: cpushield_kernel::online_cpus(kernel).unwrap_or_default(),
+            cmdline: read(kernel, "/proc/cmdline").unwrap_or_default(),
+            kernel_version: read(kernel, "/proc/sys/kernel/version").unwrap_or_default(),
+            preempt: preempt_read.ok().and_then(|t| parse_preempt(&t)),
+            debugfs_problem,
+            dma_latency: kernel.exists(Path::new(DMA_LATENCY)),
+            sysctls,
+            idle_driver: read(kernel, "/sys/devices/system/cpu/cpuidle/current_driver"),
+            cgroup_v1: matches!(
+                cpushield_shield::layout::detect(kernel),
+                Some(cpushield_shield::layout::CgroupLayout::V1 { .. })
+            ),
+            cpus: BTreeMap::new(),
+        };
+        for cpu in cpus.iter() {
+            let files = read_cpu(kernel, cpu);
+            let siblings = files.siblings.clone();
+            machine.cpus.insert(cpu, files);
+            for sib in siblings.iter() {
+                machine
+                    .cpus
+                    .entry(sib)
+                    .or_insert_with(|| read_cpu(kernel, sib));
+            }
+        }
+        machine
+    }
+}
+
+fn read_cpu(kernel: &dyn Kernel, cpu: usize) -> CpuFiles {
+    let base = format!("/sys/devices/system/cpu/cpu{cpu}");
+    let idle_dir = PathBuf::from(format!("{base}/cpuidle"));
+    let mut names = kernel.read_dir(&idle_dir).unwrap_or_default();
+    names.retain(|n| n.starts_with("state"));
+    names.sort_by_key(|n| n[5..].parse::<u32>().unwrap_or(u32::MAX));
+    let idle_states = names
+        .into_iter()
+        .map(|n| {
+            let dir = idle_dir.join(&n);
+            let f = |leaf: &str| read(kernel, &dir.join(leaf).display().to_string());
+            IdleStateFile {
+                name: f("name").unwrap_or(n),
+                latency_us: f("latency").and_then(|v| v.parse().ok()).unwrap_or(0),
+                disable: f("disable").unwrap_or_default(),
+                dir,
+            }
+        })
+        .collect();
+    CpuFiles {
+        governor: read(kernel, &format!("{base}/cpufreq/scaling_governor")),
+        governors: words(read(
+            kernel,
+            &format!("{base}/cpufreq/scaling_available_governors"),
+        )),
+        epp: read(
+            kernel,
+            &format!("{base}/cpufreq/energy_performance_preference"),
+        ),
+        epps: words(read(
+            kernel,
+            &format!("{base}/cpufreq/energy_performance_available_preferences"),
+        )),
+        idle_states,
+        siblings: cpushield_kernel::thread_siblings(kernel, cpu)
+            .unwrap_or_else(|_| CpuSet::from_cpus([cpu])),
+    }
+}
+
+/// Every knob on a machine, measuring `cpus` with the probe at
+/// `priority`: what each would change, or why it is not available here.
+pub fn catalog(machine: &Machine, cpus: &CpuSet, priority: u8) -> Vec<Knob> {
+    KnobId::ALL
+        .into_iter()
+        .map(|id| knob(machine, cpus, priority, id))
+        .collect()
+}
+
+fn file(path: impl Into<PathBuf>, original: &str, candidate: &str) -> FileChange {
+    FileChange {
+        path: path.into(),
+        original: original.to_string(),
+        candidate: candidate.to_string(),
+    }
+}
+
+fn sysctl_name(path: &str) -> String {
+    path.trim_start_matches("/proc/sys/").replace('/', ".")
+}
+
+/// The per-CPU knob files of the measured CPUs: each CPU's `(value,
+/// choices)` by `get`; the change to `want` where a CPU has it and another
+/// value, or why not.
+fn per_cpu(
+    machine: &Machine,
+    cpus: &CpuSet,
+    want: &str,
+    leaf: &str,
+    get: fn(&CpuFiles) -> (Option<&String>, &Vec<String>),
+    missing: &str,
+) -> (String, Result<Change, String>) {
+    let mut changes = Vec::new();
+    let mut starting = Vec::new();
+    for cpu in cpus.iter() {
+        let files = machine.cpus.get(&cpu).cloned().unwrap_or_default();
+        let (value, choices) = get(&files);
+        let Some(value) = value else {
+            return (
+                "-".into(),
+                Err(format!("CPU {cpu} has no {leaf}: {missing}")),
+            );
+        };
+        starting.push(format!("{cpu}: {value}"));
+        if !choices.is_empty() && !choices.iter().any(|c| c == want) {
+            return (
+                starting.join(", "),
+                Err(format!(
+                    "CPU {cpu} offers no {want} (it offers {})",
+                    choices.join(", ")
+                )),
+            );
+        }
+        if value != want {
+            changes.push(file(
+                format!("/sys/devices/system/cpu/cpu{cpu}/cpufreq/{leaf}"),
+                value,
+                want,
+            ));
+        }
+    }
+    let starting = starting.join(", ");
+    if changes.is_empty() {
+        return (starting, Err(format!("already {want}")));
+    }
+    (starting, Ok(Change::Files(changes)))
+}
+
+fn knob(machine: &Machine, cpus: &CpuSet, priority: u8, id: KnobId) -> Knob {
+    let list = cpus.to_list();
+    match id {
+        KnobId::IdlePoll => {
+            if cpushield_parse::cmdline::param(&machine.cmdline, "idle").as_deref() == Some("poll")
+            {
+                return Knob::lacking(
+                    id,
+                    "poll",
+                    "idle=poll is on the kernel command line: every CPU polls already",
+                );
+            }
+            Knob {
+                id,
+                starting: "halt".into(),
+                candidate: "poll (SCHED_IDLE spinner)".into(),
+                change: Ok(Change::Probe(ProbeChange::IdlePoll)),
+            }
+        }
+        KnobId::DmaLatency => {
+            if !machine.dma_latency {
+                return Knob::lacking(
+                    id,
+                    "-",
+                    format!("{DMA_LATENCY} does not exist (kernel without PM QoS)"),
+                );
+            }
+            Knob {
+                id,
+                starting: "no request".into(),
+                candidate: "held at 0 us".into(),
+                change: Ok(Change::Probe(ProbeChange::HoldDmaLatency)),
+            }
+        }
+        KnobId::IdleStates => {
+            let mut changes = Vec::new();
+            for cpu in cpus.iter() {
+                let states = machine
+                    .cpus
+                    .get(&cpu)
+                    .map(|c| c.idle_states.clone())
+                    .unwrap_or_default();
+                if states.is_empty() {
+                    let driver = machine.idle_driver.as_deref().unwrap_or("none");
+                    return Knob::lacking(id, "-", format!("CPU {cpu} has no cpuidle states (cpuidle driver: {driver}): it halts, there is no C-state to limit"));
+                }
+                for s in states
+                    .iter()
+                    .filter(|s| s.latency_us > 0 && s.disable == "0")
+                {
+                    changes.push(file(s.dir.join("disable"), "0", "1"));
+                }
+            }
+            if changes.is_empty() {
+                return Knob::lacking(
+                    id,
+                    "no state with an exit latency enabled",
+                    "every idle state with an exit latency is disabled already",
+                );
+            }
+            Knob {
+                id,
+                starting: "every state enabled".into(),
+                candidate: format!("states with an exit latency disabled on CPU {list}"),
+                change: Ok(Change::Files(changes)),
+            }
+        }
+        KnobId::Preempt => {
+            let dynamic = machine.kernel_version.contains("PREEMPT_DYNAMIC");
+            let Some(models) = &machine.preempt else {
+                let why = if !dynamic {
+                    "the kernel is not PREEMPT_DYNAMIC: its preemption model is fixed when it is built".to_string()
+                } else {
+                    match &machine.debugfs_problem {
+                        Some(p) => format!("{PREEMPT_FILE} cannot be reached: {p}"),
+                        None => format!("{PREEMPT_FILE} cannot be read"),
+                    }
+                };
+                return Knob::lacking(id, "-", why);
+            };
+            if models.current == "full" {
+                return Knob::lacking(id, "full", "the kernel preempts fully already");
+            }
+            if !models.choices.iter().any(|c| c == "full") {
+                return Knob::lacking(
+                    id,
+                    models.current.clone(),
+                    format!(
+                        "the kernel offers no full preemption (it offers {})",
+                        models.choices.join(", ")
+                    ),
+                );
+            }
+            Knob {
+                id,
+                starting: models.current.clone(),
+                candidate: "full".into(),
+                change: Ok(Change::Files(vec![file(
+                    PREEMPT_FILE,
+                    &models.current,
+                    "full",
+                )])),
+            }
+        }
+        KnobId::RtThrottling => sysctl_knob(machine, id, RT_RUNTIME, |v| {
+            (v != "-1")
+                .then(|| "-1".to_string())
+                .ok_or("RT throttling is off already")
+        }),
+        KnobId::TimerMigration => sysctl_knob(machine, id, TIMER_MIGRATION, |v| match v {
+            "0" => Ok("1".into()),
+            "1" => Ok("0".into()),
+            _ => Err("its value is neither 0 nor 1"),
+        }),
+        KnobId::StatInterval => {
+            sysctl_knob(machine, id, STAT_INTERVAL, |v| match v.parse::<u32>() {
+                Ok(n) if n < LONG_STAT_INTERVAL => Ok(LONG_STAT_INTERVAL.to_string()),
+                Ok(_) => Err("the interval is as long as the one tried already"),
+                Err(_) => Err("its value is not a number of seconds"),
+            })
+        }
+        KnobId::Governor => {
+            let (starting, change) = per_cpu(
+                machine,
+                cpus,
+                "performance",
+                "scaling_governor",
+                |c| (c.governor.as_ref(), &c.governors),
+                "no cpufreq driver, so the clock is set by the firmware or the hypervisor",
+            );
+            Knob {
+                id,
+                starting,
+                candidate: "performance".into(),
+                change,
+            }
+        }
+        KnobId::EnergyPerformance => {
+            let (starting, change) = per_cpu(
+                machine,
+                cpus,
+                "performance",
+                "energy_performance_preference",
+                |c| (c.epp.as_ref(), &c.epps),
+                "its cpufreq driver has no energy-performance preference",
+            );
+            Knob {
+                id,
+                starting,
+                candidate: "performance".into(),
+                change,
+            }
+        }
+        KnobId::SmtOffline => {
+            let others = siblings_outside(machine, cpus);
+            if others.is_empty() {
+                return Knob::lacking(
+                    id,
+                    "-",
+                    format!("no CPU shares a core with CPU {list} (no SMT)"),
+                );
+            }
+            if others.contains(0) {
+                return Knob::lacking(
+                    id,
+                    "online",
+                    format!("CPU 0 shares a core with CPU {list}, and tune leaves CPU 0 alone"),
+                );
+            }
+            if machine.cgroup_v1 {
+                return Knob::lacking(id, "online", "on cgroup v1 a CPU taken offline leaves every cpuset for good, so they could not be restored exactly");
+            }
+            Knob {
+                id,
+                starting: format!("CPU {others} online"),
+                candidate: format!("CPU {others} offline"),
+                change: Ok(Change::Files(
+                    others
+                        .iter()
+                        .map(|c| file(format!("/sys/devices/system/cpu/cpu{c}/online"), "1", "0"))
+                        .collect(),
+                )),
+            }
+        }
+        KnobId::IrqSiblings => {
+            let others = siblings_outside(machine, cpus);
+            if others.is_empty() {
+                return Knob::lacking(id, "-", format!("no housekeeping CPU shares a core with CPU {list}: their IRQs reach the measured cores only through shared caches"));
+            }
+            let movable = others.difference(&CpuSet::from_cpus([0]));
+            if movable.is_empty() {
+                return Knob::lacking(id, "-", format!("CPU 0 is the housekeeping CPU sharing a core with CPU {list}, and tune leaves CPU 0's interrupts alone"));
+            }
+            if machine
+                .online
+                .difference(cpus)
+                .difference(&movable)
+                .is_empty()
+            {
+                return Knob::lacking(id, "-", format!("CPU {movable} are the only housekeeping CPUs: IRQs have nowhere else to go"));
+            }
+            Knob {
+                id,
+                starting: format!("IRQs allowed on CPU {movable}"),
+                candidate: format!("IRQs kept off CPU {movable} (sibling of CPU {list})"),
+                change: Ok(Change::IrqShield(movable)),
+            }
+        }
+        KnobId::ProbePriority => {
+            if priority >= TOP_PRIORITY {
+                return Knob::lacking(
+                    id,
+                    priority.to_string(),
+                    "the probe runs at the top priority already",
+                );
+            }
+            Knob {
+                id,
+                starting: format!("SCHED_FIFO {priority}"),
+                candidate: format!("SCHED_FIFO {TOP_PRIORITY}"),
+                change: Ok(Change::Probe(ProbeChange::Priority(TOP_PRIORITY))),
+            }
+        }
+    }
+}
+
+/// Online SMT siblings of `cpus` that are not measured.
+fn siblings_outside(machine: &Machine, cpus: &CpuSet) -> CpuSet {
+    cpus.iter()
+        .filter_map(|c| machine.cpus.get(&c).map(|f| f.siblings.clone()))
+        .fold(CpuSet::new(), |acc, s| acc.union(&s))
+        .difference(cpus)
+        .intersection(&machine.online)
+}
+
+fn sysctl_knob(
+    machine: &Machine,
+    id: KnobId,
+    path: &'static str,
+    candidate: impl Fn(&str) -> Result<String, &'static str>,
+) -> Knob {
+    let name = sysctl_name(path);
+    let Some(value) = machine.sysctls.get(path) else {
+        return Knob::lacking(id, "-", format!("{name} does not exist on this kernel"));
+    };
+    match candidate(value) {
+        Ok(c) => Knob {
+            id,
+            starting: value.clone(),
+            candidate: c.clone(),
+            change: Ok(Change::Files(vec![file(path, value, &c)])),
+        },
+        Err(why) => Knob::lacking(id, value.clone(), why),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cpushield_kernel::FakeKernel;
+
+    fn set(text: &str) -> CpuSet {
+        CpuSet::parse_list(text).unwrap()
+    }
+
+    /// This host as seen on 2026-11-26: 2 vCPUs, no SMT, no cpufreq, no
+    /// cpuidle states, PREEMPT_DYNAMIC with debugfs not mounted, cgroup v1.
+    fn this_host() -> FakeKernel {
+        let k = FakeKernel::new();
+        k.set_file("/sys/devices/system/cpu/online", "0-1\n");
+        k.set_file("/proc/cmdline", "console=ttyS0 root=/dev/vda\n");
+        k.set_file("/proc/sys/kernel/version", "#1 SMP PREEMPT_DYNAMIC @0\n");
+        k.set_file(DMA_LATENCY, "");
+        k.set_file(RT_RUNTIME, "950000\n");
+        k.set_file(TIMER_MIGRATION, "1\n");
+        k.set_file(STAT_INTERVAL, "10\n");
+        k.set_file("/sys/devices/system/cpu/cpuidle/current_driver", "none\n");
+        for cpu in 0..2 {
+            k.set_file(
+                format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"),
+                format!("{cpu}\n"),
+            );
+        }
+        k
+    }
+
+    fn by_id(knobs: &[Knob], id: KnobId) -> &Knob {
+        knobs.iter().find(|k| k.id == id).unwrap()
+    }
+
+    #[test]
+    fn on_this_host_seven_knobs_are_available_and_the_rest_say_why_not() {
+        let k = this_host();
+        let m = Machine::read(&k, &set("1"));
+        let knobs = catalog(&m, &set("1"), 95);
+        let available: Vec<&str> = knobs
+            .iter()
+            .filter(|k| k.change.is_ok())
+            .map(|k| k.id.name())
+            .collect();
+        assert_eq!(
+            available,
+            [
+                "idle-poll",
+                "dma-latency",
+                "rt-throttling",
+                "timer-migration",
+                "stat-interval",
+                "probe-priority"
+            ]
+        );
+        let why = |id| by_id(&knobs, id).change.clone().unwrap_err();
+        assert!(why(KnobId::IdleStates).contains("cpuidle driver: none"));
+        assert!(why(KnobId::Preempt).contains(PREEMPT_FILE));
+        assert!(why(KnobId::Governor).contains("no cpufreq driver"));
+        assert!(why(KnobId::SmtOffline).contains("no SMT"));
+        assert!(why(KnobId::IrqSiblings).contains("shares a core"));
+        let tm = by_id(&knobs, KnobId::TimerMigration);
+        assert_eq!(
+            tm.change,
+            Ok(Change::Files(vec![file(TIMER_MIGRATION, "1", "0")]))
+        );
+        assert_eq!(
+            by_id(&knobs, KnobId::StatInterval).change,
+            Ok(Change::Files(vec![file(STAT_INTERVAL, "10", "120")]))
+        );
+    }
+
+    #[test]
+    fn a_dynamic_kernel_with_debugfs_offers_full_preemption() {
+        let k = this_host();
+        k.set_file(PREEMPT_FILE, "none (voluntary) full lazy\n");
+        let knobs = catalog(&Machine::read(&k, &set("1")), &set("1"), 95);
+        assert_eq!(
+            by_id(&knobs, KnobId::Preempt).change,
+            Ok(Change::Files(vec![file(PREEMPT_FILE, "voluntary", "full")]))
+        );
+        k.set_file(PREEMPT_FILE, "none voluntary (full) lazy\n");
+        let knobs = catalog(&Machine::read(&k, &set("1")), &set("1"), 95);
+        assert!(by_id(&knobs, KnobId::Preempt).change.is_err());
+        k.set_file("/proc/sys/kernel/version", "#1 SMP\n");
+        k.set_file(PREEMPT_FILE, "");
+        let knobs = catalog(&Machine::read(&k, &set("1")), &set("1"), 95);
+        assert!(by_id(&knobs, KnobId::Preempt)
+            .change
+            .clone()
+            .unwrap_err()
+            .contains("not PREEMPT_DYNAMIC"));
+    }
+
+    /// A 4-CPU bare-metal box with SMT pairs (0,2) and (1,3), cpufreq,
+    /// cpuidle states and cgroup v2.
+    fn smt_box() -> FakeKernel {
+        let k = this_host();
+        k.set_file("/sys/devices/system/cpu/online", "0-3\n");
+        k.set_file(
+            "/proc/self/mountinfo",
+            "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+        );
+        k.set_file("/sys/fs/cgroup/cgroup.controllers", "cpuset cpu\n");
+        for (cpu, sibs) in [(0, "0,2"), (1, "1,3"), (2, "0,2"), (3, "1,3")] {
+            let base = format!("/sys/devices/system/cpu/cpu{cpu}");
+            k.set_file(format!("{base}/topology/thread_siblings_list"), sibs);
+            k.set_file(format!("{base}/cpufreq/scaling_governor"), "powersave\n");
+            k.set_file(
+                format!("{base}/cpufreq/scaling_available_governors"),
+                "performance powersave\n",
+            );
+            k.set_file(
+                format!("{base}/cpufreq/energy_performance_preference"),
+                "balance_performance\n",
+            );
+            k.set_file(
+                format!("{base}/cpufreq/energy_performance_available_preferences"),
+                "default performance balance_performance power\n",
+            );
+            for (i, (name, lat, dis)) in [
+                ("POLL", 0, "0"),
+                ("C1", 2, "0"),
+                ("C6", 170, "0"),
+                ("C10", 400, "1"),
+            ]
+            .iter()
+            .enumerate()
+            {
+                let d = format!("{base}/cpuidle/state{i}");
+                k.set_file(format!("{d}/name"), *name);
+                k.set_file(format!("{d}/latency"), lat.to_string());
+                k.set_file(format!("{d}/disable"), *dis);
+            }
+        }
+        k
+    }
+
+    #[test]
+    fn per_cpu_knobs_change_only_the_measured_cpus() {
+        let k = smt_box();
+        let knobs = catalog(&Machine::read(&k, &set("3")), &set("3"), 95);
+        let files = |id| match by_id(&knobs, id).change.clone() {
+            Ok(Change::Files(f)) => f
+                .into_iter()
+                .map(|f| (f.path.display().to_string(), f.candidate))
+                .collect::<Vec<_>>(),
+            other => panic!("{id:?}: {other:?}"),
+        };
+        assert_eq!(
+            files(KnobId::Governor),
+            [(
+                "/sys/devices/system/cpu/cpu3/cpufreq/scaling_governor".into(),
+                "performance".into()
+            )]
+        );
+        assert_eq!(files(KnobId::EnergyPerformance).len(), 1);
+        assert_eq!(
+            files(KnobId::IdleStates),
+            [
+                (
+                    "/sys/devices/system/cpu/cpu3/cpuidle/state1/disable".to_string(),
+                    "1".to_string()
+                ),
+                (
+                    "/sys/devices/system/cpu/cpu3/cpuidle/state2/disable".to_string(),
+                    "1".to_string()
+                ),
+            ],
+            "POLL (no exit latency) and the disabled C10 are left alone"
+        );
+        assert_eq!(
+            files(KnobId::SmtOffline),
+            [("/sys/devices/system/cpu/cpu1/online".into(), "0".into())]
+        );
+        assert!(
+            matches!(by_id(&knobs, KnobId::IrqSiblings).change, Ok(Change::IrqShield(ref c)) if c == &set("1"))
+        );
+    }
+
+    #[test]
+    fn cpu0_and_cgroup_v1_keep_their_cpus_online() {
+        let k = smt_box();
+        let knobs = catalog(&Machine::read(&k, &set("2")), &set("2"), 95);
+        assert!(by_id(&knobs, KnobId::SmtOffline)
+            .change
+            .clone()
+            .unwrap_err()
+            .contains("CPU 0"));
+        assert!(by_id(&knobs, KnobId::IrqSiblings)
+            .change
+            .clone()
+            .unwrap_err()
+            .contains("CPU 0"));
+        let mut m = Machine::read(&k, &set("3"));
+        m.cgroup_v1 = true;
+        let knobs = catalog(&m, &set("3"), 95);
+        assert!(by_id(&knobs, KnobId::SmtOffline)
+            .change
+            .clone()
+            .unwrap_err()
+            .contains("cgroup v1"));
+    }
+
+    #[test]
+    fn knobs_already_at_their_candidate_are_not_available() {
+        let k = this_host();
+        k.set_file(RT_RUNTIME, "-1\n");
+        k.set_file(STAT_INTERVAL, "300\n");
+        k.set_file("/proc/cmdline", "idle=poll\n");
+        let knobs = catalog(&Machine::read(&k, &set("1")), &set("1"), 99);
+        for id in [
+            KnobId::RtThrottling,
+            KnobId::StatInterval,
+            KnobId::IdlePoll,
+            KnobId::ProbePriority,
+        ] {
+            assert!(by_id(&knobs, id).change.is_err(), "{id:?}");
+        }
+    }
+
+    #[test]
+    fn a_preemption_file_the_kernel_refuses_to_read_is_named_as_the_reason() {
+        let k = this_host();
+        k.set_file(PREEMPT_FILE, "");
+        k.refuse_reads(PREEMPT_FILE, 1);
+        let knobs = catalog(&Machine::read(&k, &set("1")), &set("1"), 95);
+        let why = by_id(&knobs, KnobId::Preempt).change.clone().unwrap_err();
+        assert!(why.contains("refuses to read it"), "{why}");
+    }
+
+    #[test]
+    fn every_knob_name_round_trips() {
+        for id in KnobId::ALL {
+            assert_eq!(KnobId::from_name(id.name()), Some(id));
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! `tune` on the real machine: preflight, the load, the shield, debugfs
+//! where the preemption model lives, the probe, and the [`Bench`] the
+//! session measures through. Everything is taken down on every way out
+//! (normal end, error, Ctrl-C): the session restores each knob, the
+//! shield's reset restores whatever the journal still holds.
+
+use crate::knob::{self, catalog, KnobId, Machine};
+use crate::render::{self, TuneReport};
+use crate::schedule::Planner;
+use crate::session::{self, Bench, ProbeSetup, Progress, SessionConfig};
+use crate::TrialSample;
+use cpushield_cpuset::CpuSet;
+use cpushield_kernel::{Kernel, RealKernel};
+use cpushield_load::{Load, LoadSpec, Workload};
+use cpushield_measure::latency::{self, LatencyConfig, Length};
+use cpushield_measure::Period;
+use cpushield_shield::state::FileStore;
+use cpushield_shield::{Options, ShieldMasks};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Setup before the first trial: the shield, the load and its warm-up.
+const SETUP: Duration = Duration::from_secs(6);
+/// The load's time to reach its steady state.
+const WARM_UP: Duration = Duration::from_secs(2);
+
+/// What a tune run is asked to do.
+#[derive(Debug, Clone)]
+pub struct TuneConfig {
+    /// The CPUs to shield and measure.
+    pub cpus: CpuSet,
+    /// The load's workloads (empty: none).
+    pub load: Vec<Workload>,
+    /// Its name as the user gave it.
+    pub load_name: String,
+    /// Where the load's files go.
+    pub load_dir: PathBuf,
+    /// The whole run's budget.
+    pub budget: Duration,
+    /// The probe's period.
+    pub period: Period,
+    /// The probe's priority at the starting point.
+    pub priority: u8,
+    /// The knobs to measure (`None`: all).
+    pub knobs: Option<Vec<KnobId>>,
+}
+
+/// Why a tune run could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum TuneError {
+    /// Bad input or an unusable machine, with the remedy; nothing changed.
+    #[error("{0}")]
+    Refused(String),
+    /// The load failed.
+    #[error("load: {0}")]
+    Load(#[from] cpushield_load::LoadError),
+    /// Shielding failed.
+    #[error("shield: {0}")]
+    Shield(#[from] cpushield_shield::ShieldError),
+    /// A trial failed.
+    #[error("measuring: {0}")]
+    Measure(String),
+    /// Reading the system failed.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
+fn root() -> Options {
+    Options {
+        is_root: true,
+        whole_cores: false,
+    }
+}
+
+/// Checks everything that can be checked before the first change.
+pub fn preflight(config: &TuneConfig) -> Result<(), TuneError> {
+    let kernel = RealKernel;
+    let online = cpushield_kernel::online_cpus(&kernel)?;
+    let cpus = &config.cpus;
+    if cpus.is_empty() || !cpus.is_subset(&online) {
+        return Err(TuneError::Refused(format!(
+            "--cpus {cpus}: not all online (online CPUs: {online}); pick CPUs from that list"
+        )));
+    }
+    if cpus.contains(0) {
+        return Err(TuneError::Refused(format!(
+            "--cpus {cpus} names CPU 0, which runs the machine's own services: tune never measures or changes it; pick other CPUs"
+        )));
+    }
+    if online.difference(cpus).is_empty() {
+        return Err(TuneError::Refused(format!(
+            "--cpus {cpus} covers every online CPU: leave at least one for the rest of the system"
+        )));
+    }
+    if !nix::unistd::geteuid().is_root() {
+        return Err(TuneError::Refused(
+            "tune shields CPUs and changes kernel settings: run as root (sudo cpushield tune ...)"
+                .into(),
+        ));
+    }
+    if cpushield_shield::state::is_shielded() {
+        return Err(TuneError::Refused(format!(
+            "a shield is already up ({}): run `cpushield reset` first, so tune starts from the machine as found",
+            cpushield_shield::state::state_path().display()
+        )));
+    }
+    if cpushield_shield::layout::detect(&kernel).is_none() {
+        return Err(cpushield_shield::ShieldError::NoCpuset.into());
+    }
+    config.period.validate().map_err(TuneError::Refused)?;
+    if !config.load.is_empty() {
+        Load::validate(&load_spec(config))?;
+    }
+    let knobs = config.knobs.as_ref().map_or(KnobId::ALL.len(), Vec::len);
+    let minimum = Planner::minimum_budget(knobs, SETUP);
+    if config.budget < minimum {
+        return Err(TuneError::Refused(format!(
+            "--budget {}s is too short for {knobs} knobs: give at least --budget {}s, or fewer knobs with --knobs",
+            config.budget.as_secs(),
+            minimum.as_secs() + 1
+        )));
+    }
+    Ok(())
+}
+
+fn load_spec(config: &TuneConfig) -> LoadSpec {
+    let mut spec = LoadSpec::new(config.load.clone());
+    spec.dir = config.load_dir.clone();
+    spec
+}
+
+/// The shield of the run: reset (which also writes back every journaled
+/// setting) when dropped.
+struct ShieldUp;
+
+impl Drop for ShieldUp {
+    fn drop(&mut self) {
+        if let Err(e) = cpushield_shield::reset(&RealKernel, root()) {
+            eprintln!("cpushield: error: resetting the shield failed: {e}; run `cpushield reset`");
+        }
+    }
+}
+
+/// debugfs mounted by tune (inside its private mount namespace), unmounted
+/// when dropped.
+struct Debugfs;
+
+impl Drop for Debugfs {
+    fn drop(&mut self) {
+        let _ = RealKernel.unmount(Path::new(knob::DEBUGFS));
+    }
+}
+
+/// Mounts debugfs when the kernel can switch its preemption model and the
+/// file is not there; the problem, when it cannot.
+fn reach_debugfs() -> (Option<Debugfs>, Option<String>) {
+    let kernel = RealKernel;
+    let version = kernel
+        .read(Path::new("/proc/sys/kernel/version"))
+        .unwrap_or_default();
+    if !version.contains("PREEMPT_DYNAMIC") || kernel.exists(Path::new(knob::PREEMPT_FILE)) {
+        return (None, None);
+    }
+    match kernel.mount("debugfs", Path::new(knob::DEBUGFS)) {
+        Ok(()) if kernel.exists(Path::new(knob::PREEMPT_FILE)) => (Some(Debugfs), None),
+        Ok(()) => (
+            Some(Debugfs),
+            Some("debugfs has no sched/preempt (kernel built without it)".into()),
+        ),
+        Err(e) => (
+            None,
+            Some(format!("mounting debugfs on {}: {e}", knob::DEBUGFS)),
+        ),
+    }
+}
+
+fn place_thread(tid: i32, cpus: &CpuSet) -> io::Result<()> {
+    cpushield_shield::placement::place_task(&RealKernel, tid, cpus)
+}
+
+struct RealBench<'a> {
+    cpus: CpuSet,
+    period: Period,
+    stop: &'a AtomicBool,
+    started: Instant,
+    store: FileStore,
+}
+
+impl Bench for RealBench<'_> {
+    fn kernel(&self) -> &dyn Kernel {
+        &RealKernel
+    }
+
+    fn journal(&mut self, files: &[(PathBuf, String)]) -> io::Result<()> {
+        cpushield_shield::runtime::record_in(&self.store, files)
+    }
+
+    fn irq_shield(&mut self, cpus: &CpuSet, on: bool) -> io::Result<()> {
+        let masks = ShieldMasks {
+            irqs: cpus.clone(),
+            ..Default::default()
+        };
+        let done = if on {
+            cpushield_shield::shield(&RealKernel, &masks, root())
+        } else {
+            cpushield_shield::unshield(&RealKernel, &masks, root())
+        };
+        done.map(|_| ()).map_err(io::Error::other)
+    }
+
+    fn trial(&mut self, length: Duration, probe: &ProbeSetup) -> Result<TrialSample, String> {
+        let mut lat = LatencyConfig::new(self.cpus.clone());
+        lat.period = self.period;
+        lat.length = Length::Duration(length);
+        lat.priority = Some(probe.priority);
+        lat.idle_poll = probe.idle_poll;
+        lat.hold_dma_latency = probe.hold_dma_latency;
+        lat.placer = Some(place_thread);
+        let report = latency::run(&lat, self.stop, &mut |_| {}).map_err(|e| e.to_string())?;
+        let max = |f: fn(&cpushield_measure::Summary) -> u64| {
+            report
+                .cpus
+                .iter()
+                .map(|c| f(&c.latency.summary))
+                .max()
+                .unwrap_or(0)
+        };
+        Ok(TrialSample {
+            max_ns: max(|s| s.max_ns),
+            p99_99_ns: max(|s| s.percentiles.p99_99_ns),
+            samples: report.cpus.iter().map(|c| c.samples).sum(),
+        })
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// Runs tune: the load, the shield, every knob, the winning set together;
+/// everything taken down after. `progress` gets each trial as it starts and
+/// the time since the start.
+pub fn run(
+    config: &TuneConfig,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&Progress, Duration),
+) -> Result<TuneReport, TuneError> {
+    let started = Instant::now();
+    let (debugfs, debugfs_problem) = reach_debugfs();
+    let load = if config.load.is_empty() {
+        None
+    } else {
+        let load = Load::start(&load_spec(config))?;
+        std::thread::sleep(WARM_UP);
+        Some(load)
+    };
+    cpushield_shield::shield(&RealKernel, &ShieldMasks::all(&config.cpus), root())?;
+    let shield = ShieldUp;
+    let mut machine = Machine::read(&RealKernel, &config.cpus);
+    machine.debugfs_problem = machine.debugfs_problem.take().or(debugfs_problem);
+    let mut knobs = catalog(&machine, &config.cpus, config.priority);
+    if let Some(only) = &config.knobs {
+        knobs.retain(|k| only.contains(&k.id));
+    }
+    let mut bench = RealBench {
+        cpus: config.cpus.clone(),
+        period: config.period,
+        stop,
+        started,
+        store: FileStore::from_env(),
+    };
+    let session_config = SessionConfig {
+        cpus: config.cpus.clone(),
+        budget: config.budget,
+        priority: config.priority,
+    };
+    let result = session::run(&mut bench, &session_config, knobs, &mut |p| {
+        progress(p, started.elapsed())
+    });
+    drop(shield);
+    if let Some(load) = load {
+        load.stop();
+    }
+    drop(debugfs);
+    let session = result.map_err(TuneError::Measure)?;
+    Ok(render::build(
+        session,
+        &machine,
+        config.budget.as_secs_f64(),
+        started.elapsed().as_secs_f64(),
+        if config.load.is_empty() {
+            "none"
+        } else {
+            &config.load_name
+        },
+        config.period.hz(),
+        config.priority,
+    ))
+}

@@ -1,0 +1,328 @@
+//! The run-time settings of a config's `[runtime]` section as files to
+//! write on this machine (what `apply` makes true), and the section that
+//! `tune`'s winning knobs make.
+
+use crate::knob::{
+    FileChange, KnobId, Machine, PREEMPT_FILE, RT_RUNTIME, STAT_INTERVAL, TIMER_MIGRATION,
+};
+use cpushield_config::RuntimeSettings;
+use cpushield_cpuset::CpuSet;
+use std::path::PathBuf;
+
+/// A setting this machine cannot take: the key, what is wrong, the remedy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingError {
+    /// The key (`runtime.preempt`).
+    pub key: &'static str,
+    /// What is wrong.
+    pub problem: String,
+    /// What to do.
+    pub remedy: String,
+}
+
+fn refuse(key: &'static str, problem: String, remedy: &str) -> SettingError {
+    SettingError {
+        key,
+        problem,
+        remedy: remedy.to_string(),
+    }
+}
+
+/// Each file `settings` writes on `machine` with the shielded CPUs `cpus`:
+/// its current value (to journal) and the one asked, also when they are
+/// equal (the caller skips those).
+pub fn files_for(
+    machine: &Machine,
+    cpus: &CpuSet,
+    settings: &RuntimeSettings,
+) -> Result<Vec<FileChange>, SettingError> {
+    let mut out = Vec::new();
+    for (key, path, value) in [
+        (
+            "runtime.sched_rt_runtime_us",
+            RT_RUNTIME,
+            settings.sched_rt_runtime_us.map(|v| v.to_string()),
+        ),
+        (
+            "runtime.timer_migration",
+            TIMER_MIGRATION,
+            settings.timer_migration.map(|v| v.to_string()),
+        ),
+        (
+            "runtime.stat_interval",
+            STAT_INTERVAL,
+            settings.stat_interval.map(|v| v.to_string()),
+        ),
+    ] {
+        let Some(value) = value else { continue };
+        let Some(current) = machine.sysctls.get(path) else {
+            return Err(refuse(
+                key,
+                format!("{path} does not exist on this kernel"),
+                "remove the key",
+            ));
+        };
+        out.push(change(path, current, &value));
+    }
+    if let Some(model) = &settings.preempt {
+        let Some(models) = &machine.preempt else {
+            let why = machine
+                .debugfs_problem
+                .clone()
+                .unwrap_or_else(|| "a kernel without PREEMPT_DYNAMIC, or no debugfs".into());
+            return Err(refuse(
+                "runtime.preempt",
+                format!("{PREEMPT_FILE} cannot be read ({why})"),
+                "remove the key, or boot with preempt= on the kernel command line",
+            ));
+        };
+        if !models.choices.contains(model) {
+            return Err(refuse(
+                "runtime.preempt",
+                format!(
+                    "the kernel offers no {model} (it offers {})",
+                    models.choices.join(", ")
+                ),
+                "name one of those",
+            ));
+        }
+        out.push(change(PREEMPT_FILE, &models.current, model));
+    }
+    for cpu in cpus.iter() {
+        let files = machine.cpus.get(&cpu).cloned().unwrap_or_default();
+        let base = format!("/sys/devices/system/cpu/cpu{cpu}/cpufreq");
+        for (key, leaf, want, have, choices) in [
+            (
+                "runtime.cpufreq_governor",
+                "scaling_governor",
+                &settings.cpufreq_governor,
+                &files.governor,
+                &files.governors,
+            ),
+            (
+                "runtime.energy_performance_preference",
+                "energy_performance_preference",
+                &settings.energy_performance_preference,
+                &files.epp,
+                &files.epps,
+            ),
+        ] {
+            let Some(want) = want else { continue };
+            let Some(have) = have else {
+                return Err(refuse(
+                    key,
+                    format!("CPU {cpu} has no {base}/{leaf}"),
+                    "remove the key",
+                ));
+            };
+            if !choices.is_empty() && !choices.contains(want) {
+                return Err(refuse(
+                    key,
+                    format!(
+                        "CPU {cpu} offers no {want} (it offers {})",
+                        choices.join(", ")
+                    ),
+                    "name one of those",
+                ));
+            }
+            out.push(change(&format!("{base}/{leaf}"), have, want));
+        }
+        if let Some(limit) = settings.idle_max_latency_us {
+            if files.idle_states.is_empty() {
+                return Err(refuse(
+                    "runtime.idle_max_latency_us",
+                    format!("CPU {cpu} has no cpuidle states"),
+                    "remove the key (the CPU halts; there is no C-state to limit)",
+                ));
+            }
+            for s in files.idle_states.iter().filter(|s| s.latency_us > limit) {
+                out.push(change(
+                    &s.dir.join("disable").display().to_string(),
+                    &s.disable,
+                    "1",
+                ));
+            }
+        }
+    }
+    if settings.smt_siblings_offline {
+        let siblings = cpus
+            .iter()
+            .filter_map(|c| machine.cpus.get(&c).map(|f| f.siblings.clone()))
+            .fold(CpuSet::new(), |a, s| a.union(&s))
+            .difference(cpus);
+        if siblings.contains(0) {
+            return Err(refuse(
+                "runtime.smt_siblings_offline",
+                "CPU 0 is an SMT sibling of a shielded CPU and cannot go offline".into(),
+                "remove the key, or shield CPUs on another core",
+            ));
+        }
+        if machine.cgroup_v1 && !siblings.is_empty() {
+            return Err(refuse("runtime.smt_siblings_offline", "on cgroup v1 a CPU taken offline leaves every cpuset for good, so reset could not restore them".into(), "remove the key, or turn SMT off at boot (nosmt)"));
+        }
+        for sib in siblings.intersection(&machine.online).iter() {
+            out.push(change(
+                &format!("/sys/devices/system/cpu/cpu{sib}/online"),
+                "1",
+                "0",
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn change(path: &str, original: &str, candidate: &str) -> FileChange {
+    FileChange {
+        path: PathBuf::from(path),
+        original: original.to_string(),
+        candidate: candidate.to_string(),
+    }
+}
+
+/// The `[runtime]` settings of a winning set of knobs (`knobs` as found on
+/// the machine) and the CPUs the shield should also keep IRQs off.
+pub fn settings_of(chosen: &[&crate::knob::Knob]) -> (RuntimeSettings, CpuSet) {
+    let mut s = RuntimeSettings::default();
+    let mut irqs = CpuSet::new();
+    for knob in chosen {
+        let first_candidate = || match &knob.change {
+            Ok(crate::knob::Change::Files(f)) => f.first().map(|f| f.candidate.clone()),
+            _ => None,
+        };
+        match knob.id {
+            KnobId::RtThrottling => {
+                s.sched_rt_runtime_us = first_candidate().and_then(|v| v.parse().ok())
+            }
+            KnobId::TimerMigration => {
+                s.timer_migration = first_candidate().and_then(|v| v.parse().ok())
+            }
+            KnobId::StatInterval => {
+                s.stat_interval = first_candidate().and_then(|v| v.parse().ok())
+            }
+            KnobId::Preempt => s.preempt = first_candidate(),
+            KnobId::Governor => s.cpufreq_governor = Some("performance".into()),
+            KnobId::EnergyPerformance => {
+                s.energy_performance_preference = Some("performance".into())
+            }
+            KnobId::IdleStates => s.idle_max_latency_us = Some(0),
+            KnobId::SmtOffline => s.smt_siblings_offline = true,
+            KnobId::IrqSiblings => {
+                if let Ok(crate::knob::Change::IrqShield(c)) = &knob.change {
+                    irqs = irqs.union(c);
+                }
+            }
+            KnobId::IdlePoll | KnobId::DmaLatency | KnobId::ProbePriority => {}
+        }
+    }
+    (s, irqs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::knob::{catalog, CpuFiles, IdleStateFile};
+    use cpushield_parse::preempt::parse_preempt;
+
+    fn machine() -> Machine {
+        let mut m = Machine {
+            online: CpuSet::parse_list("0-3").unwrap(),
+            ..Default::default()
+        };
+        m.sysctls.insert(TIMER_MIGRATION, "1".into());
+        m.sysctls.insert(RT_RUNTIME, "950000".into());
+        m.sysctls.insert(STAT_INTERVAL, "10".into());
+        m.preempt = parse_preempt("none (voluntary) full lazy");
+        m.kernel_version = "#1 SMP PREEMPT_DYNAMIC".into();
+        m.cpus.insert(
+            3,
+            CpuFiles {
+                governor: Some("powersave".into()),
+                governors: vec!["performance".into(), "powersave".into()],
+                idle_states: vec![
+                    IdleStateFile {
+                        dir: "/sys/devices/system/cpu/cpu3/cpuidle/state0".into(),
+                        name: "POLL".into(),
+                        latency_us: 0,
+                        disable: "0".into(),
+                    },
+                    IdleStateFile {
+                        dir: "/sys/devices/system/cpu/cpu3/cpuidle/state1".into(),
+                        name: "C1".into(),
+                        latency_us: 2,
+                        disable: "0".into(),
+                    },
+                ],
+                siblings: CpuSet::parse_list("1,3").unwrap(),
+                ..Default::default()
+            },
+        );
+        m
+    }
+
+    #[test]
+    fn the_winning_knobs_become_settings_that_write_the_same_files() {
+        let m = machine();
+        let cpus = CpuSet::from_cpus([3]);
+        let knobs = catalog(&m, &cpus, 95);
+        let chosen: Vec<&crate::knob::Knob> = knobs
+            .iter()
+            .filter(|k| {
+                matches!(
+                    k.id,
+                    KnobId::TimerMigration
+                        | KnobId::Preempt
+                        | KnobId::Governor
+                        | KnobId::IdleStates
+                        | KnobId::RtThrottling
+                        | KnobId::SmtOffline
+                )
+            })
+            .collect();
+        let (settings, irqs) = settings_of(&chosen);
+        assert!(irqs.is_empty());
+        let from_settings = files_for(&m, &cpus, &settings).unwrap();
+        let mut from_knobs: Vec<FileChange> = chosen
+            .iter()
+            .flat_map(|k| match &k.change {
+                Ok(crate::knob::Change::Files(f)) => f.clone(),
+                _ => Vec::new(),
+            })
+            .collect();
+        let mut from_settings_sorted = from_settings.clone();
+        from_knobs.sort_by(|a, b| a.path.cmp(&b.path));
+        from_settings_sorted.sort_by(|a, b| a.path.cmp(&b.path));
+        assert_eq!(from_settings_sorted, from_knobs);
+    }
+
+    #[test]
+    fn a_setting_the_machine_lacks_is_refused_naming_its_key() {
+        let mut m = machine();
+        m.preempt = None;
+        let s = RuntimeSettings {
+            preempt: Some("full".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            files_for(&m, &CpuSet::from_cpus([3]), &s).unwrap_err().key,
+            "runtime.preempt"
+        );
+        let s = RuntimeSettings {
+            cpufreq_governor: Some("schedutil".into()),
+            ..Default::default()
+        };
+        assert!(files_for(&machine(), &CpuSet::from_cpus([3]), &s)
+            .unwrap_err()
+            .problem
+            .contains("offers no schedutil"));
+        let mut m = machine();
+        m.cgroup_v1 = true;
+        let s = RuntimeSettings {
+            smt_siblings_offline: true,
+            ..Default::default()
+        };
+        assert!(files_for(&m, &CpuSet::from_cpus([3]), &s)
+            .unwrap_err()
+            .problem
+            .contains("cgroup v1"));
+    }
+}
