@@ -134,41 +134,18 @@ pub fn shielded_cpus_at(kernel: &dyn Kernel, path: &Path) -> Result<Option<CpuSe
 mod tests {
     use super::*;
     use cpushield_kernel::FakeKernel;
-    use cpushield_shield::layout::CgroupLayout;
-    use cpushield_shield::snapshot::Scope;
-    use cpushield_shield::state::{SavedState, STATE_VERSION};
-    use cpushield_shield::ShieldMasks;
 
     const AT: &str = SHIELD_STATE;
 
     /// A state file as the shield writes it, with these three masks.
     fn state_text(procs: &str, irqs: &str, ltmr: &str) -> String {
         let list = |s: &str| CpuSet::parse_list(s).unwrap();
-        state::encode(&SavedState {
-            version: STATE_VERSION,
-            masks: ShieldMasks {
-                procs: list(procs),
-                irqs: list(irqs),
-                ltmr: list(ltmr),
-            },
-            layout: CgroupLayout::V1 {
-                root: "/sys/fs/cgroup/cpuset".into(),
-            },
-            scope: Scope::Namespace,
-            online: list("0-3"),
-            tasks: Default::default(),
-            adopted: Default::default(),
-            irqs: Default::default(),
-            files: Default::default(),
-            created_cgroups: Vec::new(),
-            pid_namespace: String::new(),
-            sched: Default::default(),
-            set: Default::default(),
-            pid_cursor: None,
-            unread_start_before: None,
-            runtime: Default::default(),
-            checksum: 0,
-        })
+        let masks = ShieldMasks {
+            procs: list(procs),
+            irqs: list(irqs),
+            ltmr: list(ltmr),
+        };
+        state::encode(&cpushield_shield::fake_machine::saved_state(masks, "0-3"))
     }
 
     #[test]

@@ -572,9 +572,8 @@ fn irq_files(k: &FakeKernel, irq: u32, mask: &str, effective: &str) {
 /// moves off it are pending; IRQ 36 is kernel-managed (the shield's write
 /// left its mask); the shield's state is where the shield writes it.
 fn shielded_system() -> FakeKernel {
-    use cpushield_shield::layout::CgroupLayout;
     use cpushield_shield::snapshot::Scope;
-    use cpushield_shield::state::{self, SavedState, STATE_VERSION};
+    use cpushield_shield::state;
     use cpushield_shield::ShieldMasks;
     let k = base_system();
     k.set_file("/proc/interrupts", SHIELDED_INTERRUPTS_0);
@@ -588,30 +587,15 @@ fn shielded_system() -> FakeKernel {
     k.set_file("/proc/irq/default_smp_affinity", "3\n");
     k.set_file("/proc/sys/vm/stat_interval", "10\n");
     let text = |m: &str| m.to_string();
-    let mut saved = SavedState {
-        version: STATE_VERSION,
-        masks: ShieldMasks::all(&CpuSet::from_cpus([1])),
-        layout: CgroupLayout::V1 {
-            root: "/sys/fs/cgroup/cpuset".into(),
-        },
-        scope: Scope::System,
-        online: CpuSet::parse_list("0-1").unwrap(),
-        tasks: Default::default(),
-        adopted: Default::default(),
-        irqs: [(29, "3"), (36, "3"), (38, "3"), (42, "3")]
-            .into_iter()
-            .map(|(i, m)| (i, text(m)))
-            .collect(),
-        files: Default::default(),
-        created_cgroups: Vec::new(),
-        pid_namespace: String::new(),
-        sched: Default::default(),
-        set: Default::default(),
-        pid_cursor: None,
-        unread_start_before: None,
-        runtime: Default::default(),
-        checksum: 0,
-    };
+    let mut saved = cpushield_shield::fake_machine::saved_state(
+        ShieldMasks::all(&CpuSet::from_cpus([1])),
+        "0-1",
+    );
+    saved.scope = Scope::System;
+    saved.irqs = [(29, "3"), (36, "3"), (38, "3"), (42, "3")]
+        .into_iter()
+        .map(|(i, m)| (i, text(m)))
+        .collect();
     saved.set.irqs = [(29, "1"), (36, "3"), (38, "1"), (42, "1")]
         .into_iter()
         .map(|(i, m)| (i, text(m)))
@@ -672,6 +656,16 @@ fn busy_interval(k: &FakeKernel) {
             },
         );
     }
+}
+
+/// IRQ 38's mask becomes 0-1 again (irqbalance, a user) and 300 of its
+/// interrupts land on CPU 1.
+fn irq_38_back_on_cpu_1(k: &FakeKernel) {
+    irq_files(k, 38, "0-1", "1");
+    k.set_file(
+        "/proc/interrupts",
+        SHIELDED_INTERRUPTS_1.replace(" 38:        300       2000", " 38:          0       2300"),
+    );
 }
 
 /// `cpushield shield --KIND LIST` exactly, as (kind, CPUs).
@@ -854,12 +848,7 @@ fn a_pending_irq_move_is_told_from_an_irq_the_shield_did_not_move_and_a_managed_
     irq_files(&k, 38, "0-1", "1");
     let r = check_under(&k, Some(&procs_only), |k| {
         busy_interval(k);
-        irq_files(k, 38, "0-1", "1");
-        k.set_file(
-            "/proc/interrupts",
-            SHIELDED_INTERRUPTS_1
-                .replace(" 38:        300       2000", " 38:          0       2300"),
-        );
+        irq_38_back_on_cpu_1(k);
     });
     let moved_not = find(&r, Topic::Irq, "IRQ 38 (virtio2-input.0) arrives on CPU 1");
     assert!(
@@ -875,12 +864,7 @@ fn an_irq_whose_mask_was_rewritten_after_the_shield_gets_the_shield_again_not_a_
     // irqbalance (or a user) wrote 0-1 to IRQ 38 after the shield set 0.
     let r = check_under(&k, Some(&shield), |k| {
         busy_interval(k);
-        irq_files(k, 38, "0-1", "1");
-        k.set_file(
-            "/proc/interrupts",
-            SHIELDED_INTERRUPTS_1
-                .replace(" 38:        300       2000", " 38:          0       2300"),
-        );
+        irq_38_back_on_cpu_1(k);
     });
     let f = find(&r, Topic::Irq, "IRQ 38 (virtio2-input.0) arrives on CPU 1");
     assert!(

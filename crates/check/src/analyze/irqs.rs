@@ -211,35 +211,36 @@ pub(super) fn arrived(input: &CheckInput<'_>, cpu: usize, irq: u32, c: &Count) -
         c.per_s,
         seen.affinity_evidence()
     );
-    let irqs_in_place = input.in_place(ShieldKind::Irqs, cpu);
-    let f =
-        |sev, topic, title: String| Finding::new(sev, topic, Some(cpu), title, evidence.clone());
+    // Every finding here says what the IRQ shield already did on this CPU.
+    let f = |sev, topic, title: String, why: &str| {
+        Finding::new(sev, topic, Some(cpu), title, format!("{evidence}{why}"))
+            .in_place(input.in_place(ShieldKind::Irqs, cpu))
+    };
+    // A move the kernel completes at the next interrupt: only booting with the
+    // IRQs on the housekeeping CPUs avoids it.
+    let pending =
+        |sev, topic, title: String| f(sev, topic, title, "").remedy_if(pending_boot_remedy(input));
     match class {
-        IrqClass::MoveCompleted => f(
+        IrqClass::MoveCompleted => pending(
             Severity::Warn,
             Topic::IrqPending,
             format!("{label} arrived {times} on CPU {cpu} and so completed its pending move off it: the kernel moves such an IRQ at its next interrupt, which still arrives on the old CPU; none will follow"),
-        )
-        .in_place(irqs_in_place)
-        .remedy_if(pending_boot_remedy(input)),
-        IrqClass::MovePending => f(
+        ),
+        IrqClass::MovePending => pending(
             Severity::Warn,
             Topic::IrqPending,
             format!("{label} arrived {times} on CPU {cpu}; its move off CPU {cpu} is still pending (the kernel retries it at the next interrupt)"),
-        )
-        .in_place(irqs_in_place)
-        .remedy_if(pending_boot_remedy(input)),
-        IrqClass::MoveStuck => f(
+        ),
+        IrqClass::MoveStuck => pending(
             Severity::BreaksShield,
             Topic::Irq,
             format!("{label} arrived {times} on CPU {cpu} although its mask excludes CPU {cpu}: more than the one interrupt that completes a pending move"),
-        )
-        .in_place(irqs_in_place)
-        .remedy_if(pending_boot_remedy(input)),
+        ),
         IrqClass::MovedDuring => f(
             Severity::Warn,
             Topic::Irq,
             format!("{label} arrived {times} on CPU {cpu} before its mask changed during the check to leave CPU {cpu} out"),
+            "",
         ),
         IrqClass::Managed(by) => {
             let (title, why) = match by {
@@ -256,15 +257,8 @@ pub(super) fn arrived(input: &CheckInput<'_>, cpu: usize, irq: u32, c: &Count) -
                     "",
                 ),
             };
-            Finding::new(
-                Severity::BreaksShield,
-                Topic::Irq,
-                Some(cpu),
-                title,
-                evidence.clone() + why,
-            )
-            .in_place(irqs_in_place)
-            .remedy_if(
+            f(Severity::BreaksShield, Topic::Irq, title, why)
+                .remedy_if(
                 (by == ManagedBy::QueueName)
                     .then(|| input.shield_remedy(ShieldKind::Irqs))
                     .flatten(),
@@ -275,15 +269,15 @@ pub(super) fn arrived(input: &CheckInput<'_>, cpu: usize, irq: u32, c: &Count) -
             Severity::BreaksShield,
             Topic::Irq,
             format!("{label} arrives on CPU {cpu}"),
+            "",
         )
-        .in_place(irqs_in_place)
         .remedy_if(input.shield_remedy(ShieldKind::Irqs)),
         IrqClass::AppearedSince => f(
             Severity::BreaksShield,
             Topic::Irq,
             format!("{label} arrives on CPU {cpu}; it appeared after the shield went up, so the shield has not moved it"),
+            "",
         )
-        .in_place(irqs_in_place)
         .remedy(Remedy::cpushield(format!(
             "cpushield shield --irqs {list} (applies the shield again, to the IRQs that appeared since)"
         ))),
@@ -291,8 +285,8 @@ pub(super) fn arrived(input: &CheckInput<'_>, cpu: usize, irq: u32, c: &Count) -
             Severity::BreaksShield,
             Topic::Irq,
             format!("{label} arrives on CPU {cpu}: its mask was changed after the shield set it (irqbalance, or a write to smp_affinity)"),
+            "",
         )
-        .in_place(irqs_in_place)
         .remedy(Remedy::cpushield(format!(
             "cpushield shield --irqs {list} (applies Brosky's rule again, to IRQ {irq}'s new mask)"
         ))),
@@ -300,15 +294,15 @@ pub(super) fn arrived(input: &CheckInput<'_>, cpu: usize, irq: u32, c: &Count) -
             Severity::Warn,
             Topic::Irq,
             format!("{label} arrives on CPU {cpu}: its mask was set to shielded CPUs only after the shield went up, and a shield keeps such a request (if it is not your real-time device's interrupt, move it)"),
+            "",
         )
-        .in_place(irqs_in_place)
         .remedy(housekeeping_mask_remedy(input, irq)),
         IrqClass::RequestedHere => f(
             Severity::Warn,
             Topic::Irq,
             format!("{label} asked only for shielded CPUs and arrives on CPU {cpu}; a shield keeps it there (if it is not your real-time device's interrupt, move it)"),
+            "",
         )
-        .in_place(irqs_in_place)
         .remedy(housekeeping_mask_remedy(input, irq)),
     }
 }
