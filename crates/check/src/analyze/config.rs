@@ -334,7 +334,18 @@ fn enforcement(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>) 
     let sets = &input.facts.cpusets;
     // Under the process shield, `shield --procs` again would change nothing
     // here: the findings say what the kernel does not enforce.
-    let procs = input.shield_remedy(ShieldKind::Procs);
+    // A shield set up inside a PID namespace leaves the root cpuset (and
+    // the tasks outside) as they were: shielding the whole system is left.
+    let procs = input.shield_remedy(ShieldKind::Procs).or_else(|| {
+        input
+            .shield
+            .is_some_and(|s| s.scope == cpushield_shield::snapshot::Scope::Namespace)
+            .then(|| {
+                Remedy::cpushield(format!(
+                    "cpushield reset, then cpushield shield --procs {list} from the initial PID namespace (a shield set up inside a PID namespace leaves the root cpuset and the tasks outside as they are)"
+                ))
+            })
+    });
     let procs_in_place = input.in_place(ShieldKind::Procs, cpu);
     // cgroup v2: an isolated (or root) partition holding the CPU.
     if let Some(p) = sets.iter().find(|c| {
