@@ -423,11 +423,7 @@ fn a_pod_task_on_the_shielded_cpu_is_named_with_the_kubelet_fix_and_not_counted_
 #[test]
 fn a_kernel_managed_irq_is_named_with_its_boot_fix_without_failing_the_shield() {
     let mut r = traced(30_000_000, 60_000, 0, 0);
-    let shielded = r
-        .scenarios
-        .iter_mut()
-        .find(|s| s.name == "shielded")
-        .unwrap();
+    let shielded = shielded_of(&mut r);
     shielded.findings.push(CheckFinding {
         severity: "breaks-shield".into(),
         title: "IRQ 36 (virtio1-req.0) is kernel-managed and arrives on CPU 1".into(),
@@ -441,6 +437,14 @@ fn a_kernel_managed_irq_is_named_with_its_boot_fix_without_failing_the_shield() 
         r.verdict.remaining,
         vec!["IRQ 36 (virtio1-req.0) is kernel-managed and arrives on CPU 1 (fix: isolcpus=managed_irq,1)".to_string()]
     );
+}
+
+/// The shielded scenario of a report.
+fn shielded_of(r: &mut CompareReport) -> &mut ScenarioResult {
+    r.scenarios
+        .iter_mut()
+        .find(|s| s.name == "shielded")
+        .unwrap()
 }
 
 /// check's finding for the interrupt that completed a pending move off CPU 1.
@@ -457,11 +461,7 @@ fn pending_move_finding() -> CheckFinding {
 #[test]
 fn an_irq_that_completed_its_pending_move_is_no_leak_and_the_verdict_says_what_it_was() {
     let mut r = traced(30_000_000, 60_000, 0, 0);
-    let shielded = r
-        .scenarios
-        .iter_mut()
-        .find(|s| s.name == "shielded")
-        .unwrap();
+    let shielded = shielded_of(&mut r);
     shielded.findings.push(pending_move_finding());
     r.judge();
     assert!(r.verdict.pass, "{}", r.verdict.line);
@@ -479,11 +479,7 @@ fn an_irq_that_completed_its_pending_move_is_no_leak_and_the_verdict_says_what_i
 #[test]
 fn a_pending_move_that_was_the_worst_shielded_cause_is_named_as_such() {
     let mut r = traced(30_000_000, 20_000_000, 0, 0);
-    let shielded = r
-        .scenarios
-        .iter_mut()
-        .find(|s| s.name == "shielded")
-        .unwrap();
+    let shielded = shielded_of(&mut r);
     shielded.findings.push(pending_move_finding());
     let cause = &mut shielded.attribution.as_mut().unwrap().causes[0];
     cause.name = "irq 42 virtio3-tx".into();
