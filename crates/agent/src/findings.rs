@@ -4,7 +4,7 @@
 
 use cpushield_check::sampling::RunTracker;
 use cpushield_check::snapshot::{read_raw, ReadOptions, Snapshot};
-use cpushield_check::{analyse_snapshots, CpuSource, Severity};
+use cpushield_check::{analyse_snapshots, CpuSource, Severity, ShieldInForce};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Kernel;
 use std::collections::BTreeMap;
@@ -48,8 +48,14 @@ impl Checker {
     }
 
     /// One look: the first look (or one after the CPUs changed) only reads
-    /// the starting snapshot; every `every`-th look analyses since then.
-    pub fn look(&mut self, kernel: &dyn Kernel, cpus: &CpuSet) -> Option<Outcome> {
+    /// the starting snapshot; every `every`-th look analyses since then,
+    /// with the shield in force (`shield`) taken into account.
+    pub fn look(
+        &mut self,
+        kernel: &dyn Kernel,
+        cpus: &CpuSet,
+        shield: Option<&ShieldInForce>,
+    ) -> Option<Outcome> {
         if cpus.is_empty() {
             self.before = None;
             return None;
@@ -73,6 +79,7 @@ impl Checker {
             kernel,
             cpus,
             CpuSource::ShieldState,
+            shield,
             &before,
             &after,
             &runs,

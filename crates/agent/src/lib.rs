@@ -299,7 +299,10 @@ impl<'a> Agent<'a> {
             }
         }
         let watched = masks.any().intersection(&online);
-        if let Some(outcome) = self.checker.look(self.kernel, &watched) {
+        let shield = loaded
+            .as_ref()
+            .map(cpushield_check::ShieldInForce::from_saved);
+        if let Some(outcome) = self.checker.look(self.kernel, &watched, shield.as_ref()) {
             lock(&self.shared.metrics)
                 .set_findings(outcome.counts.iter().map(|(s, n)| (severity_label(*s), *n)));
             self.breaks = outcome.breaks;

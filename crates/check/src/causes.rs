@@ -8,6 +8,7 @@
 
 use crate::analyze::tasks::{bound_kthread_advice, pod_task_remedy};
 use crate::finding::Remedy;
+use crate::target::{ShieldInForce, ShieldKind};
 use cpushield_cpuset::CpuSet;
 use cpushield_trace::attribute::is_per_cpu_kthread;
 
@@ -21,17 +22,42 @@ pub enum ShieldScope {
     System,
 }
 
-/// The fix for a traced cause of kind `kind` named `name` on `cpus`, or
-/// `None` when none is known (IRQs, softirqs and the local timer are named by
-/// the sampling checks instead).
-pub fn remedy_for_cause(
-    kind: &str,
-    name: &str,
-    cpus: &CpuSet,
-    scope: ShieldScope,
-) -> Option<Remedy> {
+/// Where a traced cause was seen and what shield was up there.
+#[derive(Debug, Clone, Copy)]
+pub struct CauseContext<'a> {
+    /// The measured (shielded) CPUs.
+    pub cpus: &'a CpuSet,
+    /// Where the experiment's shield applied.
+    pub scope: ShieldScope,
+    /// The shield in force, when one is up: a fix it already applies is
+    /// never named.
+    pub shield: Option<&'a ShieldInForce>,
+    /// The CPUs a thread can be moved to.
+    pub housekeeping: &'a CpuSet,
+}
+
+/// The fix for a traced cause of kind `kind` named `name`, or `None` when
+/// none is known (IRQs, softirqs and the local timer are named by the
+/// sampling checks instead).
+pub fn remedy_for_cause(kind: &str, name: &str, at: &CauseContext<'_>) -> Option<Remedy> {
+    let (cpus, scope, shield) = (at.cpus, at.scope, at.shield);
     let list = cpus.to_list();
-    let task = name.rsplit_once(" (").map_or(name, |(comm, _)| comm);
+    let (task, id) = match name.rsplit_once(" (") {
+        Some((comm, rest)) => (comm, rest.trim_end_matches(')')),
+        None => (name, ""),
+    };
+    // A thread that ran on a CPU the process shield covers was not moved by
+    // it: what is left is to move it by hand.
+    let procs = |all: &str| {
+        super::analyze::shield_remedy(shield, ShieldKind::Procs, cpus).or_else(|| {
+            (!id.is_empty()).then(|| {
+                Remedy::runtime(format!(
+                    "taskset {all}-pc {} {id}",
+                    at.housekeeping.to_list()
+                ))
+            })
+        })
+    };
     let whole_machine = || {
         Remedy::cpushield(format!(
             "cpushield shield --procs {list} outside a PID namespace (compare --system): a namespace-scoped shield leaves the machine's tasks and kernel threads in place"
@@ -46,17 +72,15 @@ pub fn remedy_for_cause(
             ))),
             _ => None,
         },
-        "kthread" if is_per_cpu_kthread(task) => bound_kthread_advice(task, &list).1,
+        "kthread" if is_per_cpu_kthread(task) => bound_kthread_advice(task, cpus, shield).1,
         "kthread" => match scope {
             ShieldScope::Namespace => Some(whole_machine()),
-            ShieldScope::System => Some(Remedy::cpushield(format!(
-                "cpushield shield --procs {list}"
-            ))),
+            ShieldScope::System => procs(""),
         },
         "other-ns" => Some(whole_machine()),
         // Neither scope moves a pod's task: the kubelet places it.
         "pod" => Some(pod_task_remedy(&list)),
-        "task" => Some(Remedy::cpushield(format!("cpushield shield --procs {list}"))),
+        "task" => procs("-a "),
         _ => None,
     }
 }
@@ -66,7 +90,64 @@ mod tests {
     use super::*;
 
     fn fix(kind: &str, name: &str, scope: ShieldScope) -> Option<String> {
-        remedy_for_cause(kind, name, &CpuSet::parse_list("1").unwrap(), scope).map(|r| r.action)
+        fix_under(kind, name, scope, None)
+    }
+
+    fn fix_under(
+        kind: &str,
+        name: &str,
+        scope: ShieldScope,
+        shield: Option<&ShieldInForce>,
+    ) -> Option<String> {
+        let at = CauseContext {
+            cpus: &CpuSet::from_cpus([1]),
+            scope,
+            shield,
+            housekeeping: &CpuSet::from_cpus([0]),
+        };
+        remedy_for_cause(kind, name, &at).map(|r| r.action)
+    }
+
+    fn shield_all_1() -> ShieldInForce {
+        ShieldInForce {
+            masks: cpushield_shield::ShieldMasks::all(&CpuSet::from_cpus([1])),
+            scope: cpushield_shield::snapshot::Scope::System,
+            irq_requested: Default::default(),
+            irq_set: Default::default(),
+        }
+    }
+
+    #[test]
+    fn under_the_shield_no_cause_fix_is_a_shield_command_it_already_applies() {
+        let s = shield_all_1();
+        for (kind, name) in [
+            ("task", "stress-ng-fifo (4411)"),
+            ("kthread", "kdamond.0 (77)"),
+            ("kthread", "ksoftirqd/1 (20)"),
+            ("kthread", "migration/1 (19)"),
+            ("kthread", "kworker/1:2H (99)"),
+        ] {
+            let f = fix_under(kind, name, ShieldScope::System, Some(&s));
+            assert!(
+                f.as_deref()
+                    .is_none_or(|f| !f.starts_with("cpushield shield --")),
+                "{kind} {name}: {f:?}"
+            );
+        }
+        assert_eq!(
+            fix_under(
+                "task",
+                "stress-ng-fifo (4411)",
+                ShieldScope::System,
+                Some(&s)
+            )
+            .as_deref(),
+            Some("taskset -a -pc 0 4411")
+        );
+        assert_eq!(
+            fix_under("kthread", "kdamond.0 (77)", ShieldScope::System, Some(&s)).as_deref(),
+            Some("taskset -pc 0 77")
+        );
     }
 
     #[test]

@@ -47,13 +47,10 @@ pub enum Managed {
     Unknown,
 }
 
-/// Facts about one device IRQ.
+/// Facts about one device IRQ (its affinity is in the snapshots, read at
+/// the start and at the end of the interval).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IrqFacts {
-    /// smp_affinity_list.
-    pub affinity: Option<CpuSet>,
-    /// effective_affinity_list (where it is really delivered), when the kernel has it.
-    pub effective: Option<CpuSet>,
     /// Whether the kernel manages its affinity.
     pub managed: Managed,
 }
@@ -272,11 +269,7 @@ fn read_irq(k: &dyn Kernel, irq: u32) -> IrqFacts {
             }
         }
     };
-    IrqFacts {
-        affinity: read_list(k, &format!("{base}/smp_affinity_list")),
-        effective: read_list(k, &format!("{base}/effective_affinity_list")),
-        managed,
-    }
+    IrqFacts { managed }
 }
 
 /// Whether an IRQ handler name is a queue interrupt of a multi-queue block

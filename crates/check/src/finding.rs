@@ -95,6 +95,9 @@ impl fmt::Display for Remedy {
 pub enum Topic {
     /// A device interrupt (numbered IRQ).
     Irq,
+    /// A device interrupt whose move off the CPU the kernel completes at its
+    /// next interrupt, which still arrives there (at most one more).
+    IrqPending,
     /// An architecture interrupt kind (LOC, RES, CAL, TLB, ...).
     InterruptKind,
     /// A softirq.
@@ -125,6 +128,30 @@ pub enum Topic {
     Steal,
 }
 
+impl Topic {
+    /// The topic's stable name, as in `--json` (`irq`, `irq-pending`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Topic::Irq => "irq",
+            Topic::IrqPending => "irq-pending",
+            Topic::InterruptKind => "interrupt-kind",
+            Topic::Softirq => "softirq",
+            Topic::Task => "task",
+            Topic::KernelThread => "kernel-thread",
+            Topic::Enforcement => "enforcement",
+            Topic::Isolation => "isolation",
+            Topic::Preemption => "preemption",
+            Topic::RtThrottling => "rt-throttling",
+            Topic::Power => "power",
+            Topic::Timers => "timers",
+            Topic::Workqueue => "workqueue",
+            Topic::Irqbalance => "irqbalance",
+            Topic::Smt => "smt",
+            Topic::Steal => "steal",
+        }
+    }
+}
+
 /// One thing found on a checked CPU (or the whole system), with its fix.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
@@ -138,6 +165,10 @@ pub struct Finding {
     pub title: String,
     /// The numbers or file contents that show it.
     pub evidence: String,
+    /// What the shield in force already does about it (so the remedies
+    /// are what is left); absent without a shield or when it does nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_place: Option<String>,
     /// Ways to fix it, best first; empty when nothing needs doing.
     pub remedies: Vec<Remedy>,
 }
@@ -157,6 +188,7 @@ impl Finding {
             cpu,
             title: title.into(),
             evidence: evidence.into(),
+            in_place: None,
             remedies: Vec::new(),
         }
     }
@@ -165,5 +197,54 @@ impl Finding {
     pub fn remedy(mut self, remedy: Remedy) -> Self {
         self.remedies.push(remedy);
         self
+    }
+
+    /// Adds a remedy when there is one.
+    pub fn remedy_if(self, remedy: Option<Remedy>) -> Self {
+        match remedy {
+            Some(r) => self.remedy(r),
+            None => self,
+        }
+    }
+
+    /// Says what the shield in force already does about it (joined with
+    /// `; ` to what was said before).
+    pub fn in_place(mut self, what: Option<String>) -> Self {
+        if let Some(what) = what {
+            self.in_place = Some(match self.in_place.take() {
+                Some(before) => format!("{before}; {what}"),
+                None => what,
+            });
+        }
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_topic_name_is_its_json_name() {
+        for t in [
+            Topic::Irq,
+            Topic::IrqPending,
+            Topic::InterruptKind,
+            Topic::Softirq,
+            Topic::Task,
+            Topic::KernelThread,
+            Topic::Enforcement,
+            Topic::Isolation,
+            Topic::Preemption,
+            Topic::RtThrottling,
+            Topic::Power,
+            Topic::Timers,
+            Topic::Workqueue,
+            Topic::Irqbalance,
+            Topic::Smt,
+            Topic::Steal,
+        ] {
+            assert_eq!(serde_json::to_value(t).unwrap(), t.name());
+        }
     }
 }

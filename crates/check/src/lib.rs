@@ -21,4 +21,5 @@ pub mod trace_context;
 pub use analyze::{analyze, CheckInput, CheckReport, CpuSource};
 pub use finding::{Finding, Remedy, RemedyKind, Severity, Topic};
 pub use run::{analyse_snapshots, run_check, run_check_until, CheckError, CheckOptions};
+pub use target::{shield_in_force, ShieldInForce, ShieldKind};
 pub use trace_context::trace_context;

@@ -82,6 +82,9 @@ pub fn render_text(r: &CheckReport) -> String {
             .unwrap_or_default();
         let _ = writeln!(o, "  [{}] {cpu}{}", f.severity, f.title);
         let _ = writeln!(o, "      evidence: {}", f.evidence);
+        if let Some(done) = &f.in_place {
+            let _ = writeln!(o, "      in place: {done}");
+        }
         for (i, rem) in f.remedies.iter().enumerate() {
             let label = if i == 0 { "fix:     " } else { "or:      " };
             let _ = writeln!(o, "      {label} {rem}");

@@ -4,6 +4,7 @@ use crate::analyze::{analyze, CheckInput, CheckReport, CpuSource};
 use crate::facts::read_facts;
 use crate::sampling::RunTracker;
 use crate::snapshot::{parse_thread, read_raw, read_threads, user_hz, ReadOptions, Snapshot};
+use crate::target::ShieldInForce;
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::{online_cpus, Kernel};
 use std::time::{Duration, Instant};
@@ -48,14 +49,17 @@ pub enum CheckError {
     Parse(#[from] cpushield_parse::ParseError),
 }
 
-/// Watches `cpus` for `opts.interval` and analyses what reached them. Read-only.
+/// Watches `cpus` for `opts.interval` and analyses what reached them, the
+/// shield in force (`shield`, from its saved state) taken into account.
+/// Read-only.
 pub fn run_check(
     kernel: &dyn Kernel,
     cpus: &CpuSet,
     source: CpuSource,
+    shield: Option<&ShieldInForce>,
     opts: CheckOptions,
 ) -> Result<CheckReport, CheckError> {
-    run_check_until(kernel, cpus, source, opts, &|| false)
+    run_check_until(kernel, cpus, source, shield, opts, &|| false)
 }
 
 /// Like [`run_check`], but ends early, with what was seen so far, once
@@ -65,6 +69,7 @@ pub fn run_check_until(
     kernel: &dyn Kernel,
     cpus: &CpuSet,
     source: CpuSource,
+    shield: Option<&ShieldInForce>,
     opts: CheckOptions,
     done: &dyn Fn() -> bool,
 ) -> Result<CheckReport, CheckError> {
@@ -116,7 +121,7 @@ pub fn run_check_until(
         opts.sample_every.as_millis()
     );
     Ok(analyse_snapshots(
-        kernel, cpus, source, &before, &after, &runs, &sampling,
+        kernel, cpus, source, shield, &before, &after, &runs, &sampling,
     ))
 }
 
@@ -133,11 +138,14 @@ fn read_activity(kernel: &dyn Kernel) -> crate::sampling::ActivitySample {
 }
 
 /// Reads the configuration facts and analyses two snapshots and the run-time
-/// samples between them (`after` should carry thread affinities).
+/// samples between them (`after` should carry thread affinities), with the
+/// shield in force (`shield`) taken into account.
+#[allow(clippy::too_many_arguments)]
 pub fn analyse_snapshots(
     kernel: &dyn Kernel,
     cpus: &CpuSet,
     source: CpuSource,
+    shield: Option<&ShieldInForce>,
     before: &Snapshot,
     after: &Snapshot,
     runs: &RunTracker,
@@ -153,6 +161,7 @@ pub fn analyse_snapshots(
         runs,
         facts: &facts,
         self_pid: std::process::id() as i32,
+        shield,
     };
     analyze(&input, sampling)
 }

@@ -4,6 +4,7 @@
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Kernel;
 use cpushield_parse::interrupts::{parse_interrupts, IrqLine};
+use cpushield_parse::irq_affinity::{IrqAffinity, IrqAffinityText};
 use cpushield_parse::pid_stat::{parse_thread_stat, ThreadStat};
 use cpushield_parse::schedstat::parse_schedstat_runtime;
 use cpushield_parse::softirqs::{parse_softirqs, SoftirqCounts};
@@ -27,6 +28,8 @@ pub struct RawSnapshot {
     pub threads: Vec<RawThread>,
     /// USER_HZ, the unit of /proc/stat and of utime/stime.
     pub user_hz: u64,
+    /// Each IRQ's smp_affinity_list and effective_affinity_list, by IRQ.
+    pub irq_affinity: BTreeMap<u32, IrqAffinityText>,
 }
 
 /// The files of one thread, as read.
@@ -76,6 +79,10 @@ pub struct Snapshot {
     pub threads: Vec<ThreadSample>,
     /// USER_HZ.
     pub user_hz: u64,
+    /// Each IRQ's requested and effective CPUs (IRQs whose files do not
+    /// parse are left out): a move pending at the start of an interval is
+    /// told from one the shield never made.
+    pub irq_affinity: BTreeMap<u32, IrqAffinity>,
 }
 
 impl Snapshot {
@@ -95,6 +102,11 @@ impl Snapshot {
             cpu_times: parse_cpu_times(&raw.stat)?,
             threads,
             user_hz,
+            irq_affinity: raw
+                .irq_affinity
+                .iter()
+                .filter_map(|(irq, text)| Some((*irq, IrqAffinity::parse(text).ok()?)))
+                .collect(),
         })
     }
 }
@@ -152,6 +164,7 @@ pub fn read_raw(
         stat: read("/proc/stat")?,
         threads: read_threads(kernel, opts),
         user_hz: user_hz(),
+        irq_affinity: cpushield_shield::irq_moves::read_affinity_texts(kernel),
     })
 }
 

@@ -7,7 +7,11 @@
 
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Kernel;
-use cpushield_shield::state;
+use cpushield_shield::snapshot::Scope;
+use cpushield_shield::state::{self, SavedState};
+use cpushield_shield::ShieldMasks;
+use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Where the shield keeps its state by default (without `CPUSHIELD_STATE_DIR`).
@@ -32,6 +36,86 @@ pub fn shielded_cpus_in(kernel: &dyn Kernel, path: &Path) -> Result<Option<CpuSe
     }
 }
 
+/// What the shield in force already does, from its saved state: `check`
+/// advises a `cpushield shield` command only for what it leaves, and tells
+/// an IRQ the shield did not move from one it could not move.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ShieldInForce {
+    /// The CPUs shielded from processes, interrupts and the local timer.
+    pub masks: ShieldMasks,
+    /// What the shield could see: the whole machine or a PID namespace.
+    pub scope: Scope,
+    /// Each IRQ's mask before the first shield (its request, to which
+    /// Brosky's rule applies), by IRQ.
+    pub irq_requested: BTreeMap<u32, CpuSet>,
+    /// The mask the shield left on each IRQ, as read back after its last
+    /// change (empty in older states, or while a change was being applied).
+    pub irq_set: BTreeMap<u32, CpuSet>,
+}
+
+/// The kinds of shield, as `cpushield shield` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShieldKind {
+    /// `--procs`: processes and unbound kernel threads.
+    Procs,
+    /// `--irqs`: interrupts.
+    Irqs,
+    /// `--ltmr`: the local timer (what run time allows).
+    Ltmr,
+}
+
+impl ShieldKind {
+    /// The option of `cpushield shield` (`procs`, `irqs`, `ltmr`).
+    pub fn flag(self) -> &'static str {
+        match self {
+            ShieldKind::Procs => "procs",
+            ShieldKind::Irqs => "irqs",
+            ShieldKind::Ltmr => "ltmr",
+        }
+    }
+}
+
+impl ShieldInForce {
+    /// The facts `check` needs from a saved state. Masks are parsed as the
+    /// shield writes them; one that does not parse is left out.
+    pub fn from_saved(saved: &SavedState) -> Self {
+        let masks = |m: &BTreeMap<u32, String>| {
+            m.iter()
+                .filter_map(|(irq, text)| Some((*irq, CpuSet::parse_mask(text.trim()).ok()?)))
+                .collect()
+        };
+        Self {
+            masks: saved.masks.clone(),
+            scope: saved.scope,
+            irq_requested: masks(&saved.irqs),
+            irq_set: if saved.set.applying {
+                BTreeMap::new()
+            } else {
+                masks(&saved.set.irqs)
+            },
+        }
+    }
+
+    /// The CPUs shielded from `kind`.
+    pub fn shielded(&self, kind: ShieldKind) -> &CpuSet {
+        match kind {
+            ShieldKind::Procs => &self.masks.procs,
+            ShieldKind::Irqs => &self.masks.irqs,
+            ShieldKind::Ltmr => &self.masks.ltmr,
+        }
+    }
+}
+
+/// The shield in force, from the state where the shield writes it (or its
+/// verified copy); `Ok(None)` when no shield is up.
+pub fn shield_in_force(kernel: &dyn Kernel) -> Result<Option<ShieldInForce>, String> {
+    let path = cpushield_kernel::shield_state_file();
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    state::load_through(kernel, dir)
+        .map(|loaded| loaded.map(|l| ShieldInForce::from_saved(&l.state)))
+        .map_err(|e| format!("{e}; or pass --cpus, or run `cpushield show` to see the shield"))
+}
+
 /// [`shielded_cpus`] from the state file at `path` alone (no fallback to its copy).
 pub fn shielded_cpus_at(kernel: &dyn Kernel, path: &Path) -> Result<Option<CpuSet>, String> {
     let Ok(bytes) = kernel.read_bytes(path) else {
@@ -50,41 +134,38 @@ pub fn shielded_cpus_at(kernel: &dyn Kernel, path: &Path) -> Result<Option<CpuSe
 mod tests {
     use super::*;
     use cpushield_kernel::FakeKernel;
-    use cpushield_shield::layout::CgroupLayout;
-    use cpushield_shield::snapshot::Scope;
-    use cpushield_shield::state::{SavedState, STATE_VERSION};
-    use cpushield_shield::ShieldMasks;
 
     const AT: &str = SHIELD_STATE;
 
     /// A state file as the shield writes it, with these three masks.
     fn state_text(procs: &str, irqs: &str, ltmr: &str) -> String {
         let list = |s: &str| CpuSet::parse_list(s).unwrap();
-        state::encode(&SavedState {
-            version: STATE_VERSION,
-            masks: ShieldMasks {
-                procs: list(procs),
-                irqs: list(irqs),
-                ltmr: list(ltmr),
-            },
-            layout: CgroupLayout::V1 {
-                root: "/sys/fs/cgroup/cpuset".into(),
-            },
-            scope: Scope::Namespace,
-            online: list("0-3"),
-            tasks: Default::default(),
-            adopted: Default::default(),
-            irqs: Default::default(),
-            files: Default::default(),
-            created_cgroups: Vec::new(),
-            pid_namespace: String::new(),
-            sched: Default::default(),
-            set: Default::default(),
-            pid_cursor: None,
-            unread_start_before: None,
-            runtime: Default::default(),
-            checksum: 0,
-        })
+        let masks = ShieldMasks {
+            procs: list(procs),
+            irqs: list(irqs),
+            ltmr: list(ltmr),
+        };
+        state::encode(&cpushield_shield::fake_machine::saved_state(masks, "0-3"))
+    }
+
+    #[test]
+    fn the_shield_in_force_keeps_each_irqs_request_and_what_the_shield_left_on_it() {
+        let mut saved: SavedState = state::decode(state_text("1", "1", "").as_bytes()).unwrap();
+        saved.irqs.insert(42, "00000003".into());
+        saved.irqs.insert(9, "zz".into());
+        saved.set.irqs.insert(42, "00000001".into());
+        let shield = ShieldInForce::from_saved(&saved);
+        assert_eq!(shield.irq_requested.get(&42).unwrap().to_list(), "0-1");
+        assert!(
+            !shield.irq_requested.contains_key(&9),
+            "unparsable masks are left out"
+        );
+        assert_eq!(shield.irq_set.get(&42).unwrap().to_list(), "0");
+        assert_eq!(shield.shielded(ShieldKind::Irqs).to_list(), "1");
+        assert!(shield.shielded(ShieldKind::Ltmr).is_empty());
+        // What was set is not trusted while a change was being applied.
+        saved.set.applying = true;
+        assert!(ShieldInForce::from_saved(&saved).irq_set.is_empty());
     }
 
     #[test]

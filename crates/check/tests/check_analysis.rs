@@ -4,7 +4,8 @@
 use cpushield_check::sampling::RunTracker;
 use cpushield_check::snapshot::{read_raw, ReadOptions, Snapshot};
 use cpushield_check::{
-    analyse_snapshots, CheckReport, CpuSource, Finding, RemedyKind, Severity, Topic,
+    analyse_snapshots, CheckReport, CpuSource, Finding, RemedyKind, Severity, ShieldInForce,
+    ShieldKind, Topic,
 };
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::FakeKernel;
@@ -95,6 +96,15 @@ fn base_system() -> FakeKernel {
 /// Takes the first snapshot, applies `during` (what happens in the
 /// interval), takes the second, and analyses CPU 1.
 fn check(k: &FakeKernel, during: impl FnOnce(&FakeKernel)) -> CheckReport {
+    check_under(k, None, during)
+}
+
+/// [`check`] with the shield in force `shield`.
+fn check_under(
+    k: &FakeKernel,
+    shield: Option<&ShieldInForce>,
+    during: impl FnOnce(&FakeKernel),
+) -> CheckReport {
     let cpus = CpuSet::parse_list("1").unwrap();
     let mut runs = RunTracker::new();
     let before = Snapshot::parse(&read_raw(k, ReadOptions::default(), 0).unwrap()).unwrap();
@@ -108,6 +118,7 @@ fn check(k: &FakeKernel, during: impl FnOnce(&FakeKernel)) -> CheckReport {
         k,
         &cpus,
         CpuSource::Argument,
+        shield,
         &before,
         &after,
         &runs,
@@ -446,6 +457,7 @@ fn steal_that_rises_with_disk_io_is_named_with_the_halt_advice() {
             &k,
             &cpus,
             CpuSource::Argument,
+            None,
             &before,
             &after,
             &runs,
@@ -534,5 +546,337 @@ fn a_pod_task_on_the_cpu_names_the_kubelets_cpu_manager_not_a_shield_command() {
     assert!(
         has_remedy(other, "cpushield shield --procs 1"),
         "{other:#?}"
+    );
+}
+
+// ---- With the shield up: what is in place, and only what is left ----
+
+const SHIELDED_INTERRUPTS_0: &str = "           CPU0       CPU1       \n 29:          0          0 PCI-MSIX-0000:00:01.0   1-edge      virtio0-inflate\n 36:          0       1000 PCI-MSIX-0000:00:02.0   1-edge      virtio1-req.0\n 38:          0       2000 PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0\n 42:       6931       3293 PCI-MSIX-0000:00:04.0   2-edge      virtio3-tx\nLOC:      10000      10000   Local timer interrupts\nRES:        100        100   Rescheduling interrupts\nCAL:         50         50   Function call interrupts\nTLB:         10         10   TLB shootdowns\nERR:          0\n";
+const SHIELDED_INTERRUPTS_1: &str = "           CPU0       CPU1       \n 29:          0          0 PCI-MSIX-0000:00:01.0   1-edge      virtio0-inflate\n 36:          0       1040 PCI-MSIX-0000:00:02.0   1-edge      virtio1-req.0\n 38:        300       2000 PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0\n 42:       7000       3294 PCI-MSIX-0000:00:04.0   2-edge      virtio3-tx\nLOC:      10250      10250   Local timer interrupts\nRES:        100        130   Rescheduling interrupts\nCAL:         50         70   Function call interrupts\nTLB:         10         12   TLB shootdowns\nERR:          0\n";
+const SHIELDED_SOFTIRQS_0: &str = "                    CPU0       CPU1\n          HI:          0          0\n       TIMER:        100        100\n      NET_RX:         10         10\n       BLOCK:          0          0\n     TASKLET:          0          0\n       SCHED:         10         10\n         RCU:        100        100\n";
+const SHIELDED_SOFTIRQS_1: &str = "                    CPU0       CPU1\n          HI:          0          0\n       TIMER:        200        200\n      NET_RX:         10        510\n       BLOCK:          0         40\n     TASKLET:          0          3\n       SCHED:         20         15\n         RCU:        150        180\n";
+
+fn irq_files(k: &FakeKernel, irq: u32, mask: &str, effective: &str) {
+    k.set_file(
+        format!("/proc/irq/{irq}/smp_affinity_list"),
+        format!("{mask}\n"),
+    );
+    k.set_file(
+        format!("/proc/irq/{irq}/effective_affinity_list"),
+        format!("{effective}\n"),
+    );
+}
+
+/// This host on a fresh boot under `cpushield shield --all 1`, as the
+/// issue found it: IRQs 29 and 42 had been placed on CPU 1 at boot and their
+/// moves off it are pending; IRQ 36 is kernel-managed (the shield's write
+/// left its mask); the shield's state is where the shield writes it.
+fn shielded_system() -> FakeKernel {
+    use cpushield_shield::snapshot::Scope;
+    use cpushield_shield::state;
+    use cpushield_shield::ShieldMasks;
+    let k = base_system();
+    k.set_file("/proc/interrupts", SHIELDED_INTERRUPTS_0);
+    k.set_file("/proc/softirqs", SHIELDED_SOFTIRQS_0);
+    irq_files(&k, 29, "0", "1");
+    irq_files(&k, 36, "0-1", "1");
+    irq_files(&k, 38, "0", "0");
+    irq_files(&k, 42, "0", "1");
+    // What the shield left on the system-wide files.
+    k.set_file("/sys/devices/virtual/workqueue/cpumask", "3\n");
+    k.set_file("/proc/irq/default_smp_affinity", "3\n");
+    k.set_file("/proc/sys/vm/stat_interval", "10\n");
+    let text = |m: &str| m.to_string();
+    let mut saved = cpushield_shield::fake_machine::saved_state(
+        ShieldMasks::all(&CpuSet::from_cpus([1])),
+        "0-1",
+    );
+    saved.scope = Scope::System;
+    saved.irqs = [(29, "3"), (36, "3"), (38, "3"), (42, "3")]
+        .into_iter()
+        .map(|(i, m)| (i, text(m)))
+        .collect();
+    saved.set.irqs = [(29, "1"), (36, "3"), (38, "1"), (42, "1")]
+        .into_iter()
+        .map(|(i, m)| (i, text(m)))
+        .collect();
+    k.set_file(
+        cpushield_kernel::shield_state_file()
+            .to_string_lossy()
+            .into_owned(),
+        state::encode(&saved),
+    );
+    for t in busy_threads() {
+        put_thread(&k, &t);
+    }
+    k
+}
+
+/// Per-CPU kernel threads of CPU 1 and a movable task, before they ran.
+fn busy_threads() -> [Thread; 4] {
+    let bound = |pid, comm| Thread {
+        pid,
+        tid: pid,
+        comm,
+        flags: 0x0420_8040,
+        cpu: 1,
+        affinity: "1",
+        run_ns: 0,
+    };
+    [
+        bound(22, "ksoftirqd/1"),
+        bound(23, "kworker/1:1-events"),
+        bound(19, "migration/1"),
+        Thread {
+            pid: 600,
+            tid: 600,
+            comm: "web",
+            flags: 0x400000,
+            cpu: 0,
+            affinity: "0-1",
+            run_ns: 0,
+        },
+    ]
+}
+
+/// The interval: IRQ 42 fires once, on CPU 1, and so completes its move;
+/// the tick, IPIs, softirqs and the threads run on CPU 1.
+fn busy_interval(k: &FakeKernel) {
+    k.set_file("/proc/interrupts", SHIELDED_INTERRUPTS_1);
+    k.set_file("/proc/softirqs", SHIELDED_SOFTIRQS_1);
+    k.set_file("/proc/stat", STAT_1);
+    irq_files(k, 42, "0", "0");
+    for t in busy_threads() {
+        put_thread(
+            k,
+            &Thread {
+                run_ns: 30_000_000,
+                cpu: 1,
+                ..t
+            },
+        );
+    }
+}
+
+/// IRQ 38's mask becomes 0-1 again (irqbalance, a user) and 300 of its
+/// interrupts land on CPU 1.
+fn irq_38_back_on_cpu_1(k: &FakeKernel) {
+    irq_files(k, 38, "0-1", "1");
+    k.set_file(
+        "/proc/interrupts",
+        SHIELDED_INTERRUPTS_1.replace(" 38:        300       2000", " 38:          0       2300"),
+    );
+}
+
+/// `cpushield shield --KIND LIST` exactly, as (kind, CPUs).
+fn shield_command(action: &str) -> Option<(String, CpuSet)> {
+    let rest = action.strip_prefix("cpushield shield --")?;
+    let (kind, list) = rest.split_once(' ')?;
+    Some((kind.to_string(), CpuSet::parse_list(list).ok()?))
+}
+
+#[test]
+fn with_the_shield_up_check_json_has_no_remedy_the_shield_already_applies() {
+    let k = shielded_system();
+    let shield = cpushield_check::shield_in_force(&k).unwrap().unwrap();
+    let r = check_under(&k, Some(&shield), busy_interval);
+    let json = serde_json::to_value(&r).unwrap();
+    let mut applied = Vec::new();
+    for f in json["findings"].as_array().unwrap() {
+        for rem in f["remedies"].as_array().unwrap() {
+            let action = rem["action"].as_str().unwrap();
+            let Some((kind, cpus)) = shield_command(action) else {
+                continue;
+            };
+            let done = match kind.as_str() {
+                "procs" => shield.shielded(ShieldKind::Procs).clone(),
+                "irqs" => shield.shielded(ShieldKind::Irqs).clone(),
+                "ltmr" => shield.shielded(ShieldKind::Ltmr).clone(),
+                _ => shield
+                    .masks
+                    .procs
+                    .intersection(&shield.masks.irqs)
+                    .intersection(&shield.masks.ltmr),
+            };
+            if cpus.is_subset(&done) {
+                applied.push(format!("{}: {action}", f["title"]));
+            }
+        }
+    }
+    assert!(
+        applied.is_empty(),
+        "remedies the shield already applies: {applied:#?}"
+    );
+    // What the fixture makes happen is still found, with what is in place.
+    for title in [
+        "the local timer fires on CPU 1",
+        "rescheduling IPIs on CPU 1",
+        "function-call IPIs on CPU 1",
+        "TLB shootdowns on CPU 1",
+        "TIMER softirq",
+        "SCHED softirq",
+        "BLOCK softirq",
+        "NET_RX softirq",
+        "TASKLET softirq",
+        "ksoftirqd/1",
+        "kworker/1:1-events",
+        "migration/1",
+        "task web (pid 600) ran on CPU 1",
+        "IRQ 36 (virtio1-req.0) is kernel-managed",
+        "the kernel does not keep new tasks off CPU 1",
+        "unbound workqueue work may run on CPU 1",
+        "new IRQs will be allowed on CPU 1",
+    ] {
+        assert!(
+            r.findings.iter().any(|f| f.title.contains(title)),
+            "no finding '{title}' in {:#?}",
+            r.findings
+        );
+    }
+    let loc = find(&r, Topic::InterruptKind, "the local timer fires on CPU 1");
+    assert!(
+        loc.in_place.as_deref().unwrap().contains("--ltmr"),
+        "{loc:#?}"
+    );
+    assert!(
+        loc.remedies
+            .iter()
+            .any(|r| r.kind == RemedyKind::Boot && r.action.starts_with("nohz_full=1")),
+        "{loc:#?}"
+    );
+    let res = find(&r, Topic::InterruptKind, "rescheduling IPIs on CPU 1");
+    assert!(
+        res.in_place.as_deref().unwrap().contains("--procs"),
+        "{res:#?}"
+    );
+    assert!(!res.remedies.is_empty(), "{res:#?}");
+    let cal = find(&r, Topic::InterruptKind, "function-call IPIs on CPU 1");
+    assert!(
+        cal.remedies
+            .iter()
+            .any(|r| r.action.starts_with("rcupdate.rcu_normal=1")),
+        "{cal:#?}"
+    );
+    let web = find(&r, Topic::Task, "task web (pid 600) ran on CPU 1");
+    assert!(has_remedy(web, "taskset -a -pc 0 600"), "{web:#?}");
+    // The local-timer shield turns timer migration on: no advice against it.
+    assert!(
+        !r.findings.iter().any(|f| f.topic == Topic::Timers),
+        "{:#?}",
+        r.findings
+    );
+}
+
+#[test]
+fn without_a_shield_the_same_activity_gets_the_shield_commands() {
+    let k = shielded_system();
+    let r = check_under(&k, None, busy_interval);
+    let actions: Vec<&str> = r
+        .findings
+        .iter()
+        .flat_map(|f| f.remedies.iter().map(|r| r.action.as_str()))
+        .collect();
+    for want in [
+        "cpushield shield --irqs 1",
+        "cpushield shield --procs 1",
+        "cpushield shield --ltmr 1",
+    ] {
+        assert!(actions.contains(&want), "no {want} in {actions:#?}");
+    }
+}
+
+#[test]
+fn a_pending_irq_move_is_told_from_an_irq_the_shield_did_not_move_and_a_managed_one() {
+    let k = shielded_system();
+    let shield = cpushield_check::shield_in_force(&k).unwrap().unwrap();
+    let r = check_under(&k, Some(&shield), busy_interval);
+    // IRQ 42: its one interrupt on CPU 1 completed the move: not a leak.
+    let done = find(
+        &r,
+        Topic::IrqPending,
+        "IRQ 42 (virtio3-tx) arrived once on CPU 1",
+    );
+    assert_eq!(done.severity, Severity::Warn);
+    assert!(
+        done.title.contains("completed its pending move"),
+        "{}",
+        done.title
+    );
+    assert!(
+        done.evidence
+            .contains("at the start smp_affinity_list 0, effective 1; at the end smp_affinity_list 0, effective 0"),
+        "{}",
+        done.evidence
+    );
+    assert!(
+        done.remedies.iter().all(|r| r.kind == RemedyKind::Boot)
+            && done.remedies[0].action.starts_with("irqaffinity=0 "),
+        "{done:#?}"
+    );
+    // IRQ 29 never fired: still pending, at most one more interrupt.
+    let pending = find(&r, Topic::IrqPending, "move pending for IRQ 29 off CPU 1");
+    assert!(
+        pending.title.contains("at most one more interrupt"),
+        "{}",
+        pending.title
+    );
+    assert!(!r
+        .findings
+        .iter()
+        .any(|f| f.severity == Severity::BreaksShield
+            && f.topic == Topic::Irq
+            && f.title.contains("IRQ 42")));
+    // IRQ 36: the shield's write left its mask: kernel-managed, boot remedy only.
+    let managed = find(&r, Topic::Irq, "IRQ 36 (virtio1-req.0) is kernel-managed");
+    assert_eq!(managed.severity, Severity::BreaksShield);
+    assert!(
+        managed
+            .evidence
+            .contains("the shield asked the kernel to move it"),
+        "{}",
+        managed.evidence
+    );
+    assert!(
+        managed.remedies.iter().all(|r| r.kind == RemedyKind::Boot)
+            && has_remedy(managed, "isolcpus=managed_irq,1"),
+        "{managed:#?}"
+    );
+    // An IRQ the shield did not move because CPU 1 is not IRQ-shielded.
+    let mut procs_only = shield.clone();
+    procs_only.masks.irqs = CpuSet::new();
+    let k = shielded_system();
+    irq_files(&k, 38, "0-1", "1");
+    let r = check_under(&k, Some(&procs_only), |k| {
+        busy_interval(k);
+        irq_38_back_on_cpu_1(k);
+    });
+    let moved_not = find(&r, Topic::Irq, "IRQ 38 (virtio2-input.0) arrives on CPU 1");
+    assert!(
+        has_remedy(moved_not, "cpushield shield --irqs 1"),
+        "{moved_not:#?}"
+    );
+}
+
+#[test]
+fn an_irq_whose_mask_was_rewritten_after_the_shield_gets_the_shield_again_not_a_no_op() {
+    let k = shielded_system();
+    let shield = cpushield_check::shield_in_force(&k).unwrap().unwrap();
+    // irqbalance (or a user) wrote 0-1 to IRQ 38 after the shield set 0.
+    let r = check_under(&k, Some(&shield), |k| {
+        busy_interval(k);
+        irq_38_back_on_cpu_1(k);
+    });
+    let f = find(&r, Topic::Irq, "IRQ 38 (virtio2-input.0) arrives on CPU 1");
+    assert!(
+        f.title
+            .contains("its mask was changed after the shield set it"),
+        "{}",
+        f.title
+    );
+    assert!(
+        f.remedies[0].action.starts_with(
+            "cpushield shield --irqs 1 (applies Brosky's rule again, to IRQ 38's new mask)"
+        ),
+        "{f:#?}"
     );
 }

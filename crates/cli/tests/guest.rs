@@ -265,3 +265,9 @@ fn guest_tune_killed_half_way_is_restored_byte_for_byte_by_reset() {
 fn guest_nic_irqs_from_a_host_flood_reach_cpu3_until_shielded_and_reset_restores_them() {
     run_guest("nic-irq", "dev/guest/run.sh", &["nic-irq"]);
 }
+
+#[test]
+fn guest_irq_moves_pending_off_the_shielded_cpu_are_named_until_their_one_interrupt_completes_them()
+{
+    run_guest("irq-pending", "dev/guest/run.sh", &["irq-pending"]);
+}

@@ -468,3 +468,110 @@ fn measure_latency_on_a_shielded_cpu_enters_the_shield_and_reset_restores() {
     assert!(!out.contains("ASSERT-FAIL"), "{out}");
     assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
 }
+
+/// Shields this machine's CPU 1 from interrupts and keeps what `shield`,
+/// `show` and `check` said, and where every IRQ was meanwhile, in `$OUT`.
+const PENDING_MOVES: &str = r#"
+set -u
+fail() { echo "ASSERT-FAIL $*"; }
+$CS shield --irqs 1 --json >"$OUT/shield.json" || fail "shield exit $?"
+$CS show --json >"$OUT/show.json" || fail "show exit $?"
+$CS check --cpus 1 --interval 1s --json >"$OUT/check.json"
+# A move still pending now was pending all along (an IRQ that fired meanwhile
+# moved, and nothing wrote its mask since).
+for d in /proc/irq/[0-9]*; do
+    echo "${d##*/} $(cat $d/smp_affinity_list) $(cat $d/effective_affinity_list 2>/dev/null)"
+done >"$OUT/irqs"
+$CS reset || fail "reset exit $?"
+echo SCENARIO-DONE
+"#;
+
+/// Whether `text` names `n` as a whole number.
+fn names_number(text: &str, n: u32) -> bool {
+    text.split(|c: char| !c.is_ascii_digit())
+        .any(|w| w == n.to_string())
+}
+
+/// The state a boot leaves on this host: IRQs the kernel placed on CPU 1
+/// that do not fire keep CPU 1 as their effective CPU after the shield
+/// writes masks without it (the kernel moves them at their next interrupt).
+/// `shield`, `show --json` and `check --json` name each as a pending move,
+/// never as an IRQ the shield did not move; `reset` restores every mask.
+#[test]
+fn irq_moves_left_pending_by_the_shield_are_named_by_shield_show_and_check() {
+    let _serial = serial();
+    if let Err(why) = can_shield_here() {
+        skip(&why);
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    let state_before = system_state();
+    let text = support::run_scenario_in_pid_namespace(
+        PENDING_MOVES,
+        &[("OUT", out_dir.path().as_os_str())],
+        state.path(),
+    );
+    assert_eq!(state_before, system_state(), "IRQ masks differ after reset");
+    assert!(!text.contains("ASSERT-FAIL"), "{text}");
+    assert!(text.contains("SCENARIO-DONE"), "{text}");
+    let read = |f: &str| std::fs::read_to_string(out_dir.path().join(f)).unwrap();
+    let list = |s: &str| cpushield_cpuset::CpuSet::parse_list(s).unwrap_or_default();
+    let pending: Vec<u32> = read("irqs")
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let (irq, mask, eff) = (w.first()?, w.get(1)?, w.get(2)?);
+            (!list(mask).contains(1) && list(eff).contains(1)).then(|| irq.parse().ok())?
+        })
+        .collect();
+    if pending.is_empty() {
+        skip("no IRQ of this machine was left with CPU 1 effective (none placed there at boot, or this kernel moves IRQs at once)");
+        return;
+    }
+    let shield: serde_json::Value = serde_json::from_str(&read("shield.json")).unwrap();
+    let note = shield["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["text"].as_str())
+        .find(|t| t.starts_with("move pending for IRQ"))
+        .unwrap_or_else(|| panic!("no pending-move note: {shield}"));
+    let show: serde_json::Value = serde_json::from_str(&read("show.json")).unwrap();
+    let cpu1 = show["cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cpu"] == 1)
+        .unwrap();
+    let check: serde_json::Value = serde_json::from_str(&read("check.json")).unwrap();
+    let titles: Vec<&str> = check["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["title"].as_str().unwrap())
+        .collect();
+    for irq in pending {
+        assert!(names_number(note, irq), "IRQ {irq} not in: {note}");
+        assert!(
+            cpu1["irq_moves_pending"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|i| i["irq"] == irq),
+            "IRQ {irq} not in show's irq_moves_pending: {cpu1}"
+        );
+        assert!(
+            titles.iter().any(|t| (t.starts_with("move pending for IRQ")
+                && names_number(t.split(" off ").next().unwrap(), irq))
+                || (t.starts_with(&format!("IRQ {irq} ")) && t.contains("pending move"))),
+            "IRQ {irq} not named pending by check: {titles:#?}"
+        );
+        assert!(
+            !titles
+                .iter()
+                .any(|t| t.starts_with(&format!("IRQ {irq} ")) && t.ends_with("arrives on CPU 1")),
+            "IRQ {irq} called an IRQ arriving: {titles:#?}"
+        );
+    }
+}

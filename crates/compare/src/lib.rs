@@ -11,6 +11,7 @@ pub mod explain;
 pub mod idle;
 pub mod irqcount;
 pub mod namespace;
+pub mod pending;
 pub mod runner;
 pub mod scenario;
 pub mod smt;

@@ -388,6 +388,7 @@ mod fix_tests {
             title: title.into(),
             remedies: vec![remedy.into()],
             runtime_fix: false,
+            topic: "irq".into(),
         }
     }
 
@@ -462,6 +463,8 @@ pub fn run(
     let mut results: Vec<ScenarioResult> = Vec::new();
     let mut load: Option<RunningLoad> = None;
     let mut shield: Option<ShieldGuard> = None;
+    // What the scenario that raised the shield tells of pending IRQ moves.
+    let mut shield_notes: Vec<String> = Vec::new();
     let mut iterations: Option<u64> = None;
     let mut general = Vec::new();
     let cyclictest = if config.anchor {
@@ -526,8 +529,10 @@ pub fn run(
         if scenario.shield_up() && shield.is_none() {
             progress(report("shield", 0.0, 0));
             shield = Some(ShieldGuard::raise(&shielded_cpus)?);
+            shield_notes =
+                crate::pending::settle(&RealKernel, &shielded_cpus, crate::pending::WAIT);
         }
-        let mut notes = Vec::new();
+        let mut notes = std::mem::take(&mut shield_notes);
         // 1. How the CPUs idle: measured, or as asked.
         let idle_choice: IdleChoice = match config.idle {
             _ if *scenario == Scenario::ShieldedShared => idle::shared(),

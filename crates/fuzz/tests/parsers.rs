@@ -177,9 +177,24 @@ proptest! {
     }
 
     #[test]
+    fn irq_affinity_parser_never_panics_and_a_pending_move_is_outside_the_mask(
+        mask in text("cpuset"), effective in text("cpuset"), absent in any::<bool>(),
+    ) {
+        let text = cpushield_parse::irq_affinity::IrqAffinityText {
+            smp_affinity_list: mask,
+            effective_affinity_list: (!absent).then_some(effective),
+        };
+        if let Ok(a) = cpushield_parse::irq_affinity::IrqAffinity::parse(&text) {
+            let pending = a.pending_off();
+            prop_assert!(!pending.intersects(&a.requested));
+            prop_assert!(a.effective.as_ref().is_some_and(|e| pending.is_subset(e)) || pending.is_empty());
+        }
+    }
+
+    #[test]
     fn a_whole_check_snapshot_parses_without_panic(
         interrupts in text("interrupts"), softirqs in text("softirqs"), stat in text("stat"),
-        thread in text("pid_stat"), user_hz in any::<u64>(),
+        thread in text("pid_stat"), user_hz in any::<u64>(), irq_list in text("cpuset"),
     ) {
         let raw = cpushield_check::snapshot::RawSnapshot {
             at_ns: 0,
@@ -194,6 +209,12 @@ proptest! {
                 cgroup: None,
             }],
             user_hz,
+            irq_affinity: [(42, cpushield_parse::irq_affinity::IrqAffinityText {
+                smp_affinity_list: irq_list.clone(),
+                effective_affinity_list: Some(irq_list),
+            })]
+            .into_iter()
+            .collect(),
         };
         let _ = cpushield_check::snapshot::Snapshot::parse(&raw);
     }

@@ -8,6 +8,7 @@ pub mod cpuinfo;
 pub mod diskstats;
 pub mod id_list;
 pub mod interrupts;
+pub mod irq_affinity;
 pub mod kconfig;
 pub mod loadavg;
 pub mod pid_cgroup;

@@ -322,6 +322,10 @@ pub struct CheckFinding {
     /// Whether a fix applies at run time (a cpushield command or a sysctl):
     /// a cause the shield should have removed.
     pub runtime_fix: bool,
+    /// check's topic (`irq`, `irq-pending`, `task`, ...; empty in older
+    /// reports).
+    #[serde(default)]
+    pub topic: String,
 }
 
 /// The whole experiment.

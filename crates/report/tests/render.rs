@@ -423,22 +423,75 @@ fn a_pod_task_on_the_shielded_cpu_is_named_with_the_kubelet_fix_and_not_counted_
 #[test]
 fn a_kernel_managed_irq_is_named_with_its_boot_fix_without_failing_the_shield() {
     let mut r = traced(30_000_000, 60_000, 0, 0);
-    let shielded = r
-        .scenarios
-        .iter_mut()
-        .find(|s| s.name == "shielded")
-        .unwrap();
+    let shielded = shielded_of(&mut r);
     shielded.findings.push(CheckFinding {
         severity: "breaks-shield".into(),
         title: "IRQ 36 (virtio1-req.0) is kernel-managed and arrives on CPU 1".into(),
         remedies: vec!["isolcpus=managed_irq,1".into()],
         runtime_fix: false,
+        topic: "irq".into(),
     });
     r.judge();
     assert!(r.verdict.pass, "{}", r.verdict.line);
     assert_eq!(
         r.verdict.remaining,
         vec!["IRQ 36 (virtio1-req.0) is kernel-managed and arrives on CPU 1 (fix: isolcpus=managed_irq,1)".to_string()]
+    );
+}
+
+/// The shielded scenario of a report.
+fn shielded_of(r: &mut CompareReport) -> &mut ScenarioResult {
+    r.scenarios
+        .iter_mut()
+        .find(|s| s.name == "shielded")
+        .unwrap()
+}
+
+/// check's finding for the interrupt that completed a pending move off CPU 1.
+fn pending_move_finding() -> CheckFinding {
+    CheckFinding {
+        severity: "warn".into(),
+        title: "IRQ 42 (virtio3-tx) arrived once on CPU 1 and so completed its pending move off it: the kernel moves such an IRQ at its next interrupt, which still arrives on the old CPU; none will follow".into(),
+        remedies: vec!["irqaffinity=0 (IRQs start on the housekeeping CPUs, so no move is left pending when the shield goes up)".into()],
+        runtime_fix: false,
+        topic: "irq-pending".into(),
+    }
+}
+
+#[test]
+fn an_irq_that_completed_its_pending_move_is_no_leak_and_the_verdict_says_what_it_was() {
+    let mut r = traced(30_000_000, 60_000, 0, 0);
+    let shielded = shielded_of(&mut r);
+    shielded.findings.push(pending_move_finding());
+    r.judge();
+    assert!(r.verdict.pass, "{}", r.verdict.line);
+    assert!(!r.verdict.line.contains("LEAKS"), "{}", r.verdict.line);
+    assert!(r.verdict.remaining.is_empty(), "{:?}", r.verdict.remaining);
+    assert!(
+        r.verdict.notes.iter().any(|n| n.starts_with(
+            "not counted against the shield, a move the kernel completes at the IRQ's next interrupt: IRQ 42 (virtio3-tx)"
+        ) && n.contains("(avoided at boot: irqaffinity=0")),
+        "{:?}",
+        r.verdict.notes
+    );
+}
+
+#[test]
+fn a_pending_move_that_was_the_worst_shielded_cause_is_named_as_such() {
+    let mut r = traced(30_000_000, 20_000_000, 0, 0);
+    let shielded = shielded_of(&mut r);
+    shielded.findings.push(pending_move_finding());
+    let cause = &mut shielded.attribution.as_mut().unwrap().causes[0];
+    cause.name = "irq 42 virtio3-tx".into();
+    cause.fix = Some("irqaffinity=0".into());
+    r.judge();
+    assert!(!r.verdict.pass);
+    assert!(
+        r.verdict.line.contains(
+            "irq 42 virtio3-tx (the interrupt that completed its pending move off the shielded CPU; worst 20.0 ms; fix: irqaffinity=0)"
+        ),
+        "{}",
+        r.verdict.line
     );
 }
 

@@ -55,6 +55,34 @@ pub fn v1_machine(online: &str, tasks: &[(i32, &str)]) -> FakeKernel {
     k
 }
 
+/// A saved state as the shield writes it for `masks` on CPUs `online` of
+/// a [`v1_machine`], with no task, IRQ or file recorded: tests add what
+/// they state.
+pub fn saved_state(masks: crate::ShieldMasks, online: &str) -> crate::state::SavedState {
+    crate::state::SavedState {
+        version: crate::state::STATE_VERSION,
+        masks,
+        layout: crate::layout::CgroupLayout::V1 {
+            root: V1_ROOT.into(),
+        },
+        scope: crate::snapshot::Scope::Namespace,
+        online: CpuSet::parse_list(online)
+            .unwrap_or_else(|e| panic!("online CPUs '{online}': {e}")),
+        tasks: Default::default(),
+        adopted: Default::default(),
+        irqs: Default::default(),
+        files: Default::default(),
+        created_cgroups: Vec::new(),
+        pid_namespace: String::new(),
+        sched: Default::default(),
+        set: Default::default(),
+        pid_cursor: None,
+        unread_start_before: None,
+        runtime: Default::default(),
+        checksum: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

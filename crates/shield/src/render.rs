@@ -94,6 +94,20 @@ pub fn render_status(st: &Status) -> String {
                 .collect();
             let _ = writeln!(o, "CPU {} still takes IRQs: {}", c.cpu, irqs.join(", "));
         }
+        if !c.irq_moves_pending.is_empty() {
+            let irqs: Vec<String> = c
+                .irq_moves_pending
+                .iter()
+                .map(|i| format!("{} {}", i.irq, i.name))
+                .collect();
+            let _ = writeln!(
+                o,
+                "CPU {} move pending for IRQs {}: {}",
+                c.cpu,
+                irqs.join(", "),
+                crate::irq_moves::meaning(&CpuSet::from_cpus([c.cpu]))
+            );
+        }
     }
     o
 }
@@ -160,11 +174,13 @@ mod tests {
             task_count: if shielded { 2 } else { 97 },
             tasks: Vec::new(),
             irqs_here: Vec::new(),
+            irq_moves_pending: Vec::new(),
         }
     }
 
     #[test]
-    fn status_text_has_the_summary_the_table_and_what_still_reaches_a_shielded_cpu() {
+    fn status_text_has_the_summary_the_table_and_what_still_reaches_a_shielded_cpu_with_pending_irq_moves(
+    ) {
         let mut one = cpu(1, true);
         one.tasks = vec![
             TaskOnCpu {
@@ -187,6 +203,11 @@ mod tests {
             name: "virtio0-input".into(),
             affinity: CpuSet::from_cpus([0, 1]),
         }];
+        one.irq_moves_pending = vec![IrqOnCpu {
+            irq: 42,
+            name: "virtio3-tx".into(),
+            affinity: CpuSet::from_cpus([0]),
+        }];
         let st = Status {
             procs: "1".into(),
             irqs: "1".into(),
@@ -206,6 +227,7 @@ mechanism: cgroup v1 cpuset; in force; scope Namespace
    1  yes   yes  -     -         yes       -              2     1
 CPU 1 may still run: ksoftirqd/1(20)* rt-app(4242)   (* = bound by the kernel)
 CPU 1 still takes IRQs: 24 virtio0-input
+CPU 1 move pending for IRQs 42 virtio3-tx: the kernel moves such an IRQ when it next fires, and that one interrupt still arrives on CPU 1: at most one more interrupt each, at a moment nobody controls (an IRQ that never fires stays so)
 ";
         assert_eq!(render_status(&st), expected);
     }

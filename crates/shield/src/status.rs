@@ -59,6 +59,10 @@ pub struct CpuStatus {
     pub tasks: Vec<TaskOnCpu>,
     /// IRQs whose affinity includes this CPU, listed for shielded CPUs only.
     pub irqs_here: Vec<IrqOnCpu>,
+    /// IRQs whose mask no longer includes this CPU but whose move off it is
+    /// pending: each still delivers its next interrupt here (`affinity` is
+    /// the mask it moves to). Listed for shielded CPUs only.
+    pub irq_moves_pending: Vec<IrqOnCpu>,
 }
 
 /// The whole picture.
@@ -97,12 +101,17 @@ pub fn status(kernel: &dyn Kernel) -> std::io::Result<Status> {
         Some(l) => Some(snapshot::take(kernel, l)?),
         None => None,
     };
+    let pending = crate::irq_moves::read_pending_off(kernel, &masks.any());
     let (nohz, nocbs) = tick_and_rcu_offload(kernel);
     let isolated =
         read_cpu_list(kernel, Path::new("/sys/devices/system/cpu/isolated")).unwrap_or_default();
     let cpus = online
         .iter()
-        .map(|cpu| cpu_status(cpu, &masks, snap.as_ref(), &nohz, &nocbs, &isolated))
+        .map(|cpu| {
+            let mut st = cpu_status(cpu, &masks, snap.as_ref(), &nohz, &nocbs, &isolated);
+            st.irq_moves_pending = moves_pending_on(cpu, &masks, &pending);
+            st
+        })
         .collect();
     Ok(Status {
         procs: masks.procs.to_list(),
@@ -131,6 +140,26 @@ pub fn tick_and_rcu_offload(kernel: &dyn Kernel) -> (CpuSet, CpuSet) {
     let nohz = cpushield_parse::cmdline::nohz_full_cpus(sysfs.as_deref(), &cmdline);
     let rcu = cpushield_parse::cmdline::rcu_offloaded_cpus(&cmdline, &nohz);
     (nohz, rcu)
+}
+
+/// The pending moves off a shielded `cpu`.
+fn moves_pending_on(
+    cpu: usize,
+    masks: &ShieldMasks,
+    pending: &[crate::irq_moves::PendingMove],
+) -> Vec<IrqOnCpu> {
+    if !masks.any().contains(cpu) {
+        return Vec::new();
+    }
+    pending
+        .iter()
+        .filter(|m| m.still_on.contains(cpu))
+        .map(|m| IrqOnCpu {
+            irq: m.irq,
+            name: m.name.clone(),
+            affinity: m.requested.clone(),
+        })
+        .collect()
 }
 
 fn cpu_status(
@@ -182,6 +211,7 @@ fn cpu_status(
         task_count,
         tasks,
         irqs_here,
+        irq_moves_pending: Vec::new(),
     }
 }
 
@@ -223,6 +253,26 @@ fn enforcement(kernel: &dyn Kernel, layout: Option<&CgroupLayout>, masks: &Shiel
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn show_lists_a_pending_irq_move_on_the_shielded_cpu_it_still_reaches_only() {
+        let k = cpushield_kernel::FakeKernel::new();
+        k.set_file(
+            "/proc/interrupts",
+            "           CPU0       CPU1       CPU2\n 42:          5          3          0 PCI-MSIX-0000:00:04.0   2-edge      virtio3-tx\n",
+        );
+        k.set_file("/proc/irq/42/smp_affinity_list", "0\n");
+        k.set_file("/proc/irq/42/effective_affinity_list", "1\n");
+        let masks = ShieldMasks::all(&CpuSet::from_cpus([1, 2]));
+        let pending = crate::irq_moves::read_pending_off(&k, &masks.any());
+        let on1 = moves_pending_on(1, &masks, &pending);
+        assert_eq!(on1.len(), 1);
+        assert_eq!((on1[0].irq, on1[0].name.as_str()), (42, "virtio3-tx"));
+        assert_eq!(on1[0].affinity.to_list(), "0");
+        assert!(moves_pending_on(2, &masks, &pending).is_empty());
+        let irqs_only_elsewhere = ShieldMasks::all(&CpuSet::from_cpus([2]));
+        assert!(moves_pending_on(1, &irqs_only_elsewhere, &pending).is_empty());
+    }
 
     #[test]
     fn show_counts_a_nohz_full_cpu_as_rcu_offloaded() {

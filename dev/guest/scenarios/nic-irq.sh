@@ -11,62 +11,13 @@
 GUEST_CGROUP=v2
 PORT=47501
 
-# nic_count IRQS CPU: the sum of the IRQs' counts on CPU.
-nic_count() {
-    _sum=0
-    for _i in $1; do
-        _c=$(awk -v irq="$_i:" -v col=$(($2 + 2)) '$1 == irq { print $col }' /proc/interrupts)
-        _sum=$((_sum + ${_c:-0}))
-    done
-    echo "$_sum"
-}
-
-# flood NAME SECS: ask the host for a flood of SECS seconds and wait until it is over,
-# with a receiver counting datagrams on CPUs 0-2; PASS NAME/received if any arrived.
-flood() {
-    "$CS" load ionet --listen "$PORT" --cpus 0-2 --duration "$(($2 + 8))s" --dir /tmp --json /tmp/rx.json \
-        >/tmp/rx.out 2>/tmp/rx.err &
-    _rx=$!
-    sleep 2
-    echo "GUEST-FLOOD $2"
-    wait "$_rx"
-    _got=$(sed -n 's/.*"ops": *\([0-9]*\).*/\1/p' /tmp/rx.json | head -n 1)
-    if [ "${_got:-0}" -gt 0 ]; then
-        pass "$1/received"
-        info "$1: $_got datagrams received"
-    else
-        fail "$1/received" "no datagram of the host's flood arrived: $(head -c 300 /tmp/rx.err | tr '\n' ' ')"
-    fi
-}
-
 scenario_main() {
-    for _pass in 1 2 3; do
-        for m in $(cat /lib/modules/order 2>/dev/null); do
-            grep -q "^$m " /proc/modules || insmod "/lib/modules/$m.ko" 2>/dev/null
-        done
-    done
-    if ! grep -q '^virtio_net ' /proc/modules; then
-        fail nic-irq/driver "virtio_net did not load: modules $(cut -d' ' -f1 /proc/modules | tr '\n' ' ')"
-        return
-    fi
-    ip link set lo up
-    ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 && ip route add default via 10.0.2.2
-    irqs=$(awk '/virtio[0-9]*-input/ { sub(":", "", $1); print $1 }' /proc/interrupts | tr '\n' ' ')
-    if [ -z "$irqs" ]; then
-        fail nic-irq/irqs "no virtio input IRQ: $(grep virtio /proc/interrupts | tr '\n' '|')"
-        return
-    fi
-    pass nic-irq/driver
-    info "NIC receive IRQs: $irqs"
-    saved=""
-    for i in $irqs; do
-        read -r m </proc/irq/$i/smp_affinity
-        saved="$saved $i:$m"
-        echo 8 >/proc/irq/$i/smp_affinity || fail nic-irq/steer "IRQ $i refused CPU 3"
-    done
+    nic_up nic-irq || return
+    nic_steer nic-irq || return
+    irqs=$NIC_IRQS
 
     before=$(nic_count "$irqs" 3)
-    flood steered 4
+    nic_flood steered 4
     after=$(nic_count "$irqs" 3)
     info "steered to CPU 3: NIC IRQs on CPU 3 went $before -> $after"
     if [ "$after" -gt "$before" ]; then
@@ -86,7 +37,7 @@ scenario_main() {
         if cpus_has "$l" 3; then fail nic-irq/shield-moved "IRQ $i still allows CPU 3 ($l)"; fi
     done
     before=$(nic_count "$irqs" 3)
-    flood shielded 4
+    nic_flood shielded 4
     after=$(nic_count "$irqs" 3)
     info "shielded: NIC IRQs on CPU 3 went $before -> $after"
     # An MSI's new mask takes effect when its next interrupt arrives: that one interrupt
@@ -103,7 +54,5 @@ scenario_main() {
         check_eq "nic-irq/reset-restores-irq-$i" 1,3 "$(cat /proc/irq/$i/smp_affinity_list)" \
             "IRQ $i affinity after reset"
     done
-    for s in $saved; do
-        echo "${s#*:}" >"/proc/irq/${s%%:*}/smp_affinity" 2>/dev/null
-    done
+    nic_restore
 }

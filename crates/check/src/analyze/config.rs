@@ -4,8 +4,9 @@
 
 use super::interrupts::nohz_full_remedy;
 use super::{CheckInput, CpuActivity};
-use crate::facts::{Facts, Managed};
+use crate::facts::Facts;
 use crate::finding::{Finding, Remedy, Severity, Topic};
+use crate::target::ShieldKind;
 use cpushield_cpuset::CpuSet;
 use cpushield_parse::cmdline::param;
 
@@ -156,49 +157,7 @@ pub(super) fn analyze_cpu(
     }
 
     // Device IRQs that may be delivered here even if none came in the interval.
-    let mut movable = Vec::new();
-    let mut managed = Vec::new();
-    for (irq, f) in &facts.irqs {
-        let target = f.effective.as_ref().or(f.affinity.as_ref());
-        if !target.is_some_and(|t| t.contains(cpu)) {
-            continue;
-        }
-        match f.managed {
-            Managed::Yes | Managed::Likely => managed.push(*irq),
-            _ => movable.push(*irq),
-        }
-    }
-    if !movable.is_empty() {
-        findings.push(
-            Finding::new(
-                Severity::Warn,
-                Topic::Irq,
-                Some(cpu),
-                format!(
-                    "{} movable IRQ{} may be delivered to CPU {cpu}",
-                    movable.len(),
-                    if movable.len() == 1 { "" } else { "s" }
-                ),
-                format!(
-                    "IRQs {} have CPU {cpu} in effective_affinity_list (or smp_affinity_list)",
-                    join(&movable)
-                ),
-            )
-            .remedy(Remedy::cpushield(format!("cpushield shield --irqs {list}"))),
-        );
-    }
-    if !managed.is_empty() {
-        findings.push(
-            Finding::new(
-                Severity::Warn,
-                Topic::Irq,
-                Some(cpu),
-                format!("kernel-managed IRQ{} {} can be delivered to CPU {cpu}; run time cannot move them", if managed.len() == 1 { "" } else { "s" }, join(&managed)),
-                "managed affinity (debugfs IRQD_AFFINITY_MANAGED, or a block-queue interrupt when debugfs is absent)".to_string(),
-            )
-            .remedy(Remedy::boot(format!("isolcpus=managed_irq,{list}"))),
-        );
-    }
+    findings.extend(super::irqs::may_be_delivered(input, cpu));
 
     // Power: frequency governor and idle states.
     if let Some(cf) = cpu_facts {
@@ -278,12 +237,24 @@ pub(super) fn analyze_cpu(
                         format!("CPU {cpu} shares its core with CPU {sib}, which is not checked/shielded and was {busy:.0}% busy"),
                         format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list = {}", sibs.to_list()),
                     )
-                    .remedy(Remedy::cpushield(format!("cpushield shield --all {}", input.cpus.union(sibs).to_list())))
+                    .remedy_if(whole_cores_remedy(input, sibs))
                     .remedy(Remedy::boot("nosmt")),
                 );
             }
         }
     }
+}
+
+/// `cpushield shield --all` with the checked CPUs and their siblings, unless
+/// the shield in force covers them all from everything already.
+fn whole_cores_remedy(input: &CheckInput<'_>, siblings: &CpuSet) -> Option<Remedy> {
+    let want = input.cpus.union(siblings);
+    let covered = input.shield.is_some_and(|s| {
+        [ShieldKind::Procs, ShieldKind::Irqs, ShieldKind::Ltmr]
+            .iter()
+            .all(|k| want.is_subset(s.shielded(*k)))
+    });
+    (!covered).then(|| Remedy::cpushield(format!("cpushield shield --all {}", want.to_list())))
 }
 
 /// A virtual CPU whose idle loop halts hands itself back to the host: the next
@@ -361,7 +332,21 @@ fn steal_with_io(input: &CheckInput<'_>, cpu: usize) -> Option<Finding> {
 fn enforcement(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>) {
     let list = input.list();
     let sets = &input.facts.cpusets;
-    let procs = Remedy::cpushield(format!("cpushield shield --procs {list}"));
+    // Under the process shield, `shield --procs` again would change nothing
+    // here: the findings say what the kernel does not enforce.
+    // A shield set up inside a PID namespace leaves the root cpuset (and
+    // the tasks outside) as they were: shielding the whole system is left.
+    let procs = input.shield_remedy(ShieldKind::Procs).or_else(|| {
+        input
+            .shield
+            .is_some_and(|s| s.scope == cpushield_shield::snapshot::Scope::Namespace)
+            .then(|| {
+                Remedy::cpushield(format!(
+                    "cpushield reset, then cpushield shield --procs {list} from the initial PID namespace (a shield set up inside a PID namespace leaves the root cpuset and the tasks outside as they are)"
+                ))
+            })
+    });
+    let procs_in_place = input.in_place(ShieldKind::Procs, cpu);
     // cgroup v2: an isolated (or root) partition holding the CPU.
     if let Some(p) = sets.iter().find(|c| {
         c.version == 2
@@ -401,7 +386,8 @@ fn enforcement(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>) 
                 format!("the cgroup v2 partition {} holding CPU {cpu} is invalid: the kernel does not enforce it", p.path.display()),
                 format!("cpuset.cpus.partition = {}", p.partition.as_deref().unwrap_or("")),
             )
-            .remedy(procs),
+            .in_place(procs_in_place)
+            .remedy_if(procs),
         );
         return;
     }
@@ -442,7 +428,15 @@ fn enforcement(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>) 
                         format!("{root_tasks} user threads are still in the root cpuset, which spans CPU {cpu}"),
                         format!("{}/tasks", sets.iter().find(|c| c.is_root && c.version == 1).map(|c| c.path.display().to_string()).unwrap_or_default()),
                     )
-                    .remedy(procs),
+                    .in_place(procs_in_place)
+                    .remedy(match procs {
+                        Some(r) => r,
+                        // The shield moves tasks it finds outside its cpusets
+                        // each time it is applied.
+                        None => Remedy::cpushield(format!(
+                            "cpushield shield --procs {list} (applies the shield again, to the threads that entered the root cpuset since)"
+                        )),
+                    }),
                 );
             } else {
                 findings.push(Finding::new(
@@ -489,7 +483,8 @@ fn enforcement(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>) 
             format!("the kernel does not keep new tasks off CPU {cpu}: no isolated cpuset partition or exclusive non-balancing cpuset holds it"),
             if seen.is_empty() { "no cpuset hierarchy found in /proc/mounts".to_string() } else { seen.join("; ") },
         )
-        .remedy(procs),
+        .in_place(procs_in_place)
+        .remedy_if(procs),
     );
 }
 
@@ -553,7 +548,12 @@ pub(super) fn analyze_system(input: &CheckInput<'_>, findings: &mut Vec<Finding>
         _ => {}
     }
 
-    if facts.timer_migration == Some(1) {
+    // The local-timer shield turns timer migration on (timers armed on an
+    // idle shielded CPU may then expire on a busy one): no advice against it.
+    let ltmr_on_all = input
+        .shield
+        .is_some_and(|s| input.cpus.is_subset(s.shielded(ShieldKind::Ltmr)));
+    if facts.timer_migration == Some(1) && !ltmr_on_all {
         findings.push(
             Finding::new(
                 Severity::Info,
@@ -580,9 +580,7 @@ pub(super) fn analyze_system(input: &CheckInput<'_>, findings: &mut Vec<Finding>
                         mask.to_mask()
                     ),
                 )
-                .remedy(Remedy::cpushield(format!(
-                    "cpushield shield --procs {list}"
-                )))
+                .remedy_if(input.shield_remedy(ShieldKind::Procs))
                 .remedy(Remedy::runtime(format!(
                     "echo {} > /sys/devices/virtual/workqueue/cpumask",
                     hk.to_mask()
@@ -602,7 +600,11 @@ pub(super) fn analyze_system(input: &CheckInput<'_>, findings: &mut Vec<Finding>
                     format!("new IRQs will be allowed on CPU {}", hit.to_list()),
                     format!("/proc/irq/default_smp_affinity = {}", mask.to_mask()),
                 )
-                .remedy(Remedy::cpushield(format!("cpushield shield --irqs {list}"))),
+                .remedy_if(input.shield_remedy(ShieldKind::Irqs))
+                .remedy(Remedy::runtime(format!(
+                    "echo {} > /proc/irq/default_smp_affinity",
+                    hk.to_mask()
+                ))),
             );
         }
     }

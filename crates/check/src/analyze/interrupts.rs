@@ -1,8 +1,8 @@
 //! Interrupts and softirqs that reached a checked CPU during the interval.
 
-use super::{CheckInput, Count, CpuActivity, CpuSource};
-use crate::facts::Managed;
+use super::{CheckInput, Count, CpuActivity};
 use crate::finding::{Finding, Remedy, Severity, Topic};
+use crate::target::ShieldKind;
 
 pub(super) fn analyze_cpu(
     input: &CheckInput<'_>,
@@ -26,7 +26,7 @@ pub(super) fn analyze_cpu(
             per_s: input.per_s(delta),
         };
         match line.number() {
-            Some(irq) => findings.push(device_irq(input, cpu, irq, &count, &list)),
+            Some(irq) => findings.push(super::irqs::arrived(input, cpu, irq, &count)),
             None => {
                 if let Some(f) = irq_kind(input, cpu, &count, &list) {
                     findings.push(f);
@@ -61,65 +61,6 @@ pub(super) fn analyze_cpu(
     act.softirqs.sort_by_key(|c| std::cmp::Reverse(c.count));
 }
 
-fn device_irq(input: &CheckInput<'_>, cpu: usize, irq: u32, c: &Count, list: &str) -> Finding {
-    let facts = input.facts.irqs.get(&irq);
-    let aff = facts
-        .and_then(|f| f.affinity.as_ref())
-        .map(|s| s.to_list())
-        .unwrap_or_else(|| "?".into());
-    let eff = facts
-        .and_then(|f| f.effective.as_ref())
-        .map(|s| format!(", effective {}", s.to_list()))
-        .unwrap_or_default();
-    let mut managed = facts.map(|f| f.managed).unwrap_or(Managed::Unknown);
-    // A block-queue IRQ that still may run on a CPU the shield holds: the
-    // shield tried and the kernel refused, so it is managed in practice and
-    // only a boot parameter moves it.
-    let still_allowed = facts
-        .and_then(|f| f.affinity.as_ref())
-        .is_some_and(|a| a.contains(cpu));
-    let mut managed_evidence = "; debugfs: IRQD_AFFINITY_MANAGED";
-    if managed == Managed::Likely && input.source == CpuSource::ShieldState && still_allowed {
-        managed = Managed::Yes;
-        managed_evidence =
-            "; a block-queue interrupt the shield could not move off the shielded CPU";
-    }
-    let evidence = format!(
-        "/proc/interrupts: {} on CPU {cpu} in {:.1} s ({:.1}/s); /proc/irq/{irq}/smp_affinity_list {aff}{eff}",
-        c.count,
-        input.interval_s(),
-        c.per_s
-    );
-    let boot = Remedy::boot(format!("isolcpus=managed_irq,{list}"));
-    match managed {
-        Managed::Yes => Finding::new(
-            Severity::BreaksShield,
-            Topic::Irq,
-            Some(cpu),
-            format!("IRQ {irq} ({}) is kernel-managed and arrives on CPU {cpu}: its affinity can only change at boot", c.name),
-            evidence + managed_evidence,
-        )
-        .remedy(boot),
-        Managed::Likely => Finding::new(
-            Severity::BreaksShield,
-            Topic::Irq,
-            Some(cpu),
-            format!("IRQ {irq} ({}) arrives on CPU {cpu}; it is a block-queue interrupt, usually kernel-managed", c.name),
-            evidence,
-        )
-        .remedy(Remedy::cpushield(format!("cpushield shield --irqs {list}")))
-        .remedy(boot),
-        Managed::No | Managed::Unknown => Finding::new(
-            Severity::BreaksShield,
-            Topic::Irq,
-            Some(cpu),
-            format!("IRQ {irq} ({}) arrives on CPU {cpu}", c.name),
-            evidence,
-        )
-        .remedy(Remedy::cpushield(format!("cpushield shield --irqs {list}"))),
-    }
-}
-
 /// Architecture interrupt kinds: what each means and what removes it.
 fn irq_kind(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Option<Finding> {
     let evidence = format!(
@@ -138,7 +79,9 @@ fn irq_kind(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Option
             evidence.clone(),
         )
     };
-    let procs = Remedy::cpushield(format!("cpushield shield --procs {list}"));
+    let procs = input.shield_remedy(ShieldKind::Procs);
+    let procs_in_place = input.in_place(ShieldKind::Procs, cpu);
+    let procs_shielded = input.shielded(ShieldKind::Procs, cpu);
     Some(match c.id.as_str() {
         "LOC" => {
             let nohz = super::config::nohz_full_cpus(input.facts).contains(cpu);
@@ -157,32 +100,47 @@ fn irq_kind(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Option
             } else {
                 format!("the local timer fires on CPU {cpu} ({:.0}/s): the scheduler tick, because CPU {cpu} is not nohz_full{hrtimers}", c.per_s)
             };
-            // Under a shield the runtime part of --ltmr is in force already:
-            // only a boot parameter stops the tick.
-            let mut finding = f(Severity::Warn, title);
-            if input.source != CpuSource::ShieldState {
-                finding = finding.remedy(Remedy::cpushield(format!("cpushield shield --ltmr {list}")));
+            // The run-time part of --ltmr does not stop the tick: once it is
+            // in force, only the kernel (nohz_full) is left.
+            let finding = f(Severity::Warn, title)
+                .in_place(input.in_place(ShieldKind::Ltmr, cpu))
+                .remedy_if(input.shield_remedy(ShieldKind::Ltmr));
+            if nohz {
+                finding
+            } else {
+                finding.remedy(nohz_full_remedy(input, list))
             }
-            if !nohz {
-                finding = finding.remedy(nohz_full_remedy(input, list));
-            }
-            finding
         }
+        "RES" if procs_shielded => f(
+            Severity::Warn,
+            format!("{} rescheduling IPIs on CPU {cpu}: other CPUs woke tasks that run on it (its own threads' peers on other CPUs, or wakeups of an idle CPU that halts)", c.count),
+        )
+        .in_place(procs_in_place)
+        .remedy(Remedy::runtime(format!(
+            "keep the threads that wake the real-time task on the shielded CPUs, or let CPU {cpu} poll while idle (cpushield run --idle-poll) so a wakeup from another CPU needs no IPI"
+        ))),
         "RES" => f(
             Severity::Warn,
             format!("{} rescheduling IPIs on CPU {cpu}: other CPUs woke or moved tasks onto it", c.count),
         )
-        .remedy(procs),
+        .remedy_if(procs),
+        "CAL" if procs_shielded => f(
+            Severity::Warn,
+            format!("{} function-call IPIs on CPU {cpu}: kernel work run on every CPU (expedited RCU grace periods, memory-map changes of a process with threads there, tracing or perf setup), which moving processes does not stop", c.count),
+        )
+        .in_place(procs_in_place)
+        .remedy(Remedy::boot("rcupdate.rcu_normal=1 (normal RCU grace periods instead of expedited ones, which interrupt every CPU)")),
         "CAL" => f(
             Severity::Warn,
             format!("{} function-call IPIs on CPU {cpu}: other CPUs ran kernel functions on it (smp_call_function, e.g. for processes with threads on several CPUs)", c.count),
         )
-        .remedy(procs),
+        .remedy_if(procs),
         "TLB" => f(
             Severity::Warn,
             format!("{} TLB shootdowns on CPU {cpu}: a process with threads on CPU {cpu} and on other CPUs changed its memory map", c.count),
         )
-        .remedy(procs)
+        .in_place(procs_in_place)
+        .remedy_if(procs)
         .remedy(Remedy::runtime("keep the real-time process's threads on shielded CPUs only, mlock its memory and avoid munmap/mprotect while it runs".to_string())),
         "IWI" => f(Severity::Info, format!("{} IRQ-work interrupts on CPU {cpu} (perf, printk, tracing, RCU)", c.count)),
         "NMI" | "PMI" => f(Severity::Info, format!("{} {} on CPU {cpu} (perf counters, watchdog)", c.count, c.name))
@@ -243,7 +201,8 @@ fn softirq(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Finding
                 c.id, c.count
             ),
         )
-        .remedy(Remedy::cpushield(format!("cpushield shield --ltmr {list}")))
+        .in_place(input.in_place(ShieldKind::Ltmr, cpu))
+        .remedy_if(input.shield_remedy(ShieldKind::Ltmr))
         .remedy(nohz_full_remedy(input, list)),
         "SCHED" => f(
             Severity::Warn,
@@ -252,9 +211,8 @@ fn softirq(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Finding
                 c.count
             ),
         )
-        .remedy(Remedy::cpushield(format!(
-            "cpushield shield --procs {list}"
-        )))
+        .in_place(input.in_place(ShieldKind::Procs, cpu))
+        .remedy_if(input.shield_remedy(ShieldKind::Procs))
         .remedy(Remedy::boot(format!("isolcpus=domain,{list}"))),
         "BLOCK" => {
             let finding = f(
@@ -264,16 +222,12 @@ fn softirq(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Finding
                     c.count
                 ),
             );
-            let boot = Remedy::boot(format!("isolcpus=managed_irq,{list}"));
-            // Under a shield the movable block IRQs are already gone: what
-            // is left comes from a kernel-managed queue interrupt.
-            if input.source == CpuSource::ShieldState {
-                finding.remedy(boot)
-            } else {
-                finding
-                    .remedy(Remedy::cpushield(format!("cpushield shield --irqs {list}")))
-                    .remedy(boot)
-            }
+            // Under the IRQ shield the movable block IRQs are gone: what is
+            // left comes from a kernel-managed queue interrupt.
+            finding
+                .in_place(input.in_place(ShieldKind::Irqs, cpu))
+                .remedy_if(input.shield_remedy(ShieldKind::Irqs))
+                .remedy(Remedy::boot(format!("isolcpus=managed_irq,{list}")))
         }
         "NET_RX" | "NET_TX" => f(
             Severity::Warn,
@@ -282,7 +236,8 @@ fn softirq(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Finding
                 c.id, c.count
             ),
         )
-        .remedy(Remedy::cpushield(format!("cpushield shield --irqs {list}")))
+        .in_place(input.in_place(ShieldKind::Irqs, cpu))
+        .remedy_if(input.shield_remedy(ShieldKind::Irqs))
         .remedy(Remedy::runtime(format!(
             "echo {} > /sys/class/net/<dev>/queues/rx-<n>/rps_cpus (receive processing on CPUs {})",
             input.housekeeping().to_mask(),
@@ -295,6 +250,7 @@ fn softirq(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Finding
                 c.id, c.count
             ),
         )
-        .remedy(Remedy::cpushield(format!("cpushield shield --irqs {list}"))),
+        .in_place(input.in_place(ShieldKind::Irqs, cpu))
+        .remedy_if(input.shield_remedy(ShieldKind::Irqs)),
     }
 }

@@ -3,12 +3,14 @@
 
 mod config;
 mod interrupts;
+pub(crate) mod irqs;
 pub(crate) mod tasks;
 
 use crate::facts::Facts;
-use crate::finding::{Finding, Severity};
+use crate::finding::{Finding, Remedy, Severity};
 use crate::sampling::RunTracker;
 use crate::snapshot::Snapshot;
+use crate::target::{ShieldInForce, ShieldKind};
 use cpushield_cpuset::CpuSet;
 use serde::Serialize;
 
@@ -40,6 +42,9 @@ pub struct CheckInput<'a> {
     pub facts: &'a Facts,
     /// The process running the check (left out of the task findings).
     pub self_pid: i32,
+    /// The shield in force (its saved state), when one is up: remedies name
+    /// only what it leaves to do.
+    pub shield: Option<&'a ShieldInForce>,
 }
 
 impl CheckInput<'_> {
@@ -56,6 +61,55 @@ impl CheckInput<'_> {
     /// The online CPUs that are not checked (housekeeping).
     pub(crate) fn housekeeping(&self) -> CpuSet {
         self.facts.online.difference(self.cpus)
+    }
+    /// Whether the shield in force covers `cpu` for `kind`.
+    pub(crate) fn shielded(&self, kind: ShieldKind, cpu: usize) -> bool {
+        self.shield.is_some_and(|s| s.shielded(kind).contains(cpu))
+    }
+    /// The `cpushield shield --KIND` remedy for the checked CPUs the shield
+    /// in force does not cover yet; `None` when it covers them all (the
+    /// command would change nothing).
+    pub(crate) fn shield_remedy(&self, kind: ShieldKind) -> Option<Remedy> {
+        shield_remedy(self.shield, kind, self.cpus)
+    }
+    /// What the shield in force does about `kind` on `cpu`, when it covers it.
+    pub(crate) fn in_place(&self, kind: ShieldKind, cpu: usize) -> Option<String> {
+        self.shielded(kind, cpu).then(|| in_place(kind, cpu))
+    }
+}
+
+/// The `cpushield shield --KIND` remedy for those of `cpus` that `shield`
+/// does not cover for `kind`; `None` when it covers them all.
+pub(crate) fn shield_remedy(
+    shield: Option<&ShieldInForce>,
+    kind: ShieldKind,
+    cpus: &CpuSet,
+) -> Option<Remedy> {
+    let left = match shield {
+        Some(s) => cpus.difference(s.shielded(kind)),
+        None => cpus.clone(),
+    };
+    (!left.is_empty()).then(|| {
+        Remedy::cpushield(format!(
+            "cpushield shield --{} {}",
+            kind.flag(),
+            left.to_list()
+        ))
+    })
+}
+
+/// What a shield of `kind` on `cpu` already does, in a phrase.
+pub(crate) fn in_place(kind: ShieldKind, cpu: usize) -> String {
+    match kind {
+        ShieldKind::Procs => format!(
+            "the shield keeps processes and unbound kernel threads off CPU {cpu} (--procs)"
+        ),
+        ShieldKind::Irqs => format!(
+            "the shield moved every IRQ the kernel lets it move off CPU {cpu} (--irqs)"
+        ),
+        ShieldKind::Ltmr => format!(
+            "the shield applied the run-time part of the local-timer shield on CPU {cpu} (--ltmr: watchdog off, vmstat interval 10 s or more, timer migration on)"
+        ),
     }
 }
 

@@ -3,6 +3,7 @@
 use super::{CheckInput, CpuActivity, TaskActivity};
 use crate::finding::{Finding, Remedy, Severity, Topic};
 use crate::snapshot::ThreadSample;
+use crate::target::{ShieldInForce, ShieldKind};
 use cpushield_cpuset::CpuSet;
 use std::collections::BTreeMap;
 
@@ -140,6 +141,14 @@ pub(super) fn analyze_cpu(
         } else {
             Topic::Task
         };
+        // Under the process shield a movable thread that still ran here was
+        // not moved by it (it widened its affinity since, or the kernel keeps
+        // no cpuset around the CPU): moving it by hand is what is left.
+        let procs = input.shield_remedy(ShieldKind::Procs).unwrap_or_else(|| {
+            let all = if first.stat.is_kthread() { "" } else { "-a " };
+            Remedy::runtime(format!("taskset {all}-pc {hk} {key}"))
+        });
+        let procs_in_place = input.in_place(ShieldKind::Procs, cpu);
         let finding = match kind {
             Kind::MovableTask => Finding::new(
                 Severity::BreaksShield,
@@ -148,7 +157,8 @@ pub(super) fn analyze_cpu(
                 format!("task {name} (pid {key}) ran on CPU {cpu} for {ms:.2} ms; it may run on other CPUs"),
                 evidence,
             )
-            .remedy(Remedy::cpushield(format!("cpushield shield --procs {list}"))),
+            .in_place(procs_in_place)
+            .remedy(procs),
             Kind::MovableKthread => Finding::new(
                 Severity::BreaksShield,
                 topic,
@@ -156,7 +166,8 @@ pub(super) fn analyze_cpu(
                 format!("kernel thread {name} (pid {key}) ran on CPU {cpu} for {ms:.2} ms; it is not bound there"),
                 evidence,
             )
-            .remedy(Remedy::cpushield(format!("cpushield shield --procs {list}"))),
+            .in_place(procs_in_place)
+            .remedy(procs),
             Kind::PodTask => Finding::new(
                 Severity::BreaksShield,
                 topic,
@@ -182,7 +193,7 @@ pub(super) fn analyze_cpu(
             )
             .remedy(Remedy::runtime(format!("taskset -pc {hk} {key}"))),
             Kind::BoundKthread => {
-                let (why, remedy) = bound_kthread_advice(&first.stat.comm, &list);
+                let (why, remedy) = bound_kthread_advice(&first.stat.comm, input.cpus, input.shield);
                 // Bound kernel threads cannot be moved; they matter when they run long.
                 let severity = if share >= 0.1 { Severity::Warn } else { Severity::Info };
                 let mut f = Finding::new(
@@ -220,17 +231,25 @@ pub(crate) fn pod_task_remedy(list: &str) -> Remedy {
     ))
 }
 
-/// What a bound kernel thread does and what reduces its work.
-pub(crate) fn bound_kthread_advice(comm: &str, list: &str) -> (&'static str, Option<Remedy>) {
+/// What a bound kernel thread does and what reduces its work on `cpus`,
+/// leaving out what the shield in force already does.
+pub(crate) fn bound_kthread_advice(
+    comm: &str,
+    cpus: &cpushield_cpuset::CpuSet,
+    shield: Option<&ShieldInForce>,
+) -> (&'static str, Option<Remedy>) {
+    let list = cpus.to_list();
     if comm.starts_with("ksoftirqd/") {
         (
             "softirqs deferred from interrupts on this CPU",
-            Some(Remedy::cpushield(format!("cpushield shield --irqs {list}"))),
+            super::shield_remedy(shield, ShieldKind::Irqs, cpus),
         )
     } else if comm.starts_with("kworker/") {
+        // The local-timer shield sets vm.stat_interval to 10 s or more.
+        let ltmr_done = shield.is_some_and(|s| cpus.is_subset(s.shielded(ShieldKind::Ltmr)));
         (
             "per-CPU workqueue work (vmstat, LRU drain, ...)",
-            Some(Remedy::runtime("sysctl -w vm.stat_interval=10".to_string())),
+            (!ltmr_done).then(|| Remedy::runtime("sysctl -w vm.stat_interval=10".to_string())),
         )
     } else if comm.starts_with("rcuc/") || comm.starts_with("rcuop/") || comm.starts_with("rcuog/")
     {
@@ -241,9 +260,7 @@ pub(crate) fn bound_kthread_advice(comm: &str, list: &str) -> (&'static str, Opt
     } else if comm.starts_with("migration/") {
         (
             "stop-machine work and task migration",
-            Some(Remedy::cpushield(format!(
-                "cpushield shield --procs {list}"
-            ))),
+            super::shield_remedy(shield, ShieldKind::Procs, cpus),
         )
     } else {
         ("bound to this CPU by the kernel; it cannot be moved", None)

@@ -164,7 +164,7 @@ pub fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         whole_cores: false,
     };
     for change in &plan.changes {
-        let (report, verb) = match change {
+        let (mut report, verb) = match change {
             Change::Shield(m) => (cpushield_shield::shield(&kernel, m, options)?, "shielded"),
             Change::Unshield(m) => (
                 cpushield_shield::unshield(&kernel, m, options)?,
@@ -172,6 +172,7 @@ pub fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
             ),
             Change::Reset => (cpushield_shield::reset(&kernel, options)?, "reset"),
         };
+        cpushield_shield::irq_moves::note_pending(&kernel, &mut report);
         print!("{}", render::render_report(&report, verb));
     }
     if !desired.is_empty() {

@@ -34,6 +34,13 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--sample-every 0 is not a period: use e.g. --sample-every 100ms");
     }
     let kernel = RealKernel;
+    // The shield in force, so that no finding advises what it already does.
+    // With --cpus an unreadable state is only no knowledge of the shield.
+    let shield = match (&args.cpus, cpushield_check::shield_in_force(&kernel)) {
+        (_, Ok(shield)) => shield,
+        (Some(_), Err(_)) => None,
+        (None, Err(e)) => anyhow::bail!(e),
+    };
     let (cpus, source) = match args.cpus {
         Some(c) => (c, CpuSource::Argument),
         None => {
@@ -54,7 +61,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         interval: args.interval,
         sample_every: args.sample_every,
     };
-    let report = run_check(&kernel, &cpus, source, opts)?;
+    let report = run_check(&kernel, &cpus, source, shield.as_ref(), opts)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -259,10 +259,12 @@ impl ShieldAudit for CheckAudit {
             interval,
             ..Default::default()
         };
+        let shield = cpushield_check::shield_in_force(&RealKernel).ok().flatten();
         match cpushield_check::run_check_until(
             &RealKernel,
             cpus,
             cpushield_check::CpuSource::ShieldState,
+            shield.as_ref(),
             opts,
             done,
         ) {
@@ -283,7 +285,17 @@ impl ShieldAudit for CheckAudit {
         } else {
             cpushield_check::causes::ShieldScope::System
         };
-        cpushield_check::causes::remedy_for_cause(kind, name, cpus, scope).map(|r| r.action)
+        let shield = cpushield_check::shield_in_force(&RealKernel).ok().flatten();
+        let housekeeping = cpushield_kernel::online_cpus(&RealKernel)
+            .unwrap_or_default()
+            .difference(cpus);
+        let at = cpushield_check::causes::CauseContext {
+            cpus,
+            scope,
+            shield: shield.as_ref(),
+            housekeeping: &housekeeping,
+        };
+        cpushield_check::causes::remedy_for_cause(kind, name, &at).map(|r| r.action)
     }
 }
 
@@ -305,6 +317,7 @@ fn compare_findings(findings: &[cpushield_check::Finding], cpus: &CpuSet) -> Vec
                     cpushield_check::RemedyKind::Cpushield | cpushield_check::RemedyKind::Runtime
                 )
             }),
+            topic: f.topic.name().to_string(),
         })
         .collect()
 }

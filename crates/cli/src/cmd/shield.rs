@@ -5,7 +5,7 @@ use anyhow::Context;
 use clap::Args;
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::RealKernel;
-use cpushield_shield::{render, status, ShieldMasks};
+use cpushield_shield::{irq_moves, render, status, ShieldMasks};
 use std::process::ExitCode;
 
 /// Which CPUs to (un)shield from which kind of disturbance.
@@ -108,8 +108,9 @@ fn print_report(
 
 /// Runs `cpushield shield`.
 pub fn shield(args: ShieldArgs) -> anyhow::Result<ExitCode> {
-    let report =
+    let mut report =
         cpushield_shield::shield(&RealKernel, &args.masks.masks(), options(args.whole_cores))?;
+    irq_moves::note_pending(&RealKernel, &mut report);
     print_report(&report, args.json, "shielded")
 }
 
@@ -121,7 +122,8 @@ pub fn unshield(args: UnshieldArgs) -> anyhow::Result<ExitCode> {
         &masks.any(),
         cpushield_rt::reserve::CpuUse::Unshield,
     )?;
-    let report = cpushield_shield::unshield(&RealKernel, &masks, options(false))?;
+    let mut report = cpushield_shield::unshield(&RealKernel, &masks, options(false))?;
+    irq_moves::note_pending(&RealKernel, &mut report);
     print_report(&report, args.json, "shield now")
 }
 
