@@ -880,3 +880,28 @@ fn an_irq_whose_mask_was_rewritten_after_the_shield_gets_the_shield_again_not_a_
         "{f:#?}"
     );
 }
+
+#[test]
+fn timer_migration_off_gets_the_local_timer_shield_and_on_gets_no_advice() {
+    let k = shielded_system();
+    k.set_file("/proc/sys/kernel/timer_migration", "0\n");
+    let r = check(&k, |_| {});
+    let off = find(&r, Topic::Timers, "timer migration is off");
+    assert!(has_remedy(off, "cpushield shield --ltmr 1"), "{off:#?}");
+    // With the local-timer shield in force, the shield owns the setting.
+    let shield = cpushield_check::shield_in_force(&k).unwrap().unwrap();
+    let r = check_under(&k, Some(&shield), |_| {});
+    assert!(
+        !r.findings.iter().any(|f| f.topic == Topic::Timers),
+        "{:#?}",
+        r.findings
+    );
+    // On (what the local-timer shield sets): nothing to advise either way.
+    k.set_file("/proc/sys/kernel/timer_migration", "1\n");
+    let r = check(&k, |_| {});
+    assert!(
+        !r.findings.iter().any(|f| f.topic == Topic::Timers),
+        "{:#?}",
+        r.findings
+    );
+}

@@ -548,21 +548,28 @@ pub(super) fn analyze_system(input: &CheckInput<'_>, findings: &mut Vec<Finding>
         _ => {}
     }
 
-    // The local-timer shield turns timer migration on (timers armed on an
-    // idle shielded CPU may then expire on a busy one): no advice against it.
+    // With timer migration on, a timer armed while a CPU is idle may be queued
+    // on a busy CPU instead (the kernel's get_nohz_timer_target): the
+    // local-timer shield turns it on for that reason, so check advises the
+    // same, and nothing when it is already on. Whether it helps on a given
+    // machine is measured by `cpushield tune` (its timer-migration knob).
     let ltmr_on_all = input
         .shield
         .is_some_and(|s| input.cpus.is_subset(s.shielded(ShieldKind::Ltmr)));
-    if facts.timer_migration == Some(1) && !ltmr_on_all {
+    if facts.timer_migration == Some(0) && !ltmr_on_all {
         findings.push(
             Finding::new(
                 Severity::Info,
                 Topic::Timers,
                 None,
-                "timer migration is on: timers may be moved between CPUs".to_string(),
-                "kernel.timer_migration = 1".to_string(),
+                "timer migration is off: a timer armed while the CPU is idle stays on it"
+                    .to_string(),
+                "kernel.timer_migration = 0".to_string(),
             )
-            .remedy(Remedy::runtime("sysctl -w kernel.timer_migration=0")),
+            .remedy(Remedy::runtime(format!(
+                "cpushield shield --ltmr {}",
+                input.cpus.to_list()
+            ))),
         );
     }
 
