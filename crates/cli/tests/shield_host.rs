@@ -131,9 +131,18 @@ t = threading.Thread(target=worker); t.start()
 time.sleep(60)
 PY
 PY=$!
-sleep 0.5
-TID=$(for t in /proc/$PY/task/*; do t=${t##*/}; [ "$t" != $PY ] && echo $t; done | head -1)
-[ -n "$TID" ] || fail "no worker thread"
+# Wait (up to 20 s: python starts slowly on a loaded machine) for the worker
+# thread to exist and to have taken its name.
+TID=
+for _ in $(seq 200); do
+    for t in /proc/$PY/task/*; do
+        t=${t##*/}
+        [ "$t" != $PY ] && head -c 8 /proc/$PY/task/$t/comm 2>/dev/null | grep -q '^worker-x' && TID=$t
+    done
+    [ -n "$TID" ] && break
+    sleep 0.1
+done
+[ -n "$TID" ] || fail "no worker thread named worker-x... after 20 s"
 head -c 16 /proc/$PY/task/$TID/comm | od -c | head -1
 before=$(grep Cpus_allowed_list /proc/$PY/task/$TID/status | cut -f2)
 $CS shield --all 1 || fail "shield exit $?"
