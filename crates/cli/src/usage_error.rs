@@ -83,10 +83,12 @@ fn first_paragraph(rendered: &str) -> String {
     let first = lines.next().unwrap_or_default();
     let first = first.strip_prefix("error: ").unwrap_or(first).to_string();
     let rest: Vec<String> = lines
-        .map(|l| match l.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            Some(inner) => inner.to_string(),
-            None => l.to_string(),
-        })
+        .map(
+            |l| match l.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                Some(inner) => inner.to_string(),
+                None => l.to_string(),
+            },
+        )
         .collect();
     if rest.is_empty() {
         first
@@ -137,9 +139,7 @@ mod tests {
         Command::new("cpushield")
             .subcommand_required(true)
             .arg_required_else_help(true)
-            .subcommand(
-                Command::new("shield").arg(Arg::new("all").long("all").value_name("CPUS")),
-            )
+            .subcommand(Command::new("shield").arg(Arg::new("all").long("all").value_name("CPUS")))
             .subcommand(Command::new("unshield"))
             .subcommand(
                 Command::new("measure")
@@ -189,8 +189,14 @@ mod tests {
     #[test]
     fn an_unknown_command_is_named_with_the_similar_ones() {
         let line = said(&["shiel"]);
-        assert!(line.starts_with("unrecognized subcommand 'shiel'; did you mean "), "{line}");
-        assert!(line.contains("'shield'") && line.ends_with("(see: cpushield --help)"), "{line}");
+        assert!(
+            line.starts_with("unrecognized subcommand 'shiel'; did you mean "),
+            "{line}"
+        );
+        assert!(
+            line.contains("'shield'") && line.ends_with("(see: cpushield --help)"),
+            "{line}"
+        );
     }
 
     #[test]

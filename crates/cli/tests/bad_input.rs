@@ -88,7 +88,11 @@ fn a_command_line_clap_rejects_is_one_line_naming_the_word_and_the_help() {
 
 #[test]
 fn help_and_version_still_print_on_stdout_and_exit_0() {
-    for args in [&["--help"][..], &["shield", "--help"][..], &["--version"][..]] {
+    for args in [
+        &["--help"][..],
+        &["shield", "--help"][..],
+        &["--version"][..],
+    ] {
         let out = cpushield(args);
         assert_eq!(out.status.code(), Some(0), "{args:?}");
         assert!(!out.stdout.is_empty() && out.stderr.is_empty(), "{args:?}");
