@@ -5,7 +5,6 @@
 
 mod support;
 
-use std::path::Path;
 use support::{can_shield_here, run_scenario_in_pid_namespace, skip, system_state};
 
 const SCENARIO: &str = r#"
@@ -71,8 +70,7 @@ fn apply_twice_is_a_no_op_dry_run_changes_nothing_and_reset_restores_everything(
         &state,
     );
     assert_eq!(before, system_state(), "IRQs or sysctls differ after reset");
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-system").exists());
+    support::assert_no_shield_cgroups();
     assert!(!text.contains("ASSERT-FAIL"), "{text}");
     assert!(text.contains("SCENARIO-DONE"), "{text}");
 }

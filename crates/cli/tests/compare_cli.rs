@@ -2,6 +2,8 @@
 //! namespace: short scenarios produce the report, and an interrupted run still
 //! resets the shield, stops the load and restores every IRQ.
 
+mod support;
+
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -42,8 +44,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 fn assert_machine_restored(irqs_before: &[(String, String)], state: &Path) {
     assert_eq!(irqs_before, irq_masks().as_slice(), "IRQ affinities differ");
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-system").exists());
+    support::assert_no_shield_cgroups();
     assert!(
         !state.join("state.json").exists(),
         "shield state left behind"

@@ -8,7 +8,6 @@
 
 mod support;
 
-use std::path::Path;
 use std::process::Command;
 use support::{bin, can_shield_here, skip, system_state};
 
@@ -135,6 +134,6 @@ fn compare_shielded_shared_prints_table_2_and_the_batch_job_gets_a_share_of_the_
         report["verdict"]
     );
     assert_eq!(before, system_state(), "IRQ masks or sysctls differ");
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    support::assert_no_shield_cgroups();
     assert!(!tmp.path().join("state.json").exists(), "shield state left");
 }

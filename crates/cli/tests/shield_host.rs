@@ -24,6 +24,7 @@ fn in_namespace(script: &str, state_dir: &Path) -> (String, i32) {
     let out = Command::new("unshare")
         .args(["--pid", "--fork", "--mount-proc", "bash", "-c", script])
         .env("CS", bin())
+        .env("CPUSET_ROOT", support::cpuset_root())
         .env("CPUSHIELD_STATE_DIR", state_dir)
         .output()
         .expect("run unshare");
@@ -80,8 +81,7 @@ fn shield_and_reset_in_a_private_namespace_restore_everything() {
         state_before, state_after,
         "IRQ affinities differ after reset"
     );
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-system").exists());
+    support::assert_no_shield_cgroups();
     assert!(!out.contains("ASSERT-FAIL"), "{out}");
     assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
 }
@@ -106,7 +106,8 @@ fn bad_cpu_lists_exit_1_with_one_line_and_change_nothing() {
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-        assert!(!err.trim().is_empty(), "{args:?} printed no error");
+        assert_eq!(err.lines().count(), 1, "{args:?}: not one line: {err}");
+        assert!(err.starts_with("cpushield: error: "), "{args:?}: {err}");
         assert!(
             !state.path().join("state.json").exists(),
             "{args:?} wrote state"
@@ -171,7 +172,7 @@ fn a_thread_named_with_invalid_utf8_is_shielded_and_restored() {
         system_state(),
         "IRQ affinities differ after reset"
     );
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    support::assert_no_shield_cgroups();
     assert!(!out.contains("ASSERT-FAIL"), "{out}");
     assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
 }
@@ -222,15 +223,15 @@ out=$($CS reset 2>&1); rc=$?
 expect_refused "empty affinity and IRQ zz" "task $S" "saved affinity ''" "IRQ $IRQ: saved affinity mask 'zz'" "state.json.bak"
 put_back
 
-mkdir /sys/fs/cgroup/cpuset/cpushield-hosttest-foreign
-edit_both 's#"created_cgroups":\[#"created_cgroups":["/sys/fs/cgroup/cpuset/cpushield-hosttest-foreign","cpushield-shield",#'
+mkdir $CPUSET_ROOT/cpushield-hosttest-foreign
+edit_both "s#\"created_cgroups\":\\[#\"created_cgroups\":[\"$CPUSET_ROOT/cpushield-hosttest-foreign\",\"cpushield-shield\",#"
 edit_both 's#"files":{#"files":{"/etc/cpushield-hosttest":"1",#'
 out=$($CS reset 2>&1); rc=$?
 expect_refused "foreign cgroup, relative path, file outside" \
-    "cgroup /sys/fs/cgroup/cpuset/cpushield-hosttest-foreign: not one cpushield creates" \
+    "cgroup $CPUSET_ROOT/cpushield-hosttest-foreign: not one cpushield creates" \
     "cgroup cpushield-shield: not one cpushield creates" "file /etc/cpushield-hosttest: not a file cpushield changes"
-[ -d /sys/fs/cgroup/cpuset/cpushield-hosttest-foreign ] || fail "the foreign cgroup was removed"
-rmdir /sys/fs/cgroup/cpuset/cpushield-hosttest-foreign
+[ -d $CPUSET_ROOT/cpushield-hosttest-foreign ] || fail "the foreign cgroup was removed"
+rmdir $CPUSET_ROOT/cpushield-hosttest-foreign
 [ -e /etc/cpushield-hosttest ] && fail "a file outside /proc and /sys was written"
 put_back
 
@@ -254,7 +255,7 @@ echo SCENARIO-DONE
 "##;
 
 fn cleanup_cgroup(name: &str) {
-    let _ = std::fs::remove_dir(Path::new("/sys/fs/cgroup/cpuset").join(name));
+    let _ = std::fs::remove_dir(support::cpuset_root().join(name));
 }
 
 #[test]
@@ -273,7 +274,7 @@ fn damaged_or_unrestorable_state_refuses_reset_naming_each_object_and_changes_no
         system_state(),
         "IRQ affinities differ after reset"
     );
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    support::assert_no_shield_cgroups();
     assert!(!out.contains("ASSERT-FAIL"), "{out}");
     assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
 }
@@ -291,7 +292,7 @@ case "$out" in *"$SD/state.json"*"free space in $SD"*) ;; *) fail "message lacks
 left=$(ls $SD | grep -v '^lock$')
 [ -z "$left" ] || fail "left behind on a full disk: $left"
 [ "$(aff $S)" = 0-1 ] || fail "task moved to $(aff $S) by a shield that failed"
-[ -d /sys/fs/cgroup/cpuset/cpushield-shield ] && fail "cgroup created by a shield that failed"
+[ -d $CPUSET_ROOT/cpushield-shield ] && fail "cgroup created by a shield that failed"
 rm $T/fill
 $CS shield --all 1 >/dev/null || fail "shield after freeing space: exit $?"
 [ "$(aff $S)" = 0 ] || fail "not shielded: $(aff $S)"
@@ -300,7 +301,7 @@ out=$($CS reset 2>&1); rc=$?
 [ "$rc" = 1 ] || fail "reset on a read-only state dir: exit $rc, want 1 (state not removed): $out"
 case "$out" in *"everything was restored"*"$SD/state.json"*"reset"*) ;; *) fail "read-only reset message: $out" ;; esac
 [ "$(aff $S)" = 0-1 ] || fail "read-only reset did not restore the task: $(aff $S)"
-[ -d /sys/fs/cgroup/cpuset/cpushield-shield ] && fail "read-only reset left the cgroup"
+[ -d $CPUSET_ROOT/cpushield-shield ] && fail "read-only reset left the cgroup"
 mount -o remount,rw $T
 $CS reset >/dev/null || fail "second reset exit $?"
 [ -e $SD/state.json ] && fail "state file left"
@@ -324,7 +325,7 @@ fn a_full_or_read_only_state_dir_names_the_path_leaves_nothing_and_reset_still_r
         system_state(),
         "IRQ affinities differ after reset"
     );
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    support::assert_no_shield_cgroups();
     assert!(!out.contains("ASSERT-FAIL"), "{out}");
     assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
 }
@@ -372,7 +373,7 @@ fn killed_reset_run_policy_and_unshield_under_one_lock_all_end_restored() {
         system_state(),
         "IRQ affinities differ after reset"
     );
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    support::assert_no_shield_cgroups();
     assert!(!out.contains("ASSERT-FAIL"), "{out}");
     assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
 }
@@ -405,7 +406,7 @@ for verb in "shield --all 1" "reset" "unshield --all 1"; do
     [ "$rc" = 1 ] || fail "$verb from a second namespace: exit $rc: $out"
     case "$out" in *"PID namespace"*) ;; *) fail "$verb: message lacks the reason: $out" ;; esac
 done
-[ -d /sys/fs/cgroup/cpuset/cpushield-shield ] || fail "the first namespace's shield was undone"
+[ -d $CPUSET_ROOT/cpushield-shield ] || fail "the first namespace's shield was undone"
 touch $F/go
 wait $A
 [ -e $CPUSHIELD_STATE_DIR/state.json ] && fail "state left after the first namespace's reset"
@@ -414,6 +415,7 @@ echo SCENARIO-DONE
     let out = Command::new("bash")
         .args(["-c", script])
         .env("CS", bin())
+        .env("CPUSET_ROOT", support::cpuset_root())
         .env("CPUSHIELD_STATE_DIR", state.path())
         .env("F", flags.path())
         .output()
@@ -425,7 +427,7 @@ echo SCENARIO-DONE
         system_state(),
         "IRQ affinities differ after reset"
     );
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    support::assert_no_shield_cgroups();
     assert!(!text.contains("ASSERT-FAIL"), "{text}");
     assert!(text.contains("SCENARIO-DONE"), "{text}");
 }
@@ -473,7 +475,7 @@ fn measure_latency_on_a_shielded_cpu_enters_the_shield_and_reset_restores() {
         system_state(),
         "IRQ affinities differ after reset"
     );
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    support::assert_no_shield_cgroups();
     assert!(!out.contains("ASSERT-FAIL"), "{out}");
     assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
 }
