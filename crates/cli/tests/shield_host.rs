@@ -378,6 +378,114 @@ fn killed_reset_run_policy_and_unshield_under_one_lock_all_end_restored() {
     assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
 }
 
+/// `shield` killed with SIGKILL half way (while it moves tasks, and while it
+/// writes IRQ masks), then `reset`: every file the shield writes reads again
+/// byte for byte as before (IRQ masks and the other masks as mask text, the
+/// sysctls, the cpuset hierarchy's directories), and every task has its
+/// `Cpus_allowed` mask and cpuset cgroup line back. A third kill is followed by
+/// a whole shield over the debris before the reset. `CPUSHIELD_TEST_STEP_DELAY_US`
+/// slows each change so that the kills land inside the window of writes; each
+/// round checks that its kill did land there.
+const SIGKILL_MID_SHIELD: &str = r#"
+set -u
+fail() { echo "ASSERT-FAIL $*"; }
+N=150
+SLEEPERS=""
+i=0
+while [ $i -lt $N ]; do
+    case $((i % 3)) in
+        0) sleep 600 & ;;
+        1) taskset -c 1 sleep 600 & ;;
+        *) taskset -c 0 sleep 600 & ;;
+    esac
+    SLEEPERS="$SLEEPERS $!"
+    i=$((i + 1))
+done
+sleep 0.5
+files() {
+    grep -H '' /proc/irq/*/smp_affinity /proc/irq/default_smp_affinity \
+        /sys/devices/virtual/workqueue/cpumask /proc/sys/kernel/watchdog_cpumask \
+        /proc/sys/kernel/timer_migration /proc/sys/vm/stat_interval 2>/dev/null
+    ls -d "$CPUSET_ROOT"/*/
+}
+irqs() { grep -H '' /proc/irq/*/smp_affinity 2>/dev/null; }
+tasks() {
+    for p in $$ $SLEEPERS; do
+        echo "$p $(grep '^Cpus_allowed:' /proc/$p/status | cut -f2) $(grep ':cpuset:' /proc/$p/cgroup)"
+    done
+}
+moved() {
+    for p in $SLEEPERS; do echo /proc/$p/cgroup; done | xargs grep -h ':cpuset:' | grep -c '/cpushield-'
+}
+alive() { [ -e /proc/$1 ] && ! grep -q '^State:[[:space:]]*Z' /proc/$1/status; }
+files_before=$(files)
+tasks_before=$(tasks)
+irqs_before=$(irqs)
+[ "$(moved)" = 0 ] || fail "tasks in cpushield cgroups before any shield"
+
+# kill_when ROUND DELAY_US TEST: start `shield --all 1` slowed by DELAY_US after
+# each change, and SIGKILL it as soon as TEST holds; TEST must come true while
+# the shield still runs.
+kill_when() {
+    CPUSHIELD_TEST_STEP_DELAY_US=$2 $CS shield --all 1 >/dev/null 2>&1 &
+    V=$!
+    k=0
+    while ! $3; do
+        alive $V || { fail "$1: shield finished before the kill point"; wait $V; return; }
+        k=$((k + 1))
+        [ $k -lt 3000 ] || { fail "$1: kill point never reached"; kill -9 $V; wait $V; return; }
+    done
+    alive $V || fail "$1: shield finished before the kill"
+    kill -9 $V
+    wait $V 2>/dev/null
+}
+expect_restored() {
+    $CS reset >/dev/null 2>&1 || fail "$1: reset exit $?"
+    [ ! -e "$CPUSHIELD_STATE_DIR/state.json" ] || fail "$1: state left after reset"
+    now=$(files)
+    [ "$now" = "$files_before" ] || fail "$1: files differ after reset: $(printf '%s\n' "$files_before" > /tmp/cpushield-sigkill.$$.a; printf '%s\n' "$now" | diff /tmp/cpushield-sigkill.$$.a - | grep '^[<>]' | head -n 6 | tr '\n' ' ')"
+    now=$(tasks)
+    [ "$now" = "$tasks_before" ] || fail "$1: tasks differ after reset: $(printf '%s\n' "$tasks_before" > /tmp/cpushield-sigkill.$$.a; printf '%s\n' "$now" | diff /tmp/cpushield-sigkill.$$.a - | grep '^[<>]' | head -n 6 | tr '\n' ' ')"
+    rm -f /tmp/cpushield-sigkill.$$.a
+}
+
+a_third_moved() { [ "$(moved)" -ge $((N / 3)) ]; }
+kill_when moves 5000 a_third_moved
+m=$(moved)
+[ "$m" -gt 0 ] && [ "$m" -lt $N ] || fail "moves: the kill did not land while tasks moved ($m of $N moved)"
+[ -e "$CPUSHIELD_STATE_DIR/state.json" ] || fail "moves: no state after the kill"
+expect_restored moves
+
+an_irq_changed() { [ "$(irqs)" != "$irqs_before" ]; }
+kill_when irqs 20000 an_irq_changed
+[ "$(moved)" = $N ] || fail "irqs: the kill came before every task moved ($(moved) of $N)"
+expect_restored irqs
+
+kill_when again 5000 a_third_moved
+$CS shield --all 1 >/dev/null 2>&1 || fail "again: shield over the debris exit $?"
+[ "$(moved)" = $N ] || fail "again: $(moved) of $N tasks moved by the whole shield"
+expect_restored again
+
+kill $SLEEPERS
+echo SCENARIO-DONE
+"#;
+
+#[test]
+fn shield_killed_half_way_then_reset_restores_every_file_byte_for_byte() {
+    let _serial = serial();
+    if let Err(why) = can_shield_here() {
+        skip(&why);
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let before = system_state();
+    let out = support::run_scenario_in_pid_namespace(SIGKILL_MID_SHIELD, &[], state.path());
+    assert_eq!(before, system_state(), "machine state differs after reset");
+    support::assert_no_shield_cgroups();
+    assert!(!out.contains("ASSERT-FAIL"), "{out}");
+    assert!(out.contains("SCENARIO-DONE"), "{out}");
+}
+
 #[test]
 fn a_second_pid_namespace_sharing_the_state_dir_is_refused_and_changes_nothing() {
     let _serial = serial();
