@@ -102,15 +102,7 @@ fn demo_runs_every_scenario_writes_the_report_and_restores_the_machine() {
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.starts_with("cpushield demo: "), "{text}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
-            .unwrap();
-    let names: Vec<&str> = report["scenarios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let (report, names) = support::compare_report(&out_dir);
     // unshielded-cpu needs an unshielded CPU other than CPU 0 (3 CPUs or more).
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
     let online = cpushield_cpuset::CpuSet::parse_list(online.trim()).unwrap();
@@ -178,16 +170,8 @@ fn short_scenarios_run_end_to_end_and_write_the_report() {
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
-            .unwrap();
+    let (report, names) = support::compare_report(&out_dir);
     assert_eq!(report["schema"], "cpushield.compare/4");
-    let names: Vec<&str> = report["scenarios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
     assert_eq!(names, ["idle", "loaded", "shielded"]);
     for s in report["scenarios"].as_array().unwrap() {
         assert!(

@@ -128,3 +128,17 @@ pub fn run_scenario_in_pid_namespace(
     }
     text
 }
+
+/// The report `compare` or `demo` wrote to `dir/report.json`, and the names of
+/// its scenarios in order.
+pub fn compare_report(dir: &std::path::Path) -> (serde_json::Value, Vec<String>) {
+    let text = std::fs::read_to_string(dir.join("report.json")).expect("report.json written");
+    let report: serde_json::Value = serde_json::from_str(&text).expect("report.json is JSON");
+    let names = report["scenarios"]
+        .as_array()
+        .expect("a list of scenarios")
+        .iter()
+        .map(|s| s["name"].as_str().expect("a scenario name").to_string())
+        .collect();
+    (report, names)
+}
