@@ -4,6 +4,7 @@
 mod args;
 mod cmd;
 mod output;
+mod usage_error;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
@@ -66,19 +67,27 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let parsed = args::hyphen_values(Cli::command())
-        .try_get_matches()
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let command = args::hyphen_values(Cli::command());
+    let parsed = command
+        .clone()
+        .try_get_matches_from(&argv)
         .and_then(|m| Cli::from_arg_matches(&m));
     let cli = match parsed {
         Ok(cli) => cli,
-        Err(error) => {
-            // clap exits 2 on usage errors; 2 means "threshold exceeded" here.
+        // --help and --version: clap prints them to stdout.
+        Err(error) if !error.use_stderr() => {
             let _ = error.print();
-            return if error.use_stderr() {
-                ExitCode::from(args::EXIT_ERROR)
-            } else {
-                ExitCode::SUCCESS
-            };
+            return ExitCode::SUCCESS;
+        }
+        Err(error) => {
+            // One line, like every other bad input; clap would exit 2, which
+            // means "threshold exceeded" here.
+            eprintln!(
+                "cpushield: error: {}",
+                usage_error::one_line(&error, &command, &argv)
+            );
+            return ExitCode::from(args::EXIT_ERROR);
         }
     };
     let result = match cli.command {

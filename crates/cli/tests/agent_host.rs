@@ -161,7 +161,7 @@ fn the_agent_corrects_an_irq_moved_onto_the_shield_and_prometheus_scrapes_the_co
         );
     }
     assert_eq!(before, system_state(), "IRQs or sysctls differ after reset");
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    support::assert_no_shield_cgroups();
     assert!(!text.contains("ASSERT-FAIL"), "{text}");
     assert!(text.contains("SCENARIO-DONE"), "{text}");
     eprintln!("{text}");

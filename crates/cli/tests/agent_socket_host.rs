@@ -9,7 +9,6 @@
 
 mod support;
 
-use std::path::Path;
 use std::process::Command;
 use support::{can_shield_here, run_scenario_in_pid_namespace, skip, system_state};
 
@@ -148,7 +147,7 @@ fn a_group_member_places_its_own_process_through_the_agent_and_everything_else_i
     );
     drop(users);
     assert_eq!(before, system_state(), "IRQs or sysctls differ after reset");
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    support::assert_no_shield_cgroups();
     assert!(!text.contains("ASSERT-FAIL"), "{text}");
     assert!(text.contains("SCENARIO-DONE"), "{text}");
     eprintln!("{text}");

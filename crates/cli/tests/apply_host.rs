@@ -5,7 +5,6 @@
 
 mod support;
 
-use std::path::Path;
 use support::{can_shield_here, run_scenario_in_pid_namespace, skip, system_state};
 
 const SCENARIO: &str = r#"
@@ -37,6 +36,14 @@ bad=$($CS apply --config "$BAD" 2>&1); rc=$?
 [ $rc = 1 ] || fail "bad file exit $rc"
 case "$bad" in *"$BAD:2: key \`shield.procz\`"*) ;; *) fail "bad file said [$bad]";; esac
 [ "$(masks)" = '"procs":"1","irqs":"1","ltmr":"1",' ] || fail "bad file changed the masks: $(masks)"
+printf '[shield]\nprocs = "1"\n\n[[irq]]\nnumber = 0\ncpus = "0"\n' > "$BAD"
+for dry in "" --dry-run; do
+    bad=$($CS apply --config "$BAD" $dry 2>&1); rc=$?
+    [ $rc = 1 ] || fail "[[irq]] apply $dry exit $rc: $bad"
+    [ "$(printf '%s\n' "$bad" | wc -l)" = 1 ] || fail "[[irq]] apply $dry: not one line: [$bad]"
+    case "$bad" in *"$BAD:"[0-9]*": key \`irq\`"*"remove the [[irq]] tables"*) ;; *) fail "[[irq]] apply $dry said [$bad]";; esac
+done
+[ "$(masks)" = '"procs":"1","irqs":"1","ltmr":"1",' ] || fail "an [[irq]] file changed the masks: $(masks)"
 $CS apply --config "$CFG" >/dev/null || fail "apply of the edit exit $?"
 [ "$(masks)" = '"procs":"1","irqs":"","ltmr":"",' ] || fail "masks after the edit: $(masks)"
 $CS shield --irqs 1 >/dev/null || fail "shield --irqs exit $?"
@@ -71,8 +78,7 @@ fn apply_twice_is_a_no_op_dry_run_changes_nothing_and_reset_restores_everything(
         &state,
     );
     assert_eq!(before, system_state(), "IRQs or sysctls differ after reset");
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-system").exists());
+    support::assert_no_shield_cgroups();
     assert!(!text.contains("ASSERT-FAIL"), "{text}");
     assert!(text.contains("SCENARIO-DONE"), "{text}");
 }

@@ -15,7 +15,8 @@ fn cpushield(args: &[&str]) -> Output {
         .expect("run cpushield")
 }
 
-/// Runs `args`, expects exit 1 within a second and returns stderr.
+/// Runs `args`, expects exit 1 within a second with exactly one line on
+/// stderr and nothing on stdout, and returns that line.
 fn refused(args: &[&str]) -> String {
     let started = Instant::now();
     let out = cpushield(args);
@@ -27,7 +28,75 @@ fn refused(args: &[&str]) -> String {
         started.elapsed()
     );
     assert!(!err.contains("panicked"), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: not one line: {err}");
+    assert!(
+        out.stdout.is_empty(),
+        "{args:?} printed on stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     err
+}
+
+#[test]
+fn a_command_line_clap_rejects_is_one_line_naming_the_word_and_the_help() {
+    for (args, names, help) in [
+        (
+            &["shield", "--foo"][..],
+            "unexpected argument '--foo' for 'shield'",
+            "cpushield shield --help",
+        ),
+        (
+            &["shield", "--al", "3"][..],
+            "did you mean '--all'?",
+            "cpushield shield --help",
+        ),
+        (&["shiel"][..], "'shiel'", "cpushield --help"),
+        (&[][..], "needs a command: shield,", "cpushield --help"),
+        (
+            &["measure"][..],
+            "needs a command: latency, determinism, noise, net",
+            "cpushield measure --help",
+        ),
+        (
+            &["measure", "latency", "--cpus", "1", "--source", "xyz"][..],
+            "possible values: auto, timer, rtc, hpet",
+            "cpushield measure latency --help",
+        ),
+        (&["run"][..], "--cpus <CPUS>", "cpushield run --help"),
+        (
+            &["run", "--cpus", "1", "--bogus", "--", "true"][..],
+            "'--bogus'",
+            "cpushield run --help",
+        ),
+        (
+            &["shield", "--all", "1", "--all", "2"][..],
+            "'--all <CPUS>' cannot be used multiple times",
+            "cpushield shield --help",
+        ),
+        (
+            &["check", "--json=3"][..],
+            "unexpected value '3' for '--json'",
+            "cpushield check --help",
+        ),
+    ] {
+        let err = refused(args);
+        assert!(err.starts_with("cpushield: error: "), "{args:?}: {err}");
+        assert!(err.contains(names), "{args:?}: {err}");
+        assert!(err.contains(&format!("(see: {help})")), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn help_and_version_still_print_on_stdout_and_exit_0() {
+    for args in [
+        &["--help"][..],
+        &["shield", "--help"][..],
+        &["--version"][..],
+    ] {
+        let out = cpushield(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert!(!out.stdout.is_empty() && out.stderr.is_empty(), "{args:?}");
+    }
 }
 
 #[test]

@@ -19,23 +19,56 @@ fn cpu1_online() -> bool {
     ok
 }
 
+/// A process that runs on CPU 1 alone for a moment, then allows itself CPUs
+/// 0-1 and sleeps there: a movable task that ran on CPU 1, which breaks a
+/// shield of CPU 1 whatever else the machine does. Its busy part is on CPU 1
+/// only (CPU 0 belongs to the environment), and widening the affinity of a
+/// running task does not move it, so its last CPU stays 1.
+const MOVABLE_ON_CPU_1: &str = "
+import os, time
+os.sched_setaffinity(0, {1})
+time.sleep(0.3)
+end = time.monotonic() + 0.2
+while time.monotonic() < end:
+    pass
+os.sched_setaffinity(0, {0, 1})
+time.sleep(3)
+";
+
 #[test]
-fn a_one_second_json_check_of_cpu_1_parses_and_exits_0_or_3() {
+fn a_movable_task_on_the_cpu_breaks_the_shield_and_exits_3_with_the_json_report() {
     if !cpu1_online() {
         return;
     }
+    let mut task = Command::new("python3")
+        .args(["-c", MOVABLE_ON_CPU_1])
+        .spawn()
+        .expect("python3 runs");
     let out = cpushield(&["check", "--cpus", "1", "--interval", "1s", "--json"]);
+    let _ = task.kill();
+    let _ = task.wait();
     let code = out.status.code();
-    assert!(
-        matches!(code, Some(0) | Some(3)),
-        "exit {code:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let pid = task.id();
+    let titles: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["severity"] == "breaks-shield")
+        .map(|f| f["title"].as_str().unwrap())
+        .collect();
+    assert!(
+        titles
+            .iter()
+            .any(|t| t.contains(&format!("(pid {pid}) ran on CPU 1"))
+                && t.contains("may run on other CPUs")),
+        "the movable task {pid} is not a finding that breaks the shield: {titles:?}"
+    );
+    assert_eq!(code, Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(v["breaks_shield"], true);
     assert_eq!(v["cpus"], "1");
     assert_eq!(v["cpus_source"], "argument");
     assert!((v["interval_s"].as_f64().unwrap() - 1.0).abs() < 0.2);
-    assert_eq!(v["breaks_shield"].as_bool(), Some(code == Some(3)));
     assert!(v["verdict"].as_str().unwrap().contains("CPU 1"));
     assert_eq!(v["activity"][0]["cpu"], 1);
     // Every finding has a severity, evidence, and remedies with their kind.

@@ -2,6 +2,8 @@
 //! namespace: short scenarios produce the report, and an interrupted run still
 //! resets the shield, stops the load and restores every IRQ.
 
+mod support;
+
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -18,21 +20,6 @@ fn is_root() -> bool {
         .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
 }
 
-fn irq_masks() -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = std::fs::read_dir("/proc/irq")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| {
-            let p = e.path().join("smp_affinity");
-            std::fs::read_to_string(&p)
-                .ok()
-                .map(|t| (p.display().to_string(), t))
-        })
-        .collect();
-    out.sort();
-    out
-}
-
 /// One shielding compare at a time: two in parallel move the same IRQs, and
 /// one test's "after" would read the other's shield.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -40,26 +27,126 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn assert_machine_restored(irqs_before: &[(String, String)], state: &Path) {
-    assert_eq!(irqs_before, irq_masks().as_slice(), "IRQ affinities differ");
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-system").exists());
+fn assert_machine_restored(before: &[(String, String)], state: &Path) {
+    assert_eq!(
+        before,
+        support::system_state().as_slice(),
+        "IRQ masks or settings differ"
+    );
+    support::assert_no_shield_cgroups();
     assert!(
         !state.join("state.json").exists(),
         "shield state left behind"
     );
 }
 
+/// A short `compare` of the shielded scenario alone on CPU 1 (no load worth
+/// the name, no calibration, tracing or anchor) with `extra` arguments.
+fn short_shielded_compare(extra: &[&str]) -> (std::process::Output, tempfile::TempDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(bin())
+        .args(["compare", "--cpus", "1", "--scenarios", "shielded"])
+        .args(["--duration", "1s", "--runs", "0", "--load", "fpu"])
+        .args(["--idle", "halt", "--no-attribute", "--no-anchor"])
+        .args(["--dir", tmp.path().to_str().unwrap()])
+        .args(["--out", tmp.path().join("r").to_str().unwrap()])
+        .args(extra)
+        .env("CPUSHIELD_STATE_DIR", tmp.path())
+        .output()
+        .unwrap();
+    (out, tmp)
+}
+
 #[test]
-fn short_scenarios_run_end_to_end_and_write_the_report() {
+fn max_latency_exceeded_in_the_shielded_scenario_exits_2_and_not_exceeded_exits_0() {
+    let _serial = serial();
     if !is_root() {
         skipped("compare needs root");
         return;
     }
+    let before = support::system_state();
+    let (out, tmp) = short_shielded_compare(&["--max-latency", "1ns"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--max-latency 1 ns exceeded in shielded ("),
+        "{err}"
+    );
+    assert!(tmp.path().join("r/report.json").exists(), "no report");
+    assert_machine_restored(&before, tmp.path());
+
+    let (out, tmp) = short_shielded_compare(&["--max-latency", "1h"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("exceeded"), "{err}");
+    assert_machine_restored(&before, tmp.path());
+}
+
+#[test]
+fn demo_runs_every_scenario_writes_the_report_and_restores_the_machine() {
     let _serial = serial();
+    if !is_root() {
+        skipped("demo needs root");
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let out_dir = tmp.path().join("report");
-    let irqs = irq_masks();
+    let before = support::system_state();
+    let out = Command::new(bin())
+        .args(["demo", "--cpus", "1", "--duration", "1s"])
+        .args(["--out", out_dir.to_str().unwrap()])
+        .env("CPUSHIELD_STATE_DIR", tmp.path())
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.starts_with("cpushield demo: "), "{text}");
+    let (report, names) = support::compare_report(&out_dir);
+    // unshielded-cpu needs an unshielded CPU other than CPU 0 (3 CPUs or more).
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let online = cpushield_cpuset::CpuSet::parse_list(online.trim()).unwrap();
+    if online.iter().any(|c| c != 0 && c != 1) {
+        assert_eq!(
+            names,
+            [
+                "idle",
+                "loaded",
+                "shielded",
+                "shielded+advance",
+                "unshielded-cpu"
+            ]
+        );
+    } else {
+        assert_eq!(names, ["idle", "loaded", "shielded", "shielded+advance"]);
+        assert!(
+            report.to_string().contains(
+                "unshielded-cpu skipped: the only unshielded CPU is CPU 0, which runs the machine's own services"
+            ),
+            "the report does not say why unshielded-cpu was skipped"
+        );
+    }
+    for s in report["scenarios"].as_array().unwrap() {
+        assert!(
+            s["latency"]["samples"].as_u64().unwrap() > 0,
+            "{}",
+            s["name"]
+        );
+    }
+    assert!(report["verdict"].is_object(), "no verdict");
+    assert_machine_restored(&before, tmp.path());
+}
+
+#[test]
+fn short_scenarios_run_end_to_end_and_write_the_report() {
+    let _serial = serial();
+    if !is_root() {
+        skipped("compare needs root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out_dir = tmp.path().join("report");
+    let irqs = support::system_state();
     let out = Command::new(bin())
         .args([
             "compare",
@@ -83,16 +170,8 @@ fn short_scenarios_run_end_to_end_and_write_the_report() {
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
-            .unwrap();
+    let (report, names) = support::compare_report(&out_dir);
     assert_eq!(report["schema"], "cpushield.compare/4");
-    let names: Vec<&str> = report["scenarios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
     assert_eq!(names, ["idle", "loaded", "shielded"]);
     for s in report["scenarios"].as_array().unwrap() {
         assert!(
@@ -178,13 +257,13 @@ fn short_scenarios_run_end_to_end_and_write_the_report() {
 
 #[test]
 fn sigint_in_the_shielded_scenario_restores_everything() {
+    let _serial = serial();
     if !is_root() {
         skipped("compare needs root");
         return;
     }
-    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
-    let irqs = irq_masks();
+    let irqs = support::system_state();
     let mut child = Command::new(bin())
         .args([
             "compare",
@@ -256,12 +335,9 @@ fn bad_compare_input_exits_1_before_changing_anything() {
             .env("CPUSHIELD_STATE_DIR", tmp.path())
             .output()
             .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(1),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: not one line: {err}");
         assert!(!tmp.path().join("state.json").exists());
     }
 }

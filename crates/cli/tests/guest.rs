@@ -262,6 +262,11 @@ fn guest_tune_killed_half_way_is_restored_byte_for_byte_by_reset() {
 }
 
 #[test]
+fn guest_whole_cores_shields_every_smt_sibling_and_reset_restores() {
+    run_guest("whole-cores", "dev/guest/run.sh", &["whole-cores"]);
+}
+
+#[test]
 fn guest_nic_irqs_from_a_host_flood_reach_cpu3_until_shielded_and_reset_restores_them() {
     run_guest("nic-irq", "dev/guest/run.sh", &["nic-irq"]);
 }

@@ -407,6 +407,17 @@ fn tracefs_mounted() -> bool {
         .any(|l| l.split_whitespace().nth(2) == Some("tracefs"))
 }
 
+/// Every tracefs setting `--trace-above` may write (top level and the
+/// measured CPU's buffer), every event's enable and filter, and the instances
+/// other than cpushield's (another run may hold its own meanwhile): each as
+/// `path:text`.
+const TRACEFS_SETTINGS: &str = r#"
+cd /sys/kernel/tracing || exit 1
+grep -H '' tracing_on current_tracer trace_clock tracing_cpumask buffer_size_kb \
+    per_cpu/cpu1/buffer_size_kb events/*/*/enable events/*/*/filter 2>/dev/null
+ls instances | grep -v '^cpushield-'
+"#;
+
 #[test]
 fn trace_above_attributes_spikes_and_leaves_tracefs_as_found() {
     if !std::fs::read_to_string("/proc/self/status")
@@ -420,6 +431,10 @@ fn trace_above_attributes_spikes_and_leaves_tracefs_as_found() {
     let mounted_before = tracefs_mounted();
     let dir = tempfile::tempdir().unwrap();
     let trace_dir = dir.path().join("trace");
+    // Where tracefs is not mounted, the run mounts it and unmounts it after:
+    // the mount table must be as before. Then, in a private mount namespace
+    // with tracefs mounted (so the settings can be read before and after),
+    // every setting must read as before.
     let out = cpushield(&[
         "measure",
         "latency",
@@ -428,18 +443,73 @@ fn trace_above_attributes_spikes_and_leaves_tracefs_as_found() {
         "--duration",
         "1s",
         "--trace-above",
-        "15us",
+        "5us",
         "--trace-dir",
         trace_dir.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let summary = read_json(&trace_dir.join("trace-summary.json"));
-    assert!(summary.is_object(), "trace summary is not an object");
     assert_eq!(
         tracefs_mounted(),
         mounted_before,
         "tracefs mount state changed"
     );
+    let summary = read_json(&trace_dir.join("trace-summary.json"));
+    assert_eq!(summary["errors"], serde_json::json!([]), "{summary}");
+    let attributions = summary["attributions"].as_array().unwrap();
+    // Under 5 us a timer wakeup does not happen on a virtual or loaded CPU.
+    assert!(
+        !attributions.is_empty(),
+        "no spike above 5 us was attributed"
+    );
+    assert_eq!(
+        summary["spikes_marked"].as_u64().unwrap(),
+        attributions.len() as u64 + summary["spikes_dropped"].as_u64().unwrap(),
+        "a marked spike is neither attributed nor counted as dropped"
+    );
+    let mut timer_charged = false;
+    for a in attributions {
+        let latency = a["latency_ns"].as_u64().unwrap();
+        assert!(latency >= 5_000, "a spike under the threshold: {a}");
+        let charged: u64 = a["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["ns"].as_u64().unwrap())
+            .sum();
+        assert_eq!(charged, latency, "every ns of the spike is charged: {a}");
+        timer_charged |= a["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["kind"] == "vector" && c["name"] == "local timer interrupt");
+    }
+    assert!(
+        timer_charged,
+        "no spike names the local timer interrupt that woke the probe"
+    );
+
+    let script = format!(
+        "mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing || exit 1
+         settings() {{ {TRACEFS_SETTINGS} }}
+         before=$(settings)
+         \"$CS\" measure latency --cpus 1 --duration 1s --trace-above 5us --trace-dir \"$TD\" >/dev/null \
+             || echo \"ASSERT-FAIL measure exit $?\"
+         after=$(settings)
+         [ \"$before\" = \"$after\" ] || {{ echo ASSERT-FAIL tracefs differs:; diff <(echo \"$before\") <(echo \"$after\") | head -n 20; }}
+         inst=$(grep -o '\"instance\": \"[^\"]*\"' \"$TD/trace-summary.json\" | cut -d'\"' -f4)
+         [ -n \"$inst\" ] || echo ASSERT-FAIL the run used no private instance
+         [ -n \"$inst\" ] && [ -e \"$inst\" ] && echo \"ASSERT-FAIL instance $inst left behind\"
+         echo SCENARIO-DONE"
+    );
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "bash", "-c", &script])
+        .env("CS", env!("CARGO_BIN_EXE_cpushield"))
+        .env("TD", dir.path().join("trace-in-namespace"))
+        .output()
+        .expect("run unshare");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &stderr(&out);
+    assert!(!text.contains("ASSERT-FAIL"), "{text}");
+    assert!(text.contains("SCENARIO-DONE"), "{text}");
 }
 
 #[test]

@@ -33,7 +33,8 @@ fn run_reserved(args: &[&str]) -> (Output, i32) {
     (out, me)
 }
 
-fn assert_refused(args: &[&str], remedy: &str) {
+/// Returns the refusal's one line.
+fn assert_refused(args: &[&str], remedy: &str) -> String {
     let before = support::system_state();
     let (out, holder) = run_reserved(args);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -53,6 +54,7 @@ fn assert_refused(args: &[&str], remedy: &str) {
         before,
         "{args:?} changed the system"
     );
+    err.into_owned()
 }
 
 #[test]
@@ -93,10 +95,20 @@ fn measure_determinism_and_noise_on_a_reserved_cpu_are_refused() {
 
 #[test]
 fn compare_on_a_reserved_cpu_is_refused_naming_the_holder() {
-    assert_refused(
+    let err = assert_refused(
         &["compare", "--cpus", "1", "--duration", "1s"],
         "choose another CPU",
     );
+    assert!(err.contains("compare: CPU 1 is reserved by PID"), "{err}");
+}
+
+#[test]
+fn demo_on_a_reserved_cpu_is_refused_naming_itself_and_the_holder() {
+    let err = assert_refused(
+        &["demo", "--cpus", "1", "--duration", "1s"],
+        "choose another CPU",
+    );
+    assert!(err.contains("demo: CPU 1 is reserved by PID"), "{err}");
 }
 
 #[test]

@@ -161,46 +161,41 @@ fn unshielded_cpus_are_refused_and_nothing_runs() {
     assert!(!marker.exists());
 }
 
+/// Runs `run` with `args` and expects a refusal: exit 1, exactly one line on
+/// stderr containing `expect`, and nothing run.
+fn assert_refused_one_line(env: &Env, args: &[&str], expect: &str) {
+    let marker = env.dir.path().join("ran");
+    let script = format!("touch {}", marker.display());
+    let mut argv = args.to_vec();
+    argv.extend(["--", "sh", "-c", &script]);
+    let out = env.run(&argv);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{argv:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{argv:?}: not one line: {err}");
+    assert!(err.contains(expect), "{argv:?}: {err}");
+    assert!(!marker.exists(), "{argv:?} ran the command");
+}
+
 #[test]
 fn bad_input_is_refused_with_one_line_and_nothing_runs() {
     let env = Env::new();
-    let marker = env.dir.path().join("ran");
-    let script = format!("touch {}", marker.display());
     for (args, expect) in [
-        (vec!["--irq", "4000000"], "IRQ 4000000 does not exist"),
-        (vec!["--fifo", "100"], "priority 100 is out of range"),
+        (&["--irq", "4000000"][..], "IRQ 4000000 does not exist"),
+        (&["--fifo", "100"][..], "priority 100 is out of range"),
         (
-            vec!["--deadline", "2ms/1ms/1ms"],
+            &["--deadline", "2ms/1ms/1ms"][..],
             "runtime <= deadline <= period",
         ),
     ] {
         let mut argv = vec!["--cpus", "1", "--allow-unshielded"];
         argv.extend(args);
-        argv.extend(["--", "sh", "-c", &script]);
-        let out = env.run(&argv);
-        assert_eq!(out.status.code(), Some(1), "{argv:?}");
-        assert!(
-            text(&out.stderr).contains(expect),
-            "{argv:?}: {}",
-            text(&out.stderr)
-        );
+        assert_refused_one_line(&env, &argv, expect);
     }
-    let out = env.run(&[
-        "--cpus",
-        "4000",
-        "--allow-unshielded",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains("CPU(s) 4000 not online"),
-        "{}",
-        text(&out.stderr)
+    assert_refused_one_line(
+        &env,
+        &["--cpus", "4000", "--allow-unshielded"],
+        "CPU(s) 4000 not online",
     );
-    assert!(!marker.exists());
     let out = env.run(&[
         "--cpus",
         "1",
@@ -209,10 +204,40 @@ fn bad_input_is_refused_with_one_line_and_nothing_runs() {
         "cpushield-no-such-cmd",
     ]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("'cpushield-no-such-cmd' not found"));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("'cpushield-no-such-cmd' not found"), "{err}");
     let out = env.run(&["--cpus", "1", "--allow-unshielded", "--pid", "999999999"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("no task with PID 999999999"));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no task with PID 999999999"), "{err}");
+}
+
+#[test]
+fn share_with_a_policy_a_lock_a_reservation_or_idle_poll_is_refused_and_nothing_runs() {
+    let env = Env::new();
+    for (extra, flag) in [
+        (&["--fifo", "10"][..], "--fifo"),
+        (&["--rr", "10"][..], "--rr"),
+        (&["--deadline", "1ms/2ms/3ms"][..], "--deadline"),
+        (&["--nice", "5"][..], "--nice"),
+        (&["--mlock"][..], "--mlock"),
+        (&["--reserve"][..], "--reserve"),
+        (&["--idle-poll"][..], "--idle-poll"),
+    ] {
+        let mut argv = vec!["--cpus", "1", "--allow-unshielded", "--share"];
+        argv.extend(extra);
+        assert_refused_one_line(
+            &env,
+            &argv,
+            &format!("--share with {flag}: shared work runs at SCHED_IDLE"),
+        );
+        assert!(
+            env.reserve_dir().holder(1).unwrap().is_none(),
+            "{argv:?} left a reservation"
+        );
+    }
 }
 
 #[test]
@@ -311,6 +336,12 @@ fn the_reservation_outlives_a_sigkilled_run_as_long_as_its_task() {
         .unwrap()
         .expect("still held by the task");
     assert_eq!(still.pid, holder.pid);
+    // Held in deed, not only on file: another placement there is refused.
+    assert_refused_one_line(
+        &env,
+        &["--cpus", "1", "--allow-unshielded"],
+        &format!("CPU 1 is reserved by PID {} (sleep 30)", holder.pid),
+    );
     kill(holder.pid, libc::SIGKILL);
     // The task was run's child; now an orphan, reaped by init or a subreaper.
     let t0 = Instant::now();
@@ -321,6 +352,8 @@ fn the_reservation_outlives_a_sigkilled_run_as_long_as_its_task() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    let out = env.run(&["--cpus", "1", "--allow-unshielded", "--", "true"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
 #[test]

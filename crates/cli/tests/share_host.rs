@@ -8,7 +8,6 @@
 
 mod support;
 
-use std::path::Path;
 use std::process::Command;
 use support::{bin, can_shield_here, skip, system_state};
 
@@ -97,16 +96,8 @@ fn compare_shielded_shared_prints_table_2_and_the_batch_job_gets_a_share_of_the_
         t.contains("SHARING KEEPS THE LATENCY") || t.contains("SHARING COSTS LATENCY"),
         "{t}"
     );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
-            .unwrap();
+    let (report, names) = support::compare_report(&out_dir);
     assert_eq!(report["schema"], "cpushield.compare/4");
-    let names: Vec<&str> = report["scenarios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
     assert_eq!(names, ["shielded", "shielded+shared"]);
     let shared = &report["scenarios"][1];
     let batch = &shared["batch"];
@@ -135,6 +126,6 @@ fn compare_shielded_shared_prints_table_2_and_the_batch_job_gets_a_share_of_the_
         report["verdict"]
     );
     assert_eq!(before, system_state(), "IRQ masks or sysctls differ");
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    support::assert_no_shield_cgroups();
     assert!(!tmp.path().join("state.json").exists(), "shield state left");
 }

@@ -24,6 +24,7 @@ fn in_namespace(script: &str, state_dir: &Path) -> (String, i32) {
     let out = Command::new("unshare")
         .args(["--pid", "--fork", "--mount-proc", "bash", "-c", script])
         .env("CS", bin())
+        .env("CPUSET_ROOT", support::cpuset_root())
         .env("CPUSHIELD_STATE_DIR", state_dir)
         .output()
         .expect("run unshare");
@@ -80,8 +81,7 @@ fn shield_and_reset_in_a_private_namespace_restore_everything() {
         state_before, state_after,
         "IRQ affinities differ after reset"
     );
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-system").exists());
+    support::assert_no_shield_cgroups();
     assert!(!out.contains("ASSERT-FAIL"), "{out}");
     assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
 }
@@ -106,7 +106,8 @@ fn bad_cpu_lists_exit_1_with_one_line_and_change_nothing() {
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-        assert!(!err.trim().is_empty(), "{args:?} printed no error");
+        assert_eq!(err.lines().count(), 1, "{args:?}: not one line: {err}");
+        assert!(err.starts_with("cpushield: error: "), "{args:?}: {err}");
         assert!(
             !state.path().join("state.json").exists(),
             "{args:?} wrote state"
@@ -171,7 +172,7 @@ fn a_thread_named_with_invalid_utf8_is_shielded_and_restored() {
         system_state(),
         "IRQ affinities differ after reset"
     );
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    support::assert_no_shield_cgroups();
     assert!(!out.contains("ASSERT-FAIL"), "{out}");
     assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
 }
@@ -222,15 +223,15 @@ out=$($CS reset 2>&1); rc=$?
 expect_refused "empty affinity and IRQ zz" "task $S" "saved affinity ''" "IRQ $IRQ: saved affinity mask 'zz'" "state.json.bak"
 put_back
 
-mkdir /sys/fs/cgroup/cpuset/cpushield-hosttest-foreign
-edit_both 's#"created_cgroups":\[#"created_cgroups":["/sys/fs/cgroup/cpuset/cpushield-hosttest-foreign","cpushield-shield",#'
+mkdir $CPUSET_ROOT/cpushield-hosttest-foreign
+edit_both "s#\"created_cgroups\":\\[#\"created_cgroups\":[\"$CPUSET_ROOT/cpushield-hosttest-foreign\",\"cpushield-shield\",#"
 edit_both 's#"files":{#"files":{"/etc/cpushield-hosttest":"1",#'
 out=$($CS reset 2>&1); rc=$?
 expect_refused "foreign cgroup, relative path, file outside" \
-    "cgroup /sys/fs/cgroup/cpuset/cpushield-hosttest-foreign: not one cpushield creates" \
+    "cgroup $CPUSET_ROOT/cpushield-hosttest-foreign: not one cpushield creates" \
     "cgroup cpushield-shield: not one cpushield creates" "file /etc/cpushield-hosttest: not a file cpushield changes"
-[ -d /sys/fs/cgroup/cpuset/cpushield-hosttest-foreign ] || fail "the foreign cgroup was removed"
-rmdir /sys/fs/cgroup/cpuset/cpushield-hosttest-foreign
+[ -d $CPUSET_ROOT/cpushield-hosttest-foreign ] || fail "the foreign cgroup was removed"
+rmdir $CPUSET_ROOT/cpushield-hosttest-foreign
 [ -e /etc/cpushield-hosttest ] && fail "a file outside /proc and /sys was written"
 put_back
 
@@ -254,7 +255,7 @@ echo SCENARIO-DONE
 "##;
 
 fn cleanup_cgroup(name: &str) {
-    let _ = std::fs::remove_dir(Path::new("/sys/fs/cgroup/cpuset").join(name));
+    let _ = std::fs::remove_dir(support::cpuset_root().join(name));
 }
 
 #[test]
@@ -273,7 +274,7 @@ fn damaged_or_unrestorable_state_refuses_reset_naming_each_object_and_changes_no
         system_state(),
         "IRQ affinities differ after reset"
     );
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    support::assert_no_shield_cgroups();
     assert!(!out.contains("ASSERT-FAIL"), "{out}");
     assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
 }
@@ -291,7 +292,7 @@ case "$out" in *"$SD/state.json"*"free space in $SD"*) ;; *) fail "message lacks
 left=$(ls $SD | grep -v '^lock$')
 [ -z "$left" ] || fail "left behind on a full disk: $left"
 [ "$(aff $S)" = 0-1 ] || fail "task moved to $(aff $S) by a shield that failed"
-[ -d /sys/fs/cgroup/cpuset/cpushield-shield ] && fail "cgroup created by a shield that failed"
+[ -d $CPUSET_ROOT/cpushield-shield ] && fail "cgroup created by a shield that failed"
 rm $T/fill
 $CS shield --all 1 >/dev/null || fail "shield after freeing space: exit $?"
 [ "$(aff $S)" = 0 ] || fail "not shielded: $(aff $S)"
@@ -300,7 +301,7 @@ out=$($CS reset 2>&1); rc=$?
 [ "$rc" = 1 ] || fail "reset on a read-only state dir: exit $rc, want 1 (state not removed): $out"
 case "$out" in *"everything was restored"*"$SD/state.json"*"reset"*) ;; *) fail "read-only reset message: $out" ;; esac
 [ "$(aff $S)" = 0-1 ] || fail "read-only reset did not restore the task: $(aff $S)"
-[ -d /sys/fs/cgroup/cpuset/cpushield-shield ] && fail "read-only reset left the cgroup"
+[ -d $CPUSET_ROOT/cpushield-shield ] && fail "read-only reset left the cgroup"
 mount -o remount,rw $T
 $CS reset >/dev/null || fail "second reset exit $?"
 [ -e $SD/state.json ] && fail "state file left"
@@ -324,7 +325,7 @@ fn a_full_or_read_only_state_dir_names_the_path_leaves_nothing_and_reset_still_r
         system_state(),
         "IRQ affinities differ after reset"
     );
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    support::assert_no_shield_cgroups();
     assert!(!out.contains("ASSERT-FAIL"), "{out}");
     assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
 }
@@ -372,9 +373,117 @@ fn killed_reset_run_policy_and_unshield_under_one_lock_all_end_restored() {
         system_state(),
         "IRQ affinities differ after reset"
     );
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    support::assert_no_shield_cgroups();
     assert!(!out.contains("ASSERT-FAIL"), "{out}");
     assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
+}
+
+/// `shield` killed with SIGKILL half way (while it moves tasks, and while it
+/// writes IRQ masks), then `reset`: every file the shield writes reads again
+/// byte for byte as before (IRQ masks and the other masks as mask text, the
+/// sysctls, the cpuset hierarchy's directories), and every task has its
+/// `Cpus_allowed` mask and cpuset cgroup line back. A third kill is followed by
+/// a whole shield over the debris before the reset. `CPUSHIELD_TEST_STEP_DELAY_US`
+/// slows each change so that the kills land inside the window of writes; each
+/// round checks that its kill did land there.
+const SIGKILL_MID_SHIELD: &str = r#"
+set -u
+fail() { echo "ASSERT-FAIL $*"; }
+N=150
+SLEEPERS=""
+i=0
+while [ $i -lt $N ]; do
+    case $((i % 3)) in
+        0) sleep 600 & ;;
+        1) taskset -c 1 sleep 600 & ;;
+        *) taskset -c 0 sleep 600 & ;;
+    esac
+    SLEEPERS="$SLEEPERS $!"
+    i=$((i + 1))
+done
+sleep 0.5
+files() {
+    grep -H '' /proc/irq/*/smp_affinity /proc/irq/default_smp_affinity \
+        /sys/devices/virtual/workqueue/cpumask /proc/sys/kernel/watchdog_cpumask \
+        /proc/sys/kernel/timer_migration /proc/sys/vm/stat_interval 2>/dev/null
+    ls -d "$CPUSET_ROOT"/*/
+}
+irqs() { grep -H '' /proc/irq/*/smp_affinity 2>/dev/null; }
+tasks() {
+    for p in $$ $SLEEPERS; do
+        echo "$p $(grep '^Cpus_allowed:' /proc/$p/status | cut -f2) $(grep ':cpuset:' /proc/$p/cgroup)"
+    done
+}
+moved() {
+    for p in $SLEEPERS; do echo /proc/$p/cgroup; done | xargs grep -h ':cpuset:' | grep -c '/cpushield-'
+}
+alive() { [ -e /proc/$1 ] && ! grep -q '^State:[[:space:]]*Z' /proc/$1/status; }
+files_before=$(files)
+tasks_before=$(tasks)
+irqs_before=$(irqs)
+[ "$(moved)" = 0 ] || fail "tasks in cpushield cgroups before any shield"
+
+# kill_when ROUND DELAY_US TEST: start `shield --all 1` slowed by DELAY_US after
+# each change, and SIGKILL it as soon as TEST holds; TEST must come true while
+# the shield still runs.
+kill_when() {
+    CPUSHIELD_TEST_STEP_DELAY_US=$2 $CS shield --all 1 >/dev/null 2>&1 &
+    V=$!
+    k=0
+    while ! $3; do
+        alive $V || { fail "$1: shield finished before the kill point"; wait $V; return; }
+        k=$((k + 1))
+        [ $k -lt 3000 ] || { fail "$1: kill point never reached"; kill -9 $V; wait $V; return; }
+    done
+    alive $V || fail "$1: shield finished before the kill"
+    kill -9 $V
+    wait $V 2>/dev/null
+}
+expect_restored() {
+    $CS reset >/dev/null 2>&1 || fail "$1: reset exit $?"
+    [ ! -e "$CPUSHIELD_STATE_DIR/state.json" ] || fail "$1: state left after reset"
+    now=$(files)
+    [ "$now" = "$files_before" ] || fail "$1: files differ after reset: $(printf '%s\n' "$files_before" > /tmp/cpushield-sigkill.$$.a; printf '%s\n' "$now" | diff /tmp/cpushield-sigkill.$$.a - | grep '^[<>]' | head -n 6 | tr '\n' ' ')"
+    now=$(tasks)
+    [ "$now" = "$tasks_before" ] || fail "$1: tasks differ after reset: $(printf '%s\n' "$tasks_before" > /tmp/cpushield-sigkill.$$.a; printf '%s\n' "$now" | diff /tmp/cpushield-sigkill.$$.a - | grep '^[<>]' | head -n 6 | tr '\n' ' ')"
+    rm -f /tmp/cpushield-sigkill.$$.a
+}
+
+a_third_moved() { [ "$(moved)" -ge $((N / 3)) ]; }
+kill_when moves 5000 a_third_moved
+m=$(moved)
+[ "$m" -gt 0 ] && [ "$m" -lt $N ] || fail "moves: the kill did not land while tasks moved ($m of $N moved)"
+[ -e "$CPUSHIELD_STATE_DIR/state.json" ] || fail "moves: no state after the kill"
+expect_restored moves
+
+an_irq_changed() { [ "$(irqs)" != "$irqs_before" ]; }
+kill_when irqs 20000 an_irq_changed
+[ "$(moved)" = $N ] || fail "irqs: the kill came before every task moved ($(moved) of $N)"
+expect_restored irqs
+
+kill_when again 5000 a_third_moved
+$CS shield --all 1 >/dev/null 2>&1 || fail "again: shield over the debris exit $?"
+[ "$(moved)" = $N ] || fail "again: $(moved) of $N tasks moved by the whole shield"
+expect_restored again
+
+kill $SLEEPERS
+echo SCENARIO-DONE
+"#;
+
+#[test]
+fn shield_killed_half_way_then_reset_restores_every_file_byte_for_byte() {
+    let _serial = serial();
+    if let Err(why) = can_shield_here() {
+        skip(&why);
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let before = system_state();
+    let out = support::run_scenario_in_pid_namespace(SIGKILL_MID_SHIELD, &[], state.path());
+    assert_eq!(before, system_state(), "machine state differs after reset");
+    support::assert_no_shield_cgroups();
+    assert!(!out.contains("ASSERT-FAIL"), "{out}");
+    assert!(out.contains("SCENARIO-DONE"), "{out}");
 }
 
 #[test]
@@ -405,7 +514,7 @@ for verb in "shield --all 1" "reset" "unshield --all 1"; do
     [ "$rc" = 1 ] || fail "$verb from a second namespace: exit $rc: $out"
     case "$out" in *"PID namespace"*) ;; *) fail "$verb: message lacks the reason: $out" ;; esac
 done
-[ -d /sys/fs/cgroup/cpuset/cpushield-shield ] || fail "the first namespace's shield was undone"
+[ -d $CPUSET_ROOT/cpushield-shield ] || fail "the first namespace's shield was undone"
 touch $F/go
 wait $A
 [ -e $CPUSHIELD_STATE_DIR/state.json ] && fail "state left after the first namespace's reset"
@@ -414,6 +523,7 @@ echo SCENARIO-DONE
     let out = Command::new("bash")
         .args(["-c", script])
         .env("CS", bin())
+        .env("CPUSET_ROOT", support::cpuset_root())
         .env("CPUSHIELD_STATE_DIR", state.path())
         .env("F", flags.path())
         .output()
@@ -425,7 +535,7 @@ echo SCENARIO-DONE
         system_state(),
         "IRQ affinities differ after reset"
     );
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    support::assert_no_shield_cgroups();
     assert!(!text.contains("ASSERT-FAIL"), "{text}");
     assert!(text.contains("SCENARIO-DONE"), "{text}");
 }
@@ -473,7 +583,7 @@ fn measure_latency_on_a_shielded_cpu_enters_the_shield_and_reset_restores() {
         system_state(),
         "IRQ affinities differ after reset"
     );
-    assert!(!Path::new("/sys/fs/cgroup/cpuset/cpushield-shield").exists());
+    support::assert_no_shield_cgroups();
     assert!(!out.contains("ASSERT-FAIL"), "{out}");
     assert!(out.contains("SCENARIO-DONE"), "exit {code}: {out}");
 }

@@ -701,7 +701,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_rule_removes_shielded_cpus_unless_nothing_would_remain() {
+    fn broskys_rule_removes_shielded_cpus_unless_nothing_would_remain() {
         let online = CpuSet::first_n(4);
         let shield = CpuSet::parse_list("3").unwrap();
         let rule = |r: &str| shielded_affinity(&CpuSet::parse_list(r).unwrap(), &online, &shield);
@@ -732,7 +732,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_rule_holds_on_many_random_masks() {
+    fn broskys_rule_holds_on_many_random_masks() {
         // A small deterministic generator keeps the test reproducible.
         let mut state = 0x2545_f491_4f6c_dd1du64;
         let mut next = || {

@@ -39,7 +39,7 @@ fn dist(values: &[(u64, u64)]) -> Distribution {
 }
 
 #[test]
-fn bucket_table_in_the_style_of_seed_figure_6() {
+fn bucket_table_in_the_style_of_brosky_and_rotolo_figure_6() {
     // 9984 samples under 0.1 ms, then a thin tail up to 0.45 ms
     let d = dist(&[
         (12_000, 5000),
@@ -54,7 +54,7 @@ fn bucket_table_in_the_style_of_seed_figure_6() {
 }
 
 #[test]
-fn bucket_table_in_the_style_of_seed_figure_7() {
+fn bucket_table_in_the_style_of_brosky_and_rotolo_figure_7() {
     // RCIM-like: everything between 11 and 27 us
     let d = dist(&[(11_000, 28_800_000 / 1000), (12_500, 70), (27_000, 12)]);
     check("bucket_table_fig7.txt", &table::render_bucket_table(&d));
@@ -88,7 +88,7 @@ fn cyclictest_histogram_sized_to_cover_everything_has_no_overflow() {
 }
 
 #[test]
-fn determinism_lines_match_seed_figure_1() {
+fn determinism_lines_match_brosky_and_rotolo_figure_1() {
     let applied = AppliedPolicy {
         policy: SchedPolicy::Fifo,
         priority: 95,

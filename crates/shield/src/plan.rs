@@ -1010,7 +1010,7 @@ mod tests {
     }
 
     #[test]
-    fn tasks_go_where_the_seed_rule_puts_them_and_kernel_bound_threads_stay() {
+    fn tasks_go_where_broskys_rule_puts_them_and_kernel_bound_threads_stay() {
         let mut kthread = task(7, "3");
         kthread.comm = "ksoftirqd/3".into();
         kthread.kthread = true;

@@ -54,7 +54,7 @@ fn shield_and_save(k: &FakeKernel, masks: &ShieldMasks) -> SavedState {
 }
 
 #[test]
-fn shielding_applies_the_seed_rule_to_every_task() {
+fn shielding_applies_broskys_rule_to_every_task() {
     let k = machine(&[
         (100, "0-3"),
         (101, "3"),
@@ -73,6 +73,64 @@ fn shielding_applies_the_seed_rule_to_every_task() {
     assert_eq!(aff[&102], cpus("2"));
     assert_eq!(aff[&103], cpus("1"));
     assert_eq!(aff[&104], cpus("0"));
+}
+
+#[test]
+fn whole_cores_shields_each_cpus_smt_siblings_too_and_reset_restores() {
+    let k = machine(&[(100, "0-3"), (101, "3"), (102, "1-2")]);
+    for (cpu, siblings) in [(0, "0-1"), (1, "0-1"), (2, "2-3"), (3, "2-3")] {
+        k.set_file(
+            format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"),
+            format!("{siblings}\n"),
+        );
+    }
+    let files_before = k.files();
+    let affinities_before = k.affinities();
+    let store = MemoryStore::new();
+    let options = Options {
+        whole_cores: true,
+        ..ROOT_OPTIONS
+    };
+    let report =
+        cpushield_shield::shield_in(&k, &store, &ShieldMasks::all(&cpus("3")), options).unwrap();
+    let saved = saved_in(&store);
+    assert_eq!(saved.masks, ShieldMasks::all(&cpus("2-3")));
+    let aff = k.affinities();
+    assert_eq!(aff[&100], cpus("0-1"));
+    assert_eq!(aff[&101], cpus("3"), "it asked only for shielded CPUs");
+    assert_eq!(aff[&102], cpus("1"));
+    assert_eq!(
+        k.file(format!("{ROOT}/cpushield-shield/cpuset.cpus"))
+            .unwrap(),
+        "2-3"
+    );
+    assert!(
+        !report
+            .notes
+            .iter()
+            .any(|n| n.text.contains("shares a core")),
+        "a whole core leaves no sibling unshielded: {:?}",
+        report.notes
+    );
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert_eq!(k.affinities(), affinities_before);
+    let files_after = k.files();
+    for (path, text) in &files_before {
+        let after = &files_after[path];
+        assert_eq!(after.trim_end(), text.trim_end(), "{}", path.display());
+    }
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-shield")));
+
+    // Without it, only CPU 3 is shielded and its sibling is named.
+    let report = shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    assert_eq!(saved_in(&store).masks, ShieldMasks::all(&cpus("3")));
+    assert!(
+        report.notes.iter().any(|n| n
+            .text
+            .contains("CPU 3 shares a core with unshielded CPU(s) 2")),
+        "{:?}",
+        report.notes
+    );
 }
 
 #[test]

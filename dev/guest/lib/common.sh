@@ -176,6 +176,7 @@ SYSCTL_EXCLUDE='random/|ns_last_pid|pty/nr|/tainted|hung_task_detect_count|/sche
 #   flags      pid flags                           (from /proc/PID/stat)
 #   cgroups    pid /proc/PID/cgroup joined by ';'
 #   irqs       irq smp_affinity_list              (every /proc/irq/N)
+#   irqmasks   every smp_affinity and default_smp_affinity as its exact text
 #   irqdefault default_smp_affinity as a CPU list
 #   wq         workqueue cpumasks (global and per workqueue)
 #   sysctl     /proc/sys/kernel, /proc/sys/vm (minus counters), cpu online/isolation files
@@ -205,6 +206,8 @@ snapshot() {
         read -r _v <"$_irq/smp_affinity_list"
         echo "${_irq#/proc/irq/} $_v"
     done | sort -n >"$_d/irqs"
+    # What reset writes back, as the kernel shows it: the mask text, byte for byte.
+    grep -H '' /proc/irq/[0-9]*/smp_affinity /proc/irq/default_smp_affinity | sort >"$_d/irqmasks"
     read -r _v </proc/irq/default_smp_affinity
     mask_to_list "$_v" >"$_d/irqdefault"
     for _f in /sys/devices/virtual/workqueue/cpumask /sys/devices/virtual/workqueue/*/cpumask; do
@@ -280,6 +283,8 @@ compare_snapshots() {
     report_diff "$_n/irqs" "IRQ affinities" /tmp/diff.out
     diff "$_a/irqdefault" "$_b/irqdefault" | grep '^[-+][^-+]' >/tmp/diff.out
     report_diff "$_n/irq-default" "default_smp_affinity" /tmp/diff.out
+    diff "$_a/irqmasks" "$_b/irqmasks" | grep '^[-+][^-+]' >/tmp/diff.out
+    report_diff "$_n/irq-mask-text" "IRQ mask files (exact text)" /tmp/diff.out
     diff "$_a/wq" "$_b/wq" | grep '^[-+][^-+]' >/tmp/diff.out
     report_diff "$_n/workqueue" "workqueue cpumasks" /tmp/diff.out
     diff "$_a/sysctl" "$_b/sysctl" | grep '^[-+][^-+]' >/tmp/diff.out
@@ -292,7 +297,7 @@ compare_snapshots() {
 same_snapshot() {
     [ -z "$(diff_movable "$1" "$2")" ] || return 1
     [ -z "$(diff_cgroups_pids "$1/cgroups" "$2/cgroups" "$1/procs" "$2/procs")" ] || return 1
-    for _p in irqs irqdefault wq sysctl cgtree; do
+    for _p in irqs irqmasks irqdefault wq sysctl cgtree; do
         cmp -s "$1/$_p" "$2/$_p" || return 1
     done
 }
@@ -418,7 +423,8 @@ expect_show() {
     check_eq "$1" "procs=$2 irqs=$3 ltmr=$4" "$_got" "show --json"
 }
 
-# expect_refused NAME BEFORE ARGS...: cpushield ARGS exits 1 and the system is unchanged.
+# expect_refused NAME BEFORE ARGS...: cpushield ARGS exits 1 with exactly one line on
+# stderr, and the system is unchanged.
 expect_refused() {
     _n=$1; _b=$2; shift 2
     cs "$@"
@@ -427,10 +433,15 @@ expect_refused() {
     else
         fail "$_n/exit-1" "cpushield $* exited $CS_RC, expected 1 (stderr: $(head -c 200 /tmp/cs.err | tr '\n' ' '))"
     fi
-    if [ -s /tmp/cs.err ]; then
-        info "$_n: $(head -n 1 /tmp/cs.err)"
+    _lines=$(($(wc -l </tmp/cs.err)))
+    if [ "$_lines" = 1 ]; then
+        pass "$_n/one-line"
+        info "$_n: $(cat /tmp/cs.err)"
     else
-        fail "$_n/message" "cpushield $* printed no error message"
+        fail "$_n/one-line" "cpushield $* printed $_lines lines on stderr: $(head -c 400 /tmp/cs.err | tr '\n' '|')"
+    fi
+    if grep -q -e 'forget the shield' -e 'rm .*state' -e 'remove the state' /tmp/cs.err; then
+        fail "$_n/no-advice-that-loses-data" "$(head -c 300 /tmp/cs.err)"
     fi
     snapshot /tmp/snap-refused
     if same_snapshot "$_b" /tmp/snap-refused; then

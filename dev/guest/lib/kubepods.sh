@@ -72,6 +72,15 @@ kubepods_semantics() {
             # v2: the isolated partition makes the kernel clamp every task outside it
             # (scenario kernel-partition), pods included; cpushield warns of it.
             info "$1: pod affinities after the kernel's clamp: $(for p in $pod_shared $pod_on3; do echo "$p:$(cpus_of "$p")"; done | tr '\n' ' ')"
+            if [ "$1" != reset ]; then
+                # While the shield is up, its partition takes CPU 3 from every cgroup
+                # outside it: the shared pod keeps the rest of its cpuset.
+                check_eq "kubepods/$1/pod-shared-clamped-off-3" 0-2 "$(cpus_of "$pod_shared")" "affinity of pod task $pod_shared"
+            else
+                # With the partition gone, the kernel gives each pod task its cpuset's CPUs back.
+                check_eq "kubepods/$1/pod-shared-gets-its-cpuset-back" 0-3 "$(cpus_of "$pod_shared")" "affinity of pod task $pod_shared"
+                check_eq "kubepods/$1/pod-on-3-gets-its-cpuset-back" 3 "$(cpus_of "$pod_on3")" "affinity of pod task $pod_on3"
+            fi
         fi
     }
 

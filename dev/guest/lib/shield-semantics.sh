@@ -112,6 +112,7 @@ shield_semantics() {
     cp /bin/cpushield /tmp/cpushield-user && chmod 755 /tmp/cpushield-user
     su -s /bin/sh nobody -c "/tmp/cpushield-user shield --all 3" >/tmp/cs.out 2>/tmp/cs.err
     check_eq bad/not-root/exit-1 1 "$?" "exit status of shield as nobody"
+    check_eq bad/not-root/one-line 1 "$(($(wc -l </tmp/cs.err)))" "lines on stderr ($(head -c 300 /tmp/cs.err | tr '\n' '|'))"
     info "bad/not-root: $(head -n 1 /tmp/cs.err)"
     expect_restored bad/not-root/nothing-changed /tmp/before
 

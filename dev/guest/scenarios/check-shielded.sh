@@ -3,13 +3,15 @@
 # enforcement (v2 isolated partition), and no IRQ or task reaching CPU 3; neither it nor
 # `check --cpus 3` advises a shield command the shield already applies (`shield --all 3`,
 # `--procs 3`, `--irqs 3`, `--ltmr 3` would change nothing), and what the kernel still
-# sends to CPU 3 (the tick, IPIs) says what the shield already does.
+# sends to CPU 3 (the tick, IPIs) says what the shield already does; it exits 0 (clean).
+# Then a CPU that is not shielded, with movable tasks busy on it: exit 3.
 # guest-timeout: 300
 GUEST_CGROUP=v2
 
 scenario_main() {
     cs_ok check-shielded/shield shield --all 3
     cs check --interval 2s --json
+    rc=$CS_RC
     cp /tmp/cs.out /tmp/check-json
     info "check verdict: $(grep '"verdict"' /tmp/check-json)"
     check_eq check-shielded/cpus '"cpus": "3",' "$(grep -o '"cpus": "[0-9,-]*",' /tmp/check-json | head -n 1)" "checked CPUs"
@@ -42,6 +44,24 @@ scenario_main() {
         pass check-shielded/says-what-is-in-place
     else
         fail check-shielded/says-what-is-in-place "no finding says what the shield already does: $(grep '"title"' /tmp/check-json | head -n 6 | tr '\n' ' ')"
+    fi
+    # Clean: nothing breaks the shield, so the exit status is 0 and the report says so.
+    check_eq check-shielded/breaks-nothing '"breaks_shield": false,' \
+        "$(grep -o '"breaks_shield": [a-z]*,' /tmp/check-json | head -n 1)" "breaks_shield"
+    check_eq check-shielded/exit-0 0 "$rc" "check's exit status (findings: $(grep -B 1 '"severity": "breaks-shield"' /tmp/check-json | grep -o '"title": "[^"]*"' | tr '\n' ' '))"
+
+    # CPU 2 is not shielded: two busy tasks allowed CPUs 1-2 share CPUs 1 and 2,
+    # so a movable task runs on CPU 2 while it is checked, which breaks a shield.
+    taskset -c 1-2 sh -c 'while :; do :; done' & b1=$!
+    taskset -c 1-2 sh -c 'while :; do :; done' & b2=$!
+    cs check --cpus 2 --interval 2s --json
+    kill "$b1" "$b2"
+    wait "$b1" "$b2" 2>/dev/null
+    check_eq check-unshielded/exit-3 3 "$CS_RC" "check's exit status"
+    if grep -Eq "\"title\": \"task [^\"]* \(pid ($b1|$b2)\) ran on CPU 2 for .* it may run on other CPUs" /tmp/cs.out; then
+        pass check-unshielded/names-the-busy-task
+    else
+        fail check-unshielded/names-the-busy-task "no finding for $b1 or $b2: $(grep '"title": "task' /tmp/cs.out | tr '\n' ' ')"
     fi
     cs_ok check-shielded/reset reset
 }

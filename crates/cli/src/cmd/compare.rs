@@ -164,7 +164,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
         smt: args.smt,
     };
     let printing = Printing::new(args.verbose, 0);
-    execute(config, args.out, args.max_latency, printing)
+    execute("compare", config, args.out, args.max_latency, printing)
 }
 
 /// Runs `cpushield demo`: every scenario, the stress-kernel load, short runs.
@@ -204,6 +204,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         println!("{line}");
     }
     execute(
+        "demo",
         config,
         args.out,
         None,
@@ -329,7 +330,10 @@ fn trace_context() -> cpushield_trace::KernelContext {
     cpushield_check::trace_context(&RealKernel, &cpus)
 }
 
+/// Runs the experiment `config` for the command named `command` (`compare`
+/// or `demo`, as a refusal names it).
 fn execute(
+    command: &str,
     config: CompareConfig,
     out: Option<PathBuf>,
     max_latency: Option<Duration>,
@@ -340,7 +344,7 @@ fn execute(
     crate::output::check_dir(&out, "--out")?;
     config.period.validate().map_err(anyhow::Error::msg)?;
     let cpus = runner::preflight(&config)?;
-    super::reserved::guard("compare", &cpus, cpushield_rt::reserve::CpuUse::Place)?;
+    super::reserved::guard(command, &cpus, cpushield_rt::reserve::CpuUse::Place)?;
     if config.scope == Scope::System {
         return Ok(ExitCode::from(experiment(
             &config,

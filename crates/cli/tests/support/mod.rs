@@ -43,7 +43,10 @@ pub fn can_shield_here(tools: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
-/// Every IRQ mask, the default mask, and the sysctls the local-timer shield writes.
+/// Every machine-wide file a shield writes, as the exact text the kernel
+/// shows (masks as mask text, not CPU lists): every IRQ's `smp_affinity`,
+/// the default mask, the unbound workqueue mask, the sysctls of the
+/// local-timer shield; and the cpuset hierarchy's top-level directories.
 pub fn system_state() -> Vec<(String, String)> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc/irq").unwrap().flatten() {
@@ -53,14 +56,47 @@ pub fn system_state() -> Vec<(String, String)> {
         }
     }
     for p in [
-        "/proc/irq/default_smp_affinity",
-        "/proc/sys/kernel/watchdog_cpumask",
-        "/proc/sys/vm/stat_interval",
-    ] {
+        cpushield_shield::snapshot::DEFAULT_IRQ_AFFINITY,
+        cpushield_shield::snapshot::WORKQUEUE_CPUMASK,
+    ]
+    .into_iter()
+    .chain(cpushield_shield::snapshot::LTMR_SYSCTLS)
+    {
         out.push((p.into(), std::fs::read_to_string(p).unwrap_or_default()));
+    }
+    if let Some(layout) = cpushield_shield::layout::detect(&cpushield_kernel::RealKernel) {
+        for e in std::fs::read_dir(layout.root()).unwrap().flatten() {
+            if e.path().is_dir() {
+                out.push((e.path().display().to_string(), "directory".into()));
+            }
+        }
     }
     out.sort();
     out
+}
+
+/// Where this machine's cpuset hierarchy is mounted (cgroup v1 or v2, from
+/// /proc/self/mountinfo, as the shield finds it). Scripts get it as
+/// `$CPUSET_ROOT`.
+pub fn cpuset_root() -> std::path::PathBuf {
+    shield_layout().root().to_path_buf()
+}
+
+fn shield_layout() -> cpushield_shield::layout::CgroupLayout {
+    cpushield_shield::layout::detect(&cpushield_kernel::RealKernel)
+        .expect("no cpuset hierarchy is mounted")
+}
+
+/// Asserts that neither cgroup a shield creates exists, where this machine's
+/// cpuset hierarchy really is.
+pub fn assert_no_shield_cgroups() {
+    let layout = shield_layout();
+    for dir in [
+        cpushield_shield::plan::shield_dir(&layout),
+        cpushield_shield::plan::system_dir(&layout),
+    ] {
+        assert!(!dir.exists(), "{} left behind", dir.display());
+    }
 }
 
 /// Runs `script` with bash in a private PID namespace (`unshare --pid --fork
@@ -77,6 +113,7 @@ pub fn run_scenario_in_pid_namespace(
     let out = Command::new("unshare")
         .args(["--pid", "--fork", "--mount-proc", "bash", "-c", script])
         .env("CS", bin())
+        .env("CPUSET_ROOT", cpuset_root())
         .envs(envs.iter().copied())
         .env("CPUSHIELD_STATE_DIR", state)
         .output()
@@ -90,4 +127,18 @@ pub fn run_scenario_in_pid_namespace(
             .output();
     }
     text
+}
+
+/// The report `compare` or `demo` wrote to `dir/report.json`, and the names of
+/// its scenarios in order.
+pub fn compare_report(dir: &std::path::Path) -> (serde_json::Value, Vec<String>) {
+    let text = std::fs::read_to_string(dir.join("report.json")).expect("report.json written");
+    let report: serde_json::Value = serde_json::from_str(&text).expect("report.json is JSON");
+    let names = report["scenarios"]
+        .as_array()
+        .expect("a list of scenarios")
+        .iter()
+        .map(|s| s["name"].as_str().expect("a scenario name").to_string())
+        .collect();
+    (report, names)
 }

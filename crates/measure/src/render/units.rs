@@ -81,7 +81,7 @@ mod tests {
     }
 
     #[test]
-    fn bucket_edges_print_like_the_seed() {
+    fn bucket_edges_print_like_brosky_and_rotolos_bucket_table() {
         assert_eq!(ms_label(100_000), "0.1ms");
         assert_eq!(ms_label(20_000), "0.02ms");
         assert_eq!(ms_label(1_000_000), "1.0ms");
