@@ -1,4 +1,4 @@
-// Command validate checks the Kubernetes manifests of deploy/kubernetes
+// Command manifest-check checks the Kubernetes manifests of deploy/kubernetes
 // against the real Kubernetes API types (k8s.io/api, and the Prometheus
 // Operator's ServiceMonitor), decoding each document strictly as the API
 // server's strict field validation does: an unknown, misspelt (also in

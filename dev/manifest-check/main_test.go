@@ -10,7 +10,7 @@ import (
 
 func shipped(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("../*.yaml")
+	files, err := filepath.Glob("../../deploy/kubernetes/*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests in deploy/kubernetes: %v", err)
 	}
