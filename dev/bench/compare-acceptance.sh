@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 11's acceptance: N consecutive runs of `cpushield compare --duration <S>s`
+# The verdict's stability: N consecutive runs of `cpushield compare --duration <S>s`
 # with default settings (idle policy calibrated per scenario, every spike
 # traced and explained, cyclictest run in the loaded and shielded scenarios as
 # the anchor), then one `cpushield demo`, timed.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Hyades paper's ARTiS sharing, measured (issue 15 item 7): RUNS consecutive
+# The Hyades paper's ARTiS sharing, measured: RUNS consecutive
 # runs of `cpushield compare --cpus 1 --scenarios shielded,shielded+shared
 # --duration <SECS>s` (stress-kernel load, private PID namespace, defaults
 # otherwise). The shielded+shared scenario adds a best-effort batch job (the

@@ -158,7 +158,7 @@ round() {
         if "$READS" "$CG/$threads" "$CG/cgroup.procs" >"$WORK/reads.out"; then
             sed 's/^/reads /' "$WORK/reads.out" >>"$OUT"
         else
-            echo "dev/bench/task-reads.c failed (no per-task reads this round)" >&2
+            echo "dev/bench/task-reads.c failed (this run reports no per-task reads)" >&2
         fi
     }
     if [ "$first" = ours ]; then ours; peer; else peer; ours; fi

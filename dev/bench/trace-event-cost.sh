@@ -4,7 +4,7 @@
 # the set's events enabled and disabled in turn every 200 ms in a private
 # tracefs instance traced on CPU 1 only, clock mono, 16 MiB buffer, no
 # reader). Sets:
-#   before      cpushield's events until issue 14 (with sched_wakeup and
+#   before      the earlier event set (with sched_wakeup and
 #               hrtimer_expire_entry/exit)
 #   cpushield   cpushield's events now (crates/trace/src/lib.rs EVENTS)
 #   local_timer_entry, sched_wakeup, sched_switch, hrtimer   one each

@@ -1,6 +1,6 @@
 //! Bad input is refused before any work: exit 1, one line naming the input
 //! and the remedy, no panic (exit 101), nothing changed or created. Every
-//! case here is a reproducer from issue 12. None of them runs anything, so
+//! case here is an input a user once gave. None of them runs anything, so
 //! this file needs no lock.
 
 use std::process::{Command, Output};

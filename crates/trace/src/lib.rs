@@ -66,7 +66,7 @@ use std::time::{Duration, Instant};
 ///
 /// Every event that fires inside the measured task's own wakeup path adds to
 /// every sample. `dev/bench/trace-event-cost.sh` measures it A/B on the measured
-/// CPU (issue 14; 3 rounds, medians of the added p50 on this project's
+/// CPU (3 rounds, medians of the added p50 on this project's
 /// 2-vCPU VM): `sched_wakeup` +0.5 us, `hrtimer_expire_entry/exit` +0.5 us,
 /// the hrtimer entry with a filter that drops the probe's own timer still
 /// +0.4 us (a filter runs after the event is built), `sched_switch` +0.2 us;

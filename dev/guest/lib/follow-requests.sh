@@ -1,4 +1,4 @@
-# Brosky's rule over time (issue 15, item 5), shared by follow-requests-v1 and -v2: an
+# Brosky's rule over time, shared by follow-requests-v1 and -v2: an
 # affinity a task or an IRQ's owner sets while the shield is up becomes its requested
 # affinity; a later shield applies the rule to it and `reset` gives it back instead of
 # the one saved at the first shield. Everything nobody touched is restored exactly.

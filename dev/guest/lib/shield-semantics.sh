@@ -1,4 +1,4 @@
-# The semantics of issue 2 on whatever cgroup hierarchy is mounted (scenarios shield-v2,
+# The shield's semantics (processes, IRQs and the local timer kept off the CPUs, enforced by the kernel, undone exactly) on whatever cgroup hierarchy is mounted (scenarios shield-v2,
 # shield-v1). Every check prints one GUEST-PASS/GUEST-FAIL line named <step>/<what>.
 
 # setup_tasks MODE: a few dozen sleepers with varied affinities, some in a pre-existing
@@ -52,7 +52,7 @@ setup_tasks() {
     if [ $# -lt 2 ]; then fail setup/irqs "fewer than 2 IRQs with a writable affinity"; else pass setup/irqs; fi
 }
 
-# expect_mechanism NAME MODE CPUS: the kernel enforcement issue 2 asks for is in place.
+# expect_mechanism NAME MODE CPUS: the kernel enforcement the shield relies on is in place.
 expect_mechanism() {
     case "$2" in
         v2)
@@ -188,7 +188,7 @@ shield_semantics() {
     expect_restored reset-again /tmp/before
 
     # --- a shield overlapping a foreign cpuset (v1: "existing" has CPUs 0-1) ---
-    # Issue 2 leaves the policy open; either way the system stays consistent: shielded by
+    # Either policy is acceptable as long as the system stays consistent: shielded by
     # the rule and exactly reset, or refused (exit 1) with nothing changed.
     if [ "$mode" = v1 ]; then
         cs shield --all 1

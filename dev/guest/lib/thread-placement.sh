@@ -1,4 +1,4 @@
-# Per-thread placement, Sherer's way (issue 15, item 3), shared by thread-v1 and
+# Per-thread placement, Sherer's way, shared by thread-v1 and
 # thread-v2: a program started normally (not through `cpushield run`) places one of its
 # two threads on shielded CPU 3, through the C API (cps_place) and through RtThread::on
 # (the hidden `cpushield thread-demo`). Only that thread enters the shield cgroup and
@@ -111,7 +111,7 @@ thread_placement() {
         rmdir "$CGROOT/thread-other" || fail thread/v2-other-rmdir "cannot remove $CGROOT/thread-other"
     fi
 
-    # A reservation of CPU 3 (issue 15): measure there and unshield of it are refused
+    # A reservation of CPU 3: measure there and unshield of it are refused
     # naming the holder, nothing changed; reset proceeds and says whose shield it lifts.
     "$CS" run --cpus 3 --reserve -- sleep 1000 >/tmp/holder.out 2>&1 &
     runner=$!

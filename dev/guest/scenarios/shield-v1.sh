@@ -1,4 +1,4 @@
-# Scenario shield-v1: issue 2's semantics on the hybrid layout of our CI host: v1 cpuset
+# Scenario shield-v1: the shield's semantics on the hybrid layout of our CI host: v1 cpuset
 # (with a foreign cpuset "existing" on CPUs 0-1 holding tasks) plus cgroup2 without
 # controllers at /sys/fs/cgroup/unified.
 # guest-timeout: 400

@@ -1,4 +1,4 @@
-# Scenario shield-v2: issue 2's semantics on a pure cgroup v2 system (cpuset enabled at
+# Scenario shield-v2: the shield's semantics on a pure cgroup v2 system (cpuset enabled at
 # the root, tasks in the root and in a systemd-like slice).
 # guest-timeout: 400
 GUEST_CGROUP=v2

@@ -61,7 +61,7 @@ else
     systemctl start cpushield.service
     expect_up "$B/restarted"
     if [ "$BOOT" = 1 ]; then
-        # A SIGKILLed agent, then reset: exact (issue 16).
+        # A SIGKILLed agent, then reset: exact.
         systemctl stop cpushield.service
         cs_ok "$B/agent/apply" apply
         "$CS" agent --listen 127.0.0.1:9477 >/tmp/agent.out 2>&1 &
