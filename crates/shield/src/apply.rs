@@ -85,18 +85,6 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
                 }
                 out.applied += ids.len();
             }
-            // Thousands of affinities (a reset of thousands of tasks) are read
-            // and set on two threads: each task's is independent of the others'.
-            Step::Affinities(tasks)
-                if step_delay.is_none() && tasks.len() >= PARALLEL_AFFINITIES_FROM =>
-            {
-                let done = affinities_on_two_threads(kernel, tasks);
-                out.affinities += done.affinities;
-                out.vanished += done.vanished;
-                out.notes.extend(done.notes);
-                out.affinities_left.extend(done.affinities_left);
-                out.applied += tasks.len();
-            }
             Step::Affinities(tasks) => {
                 for task in tasks {
                     pause();
@@ -204,30 +192,6 @@ fn apply_one(kernel: &dyn Kernel, step: &Step, out: &mut Outcome) -> io::Result<
         Step::Moves { .. } | Step::Affinities(_) => unreachable!("applied as runs by apply"),
     }
     Ok(())
-}
-
-/// Affinity steps of at least this many tasks are applied on two threads.
-const PARALLEL_AFFINITIES_FROM: usize = 512;
-
-/// Applies a run of [`Step::Affinity`] steps, the two halves on two threads
-/// where there are two CPUs; the notes come in the steps' order.
-fn affinities_on_two_threads(kernel: &dyn Kernel, tasks: &[TaskAffinity]) -> Outcome {
-    let halves =
-        crate::halves::on_two_threads(tasks, PARALLEL_AFFINITIES_FROM, "cpushield-apply", |part| {
-            let mut out = Outcome::default();
-            for task in part {
-                apply_affinity(kernel, task, &mut out);
-            }
-            out
-        });
-    let mut out = Outcome::default();
-    for half in halves {
-        out.affinities += half.affinities;
-        out.vanished += half.vanished;
-        out.notes.extend(half.notes);
-        out.affinities_left.extend(half.affinities_left);
-    }
-    out
 }
 
 /// Ensures one task's affinity (see [`ensure_affinity`]), counting the
@@ -406,7 +370,7 @@ mod tests {
             }
         }
         let mut tasks: Vec<TaskAffinity> = tids.iter().map(|&t| affinity(t, "1")).collect();
-        // Refused (an empty set): one in each half, named in step order.
+        // Refused (an empty set): named in step order.
         tasks[100] = affinity(1100, "");
         tasks[900] = affinity(1900, "");
         let plan = Plan {

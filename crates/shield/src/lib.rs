@@ -10,7 +10,6 @@
 pub mod apply;
 pub mod bootparams;
 pub mod fake_machine;
-mod halves;
 pub mod irq_moves;
 pub mod layout;
 pub mod masks;

@@ -455,9 +455,6 @@ fn likely_fullest(kernel: &dyn Kernel, layout: &CgroupLayout) -> PathBuf {
     }
 }
 
-/// Threads read on two threads from this many on: below, one is quicker.
-const PARALLEL_FROM: usize = 512;
-
 /// Reads every visible thread. A thread that cannot be read (other than one
 /// that exited meanwhile) is an error, never skipped in silence.
 ///
@@ -470,7 +467,7 @@ const PARALLEL_FROM: usize = 512;
 /// stat read and one sched_getaffinity (the stat's `num_threads` tells a
 /// process of one thread, whose ID is its process ID; a thread of a process
 /// of several has its process found in its status and its process's threads
-/// read together), on two threads for many threads.
+/// read together).
 pub fn read_tasks(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Vec<TaskInfo>> {
     Ok(read_tasks_knowing(kernel, layout, &Reading::Whole)?.0)
 }
@@ -764,24 +761,14 @@ fn read_tasks_knowing(
         })
     });
     let tids: Vec<i32> = cgroups.ids().collect();
-    // The two halves on two threads: reads only, a burst on each CPU.
-    let halves = crate::halves::on_two_threads(&tids, PARALLEL_FROM, "cpushield-snap", |part| {
-        read_listed(
-            kernel,
-            layout,
-            &cgroups,
-            part,
-            known.as_ref(),
-            stat_free.as_ref(),
-        )
-    });
-    // The first half grows in place (a large block is remapped, not copied):
-    // a third list of 50,000 tasks would cost a thousand page faults more.
-    let mut halves = halves.into_iter();
-    let mut tasks = halves.next().transpose()?.unwrap_or_default();
-    for half in halves {
-        tasks.extend(half?);
-    }
+    let tasks = read_listed(
+        kernel,
+        layout,
+        &cgroups,
+        &tids,
+        known.as_ref(),
+        stat_free.as_ref(),
+    )?;
     laps.lap(if known.is_some() {
         "  snapshot: tasks (the saved ones by their affinity)"
     } else if stat_free.is_some() {
@@ -789,12 +776,6 @@ fn read_tasks_knowing(
     } else {
         "  snapshot: tasks"
     });
-    if tasks.iter().any(|t| t.tid != t.tgid) {
-        // Each half reads the whole process of a thread it meets: a process
-        // with threads in both halves is read twice.
-        let mut seen = std::collections::HashSet::with_capacity(tasks.len());
-        tasks.retain(|t| seen.insert(t.tid));
-    }
     Ok((tasks, unread_start_before))
 }
 
