@@ -277,16 +277,11 @@ const CONTROL_FILES: [&str; 16] = [
     "notify_on_release",
 ];
 
-/// The cgroup of each thread the cpuset hierarchy's lists name: the thread
-/// IDs in order, each with the index of its cgroup's path (`/` for the root),
-/// so that 50,000 threads in a few cgroups take 8 bytes each, not a map
-/// entry and a copy of the path.
+/// The cgroup of each thread the cpuset hierarchy's lists name.
 #[derive(Debug, Clone, Default)]
 pub struct CgroupMembers {
-    /// (thread ID, index in `cgroups`), sorted by ID, one per ID.
-    members: Vec<(i32, u32)>,
-    /// Cgroup paths relative to the hierarchy's root.
-    cgroups: Vec<String>,
+    /// Thread ID to cgroup path relative to the hierarchy's root (`/` for the root).
+    members: BTreeMap<i32, String>,
 }
 
 impl CgroupMembers {
@@ -296,61 +291,32 @@ impl CgroupMembers {
     fn from_lists(lists: Vec<(String, Vec<i32>)>) -> Self {
         let mut out = Self::default();
         for (cgroup, ids) in lists {
-            let at = out.cgroups.len() as u32;
-            out.cgroups.push(cgroup);
-            out.members.extend(ids.into_iter().map(|id| (id, at)));
-        }
-        out.settle();
-        out
-    }
-
-    /// Sorts by ID, keeping for an ID named twice the later entry (the sort is
-    /// stable and each list comes sorted, so this is a merge of sorted runs).
-    fn settle(&mut self) {
-        self.members.sort_by_key(|&(id, _)| id);
-        self.members.dedup_by(|later, kept| {
-            let same = later.0 == kept.0;
-            if same {
-                *kept = *later;
+            for id in ids {
+                out.members.insert(id, cgroup.clone());
             }
-            same
-        });
+        }
+        out
     }
 
     /// Adds the members of `later`, read after these: where both name a
     /// thread, `later` says where it is.
     fn extend_with(&mut self, later: Self) {
-        let offset = self.cgroups.len() as u32;
-        self.cgroups.extend(later.cgroups);
-        self.members
-            .extend(later.members.into_iter().map(|(id, at)| (id, at + offset)));
-        self.settle();
+        self.members.extend(later.members);
     }
 
     /// The cgroup of thread `tid`, when a list named it.
     pub fn get(&self, tid: i32) -> Option<&str> {
-        self.members
-            .binary_search_by_key(&tid, |&(id, _)| id)
-            .ok()
-            .map(|i| self.cgroups[self.members[i].1 as usize].as_str())
-    }
-
-    /// A reader of [`Self::get`] for IDs asked in ascending order.
-    fn cursor(&self) -> MembersCursor<'_> {
-        MembersCursor {
-            members: self,
-            at: 0,
-        }
+        self.members.get(&tid).map(String::as_str)
     }
 
     /// Whether a list named thread `tid`.
     pub fn contains(&self, tid: i32) -> bool {
-        self.get(tid).is_some()
+        self.members.contains_key(&tid)
     }
 
     /// Every thread ID named, in order.
     pub fn ids(&self) -> impl Iterator<Item = i32> + '_ {
-        self.members.iter().map(|&(id, _)| id)
+        self.members.keys().copied()
     }
 
     /// How many threads the lists name.
@@ -567,60 +533,6 @@ fn decide_stat_free(
     ))
 }
 
-/// [`CgroupMembers::get`] for IDs asked in ascending order, each found by
-/// stepping on from the last one instead of a binary search over all (in a
-/// profile of a 50,000-task reset, those searches were the hottest
-/// instructions of its own reading of the tasks).
-struct MembersCursor<'a> {
-    members: &'a CgroupMembers,
-    at: usize,
-}
-
-impl<'a> MembersCursor<'a> {
-    /// The cgroup of thread `tid`, as [`CgroupMembers::get`] gives it.
-    fn get(&mut self, tid: i32) -> Option<&'a str> {
-        let members = &self.members.members;
-        if self.at > 0 && members[self.at - 1].0 >= tid {
-            // Asked out of order: search.
-            return self.members.get(tid);
-        }
-        while self.at < members.len() && members[self.at].0 < tid {
-            self.at += 1;
-        }
-        match members.get(self.at) {
-            Some(&(id, cgroup)) if id == tid => {
-                self.at += 1;
-                Some(self.members.cgroups[cgroup as usize].as_str())
-            }
-            _ => None,
-        }
-    }
-}
-
-/// The threads a reading of tasks has read, indexed by ID. A plain vector, not
-/// the bit-set crate: with it, `cargo build -p cpushield` (scripts/build-deb.sh,
-/// run by a guest test) resolved other features than the workspace build and
-/// rebuilt the unhashed `libcpushield_rt.rlib` that the doc tests link.
-struct ThreadsRead(Vec<bool>);
-
-impl ThreadsRead {
-    /// Whether thread `tid` was read.
-    fn contains(&self, tid: i32) -> bool {
-        usize::try_from(tid).is_ok_and(|i| self.0.get(i).copied().unwrap_or(false))
-    }
-
-    /// Marks thread `tid` read; whether it was not yet.
-    fn insert(&mut self, tid: i32) -> bool {
-        let Ok(i) = usize::try_from(tid) else {
-            return false;
-        };
-        if i >= self.0.len() {
-            self.0.resize(i + 1, false);
-        }
-        !std::mem::replace(&mut self.0[i], true)
-    }
-}
-
 /// Saved tasks whose IDs cannot have been given to a new task since they
 /// were saved: reset takes such a task as the one saved and reads only its
 /// affinity, not its stat.
@@ -630,42 +542,12 @@ struct KnownTasks<'a> {
 }
 
 impl KnownTasks<'_> {
-    /// A reader of the saved tasks for IDs asked in ascending order.
-    fn cursor(&self) -> KnownCursor<'_> {
-        KnownCursor {
-            known: self,
-            saved: self.saved.iter().peekable(),
-            asked: None,
-        }
-    }
-}
-
-/// The saved task [`KnownTasks`] takes for each ID, for IDs asked in
-/// ascending order: one step through the saved tasks, not a tree search each.
-struct KnownCursor<'a> {
-    known: &'a KnownTasks<'a>,
-    saved: std::iter::Peekable<std::collections::btree_map::Iter<'a, i32, SavedTask>>,
-    /// The last ID asked: the tasks up to it are behind `saved`.
-    asked: Option<i32>,
-}
-
-impl<'a> KnownCursor<'a> {
     /// The saved task with ID `tid` when its ID cannot have been given again.
-    fn original(&mut self, tid: i32) -> Option<&'a SavedTask> {
-        if self.known.new_ids.may_contain(tid) {
+    fn original(&self, tid: i32) -> Option<&SavedTask> {
+        if self.new_ids.may_contain(tid) {
             return None;
         }
-        if self.asked.is_some_and(|last| tid <= last) {
-            // Asked out of order: search.
-            return self.known.saved.get(&tid);
-        }
-        self.asked = Some(tid);
-        while let Some((&id, saved)) = self.saved.next_if(|(&id, _)| id <= tid) {
-            if id == tid {
-                return Some(saved);
-            }
-        }
-        None
+        self.saved.get(&tid)
     }
 }
 
@@ -807,17 +689,13 @@ fn read_listed(
     stat_free: Option<&StatFree>,
 ) -> std::io::Result<Vec<TaskInfo>> {
     let mut tasks = Vec::with_capacity(tids.len());
-    // The threads read, by ID: IDs are below pid_max (at most 2^22), a byte
-    // each, the pages past the highest ID read never touched.
-    let mut done = ThreadsRead(vec![false; tids.last().map_or(0, |&t| t as usize + 1)]);
-    let mut members = cgroups.cursor();
-    let mut cgroup_of = |tid: i32| CompactString::from(members.get(tid).unwrap_or("/"));
-    let mut known = known.map(KnownTasks::cursor);
+    let mut done = HashSet::new();
+    let cgroup_of = |tid: i32| CompactString::from(cgroups.get(tid).unwrap_or("/"));
     for &tid in tids {
-        if done.contains(tid) {
+        if done.contains(&tid) {
             continue;
         }
-        let without_stat = if let Some(saved) = known.as_mut().and_then(|k| k.original(tid)) {
+        let without_stat = if let Some(saved) = known.and_then(|k| k.original(tid)) {
             Some(TaskInfo {
                 tid,
                 tgid: saved.tgid,
@@ -1279,20 +1157,7 @@ mod tests {
     }
 
     #[test]
-    fn the_members_cursor_answers_as_get_for_ids_in_order_and_out_of_order() {
-        let members = CgroupMembers::from_lists(vec![
-            ("/".into(), vec![1, 5, 9]),
-            ("/app".into(), vec![3, 5, 12]),
-        ]);
-        let mut cursor = members.cursor();
-        for tid in [0, 1, 2, 3, 5, 5, 9, 4, 12, 13, 1, 12] {
-            assert_eq!(cursor.get(tid), members.get(tid), "thread {tid}");
-        }
-    }
-
-    #[test]
-    fn the_known_cursor_finds_saved_tasks_in_order_and_out_of_order_but_none_whose_id_was_given_again(
-    ) {
+    fn known_tasks_are_the_saved_ones_but_none_whose_id_was_given_again() {
         let task = |tid: i32| SavedTask {
             tgid: tid,
             comm: "t".into(),
@@ -1314,7 +1179,6 @@ mod tests {
             saved: &saved,
             new_ids: crate::pid_reuse::new_ids_between(&cursor_at(6), &cursor_at(8)).unwrap(),
         };
-        let mut cursor = known.cursor();
         for (tid, expected) in [
             (1, None),
             (2, Some(2)),
@@ -1327,7 +1191,7 @@ mod tests {
             (2, Some(2)),
         ] {
             assert_eq!(
-                cursor.original(tid).map(|t| t.tgid),
+                known.original(tid).map(|t| t.tgid),
                 expected,
                 "thread {tid}"
             );
