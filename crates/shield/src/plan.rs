@@ -901,7 +901,7 @@ mod tests {
             tid,
             tgid: tid,
             ppid: 1,
-            comm: format!("task{tid}").into(),
+            comm: format!("task{tid}"),
             starttime: 1000 + tid as u64,
             kthread: false,
             pinned_by_kernel: false,
@@ -1243,7 +1243,7 @@ mod tests {
         ];
         let mut now = before.clone();
         now.tasks[0].affinity = cpus("0-2");
-        now.tasks[0].cgroup = format!("/{SYSTEM_CGROUP}").into();
+        now.tasks[0].cgroup = format!("/{SYSTEM_CGROUP}");
         let plan = plan_reset(&now, &saved);
         assert_eq!(
             plan.steps[0],
@@ -1274,7 +1274,7 @@ mod tests {
         saved.created_cgroups = vec![PathBuf::from(ROOT).join(SYSTEM_CGROUP)];
         let mut now = before.clone();
         for t in &mut now.tasks {
-            t.cgroup = format!("/{SYSTEM_CGROUP}").into();
+            t.cgroup = format!("/{SYSTEM_CGROUP}");
         }
         let plan = plan_reset(&now, &saved);
         let moves: Vec<(String, Vec<i32>)> = plan
@@ -1348,7 +1348,7 @@ mod tests {
         let mut placed = task(101, "3");
         placed.tgid = 100;
         placed.starttime = 5001;
-        placed.cgroup = format!("/{SHIELD_CGROUP}").into();
+        placed.cgroup = format!("/{SHIELD_CGROUP}");
         let before = snapshot_v2(vec![task(1, "0-3")]);
         let mut saved = original(&before);
         saved.created_cgroups = vec![PathBuf::from("/sys/fs/cgroup").join(SHIELD_CGROUP)];

@@ -4,7 +4,6 @@
 use crate::layout::{cgroup_of, CgroupLayout};
 use crate::pid_reuse::{new_ids_between, NewIds, PidCursor, UNREAD_START};
 use crate::state::{SavedState, SavedTask};
-use compact_str::CompactString;
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::{is_gone, read_cpu_list, read_trimmed, with_path, Kernel};
 use serde::{Deserialize, Serialize};
@@ -42,8 +41,8 @@ pub struct TaskInfo {
     /// Parent process ID; 0 when not read (a task reset takes as the one
     /// saved, see [`take_with_saved`]).
     pub ppid: i32,
-    /// Command name (inline up to 24 bytes: no allocation per task).
-    pub comm: CompactString,
+    /// Command name.
+    pub comm: String,
     /// Start time in clock ticks since boot: with `tid` it names a task uniquely
     /// even if the PID is reused. [`UNREAD_START`] for a task whose stat the
     /// first shield did not read (see [`Snapshot::unread_start_before`]).
@@ -54,9 +53,8 @@ pub struct TaskInfo {
     pub pinned_by_kernel: bool,
     /// Current CPU affinity.
     pub affinity: CpuSet,
-    /// Its cgroup in the cpuset hierarchy (`/` for the root; inline up to
-    /// 24 bytes).
-    pub cgroup: CompactString,
+    /// Its cgroup in the cpuset hierarchy (`/` for the root).
+    pub cgroup: String,
 }
 
 /// One IRQ as seen at snapshot time.
@@ -219,7 +217,7 @@ fn task_from_stat(
     stat: cpushield_parse::pid_stat::ProcStat,
 ) -> std::io::Result<Option<TaskInfo>> {
     let cgroup = match cgroups.get(tid) {
-        Some(c) => CompactString::from(c),
+        Some(c) => c.to_string(),
         None => {
             let cgroup_path = PathBuf::from(format!("/proc/{pid}/task/{tid}/cgroup"));
             let cgroup_text = match kernel.read(&cgroup_path) {
@@ -227,7 +225,7 @@ fn task_from_stat(
                 Err(e) if is_gone(&e) => return Ok(None),
                 Err(e) => return Err(unreadable(tid, "its cgroup", &cgroup_path, e)),
             };
-            cgroup_of(layout, &cgroup_text).map_or_else(|| "/".into(), CompactString::from)
+            cgroup_of(layout, &cgroup_text).unwrap_or_else(|| "/".into())
         }
     };
     let affinity = match kernel.get_affinity(tid) {
@@ -247,7 +245,7 @@ fn task_from_stat(
         tid,
         tgid: pid,
         ppid: stat.ppid,
-        comm: stat.comm.into(),
+        comm: stat.comm,
         starttime: stat.starttime,
         kthread,
         pinned_by_kernel,
@@ -690,7 +688,7 @@ fn read_listed(
 ) -> std::io::Result<Vec<TaskInfo>> {
     let mut tasks = Vec::with_capacity(tids.len());
     let mut done = HashSet::new();
-    let cgroup_of = |tid: i32| CompactString::from(cgroups.get(tid).unwrap_or("/"));
+    let cgroup_of = |tid: i32| cgroups.get(tid).unwrap_or("/").to_string();
     for &tid in tids {
         if done.contains(&tid) {
             continue;
@@ -712,7 +710,7 @@ fn read_listed(
                 tid,
                 tgid: tid,
                 ppid: 0,
-                comm: CompactString::default(),
+                comm: String::new(),
                 starttime: UNREAD_START,
                 kthread: false,
                 pinned_by_kernel: false,

@@ -4,7 +4,6 @@
 use crate::layout::CgroupLayout;
 use crate::masks::ShieldMasks;
 use crate::snapshot::{Scope, Snapshot, SHIELD_CGROUP, SYSTEM_CGROUP};
-use compact_str::CompactString;
 use cpushield_cpuset::CpuSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -186,14 +185,14 @@ pub(crate) enum RequestSlot {
 pub struct SavedTask {
     /// Process ID.
     pub tgid: i32,
-    /// Command name, for messages (inline up to 24 bytes).
-    pub comm: CompactString,
+    /// Command name, for messages.
+    pub comm: String,
     /// Start time (ticks since boot): tells a reused PID from the original task.
     pub starttime: u64,
     /// The affinity it had: its requested affinity under Brosky's rule.
     pub affinity: CpuSet,
-    /// Its cgroup in the cpuset hierarchy (inline up to 24 bytes).
-    pub cgroup: CompactString,
+    /// Its cgroup in the cpuset hierarchy.
+    pub cgroup: String,
     /// A kernel thread.
     #[serde(default)]
     pub kthread: bool,
