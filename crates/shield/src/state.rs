@@ -14,19 +14,17 @@ use std::path::{Path, PathBuf};
 
 /// Version of the state file format. Version 2 added [`SavedState::set`]
 /// (what the shield last set); version 3 tasks saved without their start time
-/// ([`SavedState::unread_start_before`]), which a cpushield reading version 2
-/// would take for other tasks; version 4 writes each task and each record of
-/// what was set as an array in field order instead of an object (see
-/// [`SavedTask`]), less than half the bytes. Versions 1 to 3 still load and
-/// reset.
-pub const STATE_VERSION: u32 = 4;
+/// ([`SavedState::unread_start_before`]); version 4 wrote each task and each
+/// record of what was set as an array in field order. Version 5 writes every
+/// type as the object its fields derive. Versions 1 to 4 still load and reset
+/// (serde reads an array into a struct in field order).
+pub const STATE_VERSION: u32 = 5;
 
 /// The oldest state format this cpushield still reads.
 pub const OLDEST_STATE_VERSION: u32 = 1;
 
-/// The effective affinity the shield set on a task, as read back. Written as
-/// `[starttime, "cpus"]` (see [`SavedTask`]); read in that form or as an object.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// The effective affinity the shield set on a task, as read back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SetTask {
     /// Start time, as in [`SavedTask`]: a reused TID is not compared.
     pub starttime: u64,
@@ -43,94 +41,14 @@ pub struct SetRecords {
     /// Set while a change is being applied (and after one that could not be
     /// read back): the values are then not trusted, and every object is taken
     /// as untouched (exact undo).
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default)]
     pub applying: bool,
     /// Task affinities, by TID.
-    #[serde(
-        default,
-        skip_serializing_if = "BTreeMap::is_empty",
-        deserialize_with = "dense_map"
-    )]
+    #[serde(default)]
     pub tasks: BTreeMap<i32, SetTask>,
     /// IRQ smp_affinity texts, by IRQ.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default)]
     pub irqs: BTreeMap<u32, String>,
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
-}
-
-impl Serialize for SetTask {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeTuple;
-        let mut fields = s.serialize_tuple(2)?;
-        fields.serialize_element(&self.starttime)?;
-        fields.serialize_element(&self.cpus)?;
-        fields.end()
-    }
-}
-
-impl Serialize for SavedTask {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeTuple;
-        let len = match (self.kthread, self.pinned_by_kernel) {
-            (_, true) => 7,
-            (true, false) => 6,
-            (false, false) => 5,
-        };
-        let mut fields = s.serialize_tuple(len)?;
-        fields.serialize_element(&self.tgid)?;
-        fields.serialize_element(&self.comm)?;
-        fields.serialize_element(&self.starttime)?;
-        fields.serialize_element(&self.affinity)?;
-        fields.serialize_element(&self.cgroup)?;
-        if len > 5 {
-            fields.serialize_element(&self.kthread)?;
-        }
-        if len > 6 {
-            fields.serialize_element(&self.pinned_by_kernel)?;
-        }
-        fields.end()
-    }
-}
-
-/// Reads a JSON object into a map built bottom up from its sorted entries,
-/// with full nodes; serde's own map reader inserts entry by entry. Loading a
-/// state of 50,000 tasks took 30 ms instead of 35. A key written twice keeps
-/// its last value, as with serde's reader.
-fn dense_map<'de, D, K, V>(d: D) -> Result<BTreeMap<K, V>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    K: Deserialize<'de> + Ord,
-    V: Deserialize<'de>,
-{
-    struct Entries<K, V>(std::marker::PhantomData<(K, V)>);
-
-    impl<'de, K: Deserialize<'de> + Ord, V: Deserialize<'de>> serde::de::Visitor<'de>
-        for Entries<K, V>
-    {
-        type Value = BTreeMap<K, V>;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a map")
-        }
-
-        fn visit_map<A: serde::de::MapAccess<'de>>(
-            self,
-            mut map: A,
-        ) -> Result<Self::Value, A::Error> {
-            let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0));
-            while let Some(entry) = map.next_entry()? {
-                entries.push(entry);
-            }
-            // from_iter sorts stably, keeps the last of equal keys and builds
-            // the tree bottom up with full nodes.
-            Ok(entries.into_iter().collect())
-        }
-    }
-
-    d.deserialize_map(Entries(std::marker::PhantomData))
 }
 
 impl SetRecords {
@@ -176,12 +94,8 @@ pub(crate) enum RequestSlot {
     Irq(u32),
 }
 
-/// A task as it was before the first shield. Written as an array in field
-/// order, `[tgid, "comm", starttime, "affinity", "cgroup"]`, with `kthread`
-/// and `pinned_by_kernel` appended only when one is set: a state holds every
-/// task, and field names were most of its bytes and of its parse time
-/// ([`STATE_VERSION`] 4). Read in that form or as an object (versions 1 to 3).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// A task as it was before the first shield.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedTask {
     /// Process ID.
     pub tgid: i32,
@@ -260,10 +174,8 @@ pub struct SavedState {
     /// Online CPUs at the first shield.
     pub online: CpuSet,
     /// Tasks before the first shield, by TID.
-    #[serde(deserialize_with = "dense_map")]
     pub tasks: BTreeMap<i32, SavedTask>,
     /// Tasks born while shielded, by TID.
-    #[serde(deserialize_with = "dense_map")]
     pub adopted: BTreeMap<i32, AdoptedTask>,
     /// Exact smp_affinity text of every IRQ before the first shield.
     pub irqs: BTreeMap<u32, String>,
@@ -280,19 +192,19 @@ pub struct SavedState {
     pub sched: BTreeMap<i32, SavedSched>,
     /// What the shield last set on each task and IRQ (version 2; absent in
     /// older states, which then keep the requests saved at the first shield).
-    #[serde(default, skip_serializing_if = "SetRecords::is_empty")]
+    #[serde(default)]
     pub set: SetRecords,
     /// The PID allocator's position before the first shield read the tasks:
     /// reset reads the stat only of saved tasks whose IDs may have been given
     /// again since (see [`crate::pid_reuse`]). Absent in older states (and on
     /// kernels without `ns_last_pid`), where reset reads every task, and
     /// where the saved tasks' kernel-thread flags were not recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub pid_cursor: Option<crate::pid_reuse::PidCursor>,
     /// Set when the first shield read tasks without their stat: those are
     /// saved with start time [`crate::pid_reuse::UNREAD_START`] and started
     /// before this tick ([`crate::pid_reuse::same_task`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub unread_start_before: Option<u64>,
     /// Run-time settings `tune` or `apply` changed beyond the shield, with
     /// the values reset writes back (see [`crate::runtime`]).
@@ -1336,12 +1248,8 @@ mod tests {
     }
 
     #[test]
-    fn a_version_1_state_decodes_and_a_newer_one_is_refused_naming_the_versions() {
+    fn a_newer_version_is_refused_naming_the_versions_this_cpushield_reads() {
         let mut s = sample();
-        s.version = 1;
-        let v1 = encode(&s);
-        assert!(!v1.contains("\"set\""), "{v1}");
-        assert_eq!(decode(v1.as_bytes()).unwrap().version, 1);
         s.version = STATE_VERSION + 1;
         let err = decode(encode(&s).as_bytes()).unwrap_err();
         assert!(
@@ -1355,19 +1263,20 @@ mod tests {
     }
 
     #[test]
-    fn tasks_are_written_as_arrays_with_the_kernel_thread_flags_only_when_set() {
+    fn every_field_is_written_by_name_and_read_back_as_written() {
         let mut s = sample();
-        let kthread = |pinned| SavedTask {
-            tgid: 2,
-            comm: "kworker/1:0".into(),
-            starttime: 0,
-            affinity: CpuSet::from_cpus([1]),
-            cgroup: "/".into(),
-            kthread: true,
-            pinned_by_kernel: pinned,
-        };
-        s.tasks.insert(20, kthread(false));
-        s.tasks.insert(21, kthread(true));
+        s.tasks.insert(
+            21,
+            SavedTask {
+                tgid: 2,
+                comm: "kworker/1:0".into(),
+                starttime: 0,
+                affinity: CpuSet::from_cpus([1]),
+                cgroup: "/".into(),
+                kthread: true,
+                pinned_by_kernel: true,
+            },
+        );
         s.set.tasks.insert(
             7,
             SetTask {
@@ -1377,21 +1286,38 @@ mod tests {
         );
         let text = encode(&s);
         for element in [
-            "\"7\":[7,\"worker-x\u{e9}\u{e9}\u{e9}\u{fffd}\",5,\"0-1\",\"/\"]",
-            "\"20\":[2,\"kworker/1:0\",0,\"1\",\"/\",true]",
-            "\"21\":[2,\"kworker/1:0\",0,\"1\",\"/\",true,true]",
-            "\"set\":{\"tasks\":{\"7\":[5,\"0\"]}",
+            r#""21":{"tgid":2,"comm":"kworker/1:0","starttime":0,"affinity":"1","cgroup":"/","kthread":true,"pinned_by_kernel":true}"#,
+            r#""set":{"applying":false,"tasks":{"7":{"starttime":5,"cpus":"0"}}"#,
         ] {
             assert!(text.contains(element), "{element} not in {text}");
         }
-        let back = decode(text.as_bytes()).unwrap();
+        let mut back = decode(text.as_bytes()).unwrap();
         assert_eq!(back.tasks, s.tasks);
         assert_eq!(back.set, s.set);
+        back.checksum = 0;
+        assert_eq!(
+            serde_json::to_value(&back).unwrap(),
+            serde_json::to_value(&s).unwrap()
+        );
     }
 
-    #[test]
-    fn a_version_3_state_with_tasks_as_objects_still_decodes() {
-        let text = r#"{"version":3,"masks":{"procs":"1","irqs":"1","ltmr":"1"},
+    /// A state of each older format, as that version of cpushield wrote it
+    /// (unsealed: checksum 0).
+    const OLD_STATES: [&str; 4] = [
+        r#"{"version":1,"masks":{"procs":"1","irqs":"1","ltmr":"1"},
+            "layout":{"kind":"v1","root":"/sys/fs/cgroup/cpuset"},"scope":"namespace",
+            "online":"0-1",
+            "tasks":{"7":{"tgid":7,"comm":"worker","starttime":5,"affinity":"0-1","cgroup":"/"}},
+            "adopted":{},"irqs":{"10":"3"},"files":{},"created_cgroups":[],
+            "pid_namespace":"pid:[1]","sched":{},"checksum":0}"#,
+        r#"{"version":2,"masks":{"procs":"1","irqs":"1","ltmr":"1"},
+            "layout":{"kind":"v1","root":"/sys/fs/cgroup/cpuset"},"scope":"namespace",
+            "online":"0-1",
+            "tasks":{"7":{"tgid":7,"comm":"worker","starttime":5,"affinity":"0-1","cgroup":"/"}},
+            "adopted":{},"irqs":{"10":"3"},"files":{},"created_cgroups":[],
+            "pid_namespace":"pid:[1]","sched":{},
+            "set":{"tasks":{"7":{"starttime":5,"cpus":"0"}},"irqs":{"10":"1"}},"checksum":0}"#,
+        r#"{"version":3,"masks":{"procs":"1","irqs":"1","ltmr":"1"},
             "layout":{"kind":"v1","root":"/sys/fs/cgroup/cpuset"},"scope":"namespace",
             "online":"0-1",
             "tasks":{"7":{"tgid":7,"comm":"worker","starttime":5,"affinity":"0-1","cgroup":"/"},
@@ -1399,14 +1325,46 @@ mod tests {
                           "cgroup":"/","kthread":true,"pinned_by_kernel":true}},
             "adopted":{},"irqs":{"10":"3"},"files":{},"created_cgroups":[],
             "pid_namespace":"pid:[1]","sched":{},
-            "set":{"tasks":{"7":{"starttime":5,"cpus":"0"}}},"checksum":0}"#;
-        let state = decode(text.as_bytes()).unwrap();
-        assert_eq!(state.version, 3);
-        assert_eq!(state.tasks[&7].comm, "worker");
-        assert_eq!(state.tasks[&7].affinity, CpuSet::from_cpus([0, 1]));
-        assert!(!state.tasks[&7].kthread);
-        assert!(state.tasks[&9].kthread && state.tasks[&9].pinned_by_kernel);
-        assert_eq!(state.set.tasks[&7].cpus, CpuSet::from_cpus([0]));
+            "set":{"tasks":{"7":{"starttime":5,"cpus":"0"}}},
+            "pid_cursor":{"last_pid":300,"pid_max":32768,"forks":900,"tasks":120},
+            "unread_start_before":4000,"checksum":0}"#,
+        r#"{"version":4,"masks":{"procs":"1","irqs":"1","ltmr":"1"},
+            "layout":{"kind":"v1","root":"/sys/fs/cgroup/cpuset"},"scope":"namespace",
+            "online":"0-1",
+            "tasks":{"7":[7,"worker",5,"0-1","/"],"9":[9,"kworker/1:0",0,"1","/",true,true]},
+            "adopted":{},"irqs":{"10":"3"},"files":{},"created_cgroups":[],
+            "pid_namespace":"pid:[1]","sched":{},
+            "set":{"tasks":{"7":[5,"0"]}},
+            "pid_cursor":{"last_pid":300,"pid_max":32768,"forks":900,"tasks":120},
+            "unread_start_before":4000,"checksum":0}"#,
+    ];
+
+    #[test]
+    fn states_of_versions_1_to_4_still_decode_with_every_value() {
+        for (at, text) in OLD_STATES.iter().enumerate() {
+            let version = at as u32 + 1;
+            let state = decode(text.as_bytes()).unwrap_or_else(|e| panic!("version {version}: {e}"));
+            assert_eq!(state.version, version);
+            assert_eq!(state.masks, ShieldMasks::all(&CpuSet::from_cpus([1])));
+            let worker = &state.tasks[&7];
+            assert_eq!(
+                (worker.tgid, worker.comm.as_str(), worker.starttime),
+                (7, "worker", 5)
+            );
+            assert_eq!(worker.affinity, CpuSet::from_cpus([0, 1]));
+            assert_eq!(worker.cgroup, "/");
+            assert!(!worker.kthread && !worker.pinned_by_kernel);
+            assert_eq!(state.irqs[&10], "3");
+            if version >= 2 {
+                assert_eq!(state.set.tasks[&7].cpus, CpuSet::from_cpus([0]), "version {version}");
+            } else {
+                assert!(state.set.is_empty());
+            }
+            if version >= 3 {
+                assert!(state.tasks[&9].kthread && state.tasks[&9].pinned_by_kernel);
+                assert_eq!(state.unread_start_before, Some(4000));
+            }
+        }
     }
 
     #[test]
@@ -1414,7 +1372,10 @@ mod tests {
         // Unsealed (checksum 0): the text is checked only for what it says.
         let mut text = serde_json::to_string(&sample()).unwrap();
         let at = text.find("\"tasks\":{").unwrap() + "\"tasks\":{".len();
-        text.insert_str(at, "\"7\":[7,\"first\",5,\"0\",\"/\"],");
+        text.insert_str(
+            at,
+            r#""7":{"tgid":7,"comm":"first","starttime":5,"affinity":"0","cgroup":"/"},"#,
+        );
         let state = decode(text.as_bytes()).unwrap();
         assert_eq!(state.tasks.len(), 1);
         assert_eq!(state.tasks[&7].comm, "worker-x\u{e9}\u{e9}\u{e9}\u{fffd}");

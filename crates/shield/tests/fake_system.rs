@@ -671,11 +671,14 @@ fn a_version_1_state_without_records_still_resets_exactly() {
     let store = MemoryStore::new();
     shield(&k, &store, &ShieldMasks::all(&cpus("3")));
     // The state as cpushield 1 wrote it: version 1, no record of what was set.
-    let mut saved = saved_in(&store);
-    saved.version = 1;
-    saved.set = Default::default();
-    put(&store, &saved);
-    let text = String::from_utf8(store.copy(state::STATE_FILE).unwrap()).unwrap();
+    let mut old = serde_json::to_value(saved_in(&store)).unwrap();
+    old["version"] = 1.into();
+    old["checksum"] = 0.into();
+    old.as_object_mut().unwrap().remove("set");
+    let text = old.to_string();
+    for copy in [state::STATE_FILE, state::BACKUP_FILE] {
+        store.set_copy(copy, Some(text.clone().into_bytes()));
+    }
     assert!(
         text.contains("\"version\":1") && !text.contains("\"set\""),
         "{text}"
