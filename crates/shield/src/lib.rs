@@ -624,13 +624,6 @@ fn follow_before_reset(
     if saved.set.applying || saved.set.is_empty() {
         return Vec::new();
     }
-    if saved.requests_to_follow(snap, with_tasks).is_empty() {
-        // Nothing to keep but the mark: a small file, not the whole state.
-        if state::mark_applying(store).is_ok() {
-            saved.set.applying = true;
-        }
-        return Vec::new();
-    }
     let before = saved.clone();
     let followed = saved.follow_requests(snap, with_tasks);
     saved.set.applying = true;

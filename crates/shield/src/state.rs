@@ -501,12 +501,6 @@ pub const STATE_FILE: &str = "state.json";
 /// Name of its second copy, written first, with the same checksum.
 pub const BACKUP_FILE: &str = "state.json.bak";
 
-/// Present while a change is being applied that the state file does not say
-/// so itself: a reset writes it, instead of the whole state again, when it
-/// follows no new request (see [`mark_applying`]). Loading a state with it
-/// present distrusts the state's records of what was set.
-pub const APPLYING_FILE: &str = "state.json.applying";
-
 /// The largest CPU number the kernel door can set (8192 CPUs).
 const MAX_CPUS: usize = 8192;
 
@@ -783,11 +777,7 @@ fn load_copies(
 ) -> io::Result<Option<Loaded>> {
     let (main, bak) = (dir.join(STATE_FILE), dir.join(BACKUP_FILE));
     // The copy is decoded only when the state file is not good.
-    let applying = read(APPLYING_FILE).is_ok();
-    let loaded = |mut state: SavedState, recovered: Option<String>| {
-        state.set.applying |= applying;
-        Ok(Some(Loaded { state, recovered }))
-    };
+    let loaded = |state: SavedState, recovered: Option<String>| Ok(Some(Loaded { state, recovered }));
     let main_copy = match read_copy(read, STATE_FILE) {
         StateCopy::Good(state) => return loaded(*state, None),
         other => other,
@@ -843,21 +833,6 @@ pub fn store_in(store: &dyn StateStore, state: &SavedState) -> io::Result<()> {
         }
         return Err(e);
     }
-    store.sync()?;
-    // The state written says itself whether it is being applied. Should the
-    // removal be lost, the next load merely distrusts the records.
-    if store.exists(APPLYING_FILE) {
-        let _ = store.remove(APPLYING_FILE);
-    }
-    Ok(())
-}
-
-/// Marks the stored state as being applied (its records of what was set
-/// distrusted until the next [`store_in`]) without writing it again: one
-/// small file, durable before the caller changes anything.
-pub fn mark_applying(store: &dyn StateStore) -> io::Result<()> {
-    store.prepare()?;
-    store.write_atomically(APPLYING_FILE, b"1\n")?;
     store.sync()
 }
 
@@ -865,7 +840,6 @@ pub fn mark_applying(store: &dyn StateStore) -> io::Result<()> {
 pub fn remove_from(store: &dyn StateStore) -> io::Result<()> {
     store.remove(STATE_FILE)?;
     store.remove(BACKUP_FILE)?;
-    store.remove(APPLYING_FILE)?;
     store.sync().or(Ok(()))
 }
 
@@ -1394,32 +1368,6 @@ mod tests {
         s.set.irqs.insert(10, "1".into());
         let back = decode(encode(&s).as_bytes()).unwrap();
         assert_eq!(back.set, s.set);
-    }
-
-    #[test]
-    fn the_applying_mark_distrusts_the_records_until_the_state_is_written_again() {
-        let store = MemoryStore::new();
-        let mut state = sample();
-        state.set.tasks.insert(
-            7,
-            SetTask {
-                starttime: 5,
-                cpus: CpuSet::from_cpus([0]),
-            },
-        );
-        store_in(&store, &state).unwrap();
-        assert!(!load_from(&store).unwrap().unwrap().state.set.applying);
-        mark_applying(&store).unwrap();
-        let loaded = load_from(&store).unwrap().unwrap().state;
-        assert!(loaded.set.applying, "the mark makes the records untrusted");
-        assert_eq!(loaded.set.tasks, state.set.tasks, "the records are kept");
-        store_in(&store, &state).unwrap();
-        assert!(store.copy(APPLYING_FILE).is_none());
-        assert!(!load_from(&store).unwrap().unwrap().state.set.applying);
-        mark_applying(&store).unwrap();
-        remove_from(&store).unwrap();
-        assert!(store.copy(APPLYING_FILE).is_none());
-        assert!(load_from(&store).unwrap().is_none());
     }
 
     #[test]

@@ -797,7 +797,7 @@ fn reset_reads_every_task_when_the_allocator_may_have_gone_all_the_way_round() {
 }
 
 #[test]
-fn a_reset_that_follows_nothing_marks_the_state_instead_of_writing_it_again() {
+fn a_reset_marks_the_state_as_being_applied_before_its_first_change_and_removes_it_at_the_end() {
     let k = machine(&[(100, "0-3"), (101, "1")]);
     let aff_before = k.affinities();
     let store = MemoryStore::new();
@@ -806,11 +806,11 @@ fn a_reset_that_follows_nothing_marks_the_state_instead_of_writing_it_again() {
     cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
     assert_eq!(
         store.writes(),
-        writes + 1,
-        "one small mark before the first change, not the state's two copies"
+        writes + 2,
+        "the state's two copies, marked as being applied, before the first change"
     );
     assert_eq!(k.affinities(), aff_before);
-    for name in [state::STATE_FILE, state::BACKUP_FILE, state::APPLYING_FILE] {
+    for name in [state::STATE_FILE, state::BACKUP_FILE] {
         assert!(store.copy(name).is_none(), "{name} left after reset");
     }
 }
