@@ -2,7 +2,7 @@
 //!
 //! [`shielded_cpus`] reads the shield's state where the shield writes it
 //! (`cpushield_kernel::shield_state_dir`: `CPUSHIELD_STATE_DIR` or /run/cpushield)
-//! with the shield's own reader (`cpushield_shield::state`): the same checksum,
+//! with the shield's own reader (`cpushield_shield::state`): the same checks,
 //! the same recovery from the verified copy, through the kernel door.
 
 use cpushield_cpuset::CpuSet;
@@ -199,14 +199,14 @@ mod tests {
     }
 
     #[test]
-    fn a_state_file_edited_after_the_shield_wrote_it_is_refused_as_the_shield_refuses_it() {
+    fn a_state_file_the_shield_would_refuse_is_refused_by_check_too() {
         let k = FakeKernel::new();
-        let edited =
-            state_text("2-3", "3", "").replacen("\"procs\":\"2-3\"", "\"procs\":\"1-3\"", 1);
-        assert!(edited.contains("1-3"));
-        k.set_file(AT, edited);
+        let bad = state_text("2-3", "3", "").replacen("\"irqs\":{}", "\"irqs\":{\"9\":\"zz\"}", 1);
+        assert!(bad.contains("zz"));
+        k.set_file(AT, bad.clone());
+        k.set_file("/run/cpushield/state.json.bak", bad);
         let e = shielded_cpus_in(&k, Path::new(AT)).unwrap_err();
-        assert!(e.contains("checksum mismatch"), "{e}");
+        assert!(e.contains("IRQ 9: saved affinity mask 'zz'"), "{e}");
         assert!(e.contains(SHIELD_STATE), "{e}");
     }
 

@@ -79,7 +79,6 @@ pub fn saved_state(masks: crate::ShieldMasks, online: &str) -> crate::state::Sav
         pid_cursor: None,
         unread_start_before: None,
         runtime: Default::default(),
-        checksum: 0,
     }
 }
 
