@@ -76,7 +76,6 @@ pub fn saved_state(masks: crate::ShieldMasks, online: &str) -> crate::state::Sav
         pid_namespace: String::new(),
         sched: Default::default(),
         set: Default::default(),
-        pid_cursor: None,
         unread_start_before: None,
         runtime: Default::default(),
     }

@@ -13,7 +13,6 @@ pub mod fake_machine;
 pub mod irq_moves;
 pub mod layout;
 pub mod masks;
-pub mod pid_reuse;
 pub mod placement;
 pub mod plan;
 pub mod render;
@@ -212,8 +211,8 @@ pub fn shield_in(
     }
     let layout = saved.as_ref().map(|s| s.layout.clone()).unwrap_or(layout);
     let snap = match &saved {
-        Some(saved) => snapshot::take_with_saved(kernel, &layout, saved)?,
-        None => snapshot::take_first(kernel, &layout)?,
+        Some(saved) => take_against(kernel, saved)?,
+        None => snapshot::take(kernel, &layout)?,
     };
     laps.lap("snapshot");
     let request = if options.whole_cores {
@@ -256,6 +255,19 @@ fn same_namespace(
         saved: saved.pid_namespace.clone(),
         here,
     })
+}
+
+/// A snapshot to compare with `saved`, each task's start time in the
+/// state's terms ([`SavedState::start_as_saved`]) where its task IDs name the
+/// same tasks (its PID namespace).
+fn take_against(kernel: &dyn Kernel, saved: &SavedState) -> std::io::Result<snapshot::Snapshot> {
+    let mut snap = snapshot::take(kernel, &saved.layout)?;
+    if saved.pid_namespace.is_empty() || saved.pid_namespace == snap.pid_namespace {
+        for task in &mut snap.tasks {
+            task.starttime = saved.start_as_saved(task.tid, task.starttime);
+        }
+    }
+    Ok(snap)
 }
 
 /// Refuses to shield when our cgroups exist but no state does: the new state
@@ -304,7 +316,7 @@ pub fn unshield_in(
         return reset_locked(kernel, store, false, &lock);
     }
     let mut laps = timing::Laps::from_env();
-    let snap = snapshot::take_with_saved(kernel, &loaded.state.layout, &loaded.state)?;
+    let snap = take_against(kernel, &loaded.state)?;
     laps.lap("snapshot");
     let mut report = change(kernel, store, snap, loaded.state, masks, &mut laps)?;
     report.notes.extend(recovered_note(loaded.recovered));
@@ -508,18 +520,16 @@ pub fn machine_problems(
     };
     let online = snap.online.to_list();
     // Only tasks still alive need their values: an exited task is not
-    // restored. Which are alive is looked up only once a value does not fit.
-    let alive = std::cell::OnceCell::new();
-    let alive = |tid: i32, start: u64| {
-        alive
-            .get_or_init(|| {
-                snap.tasks
-                    .iter()
-                    .map(|t| (t.tid, t.starttime))
-                    .collect::<std::collections::HashSet<_>>()
-            })
-            .contains(&(tid, start))
-    };
+    // restored, and none is alive here where the state's task IDs name the
+    // tasks of another PID namespace.
+    let same_tasks = saved.pid_namespace.is_empty() || saved.pid_namespace == snap.pid_namespace;
+    let alive: std::collections::HashSet<(i32, u64)> = snap
+        .tasks
+        .iter()
+        .filter(|_| same_tasks)
+        .map(|t| (t.tid, t.starttime))
+        .collect();
+    let alive = |tid: i32, start: u64| alive.contains(&(tid, start));
     for (tid, t) in &saved.tasks {
         if !fits(&t.affinity) && alive(*tid, t.starttime) {
             out.push(format!(
@@ -670,7 +680,7 @@ fn reset_locked(
     }
     let path = store.dir().join(state::STATE_FILE).display().to_string();
     join_root_cpuset(kernel, &saved.layout);
-    let first = snapshot::take_with_saved(kernel, &saved.layout, &saved)?;
+    let first = take_against(kernel, &saved)?;
     laps.lap("snapshot");
     let problems = machine_problems(kernel, &saved, &first);
     if !problems.is_empty() {
@@ -686,27 +696,14 @@ fn reset_locked(
     laps.lap("check, follow requests, state stored");
     let mut total = Outcome::default();
     let mut notes = Vec::new();
-    let mut last_snap = None;
-    let mut snap = Some(first);
+    let mut snap = first;
     // Tasks forked while reset runs are caught by the next pass.
-    for _ in 0..3 {
-        let snap_now = match (snap.take(), &last_snap) {
-            (Some(s), _) => s,
-            // Once cpushield's cgroups are gone, no task can be in them: the
-            // tasks seen before are read again (affinity, cgroup), not every
-            // task's stat; reset leaves a task born meanwhile as it is.
-            (None, Some(before)) if !saved.created_cgroups.iter().any(|d| kernel.exists(d)) => {
-                let s = snapshot::refresh(kernel, &saved.layout, before)?;
-                laps.lap("snapshot (tasks seen before)");
-                s
-            }
-            (None, _) => {
-                let s = snapshot::take_with_saved(kernel, &saved.layout, &saved)?;
-                laps.lap("snapshot");
-                s
-            }
-        };
-        let plan = plan::plan_reset(&snap_now, &saved);
+    for pass in 0..3 {
+        if pass > 0 {
+            snap = take_against(kernel, &saved)?;
+            laps.lap("snapshot");
+        }
+        let plan = plan::plan_reset(&snap, &saved);
         laps.lap("plan");
         let outside = paths_outside(&plan, &saved.layout);
         if !outside.is_empty() {
@@ -731,9 +728,9 @@ fn reset_locked(
         });
         let outcome = apply::apply(kernel, &plan)?;
         laps.lap("apply");
-        // Every step went through and cpushield's cgroups are gone: a next
-        // pass would read again the tasks seen (see below) to find nothing
-        // left to restore, so there is none. A step that failed is retried.
+        // Every step went through and cpushield's cgroups are gone: no task
+        // is left to restore (one born meanwhile is in none of them, and
+        // reset leaves it as it is). A step that failed is retried.
         let clean =
             outcome.notes.is_empty() && !saved.created_cgroups.iter().any(|d| kernel.exists(d));
         total.applied += outcome.applied;
@@ -743,7 +740,6 @@ fn reset_locked(
         total.vanished += outcome.vanished;
         total.notes.extend(outcome.notes);
         notes = plan.notes;
-        last_snap = Some(snap_now);
         if !work || clean {
             break;
         }
@@ -761,6 +757,5 @@ fn reset_locked(
     notes.extend(followed_notes(kernel, &followed));
     notes.extend(recovered_note(loaded.recovered));
     notes.extend(runtime_notes);
-    let snap = last_snap.expect("at least one pass");
     Ok(report(&snap, ShieldMasks::default(), total, notes))
 }

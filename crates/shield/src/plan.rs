@@ -935,8 +935,6 @@ mod tests {
             foreign_cgroups: Vec::new(),
             siblings: BTreeMap::new(),
             pid_namespace: "pid:[1]".into(),
-            pid_cursor: None,
-            unread_start_before: None,
         }
     }
 

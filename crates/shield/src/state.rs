@@ -194,16 +194,10 @@ pub struct SavedState {
     /// older states, which then keep the requests saved at the first shield).
     #[serde(default)]
     pub set: SetRecords,
-    /// The PID allocator's position before the first shield read the tasks:
-    /// reset reads the stat only of saved tasks whose IDs may have been given
-    /// again since (see [`crate::pid_reuse`]). Absent in older states (and on
-    /// kernels without `ns_last_pid`), where reset reads every task, and
-    /// where the saved tasks' kernel-thread flags were not recorded.
-    #[serde(default)]
-    pub pid_cursor: Option<crate::pid_reuse::PidCursor>,
-    /// Set when the first shield read tasks without their stat: those are
-    /// saved with start time [`crate::pid_reuse::UNREAD_START`] and started
-    /// before this tick ([`crate::pid_reuse::same_task`]).
+    /// Set in states of versions 3 and 4 whose first shield saved tasks
+    /// without reading their stat: such a task has start time 0 and started
+    /// before this tick (see [`SavedState::start_as_saved`]). Versions 1, 2
+    /// and 5 read every task's start time.
     #[serde(default)]
     pub unread_start_before: Option<u64>,
     /// Run-time settings `tune` or `apply` changed beyond the shield, with
@@ -216,22 +210,17 @@ pub struct SavedState {
 }
 
 impl SavedState {
-    /// The start time under which this state knows a task with ID `tid` that
-    /// started at tick `start` (read from its stat): the saved one where it
-    /// is the task saved ([`crate::pid_reuse::same_task`]; the first shield
-    /// may have saved it without its start time), else `start`. Every record
-    /// keyed by ID and start time is compared in these terms.
+    /// The start time under which this state knows the task with ID `tid`
+    /// that started at tick `start` (read from its stat): the saved one where
+    /// the saved task has start time 0 in a state of version 3 or 4 and this
+    /// task started before the state's [`Self::unread_start_before`] tick.
+    /// Such a task was alive when that first shield read it, so it is the
+    /// task saved; a task given the same ID later started at that tick or
+    /// after. Otherwise `start`: every record keyed by ID and start time is
+    /// compared in these terms.
     pub fn start_as_saved(&self, tid: i32, start: u64) -> u64 {
-        match self.tasks.get(&tid) {
-            Some(saved)
-                if crate::pid_reuse::same_task(
-                    saved.starttime,
-                    start,
-                    self.unread_start_before,
-                ) =>
-            {
-                saved.starttime
-            }
+        match (self.tasks.get(&tid), self.unread_start_before) {
+            (Some(saved), Some(tick)) if saved.starttime == 0 && start < tick => 0,
             _ => start,
         }
     }
@@ -274,8 +263,7 @@ impl SavedState {
             pid_namespace: snap.pid_namespace.clone(),
             sched: BTreeMap::new(),
             set: SetRecords::default(),
-            pid_cursor: snap.pid_cursor,
-            unread_start_before: snap.unread_start_before,
+            unread_start_before: None,
             runtime: Default::default(),
         }
     }
@@ -1103,7 +1091,6 @@ mod tests {
             pid_namespace: "pid:[1]".into(),
             sched: BTreeMap::new(),
             set: SetRecords::default(),
-            pid_cursor: None,
             unread_start_before: None,
             runtime: Default::default(),
         }

@@ -720,18 +720,6 @@ fn a_task_widened_to_every_housekeeping_cpu_is_taken_to_request_every_cpu() {
     assert_eq!(aff[&101], cpus("0-3"));
 }
 
-/// Shows the PID allocator's position: the last ID given, `forks` tasks
-/// created since boot, 50 tasks held, pid_max 32768.
-fn set_pid_cursor(k: &FakeKernel, last_pid: i32, forks: u64) {
-    k.set_file("/proc/sys/kernel/ns_last_pid", format!("{last_pid}\n"));
-    k.set_file("/proc/sys/kernel/pid_max", "32768\n");
-    k.set_file(
-        "/proc/stat",
-        format!("cpu  1 2 3 4 0 0 0 0 0 0\nprocesses {forks}\nprocs_running 1\n"),
-    );
-    k.set_file("/proc/loadavg", format!("0.00 0.00 0.00 1/50 {last_pid}\n"));
-}
-
 /// Task `tid` exits and a new task gets its ID: a child of `ppid` started at
 /// `starttime`, in the cgroup its parent was in.
 fn reuse_id(k: &FakeKernel, tid: i32, ppid: i32, starttime: u64, affinity: &str) {
@@ -743,21 +731,13 @@ fn reuse_id(k: &FakeKernel, tid: i32, ppid: i32, starttime: u64, affinity: &str)
 }
 
 #[test]
-fn reset_reads_only_the_tasks_whose_ids_may_have_been_given_again() {
+fn a_task_given_a_saved_tasks_id_is_told_from_it_by_its_start_time_and_restored_as_new() {
     let k = machine(&[(100, "0-3"), (101, "1"), (200, "0")]);
-    // 200 was given before a wrap, 100 and 101 after it; the allocator is at 150.
-    set_pid_cursor(&k, 150, 5000);
     let store = MemoryStore::new();
     shield(&k, &store, &ShieldMasks::all(&cpus("3")));
-    assert!(saved_in(&store).pid_cursor.is_some());
-    // Since: 200 exited and a child of 100 got ID 200; the allocator gave
-    // IDs 151 to 250. The stats of 100 and 101 cannot be read: reset must not
-    // need them (IDs outside 151-250 name the tasks saved).
+    // Since: 200 exited and a child of 100 got ID 200 (by the allocator, or
+    // chosen through ns_last_pid or clone3's set_tid).
     reuse_id(&k, 200, 100, 90_000, "0-2");
-    set_pid_cursor(&k, 250, 5100);
-    for tid in [100, 101] {
-        k.refuse_reads(format!("/proc/{tid}/task/{tid}/stat"), libc::EACCES);
-    }
     cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
     let aff = k.affinities();
     assert_eq!(aff[&100], cpus("0-3"));
@@ -774,25 +754,6 @@ fn reset_reads_only_the_tasks_whose_ids_may_have_been_given_again() {
             "{tid} not back in the root: {root_tasks}"
         );
     }
-}
-
-#[test]
-fn reset_reads_every_task_when_the_allocator_may_have_gone_all_the_way_round() {
-    let k = machine(&[(100, "2"), (101, "0-3")]);
-    set_pid_cursor(&k, 150, 5000);
-    let store = MemoryStore::new();
-    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
-    // 20,000 tasks created since: with 50 held, enough to pass all 32,468
-    // IDs, so 100 may be a new task although the cursor moved from 150 to
-    // 160 only. It is: its stat shows another start time and no saved parent.
-    reuse_id(&k, 100, 1, 90_000, "2");
-    set_pid_cursor(&k, 160, 25_000);
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
-    assert_eq!(
-        k.affinities()[&100],
-        cpus("0-3"),
-        "the new task 100 (read, not taken as the saved one) gets the machine's CPUs"
-    );
 }
 
 #[test]
@@ -817,7 +778,6 @@ fn a_reset_marks_the_state_as_being_applied_before_its_first_change_and_removes_
 #[test]
 fn a_reset_of_a_gone_namespace_takes_no_task_here_for_a_saved_one() {
     let k = machine(&[(100, "0-3")]);
-    set_pid_cursor(&k, 150, 5000);
     let store = MemoryStore::new();
     shield(&k, &store, &ShieldMasks::all(&cpus("3")));
     // Saved in another namespace, where task 100 asked for CPU 7 (not here).
@@ -825,143 +785,42 @@ fn a_reset_of_a_gone_namespace_takes_no_task_here_for_a_saved_one() {
     saved.pid_namespace = "pid:[1]".into();
     saved.tasks.get_mut(&100).unwrap().affinity = cpus("7");
     put(&store, &saved);
-    // Task 100 here is another task: it is read, not taken for the saved one
-    // (whose CPU 7 would make the reset refuse).
-    reuse_id(&k, 100, 1, 90_000, "0-2");
-    set_pid_cursor(&k, 160, 5010);
+    // Task 100 here is another task, even with the same start time: it is
+    // not taken for the saved one (whose CPU 7 would make the reset refuse).
     cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap();
     assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
     assert!(state::load_from(&store).unwrap().is_none());
 }
 
-/// Makes the first shield on `k` able to read leaders without their stat:
-/// the root's `cgroup.procs` lists `leaders`, kthreadd's children are
-/// `kthreads`, the allocator is at 150 and stays there, and the uptime moves
-/// from 1000.00 s to 1000.01 s while the lists are read.
-fn leaders_listed(k: &FakeKernel, leaders: &[i32], kthreads: &str) {
-    let procs: String = leaders.iter().map(|p| format!("{p}\n")).collect();
-    k.set_file(format!("{ROOT}/cgroup.procs"), procs);
-    k.set_file("/proc/2/task/2/children", kthreads);
-    set_pid_cursor(k, 150, 5000);
-    k.set_file_sequence("/proc/uptime", &["1000.00 1.00\n", "1000.01 1.00\n"]);
-}
-
 #[test]
-fn the_first_shield_reads_leaders_without_their_stat_and_reset_restores_them_exactly() {
-    let k = machine(&[(100, "0-3"), (101, "1"), (102, "2-3")]);
-    leaders_listed(&k, &[100, 101, 102], "");
-    // Read, the shield would fail on these.
-    for tid in [100, 101, 102] {
-        k.refuse_reads(format!("/proc/{tid}/task/{tid}/stat"), libc::EACCES);
-        k.refuse_reads(format!("/proc/{tid}/stat"), libc::EACCES);
-    }
-    let store = MemoryStore::new();
-    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
-    let saved = saved_in(&store);
-    assert_eq!(saved.unread_start_before, Some(100_001));
-    assert!(saved
-        .tasks
-        .values()
-        .all(|t| t.starttime == 0 && t.comm.is_empty()));
-    assert_eq!(
-        k.affinities()[&102],
-        cpus("2"),
-        "Brosky's rule still applies"
-    );
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
-    let aff = k.affinities();
-    assert_eq!(
-        (aff[&100].clone(), aff[&101].clone(), aff[&102].clone()),
-        (cpus("0-3"), cpus("1"), cpus("2-3"))
-    );
-}
-
-#[test]
-fn a_holder_of_a_saved_id_is_the_task_saved_only_if_it_started_before_the_tick() {
+fn a_version_4_state_takes_a_task_saved_without_its_start_time_by_the_tick_it_names() {
     let k = machine(&[(100, "2"), (101, "1")]);
-    leaders_listed(&k, &[100, 101], "");
     let store = MemoryStore::new();
     shield(&k, &store, &ShieldMasks::all(&cpus("3")));
-    assert_eq!(saved_in(&store).unread_start_before, Some(100_001));
-    // Enough tasks created since for the allocator to have gone round: reset
-    // reads every stat. 100 exited and a task started in the tick the state
-    // names got its ID; 101 is the task saved (started before that tick).
-    reuse_id(&k, 100, 1, 100_001, "2");
-    reuse_id(&k, 101, 1, 100_000, "1");
-    set_pid_cursor(&k, 160, 25_000);
+    // As a version-4 first shield saved them: no start time, no name, and
+    // the tick before which they started (100 started at 1100, 101 at 1101).
+    let mut saved = saved_in(&store);
+    saved.version = 4;
+    saved.unread_start_before = Some(1102);
+    for task in saved.tasks.values_mut() {
+        task.starttime = 0;
+        task.comm.clear();
+    }
+    for rec in saved.set.tasks.values_mut() {
+        rec.starttime = 0;
+    }
+    put(&store, &saved);
+    // Then 101 exited and a task started at the tick the state names got
+    // its ID.
+    reuse_id(&k, 101, 1, 1102, "1");
     cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
     let aff = k.affinities();
-    assert_eq!(
-        aff[&100],
-        cpus("0-3"),
-        "the new task 100 is not given the exited task's saved '2'"
-    );
+    assert_eq!(aff[&100], cpus("2"), "the saved task 100 gets its affinity back");
     assert_eq!(
         aff[&101],
-        cpus("1"),
-        "the saved task 101 gets its affinity back"
+        cpus("0-3"),
+        "the new task 101 is not taken for the exited one (saved '1')"
     );
-}
-
-#[test]
-fn a_second_shield_after_a_first_without_stats_knows_the_saved_tasks_as_saved() {
-    let k = machine(&[(100, "0-3"), (101, "1")]);
-    leaders_listed(&k, &[100, 101], "");
-    let store = MemoryStore::new();
-    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
-    // Every stat read from here on (the allocator may have gone round): the
-    // start times read (1100, 1101) are before the tick, so these are the
-    // tasks saved, not tasks born under the shield.
-    set_pid_cursor(&k, 160, 25_000);
-    shield(&k, &store, &ShieldMasks::all(&cpus("2-3")));
-    let saved = saved_in(&store);
-    assert!(saved.adopted.is_empty(), "adopted: {:?}", saved.adopted);
-    assert_eq!(k.affinities()[&100], cpus("0-1"));
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
-    assert_eq!(k.affinities()[&101], cpus("1"));
-    assert_eq!(k.affinities()[&100], cpus("0-3"));
-}
-
-#[test]
-fn the_first_shield_reads_whole_kernel_threads_and_tasks_given_ids_while_it_listed() {
-    let k = machine(&[(100, "0-3"), (155, "1")]);
-    add_ksoftirqd_on_cpu_3(&k);
-    k.set_file(format!("{ROOT}/tasks"), "7\n100\n155\n");
-    leaders_listed(&k, &[7, 100, 155], "7\n");
-    // ID 155 is given while the lists are read (the allocator moves from 150
-    // to 160).
-    k.set_file_sequence("/proc/sys/kernel/ns_last_pid", &["150\n", "160\n"]);
-    k.set_file_sequence(
-        "/proc/stat",
-        &[
-            "cpu  1 2 3 4 0 0 0 0 0 0\nprocesses 5000\n",
-            "cpu  1 2 3 4 0 0 0 0 0 0\nprocesses 5010\n",
-        ],
-    );
-    let store = MemoryStore::new();
-    let report = shield(&k, &store, &ShieldMasks::all(&cpus("3")));
-    let saved = saved_in(&store);
-    assert_eq!(saved.unread_start_before, Some(100_001));
-    assert_eq!(saved.tasks[&100].starttime, 0);
-    assert_eq!(saved.tasks[&155].starttime, 1155, "given meanwhile: read");
-    assert!(saved.tasks[&7].kthread && saved.tasks[&7].pinned_by_kernel);
-    assert_eq!(
-        k.affinities()[&7],
-        cpus("3"),
-        "a per-CPU thread is not moved"
-    );
-    assert!(report.notes.iter().any(|n| n.text.contains("ksoftirqd/3")));
-}
-
-#[test]
-fn a_first_shield_listed_within_one_tick_reads_every_task_whole() {
-    let k = machine(&[(100, "0-3")]);
-    leaders_listed(&k, &[100], "");
-    k.set_file("/proc/uptime", "1000.00 1.00\n");
-    let saved = shield_and_save(&k, &ShieldMasks::all(&cpus("3")));
-    assert_eq!(saved.unread_start_before, None);
-    assert_eq!(saved.tasks[&100].starttime, 1100);
-    assert_eq!(saved.tasks[&100].comm, "task100");
 }
 
 #[test]

@@ -37,7 +37,6 @@ fn sample() -> SavedState {
         pid_namespace: "pid:[1]".into(),
         sched: BTreeMap::new(),
         set: Default::default(),
-        pid_cursor: None,
         unread_start_before: None,
         runtime: Default::default(),
     }
