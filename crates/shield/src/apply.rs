@@ -22,10 +22,6 @@ pub struct Outcome {
     pub vanished: usize,
     /// Things that could not be done, with the reason and the remedy.
     pub notes: Vec<Note>,
-    /// The affinity each affinity step left on its task, as read (by the
-    /// step, or once more after a set): what a read back would find.
-    #[serde(skip)]
-    pub affinities_left: Vec<(i32, cpushield_cpuset::CpuSet)>,
 }
 
 fn errno(e: &io::Error) -> i32 {
@@ -200,10 +196,7 @@ fn apply_affinity(kernel: &dyn Kernel, task: &TaskAffinity, out: &mut Outcome) {
     let TaskAffinity { tid, cpus } = task;
     let tid = *tid;
     match ensure_affinity(kernel, tid, cpus) {
-        Ok(left) => {
-            out.affinities += 1;
-            out.affinities_left.extend(left.map(|left| (tid, left)));
-        }
+        Ok(()) => out.affinities += 1,
         Err(e) if errno(&e) == libc::ESRCH => out.vanished += 1,
         Err(e) => out.notes.push(Note {
             severity: Severity::Warn,
@@ -218,24 +211,16 @@ fn apply_affinity(kernel: &dyn Kernel, task: &TaskAffinity, out: &mut Outcome) {
 
 /// Gives a thread the affinity `cpus` unless it has it already: moving a
 /// task into a cpuset sets its affinity to the cpuset's CPUs, which is
-/// most often what the plan wants, and sched_getaffinity costs less than
-/// sched_setaffinity (it also leaves the kernel's record of what the task
-/// itself asked for as it was).
-///
-/// Returns the affinity left, as read: the one found, or the one read after
-/// setting (the kernel narrows a set to the task's cpuset); `None` when
-/// that read failed.
+/// most often what the plan wants, and a set would also replace the
+/// kernel's record of what the task itself asked for.
 fn ensure_affinity(
     kernel: &dyn Kernel,
     tid: i32,
     cpus: &cpushield_cpuset::CpuSet,
-) -> io::Result<Option<cpushield_cpuset::CpuSet>> {
+) -> io::Result<()> {
     match kernel.get_affinity(tid) {
-        Ok(now) if now == *cpus => Ok(Some(now)),
-        _ => {
-            kernel.set_affinity(tid, cpus)?;
-            Ok(kernel.get_affinity(tid).ok())
-        }
+        Ok(now) if now == *cpus => Ok(()),
+        _ => kernel.set_affinity(tid, cpus),
     }
 }
 

@@ -408,7 +408,7 @@ fn apply_and_store(
     let outcome = apply::apply(kernel, plan)?;
     laps.lap("apply");
     let mut notes = Vec::new();
-    let after = snapshot::read_back(kernel, snap, &outcome.affinities_left);
+    let after = snapshot::read_back(kernel, snap);
     laps.lap("read back what was set");
     match after {
         Ok(after) => saved.record_set(&after),

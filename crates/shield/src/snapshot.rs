@@ -395,27 +395,13 @@ pub fn read_irqs(kernel: &dyn Kernel) -> Vec<IrqInfo> {
     irqs
 }
 
-/// What a change left, read back cheaply: each task of `before` with its
-/// affinity now (one sched_getaffinity each; tasks gone meanwhile are
-/// dropped) and every IRQ now. Tasks born meanwhile are not in it: the state
-/// records what the shield set only on tasks it knows, all of which were in
-/// `before`. A task in `left` (what the change's own affinity steps read
-/// last, [`crate::apply::Outcome::affinities_left`]) is not read again.
-pub fn read_back(
-    kernel: &dyn Kernel,
-    before: &Snapshot,
-    left: &[(i32, CpuSet)],
-) -> std::io::Result<Snapshot> {
-    let left: HashMap<i32, &CpuSet> = left.iter().map(|(tid, cpus)| (*tid, cpus)).collect();
+/// What a change left: each task of `before` with its affinity now (tasks
+/// gone meanwhile are dropped) and every IRQ now. Tasks born meanwhile are
+/// not in it: the state records what the shield set only on tasks it knows,
+/// all of which were in `before`.
+pub fn read_back(kernel: &dyn Kernel, before: &Snapshot) -> std::io::Result<Snapshot> {
     let mut tasks = Vec::with_capacity(before.tasks.len());
     for task in &before.tasks {
-        if let Some(cpus) = left.get(&task.tid) {
-            tasks.push(TaskInfo {
-                affinity: (*cpus).clone(),
-                ..task.clone()
-            });
-            continue;
-        }
         match kernel.get_affinity(task.tid) {
             Ok(affinity) => tasks.push(TaskInfo {
                 affinity,

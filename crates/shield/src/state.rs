@@ -713,7 +713,8 @@ fn load_copies(
 ) -> io::Result<Option<Loaded>> {
     let (main, bak) = (dir.join(STATE_FILE), dir.join(BACKUP_FILE));
     // The copy is decoded only when the state file is not good.
-    let loaded = |state: SavedState, recovered: Option<String>| Ok(Some(Loaded { state, recovered }));
+    let loaded =
+        |state: SavedState, recovered: Option<String>| Ok(Some(Loaded { state, recovered }));
     let main_copy = match read_copy(read, STATE_FILE) {
         StateCopy::Good(state) => return loaded(*state, None),
         other => other,
@@ -1219,7 +1220,8 @@ mod tests {
     fn states_of_versions_1_to_4_still_decode_with_every_value() {
         for (at, text) in OLD_STATES.iter().enumerate() {
             let version = at as u32 + 1;
-            let state = decode(text.as_bytes()).unwrap_or_else(|e| panic!("version {version}: {e}"));
+            let state =
+                decode(text.as_bytes()).unwrap_or_else(|e| panic!("version {version}: {e}"));
             assert_eq!(state.version, version);
             assert_eq!(state.masks, ShieldMasks::all(&CpuSet::from_cpus([1])));
             let worker = &state.tasks[&7];
@@ -1232,7 +1234,11 @@ mod tests {
             assert!(!worker.kthread && !worker.pinned_by_kernel);
             assert_eq!(state.irqs[&10], "3");
             if version >= 2 {
-                assert_eq!(state.set.tasks[&7].cpus, CpuSet::from_cpus([0]), "version {version}");
+                assert_eq!(
+                    state.set.tasks[&7].cpus,
+                    CpuSet::from_cpus([0]),
+                    "version {version}"
+                );
             } else {
                 assert!(state.set.is_empty());
             }

@@ -815,7 +815,11 @@ fn a_version_4_state_takes_a_task_saved_without_its_start_time_by_the_tick_it_na
     reuse_id(&k, 101, 1, 1102, "1");
     cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
     let aff = k.affinities();
-    assert_eq!(aff[&100], cpus("2"), "the saved task 100 gets its affinity back");
+    assert_eq!(
+        aff[&100],
+        cpus("2"),
+        "the saved task 100 gets its affinity back"
+    );
     assert_eq!(
         aff[&101],
         cpus("0-3"),
