@@ -2,7 +2,7 @@
 //! fine; kernel-managed IRQs and best-effort settings become notes; anything
 //! else required stops the run with the path and the errno.
 
-use crate::plan::{Note, Plan, Severity, Step, TaskAffinity, WriteKind};
+use crate::steps::{Note, Plan, Severity, Step, TaskAffinity, WriteKind};
 use cpushield_kernel::Kernel;
 use std::io;
 use std::path::Path;

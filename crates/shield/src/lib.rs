@@ -20,6 +20,7 @@ pub mod runtime;
 pub mod snapshot;
 pub mod state;
 pub mod status;
+pub mod steps;
 pub mod timing;
 
 use apply::Outcome;
@@ -27,9 +28,9 @@ use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Kernel;
 use layout::CgroupLayout;
 pub use masks::ShieldMasks;
-use plan::Note;
 use serde::Serialize;
 use state::{FileStore, SavedState, StateStore};
+use steps::Note;
 
 /// Why a shield operation was refused or failed. Refusals happen before any change.
 #[derive(Debug, thiserror::Error)]
@@ -233,7 +234,7 @@ pub fn shield_in(
 
 fn recovered_note(recovered: Option<String>) -> Option<Note> {
     recovered.map(|text| Note {
-        severity: plan::Severity::Warn,
+        severity: steps::Severity::Warn,
         text,
         remedy: None,
     })
@@ -277,7 +278,7 @@ fn no_lost_shield(
     store: &dyn StateStore,
     layout: &CgroupLayout,
 ) -> Result<(), ShieldError> {
-    for dir in [plan::shield_dir(layout), plan::system_dir(layout)] {
+    for dir in [layout.shield_dir(), layout.system_dir()] {
         if kernel.exists(&dir) {
             return Err(ShieldError::LostState {
                 cgroup: dir.display().to_string(),
@@ -373,7 +374,7 @@ fn followed_notes(kernel: &dyn Kernel, followed: &[state::Followed]) -> Vec<Note
     followed
         .iter()
         .map(|f| Note {
-            severity: plan::Severity::Info,
+            severity: steps::Severity::Info,
             text: match f {
                 state::Followed::Task { tid, comm, was, now } => format!(
                     "{} set its affinity to {now} while shielded (the shield had set {was}): that is now its requested affinity, which the shield and reset honour",
@@ -395,7 +396,7 @@ fn apply_and_store(
     kernel: &dyn Kernel,
     store: &dyn StateStore,
     snap: &snapshot::Snapshot,
-    plan: &plan::Plan,
+    plan: &steps::Plan,
     saved: &mut SavedState,
     forget_cgroups: bool,
     laps: &mut timing::Laps,
@@ -413,7 +414,7 @@ fn apply_and_store(
     match after {
         Ok(after) => saved.record_set(&after),
         Err(e) => notes.push(Note {
-            severity: plan::Severity::Warn,
+            severity: steps::Severity::Warn,
             text: format!(
                 "the shield is applied, but what it set could not be read back ({e}): an affinity a task or an IRQ's owner sets from now on is not followed, and reset restores the affinities saved before"
             ),
@@ -426,7 +427,7 @@ fn apply_and_store(
     } else if let Err(e) = state::store_in(store, saved) {
         // The saved state (marked as being applied) still undoes everything.
         notes.push(Note {
-            severity: plan::Severity::Warn,
+            severity: steps::Severity::Warn,
             text: format!(
                 "the shield is applied, but what it set could not be saved ({e}): an affinity a task or an IRQ's owner sets from now on is not followed, and reset restores the affinities saved before"
             ),
@@ -584,7 +585,7 @@ pub fn machine_problems(
 
 /// Whether every path a plan touches lies where reset may write: the cpuset
 /// hierarchy, /proc/sys, /proc/irq and /sys. Returns the ones outside.
-pub fn paths_outside(plan: &plan::Plan, layout: &CgroupLayout) -> Vec<std::path::PathBuf> {
+pub fn paths_outside(plan: &steps::Plan, layout: &CgroupLayout) -> Vec<std::path::PathBuf> {
     let allowed = [
         layout.root(),
         std::path::Path::new("/proc/sys"),
@@ -603,11 +604,11 @@ pub fn paths_outside(plan: &plan::Plan, layout: &CgroupLayout) -> Vec<std::path:
     let mut checked = std::collections::HashSet::new();
     for step in &plan.steps {
         let paths: Vec<&std::path::Path> = match step {
-            plan::Step::Mkdir(p) | plan::Step::Rmdir(p) => vec![p],
-            plan::Step::Write { path, .. } => vec![path],
-            plan::Step::Moves { to, .. } => vec![to],
-            plan::Step::Drain { from, to } => vec![from, to],
-            plan::Step::Affinities(_) | plan::Step::Sched { .. } => vec![],
+            steps::Step::Mkdir(p) | steps::Step::Rmdir(p) => vec![p],
+            steps::Step::Write { path, .. } => vec![path],
+            steps::Step::Moves { to, .. } => vec![to],
+            steps::Step::Drain { from, to } => vec![from, to],
+            steps::Step::Affinities(_) | steps::Step::Sched { .. } => vec![],
         };
         out.extend(
             paths
@@ -645,21 +646,22 @@ fn follow_before_reset(
     followed
 }
 
-/// v1: a reset started from a shell in cpushield's housekeeping cpuset runs
-/// on its CPUs only. It joins the root cpuset first, where the teardown puts
-/// every task left in cpushield's cgroups anyway (so the undo is the same),
-/// and reads the tasks on every CPU. Only this thread moves, and only out of
-/// cpushield's own cgroups; where it cannot, it stays.
+/// A reset started from a shell in cpushield's cgroups (v1: the
+/// housekeeping cpuset) runs on their CPUs only. This thread joins the root
+/// first, where the teardown puts every task left in cpushield's cgroups
+/// anyway (so the undo is the same), and reads the tasks on every CPU. Only
+/// this thread moves, and only out of cpushield's own cgroups; where it
+/// cannot, it stays.
 fn join_root_cpuset(kernel: &dyn Kernel, layout: &CgroupLayout) {
-    let CgroupLayout::V1 { root } = layout else {
-        return;
-    };
     let Ok(text) = kernel.read(std::path::Path::new("/proc/thread-self/cgroup")) else {
         return;
     };
-    if layout::cgroup_of(layout, &text).is_some_and(|c| snapshot::is_ours(&c)) {
+    if layout
+        .cgroup_of(&text)
+        .is_some_and(|c| snapshot::is_ours(&c))
+    {
         // 0 names the writing thread itself.
-        let _ = kernel.write(&root.join("tasks"), "0");
+        let _ = kernel.write(&layout.threads_file(layout.root()), "0");
     }
 }
 
@@ -723,7 +725,7 @@ fn reset_locked(
         let work = plan.steps.iter().any(|s| {
             !matches!(
                 s,
-                plan::Step::Drain { .. } | plan::Step::Rmdir(_) | plan::Step::Sched { .. }
+                steps::Step::Drain { .. } | steps::Step::Rmdir(_) | steps::Step::Sched { .. }
             )
         });
         let outcome = apply::apply(kernel, &plan)?;

@@ -1,8 +1,8 @@
 //! Human-readable text of `cpushield show` (a [`Status`]) and of the reports of
 //! `shield`, `unshield` and `reset` (a [`Report`]); JSON is their serde form.
 
-use crate::plan::Severity;
 use crate::status::Status;
+use crate::steps::Severity;
 use crate::Report;
 use cpushield_cpuset::CpuSet;
 use std::fmt::Write;
@@ -263,7 +263,7 @@ CPU 1 move pending for IRQs 42 virtio3-tx: the kernel moves such an IRQ when it 
     #[test]
     fn a_report_has_the_masks_the_counts_and_each_note_with_its_fix() {
         use crate::apply::Outcome;
-        use crate::plan::{Note, Severity};
+        use crate::steps::{Note, Severity};
         use crate::ShieldMasks;
         let report = Report {
             masks: ShieldMasks {

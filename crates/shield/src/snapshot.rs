@@ -95,24 +95,7 @@ pub struct Snapshot {
     pub pid_namespace: String,
 }
 
-/// Names of the cgroups cpushield creates, relative to the hierarchy root.
-pub const SHIELD_CGROUP: &str = "cpushield-shield";
-/// The housekeeping cgroup (v1 only; v2 partitions need none).
-pub const SYSTEM_CGROUP: &str = "cpushield-system";
-
-/// Whether a cgroup path (as in /proc/PID/cgroup) is one of ours.
-pub fn is_ours(cgroup: &str) -> bool {
-    let top = cgroup
-        .trim_start_matches('/')
-        .split('/')
-        .next()
-        .unwrap_or("");
-    top == SHIELD_CGROUP || top == SYSTEM_CGROUP
-}
-
-/// Whether a cgroup path (as in /proc/PID/cgroup) belongs to Kubernetes pods.
-/// The kubelet's CPU manager owns these tasks' CPUs, so the shield leaves them be.
-pub use cpushield_parse::pid_cgroup::is_kubepods;
+pub use crate::layout::{is_kubepods, is_ours, SHIELD_CGROUP, SYSTEM_CGROUP};
 
 /// A task the tool could not read: shielding must not go on without it.
 fn unreadable(tid: i32, what: &str, path: &Path, error: impl std::fmt::Display) -> std::io::Error {
@@ -267,7 +250,7 @@ fn cgroup_members<'a>(
     layout: &CgroupLayout,
     cgroups: &'a [(PathBuf, String)],
 ) -> CgroupMembers<'a> {
-    let list = thread_list(layout);
+    let list = layout.thread_list();
     let mut out = CgroupMembers::new();
     for (dir, rel) in cgroups {
         let ids = kernel
@@ -281,19 +264,10 @@ fn cgroup_members<'a>(
     out
 }
 
-/// The name of a cgroup's list of threads in this hierarchy.
-fn thread_list(layout: &CgroupLayout) -> &'static str {
-    if layout.is_v2() {
-        "cgroup.threads"
-    } else {
-        "tasks"
-    }
-}
-
 /// Every cgroup of the hierarchy with its path from the root (`/` for the
 /// root), the root first, then depth first.
 fn hierarchy_cgroups(kernel: &dyn Kernel, layout: &CgroupLayout) -> Vec<(PathBuf, String)> {
-    let list = thread_list(layout);
+    let list = layout.thread_list();
     let mut out = Vec::new();
     let mut todo = vec![(layout.root().to_path_buf(), "/".to_string())];
     while let Some((dir, rel)) = todo.pop() {
@@ -469,10 +443,7 @@ pub fn read_siblings(kernel: &dyn Kernel, online: &CpuSet) -> BTreeMap<usize, Cp
 pub fn candidate_files(layout: &CgroupLayout) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = vec![DEFAULT_IRQ_AFFINITY.into(), WORKQUEUE_CPUMASK.into()];
     files.extend(LTMR_SYSCTLS.iter().map(PathBuf::from));
-    match layout {
-        CgroupLayout::V1 { root } => files.push(root.join("cpuset.sched_load_balance")),
-        CgroupLayout::V2 { root } => files.push(root.join("cgroup.subtree_control")),
-    }
+    files.push(layout.root_setting());
     files
 }
 
@@ -492,18 +463,10 @@ pub fn take(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Snaps
         .map(|p| p.last().map(|c| c + 1).unwrap_or(1))
         .unwrap_or_else(|_| online.last().map(|c| c + 1).unwrap_or(1));
     let root = layout.root();
-    let cpus_file = if layout.is_v2() {
-        "cpuset.cpus.effective"
-    } else {
-        "cpuset.cpus"
-    };
-    let root_cpus = read_cpu_list(kernel, &root.join(cpus_file)).unwrap_or_else(|_| online.clone());
-    let mems_file = if layout.is_v2() {
-        "cpuset.mems.effective"
-    } else {
-        "cpuset.mems"
-    };
-    let root_mems = read_trimmed(kernel, &root.join(mems_file)).unwrap_or_else(|_| "0".into());
+    let root_cpus = read_cpu_list(kernel, &root.join(layout.root_cpus_file()))
+        .unwrap_or_else(|_| online.clone());
+    let root_mems =
+        read_trimmed(kernel, &root.join(layout.root_mems_file())).unwrap_or_else(|_| "0".into());
     let mut foreign_cgroups = Vec::new();
     for name in kernel.read_dir(root).unwrap_or_default() {
         let dir = root.join(&name);
@@ -544,7 +507,7 @@ mod tests {
         k.set_file(format!("{root}/tasks"), "1\n5\n9\n");
         // 5 moved to /app while the lists were read: named in both.
         k.set_file(format!("{root}/app/tasks"), "3\n5\n");
-        let layout = CgroupLayout::V1 { root: root.into() };
+        let layout = CgroupLayout::v1(root);
         let hierarchy = hierarchy_cgroups(&k, &layout);
         let members = cgroup_members(&k, &layout, &hierarchy);
         assert_eq!(members[&5], "/app");
@@ -558,9 +521,7 @@ mod tests {
         k.set_file_bytes("/proc/7/task/7/stat", stat);
         k.set_file("/proc/7/task/7/cgroup", "3:cpuset:/\n");
         k.set_thread_affinity(7, CpuSet::from_cpus([0, 1]));
-        let layout = CgroupLayout::V1 {
-            root: "/sys/fs/cgroup/cpuset".into(),
-        };
+        let layout = CgroupLayout::v1("/sys/fs/cgroup/cpuset");
         (k, layout)
     }
 
@@ -628,7 +589,7 @@ mod tests {
         for tid in [7, 8, 9, 10, 50] {
             k.set_thread_affinity(tid, CpuSet::from_cpus([0]));
         }
-        let layout = CgroupLayout::V1 { root: root.into() };
+        let layout = CgroupLayout::v1(root);
         let tasks = read_tasks(&k, &layout).unwrap();
         let got: Vec<(i32, i32, &str, u64)> = tasks
             .iter()
@@ -644,13 +605,5 @@ mod tests {
                 (50, 50, "/", 150)
             ]
         );
-    }
-
-    #[test]
-    fn our_cgroups_are_recognised_by_their_top_directory() {
-        assert!(is_ours("/cpushield-shield"));
-        assert!(is_ours("/cpushield-system/x"));
-        assert!(!is_ours("/"));
-        assert!(!is_ours("/system.slice"));
     }
 }

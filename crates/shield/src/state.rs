@@ -2,8 +2,9 @@
 //! `reset` can restore the machine exactly, even after a SIGKILL half way.
 
 use crate::layout::CgroupLayout;
+use crate::layout::{SHIELD_CGROUP, SYSTEM_CGROUP};
 use crate::masks::ShieldMasks;
-use crate::snapshot::{Scope, Snapshot, SHIELD_CGROUP, SYSTEM_CGROUP};
+use crate::snapshot::{Scope, Snapshot};
 use cpushield_cpuset::CpuSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -397,17 +398,7 @@ impl SavedState {
         if procs.is_empty() || task.affinity != snap.online.difference(&procs) {
             return false;
         }
-        let top = task
-            .cgroup
-            .trim_start_matches('/')
-            .split('/')
-            .next()
-            .unwrap_or("");
-        if self.layout.is_v2() {
-            top != SHIELD_CGROUP
-        } else {
-            top == SYSTEM_CGROUP
-        }
+        self.layout.in_housekeeping(&task.cgroup)
     }
 
     /// Records what a complete change left on every task and IRQ the state
@@ -1070,7 +1061,7 @@ mod tests {
         SavedState {
             version: STATE_VERSION,
             masks: ShieldMasks::all(&CpuSet::from_cpus([1])),
-            layout: CgroupLayout::V1 { root: root.clone() },
+            layout: CgroupLayout::v1(root.clone()),
             scope: Scope::Namespace,
             online: CpuSet::from_cpus([0, 1]),
             tasks: BTreeMap::from([(

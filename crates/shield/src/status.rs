@@ -2,11 +2,10 @@
 
 use crate::layout::{self, CgroupLayout};
 use crate::masks::ShieldMasks;
-use crate::plan::shield_dir;
 use crate::snapshot::{self, Scope, Snapshot};
 use crate::state;
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{read_cpu_list, read_trimmed, Kernel};
+use cpushield_kernel::{read_cpu_list, Kernel};
 use serde::Serialize;
 use std::path::Path;
 
@@ -222,32 +221,14 @@ fn enforcement(kernel: &dyn Kernel, layout: Option<&CgroupLayout>, masks: &Shiel
     if masks.procs.is_empty() {
         return "no process shield".into();
     }
-    let dir = shield_dir(layout);
+    let dir = layout.shield_dir();
     if !kernel.exists(&dir) {
         return format!(
             "MISSING: {} does not exist; run `cpushield reset` and shield again",
             dir.display()
         );
     }
-    match layout {
-        CgroupLayout::V2 { .. } => {
-            let part = read_trimmed(kernel, &dir.join("cpuset.cpus.partition")).unwrap_or_default();
-            if part == "isolated" {
-                format!("{}: partition isolated", dir.display())
-            } else {
-                format!("DEGRADED: {} partition is '{part}'", dir.display())
-            }
-        }
-        CgroupLayout::V1 { .. } => {
-            let excl = read_trimmed(kernel, &dir.join("cpuset.cpu_exclusive")).unwrap_or_default();
-            let lb =
-                read_trimmed(kernel, &dir.join("cpuset.sched_load_balance")).unwrap_or_default();
-            format!(
-                "{}: cpu_exclusive={excl} sched_load_balance={lb}",
-                dir.display()
-            )
-        }
-    }
+    layout.enforcement_status(kernel, &dir)
 }
 
 #[cfg(test)]

@@ -5,9 +5,10 @@
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::FakeKernel;
 use cpushield_shield::fake_machine::v1_machine;
-use cpushield_shield::plan::{plan_reset, plan_shield, Step};
+use cpushield_shield::plan::{plan_reset, plan_shield};
 use cpushield_shield::snapshot;
 use cpushield_shield::state::{self, MemoryStore, SavedState};
+use cpushield_shield::steps::Step;
 use cpushield_shield::{apply::apply, layout, Options, Report, ShieldMasks};
 use std::path::Path;
 

@@ -15,7 +15,7 @@ fn sample() -> SavedState {
     SavedState {
         version: STATE_VERSION,
         masks: ShieldMasks::all(&CpuSet::from_cpus([1])),
-        layout: CgroupLayout::V1 { root: root.clone() },
+        layout: CgroupLayout::v1(root.clone()),
         scope: Scope::Namespace,
         online: CpuSet::from_cpus([0, 1]),
         tasks: BTreeMap::from([(
