@@ -625,25 +625,26 @@ pub fn paths_outside(plan: &steps::Plan, layout: &CgroupLayout) -> Vec<std::path
 /// before reset changes anything: a reset killed half way is then finished by
 /// the next one from the saved requests, never from the half-restored
 /// affinities. Where the state cannot be written (a read-only state
-/// directory), nothing is followed: reset restores the saved affinities.
+/// directory), nothing is followed: reset restores the state as stored.
 fn follow_before_reset(
     store: &dyn StateStore,
     saved: &mut SavedState,
     snap: &snapshot::Snapshot,
     with_tasks: bool,
-) -> Vec<state::Followed> {
+) -> std::io::Result<Vec<state::Followed>> {
     if saved.set.applying || saved.set.is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
     }
-    let before = saved.clone();
     let followed = saved.follow_requests(snap, with_tasks);
     saved.set.applying = true;
     saved.version = state::STATE_VERSION;
     if state::store_in(store, saved).is_err() {
-        *saved = before;
-        return Vec::new();
+        *saved = state::load_from(store)?
+            .ok_or_else(|| std::io::Error::other("the shield state vanished during reset"))?
+            .state;
+        return Ok(Vec::new());
     }
-    followed
+    Ok(followed)
 }
 
 /// A reset started from a shell in cpushield's cgroups (v1: the
@@ -694,7 +695,7 @@ fn reset_locked(
     // Affinities set since the shield are requests: reset restores them, not
     // the ones saved before (tasks only where their IDs mean the same tasks).
     let same_tasks = saved.pid_namespace.is_empty() || saved.pid_namespace == first.pid_namespace;
-    let followed = follow_before_reset(store, &mut saved, &first, same_tasks);
+    let followed = follow_before_reset(store, &mut saved, &first, same_tasks)?;
     laps.lap("check, follow requests, state stored");
     let mut total = Outcome::default();
     let mut notes = Vec::new();

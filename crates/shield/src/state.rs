@@ -84,17 +84,6 @@ pub enum Followed {
     },
 }
 
-/// Where a followed request is kept in the state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RequestSlot {
-    /// A saved task's affinity, by TID.
-    Saved(i32),
-    /// An adopted task's requested affinity, by TID.
-    Adopted(i32),
-    /// An IRQ's original mask.
-    Irq(u32),
-}
-
 /// A task as it was before the first shield.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedTask {
@@ -276,43 +265,6 @@ impl SavedState {
     /// `with_tasks` (same PID namespace). Nothing is followed while the
     /// records are untrusted. Returns what was followed.
     pub fn follow_requests(&mut self, snap: &Snapshot, with_tasks: bool) -> Vec<Followed> {
-        let found = self.requests_to_follow(snap, with_tasks);
-        self.follow(&found);
-        found.into_iter().map(|(_, f)| f).collect()
-    }
-
-    /// Sets each request found by [`Self::requests_to_follow`] as the requested
-    /// affinity (or IRQ mask) it replaces.
-    fn follow(&mut self, found: &[(RequestSlot, Followed)]) {
-        for (slot, followed) in found {
-            match (slot, followed) {
-                (RequestSlot::Saved(tid), Followed::Task { now, .. }) => {
-                    if let Some(s) = self.tasks.get_mut(tid) {
-                        s.affinity = now.clone();
-                    }
-                }
-                (RequestSlot::Adopted(tid), Followed::Task { now, .. }) => {
-                    if let Some(a) = self.adopted.get_mut(tid) {
-                        a.requested = now.clone();
-                    }
-                }
-                (RequestSlot::Irq(irq), Followed::Irq { now, .. }) => {
-                    if let Some(original) = self.irqs.get_mut(irq) {
-                        *original = now.clone();
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// The requests [`Self::follow_requests`] follows, each with where it is
-    /// kept, found without changing the state.
-    pub(crate) fn requests_to_follow(
-        &self,
-        snap: &Snapshot,
-        with_tasks: bool,
-    ) -> Vec<(RequestSlot, Followed)> {
         let mut out = Vec::new();
         if self.set.applying {
             return out;
@@ -339,26 +291,23 @@ impl SavedState {
             };
             let was = rec.cpus.clone();
             let same = |starttime: u64| starttime == task.starttime;
-            let slot = if self.tasks.get(&task.tid).is_some_and(|s| same(s.starttime)) {
-                RequestSlot::Saved(task.tid)
-            } else if self
+            if let Some(saved) = self.tasks.get_mut(&task.tid).filter(|s| same(s.starttime)) {
+                saved.affinity = now.clone();
+            } else if let Some(adopted) = self
                 .adopted
-                .get(&task.tid)
-                .is_some_and(|a| same(a.starttime))
+                .get_mut(&task.tid)
+                .filter(|a| same(a.starttime))
             {
-                RequestSlot::Adopted(task.tid)
+                adopted.requested = now.clone();
             } else {
                 continue;
-            };
-            out.push((
-                slot,
-                Followed::Task {
-                    tid: task.tid,
-                    comm: task.comm.to_string(),
-                    was,
-                    now,
-                },
-            ));
+            }
+            out.push(Followed::Task {
+                tid: task.tid,
+                comm: task.comm.clone(),
+                was,
+                now,
+            });
         }
         for irq in &snap.irqs {
             let Some(rec) = self.set.irqs.get(&irq.irq) else {
@@ -373,15 +322,13 @@ impl SavedState {
             if !changed || irq.affinity.is_empty() {
                 continue;
             }
-            if self.irqs.contains_key(&irq.irq) {
-                out.push((
-                    RequestSlot::Irq(irq.irq),
-                    Followed::Irq {
-                        irq: irq.irq,
-                        was: rec.clone(),
-                        now: irq.mask_text.clone(),
-                    },
-                ));
+            if let Some(original) = self.irqs.get_mut(&irq.irq) {
+                *original = irq.mask_text.clone();
+                out.push(Followed::Irq {
+                    irq: irq.irq,
+                    was: rec.clone(),
+                    now: irq.mask_text.clone(),
+                });
             }
         }
         out
