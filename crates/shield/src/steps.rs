@@ -37,8 +37,7 @@ pub enum Step {
     },
     /// Move threads (v1) or processes (v2) into one cgroup, in order, by
     /// writing each ID to its tasks file: one step for a run of moves to the
-    /// same cgroup, 4 bytes a task (a reset of 50,000 tasks plans in a few
-    /// hundred kilobytes).
+    /// same cgroup.
     Moves {
         /// The cgroup's tasks or cgroup.procs file.
         to: PathBuf,
