@@ -28,10 +28,6 @@ fn errno(e: &io::Error) -> i32 {
     cpushield_kernel::os_errno(e).unwrap_or(0)
 }
 
-/// Extended attribute set on each cgroup cpushield creates (kernfs keeps
-/// `trusted.*` attributes on cgroup v1 and v2 directories).
-pub const CGROUP_MARK: &str = "trusted.cpushield";
-
 /// Test hook: microseconds to pause after each step, so that a crash test can
 /// SIGKILL a shield reliably while it is half applied. Unset in normal use.
 pub const STEP_DELAY_ENV: &str = "CPUSHIELD_TEST_STEP_DELAY_US";
@@ -134,7 +130,7 @@ fn apply_one(kernel: &dyn Kernel, step: &Step, out: &mut Outcome) -> io::Result<
             }
             // Marked as ours: reset removes only cgroups that carry the mark.
             Ok(()) => {
-                let _ = kernel.set_xattr(dir, CGROUP_MARK, b"1");
+                let _ = kernel.set_xattr(dir, crate::layout::CGROUP_MARK, b"1");
             }
             Err(_) => {}
         },

@@ -13,6 +13,11 @@ pub const SHIELD_CGROUP: &str = "cpushield-shield";
 /// The housekeeping cgroup (v1 only; v2 partitions need none).
 pub const SYSTEM_CGROUP: &str = "cpushield-system";
 
+/// Extended attribute set on each cgroup cpushield creates (kernfs keeps
+/// `trusted.*` attributes on cgroup v1 and v2 directories): only a cgroup
+/// that carries it is emptied and removed.
+pub const CGROUP_MARK: &str = "trusted.cpushield";
+
 /// Whether a cgroup path (as in /proc/PID/cgroup) is one of ours.
 pub fn is_ours(cgroup: &str) -> bool {
     let top = cgroup
@@ -121,6 +126,10 @@ pub trait Cpusets {
 
     /// The root's setting the shield changes (saved and restored).
     fn root_setting(&self) -> PathBuf;
+
+    /// The kernel's own value of [`Cpusets::root_setting`], where it has one
+    /// that the shield's is told from.
+    fn root_setting_default(&self) -> Option<&'static str>;
 
     /// A task's cgroup in this hierarchy, from the text of /proc/TID/cgroup.
     fn cgroup_of(&self, proc_cgroup: &str) -> Option<String>;
@@ -233,6 +242,10 @@ impl Cpusets for V1 {
 
     fn root_setting(&self) -> PathBuf {
         self.root.join("cpuset.sched_load_balance")
+    }
+
+    fn root_setting_default(&self) -> Option<&'static str> {
+        Some("1")
     }
 
     fn cgroup_of(&self, proc_cgroup: &str) -> Option<String> {
@@ -391,6 +404,12 @@ impl Cpusets for V2 {
 
     fn root_setting(&self) -> PathBuf {
         self.root.join("cgroup.subtree_control")
+    }
+
+    /// Which controllers the root enabled for its children before is not
+    /// the kernel's to say.
+    fn root_setting_default(&self) -> Option<&'static str> {
+        None
     }
 
     fn cgroup_of(&self, proc_cgroup: &str) -> Option<String> {

@@ -13,6 +13,7 @@ pub mod fake_machine;
 pub mod irq_moves;
 pub mod layout;
 pub mod masks;
+pub mod orphan;
 pub mod placement;
 pub mod plan;
 pub mod render;
@@ -79,11 +80,17 @@ pub enum ShieldError {
         problems: Vec<String>,
     },
     /// A shield is in place but its state is missing.
-    #[error("cgroup {cgroup} exists but there is no shield state in {dir}: a shield set up with another CPUSHIELD_STATE_DIR, or its state was removed; nothing was changed. Run `cpushield reset` with that state directory; shielding again now would record the shielded state as the original")]
+    #[error("a shield is in place but there is no shield state in {dir} ({}): a shield set up with another CPUSHIELD_STATE_DIR, or its state was removed; nothing was changed. Run the command again with the state directory it was set up with, or undo the shield with `cpushield reset --without-state` (the affinities, IRQ masks and settings from before it are then not known: it gives back the kernel's defaults)", evidence.join("; "))]
     LostState {
-        /// The cgroup found.
-        cgroup: String,
         /// The state directory searched.
+        dir: String,
+        /// What shows the shield, one item each.
+        evidence: Vec<String>,
+    },
+    /// `reset --without-state` while a state exists.
+    #[error("the shield state in {dir} exists: `cpushield reset` restores exactly what it saved; --without-state is only for a shield whose state is gone")]
+    StateExists {
+        /// The state directory.
         dir: String,
     },
     /// An I/O error, with the path and what to do.
@@ -208,7 +215,7 @@ pub fn shield_in(
     let saved = loaded.map(|l| l.state);
     match &saved {
         Some(s) => same_namespace(kernel, store, s)?,
-        None => no_lost_shield(kernel, store, &layout)?,
+        None => no_lost_shield(kernel, store)?,
     }
     let layout = saved.as_ref().map(|s| s.layout.clone()).unwrap_or(layout);
     let snap = match &saved {
@@ -272,21 +279,16 @@ fn take_against(kernel: &dyn Kernel, saved: &SavedState) -> std::io::Result<snap
 }
 
 /// Refuses to shield when our cgroups exist but no state does: the new state
-/// would record the shielded system as the original.
-fn no_lost_shield(
-    kernel: &dyn Kernel,
-    store: &dyn StateStore,
-    layout: &CgroupLayout,
-) -> Result<(), ShieldError> {
-    for dir in [layout.shield_dir(), layout.system_dir()] {
-        if kernel.exists(&dir) {
-            return Err(ShieldError::LostState {
-                cgroup: dir.display().to_string(),
-                dir: store.dir().display().to_string(),
-            });
-        }
+/// would record the shielded system as the original. (Settings alone at
+/// shield values may be someone else's tuning, and are not refused here.)
+fn no_lost_shield(kernel: &dyn Kernel, store: &dyn StateStore) -> Result<(), ShieldError> {
+    match orphan::detect(kernel)? {
+        Some(found) if !found.cgroups.is_empty() => Err(ShieldError::LostState {
+            dir: store.dir().display().to_string(),
+            evidence: found.evidence,
+        }),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Removes `request` from the shield; when nothing stays shielded, resets.
@@ -507,6 +509,42 @@ pub fn reset_namespace_gone_in(
     reset_locked(kernel, store, true, &lock)
 }
 
+/// Undoes a shield whose state is gone ([`orphan`]) as far as the kernel
+/// shows: tasks in cpushield's cgroups to the root with every online CPU,
+/// its marked cgroups removed, IRQs and settings at the kernel's defaults;
+/// the report's notes say what it cannot know. Refused where a state exists
+/// (`reset` restores that exactly); nothing to do where nothing shows a
+/// shield.
+pub fn reset_without_state(kernel: &dyn Kernel, options: Options) -> Result<Report, ShieldError> {
+    reset_without_state_in(kernel, &FileStore::from_env(), options)
+}
+
+/// [`reset_without_state`] with the saved state looked for in `store`.
+pub fn reset_without_state_in(
+    kernel: &dyn Kernel,
+    store: &dyn StateStore,
+    options: Options,
+) -> Result<Report, ShieldError> {
+    if !options.is_root {
+        return Err(ShieldError::NotRoot);
+    }
+    let _lock = store.lock_for_reset()?;
+    if state::load_from(store)?.is_some() {
+        return Err(ShieldError::StateExists {
+            dir: store.dir().display().to_string(),
+        });
+    }
+    let layout = layout(kernel)?;
+    let Some(found) = orphan::detect(kernel)? else {
+        return Ok(empty_report(kernel));
+    };
+    join_root_cpuset(kernel, &layout);
+    let snap = snapshot::take(kernel, &layout)?;
+    let plan = orphan::plan_undo(&snap, &found);
+    let outcome = apply::apply(kernel, &plan)?;
+    Ok(report(&snap, ShieldMasks::default(), outcome, plan.notes))
+}
+
 /// Everything in a saved state that this machine cannot restore: CPUs it does
 /// not have, a cgroup root that is not its cpuset hierarchy, cgroups without
 /// cpushield's mark.
@@ -571,11 +609,11 @@ pub fn machine_problems(
         if !kernel.exists(dir) {
             continue;
         }
-        match kernel.get_xattr(dir, apply::CGROUP_MARK) {
+        match kernel.get_xattr(dir, layout::CGROUP_MARK) {
             Err(e) if cpushield_kernel::os_errno(&e) == Some(libc::ENODATA) => out.push(format!(
                 "cgroup {}: has no cpushield mark ({}), so cpushield did not create it and will not empty or remove it",
                 dir.display(),
-                apply::CGROUP_MARK
+                layout::CGROUP_MARK
             )),
             _ => {}
         }
@@ -674,7 +712,13 @@ fn reset_locked(
 ) -> Result<Report, ShieldError> {
     let mut laps = timing::Laps::from_env();
     let Some(loaded) = state::load_from(store)? else {
-        return Ok(empty_report(kernel));
+        return match orphan::detect(kernel)? {
+            Some(found) => Err(ShieldError::LostState {
+                dir: store.dir().display().to_string(),
+                evidence: found.evidence,
+            }),
+            None => Ok(empty_report(kernel)),
+        };
     };
     laps.lap("load state");
     let mut saved = loaded.state;

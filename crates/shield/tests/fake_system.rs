@@ -875,3 +875,151 @@ fn run_time_settings_journaled_over_the_shield_are_undone_first_by_reset() {
     assert!(k.read(preempt).unwrap().starts_with("voluntary"));
     assert!(state::load_from(&store).unwrap().is_none());
 }
+
+/// The text of `path` on `k`, without its trailing newline.
+fn text(k: &FakeKernel, path: &str) -> String {
+    k.file(path).unwrap().trim_end().to_string()
+}
+
+#[test]
+fn show_reports_a_shield_whose_state_is_gone_with_the_cpus_it_shields() {
+    let k = machine(&[(100, "0-3")]);
+    shield(&k, &MemoryStore::new(), &ShieldMasks::all(&cpus("3")));
+    // The state is gone (removed, or in another state directory).
+    let st = cpushield_shield::status::status_in(&k, &MemoryStore::new()).unwrap();
+    assert_eq!(
+        (st.procs.as_str(), st.irqs.as_str(), st.ltmr.as_str()),
+        ("3", "3", "3")
+    );
+    let found = st
+        .without_state
+        .clone()
+        .expect("a shield without its state");
+    let evidence = found.evidence.join("\n");
+    for sign in [
+        &format!("cgroup {ROOT}/cpushield-shield holds CPUs 3 (cpushield made it)"),
+        "/proc/irq/default_smp_affinity leaves out CPU 3",
+        "/proc/sys/kernel/watchdog_cpumask leaves out CPU 3",
+        "/proc/sys/vm/stat_interval is 10",
+    ] {
+        assert!(evidence.contains(sign), "{sign} not in {evidence}");
+    }
+    let text = cpushield_shield::render::render_status(&st);
+    assert!(
+        text.contains("NO STATE") && text.contains("cpushield reset --without-state"),
+        "{text}"
+    );
+}
+
+#[test]
+fn reset_without_a_state_refuses_naming_what_shows_the_shield_and_changes_nothing() {
+    let k = machine(&[(100, "0-3"), (101, "2-3")]);
+    shield(&k, &MemoryStore::new(), &ShieldMasks::all(&cpus("3")));
+    let (files, affinities) = (k.files(), k.affinities());
+    let e = cpushield_shield::reset_in(&k, &MemoryStore::new(), ROOT_OPTIONS)
+        .unwrap_err()
+        .to_string();
+    for part in [
+        "a shield is in place but there is no shield state",
+        "cpushield-shield holds CPUs 3",
+        "default_smp_affinity leaves out CPU 3",
+        "cpushield reset --without-state",
+    ] {
+        assert!(e.contains(part), "{part} not in {e}");
+    }
+    assert_eq!(k.files(), files);
+    assert_eq!(k.affinities(), affinities);
+}
+
+#[test]
+fn an_irq_shield_without_its_state_is_found_by_the_default_irq_affinity() {
+    let k = machine(&[(100, "0-3")]);
+    let irqs_only = ShieldMasks {
+        irqs: cpus("3"),
+        ..ShieldMasks::default()
+    };
+    shield(&k, &MemoryStore::new(), &irqs_only);
+    let e = cpushield_shield::reset_in(&k, &MemoryStore::new(), ROOT_OPTIONS)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("default_smp_affinity leaves out CPU 3"), "{e}");
+    assert!(!e.contains("cgroup"), "no cgroup was made: {e}");
+}
+
+#[test]
+fn reset_without_state_undoes_the_shield_as_far_as_the_kernel_shows_and_says_what_it_cannot_know() {
+    let k = machine(&[(100, "0-3"), (101, "2-3"), (102, "1")]);
+    add_ksoftirqd_on_cpu_3(&k);
+    let files_before = as_read(k.files());
+    shield(&k, &MemoryStore::new(), &ShieldMasks::all(&cpus("3")));
+    let lost = MemoryStore::new();
+    let report = cpushield_shield::reset_without_state_in(&k, &lost, ROOT_OPTIONS).unwrap();
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-shield")));
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
+    let root_tasks = k.file(format!("{ROOT}/tasks")).unwrap();
+    let aff = k.affinities();
+    for tid in [100, 101, 102] {
+        assert!(
+            root_tasks.lines().any(|l| l == tid.to_string()),
+            "{tid}: {root_tasks}"
+        );
+        // What each asked for before is not known: every online CPU.
+        assert_eq!(aff[&tid], cpus("0-3"), "task {tid}");
+    }
+    assert_eq!(aff[&7], cpus("3"), "a per-CPU kernel thread is not touched");
+    for irq in 10..14 {
+        assert_eq!(text(&k, &format!("/proc/irq/{irq}/smp_affinity")), "f");
+    }
+    let files_now = as_read(k.files());
+    for path in [
+        "/proc/irq/default_smp_affinity",
+        "/sys/devices/virtual/workqueue/cpumask",
+        "/proc/sys/kernel/watchdog_cpumask",
+        "/proc/sys/kernel/timer_migration",
+        "/proc/sys/vm/stat_interval",
+    ] {
+        assert_eq!(
+            files_now.get(Path::new(path)),
+            files_before.get(Path::new(path)),
+            "{path} is not at the kernel's default"
+        );
+    }
+    assert_eq!(text(&k, &format!("{ROOT}/cpuset.sched_load_balance")), "1");
+    let notes: Vec<&str> = report.notes.iter().map(|n| n.text.as_str()).collect();
+    assert!(
+        notes.iter().any(|n| n.contains("cannot be undone exactly")),
+        "{notes:?}"
+    );
+    // Nothing shows a shield any more: a reset now has nothing to do.
+    cpushield_shield::reset_in(&k, &lost, ROOT_OPTIONS).unwrap();
+}
+
+#[test]
+fn reset_without_state_is_refused_while_the_state_exists() {
+    let k = machine(&[(100, "0-3")]);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    let e = cpushield_shield::reset_without_state_in(&k, &store, ROOT_OPTIONS)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`cpushield reset` restores exactly"), "{e}");
+    assert!(k.has_dir(format!("{ROOT}/cpushield-shield")));
+}
+
+#[test]
+fn a_cgroup_with_our_name_but_no_mark_is_named_and_left_by_reset_without_state() {
+    let k = machine(&[(100, "0-3")]);
+    k.set_file(format!("{ROOT}/cpushield-system/tasks"), "");
+    k.set_file(format!("{ROOT}/cpushield-system/cpuset.cpus"), "0-2\n");
+    let report =
+        cpushield_shield::reset_without_state_in(&k, &MemoryStore::new(), ROOT_OPTIONS).unwrap();
+    assert!(k.has_dir(format!("{ROOT}/cpushield-system")));
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.text.contains("cpushield-system has no cpushield mark")),
+        "{:?}",
+        report.notes
+    );
+}
