@@ -233,7 +233,8 @@ fn plan_tasks(
                 .copied()
                 .unwrap_or(false),
         });
-        // The destination (relative, as in /proc/PID/cgroup) and its tasks file.
+        // The destination (relative, as in /proc/PID/cgroup) and, for ours,
+        // its tasks file.
         let (dest, file) = match place {
             Place::Stay => {
                 // Someone else's cpuset, which the shield does not change:
@@ -246,15 +247,18 @@ fn plan_tasks(
                 }
                 continue;
             }
-            Place::Shield => (SHIELD_CGROUP, shield_tasks.clone()),
-            Place::System => (SYSTEM_CGROUP, system_tasks.clone()),
-            Place::Cgroup(c) => (c, layout.tasks_file(&layout.dir_of(c))),
+            Place::Shield => (SHIELD_CGROUP, Some(&shield_tasks)),
+            Place::System => (SYSTEM_CGROUP, Some(&system_tasks)),
+            Place::Cgroup(c) => (c, None),
         };
         let mut moved = false;
         if !same_cgroup(dest, &task.cgroup) {
             if let Some(id) = layout.move_id(task.tid, task.tgid, task.kthread) {
                 if moved_ids.insert(id) {
-                    plan.move_task(&file, id);
+                    match file {
+                        Some(file) => plan.move_task(file, id),
+                        None => plan.move_task(&layout.tasks_file(&layout.dir_of(dest)), id),
+                    }
                 }
                 moved = true;
             }
