@@ -186,6 +186,12 @@ pub fn plan_undo(snap: &Snapshot, orphan: &OrphanShield) -> Plan {
                 tid: task.tid,
                 cpus: online.clone(),
             });
+        } else if layout.teardown_resets_affinities() {
+            // What it has now, which the teardown would overwrite.
+            affinities.push(TaskAffinity {
+                tid: task.tid,
+                cpus: task.affinity.clone(),
+            });
         }
     }
     for cgroup in &orphan.cgroups {
