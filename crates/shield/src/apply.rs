@@ -44,11 +44,7 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
             std::thread::sleep(pause);
         }
     };
-    // CPUSHIELD_TIMING: time per kind of step.
-    let mut times: Option<[std::time::Duration; 5]> =
-        crate::timing::enabled().then_some(Default::default());
     for step in &plan.steps {
-        let started = times.map(|_| std::time::Instant::now());
         match step {
             Step::Moves { to, ids } => {
                 // The tasks file is opened once for the run (each ID is still
@@ -89,33 +85,6 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
                 apply_one(kernel, other, &mut out)?;
                 out.applied += 1;
             }
-        }
-        if let (Some(times), Some(started)) = (times.as_mut(), started) {
-            let kind = match step {
-                Step::Moves { .. } => 0,
-                Step::Affinities(_) => 1,
-                Step::Write {
-                    kind: WriteKind::Irq { .. },
-                    ..
-                } => 2,
-                Step::Sched { .. } => 3,
-                _ => 4,
-            };
-            times[kind] += started.elapsed();
-        }
-    }
-    if let Some(times) = times {
-        for (name, took) in [
-            "moves",
-            "affinities",
-            "IRQs",
-            "scheduling policies",
-            "cgroups and files",
-        ]
-        .iter()
-        .zip(times)
-        {
-            crate::timing::print(&format!("  apply: {name}"), took);
         }
     }
     Ok(out)

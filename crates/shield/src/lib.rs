@@ -22,7 +22,6 @@ pub mod snapshot;
 pub mod state;
 pub mod status;
 pub mod steps;
-pub mod timing;
 
 use apply::Outcome;
 use cpushield_cpuset::CpuSet;
@@ -205,12 +204,10 @@ pub fn shield_in(
     request: &ShieldMasks,
     options: Options,
 ) -> Result<Report, ShieldError> {
-    let mut laps = timing::Laps::from_env();
     check_request(kernel, request, options)?;
     let layout = layout(kernel)?;
     let _lock = store.lock()?;
     let loaded = state::load_from(store)?;
-    laps.lap("check, lock, load state");
     let recovered = loaded.as_ref().and_then(|l| l.recovered.clone());
     let saved = loaded.map(|l| l.state);
     match &saved {
@@ -222,7 +219,6 @@ pub fn shield_in(
         Some(saved) => take_against(kernel, saved)?,
         None => snapshot::take(kernel, &layout)?,
     };
-    laps.lap("snapshot");
     let request = if options.whole_cores {
         with_siblings(request, &snap)
     } else {
@@ -234,7 +230,7 @@ pub fn shield_in(
         .unwrap_or_else(|| request.clone());
     validate(&masks, &snap.online)?;
     let saved = saved.unwrap_or_else(|| SavedState::from_snapshot(&snap, ShieldMasks::default()));
-    let mut report = change(kernel, store, snap, saved, masks, &mut laps)?;
+    let mut report = change(kernel, store, snap, saved, masks)?;
     report.notes.extend(recovered_note(recovered));
     Ok(report)
 }
@@ -318,10 +314,8 @@ pub fn unshield_in(
         // Under the same lock: a shield cannot slip in between and be undone.
         return reset_locked(kernel, store, false, &lock);
     }
-    let mut laps = timing::Laps::from_env();
     let snap = take_against(kernel, &loaded.state)?;
-    laps.lap("snapshot");
-    let mut report = change(kernel, store, snap, loaded.state, masks, &mut laps)?;
+    let mut report = change(kernel, store, snap, loaded.state, masks)?;
     report.notes.extend(recovered_note(loaded.recovered));
     Ok(report)
 }
@@ -332,7 +326,6 @@ fn change(
     snap: snapshot::Snapshot,
     mut saved: SavedState,
     masks: ShieldMasks,
-    laps: &mut timing::Laps,
 ) -> Result<Report, ShieldError> {
     saved.version = state::STATE_VERSION;
     let followed = saved.follow_requests(&snap, true);
@@ -347,7 +340,6 @@ fn change(
         );
     }
     let plan = plan::plan_shield(&snap, &saved, &masks);
-    laps.lap("plan");
     for dir in &plan.creates {
         if !saved.created_cgroups.contains(dir) {
             saved.created_cgroups.push(dir.clone());
@@ -357,15 +349,8 @@ fn change(
     // The teardown in the plan removes the cgroups when no process stays
     // shielded; they are forgotten only once done.
     let forget_cgroups = masks.procs.is_empty();
-    let (outcome, mut notes) = apply_and_store(
-        kernel,
-        store,
-        &snap,
-        &plan,
-        &mut saved,
-        forget_cgroups,
-        laps,
-    )?;
+    let (outcome, mut notes) =
+        apply_and_store(kernel, store, &snap, &plan, &mut saved, forget_cgroups)?;
     notes.splice(0..0, followed_notes(kernel, &followed));
     notes.splice(0..0, plan.notes);
     Ok(report(&snap, masks, outcome, notes))
@@ -401,18 +386,14 @@ fn apply_and_store(
     plan: &steps::Plan,
     saved: &mut SavedState,
     forget_cgroups: bool,
-    laps: &mut timing::Laps,
 ) -> Result<(Outcome, Vec<Note>), ShieldError> {
     // Durable before the first change: a SIGKILL from here on is undone by
     // reset, which then trusts no record of what was set (exact undo).
     saved.set.applying = true;
     state::store_in(store, saved)?;
-    laps.lap("state stored (before the first change)");
     let outcome = apply::apply(kernel, plan)?;
-    laps.lap("apply");
     let mut notes = Vec::new();
     let after = snapshot::read_back(kernel, snap);
-    laps.lap("read back what was set");
     match after {
         Ok(after) => saved.record_set(&after),
         Err(e) => notes.push(Note {
@@ -436,7 +417,6 @@ fn apply_and_store(
             remedy: None,
         });
     }
-    laps.lap("state stored (what was set)");
     Ok((outcome, notes))
 }
 
@@ -710,7 +690,6 @@ fn reset_locked(
     namespace_gone: bool,
     _lock: &state::StateLock,
 ) -> Result<Report, ShieldError> {
-    let mut laps = timing::Laps::from_env();
     let Some(loaded) = state::load_from(store)? else {
         return match orphan::detect(kernel)? {
             Some(found) => Err(ShieldError::LostState {
@@ -720,7 +699,6 @@ fn reset_locked(
             None => Ok(empty_report(kernel)),
         };
     };
-    laps.lap("load state");
     let mut saved = loaded.state;
     if !namespace_gone {
         same_namespace(kernel, store, &saved)?;
@@ -728,7 +706,6 @@ fn reset_locked(
     let path = store.dir().join(state::STATE_FILE).display().to_string();
     join_root_cpuset(kernel, &saved.layout);
     let first = take_against(kernel, &saved)?;
-    laps.lap("snapshot");
     let problems = machine_problems(kernel, &saved, &first);
     if !problems.is_empty() {
         return Err(ShieldError::BadState { path, problems });
@@ -740,7 +717,6 @@ fn reset_locked(
     // the ones saved before (tasks only where their IDs mean the same tasks).
     let same_tasks = saved.pid_namespace.is_empty() || saved.pid_namespace == first.pid_namespace;
     let followed = follow_before_reset(store, &mut saved, &first, same_tasks)?;
-    laps.lap("check, follow requests, state stored");
     let mut total = Outcome::default();
     let mut notes = Vec::new();
     let mut snap = first;
@@ -748,10 +724,8 @@ fn reset_locked(
     for pass in 0..3 {
         if pass > 0 {
             snap = take_against(kernel, &saved)?;
-            laps.lap("snapshot");
         }
         let plan = plan::plan_reset(&snap, &saved);
-        laps.lap("plan");
         let outside = paths_outside(&plan, &saved.layout);
         if !outside.is_empty() {
             return Err(ShieldError::BadState {
@@ -774,7 +748,6 @@ fn reset_locked(
             )
         });
         let outcome = apply::apply(kernel, &plan)?;
-        laps.lap("apply");
         // Every step went through and cpushield's cgroups are gone: no task
         // is left to restore (one born meanwhile is in none of them, and
         // reset leaves it as it is). A step that failed is retried.
@@ -792,7 +765,6 @@ fn reset_locked(
         }
     }
     let removed = state::remove_from(store);
-    laps.lap("state removed");
     removed.map_err(|e| {
         std::io::Error::new(
             e.kind(),
