@@ -26,11 +26,7 @@ struct Origin<'a> {
 /// nearest ancestor that existed (a new task inherits both from its parent).
 /// One per task of `snap.tasks`, in the same order.
 fn origins<'a>(snap: &'a Snapshot, saved: &'a SavedState) -> Vec<Origin<'a>> {
-    // Built only when a task is not in the saved state.
-    let ppid_of = std::cell::OnceCell::new();
-    let ppid_of = || -> &BTreeMap<i32, i32> {
-        ppid_of.get_or_init(|| snap.tasks.iter().map(|t| (t.tgid, t.ppid)).collect())
-    };
+    let ppid_of: BTreeMap<i32, i32> = snap.tasks.iter().map(|t| (t.tgid, t.ppid)).collect();
     let saved_of = |t: &TaskInfo| {
         saved
             .tasks
@@ -55,7 +51,7 @@ fn origins<'a>(snap: &'a Snapshot, saved: &'a SavedState) -> Vec<Origin<'a>> {
                 ancestor = Some(s);
                 break;
             }
-            match ppid_of().get(&pid) {
+            match ppid_of.get(&pid) {
                 Some(&pp) if pp > 0 && pp != pid => pid = pp,
                 _ => break,
             }
@@ -167,18 +163,7 @@ fn plan_tasks(
     let online = &snap.online;
     let layout = &snap.layout;
     let origins = origins(snap, saved);
-    // Brosky's rule on a requested affinity; most tasks share a few requests.
-    let mut rule_cache: Vec<(CpuSet, CpuSet)> = Vec::new();
-    let mut rule = |requested: &CpuSet| -> CpuSet {
-        if let Some((_, eff)) = rule_cache.iter().find(|(r, _)| r == requested) {
-            return eff.clone();
-        }
-        let eff = shielded_affinity(requested, online, procs);
-        if rule_cache.len() < 64 {
-            rule_cache.push((requested.clone(), eff.clone()));
-        }
-        eff
-    };
+    let rule = |requested: &CpuSet| shielded_affinity(requested, online, procs);
     // Where a move takes a whole process: whether all its threads are shielded.
     let mut whole_process_shielded: BTreeMap<i32, bool> = BTreeMap::new();
     if layout.moves_processes() {

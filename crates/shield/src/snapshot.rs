@@ -214,27 +214,6 @@ fn task_from_stat(
     }))
 }
 
-/// Control files of a cgroup directory, by prefix: entries named so are not
-/// child cgroups (a child named so anyway is read from /proc instead).
-const CONTROL_FILES: [&str; 16] = [
-    "cgroup.",
-    "cpuset.",
-    "cpu.",
-    "cpuacct.",
-    "memory.",
-    "io.",
-    "pids.",
-    "hugetlb.",
-    "rdma.",
-    "misc.",
-    "blkio.",
-    "net_",
-    "devices.",
-    "freezer.",
-    "perf_event.",
-    "notify_on_release",
-];
-
 /// The cgroup of each thread, by ID, relative to the hierarchy's root (`/`
 /// for the root).
 type CgroupMembers<'a> = HashMap<i32, &'a str>;
@@ -271,13 +250,8 @@ fn hierarchy_cgroups(kernel: &dyn Kernel, layout: &CgroupLayout) -> Vec<(PathBuf
     let mut out = Vec::new();
     let mut todo = vec![(layout.root().to_path_buf(), "/".to_string())];
     while let Some((dir, rel)) = todo.pop() {
+        // A child cgroup is a directory with a list of threads.
         for name in kernel.read_dir(&dir).unwrap_or_default() {
-            if name == list
-                || name == "release_agent"
-                || CONTROL_FILES.iter().any(|c| name.starts_with(c))
-            {
-                continue;
-            }
             let child = dir.join(&name);
             if kernel.exists(&child.join(list)) {
                 let child_rel = if rel == "/" {

@@ -413,11 +413,6 @@ pub fn state_path() -> PathBuf {
     state_dir().join(STATE_FILE)
 }
 
-/// Path of the verified second copy of the state file.
-pub fn backup_path() -> PathBuf {
-    state_dir().join(BACKUP_FILE)
-}
-
 /// Name of the state file in the state directory.
 pub const STATE_FILE: &str = "state.json";
 /// Name of its second copy, written first.
@@ -595,15 +590,11 @@ pub trait StateStore: Send + Sync {
     fn read(&self, name: &str) -> io::Result<Vec<u8>>;
     /// Whether a copy exists.
     fn exists(&self, name: &str) -> bool;
-    /// Makes the directory ready for writing.
-    fn prepare(&self) -> io::Result<()>;
-    /// Replaces one copy with `bytes`, all or nothing (no partial copy and no
-    /// temp file outlives a failure).
+    /// Replaces one copy with `bytes`, durably and all or nothing (no partial
+    /// copy and no temp file outlives a failure).
     fn write_atomically(&self, name: &str, bytes: &[u8]) -> io::Result<()>;
     /// Removes one copy; a missing copy is not an error.
     fn remove(&self, name: &str) -> io::Result<()>;
-    /// Makes the directory's entries durable.
-    fn sync(&self) -> io::Result<()>;
     /// Waits for and takes the exclusive lock.
     fn lock(&self) -> io::Result<StateLock>;
     /// Takes the lock for a reset, which also works where the store is read-only.
@@ -693,11 +684,9 @@ fn load_copies(
     }
 }
 
-/// Writes the state durably to `store`, twice: the copy first,
-/// then the state file, then the directory. When the first state cannot be
-/// written, nothing is left behind.
+/// Writes the state durably to `store`, twice: the copy first, then the
+/// state file. When the first state cannot be written, nothing is left behind.
 pub fn store_in(store: &dyn StateStore, state: &SavedState) -> io::Result<()> {
-    store.prepare()?;
     let first = !store.exists(STATE_FILE);
     let text = encode(state);
     store.write_atomically(BACKUP_FILE, text.as_bytes())?;
@@ -708,14 +697,13 @@ pub fn store_in(store: &dyn StateStore, state: &SavedState) -> io::Result<()> {
         }
         return Err(e);
     }
-    store.sync()
+    Ok(())
 }
 
 /// Removes the state file and its copy from `store` (after a complete reset).
 pub fn remove_from(store: &dyn StateStore) -> io::Result<()> {
     store.remove(STATE_FILE)?;
-    store.remove(BACKUP_FILE)?;
-    store.sync().or(Ok(()))
+    store.remove(BACKUP_FILE)
 }
 
 /// The state in the state directory (`CPUSHIELD_STATE_DIR` or /run/cpushield).
@@ -725,6 +713,10 @@ pub struct FileStore {
 }
 
 impl FileStore {
+    fn prepare(&self) -> io::Result<()> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| store_error(e, &self.dir))
+    }
+
     /// The store in `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self { dir: dir.into() }
@@ -749,12 +741,9 @@ impl StateStore for FileStore {
         self.dir.join(name).exists()
     }
 
-    fn prepare(&self) -> io::Result<()> {
-        std::fs::create_dir_all(&self.dir).map_err(|e| store_error(e, &self.dir))
-    }
-
-    /// Through a temp file: write, fsync, rename.
+    /// Through a temp file: write, fsync, rename, then the directory fsync'd.
     fn write_atomically(&self, name: &str, text: &[u8]) -> io::Result<()> {
+        self.prepare()?;
         let path = self.dir.join(name);
         let tmp = self.dir.join(format!("{name}.tmp"));
         let result = (|| {
@@ -765,7 +754,10 @@ impl StateStore for FileStore {
                 // A damaged state "file" that is an empty directory (see load_from).
                 std::fs::remove_dir(&path).map_err(|e| store_error(e, &path))?;
             }
-            std::fs::rename(&tmp, &path).map_err(|e| store_error(e, &path))
+            std::fs::rename(&tmp, &path).map_err(|e| store_error(e, &path))?;
+            File::open(&self.dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| store_error(e, &self.dir))
         })();
         if result.is_err() {
             let _ = std::fs::remove_file(&tmp);
@@ -783,12 +775,6 @@ impl StateStore for FileStore {
             Err(e) => Err(e),
         }
         .map_err(|e| cpushield_kernel::with_path(e, &path))
-    }
-
-    fn sync(&self) -> io::Result<()> {
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| store_error(e, &self.dir))
     }
 
     fn lock(&self) -> io::Result<StateLock> {
@@ -896,10 +882,6 @@ impl StateStore for MemoryStore {
         self.copy(name).is_some()
     }
 
-    fn prepare(&self) -> io::Result<()> {
-        Ok(())
-    }
-
     fn write_atomically(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
         self.failure(name)?;
         let mut inner = self.inner.lock().unwrap();
@@ -914,10 +896,6 @@ impl StateStore for MemoryStore {
         Ok(())
     }
 
-    fn sync(&self) -> io::Result<()> {
-        Ok(())
-    }
-
     fn lock(&self) -> io::Result<StateLock> {
         Ok(StateLock { _file: None })
     }
@@ -927,15 +905,10 @@ impl StateStore for MemoryStore {
     }
 }
 
-/// Loads and verifies the saved state from the state directory (see
-/// [`load_from`]); `Ok(None)` when nothing is shielded.
-pub fn load_checked() -> io::Result<Option<Loaded>> {
-    load_from(&FileStore::from_env())
-}
-
-/// Loads the saved state (see [`load_checked`]); `Ok(None)` when nothing is shielded.
+/// Loads the saved state from the state directory (see [`load_from`]);
+/// `Ok(None)` when nothing is shielded.
 pub fn load() -> io::Result<Option<SavedState>> {
-    load_checked().map(|l| l.map(|l| l.state))
+    Ok(load_from(&FileStore::from_env())?.map(|l| l.state))
 }
 
 /// An error saving the state, with the path and the remedy; the errno stays
@@ -959,11 +932,6 @@ pub fn store(state: &SavedState) -> io::Result<()> {
     store_in(&FileStore::from_env(), state)
 }
 
-/// Removes the state file and its copy from the state directory (after a complete reset).
-pub fn remove() -> io::Result<()> {
-    remove_from(&FileStore::from_env())
-}
-
 /// An exclusive lock serialising cpushield invocations; released on drop or death.
 pub struct StateLock {
     _file: Option<File>,
@@ -973,12 +941,6 @@ impl StateLock {
     /// Waits for and takes the lock in the state directory.
     pub fn acquire() -> io::Result<Self> {
         FileStore::from_env().lock()
-    }
-
-    /// Takes the lock for a reset, which also works where the state directory
-    /// is read-only (see [`FileStore`]'s `lock_for_reset`).
-    pub fn acquire_for_reset() -> io::Result<Self> {
-        FileStore::from_env().lock_for_reset()
     }
 
     fn flock(file: File, path: &Path) -> io::Result<Self> {
@@ -995,7 +957,8 @@ impl StateLock {
 
 /// Whether a state file (or its copy) exists (for messages).
 pub fn is_shielded() -> bool {
-    state_path().exists() || backup_path().exists()
+    let store = FileStore::from_env();
+    store.exists(STATE_FILE) || store.exists(BACKUP_FILE)
 }
 
 #[cfg(test)]
