@@ -192,10 +192,7 @@ pub struct SavedState {
     pub unread_start_before: Option<u64>,
     /// Run-time settings `tune` or `apply` changed beyond the shield, with
     /// the values reset writes back (see [`crate::runtime`]).
-    #[serde(
-        default,
-        skip_serializing_if = "crate::runtime::RuntimeJournal::is_empty"
-    )]
+    #[serde(default)]
     pub runtime: crate::runtime::RuntimeJournal,
 }
 
