@@ -23,8 +23,6 @@
 #
 # Usage: dev/bench/shield-vs-peers.sh [ROUNDS=3] [TASKS...]   (default TASKS: 1000 10000 50000)
 #   e.g. dev/bench/shield-vs-peers.sh 1 1000   (one quick round)
-# BENCH_PHASES=1 also runs cpushield with CPUSHIELD_TIMING=1 and prints, after
-# each round's rows, the time (wall and CPU) of each phase of its shield and reset.
 # Needs: root, cgroup v1 or v2 cpuset, CPU 1 online, cc, cset (apt-get install
 # cpuset), tuna; scripts/dev-setup.sh installs them. Changes the cpuset hierarchy,
 # IRQ affinities and the local-timer sysctls while it runs, and puts them back
@@ -134,10 +132,8 @@ round() {
         [ "$rc" = 0 ] || { echo "$name failed (exit $rc):" >&2; tail -n 5 "$WORK/$name.log" >&2; }
     }
     ours() {
-        local timing=0
-        [ "${BENCH_PHASES:-0}" = 1 ] && timing=1
-        CPUSHIELD_TIMING=$timing CPUSHIELD_STATE_DIR=$STATE timed cpushield-shield "$BIN" shield --all 1
-        CPUSHIELD_TIMING=$timing CPUSHIELD_STATE_DIR=$STATE timed cpushield-undo "$BIN" reset
+        CPUSHIELD_STATE_DIR=$STATE timed cpushield-shield "$BIN" shield --all 1
+        CPUSHIELD_STATE_DIR=$STATE timed cpushield-undo "$BIN" reset
     }
     peer() {
         timed cset-shield cset shield --cpu 1
@@ -203,11 +199,6 @@ for n in "${TASKS[@]}"; do
                     '$1 == k { print n, t, st, $4, $5 }' "$OUT" >>"$CPU_SUMMARY"
             done
         done
-        if [ "${BENCH_PHASES:-0}" = 1 ]; then
-            for step in shield undo; do
-                sed -n "s/^cpushield timing: /#   $n $r cpushield $step: /p" "$WORK/cpushield-$step.log"
-            done
-        fi
     done
 done
 

@@ -394,7 +394,7 @@ fn tasks_in_the_shield_or_bound_by_the_kernel_are_not_drift_and_a_new_task_outsi
         tid,
         tgid: tid,
         ppid: 1,
-        comm: format!("t{tid}").into(),
+        comm: format!("t{tid}"),
         starttime: 5,
         kthread: pinned,
         pinned_by_kernel: pinned,

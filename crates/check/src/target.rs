@@ -2,7 +2,7 @@
 //!
 //! [`shielded_cpus`] reads the shield's state where the shield writes it
 //! (`cpushield_kernel::shield_state_dir`: `CPUSHIELD_STATE_DIR` or /run/cpushield)
-//! with the shield's own reader (`cpushield_shield::state`): the same checksum,
+//! with the shield's own reader (`cpushield_shield::state`): the same checks,
 //! the same recovery from the verified copy, through the kernel door.
 
 use cpushield_cpuset::CpuSet;
@@ -25,11 +25,22 @@ pub fn shielded_cpus(kernel: &dyn Kernel) -> Result<Option<CpuSet>, String> {
 
 /// [`shielded_cpus`] from the state file `path`, or from its verified copy
 /// (`state.json.bak`, which the shield writes first) when the file is absent
-/// or damaged.
+/// or damaged. Where neither exists but the kernel shows a shield (its state
+/// is gone, see `cpushield_shield::orphan`), an error says so and names the
+/// CPUs to pass.
 pub fn shielded_cpus_in(kernel: &dyn Kernel, path: &Path) -> Result<Option<CpuSet>, String> {
     let dir = path.parent().unwrap_or(Path::new("/"));
     match state::load_through(kernel, dir) {
-        Ok(loaded) => Ok(loaded.map(|l| l.state.masks.any())),
+        Ok(Some(loaded)) => Ok(Some(loaded.state.masks.any())),
+        Ok(None) => match cpushield_shield::orphan::detect(kernel) {
+            Ok(Some(found)) => Err(format!(
+                "no shield state in {}, but a shield is in place without it ({}): pass --cpus {} to check the CPUs it shields, and undo it with `cpushield reset --without-state`",
+                dir.display(),
+                found.evidence.join("; "),
+                found.masks.any()
+            )),
+            _ => Ok(None),
+        },
         Err(e) => Err(format!(
             "{e}; or pass --cpus, or run `cpushield show` to see the shield"
         )),
@@ -199,15 +210,26 @@ mod tests {
     }
 
     #[test]
-    fn a_state_file_edited_after_the_shield_wrote_it_is_refused_as_the_shield_refuses_it() {
+    fn a_state_file_the_shield_would_refuse_is_refused_by_check_too() {
         let k = FakeKernel::new();
-        let edited =
-            state_text("2-3", "3", "").replacen("\"procs\":\"2-3\"", "\"procs\":\"1-3\"", 1);
-        assert!(edited.contains("1-3"));
-        k.set_file(AT, edited);
+        let bad = state_text("2-3", "3", "").replacen("\"irqs\":{}", "\"irqs\":{\"9\":\"zz\"}", 1);
+        assert!(bad.contains("zz"));
+        k.set_file(AT, bad.clone());
+        k.set_file("/run/cpushield/state.json.bak", bad);
         let e = shielded_cpus_in(&k, Path::new(AT)).unwrap_err();
-        assert!(e.contains("checksum mismatch"), "{e}");
+        assert!(e.contains("IRQ 9: saved affinity mask 'zz'"), "{e}");
         assert!(e.contains(SHIELD_STATE), "{e}");
+    }
+
+    #[test]
+    fn a_shield_whose_state_is_gone_is_named_with_the_cpus_to_check() {
+        let k = FakeKernel::new();
+        k.set_file("/sys/devices/system/cpu/online", "0-3\n");
+        k.set_file("/proc/irq/default_smp_affinity", "7\n");
+        let e = shielded_cpus_in(&k, Path::new(AT)).unwrap_err();
+        assert!(e.contains("default_smp_affinity leaves out CPU 3"), "{e}");
+        assert!(e.contains("--cpus 3"), "{e}");
+        assert!(e.contains("cpushield reset --without-state"), "{e}");
     }
 
     #[test]

@@ -162,6 +162,11 @@ fn guest_state_faults_are_recovered_or_refused_and_reset_is_exact() {
 }
 
 #[test]
+fn guest_a_shield_whose_state_is_gone_is_said_refused_and_undone_without_it() {
+    run_guest("state-lost", "dev/guest/run.sh", &["state-lost"]);
+}
+
+#[test]
 fn guest_boot_params_fragment_takes_effect_on_reboot() {
     run_guest("boot-params", "dev/guest/run-boot-params.sh", &[]);
 }

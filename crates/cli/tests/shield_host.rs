@@ -178,14 +178,14 @@ fn a_thread_named_with_invalid_utf8_is_shielded_and_restored() {
 }
 
 /// Shell helpers for the state-file fault tests: `edit_both SED` applies a
-/// sed expression to the state file and its copy and unseals them (checksum
-/// 0), as a hand edit would; `keep`/`put_back` save and restore both.
+/// sed expression to the state file and its copy, as a hand edit would;
+/// `keep`/`put_back` save and restore both.
 const FAULT_LIB: &str = r##"
 set -u
 fail() { echo "ASSERT-FAIL $*"; }
 aff() { grep Cpus_allowed_list /proc/$1/status | cut -f2; }
 SD=$CPUSHIELD_STATE_DIR
-edit_both() { for f in $SD/state.json $SD/state.json.bak; do sed -i -e "$1" -e 's/"checksum":[0-9]*/"checksum":0/' $f; done; }
+edit_both() { for f in $SD/state.json $SD/state.json.bak; do sed -i -e "$1" $f; done; }
 keep() { cp $SD/state.json $SD/keep.json; cp $SD/state.json.bak $SD/keep.bak; }
 put_back() { cp $SD/keep.json $SD/state.json; cp $SD/keep.bak $SD/state.json.bak; }
 # expect_refused WHAT TEXT...: the last command's output ($out, $rc) is exit 1
@@ -208,9 +208,8 @@ const BAD_VALUES: &str = r##"
 $CS shield --all 1 >/dev/null || fail "shield exit $?"
 keep
 IRQ=$(grep -o '"irqs":{"[0-9]*"' $SD/state.json | head -n 1 | grep -o '[0-9]*')  # the saved masks come before the records of what was set
-# A saved task is [tgid,"comm",starttime,"affinity","cgroup"]; the comm is saved only
-# where the first shield read the stat (else it is empty).
-aff_of_s="s/\"$S\":\[$S,\"\([a-z]*\)\",\([0-9]*\),\"[^\"]*\"/\"$S\":[$S,\"\1\",\2,\"AFF\"/"
+# A saved task is {"tgid":S,"comm":"sleep","starttime":N,"affinity":"0-1",...}.
+aff_of_s="s/\"$S\":{\"tgid\":$S,\"comm\":\"\([^\"]*\)\",\"starttime\":\([0-9]*\),\"affinity\":\"[^\"]*\"/\"$S\":{\"tgid\":$S,\"comm\":\"\1\",\"starttime\":\2,\"affinity\":\"AFF\"/"
 
 edit_both "$(echo "$aff_of_s" | sed 's/AFF/5000-8191/')"
 out=$($CS reset 2>&1); rc=$?

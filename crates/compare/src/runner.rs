@@ -48,14 +48,9 @@ pub enum CompareError {
     Io(#[from] std::io::Error),
 }
 
-/// Where the experiment's tasks live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// A private PID namespace: its tasks are "the system".
-    Namespace,
-    /// The whole machine.
-    System,
-}
+/// Where the experiment's tasks live: the shield's own notion, the tasks it
+/// treats as "the system".
+pub use cpushield_shield::snapshot::Scope;
 
 /// Everything a comparison needs.
 #[derive(Debug, Clone)]

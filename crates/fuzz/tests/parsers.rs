@@ -272,8 +272,8 @@ proptest! {
     fn cgroup_files_parse_without_panic(t in text("cgroup")) {
         use cpushield_shield::layout::{cgroup_of, CgroupLayout};
         for layout in [
-            CgroupLayout::V1 { root: "/sys/fs/cgroup/cpuset".into() },
-            CgroupLayout::V2 { root: "/sys/fs/cgroup".into() },
+            CgroupLayout::v1("/sys/fs/cgroup/cpuset"),
+            CgroupLayout::v2("/sys/fs/cgroup"),
         ] {
             let _ = cgroup_of(&layout, &t);
         }

@@ -10,7 +10,6 @@ pub mod id_list;
 pub mod interrupts;
 pub mod irq_affinity;
 pub mod kconfig;
-pub mod loadavg;
 pub mod pid_cgroup;
 pub mod pid_stat;
 pub mod pid_status;
@@ -18,7 +17,6 @@ pub mod preempt;
 pub mod schedstat;
 pub mod softirqs;
 pub mod stat;
-pub mod uptime;
 
 /// A file's text did not have the expected shape.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -157,30 +157,9 @@ pub fn parse_cpu_times(text: &str) -> Result<BTreeMap<usize, CpuTimes>, ParseErr
     Ok(out)
 }
 
-/// The `processes` line of /proc/stat: tasks created since boot (every
-/// successful fork and clone, threads included, in every PID namespace).
-pub fn parse_forks(text: &str) -> Result<u64, ParseError> {
-    const FILE: &str = "/proc/stat";
-    let line = text
-        .lines()
-        .find_map(|l| l.strip_prefix("processes "))
-        .ok_or_else(|| ParseError::new(FILE, "no 'processes' line"))?;
-    line.trim()
-        .parse()
-        .map_err(|_| ParseError::new(FILE, format!("bad 'processes' count '{}'", line.trim())))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn forks_come_from_the_processes_line_and_a_missing_line_is_an_error() {
-        let text = "cpu  1 2 3 4 5 6 7 8 0 0\nintr 5 1\nctxt 99\nbtime 1\nprocesses 6787047\nprocs_running 1\n";
-        assert_eq!(parse_forks(text), Ok(6_787_047));
-        assert!(parse_forks("cpu  1 2 3 4\n").is_err());
-        assert!(parse_forks("processes many\n").is_err());
-    }
 
     #[test]
     fn per_cpu_lines_are_parsed_and_the_total_skipped() {

@@ -2,7 +2,7 @@
 //! fine; kernel-managed IRQs and best-effort settings become notes; anything
 //! else required stops the run with the path and the errno.
 
-use crate::plan::{Note, Plan, Severity, Step, TaskAffinity, WriteKind};
+use crate::steps::{Note, Plan, Severity, Step, TaskAffinity, WriteKind};
 use cpushield_kernel::Kernel;
 use std::io;
 use std::path::Path;
@@ -22,19 +22,11 @@ pub struct Outcome {
     pub vanished: usize,
     /// Things that could not be done, with the reason and the remedy.
     pub notes: Vec<Note>,
-    /// The affinity each affinity step left on its task, as read (by the
-    /// step, or once more after a set): what a read back would find.
-    #[serde(skip)]
-    pub affinities_left: Vec<(i32, cpushield_cpuset::CpuSet)>,
 }
 
 fn errno(e: &io::Error) -> i32 {
     cpushield_kernel::os_errno(e).unwrap_or(0)
 }
-
-/// Extended attribute set on each cgroup cpushield creates (kernfs keeps
-/// `trusted.*` attributes on cgroup v1 and v2 directories).
-pub const CGROUP_MARK: &str = "trusted.cpushield";
 
 /// Test hook: microseconds to pause after each step, so that a crash test can
 /// SIGKILL a shield reliably while it is half applied. Unset in normal use.
@@ -52,11 +44,7 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
             std::thread::sleep(pause);
         }
     };
-    // CPUSHIELD_TIMING: time per kind of step.
-    let mut times: Option<[std::time::Duration; 5]> =
-        crate::timing::enabled().then_some(Default::default());
     for step in &plan.steps {
-        let started = times.map(|_| std::time::Instant::now());
         match step {
             Step::Moves { to, ids } => {
                 // The tasks file is opened once for the run (each ID is still
@@ -85,18 +73,6 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
                 }
                 out.applied += ids.len();
             }
-            // Thousands of affinities (a reset of thousands of tasks) are read
-            // and set on two threads: each task's is independent of the others'.
-            Step::Affinities(tasks)
-                if step_delay.is_none() && tasks.len() >= PARALLEL_AFFINITIES_FROM =>
-            {
-                let done = affinities_on_two_threads(kernel, tasks);
-                out.affinities += done.affinities;
-                out.vanished += done.vanished;
-                out.notes.extend(done.notes);
-                out.affinities_left.extend(done.affinities_left);
-                out.applied += tasks.len();
-            }
             Step::Affinities(tasks) => {
                 for task in tasks {
                     pause();
@@ -109,33 +85,6 @@ pub fn apply(kernel: &dyn Kernel, plan: &Plan) -> io::Result<Outcome> {
                 apply_one(kernel, other, &mut out)?;
                 out.applied += 1;
             }
-        }
-        if let (Some(times), Some(started)) = (times.as_mut(), started) {
-            let kind = match step {
-                Step::Moves { .. } => 0,
-                Step::Affinities(_) => 1,
-                Step::Write {
-                    kind: WriteKind::Irq { .. },
-                    ..
-                } => 2,
-                Step::Sched { .. } => 3,
-                _ => 4,
-            };
-            times[kind] += started.elapsed();
-        }
-    }
-    if let Some(times) = times {
-        for (name, took) in [
-            "moves",
-            "affinities",
-            "IRQs",
-            "scheduling policies",
-            "cgroups and files",
-        ]
-        .iter()
-        .zip(times)
-        {
-            crate::timing::print(&format!("  apply: {name}"), took);
         }
     }
     Ok(out)
@@ -150,7 +99,7 @@ fn apply_one(kernel: &dyn Kernel, step: &Step, out: &mut Outcome) -> io::Result<
             }
             // Marked as ours: reset removes only cgroups that carry the mark.
             Ok(()) => {
-                let _ = kernel.set_xattr(dir, CGROUP_MARK, b"1");
+                let _ = kernel.set_xattr(dir, crate::layout::CGROUP_MARK, b"1");
             }
             Err(_) => {}
         },
@@ -206,40 +155,13 @@ fn apply_one(kernel: &dyn Kernel, step: &Step, out: &mut Outcome) -> io::Result<
     Ok(())
 }
 
-/// Affinity steps of at least this many tasks are applied on two threads.
-const PARALLEL_AFFINITIES_FROM: usize = 512;
-
-/// Applies a run of [`Step::Affinity`] steps, the two halves on two threads
-/// where there are two CPUs; the notes come in the steps' order.
-fn affinities_on_two_threads(kernel: &dyn Kernel, tasks: &[TaskAffinity]) -> Outcome {
-    let halves =
-        crate::halves::on_two_threads(tasks, PARALLEL_AFFINITIES_FROM, "cpushield-apply", |part| {
-            let mut out = Outcome::default();
-            for task in part {
-                apply_affinity(kernel, task, &mut out);
-            }
-            out
-        });
-    let mut out = Outcome::default();
-    for half in halves {
-        out.affinities += half.affinities;
-        out.vanished += half.vanished;
-        out.notes.extend(half.notes);
-        out.affinities_left.extend(half.affinities_left);
-    }
-    out
-}
-
 /// Ensures one task's affinity (see [`ensure_affinity`]), counting the
 /// outcome in `out`.
 fn apply_affinity(kernel: &dyn Kernel, task: &TaskAffinity, out: &mut Outcome) {
     let TaskAffinity { tid, cpus } = task;
     let tid = *tid;
     match ensure_affinity(kernel, tid, cpus) {
-        Ok(left) => {
-            out.affinities += 1;
-            out.affinities_left.extend(left.map(|left| (tid, left)));
-        }
+        Ok(()) => out.affinities += 1,
         Err(e) if errno(&e) == libc::ESRCH => out.vanished += 1,
         Err(e) => out.notes.push(Note {
             severity: Severity::Warn,
@@ -254,24 +176,16 @@ fn apply_affinity(kernel: &dyn Kernel, task: &TaskAffinity, out: &mut Outcome) {
 
 /// Gives a thread the affinity `cpus` unless it has it already: moving a
 /// task into a cpuset sets its affinity to the cpuset's CPUs, which is
-/// most often what the plan wants, and sched_getaffinity costs less than
-/// sched_setaffinity (it also leaves the kernel's record of what the task
-/// itself asked for as it was).
-///
-/// Returns the affinity left, as read: the one found, or the one read after
-/// setting (the kernel narrows a set to the task's cpuset); `None` when
-/// that read failed.
+/// most often what the plan wants, and a set would also replace the
+/// kernel's record of what the task itself asked for.
 fn ensure_affinity(
     kernel: &dyn Kernel,
     tid: i32,
     cpus: &cpushield_cpuset::CpuSet,
-) -> io::Result<Option<cpushield_cpuset::CpuSet>> {
+) -> io::Result<()> {
     match kernel.get_affinity(tid) {
-        Ok(now) if now == *cpus => Ok(Some(now)),
-        _ => {
-            kernel.set_affinity(tid, cpus)?;
-            Ok(kernel.get_affinity(tid).ok())
-        }
+        Ok(now) if now == *cpus => Ok(()),
+        _ => kernel.set_affinity(tid, cpus),
     }
 }
 
@@ -406,7 +320,7 @@ mod tests {
             }
         }
         let mut tasks: Vec<TaskAffinity> = tids.iter().map(|&t| affinity(t, "1")).collect();
-        // Refused (an empty set): one in each half, named in step order.
+        // Refused (an empty set): named in step order.
         tasks[100] = affinity(1100, "");
         tasks[900] = affinity(1900, "");
         let plan = Plan {

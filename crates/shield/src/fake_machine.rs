@@ -62,9 +62,7 @@ pub fn saved_state(masks: crate::ShieldMasks, online: &str) -> crate::state::Sav
     crate::state::SavedState {
         version: crate::state::STATE_VERSION,
         masks,
-        layout: crate::layout::CgroupLayout::V1 {
-            root: V1_ROOT.into(),
-        },
+        layout: crate::layout::CgroupLayout::v1(V1_ROOT),
         scope: crate::snapshot::Scope::Namespace,
         online: CpuSet::parse_list(online)
             .unwrap_or_else(|e| panic!("online CPUs '{online}': {e}")),
@@ -76,10 +74,8 @@ pub fn saved_state(masks: crate::ShieldMasks, online: &str) -> crate::state::Sav
         pid_namespace: String::new(),
         sched: Default::default(),
         set: Default::default(),
-        pid_cursor: None,
         unread_start_before: None,
         runtime: Default::default(),
-        checksum: 0,
     }
 }
 

@@ -10,7 +10,7 @@
 //! a program can do at run time completes the move sooner without side
 //! effects of its own (docs/check.md, "Pending IRQ moves").
 
-use crate::plan::{Note, Severity};
+use crate::steps::{Note, Severity};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Kernel;
 use cpushield_parse::irq_affinity::{IrqAffinity, IrqAffinityText};

@@ -10,11 +10,10 @@
 pub mod apply;
 pub mod bootparams;
 pub mod fake_machine;
-mod halves;
 pub mod irq_moves;
 pub mod layout;
 pub mod masks;
-pub mod pid_reuse;
+pub mod orphan;
 pub mod placement;
 pub mod plan;
 pub mod render;
@@ -22,16 +21,16 @@ pub mod runtime;
 pub mod snapshot;
 pub mod state;
 pub mod status;
-pub mod timing;
+pub mod steps;
 
 use apply::Outcome;
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Kernel;
 use layout::CgroupLayout;
 pub use masks::ShieldMasks;
-use plan::Note;
 use serde::Serialize;
 use state::{FileStore, SavedState, StateStore};
+use steps::Note;
 
 /// Why a shield operation was refused or failed. Refusals happen before any change.
 #[derive(Debug, thiserror::Error)]
@@ -80,11 +79,17 @@ pub enum ShieldError {
         problems: Vec<String>,
     },
     /// A shield is in place but its state is missing.
-    #[error("cgroup {cgroup} exists but there is no shield state in {dir}: a shield set up with another CPUSHIELD_STATE_DIR, or its state was removed; nothing was changed. Run `cpushield reset` with that state directory; shielding again now would record the shielded state as the original")]
+    #[error("a shield is in place but there is no shield state in {dir} ({}): a shield set up with another CPUSHIELD_STATE_DIR, or its state was removed; nothing was changed. Run the command again with the state directory it was set up with, or undo the shield with `cpushield reset --without-state` (the affinities, IRQ masks and settings from before it are then not known: it gives back the kernel's defaults)", evidence.join("; "))]
     LostState {
-        /// The cgroup found.
-        cgroup: String,
         /// The state directory searched.
+        dir: String,
+        /// What shows the shield, one item each.
+        evidence: Vec<String>,
+    },
+    /// `reset --without-state` while a state exists.
+    #[error("the shield state in {dir} exists: `cpushield reset` restores exactly what it saved; --without-state is only for a shield whose state is gone")]
+    StateExists {
+        /// The state directory.
         dir: String,
     },
     /// An I/O error, with the path and what to do.
@@ -199,24 +204,21 @@ pub fn shield_in(
     request: &ShieldMasks,
     options: Options,
 ) -> Result<Report, ShieldError> {
-    let mut laps = timing::Laps::from_env();
     check_request(kernel, request, options)?;
     let layout = layout(kernel)?;
     let _lock = store.lock()?;
     let loaded = state::load_from(store)?;
-    laps.lap("check, lock, load state");
     let recovered = loaded.as_ref().and_then(|l| l.recovered.clone());
     let saved = loaded.map(|l| l.state);
     match &saved {
         Some(s) => same_namespace(kernel, store, s)?,
-        None => no_lost_shield(kernel, store, &layout)?,
+        None => no_lost_shield(kernel, store)?,
     }
     let layout = saved.as_ref().map(|s| s.layout.clone()).unwrap_or(layout);
     let snap = match &saved {
-        Some(saved) => snapshot::take_with_saved(kernel, &layout, saved)?,
-        None => snapshot::take_first(kernel, &layout)?,
+        Some(saved) => take_against(kernel, saved)?,
+        None => snapshot::take(kernel, &layout)?,
     };
-    laps.lap("snapshot");
     let request = if options.whole_cores {
         with_siblings(request, &snap)
     } else {
@@ -228,14 +230,14 @@ pub fn shield_in(
         .unwrap_or_else(|| request.clone());
     validate(&masks, &snap.online)?;
     let saved = saved.unwrap_or_else(|| SavedState::from_snapshot(&snap, ShieldMasks::default()));
-    let mut report = change(kernel, store, snap, saved, masks, &mut laps)?;
+    let mut report = change(kernel, store, snap, saved, masks)?;
     report.notes.extend(recovered_note(recovered));
     Ok(report)
 }
 
 fn recovered_note(recovered: Option<String>) -> Option<Note> {
     recovered.map(|text| Note {
-        severity: plan::Severity::Warn,
+        severity: steps::Severity::Warn,
         text,
         remedy: None,
     })
@@ -259,22 +261,30 @@ fn same_namespace(
     })
 }
 
-/// Refuses to shield when our cgroups exist but no state does: the new state
-/// would record the shielded system as the original.
-fn no_lost_shield(
-    kernel: &dyn Kernel,
-    store: &dyn StateStore,
-    layout: &CgroupLayout,
-) -> Result<(), ShieldError> {
-    for dir in [plan::shield_dir(layout), plan::system_dir(layout)] {
-        if kernel.exists(&dir) {
-            return Err(ShieldError::LostState {
-                cgroup: dir.display().to_string(),
-                dir: store.dir().display().to_string(),
-            });
+/// A snapshot to compare with `saved`, each task's start time in the
+/// state's terms ([`SavedState::start_as_saved`]) where its task IDs name the
+/// same tasks (its PID namespace).
+fn take_against(kernel: &dyn Kernel, saved: &SavedState) -> std::io::Result<snapshot::Snapshot> {
+    let mut snap = snapshot::take(kernel, &saved.layout)?;
+    if saved.pid_namespace.is_empty() || saved.pid_namespace == snap.pid_namespace {
+        for task in &mut snap.tasks {
+            task.starttime = saved.start_as_saved(task.tid, task.starttime);
         }
     }
-    Ok(())
+    Ok(snap)
+}
+
+/// Refuses to shield when our cgroups exist but no state does: the new state
+/// would record the shielded system as the original. (Settings alone at
+/// shield values may be someone else's tuning, and are not refused here.)
+fn no_lost_shield(kernel: &dyn Kernel, store: &dyn StateStore) -> Result<(), ShieldError> {
+    match orphan::detect(kernel)? {
+        Some(found) if !found.cgroups.is_empty() => Err(ShieldError::LostState {
+            dir: store.dir().display().to_string(),
+            evidence: found.evidence,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Removes `request` from the shield; when nothing stays shielded, resets.
@@ -304,10 +314,8 @@ pub fn unshield_in(
         // Under the same lock: a shield cannot slip in between and be undone.
         return reset_locked(kernel, store, false, &lock);
     }
-    let mut laps = timing::Laps::from_env();
-    let snap = snapshot::take_with_saved(kernel, &loaded.state.layout, &loaded.state)?;
-    laps.lap("snapshot");
-    let mut report = change(kernel, store, snap, loaded.state, masks, &mut laps)?;
+    let snap = take_against(kernel, &loaded.state)?;
+    let mut report = change(kernel, store, snap, loaded.state, masks)?;
     report.notes.extend(recovered_note(loaded.recovered));
     Ok(report)
 }
@@ -318,7 +326,6 @@ fn change(
     snap: snapshot::Snapshot,
     mut saved: SavedState,
     masks: ShieldMasks,
-    laps: &mut timing::Laps,
 ) -> Result<Report, ShieldError> {
     saved.version = state::STATE_VERSION;
     let followed = saved.follow_requests(&snap, true);
@@ -333,7 +340,6 @@ fn change(
         );
     }
     let plan = plan::plan_shield(&snap, &saved, &masks);
-    laps.lap("plan");
     for dir in &plan.creates {
         if !saved.created_cgroups.contains(dir) {
             saved.created_cgroups.push(dir.clone());
@@ -343,15 +349,8 @@ fn change(
     // The teardown in the plan removes the cgroups when no process stays
     // shielded; they are forgotten only once done.
     let forget_cgroups = masks.procs.is_empty();
-    let (outcome, mut notes) = apply_and_store(
-        kernel,
-        store,
-        &snap,
-        &plan,
-        &mut saved,
-        forget_cgroups,
-        laps,
-    )?;
+    let (outcome, mut notes) =
+        apply_and_store(kernel, store, &snap, &plan, &mut saved, forget_cgroups)?;
     notes.splice(0..0, followed_notes(kernel, &followed));
     notes.splice(0..0, plan.notes);
     Ok(report(&snap, masks, outcome, notes))
@@ -362,7 +361,7 @@ fn followed_notes(kernel: &dyn Kernel, followed: &[state::Followed]) -> Vec<Note
     followed
         .iter()
         .map(|f| Note {
-            severity: plan::Severity::Info,
+            severity: steps::Severity::Info,
             text: match f {
                 state::Followed::Task { tid, comm, was, now } => format!(
                     "{} set its affinity to {now} while shielded (the shield had set {was}): that is now its requested affinity, which the shield and reset honour",
@@ -384,25 +383,21 @@ fn apply_and_store(
     kernel: &dyn Kernel,
     store: &dyn StateStore,
     snap: &snapshot::Snapshot,
-    plan: &plan::Plan,
+    plan: &steps::Plan,
     saved: &mut SavedState,
     forget_cgroups: bool,
-    laps: &mut timing::Laps,
 ) -> Result<(Outcome, Vec<Note>), ShieldError> {
     // Durable before the first change: a SIGKILL from here on is undone by
     // reset, which then trusts no record of what was set (exact undo).
     saved.set.applying = true;
     state::store_in(store, saved)?;
-    laps.lap("state stored (before the first change)");
     let outcome = apply::apply(kernel, plan)?;
-    laps.lap("apply");
     let mut notes = Vec::new();
-    let after = snapshot::read_back(kernel, snap, &outcome.affinities_left);
-    laps.lap("read back what was set");
+    let after = snapshot::read_back(kernel, snap);
     match after {
         Ok(after) => saved.record_set(&after),
         Err(e) => notes.push(Note {
-            severity: plan::Severity::Warn,
+            severity: steps::Severity::Warn,
             text: format!(
                 "the shield is applied, but what it set could not be read back ({e}): an affinity a task or an IRQ's owner sets from now on is not followed, and reset restores the affinities saved before"
             ),
@@ -415,14 +410,13 @@ fn apply_and_store(
     } else if let Err(e) = state::store_in(store, saved) {
         // The saved state (marked as being applied) still undoes everything.
         notes.push(Note {
-            severity: plan::Severity::Warn,
+            severity: steps::Severity::Warn,
             text: format!(
                 "the shield is applied, but what it set could not be saved ({e}): an affinity a task or an IRQ's owner sets from now on is not followed, and reset restores the affinities saved before"
             ),
             remedy: None,
         });
     }
-    laps.lap("state stored (what was set)");
     Ok((outcome, notes))
 }
 
@@ -495,6 +489,42 @@ pub fn reset_namespace_gone_in(
     reset_locked(kernel, store, true, &lock)
 }
 
+/// Undoes a shield whose state is gone ([`orphan`]) as far as the kernel
+/// shows: tasks in cpushield's cgroups to the root with every online CPU,
+/// its marked cgroups removed, IRQs and settings at the kernel's defaults;
+/// the report's notes say what it cannot know. Refused where a state exists
+/// (`reset` restores that exactly); nothing to do where nothing shows a
+/// shield.
+pub fn reset_without_state(kernel: &dyn Kernel, options: Options) -> Result<Report, ShieldError> {
+    reset_without_state_in(kernel, &FileStore::from_env(), options)
+}
+
+/// [`reset_without_state`] with the saved state looked for in `store`.
+pub fn reset_without_state_in(
+    kernel: &dyn Kernel,
+    store: &dyn StateStore,
+    options: Options,
+) -> Result<Report, ShieldError> {
+    if !options.is_root {
+        return Err(ShieldError::NotRoot);
+    }
+    let _lock = store.lock_for_reset()?;
+    if state::load_from(store)?.is_some() {
+        return Err(ShieldError::StateExists {
+            dir: store.dir().display().to_string(),
+        });
+    }
+    let layout = layout(kernel)?;
+    let Some(found) = orphan::detect(kernel)? else {
+        return Ok(empty_report(kernel));
+    };
+    join_root_cpuset(kernel, &layout);
+    let snap = snapshot::take(kernel, &layout)?;
+    let plan = orphan::plan_undo(&snap, &found);
+    let outcome = apply::apply(kernel, &plan)?;
+    Ok(report(&snap, ShieldMasks::default(), outcome, plan.notes))
+}
+
 /// Everything in a saved state that this machine cannot restore: CPUs it does
 /// not have, a cgroup root that is not its cpuset hierarchy, cgroups without
 /// cpushield's mark.
@@ -509,18 +539,16 @@ pub fn machine_problems(
     };
     let online = snap.online.to_list();
     // Only tasks still alive need their values: an exited task is not
-    // restored. Which are alive is looked up only once a value does not fit.
-    let alive = std::cell::OnceCell::new();
-    let alive = |tid: i32, start: u64| {
-        alive
-            .get_or_init(|| {
-                snap.tasks
-                    .iter()
-                    .map(|t| (t.tid, t.starttime))
-                    .collect::<std::collections::HashSet<_>>()
-            })
-            .contains(&(tid, start))
-    };
+    // restored, and none is alive here where the state's task IDs name the
+    // tasks of another PID namespace.
+    let same_tasks = saved.pid_namespace.is_empty() || saved.pid_namespace == snap.pid_namespace;
+    let alive: std::collections::HashSet<(i32, u64)> = snap
+        .tasks
+        .iter()
+        .filter(|_| same_tasks)
+        .map(|t| (t.tid, t.starttime))
+        .collect();
+    let alive = |tid: i32, start: u64| alive.contains(&(tid, start));
     for (tid, t) in &saved.tasks {
         if !fits(&t.affinity) && alive(*tid, t.starttime) {
             out.push(format!(
@@ -561,11 +589,11 @@ pub fn machine_problems(
         if !kernel.exists(dir) {
             continue;
         }
-        match kernel.get_xattr(dir, apply::CGROUP_MARK) {
+        match kernel.get_xattr(dir, layout::CGROUP_MARK) {
             Err(e) if cpushield_kernel::os_errno(&e) == Some(libc::ENODATA) => out.push(format!(
                 "cgroup {}: has no cpushield mark ({}), so cpushield did not create it and will not empty or remove it",
                 dir.display(),
-                apply::CGROUP_MARK
+                layout::CGROUP_MARK
             )),
             _ => {}
         }
@@ -575,7 +603,7 @@ pub fn machine_problems(
 
 /// Whether every path a plan touches lies where reset may write: the cpuset
 /// hierarchy, /proc/sys, /proc/irq and /sys. Returns the ones outside.
-pub fn paths_outside(plan: &plan::Plan, layout: &CgroupLayout) -> Vec<std::path::PathBuf> {
+pub fn paths_outside(plan: &steps::Plan, layout: &CgroupLayout) -> Vec<std::path::PathBuf> {
     let allowed = [
         layout.root(),
         std::path::Path::new("/proc/sys"),
@@ -594,11 +622,11 @@ pub fn paths_outside(plan: &plan::Plan, layout: &CgroupLayout) -> Vec<std::path:
     let mut checked = std::collections::HashSet::new();
     for step in &plan.steps {
         let paths: Vec<&std::path::Path> = match step {
-            plan::Step::Mkdir(p) | plan::Step::Rmdir(p) => vec![p],
-            plan::Step::Write { path, .. } => vec![path],
-            plan::Step::Moves { to, .. } => vec![to],
-            plan::Step::Drain { from, to } => vec![from, to],
-            plan::Step::Affinities(_) | plan::Step::Sched { .. } => vec![],
+            steps::Step::Mkdir(p) | steps::Step::Rmdir(p) => vec![p],
+            steps::Step::Write { path, .. } => vec![path],
+            steps::Step::Moves { to, .. } => vec![to],
+            steps::Step::Drain { from, to } => vec![from, to],
+            steps::Step::Affinities(_) | steps::Step::Sched { .. } => vec![],
         };
         out.extend(
             paths
@@ -615,49 +643,44 @@ pub fn paths_outside(plan: &plan::Plan, layout: &CgroupLayout) -> Vec<std::path:
 /// before reset changes anything: a reset killed half way is then finished by
 /// the next one from the saved requests, never from the half-restored
 /// affinities. Where the state cannot be written (a read-only state
-/// directory), nothing is followed: reset restores the saved affinities.
+/// directory), nothing is followed: reset restores the state as stored.
 fn follow_before_reset(
     store: &dyn StateStore,
     saved: &mut SavedState,
     snap: &snapshot::Snapshot,
     with_tasks: bool,
-) -> Vec<state::Followed> {
+) -> std::io::Result<Vec<state::Followed>> {
     if saved.set.applying || saved.set.is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
     }
-    if saved.requests_to_follow(snap, with_tasks).is_empty() {
-        // Nothing to keep but the mark: a small file, not the whole state.
-        if state::mark_applying(store).is_ok() {
-            saved.set.applying = true;
-        }
-        return Vec::new();
-    }
-    let before = saved.clone();
     let followed = saved.follow_requests(snap, with_tasks);
     saved.set.applying = true;
     saved.version = state::STATE_VERSION;
     if state::store_in(store, saved).is_err() {
-        *saved = before;
-        return Vec::new();
+        *saved = state::load_from(store)?
+            .ok_or_else(|| std::io::Error::other("the shield state vanished during reset"))?
+            .state;
+        return Ok(Vec::new());
     }
-    followed
+    Ok(followed)
 }
 
-/// v1: a reset started from a shell in cpushield's housekeeping cpuset runs
-/// on its CPUs only. It joins the root cpuset first, where the teardown puts
-/// every task left in cpushield's cgroups anyway (so the undo is the same),
-/// and reads the tasks on every CPU. Only this thread moves, and only out of
-/// cpushield's own cgroups; where it cannot, it stays.
+/// A reset started from a shell in cpushield's cgroups (v1: the
+/// housekeeping cpuset) runs on their CPUs only. This thread joins the root
+/// first, where the teardown puts every task left in cpushield's cgroups
+/// anyway (so the undo is the same), and reads the tasks on every CPU. Only
+/// this thread moves, and only out of cpushield's own cgroups; where it
+/// cannot, it stays.
 fn join_root_cpuset(kernel: &dyn Kernel, layout: &CgroupLayout) {
-    let CgroupLayout::V1 { root } = layout else {
-        return;
-    };
     let Ok(text) = kernel.read(std::path::Path::new("/proc/thread-self/cgroup")) else {
         return;
     };
-    if layout::cgroup_of(layout, &text).is_some_and(|c| snapshot::is_ours(&c)) {
+    if layout
+        .cgroup_of(&text)
+        .is_some_and(|c| snapshot::is_ours(&c))
+    {
         // 0 names the writing thread itself.
-        let _ = kernel.write(&root.join("tasks"), "0");
+        let _ = kernel.write(&layout.threads_file(layout.root()), "0");
     }
 }
 
@@ -667,19 +690,22 @@ fn reset_locked(
     namespace_gone: bool,
     _lock: &state::StateLock,
 ) -> Result<Report, ShieldError> {
-    let mut laps = timing::Laps::from_env();
     let Some(loaded) = state::load_from(store)? else {
-        return Ok(empty_report(kernel));
+        return match orphan::detect(kernel)? {
+            Some(found) => Err(ShieldError::LostState {
+                dir: store.dir().display().to_string(),
+                evidence: found.evidence,
+            }),
+            None => Ok(empty_report(kernel)),
+        };
     };
-    laps.lap("load state");
     let mut saved = loaded.state;
     if !namespace_gone {
         same_namespace(kernel, store, &saved)?;
     }
     let path = store.dir().join(state::STATE_FILE).display().to_string();
     join_root_cpuset(kernel, &saved.layout);
-    let first = snapshot::take_with_saved(kernel, &saved.layout, &saved)?;
-    laps.lap("snapshot");
+    let first = take_against(kernel, &saved)?;
     let problems = machine_problems(kernel, &saved, &first);
     if !problems.is_empty() {
         return Err(ShieldError::BadState { path, problems });
@@ -690,32 +716,16 @@ fn reset_locked(
     // Affinities set since the shield are requests: reset restores them, not
     // the ones saved before (tasks only where their IDs mean the same tasks).
     let same_tasks = saved.pid_namespace.is_empty() || saved.pid_namespace == first.pid_namespace;
-    let followed = follow_before_reset(store, &mut saved, &first, same_tasks);
-    laps.lap("check, follow requests, state stored");
+    let followed = follow_before_reset(store, &mut saved, &first, same_tasks)?;
     let mut total = Outcome::default();
     let mut notes = Vec::new();
-    let mut last_snap = None;
-    let mut snap = Some(first);
+    let mut snap = first;
     // Tasks forked while reset runs are caught by the next pass.
-    for _ in 0..3 {
-        let snap_now = match (snap.take(), &last_snap) {
-            (Some(s), _) => s,
-            // Once cpushield's cgroups are gone, no task can be in them: the
-            // tasks seen before are read again (affinity, cgroup), not every
-            // task's stat; reset leaves a task born meanwhile as it is.
-            (None, Some(before)) if !saved.created_cgroups.iter().any(|d| kernel.exists(d)) => {
-                let s = snapshot::refresh(kernel, &saved.layout, before)?;
-                laps.lap("snapshot (tasks seen before)");
-                s
-            }
-            (None, _) => {
-                let s = snapshot::take_with_saved(kernel, &saved.layout, &saved)?;
-                laps.lap("snapshot");
-                s
-            }
-        };
-        let plan = plan::plan_reset(&snap_now, &saved);
-        laps.lap("plan");
+    for pass in 0..3 {
+        if pass > 0 {
+            snap = take_against(kernel, &saved)?;
+        }
+        let plan = plan::plan_reset(&snap, &saved);
         let outside = paths_outside(&plan, &saved.layout);
         if !outside.is_empty() {
             return Err(ShieldError::BadState {
@@ -734,14 +744,13 @@ fn reset_locked(
         let work = plan.steps.iter().any(|s| {
             !matches!(
                 s,
-                plan::Step::Drain { .. } | plan::Step::Rmdir(_) | plan::Step::Sched { .. }
+                steps::Step::Drain { .. } | steps::Step::Rmdir(_) | steps::Step::Sched { .. }
             )
         });
         let outcome = apply::apply(kernel, &plan)?;
-        laps.lap("apply");
-        // Every step went through and cpushield's cgroups are gone: a next
-        // pass would read again the tasks seen (see below) to find nothing
-        // left to restore, so there is none. A step that failed is retried.
+        // Every step went through and cpushield's cgroups are gone: no task
+        // is left to restore (one born meanwhile is in none of them, and
+        // reset leaves it as it is). A step that failed is retried.
         let clean =
             outcome.notes.is_empty() && !saved.created_cgroups.iter().any(|d| kernel.exists(d));
         total.applied += outcome.applied;
@@ -751,13 +760,11 @@ fn reset_locked(
         total.vanished += outcome.vanished;
         total.notes.extend(outcome.notes);
         notes = plan.notes;
-        last_snap = Some(snap_now);
         if !work || clean {
             break;
         }
     }
     let removed = state::remove_from(store);
-    laps.lap("state removed");
     removed.map_err(|e| {
         std::io::Error::new(
             e.kind(),
@@ -769,6 +776,5 @@ fn reset_locked(
     notes.extend(followed_notes(kernel, &followed));
     notes.extend(recovered_note(loaded.recovered));
     notes.extend(runtime_notes);
-    let snap = last_snap.expect("at least one pass");
     Ok(report(&snap, ShieldMasks::default(), total, notes))
 }

@@ -2,7 +2,6 @@
 //! cpuset, which plain sched_setaffinity cannot reach once the kernel enforces
 //! the shield, then pinned.
 
-use crate::plan::shield_dir;
 use crate::state;
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Kernel;
@@ -25,8 +24,8 @@ pub fn place_task(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()
     let saved = state::load()?;
     if let Some(saved) = &saved {
         if !cpus.is_empty() && cpus.is_subset(&saved.masks.procs) {
-            let dir = shield_dir(&saved.layout);
-            let id = if saved.layout.is_v2() {
+            let dir = saved.layout.shield_dir();
+            let id = if saved.layout.moves_processes() {
                 tgid_of(kernel, tid)?
             } else {
                 tid
@@ -69,7 +68,7 @@ pub fn place_thread_alone(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::R
     let mut entered = false;
     if let Some(saved) = &saved {
         if !cpus.is_empty() && cpus.is_subset(&saved.masks.procs) {
-            let file = saved.layout.threads_file(&shield_dir(&saved.layout));
+            let file = saved.layout.threads_file(&saved.layout.shield_dir());
             kernel
                 .write(&file, &tid.to_string())
                 .map_err(|e| thread_move_error(kernel, &saved.layout, tid, e, &file))?;
@@ -86,8 +85,9 @@ pub fn place_thread_alone(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::R
     Ok(())
 }
 
-/// The error of a refused per-thread move, with the remedy: on cgroup v2 a
-/// thread can only move within its process's threaded domain.
+/// The error of a refused per-thread move, with the remedy: on cgroup v2
+/// (the error is EOPNOTSUPP) a thread can only move within its process's
+/// threaded domain.
 fn thread_move_error(
     kernel: &dyn Kernel,
     layout: &crate::layout::CgroupLayout,
@@ -95,7 +95,7 @@ fn thread_move_error(
     error: io::Error,
     file: &std::path::Path,
 ) -> io::Error {
-    if !layout.is_v2() || cpushield_kernel::os_errno(&error) != Some(libc::EOPNOTSUPP) {
+    if cpushield_kernel::os_errno(&error) != Some(libc::EOPNOTSUPP) {
         return cpushield_kernel::with_path(error, file);
     }
     let cgroup = kernel
@@ -219,15 +219,16 @@ pub enum ProbePlacement {
 }
 
 /// Decides, without I/O, how `cpushield measure` places its threads on `cpus`
-/// given the shielded CPUs (`shielded`, from the saved state) and whether the
-/// cpuset hierarchy is cgroup v2. Err: one line naming the fix.
+/// given the shielded CPUs (`shielded`, from the saved state) and whether a
+/// move into the cpuset hierarchy takes a whole process (cgroup v2). Err: one
+/// line naming the fix.
 ///
 /// On cgroup v2 a process, not a thread, joins a cgroup: a run that mixes
 /// shielded and unshielded CPUs cannot place both, so it is refused.
 pub fn probe_placement(
     cpus: &CpuSet,
     shielded: &CpuSet,
-    is_v2: bool,
+    whole_processes: bool,
     is_root: bool,
 ) -> Result<ProbePlacement, String> {
     let inside = cpus.intersection(shielded);
@@ -239,7 +240,7 @@ pub fn probe_placement(
             "CPUs {inside} are shielded: entering the shield's cpuset needs root; run as root, or `cpushield unshield --all {inside}` first"
         ));
     }
-    if is_v2 && inside != *cpus {
+    if whole_processes && inside != *cpus {
         let outside = cpus.difference(shielded);
         return Err(format!(
             "--cpus {cpus} mixes shielded CPUs ({inside}) and unshielded ones ({outside}); on cgroup v2 one process cannot be in both: measure them in separate runs"
@@ -259,7 +260,7 @@ pub fn probe_placement_now(cpus: &CpuSet, is_root: bool) -> Result<ProbePlacemen
     })?;
     match saved {
         None => Ok(ProbePlacement::Plain),
-        Some(s) => probe_placement(cpus, &s.masks.procs, s.layout.is_v2(), is_root),
+        Some(s) => probe_placement(cpus, &s.masks.procs, s.layout.moves_processes(), is_root),
     }
 }
 

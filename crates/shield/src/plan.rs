@@ -2,177 +2,17 @@
 //! masks, the ordered list of changes that shield (or reset) the system.
 //! Nothing here touches the kernel.
 
-use crate::layout::CgroupLayout;
+use crate::layout::{CgroupLayout, Enforcement, Place, Placing};
 use crate::masks::ShieldMasks;
 use crate::snapshot::{
     is_kubepods, is_ours, IrqInfo, Scope, Snapshot, TaskInfo, DEFAULT_IRQ_AFFINITY, LTMR_SYSCTLS,
     SHIELD_CGROUP, SYSTEM_CGROUP, WORKQUEUE_CPUMASK,
 };
 use crate::state::SavedState;
+use crate::steps::{Plan, Severity, Step, TaskAffinity, WriteKind};
 use cpushield_cpuset::{shielded_affinity, CpuSet};
-use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-
-/// How a failed write is treated.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub enum WriteKind {
-    /// Failure aborts the operation.
-    Required,
-    /// An IRQ affinity: EIO means kernel-managed, reported, never fatal.
-    Irq {
-        /// IRQ number.
-        irq: u32,
-        /// Device name.
-        name: String,
-    },
-    /// Failure is reported with this explanation and the operation goes on.
-    BestEffort(String),
-}
-
-/// One change, applied in order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub enum Step {
-    /// Create a cgroup directory (existing is fine).
-    Mkdir(PathBuf),
-    /// Write a value to a kernel file.
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// The text written.
-        value: String,
-        /// What a failure means.
-        kind: WriteKind,
-    },
-    /// Move threads (v1) or processes (v2) into one cgroup, in order, by
-    /// writing each ID to its tasks file: one step for a run of moves to the
-    /// same cgroup, 4 bytes a task (a reset of 50,000 tasks plans in a few
-    /// hundred kilobytes).
-    Moves {
-        /// The cgroup's tasks or cgroup.procs file.
-        to: PathBuf,
-        /// Thread (v1) or process (v2) IDs, in the order written.
-        ids: Vec<i32>,
-    },
-    /// Give threads their affinities, in order (a thread that has its
-    /// affinity already is left as is).
-    Affinities(Vec<TaskAffinity>),
-    /// Give a thread back its scheduling policy and parameters.
-    Sched {
-        /// Thread ID.
-        tid: i32,
-        /// Command name, for messages.
-        comm: String,
-        /// Policy number, for messages and the kernel.
-        policy: u32,
-        /// Real-time priority.
-        priority: u32,
-        /// Nice value.
-        nice: i32,
-        /// SCHED_FLAG_* bits.
-        flags: u64,
-        /// SCHED_DEADLINE runtime, deadline, period (ns).
-        deadline: [u64; 3],
-    },
-    /// Move every task still in a cgroup (including ones not visible) to another.
-    Drain {
-        /// The cgroup emptied.
-        from: PathBuf,
-        /// The tasks file they go to.
-        to: PathBuf,
-    },
-    /// Remove a cgroup directory (absent is fine).
-    Rmdir(PathBuf),
-}
-
-/// One thread's affinity in a [`Step::Affinities`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TaskAffinity {
-    /// Thread ID.
-    pub tid: i32,
-    /// The affinity it gets.
-    pub cpus: CpuSet,
-}
-
-/// How much a note matters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// For information.
-    Info,
-    /// Limits the guarantee.
-    Warn,
-}
-
-/// Something the user should know about the plan, with the remedy when there is one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Note {
-    /// How much it matters.
-    pub severity: Severity,
-    /// What it is.
-    pub text: String,
-    /// What to do about it.
-    pub remedy: Option<String>,
-}
-
-/// The ordered changes plus what the user should know.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Plan {
-    /// Changes, in order.
-    pub steps: Vec<Step>,
-    /// Cgroups this plan creates (recorded in the state before any change).
-    pub creates: Vec<PathBuf>,
-    /// Notes and warnings.
-    pub notes: Vec<Note>,
-}
-
-impl Plan {
-    fn write(&mut self, path: impl Into<PathBuf>, value: impl Into<String>, kind: WriteKind) {
-        self.steps.push(Step::Write {
-            path: path.into(),
-            value: value.into(),
-            kind,
-        });
-    }
-
-    /// Moves `id` into the cgroup whose tasks file is `to`, after the steps
-    /// planned so far: appended to the last step where that is a run of
-    /// moves to the same file.
-    fn move_task(&mut self, to: &Path, id: i32) {
-        match self.steps.last_mut() {
-            Some(Step::Moves { to: last, ids }) if last == to => ids.push(id),
-            _ => self.steps.push(Step::Moves {
-                to: to.to_path_buf(),
-                ids: vec![id],
-            }),
-        }
-    }
-
-    /// Appends the affinities `tasks` as one step (none when empty).
-    fn set_affinities(&mut self, tasks: Vec<TaskAffinity>) {
-        if !tasks.is_empty() {
-            self.steps.push(Step::Affinities(tasks));
-        }
-    }
-
-    fn note(&mut self, severity: Severity, text: String, remedy: Option<String>) {
-        self.notes.push(Note {
-            severity,
-            text,
-            remedy,
-        });
-    }
-}
-
-/// Paths of the two cgroups in a layout.
-pub fn shield_dir(layout: &CgroupLayout) -> PathBuf {
-    layout.root().join(SHIELD_CGROUP)
-}
-
-/// The housekeeping cgroup (v1 only).
-pub fn system_dir(layout: &CgroupLayout) -> PathBuf {
-    layout.root().join(SYSTEM_CGROUP)
-}
+use std::path::PathBuf;
 
 /// What a task asked for and where it was, before the shield.
 struct Origin<'a> {
@@ -186,11 +26,7 @@ struct Origin<'a> {
 /// nearest ancestor that existed (a new task inherits both from its parent).
 /// One per task of `snap.tasks`, in the same order.
 fn origins<'a>(snap: &'a Snapshot, saved: &'a SavedState) -> Vec<Origin<'a>> {
-    // Built only when a task is not in the saved state.
-    let ppid_of = std::cell::OnceCell::new();
-    let ppid_of = || -> &BTreeMap<i32, i32> {
-        ppid_of.get_or_init(|| snap.tasks.iter().map(|t| (t.tgid, t.ppid)).collect())
-    };
+    let ppid_of: BTreeMap<i32, i32> = snap.tasks.iter().map(|t| (t.tgid, t.ppid)).collect();
     let saved_of = |t: &TaskInfo| {
         saved
             .tasks
@@ -215,7 +51,7 @@ fn origins<'a>(snap: &'a Snapshot, saved: &'a SavedState) -> Vec<Origin<'a>> {
                 ancestor = Some(s);
                 break;
             }
-            match ppid_of().get(&pid) {
+            match ppid_of.get(&pid) {
                 Some(&pp) if pp > 0 && pp != pid => pid = pp,
                 _ => break,
             }
@@ -289,159 +125,30 @@ pub fn plan_shield(snap: &Snapshot, saved: &SavedState, masks: &ShieldMasks) -> 
     plan
 }
 
-/// Step 1, cgroups for the process shield `procs` (online CPUs): create, then
-/// shrink before grow so exclusivity holds throughout. Nothing when `procs`
-/// is empty (the teardown is planned after the tasks).
+/// Step 1, cgroups for the process shield `procs` (online CPUs): what the
+/// hierarchy's version needs (see [`crate::layout::Cpusets::enforce`]).
+/// Nothing when `procs` is empty (the teardown is planned after the tasks).
 fn plan_cgroups(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &CpuSet) {
-    let layout = &snap.layout;
-    let housekeeping = snap.online.difference(procs);
-    let shield = shield_dir(layout);
-    let system = system_dir(layout);
-    let exists = |dir: &PathBuf| saved.created_cgroups.contains(dir);
-    if !procs.is_empty() {
-        match layout {
-            CgroupLayout::V1 { root } => {
-                for dir in [&system, &shield] {
-                    if !exists(dir) {
-                        plan.creates.push(dir.clone());
-                        plan.steps.push(Step::Mkdir(dir.clone()));
-                        plan.write(
-                            dir.join("cpuset.mems"),
-                            snap.root_mems.clone(),
-                            WriteKind::Required,
-                        );
-                    }
-                }
-                let overlapping: Vec<String> = snap
-                    .foreign_cgroups
-                    .iter()
-                    .filter(|(_, cpus)| cpus.intersects(procs))
-                    .map(|(name, _)| name.clone())
-                    .collect();
-                if exists(&shield) && !overlapping.is_empty() {
-                    // An exclusive cpuset may not take CPUs a sibling holds.
-                    plan.write(
-                        shield.join("cpuset.cpu_exclusive"),
-                        "0",
-                        WriteKind::Required,
-                    );
-                }
-                let kept = saved.masks.procs.intersection(procs);
-                if exists(&shield) && !kept.is_empty() {
-                    plan.write(
-                        shield.join("cpuset.cpus"),
-                        kept.to_list(),
-                        WriteKind::Required,
-                    );
-                }
-                plan.write(
-                    system.join("cpuset.cpus"),
-                    housekeeping.to_list(),
-                    WriteKind::Required,
-                );
-                plan.write(
-                    shield.join("cpuset.cpus"),
-                    procs.to_list(),
-                    WriteKind::Required,
-                );
-                if overlapping.is_empty() {
-                    plan.write(
-                        shield.join("cpuset.cpu_exclusive"),
-                        "1",
-                        WriteKind::BestEffort(
-                            "the shield cpuset could not be made exclusive".into(),
-                        ),
-                    );
-                } else {
-                    plan.note(
-                        Severity::Warn,
-                        format!(
-                            "cpusets not ours ({}) include shielded CPUs: cpushield does not change them, so the shield is not exclusive and their tasks are only moved by affinity",
-                            overlapping.join(", ")
-                        ),
-                        Some("remove the shielded CPUs from those cpusets with the tool that owns them (docker, kubelet, systemd)".into()),
-                    );
-                }
-                plan.write(
-                    shield.join("cpuset.sched_load_balance"),
-                    "0",
-                    WriteKind::Required,
-                );
-                if snap.scope == Scope::System {
-                    plan.write(
-                        root.join("cpuset.sched_load_balance"),
-                        "0",
-                        WriteKind::Required,
-                    );
-                } else {
-                    plan.note(
-                        Severity::Info,
-                        "scope is a private PID namespace: the root cpuset keeps load balancing on, so the scheduler may still look at the shielded CPUs when balancing tasks that are not ours".into(),
-                        Some("shield from the initial PID namespace (the whole system) for full isolation".into()),
-                    );
-                }
-            }
-            CgroupLayout::V2 { root } => {
-                let subtree = snap
-                    .files
-                    .get(&root.join("cgroup.subtree_control"))
-                    .cloned()
-                    .unwrap_or_default();
-                if !subtree.split_whitespace().any(|c| c == "cpuset") {
-                    plan.write(
-                        root.join("cgroup.subtree_control"),
-                        "+cpuset",
-                        WriteKind::Required,
-                    );
-                }
-                if !exists(&shield) {
-                    plan.creates.push(shield.clone());
-                    plan.steps.push(Step::Mkdir(shield.clone()));
-                    // Threaded (its domain is the root): one thread of a
-                    // process in the root cgroup can join it through
-                    // cgroup.threads (Sherer's per-thread placement, cps_place),
-                    // while whole processes still join through cgroup.procs.
-                    // Only an empty cgroup can turn threaded, so right after mkdir.
-                    plan.write(
-                        shield.join("cgroup.type"),
-                        "threaded",
-                        WriteKind::BestEffort(
-                            "the shield cgroup could not be made threaded: a single thread cannot join it (cps_place, RtThread), whole processes still can".into(),
-                        ),
-                    );
-                }
-                plan.write(
-                    shield.join("cpuset.cpus"),
-                    procs.to_list(),
-                    WriteKind::Required,
-                );
-                plan.write(
-                    shield.join("cpuset.cpus.partition"),
-                    "isolated",
-                    WriteKind::Required,
-                );
-                // An empty cpuset.cpus in v2 means every CPU of the parent.
-                let pods: Vec<&str> = snap
-                    .foreign_cgroups
-                    .iter()
-                    .filter(|(name, cpus)| {
-                        is_kubepods(name) && (cpus.is_empty() || cpus.intersects(procs))
-                    })
-                    .map(|(name, _)| name.as_str())
-                    .collect();
-                if !pods.is_empty() {
-                    plan.note(
-                        Severity::Warn,
-                        format!(
-                            "the shield's isolated partition takes CPUs {procs} out of the Kubernetes pods' cgroup {}: pods pinned there by the kubelet lose them",
-                            pods.join(", ")
-                        ),
-                        Some("shield CPUs the kubelet never gives to pods (reservedSystemCPUs with strict-cpu-reservation), or shield pods' CPUs from irqs and ltmr only (docs/fleet.md)".into()),
-                    );
-                }
-            }
-        }
+    if procs.is_empty() {
+        return;
     }
+    let layout = &snap.layout;
+    let enforced = layout.enforce(&Enforcement {
+        procs,
+        housekeeping: &snap.online.difference(procs),
+        kept: saved.masks.procs.intersection(procs),
+        created: &saved.created_cgroups,
+        root_mems: &snap.root_mems,
+        foreign: &snap.foreign_cgroups,
+        whole_system: snap.scope == Scope::System,
+        subtree_control: snap
+            .files
+            .get(&layout.root_setting())
+            .map_or("", String::as_str),
+    });
+    plan.steps.extend(enforced.steps);
+    plan.creates.extend(enforced.creates);
+    plan.notes.extend(enforced.notes);
 }
 
 /// Step 2, tasks: Brosky's rule on each, enforced by the cgroup it is placed
@@ -455,35 +162,19 @@ fn plan_tasks(
 ) -> Vec<TaskAffinity> {
     let online = &snap.online;
     let layout = &snap.layout;
-    let shield = shield_dir(layout);
-    let system = system_dir(layout);
     let origins = origins(snap, saved);
-    let mut moved_processes = BTreeSet::new();
-    // Brosky's rule on a requested affinity; most tasks share a few requests.
-    let mut rule_cache: Vec<(CpuSet, CpuSet)> = Vec::new();
-    let mut rule = |requested: &CpuSet| -> CpuSet {
-        if let Some((_, eff)) = rule_cache.iter().find(|(r, _)| r == requested) {
-            return eff.clone();
-        }
-        let eff = shielded_affinity(requested, online, procs);
-        if rule_cache.len() < 64 {
-            rule_cache.push((requested.clone(), eff.clone()));
-        }
-        eff
-    };
-    // v2 keeps a process in one cgroup: whether all its threads are shielded.
-    let only_shielded_process: BTreeMap<i32, bool> = {
-        let mut m: BTreeMap<i32, bool> = BTreeMap::new();
-        for (t, o) in snap.tasks.iter().zip(&origins).filter(|_| layout.is_v2()) {
-            let eff = rule(o.requested);
-            let inside = !procs.is_empty() && eff.is_subset(procs);
-            let e = m.entry(t.tgid).or_insert(true);
+    let rule = |requested: &CpuSet| shielded_affinity(requested, online, procs);
+    // Where a move takes a whole process: whether all its threads are shielded.
+    let mut whole_process_shielded: BTreeMap<i32, bool> = BTreeMap::new();
+    if layout.moves_processes() {
+        for (t, o) in snap.tasks.iter().zip(&origins) {
+            let inside = !procs.is_empty() && rule(o.requested).is_subset(procs);
+            let e = whole_process_shielded.entry(t.tgid).or_insert(true);
             *e = *e && inside;
         }
-        m
-    };
-    let shield_tasks = layout.tasks_file(&shield);
-    let system_tasks = layout.tasks_file(&system);
+    }
+    let shield_tasks = layout.tasks_file(&layout.shield_dir());
+    let system_tasks = layout.tasks_file(&layout.system_dir());
     // The same cgroup, as dir_of would join them, without building paths.
     let same_cgroup = |a: &str, b: &str| a.trim_start_matches('/') == b.trim_start_matches('/');
     // Changing a cpuset's CPUs (or its partition) makes the kernel reset the
@@ -495,6 +186,7 @@ fn plan_tasks(
         .any(|s| matches!(s, Step::Write { path, .. } if path.starts_with(layout.root())))
         || (procs.is_empty() && !saved.created_cgroups.is_empty());
     let mut affinities = Vec::new();
+    let mut moved_ids = BTreeSet::new();
     let mut per_cpu_threads: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     let mut pod_tasks_on_shield = 0usize;
     for (task, origin) in snap.tasks.iter().zip(&origins) {
@@ -516,44 +208,45 @@ fn plan_tasks(
             continue;
         }
         let eff = rule(origin.requested);
-        let managed = origin.cgroup == "/" || is_ours(origin.cgroup) || layout.is_v2();
-        if !managed {
-            if eff != task.affinity {
-                affinities.push(TaskAffinity {
-                    tid: task.tid,
-                    cpus: eff,
-                });
+        let place = layout.place(&Placing {
+            origin: origin.cgroup,
+            here: &task.cgroup,
+            effective: &eff,
+            procs,
+            whole_process_shielded: whole_process_shielded
+                .get(&task.tgid)
+                .copied()
+                .unwrap_or(false),
+        });
+        // The destination (relative, as in /proc/PID/cgroup) and, for ours,
+        // its tasks file.
+        let (dest, file) = match place {
+            Place::Stay => {
+                // Someone else's cpuset, which the shield does not change:
+                // only the affinity follows the rule.
+                if eff != task.affinity {
+                    affinities.push(TaskAffinity {
+                        tid: task.tid,
+                        cpus: eff,
+                    });
+                }
+                continue;
             }
-            continue;
-        }
-        let here = task.cgroup.as_str();
-        // A thread placed on its own (cgroup.threads, Sherer's cps_place)
-        // stays in the threaded shield while it asks only for shielded CPUs.
-        let placed_alone =
-            same_cgroup(here, SHIELD_CGROUP) && !procs.is_empty() && eff.is_subset(procs);
-        // The destination cgroup (relative, as in /proc/PID/cgroup) and its
-        // tasks file when it is one of ours.
-        let (dest, ours) = match layout {
-            CgroupLayout::V1 { .. } if procs.is_empty() => (origin.cgroup, None),
-            CgroupLayout::V1 { .. } if eff.is_subset(procs) => (SHIELD_CGROUP, Some(&shield_tasks)),
-            CgroupLayout::V1 { .. } => (SYSTEM_CGROUP, Some(&system_tasks)),
-            CgroupLayout::V2 { .. } if only_shielded_process[&task.tgid] || placed_alone => {
-                (SHIELD_CGROUP, Some(&shield_tasks))
-            }
-            CgroupLayout::V2 { .. } => (origin.cgroup, None),
+            Place::Shield => (SHIELD_CGROUP, Some(&shield_tasks)),
+            Place::System => (SYSTEM_CGROUP, Some(&system_tasks)),
+            Place::Cgroup(c) => (c, None),
         };
         let mut moved = false;
-        // v2 does not move kernel threads.
-        let kernel_thread_v2 = layout.is_v2() && task.kthread;
-        if !same_cgroup(dest, here) && !kernel_thread_v2 {
-            let id = if layout.is_v2() { task.tgid } else { task.tid };
-            if !layout.is_v2() || moved_processes.insert(task.tgid) {
-                match ours {
-                    Some(file) => plan.move_task(file, id),
-                    None => plan.move_task(&layout.tasks_file(&layout.dir_of(dest)), id),
+        if !same_cgroup(dest, &task.cgroup) {
+            if let Some(id) = layout.move_id(task.tid, task.tgid, task.kthread) {
+                if moved_ids.insert(id) {
+                    match file {
+                        Some(file) => plan.move_task(file, id),
+                        None => plan.move_task(&layout.tasks_file(&layout.dir_of(dest)), id),
+                    }
                 }
+                moved = true;
             }
-            moved = true;
         }
         if moved || cpusets_change || eff != task.affinity {
             affinities.push(TaskAffinity {
@@ -561,16 +254,11 @@ fn plan_tasks(
                 cpus: eff.clone(),
             });
         }
-        if layout.is_v2()
-            && eff.is_subset(procs)
-            && !procs.is_empty()
-            && !only_shielded_process[&task.tgid]
-            && !placed_alone
-        {
+        if !procs.is_empty() && eff.is_subset(procs) && place != Place::Shield {
             plan.note(
                 Severity::Warn,
                 format!(
-                    "thread {} ({}) asks only for shielded CPUs {} but other threads of process {} do not; cgroup v2 keeps a process in one cgroup, so it runs on housekeeping CPUs",
+                    "thread {} ({}) asks only for shielded CPUs {} but other threads of process {} do not; a move takes its whole process (cgroup v2), so it runs on housekeeping CPUs",
                     task.tid, task.comm, origin.requested, task.tgid
                 ),
                 Some(format!("place the whole process with `cpushield run --cpus {} --pid {}`", procs, task.tgid)),
@@ -771,25 +459,8 @@ fn irq_path(irq: u32) -> PathBuf {
 
 /// Steps that empty and remove cpushield's cgroups (tasks go to the root).
 fn teardown_cgroups(plan: &mut Plan, saved: &SavedState, layout: &CgroupLayout) {
-    if saved.created_cgroups.is_empty() {
-        return;
-    }
-    let root_tasks = layout.tasks_file(layout.root());
     for dir in saved.created_cgroups.iter().rev() {
-        if layout.is_v2() {
-            plan.write(
-                dir.join("cpuset.cpus.partition"),
-                "member",
-                WriteKind::BestEffort(
-                    "the shield partition could not be turned back into a member".into(),
-                ),
-            );
-        }
-        plan.steps.push(Step::Drain {
-            from: dir.clone(),
-            to: root_tasks.clone(),
-        });
-        plan.steps.push(Step::Rmdir(dir.clone()));
+        plan.steps.extend(layout.teardown(dir));
     }
 }
 
@@ -800,7 +471,7 @@ pub fn plan_reset(snap: &Snapshot, saved: &SavedState) -> Plan {
     let mut plan = Plan::default();
     let layout = &saved.layout;
     let origins = origins(snap, saved);
-    let mut moved_processes = BTreeSet::new();
+    let mut moved_ids = BTreeSet::new();
     let mut affinities = Vec::new();
     let same_namespace =
         saved.pid_namespace.is_empty() || saved.pid_namespace == snap.pid_namespace;
@@ -825,19 +496,18 @@ pub fn plan_reset(snap: &Snapshot, saved: &SavedState) -> Plan {
             // The shield never changed a pod's task (see plan_tasks).
             continue;
         }
-        if in_ours && !(layout.is_v2() && task.kthread) {
-            let id = if layout.is_v2() { task.tgid } else { task.tid };
-            if !layout.is_v2() || moved_processes.insert(task.tgid) {
-                let to = files
-                    .entry(origin.cgroup)
-                    .or_insert_with(|| layout.tasks_file(&layout.dir_of(origin.cgroup)));
-                plan.move_task(to, id);
-            }
+        let move_id = layout.move_id(task.tid, task.tgid, task.kthread);
+        if let Some(id) = move_id.filter(|&id| in_ours && moved_ids.insert(id)) {
+            let to = files
+                .entry(origin.cgroup)
+                .or_insert_with(|| layout.tasks_file(&layout.dir_of(origin.cgroup)));
+            plan.move_task(to, id);
         }
-        // A task born meanwhile outside our cgroups keeps what it chose. The
-        // teardown below resets affinities in v2, so every task is set again.
+        // A task born meanwhile outside our cgroups keeps what it chose.
+        // Where the teardown below resets affinities, every task is set again.
         let restore = !origin.born || in_ours;
-        if restore && (in_ours || layout.is_v2() || *origin.requested != task.affinity) {
+        let reset_by_teardown = layout.teardown_resets_affinities();
+        if restore && (in_ours || reset_by_teardown || *origin.requested != task.affinity) {
             affinities.push(TaskAffinity {
                 tid: task.tid,
                 cpus: origin.requested.clone(),
@@ -889,6 +559,8 @@ pub fn plan_reset(snap: &Snapshot, saved: &SavedState) -> Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::steps::Note;
+    use std::path::Path;
 
     const ROOT: &str = "/sys/fs/cgroup/cpuset";
 
@@ -901,7 +573,7 @@ mod tests {
             tid,
             tgid: tid,
             ppid: 1,
-            comm: format!("task{tid}").into(),
+            comm: format!("task{tid}"),
             starttime: 1000 + tid as u64,
             kthread: false,
             pinned_by_kernel: false,
@@ -915,7 +587,7 @@ mod tests {
         Snapshot {
             online: cpus("0-3"),
             possible: 4,
-            layout: CgroupLayout::V1 { root: ROOT.into() },
+            layout: CgroupLayout::v1(ROOT),
             scope: Scope::System,
             tasks,
             irqs: vec![IrqInfo {
@@ -935,8 +607,6 @@ mod tests {
             foreign_cgroups: Vec::new(),
             siblings: BTreeMap::new(),
             pid_namespace: "pid:[1]".into(),
-            pid_cursor: None,
-            unread_start_before: None,
         }
     }
 
@@ -1075,9 +745,7 @@ mod tests {
         ];
         let v1 = snapshot(tasks.clone());
         let mut v2 = snapshot(tasks);
-        v2.layout = CgroupLayout::V2 {
-            root: "/sys/fs/cgroup".into(),
-        };
+        v2.layout = CgroupLayout::v2("/sys/fs/cgroup");
         for snap in [v1, v2] {
             let mut plan = Plan::default();
             plan_cgroups(&mut plan, &snap, &original(&snap), &cpus("3"));
@@ -1100,11 +768,61 @@ mod tests {
     }
 
     #[test]
+    fn tasks_of_a_foreign_cpuset_get_the_affinity_rule_without_a_move_and_pods_are_left_alone() {
+        let tasks = vec![
+            task(100, "0-3"),
+            // A docker container, its cpuset on every CPU.
+            pod_task(300, "0-3", "/docker/abc"),
+            pod_task(301, "2-3", "/docker/abc"),
+            pod_task(200, "0-3", "/kubepods/burstable/pod1/c1"),
+        ];
+        let mut v1 = snapshot(tasks.clone());
+        v1.foreign_cgroups = vec![
+            ("/docker".into(), cpus("0-3")),
+            ("/kubepods".into(), cpus("0-3")),
+        ];
+        let mut v2 = v1.clone();
+        v2.layout = CgroupLayout::v2("/sys/fs/cgroup");
+        for snap in [v1, v2] {
+            let plan = plan_shield(&snap, &original(&snap), &ShieldMasks::all(&cpus("3")));
+            let moved: Vec<i32> = plan
+                .steps
+                .iter()
+                .flat_map(|s| match s {
+                    Step::Moves { ids, .. } => ids.clone(),
+                    _ => Vec::new(),
+                })
+                .collect();
+            let set: Vec<(i32, CpuSet)> = plan
+                .steps
+                .iter()
+                .flat_map(|s| match s {
+                    Step::Affinities(tasks) => {
+                        tasks.iter().map(|a| (a.tid, a.cpus.clone())).collect()
+                    }
+                    _ => Vec::new(),
+                })
+                .collect();
+            assert!(
+                !moved.iter().any(|id| [300, 301, 200].contains(id)),
+                "{}: moved {moved:?}",
+                snap.layout.mechanism()
+            );
+            assert!(
+                set.contains(&(300, cpus("0-2"))) && set.contains(&(301, cpus("2"))),
+                "{set:?}"
+            );
+            assert!(
+                !set.iter().any(|(tid, _)| *tid == 200),
+                "a pod task narrowed: {set:?}"
+            );
+        }
+    }
+
+    #[test]
     fn a_v2_shield_warns_that_its_partition_takes_cpus_from_the_pods_cgroup() {
         let mut snap = snapshot(vec![]);
-        snap.layout = CgroupLayout::V2 {
-            root: "/sys/fs/cgroup".into(),
-        };
+        snap.layout = CgroupLayout::v2("/sys/fs/cgroup");
         snap.foreign_cgroups = vec![
             ("/kubepods.slice".into(), CpuSet::new()),
             ("/system.slice".into(), CpuSet::new()),
@@ -1243,7 +961,7 @@ mod tests {
         ];
         let mut now = before.clone();
         now.tasks[0].affinity = cpus("0-2");
-        now.tasks[0].cgroup = format!("/{SYSTEM_CGROUP}").into();
+        now.tasks[0].cgroup = format!("/{SYSTEM_CGROUP}");
         let plan = plan_reset(&now, &saved);
         assert_eq!(
             plan.steps[0],
@@ -1274,7 +992,7 @@ mod tests {
         saved.created_cgroups = vec![PathBuf::from(ROOT).join(SYSTEM_CGROUP)];
         let mut now = before.clone();
         for t in &mut now.tasks {
-            t.cgroup = format!("/{SYSTEM_CGROUP}").into();
+            t.cgroup = format!("/{SYSTEM_CGROUP}");
         }
         let plan = plan_reset(&now, &saved);
         let moves: Vec<(String, Vec<i32>)> = plan
@@ -1304,9 +1022,7 @@ mod tests {
     /// A 4-CPU v2 machine (cgroup2 at /sys/fs/cgroup, cpuset enabled).
     fn snapshot_v2(tasks: Vec<TaskInfo>) -> Snapshot {
         let mut snap = snapshot(tasks);
-        snap.layout = CgroupLayout::V2 {
-            root: "/sys/fs/cgroup".into(),
-        };
+        snap.layout = CgroupLayout::v2("/sys/fs/cgroup");
         snap.files.insert(
             PathBuf::from("/sys/fs/cgroup/cgroup.subtree_control"),
             "cpuset".into(),
@@ -1348,7 +1064,7 @@ mod tests {
         let mut placed = task(101, "3");
         placed.tgid = 100;
         placed.starttime = 5001;
-        placed.cgroup = format!("/{SHIELD_CGROUP}").into();
+        placed.cgroup = format!("/{SHIELD_CGROUP}");
         let before = snapshot_v2(vec![task(1, "0-3")]);
         let mut saved = original(&before);
         saved.created_cgroups = vec![PathBuf::from("/sys/fs/cgroup").join(SHIELD_CGROUP)];

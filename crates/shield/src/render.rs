@@ -1,8 +1,8 @@
 //! Human-readable text of `cpushield show` (a [`Status`]) and of the reports of
 //! `shield`, `unshield` and `reset` (a [`Report`]); JSON is their serde form.
 
-use crate::plan::Severity;
 use crate::status::Status;
+use crate::steps::Severity;
 use crate::Report;
 use cpushield_cpuset::CpuSet;
 use std::fmt::Write;
@@ -33,6 +33,13 @@ pub fn render_status(st: &Status) -> String {
         "mechanism: {}; {}; scope {:?}",
         st.mechanism, st.enforcement, st.scope
     );
+    if let Some(found) = &st.without_state {
+        let _ = writeln!(
+            o,
+            "NO STATE: a shield is in place without its saved state ({}); undo it with `cpushield reset --without-state` (the settings from before it are not known), or run with the CPUSHIELD_STATE_DIR it was set up with",
+            found.evidence.join("; ")
+        );
+    }
     let _ = writeln!(
         o,
         "{:>4}  {:5} {:4} {:4}  {:9} {:9} {:8}  {:>6}  {:>4}",
@@ -217,6 +224,7 @@ mod tests {
             enforcement: "in force".into(),
             scope: Scope::Namespace,
             state_file: None,
+            without_state: None,
             cpus: vec![cpu(0, false), one],
         };
         let expected = "\
@@ -253,6 +261,7 @@ CPU 1 move pending for IRQs 42 virtio3-tx: the kernel moves such an IRQ when it 
             enforcement: "-".into(),
             scope: Scope::System,
             state_file: None,
+            without_state: None,
             cpus: vec![one],
         };
         let text = render_status(&st);
@@ -263,7 +272,7 @@ CPU 1 move pending for IRQs 42 virtio3-tx: the kernel moves such an IRQ when it 
     #[test]
     fn a_report_has_the_masks_the_counts_and_each_note_with_its_fix() {
         use crate::apply::Outcome;
-        use crate::plan::{Note, Severity};
+        use crate::steps::{Note, Severity};
         use crate::ShieldMasks;
         let report = Report {
             masks: ShieldMasks {

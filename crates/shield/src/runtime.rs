@@ -5,8 +5,8 @@
 //! and written back by reset, last changed first, before the shield itself
 //! is undone.
 
-use crate::plan::{Note, Severity};
 use crate::state::{self, StateStore};
+use crate::steps::{Note, Severity};
 use cpushield_kernel::Kernel;
 use serde::{Deserialize, Serialize};
 use std::io;

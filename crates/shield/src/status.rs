@@ -2,11 +2,11 @@
 
 use crate::layout::{self, CgroupLayout};
 use crate::masks::ShieldMasks;
-use crate::plan::shield_dir;
+use crate::orphan::{self, OrphanShield};
 use crate::snapshot::{self, Scope, Snapshot};
-use crate::state;
+use crate::state::{self, StateStore};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{read_cpu_list, read_trimmed, Kernel};
+use cpushield_kernel::{read_cpu_list, Kernel};
 use serde::Serialize;
 use std::path::Path;
 
@@ -84,14 +84,31 @@ pub struct Status {
     pub scope: Scope,
     /// Where the original state is saved.
     pub state_file: Option<String>,
+    /// A shield in place without its saved state, as the kernel shows it
+    /// (its masks are the ones above).
+    pub without_state: Option<OrphanShield>,
     /// Per-CPU details.
     pub cpus: Vec<CpuStatus>,
 }
 
-/// Reads the status. Read-only.
+/// Reads the status, the saved state from the state directory. Read-only.
 pub fn status(kernel: &dyn Kernel) -> std::io::Result<Status> {
-    let saved = state::load()?;
-    let masks = saved.as_ref().map(|s| s.masks.clone()).unwrap_or_default();
+    status_in(kernel, &state::FileStore::from_env())
+}
+
+/// [`status`] with the saved state read from `store`. Where there is none,
+/// a shield in place without it is reported from what the kernel shows.
+pub fn status_in(kernel: &dyn Kernel, store: &dyn StateStore) -> std::io::Result<Status> {
+    let saved = state::load_from(store)?.map(|l| l.state);
+    let without_state = match saved {
+        Some(_) => None,
+        None => orphan::detect(kernel)?,
+    };
+    let masks = saved
+        .as_ref()
+        .map(|s| s.masks.clone())
+        .or_else(|| without_state.as_ref().map(|o| o.masks.clone()))
+        .unwrap_or_default();
     let layout = saved
         .as_ref()
         .map(|s| s.layout.clone())
@@ -124,7 +141,8 @@ pub fn status(kernel: &dyn Kernel) -> std::io::Result<Status> {
             .unwrap_or_else(|| "none (no cpuset controller)".into()),
         enforcement: enforcement(kernel, layout.as_ref(), &masks),
         scope: snapshot::detect_scope(kernel),
-        state_file: saved.map(|_| state::state_path().display().to_string()),
+        state_file: saved.map(|_| store.dir().join(state::STATE_FILE).display().to_string()),
+        without_state,
         cpus,
     })
 }
@@ -222,32 +240,14 @@ fn enforcement(kernel: &dyn Kernel, layout: Option<&CgroupLayout>, masks: &Shiel
     if masks.procs.is_empty() {
         return "no process shield".into();
     }
-    let dir = shield_dir(layout);
+    let dir = layout.shield_dir();
     if !kernel.exists(&dir) {
         return format!(
             "MISSING: {} does not exist; run `cpushield reset` and shield again",
             dir.display()
         );
     }
-    match layout {
-        CgroupLayout::V2 { .. } => {
-            let part = read_trimmed(kernel, &dir.join("cpuset.cpus.partition")).unwrap_or_default();
-            if part == "isolated" {
-                format!("{}: partition isolated", dir.display())
-            } else {
-                format!("DEGRADED: {} partition is '{part}'", dir.display())
-            }
-        }
-        CgroupLayout::V1 { .. } => {
-            let excl = read_trimmed(kernel, &dir.join("cpuset.cpu_exclusive")).unwrap_or_default();
-            let lb =
-                read_trimmed(kernel, &dir.join("cpuset.sched_load_balance")).unwrap_or_default();
-            format!(
-                "{}: cpu_exclusive={excl} sched_load_balance={lb}",
-                dir.display()
-            )
-        }
-    }
+    layout.enforcement_status(kernel, &dir)
 }
 
 #[cfg(test)]

@@ -5,9 +5,10 @@
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::FakeKernel;
 use cpushield_shield::fake_machine::v1_machine;
-use cpushield_shield::plan::{plan_reset, plan_shield, Step};
+use cpushield_shield::plan::{plan_reset, plan_shield};
 use cpushield_shield::snapshot;
 use cpushield_shield::state::{self, MemoryStore, SavedState};
+use cpushield_shield::steps::Step;
 use cpushield_shield::{apply::apply, layout, Options, Report, ShieldMasks};
 use std::path::Path;
 
@@ -671,11 +672,13 @@ fn a_version_1_state_without_records_still_resets_exactly() {
     let store = MemoryStore::new();
     shield(&k, &store, &ShieldMasks::all(&cpus("3")));
     // The state as cpushield 1 wrote it: version 1, no record of what was set.
-    let mut saved = saved_in(&store);
-    saved.version = 1;
-    saved.set = Default::default();
-    put(&store, &saved);
-    let text = String::from_utf8(store.copy(state::STATE_FILE).unwrap()).unwrap();
+    let mut old = serde_json::to_value(saved_in(&store)).unwrap();
+    old["version"] = 1.into();
+    old.as_object_mut().unwrap().remove("set");
+    let text = old.to_string();
+    for copy in [state::STATE_FILE, state::BACKUP_FILE] {
+        store.set_copy(copy, Some(text.clone().into_bytes()));
+    }
     assert!(
         text.contains("\"version\":1") && !text.contains("\"set\""),
         "{text}"
@@ -718,18 +721,6 @@ fn a_task_widened_to_every_housekeeping_cpu_is_taken_to_request_every_cpu() {
     assert_eq!(aff[&101], cpus("0-3"));
 }
 
-/// Shows the PID allocator's position: the last ID given, `forks` tasks
-/// created since boot, 50 tasks held, pid_max 32768.
-fn set_pid_cursor(k: &FakeKernel, last_pid: i32, forks: u64) {
-    k.set_file("/proc/sys/kernel/ns_last_pid", format!("{last_pid}\n"));
-    k.set_file("/proc/sys/kernel/pid_max", "32768\n");
-    k.set_file(
-        "/proc/stat",
-        format!("cpu  1 2 3 4 0 0 0 0 0 0\nprocesses {forks}\nprocs_running 1\n"),
-    );
-    k.set_file("/proc/loadavg", format!("0.00 0.00 0.00 1/50 {last_pid}\n"));
-}
-
 /// Task `tid` exits and a new task gets its ID: a child of `ppid` started at
 /// `starttime`, in the cgroup its parent was in.
 fn reuse_id(k: &FakeKernel, tid: i32, ppid: i32, starttime: u64, affinity: &str) {
@@ -741,21 +732,13 @@ fn reuse_id(k: &FakeKernel, tid: i32, ppid: i32, starttime: u64, affinity: &str)
 }
 
 #[test]
-fn reset_reads_only_the_tasks_whose_ids_may_have_been_given_again() {
+fn a_task_given_a_saved_tasks_id_is_told_from_it_by_its_start_time_and_restored_as_new() {
     let k = machine(&[(100, "0-3"), (101, "1"), (200, "0")]);
-    // 200 was given before a wrap, 100 and 101 after it; the allocator is at 150.
-    set_pid_cursor(&k, 150, 5000);
     let store = MemoryStore::new();
     shield(&k, &store, &ShieldMasks::all(&cpus("3")));
-    assert!(saved_in(&store).pid_cursor.is_some());
-    // Since: 200 exited and a child of 100 got ID 200; the allocator gave
-    // IDs 151 to 250. The stats of 100 and 101 cannot be read: reset must not
-    // need them (IDs outside 151-250 name the tasks saved).
+    // Since: 200 exited and a child of 100 got ID 200 (by the allocator, or
+    // chosen through ns_last_pid or clone3's set_tid).
     reuse_id(&k, 200, 100, 90_000, "0-2");
-    set_pid_cursor(&k, 250, 5100);
-    for tid in [100, 101] {
-        k.refuse_reads(format!("/proc/{tid}/task/{tid}/stat"), libc::EACCES);
-    }
     cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
     let aff = k.affinities();
     assert_eq!(aff[&100], cpus("0-3"));
@@ -775,26 +758,7 @@ fn reset_reads_only_the_tasks_whose_ids_may_have_been_given_again() {
 }
 
 #[test]
-fn reset_reads_every_task_when_the_allocator_may_have_gone_all_the_way_round() {
-    let k = machine(&[(100, "2"), (101, "0-3")]);
-    set_pid_cursor(&k, 150, 5000);
-    let store = MemoryStore::new();
-    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
-    // 20,000 tasks created since: with 50 held, enough to pass all 32,468
-    // IDs, so 100 may be a new task although the cursor moved from 150 to
-    // 160 only. It is: its stat shows another start time and no saved parent.
-    reuse_id(&k, 100, 1, 90_000, "2");
-    set_pid_cursor(&k, 160, 25_000);
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
-    assert_eq!(
-        k.affinities()[&100],
-        cpus("0-3"),
-        "the new task 100 (read, not taken as the saved one) gets the machine's CPUs"
-    );
-}
-
-#[test]
-fn a_reset_that_follows_nothing_marks_the_state_instead_of_writing_it_again() {
+fn a_reset_marks_the_state_as_being_applied_before_its_first_change_and_removes_it_at_the_end() {
     let k = machine(&[(100, "0-3"), (101, "1")]);
     let aff_before = k.affinities();
     let store = MemoryStore::new();
@@ -803,11 +767,11 @@ fn a_reset_that_follows_nothing_marks_the_state_instead_of_writing_it_again() {
     cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
     assert_eq!(
         store.writes(),
-        writes + 1,
-        "one small mark before the first change, not the state's two copies"
+        writes + 2,
+        "the state's two copies, marked as being applied, before the first change"
     );
     assert_eq!(k.affinities(), aff_before);
-    for name in [state::STATE_FILE, state::BACKUP_FILE, state::APPLYING_FILE] {
+    for name in [state::STATE_FILE, state::BACKUP_FILE] {
         assert!(store.copy(name).is_none(), "{name} left after reset");
     }
 }
@@ -815,7 +779,6 @@ fn a_reset_that_follows_nothing_marks_the_state_instead_of_writing_it_again() {
 #[test]
 fn a_reset_of_a_gone_namespace_takes_no_task_here_for_a_saved_one() {
     let k = machine(&[(100, "0-3")]);
-    set_pid_cursor(&k, 150, 5000);
     let store = MemoryStore::new();
     shield(&k, &store, &ShieldMasks::all(&cpus("3")));
     // Saved in another namespace, where task 100 asked for CPU 7 (not here).
@@ -823,143 +786,46 @@ fn a_reset_of_a_gone_namespace_takes_no_task_here_for_a_saved_one() {
     saved.pid_namespace = "pid:[1]".into();
     saved.tasks.get_mut(&100).unwrap().affinity = cpus("7");
     put(&store, &saved);
-    // Task 100 here is another task: it is read, not taken for the saved one
-    // (whose CPU 7 would make the reset refuse).
-    reuse_id(&k, 100, 1, 90_000, "0-2");
-    set_pid_cursor(&k, 160, 5010);
+    // Task 100 here is another task, even with the same start time: it is
+    // not taken for the saved one (whose CPU 7 would make the reset refuse).
     cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap();
     assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
     assert!(state::load_from(&store).unwrap().is_none());
 }
 
-/// Makes the first shield on `k` able to read leaders without their stat:
-/// the root's `cgroup.procs` lists `leaders`, kthreadd's children are
-/// `kthreads`, the allocator is at 150 and stays there, and the uptime moves
-/// from 1000.00 s to 1000.01 s while the lists are read.
-fn leaders_listed(k: &FakeKernel, leaders: &[i32], kthreads: &str) {
-    let procs: String = leaders.iter().map(|p| format!("{p}\n")).collect();
-    k.set_file(format!("{ROOT}/cgroup.procs"), procs);
-    k.set_file("/proc/2/task/2/children", kthreads);
-    set_pid_cursor(k, 150, 5000);
-    k.set_file_sequence("/proc/uptime", &["1000.00 1.00\n", "1000.01 1.00\n"]);
-}
-
 #[test]
-fn the_first_shield_reads_leaders_without_their_stat_and_reset_restores_them_exactly() {
-    let k = machine(&[(100, "0-3"), (101, "1"), (102, "2-3")]);
-    leaders_listed(&k, &[100, 101, 102], "");
-    // Read, the shield would fail on these.
-    for tid in [100, 101, 102] {
-        k.refuse_reads(format!("/proc/{tid}/task/{tid}/stat"), libc::EACCES);
-        k.refuse_reads(format!("/proc/{tid}/stat"), libc::EACCES);
-    }
-    let store = MemoryStore::new();
-    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
-    let saved = saved_in(&store);
-    assert_eq!(saved.unread_start_before, Some(100_001));
-    assert!(saved
-        .tasks
-        .values()
-        .all(|t| t.starttime == 0 && t.comm.is_empty()));
-    assert_eq!(
-        k.affinities()[&102],
-        cpus("2"),
-        "Brosky's rule still applies"
-    );
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
-    let aff = k.affinities();
-    assert_eq!(
-        (aff[&100].clone(), aff[&101].clone(), aff[&102].clone()),
-        (cpus("0-3"), cpus("1"), cpus("2-3"))
-    );
-}
-
-#[test]
-fn a_holder_of_a_saved_id_is_the_task_saved_only_if_it_started_before_the_tick() {
+fn a_version_4_state_takes_a_task_saved_without_its_start_time_by_the_tick_it_names() {
     let k = machine(&[(100, "2"), (101, "1")]);
-    leaders_listed(&k, &[100, 101], "");
     let store = MemoryStore::new();
     shield(&k, &store, &ShieldMasks::all(&cpus("3")));
-    assert_eq!(saved_in(&store).unread_start_before, Some(100_001));
-    // Enough tasks created since for the allocator to have gone round: reset
-    // reads every stat. 100 exited and a task started in the tick the state
-    // names got its ID; 101 is the task saved (started before that tick).
-    reuse_id(&k, 100, 1, 100_001, "2");
-    reuse_id(&k, 101, 1, 100_000, "1");
-    set_pid_cursor(&k, 160, 25_000);
+    // As a version-4 first shield saved them: no start time, no name, and
+    // the tick before which they started (100 started at 1100, 101 at 1101).
+    let mut saved = saved_in(&store);
+    saved.version = 4;
+    saved.unread_start_before = Some(1102);
+    for task in saved.tasks.values_mut() {
+        task.starttime = 0;
+        task.comm.clear();
+    }
+    for rec in saved.set.tasks.values_mut() {
+        rec.starttime = 0;
+    }
+    put(&store, &saved);
+    // Then 101 exited and a task started at the tick the state names got
+    // its ID.
+    reuse_id(&k, 101, 1, 1102, "1");
     cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
     let aff = k.affinities();
     assert_eq!(
         aff[&100],
-        cpus("0-3"),
-        "the new task 100 is not given the exited task's saved '2'"
+        cpus("2"),
+        "the saved task 100 gets its affinity back"
     );
     assert_eq!(
         aff[&101],
-        cpus("1"),
-        "the saved task 101 gets its affinity back"
+        cpus("0-3"),
+        "the new task 101 is not taken for the exited one (saved '1')"
     );
-}
-
-#[test]
-fn a_second_shield_after_a_first_without_stats_knows_the_saved_tasks_as_saved() {
-    let k = machine(&[(100, "0-3"), (101, "1")]);
-    leaders_listed(&k, &[100, 101], "");
-    let store = MemoryStore::new();
-    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
-    // Every stat read from here on (the allocator may have gone round): the
-    // start times read (1100, 1101) are before the tick, so these are the
-    // tasks saved, not tasks born under the shield.
-    set_pid_cursor(&k, 160, 25_000);
-    shield(&k, &store, &ShieldMasks::all(&cpus("2-3")));
-    let saved = saved_in(&store);
-    assert!(saved.adopted.is_empty(), "adopted: {:?}", saved.adopted);
-    assert_eq!(k.affinities()[&100], cpus("0-1"));
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
-    assert_eq!(k.affinities()[&101], cpus("1"));
-    assert_eq!(k.affinities()[&100], cpus("0-3"));
-}
-
-#[test]
-fn the_first_shield_reads_whole_kernel_threads_and_tasks_given_ids_while_it_listed() {
-    let k = machine(&[(100, "0-3"), (155, "1")]);
-    add_ksoftirqd_on_cpu_3(&k);
-    k.set_file(format!("{ROOT}/tasks"), "7\n100\n155\n");
-    leaders_listed(&k, &[7, 100, 155], "7\n");
-    // ID 155 is given while the lists are read (the allocator moves from 150
-    // to 160).
-    k.set_file_sequence("/proc/sys/kernel/ns_last_pid", &["150\n", "160\n"]);
-    k.set_file_sequence(
-        "/proc/stat",
-        &[
-            "cpu  1 2 3 4 0 0 0 0 0 0\nprocesses 5000\n",
-            "cpu  1 2 3 4 0 0 0 0 0 0\nprocesses 5010\n",
-        ],
-    );
-    let store = MemoryStore::new();
-    let report = shield(&k, &store, &ShieldMasks::all(&cpus("3")));
-    let saved = saved_in(&store);
-    assert_eq!(saved.unread_start_before, Some(100_001));
-    assert_eq!(saved.tasks[&100].starttime, 0);
-    assert_eq!(saved.tasks[&155].starttime, 1155, "given meanwhile: read");
-    assert!(saved.tasks[&7].kthread && saved.tasks[&7].pinned_by_kernel);
-    assert_eq!(
-        k.affinities()[&7],
-        cpus("3"),
-        "a per-CPU thread is not moved"
-    );
-    assert!(report.notes.iter().any(|n| n.text.contains("ksoftirqd/3")));
-}
-
-#[test]
-fn a_first_shield_listed_within_one_tick_reads_every_task_whole() {
-    let k = machine(&[(100, "0-3")]);
-    leaders_listed(&k, &[100], "");
-    k.set_file("/proc/uptime", "1000.00 1.00\n");
-    let saved = shield_and_save(&k, &ShieldMasks::all(&cpus("3")));
-    assert_eq!(saved.unread_start_before, None);
-    assert_eq!(saved.tasks[&100].starttime, 1100);
-    assert_eq!(saved.tasks[&100].comm, "task100");
 }
 
 #[test]
@@ -1008,4 +874,152 @@ fn run_time_settings_journaled_over_the_shield_are_undone_first_by_reset() {
     k.mount("debugfs", debugfs).unwrap();
     assert!(k.read(preempt).unwrap().starts_with("voluntary"));
     assert!(state::load_from(&store).unwrap().is_none());
+}
+
+/// The text of `path` on `k`, without its trailing newline.
+fn text(k: &FakeKernel, path: &str) -> String {
+    k.file(path).unwrap().trim_end().to_string()
+}
+
+#[test]
+fn show_reports_a_shield_whose_state_is_gone_with_the_cpus_it_shields() {
+    let k = machine(&[(100, "0-3")]);
+    shield(&k, &MemoryStore::new(), &ShieldMasks::all(&cpus("3")));
+    // The state is gone (removed, or in another state directory).
+    let st = cpushield_shield::status::status_in(&k, &MemoryStore::new()).unwrap();
+    assert_eq!(
+        (st.procs.as_str(), st.irqs.as_str(), st.ltmr.as_str()),
+        ("3", "3", "3")
+    );
+    let found = st
+        .without_state
+        .clone()
+        .expect("a shield without its state");
+    let evidence = found.evidence.join("\n");
+    for sign in [
+        &format!("cgroup {ROOT}/cpushield-shield holds CPUs 3 (cpushield made it)"),
+        "/proc/irq/default_smp_affinity leaves out CPU 3",
+        "/proc/sys/kernel/watchdog_cpumask leaves out CPU 3",
+        "/proc/sys/vm/stat_interval is 10",
+    ] {
+        assert!(evidence.contains(sign), "{sign} not in {evidence}");
+    }
+    let text = cpushield_shield::render::render_status(&st);
+    assert!(
+        text.contains("NO STATE") && text.contains("cpushield reset --without-state"),
+        "{text}"
+    );
+}
+
+#[test]
+fn reset_without_a_state_refuses_naming_what_shows_the_shield_and_changes_nothing() {
+    let k = machine(&[(100, "0-3"), (101, "2-3")]);
+    shield(&k, &MemoryStore::new(), &ShieldMasks::all(&cpus("3")));
+    let (files, affinities) = (k.files(), k.affinities());
+    let e = cpushield_shield::reset_in(&k, &MemoryStore::new(), ROOT_OPTIONS)
+        .unwrap_err()
+        .to_string();
+    for part in [
+        "a shield is in place but there is no shield state",
+        "cpushield-shield holds CPUs 3",
+        "default_smp_affinity leaves out CPU 3",
+        "cpushield reset --without-state",
+    ] {
+        assert!(e.contains(part), "{part} not in {e}");
+    }
+    assert_eq!(k.files(), files);
+    assert_eq!(k.affinities(), affinities);
+}
+
+#[test]
+fn an_irq_shield_without_its_state_is_found_by_the_default_irq_affinity() {
+    let k = machine(&[(100, "0-3")]);
+    let irqs_only = ShieldMasks {
+        irqs: cpus("3"),
+        ..ShieldMasks::default()
+    };
+    shield(&k, &MemoryStore::new(), &irqs_only);
+    let e = cpushield_shield::reset_in(&k, &MemoryStore::new(), ROOT_OPTIONS)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("default_smp_affinity leaves out CPU 3"), "{e}");
+    assert!(!e.contains("cgroup"), "no cgroup was made: {e}");
+}
+
+#[test]
+fn reset_without_state_undoes_the_shield_as_far_as_the_kernel_shows_and_says_what_it_cannot_know() {
+    let k = machine(&[(100, "0-3"), (101, "2-3"), (102, "1")]);
+    add_ksoftirqd_on_cpu_3(&k);
+    let files_before = as_read(k.files());
+    shield(&k, &MemoryStore::new(), &ShieldMasks::all(&cpus("3")));
+    let lost = MemoryStore::new();
+    let report = cpushield_shield::reset_without_state_in(&k, &lost, ROOT_OPTIONS).unwrap();
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-shield")));
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
+    let root_tasks = k.file(format!("{ROOT}/tasks")).unwrap();
+    let aff = k.affinities();
+    for tid in [100, 101, 102] {
+        assert!(
+            root_tasks.lines().any(|l| l == tid.to_string()),
+            "{tid}: {root_tasks}"
+        );
+        // What each asked for before is not known: every online CPU.
+        assert_eq!(aff[&tid], cpus("0-3"), "task {tid}");
+    }
+    assert_eq!(aff[&7], cpus("3"), "a per-CPU kernel thread is not touched");
+    for irq in 10..14 {
+        assert_eq!(text(&k, &format!("/proc/irq/{irq}/smp_affinity")), "f");
+    }
+    let files_now = as_read(k.files());
+    for path in [
+        "/proc/irq/default_smp_affinity",
+        "/sys/devices/virtual/workqueue/cpumask",
+        "/proc/sys/kernel/watchdog_cpumask",
+        "/proc/sys/kernel/timer_migration",
+        "/proc/sys/vm/stat_interval",
+    ] {
+        assert_eq!(
+            files_now.get(Path::new(path)),
+            files_before.get(Path::new(path)),
+            "{path} is not at the kernel's default"
+        );
+    }
+    assert_eq!(text(&k, &format!("{ROOT}/cpuset.sched_load_balance")), "1");
+    let notes: Vec<&str> = report.notes.iter().map(|n| n.text.as_str()).collect();
+    assert!(
+        notes.iter().any(|n| n.contains("cannot be undone exactly")),
+        "{notes:?}"
+    );
+    // Nothing shows a shield any more: a reset now has nothing to do.
+    cpushield_shield::reset_in(&k, &lost, ROOT_OPTIONS).unwrap();
+}
+
+#[test]
+fn reset_without_state_is_refused_while_the_state_exists() {
+    let k = machine(&[(100, "0-3")]);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    let e = cpushield_shield::reset_without_state_in(&k, &store, ROOT_OPTIONS)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`cpushield reset` restores exactly"), "{e}");
+    assert!(k.has_dir(format!("{ROOT}/cpushield-shield")));
+}
+
+#[test]
+fn a_cgroup_with_our_name_but_no_mark_is_named_and_left_by_reset_without_state() {
+    let k = machine(&[(100, "0-3")]);
+    k.set_file(format!("{ROOT}/cpushield-system/tasks"), "");
+    k.set_file(format!("{ROOT}/cpushield-system/cpuset.cpus"), "0-2\n");
+    let report =
+        cpushield_shield::reset_without_state_in(&k, &MemoryStore::new(), ROOT_OPTIONS).unwrap();
+    assert!(k.has_dir(format!("{ROOT}/cpushield-system")));
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.text.contains("cpushield-system has no cpushield mark")),
+        "{:?}",
+        report.notes
+    );
 }

@@ -123,13 +123,6 @@ shield_semantics() {
 
     # --- shield --all 3 ---
     cs_ok shield/exit-0 shield --all 3
-    # The PID allocator's position is kept, so that reset reads the stat only of
-    # tasks whose IDs may have been given again (docs/RELIABILITY.md).
-    if grep -q '"pid_cursor":{"last_pid":' /run/cpushield/state.json; then
-        pass shield/pid-cursor-saved
-    else
-        fail shield/pid-cursor-saved "no pid_cursor in /run/cpushield/state.json"
-    fi
     snapshot /tmp/shielded
     expect_rule shield /tmp/before /tmp/shielded 3 3
     expect_mechanism shield "$mode" 3

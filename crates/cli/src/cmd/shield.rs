@@ -64,8 +64,13 @@ pub struct UnshieldArgs {
 pub struct ResetArgs {
     /// The shield was set up from a PID namespace that no longer exists:
     /// restore its cgroups, IRQs and settings (its tasks are gone).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "without_state")]
     namespace_gone: bool,
+    /// The shield's saved state is gone: undo it as far as the kernel shows
+    /// (tasks in cpushield's cgroups to the root with every CPU, the cgroups
+    /// removed, IRQs and settings at the kernel's defaults).
+    #[arg(long)]
+    without_state: bool,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -153,6 +158,8 @@ pub fn reset(args: ResetArgs) -> anyhow::Result<ExitCode> {
     }
     let report = if args.namespace_gone {
         cpushield_shield::reset_namespace_gone(&RealKernel, options(false))?
+    } else if args.without_state {
+        cpushield_shield::reset_without_state(&RealKernel, options(false))?
     } else {
         cpushield_shield::reset(&RealKernel, options(false))?
     };

@@ -91,10 +91,7 @@ fn shield_layout() -> cpushield_shield::layout::CgroupLayout {
 /// cpuset hierarchy really is.
 pub fn assert_no_shield_cgroups() {
     let layout = shield_layout();
-    for dir in [
-        cpushield_shield::plan::shield_dir(&layout),
-        cpushield_shield::plan::system_dir(&layout),
-    ] {
+    for dir in [layout.shield_dir(), layout.system_dir()] {
         assert!(!dir.exists(), "{} left behind", dir.display());
     }
 }
