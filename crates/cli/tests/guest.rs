@@ -226,6 +226,11 @@ guest_test!(
 );
 
 guest_test!(
+    guest_measure_latency_source_timerlat_reports_irq_and_thread_latency_or_names_the_missing_tracer:
+    "timerlat", "dev/guest/run.sh", ["timerlat"], on [on_6_1, on_6_12_rt]
+);
+
+guest_test!(
     guest_measure_latency_source_rtc_reads_realfeel_at_the_rate_and_restores_the_rtc_irq:
     "measure-rtc", "dev/guest/run.sh", ["measure-rtc"], on [on_6_1, on_6_12_rt]
 );
