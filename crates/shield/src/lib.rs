@@ -12,6 +12,7 @@ pub mod bootparams;
 pub mod fake_machine;
 mod halves;
 pub mod irq_moves;
+pub mod irq_threads;
 pub mod layout;
 pub mod masks;
 pub mod pid_reuse;

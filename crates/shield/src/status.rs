@@ -1,5 +1,6 @@
 //! What `show` prints: the shields in force and what can still run on each CPU.
 
+use crate::irq_threads::{self, IrqThread};
 use crate::layout::{self, CgroupLayout};
 use crate::masks::ShieldMasks;
 use crate::plan::shield_dir;
@@ -63,6 +64,12 @@ pub struct CpuStatus {
     /// pending: each still delivers its next interrupt here (`affinity` is
     /// the mask it moves to). Listed for shielded CPUs only.
     pub irq_moves_pending: Vec<IrqOnCpu>,
+    /// Threaded handlers of IRQs kept off this CPU that followed their IRQ
+    /// off it too (shielded CPUs only; PREEMPT_RT threads every device IRQ).
+    pub irq_threads_followed: Vec<IrqThread>,
+    /// Threaded handlers of IRQs kept off this CPU that may still run on it
+    /// (pinned by hand), shielded CPUs only.
+    pub irq_threads_left: Vec<IrqThread>,
 }
 
 /// The whole picture.
@@ -174,6 +181,7 @@ fn cpu_status(
     let mut tasks = Vec::new();
     let mut task_count = 0;
     let mut irqs_here = Vec::new();
+    let (mut irq_threads_followed, mut irq_threads_left) = (Vec::new(), Vec::new());
     if let Some(snap) = snap {
         for t in snap.tasks.iter().filter(|t| t.affinity.contains(cpu)) {
             task_count += 1;
@@ -198,6 +206,7 @@ fn cpu_status(
                     affinity: i.affinity.clone(),
                 })
                 .collect();
+            (irq_threads_followed, irq_threads_left) = irq_threads::off_cpu(snap, cpu);
         }
     }
     CpuStatus {
@@ -212,6 +221,8 @@ fn cpu_status(
         tasks,
         irqs_here,
         irq_moves_pending: Vec::new(),
+        irq_threads_followed,
+        irq_threads_left,
     }
 }
 
