@@ -69,7 +69,8 @@ cp "$ROOT/dev/guest/init.sh" "$STAGE/init"
 mkdir -p "$STAGE/guest/lib"
 cp "$ROOT"/dev/guest/lib/*.sh "$STAGE/guest/lib/"
 cp "$ROOT"/dev/guest/scenarios/*.sh "$STAGE/guest/scenarios/"
-# The virtio-net NIC's modules of every fetched kernel (fetch-kernel.sh keeps them), for
+# The virtio-net NIC's modules of every fetched kernel (fetch-kernel.sh keeps them, with
+# the kernel's config), for
 # scenarios that give the guest a NIC (header guest-net); they insmod
 # /lib/modules/$(uname -r)/*.ko in the order of its file `order`.
 for k in "$CACHE"/kernel/*/; do
@@ -77,6 +78,10 @@ for k in "$CACHE"/kernel/*/; do
     release=$(cat "$k/release")
     mkdir -p "$STAGE/lib/modules/$release"
     cp "$k"/modules/*.ko "$k/modules/order" "$STAGE/lib/modules/$release/"
+    # The build config where an installed kernel has it, for check (CONFIG_HZ, and
+    # whether an option a boot parameter needs is built in).
+    mkdir -p "$STAGE/boot"
+    cp "$k/config" "$STAGE/boot/config-$release"
 done
 # rtla and the libraries it links (fetch-kernel.sh), for the timerlat scenarios.
 if [ -x "$CACHE/rtla/usr/bin/rtla" ]; then

@@ -206,6 +206,11 @@ guest_test!(
 );
 
 guest_test!(
+    guest_irq_handler_threads_follow_their_irq_off_the_shield_and_one_pinned_by_hand_is_named:
+    "irq-threads", "dev/guest/run.sh", ["irq-threads"], on [on_6_1, on_6_12_rt]
+);
+
+guest_test!(
     guest_check_names_a_task_pinned_to_a_shielded_cpu:
     "check-task", "dev/guest/run.sh", ["check-task"], on [on_6_1, on_6_12_rt]
 );

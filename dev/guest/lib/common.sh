@@ -463,6 +463,32 @@ expect_show() {
     check_eq "$1" "procs=$2 irqs=$3 ltmr=$4" "$_got" "show --json"
 }
 
+# expect_finding NAME FILE TEXT: `check --json` output FILE has a finding whose title
+# starts with TEXT (a grep pattern).
+expect_finding() {
+    if grep -q "\"title\": \"$3" "$2"; then
+        pass "$1"
+    else
+        fail "$1" "no finding '$3' in: $(grep '"title"' "$2" | head -n 12 | sed 's/^ *"title": //' | tr '\n' ' ')"
+    fi
+}
+
+# expect_no_finding NAME FILE TEXT: no finding whose title starts with TEXT.
+expect_no_finding() {
+    if grep -q "\"title\": \"$3" "$2"; then
+        fail "$1" "$(grep "\"title\": \"$3" "$2" | head -n 3 | tr '\n' ' ')"
+    else
+        pass "$1"
+    fi
+}
+
+# busy_on CPU: a busy loop pinned to CPU in the background (one task running there);
+# its PID in BUSY_PID.
+busy_on() {
+    taskset -c "$1" sh -c 'while :; do :; done' &
+    BUSY_PID=$!
+}
+
 # expect_refused NAME BEFORE ARGS...: cpushield ARGS exits 1 with exactly one line on
 # stderr, and the system is unchanged.
 expect_refused() {

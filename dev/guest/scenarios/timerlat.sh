@@ -4,7 +4,9 @@
 # attributes the spikes with the osnoise events on, with a shield up too, rtla from the
 # initramfs runs, a second timerlat user is refused, and every tracefs setting (the
 # global osnoise ones included) is back as it was. On a kernel without the tracer (6.1):
-# one line naming CONFIG_TIMERLAT_TRACER, exit 1, nothing changed.
+# one line naming CONFIG_TIMERLAT_TRACER, exit 1, nothing changed, and compare runs with
+# one line saying there is no rtla anchor. On 6.12-rt compare has rtla as its second
+# anchor.
 # guest-timeout: 400
 GUEST_CGROUP=v2
 
@@ -32,7 +34,7 @@ expect_restored_tracer() {
 
 # json_number FILE KEY: the first number after "KEY": in FILE.
 json_number() {
-    grep -o "\"$2\":[0-9]*" "$1" | head -n 1 | cut -d: -f2
+    grep -o "\"$2\":[0-9][0-9]*" "$1" | head -n 1 | cut -d: -f2
 }
 
 scenario_main() {
@@ -49,6 +51,15 @@ scenario_main() {
             fail timerlat/absent/names-the-option "$(head -c 300 /tmp/cs.err)"
         fi
         expect_restored_tracer timerlat/absent/nothing-changed
+        cs compare --cpus 3 --scenarios shielded --duration 2s --runs 0 --load fpu --idle halt \
+            --no-attribute --dir /tmp --out /tmp/cmp
+        check_eq timerlat/absent/compare-exit 0 "$CS_RC" "compare exit status (stderr: $(tail -c 400 /tmp/cs.err | tr '\n' ' '))"
+        if grep -q 'no rtla timerlat anchor: this kernel has no timerlat tracer' /tmp/cmp/report.json &&
+            ! grep -q '"rtla":' /tmp/cmp/report.json; then
+            pass timerlat/absent/compare-says-so
+        else
+            fail timerlat/absent/compare-says-so "$(grep -i rtla /tmp/cmp/report.json | head -n 3 | tr '\n' ' ')"
+        fi
         return
     fi
 
@@ -94,13 +105,14 @@ scenario_main() {
     cs_ok timerlat/reset reset
 
     # rtla, from the initramfs, on the same tracer; a second user is refused meanwhile.
-    rtla timerlat hist -c 3 -d 8s -p 1000 >/tmp/rtla.out 2>&1 &
+    /usr/bin/rtla timerlat hist -c 3 -d 20s -p 1000 >/tmp/rtla.out 2>&1 &
     rtla_pid=$!
     _i=0
-    while [ "$_i" -lt 100 ] && ! grep -qw timerlat $T/instances/*/current_tracer $T/current_tracer 2>/dev/null; do
+    while [ "$_i" -lt 300 ] && ! grep -qw timerlat $T/instances/*/current_tracer $T/current_tracer 2>/dev/null; do
         usleep 50000
         _i=$((_i + 1))
     done
+    info "while rtla runs: $(grep -H . $T/current_tracer $T/instances/*/current_tracer 2>/dev/null | tr '\n' ' ')"
     cs measure latency --source timerlat --cpus 3 --duration 1s
     check_eq timerlat/busy/exit-1 1 "$CS_RC" "exit status while rtla runs (stderr: $(head -c 300 /tmp/cs.err))"
     if grep -q 'runs the timerlat tracer' /tmp/cs.err; then
@@ -117,4 +129,24 @@ scenario_main() {
         fail timerlat/rtla-runs "exit $rtla_rc: $(tail -n 5 /tmp/rtla.out | tr '\n' '|')"
     fi
     expect_restored_tracer timerlat/after-rtla/restored
+
+    # compare, with rtla timerlat as its second anchor (the guest has no cyclictest:
+    # its absence is one line of the report).
+    cs compare --cpus 3 --scenarios shielded --duration 4s --runs 0 --load fpu --idle halt \
+        --no-attribute --dir /tmp --out /tmp/cmp
+    check_eq timerlat/compare-exit 0 "$CS_RC" "compare exit status (stderr: $(tail -c 400 /tmp/cs.err | tr '\n' ' '))"
+    if grep -q '"tool": "rtla timerlat"' /tmp/cmp/report.json && grep -q '"irq_max_ns": [0-9]' /tmp/cmp/report.json; then
+        pass timerlat/compare-rtla-anchor
+    else
+        fail timerlat/compare-rtla-anchor "no rtla anchor in report.json: $(grep -i -e rtla -e anchor /tmp/cmp/report.json | head -n 5 | tr '\n' ' ')"
+    fi
+    info "$(grep '^rtla timerlat' /tmp/cs.out)"
+    if grep -q '^rtla timerlat (the kernel.s own measurement), same scenario: shielded thread max' /tmp/cs.out; then
+        pass timerlat/compare-rtla-shown
+    else
+        fail timerlat/compare-rtla-shown "$(tail -c 600 /tmp/cs.out | tr '\n' '|')"
+    fi
+    [ ! -e /run/cpushield/state.json ] && pass timerlat/compare-reset ||
+        fail timerlat/compare-reset "shield state left: $(head -c 200 /run/cpushield/state.json)"
+    expect_restored_tracer timerlat/after-compare/restored
 }
