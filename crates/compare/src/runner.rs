@@ -652,12 +652,16 @@ pub fn run(
         let attribution: Option<AttributionSummary> = match (trace, threshold) {
             (Some(t), Some(th)) => {
                 progress(report("explaining", 1.0, max_seen));
-                let (mut summary, _) = t.finish_latency(
+                let (mut summary, trace) = t.finish_latency(
                     th.as_nanos() as u64,
                     latency.max_ns,
                     latency_report.spikes_dropped,
                     latency_steal,
                 );
+                let osnoise_absent = cpushield_trace::summary::OSNOISE_ABSENT.to_string();
+                if !trace.osnoise_events && !general.contains(&osnoise_absent) {
+                    general.push(osnoise_absent);
+                }
                 let namespace_scope = matches!(config.scope, Scope::Namespace);
                 for row in summary.causes.iter_mut().filter(|r| r.guest) {
                     row.fix = fix_for(&row.name, &findings).or_else(|| {
