@@ -972,6 +972,17 @@ fn on_preempt_rt_an_irq_thread_that_followed_is_said_and_one_pinned_by_hand_brea
     );
     assert!(bare.evidence.contains("36 virtio1-req.0"), "{bare:?}");
     assert!(!bare.evidence.contains("38"), "{bare:?}");
+    // IRQ 39's move still pending (delivered to CPU 1 until its next
+    // interrupt): its thread stays with it, not pinned by hand.
+    k.set_file("/proc/irq/39/effective_affinity_list", "1\n");
+    let r = check(&k, |_| {});
+    assert!(
+        !r.findings
+            .iter()
+            .any(|f| f.title.contains("IRQ 39's handler thread")),
+        "{:#?}",
+        r.findings
+    );
 }
 
 #[test]

@@ -125,6 +125,13 @@ pub fn render_status(st: &Status) -> String {
                 names.join(" ")
             );
         }
+        for t in &c.irq_threads_pending {
+            let _ = writeln!(
+                o,
+                "CPU {}: IRQ {}'s handler thread {}({}) stays here with its IRQ until the IRQ's next interrupt moves both to {}",
+                c.cpu, t.irq, t.comm, t.tid, t.irq_affinity
+            );
+        }
         for t in &c.irq_threads_left {
             let _ = writeln!(
                 o,
@@ -209,6 +216,7 @@ mod tests {
             irq_moves_pending: Vec::new(),
             irq_threads_followed: Vec::new(),
             irq_threads_left: Vec::new(),
+            irq_threads_pending: Vec::new(),
         }
     }
 
@@ -254,6 +262,7 @@ mod tests {
             thread(71, "irq/26-virtio1-o", 26, &[0]),
         ];
         one.irq_threads_left = vec![thread(72, "irq/9-acpi", 9, &[0, 1])];
+        one.irq_threads_pending = vec![thread(73, "irq/1-i8042", 1, &[1])];
         let st = Status {
             procs: "1".into(),
             irqs: "1".into(),
@@ -275,6 +284,7 @@ CPU 1 may still run: ksoftirqd/1(20)* rt-app(4242)   (* = bound by the kernel)
 CPU 1 still takes IRQs: 24 virtio0-input
 CPU 1 move pending for IRQs 42 virtio3-tx: the kernel moves such an IRQ when it next fires, and that one interrupt still arrives on CPU 1: at most one more interrupt each, at a moment nobody controls (an IRQ that never fires stays so)
 CPU 1: 2 IRQ handler threads followed their IRQs off it: irq/25-virtio1-i irq/26-virtio1-o
+CPU 1: IRQ 1's handler thread irq/1-i8042(73) stays here with its IRQ until the IRQ's next interrupt moves both to 0
 CPU 1: IRQ 9's handler thread irq/9-acpi(72) may still run here though IRQ 9 is on 0 (pinned by hand): taskset -pc 0 72
 ";
         assert_eq!(render_status(&st), expected);

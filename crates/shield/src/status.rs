@@ -70,6 +70,9 @@ pub struct CpuStatus {
     /// Threaded handlers of IRQs kept off this CPU that may still run on it
     /// (pinned by hand), shielded CPUs only.
     pub irq_threads_left: Vec<IrqThread>,
+    /// Threaded handlers still here with their IRQ, whose move to its new
+    /// mask is pending until its next interrupt, shielded CPUs only.
+    pub irq_threads_pending: Vec<IrqThread>,
 }
 
 /// The whole picture.
@@ -115,7 +118,15 @@ pub fn status(kernel: &dyn Kernel) -> std::io::Result<Status> {
     let cpus = online
         .iter()
         .map(|cpu| {
-            let mut st = cpu_status(cpu, &masks, snap.as_ref(), &nohz, &nocbs, &isolated);
+            let mut st = cpu_status(
+                kernel,
+                cpu,
+                &masks,
+                snap.as_ref(),
+                &nohz,
+                &nocbs,
+                &isolated,
+            );
             st.irq_moves_pending = moves_pending_on(cpu, &masks, &pending);
             st
         })
@@ -170,6 +181,7 @@ fn moves_pending_on(
 }
 
 fn cpu_status(
+    kernel: &dyn Kernel,
     cpu: usize,
     masks: &ShieldMasks,
     snap: Option<&Snapshot>,
@@ -181,7 +193,7 @@ fn cpu_status(
     let mut tasks = Vec::new();
     let mut task_count = 0;
     let mut irqs_here = Vec::new();
-    let (mut irq_threads_followed, mut irq_threads_left) = (Vec::new(), Vec::new());
+    let mut irq_threads = irq_threads::OffCpu::default();
     if let Some(snap) = snap {
         for t in snap.tasks.iter().filter(|t| t.affinity.contains(cpu)) {
             task_count += 1;
@@ -206,7 +218,13 @@ fn cpu_status(
                     affinity: i.affinity.clone(),
                 })
                 .collect();
-            (irq_threads_followed, irq_threads_left) = irq_threads::off_cpu(snap, cpu);
+            irq_threads = irq_threads::off_cpu(snap, cpu, |irq| {
+                read_cpu_list(
+                    kernel,
+                    Path::new(&format!("/proc/irq/{irq}/effective_affinity_list")),
+                )
+                .ok()
+            });
         }
     }
     CpuStatus {
@@ -221,8 +239,9 @@ fn cpu_status(
         tasks,
         irqs_here,
         irq_moves_pending: Vec::new(),
-        irq_threads_followed,
-        irq_threads_left,
+        irq_threads_followed: irq_threads.followed,
+        irq_threads_left: irq_threads.left,
+        irq_threads_pending: irq_threads.pending,
     }
 }
 

@@ -482,6 +482,11 @@ expect_no_finding() {
     fi
 }
 
+# findings_of SEVERITY FILE: the titles of `check --json`'s findings of SEVERITY, | apart.
+findings_of() {
+    grep -A 4 "\"severity\": \"$1\"" "$2" | grep -o '"title": "[^"]*' | sed 's/"title": "//' | tr '\n' '|'
+}
+
 # busy_on CPU: a busy loop pinned to CPU in the background (one task running there);
 # its PID in BUSY_PID.
 busy_on() {

@@ -46,8 +46,9 @@ scenario_main() {
     check_eq applied/check-clean-exit-0 0 "$CS_RC" "check's exit status (findings that break the shield: $(grep -B 1 '"severity": "breaks-shield"' /tmp/cs.out | grep -o '"title": "[^"]*"' | tr '\n' ' '))"
     cs check --cpus 3 --interval 3s --json
     cp /tmp/cs.out /tmp/check-full.json
-    check_eq applied/full/nothing-breaks 0 "$CS_RC" "check exit status with the boot line and the shield ($(grep -B1 -A1 '"severity": "breaks-shield"' /tmp/check-full.json | grep '"title"' | head -n 5 | tr '\n' ' '))"
-    info "remaining with the boot line and the shield: $(grep -B 1 '"severity": "warn"' /tmp/check-full.json | grep -o '"title": "[^"]*' | sed 's/"title": "//' | tr '\n' '|')"
+    check_eq applied/full/nothing-breaks 0 "$CS_RC" "check exit status with the boot line and the shield ($(findings_of breaks-shield /tmp/check-full.json))"
+    info "remaining with the boot line and the shield, warnings: $(findings_of warn /tmp/check-full.json)"
+    info "and notes: $(findings_of info /tmp/check-full.json)"
     cs_ok applied/boot-params boot-params --all 3
     info "boot-params with the parameters in place: $(tr '\n' '|' </tmp/cs.out)"
     cs_ok applied/reset reset

@@ -43,7 +43,10 @@ fn policy(t: &ThreadSample) -> String {
 }
 
 /// The threaded handlers of IRQs kept off `cpu`: those that followed (said
-/// once, as info) and each one left behind (breaks the shield).
+/// once, as info) and each one left behind (breaks the shield). A thread
+/// takes its IRQ's effective affinity: one still on `cpu` with its IRQ,
+/// whose move is pending (its effective affinity still holds `cpu`), moves
+/// with it at its next interrupt, and the IRQ's own finding covers both.
 fn irq_threads(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>) {
     let hk = input.housekeeping().to_list();
     let mut followed = Vec::new();
@@ -59,6 +62,14 @@ fn irq_threads(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>) 
         }
         if !aff.contains(cpu) {
             followed.push(format!("{} (IRQ {irq} on {mask})", t.stat.comm));
+            continue;
+        }
+        let effective = input
+            .facts
+            .irqs
+            .get(&irq)
+            .and_then(|f| f.effective.as_ref());
+        if effective.is_some_and(|e| e.contains(cpu)) {
             continue;
         }
         findings.push(
