@@ -15,6 +15,7 @@ pub mod irq_moves;
 pub mod irq_threads;
 pub mod layout;
 pub mod masks;
+mod partition;
 pub mod pid_reuse;
 pub mod placement;
 pub mod plan;

@@ -35,6 +35,7 @@ scenario_main() {
     # The papers' configuration complete: the boot line and a whole-system shield.
     cs_ok applied/shield shield --all 3
     expect_show applied/show 3 3 3
+    info "partition: $(cat /sys/fs/cgroup/cpushield-shield/cpuset.cpus.partition); its cpus $(cat /sys/fs/cgroup/cpushield-shield/cpuset.cpus) effective $(cat /sys/fs/cgroup/cpushield-shield/cpuset.cpus.effective) exclusive $(cat /sys/fs/cgroup/cpushield-shield/cpuset.cpus.exclusive 2>/dev/null); root effective $(cat /sys/fs/cgroup/cpuset.cpus.effective) isolated $(cat /sys/fs/cgroup/cpuset.cpus.isolated 2>/dev/null)"
     info "show --json: $(head -c 1500 /tmp/cs.out | tr '\n' ' ')"
     # show's table: nohz_full, rcu_nocbs and isolated are "yes" on CPU 3 alone.
     cs_ok applied/show-text show
