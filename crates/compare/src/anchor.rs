@@ -110,19 +110,7 @@ impl AnchorRun {
     /// Runs it to the end and reads its summary line.
     pub fn run(&self) -> Result<Anchor, String> {
         let cmd = self.command();
-        let out = Command::new(&cmd[0])
-            .args(&cmd[1..])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("{}: cannot start: {e}", cmd[0]))?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        let summary = parse_summary(&text).ok_or_else(|| {
-            format!(
-                "cyclictest gave no summary (exit {}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            )
-        })?;
+        let summary = run_to_summary(&cmd, "cyclictest", parse_summary)?;
         Ok(Anchor {
             tool: "cyclictest".into(),
             command: shell_words(&cmd),
@@ -176,19 +164,7 @@ impl RtlaRun {
     /// ones while a shield is up) and reads its summary.
     pub fn run(&self) -> Result<Anchor, String> {
         let cmd = self.command();
-        let out = Command::new(&cmd[0])
-            .args(&cmd[1..])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("{}: cannot start: {e}", cmd[0]))?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        let summary = parse_rtla_hist(&text).ok_or_else(|| {
-            format!(
-                "rtla timerlat hist gave no summary (exit {}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            )
-        })?;
+        let summary = run_to_summary(&cmd, "rtla timerlat hist", parse_rtla_hist)?;
         Ok(Anchor {
             tool: "rtla timerlat".into(),
             command: shell_words(&cmd),
@@ -241,6 +217,27 @@ pub fn parse_rtla_hist(text: &str) -> Option<RtlaSummary> {
     Some(RtlaSummary {
         irq: at(irq)?,
         thread: at(thread)?,
+    })
+}
+
+/// Runs `cmd` to the end and reads its summary from its output with
+/// `parse`; the error names `tool`, its exit status and what it said.
+fn run_to_summary<T>(
+    cmd: &[String],
+    tool: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<T, String> {
+    let out = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{}: cannot start: {e}", cmd[0]))?;
+    parse(&String::from_utf8_lossy(&out.stdout)).ok_or_else(|| {
+        format!(
+            "{tool} gave no summary (exit {}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
     })
 }
 

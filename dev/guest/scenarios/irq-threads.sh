@@ -42,6 +42,12 @@ threads_off() {
     if [ -z "$_bad" ]; then pass "$1"; else fail "$1" "handler threads left on CPU $2:$_bad"; fi
 }
 
+# expect_show_line NAME PATTERN: `cpushield show` prints a line matching PATTERN.
+expect_show_line() {
+    cs show
+    if grep -q "$2" /tmp/cs.out; then pass "$1"; else fail "$1" "$(tr '\n' '|' </tmp/cs.out)"; fi
+}
+
 # cpus_contain LIST CPU
 cpus_contain() {
     awk -v L="$1" -v C="$2" "$AWK_CPUS"'BEGIN { cpus_parse(L, s); exit !(C in s) }'
@@ -56,12 +62,7 @@ scenario_main() {
 
     cs_ok irq-threads/shield shield --all 3
     threads_off irq-threads/followed 3
-    cs show
-    if grep -q "^CPU 3: [0-9]* IRQ handler threads\? followed" /tmp/cs.out; then
-        pass irq-threads/show-followed
-    else
-        fail irq-threads/show-followed "$(tr '\n' '|' </tmp/cs.out)"
-    fi
+    expect_show_line irq-threads/show-followed "^CPU 3: [0-9]* IRQ handler threads\? followed"
     cs check --cpus 3 --interval 2s --json
     cp /tmp/cs.out /tmp/check-all.json
     expect_finding irq-threads/check-followed /tmp/check-all.json "[0-9]* IRQ handler threads\\? followed"
@@ -83,12 +84,7 @@ scenario_main() {
     [ -n "$pid" ] || { fail irq-threads/one-moved "every IRQ's move is pending: $(cat /tmp/irq-pending | tr '\n' ' ')"; return; }
     taskset -p -c 0-3 "$pid" >/dev/null
     info "pinned $comm ($pid) to $(cpus_of "$pid"); IRQ $irq on $(cat /proc/irq/$irq/smp_affinity_list)"
-    cs show
-    if grep -q "^CPU 3: IRQ $irq's handler thread .*($pid) may still run here .*pinned by hand): taskset -pc" /tmp/cs.out; then
-        pass irq-threads/show-left
-    else
-        fail irq-threads/show-left "$(tr '\n' '|' </tmp/cs.out)"
-    fi
+    expect_show_line irq-threads/show-left "^CPU 3: IRQ $irq's handler thread .*($pid) may still run here .*pinned by hand): taskset -pc"
     cs check --cpus 3 --interval 2s --json
     cp /tmp/cs.out /tmp/check-left.json
     check_eq irq-threads/left-breaks 3 "$CS_RC" "check exit status"
