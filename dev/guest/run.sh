@@ -33,7 +33,8 @@
 # the headers, GUEST_QUIET=1 prints only the GUEST- lines. GUEST_BOOT_LIMIT (default 90 s):
 # a kernel that has not started the scenario by then hung at boot (under TCG on a busy host
 # this is rare, one seen in CI so far; a boot normally takes 3-10 s), and is
-# booted once more; the hung console is kept as SCENARIO.boot-hangN.log.
+# booted once more; the hung console is kept as SCENARIO.boot-hangN.log. So is a kernel
+# that died before /init (an oops at boot under TCG, seen once on 6.12-rt).
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -151,12 +152,21 @@ while :; do
     set -e
     # The serial console uses CRLF line ends.
     sed -i 's/\r$//; s/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\x1bc//g' "$LOG"
+    # A kernel that died before /init (an oops under TCG, e.g. an int3 left by
+    # cross-CPU code patching) says nothing about the scenario either.
+    if [ "$BOOTED" = 0 ] && ! grep -aq 'GUEST-INFO' "$LOG"; then
+        BOOTED=2
+    fi
     [ "$BOOTED" = 0 ] && break
     cp "$LOG" "$LOGS/$SCENARIO.boot-hang$ATTEMPT.log"
-    echo "run.sh: $SCENARIO: the kernel did not reach /init within ${BOOT_LIMIT}s (attempt $ATTEMPT; console kept in $LOGS/$SCENARIO.boot-hang$ATTEMPT.log), its last lines:" >&2
+    if [ "$BOOTED" = 2 ]; then
+        echo "run.sh: $SCENARIO: the kernel died before /init (attempt $ATTEMPT; console kept in $LOGS/$SCENARIO.boot-hang$ATTEMPT.log), its last lines:" >&2
+    else
+        echo "run.sh: $SCENARIO: the kernel did not reach /init within ${BOOT_LIMIT}s (attempt $ATTEMPT; console kept in $LOGS/$SCENARIO.boot-hang$ATTEMPT.log), its last lines:" >&2
+    fi
     tail -n 15 "$LOG" | sed 's/^/run.sh:   | /' >&2
     if [ "$ATTEMPT" -ge 2 ]; then
-        echo "run.sh: $SCENARIO on $KERNEL_NAME: FAILED: the guest kernel hung at boot twice" >&2
+        echo "run.sh: $SCENARIO on $KERNEL_NAME: FAILED: the guest kernel hung or died at boot twice" >&2
         exit 1
     fi
     ATTEMPT=$((ATTEMPT + 1))
