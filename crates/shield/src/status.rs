@@ -118,15 +118,7 @@ pub fn status(kernel: &dyn Kernel) -> std::io::Result<Status> {
     let cpus = online
         .iter()
         .map(|cpu| {
-            let mut st = cpu_status(
-                kernel,
-                cpu,
-                &masks,
-                snap.as_ref(),
-                &nohz,
-                &nocbs,
-                &isolated,
-            );
+            let mut st = cpu_status(kernel, cpu, &masks, snap.as_ref(), &nohz, &nocbs, &isolated);
             st.irq_moves_pending = moves_pending_on(cpu, &masks, &pending);
             st
         })

@@ -9,8 +9,8 @@
 use super::config::preempt_model;
 use super::CheckInput;
 use crate::finding::{Finding, Remedy, Severity, Topic};
-use crate::target::ShieldKind;
 use crate::snapshot::ThreadSample;
+use crate::target::ShieldKind;
 use cpushield_cpuset::CpuSet;
 use cpushield_parse::kthread_name::{irq_thread_irq, per_cpu_thread};
 use std::collections::BTreeSet;
@@ -65,10 +65,10 @@ fn irq_threads(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>) 
             continue;
         }
         let effective = input
-            .facts
-            .irqs
+            .after
+            .irq_affinity
             .get(&irq)
-            .and_then(|f| f.effective.as_ref());
+            .and_then(|a| a.effective.as_ref());
         if effective.is_some_and(|e| e.contains(cpu)) {
             continue;
         }
