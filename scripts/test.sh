@@ -14,9 +14,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 (cd dev/manifest-check && gofmt -l . | (! grep .) && go vet ./... && go test ./...)
 # One test binary at a time touches IRQs and cgroups; tests inside a binary
 # that do so serialise themselves.
-# The real-kernel tests boot Debian's 6.1 kernel under QEMU (dev/guest/);
+# The real-kernel tests boot Debian's 6.1 and 6.12 PREEMPT_RT kernels under QEMU (dev/guest/);
 # CPUSHIELD_GUEST=1 makes a missing QEMU or kernel a failure, not a skip.
-dev/guest/fetch-kernel.sh >/dev/null
+dev/guest/fetch-kernel.sh --all >/dev/null
 export CPUSHIELD_GUEST="${CPUSHIELD_GUEST:-1}"
 cargo test --workspace --release
 # The parsers' property/fuzz suite once more with many more cases, optimised

@@ -5,6 +5,9 @@
 #
 #   dev/guest/build-initramfs.sh         # -> target/guest/initramfs.cpio
 #
+# One archive serves every guest kernel: each fetched kernel's NIC modules are packed
+# under /lib/modules/RELEASE.
+#
 # Environment:
 #   GUEST_CACHE         cache dir (default: target/guest)
 #   GUEST_CPUSHIELD     use this cpushield binary instead of building one (must be static)
@@ -66,12 +69,23 @@ cp "$ROOT/dev/guest/init.sh" "$STAGE/init"
 mkdir -p "$STAGE/guest/lib"
 cp "$ROOT"/dev/guest/lib/*.sh "$STAGE/guest/lib/"
 cp "$ROOT"/dev/guest/scenarios/*.sh "$STAGE/guest/scenarios/"
-# The virtio-net NIC's modules (fetch-kernel.sh keeps them), for scenarios that give the
-# guest a NIC (header guest-net); they insmod /lib/modules/*.ko in the order of
-# /lib/modules/order.
-if [ -s "$CACHE/kernel/modules/order" ]; then
-    mkdir -p "$STAGE/lib/modules"
-    cp "$CACHE"/kernel/modules/*.ko "$CACHE/kernel/modules/order" "$STAGE/lib/modules/"
+# The virtio-net NIC's modules of every fetched kernel (fetch-kernel.sh keeps them, with
+# the kernel's config), for
+# scenarios that give the guest a NIC (header guest-net); they insmod
+# /lib/modules/$(uname -r)/*.ko in the order of its file `order`.
+for k in "$CACHE"/kernel/*/; do
+    [ -s "$k/modules/order" ] && [ -s "$k/release" ] || continue
+    release=$(cat "$k/release")
+    mkdir -p "$STAGE/lib/modules/$release"
+    cp "$k"/modules/*.ko "$k/modules/order" "$STAGE/lib/modules/$release/"
+    # The build config where an installed kernel has it, for check (CONFIG_HZ, and
+    # whether an option a boot parameter needs is built in).
+    mkdir -p "$STAGE/boot"
+    cp "$k/config" "$STAGE/boot/config-$release"
+done
+# rtla and the libraries it links (fetch-kernel.sh), for the timerlat scenarios.
+if [ -x "$CACHE/rtla/usr/bin/rtla" ]; then
+    cp -a "$CACHE/rtla/." "$STAGE/"
 fi
 # Users for the not-root check (busybox su needs them in /etc/passwd).
 mkdir -p "$STAGE/etc"

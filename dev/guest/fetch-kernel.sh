@@ -1,56 +1,104 @@
 #!/bin/sh
-# Fetch Debian's 6.1 kernel image (not installed: only unpacked) for the guest tests.
-# Prints the path of vmlinuz on stdout. Idempotent: does nothing if it is already there.
+# Fetch a guest kernel's image (not installed: only unpacked) and the guest's rtla userland.
+# Prints the path of vmlinuz on stdout. Idempotent: does nothing if they are already there.
 #
-#   dev/guest/fetch-kernel.sh            # -> target/guest/kernel/vmlinuz
+#   dev/guest/fetch-kernel.sh [NAME]     # -> target/guest/kernel/NAME/vmlinuz
+#   dev/guest/fetch-kernel.sh --all      # every kernel of dev/guest/kernels.sh
 #
-# Needs: apt-get (with the Debian bookworm archive in its sources), dpkg-deb.
+# NAME is one of dev/guest/kernels.sh's GUEST_KERNELS (default $GUEST_KERNEL, else
+# GUEST_KERNEL_DEFAULT). Beside vmlinuz: the kernel's config and the modules of the
+# guest's virtio-net NIC. In target/guest/rtla/: rtla and the libraries it links, as a
+# tree to copy into the initramfs.
+#
+# Needs: apt-get (with the Debian bookworm and bookworm-security archives in its
+# sources), dpkg-deb.
 set -eu
 
-# The one kernel the guest tests run on. Change it here only.
-KERNEL_PACKAGE="linux-image-6.1.0-50-amd64-unsigned"
-KERNEL_RELEASE="6.1.0-50-amd64"
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+. "$HERE/kernels.sh"
+GUEST="${GUEST_CACHE:-$ROOT/target/guest}"
 
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-CACHE="${GUEST_CACHE:-$ROOT/target/guest}/kernel"
+if [ "${1:-}" = --all ]; then
+    for k in $GUEST_KERNELS; do "$0" "$k"; done
+    exit 0
+fi
+guest_kernel "${1:-${GUEST_KERNEL:-$GUEST_KERNEL_DEFAULT}}" || exit 1
+
+CACHE="$GUEST/kernel/$KERNEL_NAME"
 VMLINUZ="$CACHE/vmlinuz"
 
-# The modules of the guest's virtio-net NIC (scenario nic-irq; the image has them as
+# The modules of the guest's virtio-net NIC (scenario nic-irq; Debian builds them as
 # modules), in load order. Kept uncompressed in $CACHE/modules.
 NET_MODULES="virtio virtio_ring virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci failover net_failover virtio_net"
 MODULES="$CACHE/modules"
 
-if [ -s "$VMLINUZ" ] && [ -s "$MODULES/virtio_net.ko" ]; then
+# download DIR PACKAGE...: apt-get download into DIR, or a line naming the remedy.
+download() {
+    _dir=$1; shift
+    mkdir -p "$_dir"
+    if ! (cd "$_dir" && apt-get download "$@" >&2); then
+        echo "fetch-kernel: apt-get download $* failed;" \
+             "run 'apt-get update' (Debian bookworm and bookworm-security sources needed) and retry," \
+             "or name an available version in dev/guest/kernels.sh" >&2
+        exit 1
+    fi
+}
+
+# rtla and its libraries, shared by every kernel: a root tree (usr/bin/rtla, the
+# libraries, the dynamic loader at the path rtla names).
+RTLA="$GUEST/rtla"
+if [ ! -x "$RTLA/usr/bin/rtla" ]; then
+    rm -rf "$RTLA.download" "$RTLA.tmp"
+    # shellcheck disable=SC2086 # a list of package names
+    download "$RTLA.download" $GUEST_RTLA_PACKAGES
+    mkdir -p "$RTLA.tmp/x" "$RTLA.tmp/tree/usr/bin" "$RTLA.tmp/tree/lib/x86_64-linux-gnu" "$RTLA.tmp/tree/lib64"
+    for deb in "$RTLA.download"/*.deb; do dpkg-deb -x "$deb" "$RTLA.tmp/x"; done
+    cp "$RTLA.tmp/x/usr/bin/rtla" "$RTLA.tmp/tree/usr/bin/"
+    # Only the libraries rtla links (ldd cannot be trusted on a foreign tree; the list is
+    # rtla's NEEDED entries and theirs, which is this).
+    for lib in libtracefs.so.1 libtraceevent.so.1 libc.so.6 ld-linux-x86-64.so.2; do
+        f=$(find "$RTLA.tmp/x" -name "$lib" | head -n 1)
+        [ -n "$f" ] || { echo "fetch-kernel: $lib not in $GUEST_RTLA_PACKAGES" >&2; exit 1; }
+        cp -L "$f" "$RTLA.tmp/tree/lib/x86_64-linux-gnu/$lib"
+    done
+    ln -s ../lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 "$RTLA.tmp/tree/lib64/ld-linux-x86-64.so.2"
+    rm -rf "$RTLA" "$RTLA.download"
+    mv "$RTLA.tmp/tree" "$RTLA"
+    rm -rf "$RTLA.tmp"
+fi
+
+if [ -s "$VMLINUZ" ] && [ -s "$MODULES/virtio_net.ko" ] && [ -s "$CACHE/config" ]; then
     echo "$VMLINUZ"
     exit 0
 fi
 
-mkdir -p "$CACHE/download"
-cd "$CACHE/download"
-if ! ls ./"${KERNEL_PACKAGE}"_*.deb >/dev/null 2>&1; then
-    if ! apt-get download "$KERNEL_PACKAGE" >&2; then
-        echo "fetch-kernel: apt-get download $KERNEL_PACKAGE failed;" \
-             "run 'apt-get update' (Debian bookworm sources needed) and retry" >&2
-        exit 1
-    fi
-fi
-DEB=$(ls ./"${KERNEL_PACKAGE}"_*.deb | head -n 1)
-rm -rf "$CACHE/unpacked"
-dpkg-deb -x "$DEB" "$CACHE/unpacked"
-# Only the image and the NIC's modules are needed; drop the rest to keep the cache small.
+rm -rf "$CACHE/download" "$CACHE/unpacked"
+download "$CACHE/download" "$KERNEL_PACKAGE"
+dpkg-deb -x "$(ls "$CACHE"/download/*.deb | head -n 1)" "$CACHE/unpacked"
+# Only the image, its config and the NIC's modules are needed; drop the rest to keep the
+# cache small.
 cp "$CACHE/unpacked/boot/vmlinuz-$KERNEL_RELEASE" "$VMLINUZ.tmp"
 rm -rf "$MODULES"
 mkdir -p "$MODULES"
+LOADED=""
 for m in $NET_MODULES; do
     f=$(find "$CACHE/unpacked/lib/modules/$KERNEL_RELEASE" -name "$m.ko*" | head -n 1)
-    [ -n "$f" ] || { echo "fetch-kernel: module $m not in $KERNEL_PACKAGE" >&2; exit 1; }
+    if [ -z "$f" ]; then
+        # Built into the image (6.12 has virtio and virtio_pci built in): nothing to load.
+        grep -q "/$m\.ko\$" "$CACHE/unpacked/lib/modules/$KERNEL_RELEASE/modules.builtin" && continue
+        echo "fetch-kernel: module $m not in $KERNEL_PACKAGE, neither as a module nor built in" >&2
+        exit 1
+    fi
+    LOADED="$LOADED $m"
     case "$f" in
         *.ko.xz) xz -dc "$f" >"$MODULES/$m.ko" ;;
         *.ko.zst) zstd -dcq "$f" >"$MODULES/$m.ko" ;;
         *) cp "$f" "$MODULES/$m.ko" ;;
     esac
 done
-echo "$NET_MODULES" >"$MODULES/order"
+echo "${LOADED# }" >"$MODULES/order"
+echo "$KERNEL_RELEASE" >"$CACHE/release"
 cp "$CACHE/unpacked/boot/config-$KERNEL_RELEASE" "$CACHE/config"
 rm -rf "$CACHE/unpacked" "$CACHE/download"
 mv "$VMLINUZ.tmp" "$VMLINUZ"

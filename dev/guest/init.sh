@@ -7,7 +7,7 @@
 /bin/busybox mount -t devtmpfs devtmpfs /dev 2>/dev/null
 /bin/busybox mount -t tmpfs -o mode=755 tmpfs /run
 /bin/busybox mount -t tmpfs -o mode=1777 tmpfs /tmp
-export PATH=/bin:/sbin HOME=/root
+export PATH=/bin:/sbin:/usr/bin HOME=/root
 # stdin/stdout/stderr on the serial console, not the kernel's initial /dev/console fd of a
 # process without a controlling terminal.
 exec </dev/console >/dev/console 2>&1

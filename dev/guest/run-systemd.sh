@@ -8,8 +8,9 @@
 # GUEST-BOOT-DONE, boot 2 GUEST-DONE, and neither a GUEST-FAIL line.
 #
 #   dev/guest/run-systemd.sh
+#   GUEST_KERNEL=6.12-rt dev/guest/run-systemd.sh
 #
-# Environment: GUEST_CACHE (default target/guest), GUEST_DEB (a .deb to install instead of
+# Environment: GUEST_KERNEL (dev/guest/kernels.sh; default GUEST_KERNEL_DEFAULT), GUEST_CACHE (default target/guest), GUEST_DEB (a .deb to install instead of
 # building one with scripts/build-deb.sh), GUEST_REUSE_DEB=1 (reuse the last built .deb),
 # GUEST_TIMEOUT (seconds per boot, default 600), GUEST_QUIET=1 (only the GUEST- lines).
 # Needs: root (chroot, dpkg into the image), qemu-system-x86_64, debootstrap, mkfs.ext4
@@ -20,12 +21,14 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE="$ROOT/dev/guest"
 CACHE="${GUEST_CACHE:-$ROOT/target/guest}"
 export GUEST_CACHE="$CACHE"
+. "$HERE/kernels.sh"
+guest_kernel "${GUEST_KERNEL:-$GUEST_KERNEL_DEFAULT}" || exit 1
 WORK="$CACHE/systemd"
 TIMEOUT=${GUEST_TIMEOUT:-600}
-KVER=6.1.0-50-amd64
-KPKG="linux-image-$KVER-unsigned"
-# The block device and ext4 as modules (Debian builds them as modules), in load order.
-MODULES="virtio virtio_ring virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk crc16 mbcache jbd2 crc32c_generic ext4"
+KVER=$KERNEL_RELEASE
+KPKG=$KERNEL_PACKAGE
+# The block device and ext4, in load order; those the kernel has built in are skipped.
+WANTED_MODULES="virtio virtio_ring virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk crc16 mbcache jbd2 crc32c_generic ext4"
 
 say() { echo "run-systemd.sh: $*" >&2; }
 die() { say "FAILED: $*"; exit 1; }
@@ -35,22 +38,32 @@ command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found; a
 command -v mkfs.ext4 >/dev/null || die "mkfs.ext4 not found; apt-get install e2fsprogs"
 BUSYBOX=$(command -v busybox) || die "busybox not found; apt-get install busybox-static"
 
-KERNEL=$("$HERE/fetch-kernel.sh")
+KERNEL=$("$HERE/fetch-kernel.sh" "$KERNEL_NAME")
 TREE=$("$HERE/build-rootfs.sh")
 START=$(date +%s)
 
 # The kernel's modules the boot needs (cached beside the kernel).
-MODDIR="$CACHE/kernel/modules-$KVER"
-if [ ! -s "$MODDIR/ext4.ko" ]; then
+MODDIR="$CACHE/kernel/$KERNEL_NAME/modules-systemd"
+if [ ! -s "$MODDIR/ext4.ko" ] || [ ! -s "$MODDIR/order" ]; then
     rm -rf "$CACHE/kernel/mod-download"; mkdir -p "$CACHE/kernel/mod-download"
     (cd "$CACHE/kernel/mod-download" && apt-get download "$KPKG" >&2) \
         || die "apt-get download $KPKG failed; run apt-get update (Debian bookworm sources)"
     dpkg-deb -x "$CACHE"/kernel/mod-download/*.deb "$CACHE/kernel/mod-download/x"
-    mkdir -p "$MODDIR.tmp"
-    for m in $MODULES; do
-        f=$(find "$CACHE/kernel/mod-download/x/lib/modules/$KVER" -name "$m.ko" | head -n 1)
-        [ -n "$f" ] || die "module $m.ko not in $KPKG"
-        cp "$f" "$MODDIR.tmp/"
+    rm -rf "$MODDIR.tmp"; mkdir -p "$MODDIR.tmp"
+    : >"$MODDIR.tmp/order"
+    for m in $WANTED_MODULES; do
+        f=$(find "$CACHE/kernel/mod-download/x/lib/modules/$KVER" -name "$m.ko*" | head -n 1)
+        if [ -z "$f" ]; then
+            grep -q "/$m\.ko\$" "$CACHE/kernel/mod-download/x/lib/modules/$KVER/modules.builtin" \
+                || die "module $m not in $KPKG, neither as a module nor built in"
+            continue
+        fi
+        case "$f" in
+            *.ko.xz) xz -dc "$f" >"$MODDIR.tmp/$m.ko" ;;
+            *.ko.zst) zstd -dcq "$f" >"$MODDIR.tmp/$m.ko" ;;
+            *) cp "$f" "$MODDIR.tmp/$m.ko" ;;
+        esac
+        echo "$m" >>"$MODDIR.tmp/order"
     done
     rm -rf "$MODDIR" "$CACHE/kernel/mod-download"
     mv "$MODDIR.tmp" "$MODDIR"
@@ -108,6 +121,7 @@ IRD="$WORK/initramfs.d"
 mkdir -p "$IRD/bin" "$IRD/proc" "$IRD/sys" "$IRD/dev" "$IRD/newroot" "$IRD/modules"
 cp "$BUSYBOX" "$IRD/bin/busybox"
 cp "$MODDIR"/*.ko "$IRD/modules/"
+MODULES=$(tr '\n' ' ' <"$MODDIR/order")
 cat >"$IRD/init" <<INIT
 #!/bin/busybox sh
 B=/bin/busybox
@@ -128,9 +142,10 @@ chmod 755 "$IRD/init"
 rm -rf "$IRD"
 say "image ready in $(( $(date +%s) - START ))s"
 
-mkdir -p "$CACHE/logs"
+LOGS="$CACHE/logs/$KERNEL_NAME"
+mkdir -p "$LOGS"
 boot() {
-    LOG="$CACHE/logs/systemd-boot$1.log"
+    LOG="$LOGS/systemd-boot$1.log"
     say "boot $1 (smp 4, 1024M, timeout ${TIMEOUT}s)"
     T0=$(date +%s)
     set +e
@@ -155,6 +170,6 @@ boot() {
 }
 boot 1 GUEST-BOOT-DONE
 boot 2 GUEST-DONE
-PASSES=$(cat "$CACHE/logs/systemd-boot1.log" "$CACHE/logs/systemd-boot2.log" | grep -c 'GUEST-PASS ' || true)
+PASSES=$(cat "$LOGS/systemd-boot1.log" "$LOGS/systemd-boot2.log" | grep -c 'GUEST-PASS ' || true)
 [ "$PASSES" -gt 0 ] || die "no check ran"
-say "systemd: ok, $PASSES passed in two boots, $(( $(date +%s) - START ))s in all"
+say "systemd on $KERNEL_NAME: ok, $PASSES passed in two boots, $(( $(date +%s) - START ))s in all"

@@ -905,3 +905,290 @@ fn timer_migration_off_gets_the_local_timer_shield_and_on_gets_no_advice() {
         r.findings
     );
 }
+
+/// A PREEMPT_RT kernel after `shield --irqs 1`: IRQs 38 and 39 on CPU 0 only,
+/// IRQ 36 still on both.
+fn rt_system() -> FakeKernel {
+    let k = base_system();
+    k.set_file("/proc/sys/kernel/version", "#1 SMP PREEMPT_RT\n");
+    k.set_file(
+        "/boot/config-6.1.0-test",
+        "CONFIG_HZ=250\nCONFIG_PREEMPT_RT=y\nCONFIG_NO_HZ_FULL=y\nCONFIG_RCU_NOCB_CPU=y\n",
+    );
+    for irq in [38, 39] {
+        k.set_file(format!("/proc/irq/{irq}/smp_affinity_list"), "0\n");
+        k.set_file(format!("/proc/irq/{irq}/effective_affinity_list"), "0\n");
+    }
+    // (pid, comm, affinity, priority, policy)
+    for (tid, comm, aff, prio, policy) in [
+        (120, "irq/38-virtio2-i", "0", 50, 1),
+        (121, "irq/39-virtio2-o", "0-1", 50, 1),
+        (30, "ktimers/1", "1", 1, 1),
+        (31, "rcuc/1", "1", 1, 1),
+        (32, "ksoftirqd/1", "1", 0, 0),
+    ] {
+        let base = format!("/proc/{tid}/task/{tid}");
+        let flags = if comm.starts_with("irq/") {
+            0x0020_8040
+        } else {
+            0x0420_8040
+        };
+        k.set_file(
+            format!("{base}/stat"),
+            stat_line(tid, comm, flags, 0, prio, policy),
+        );
+        k.set_file(format!("{base}/schedstat"), "0 0 1\n");
+        k.set_thread_affinity(tid, CpuSet::parse_list(aff).unwrap());
+    }
+    k
+}
+
+#[test]
+fn on_preempt_rt_an_irq_thread_that_followed_is_said_and_one_pinned_by_hand_breaks_the_shield() {
+    let k = rt_system();
+    let r = check(&k, |_| {});
+    let followed = find(
+        &r,
+        Topic::Irq,
+        "IRQ handler thread followed its IRQ off CPU 1",
+    );
+    assert_eq!(followed.severity, Severity::Info);
+    assert!(
+        followed.evidence.contains("irq/38-virtio2-i (IRQ 38 on 0)"),
+        "{followed:?}"
+    );
+    let left = find(
+        &r,
+        Topic::Irq,
+        "IRQ 39's handler thread irq/39-virtio2-o (pid 121)",
+    );
+    assert_eq!(left.severity, Severity::BreaksShield);
+    assert!(has_remedy(left, "taskset -pc 0 121"), "{left:?}");
+    assert!(r.breaks_shield);
+    let bare = find(
+        &r,
+        Topic::Irq,
+        "no handler thread on this PREEMPT_RT kernel",
+    );
+    assert!(bare.evidence.contains("36 virtio1-req.0"), "{bare:?}");
+    assert!(!bare.evidence.contains("38"), "{bare:?}");
+    // IRQ 39's move still pending (delivered to CPU 1 until its next
+    // interrupt): its thread stays with it, not pinned by hand.
+    k.set_file("/proc/irq/39/effective_affinity_list", "1\n");
+    let r = check(&k, |_| {});
+    assert!(
+        !r.findings
+            .iter()
+            .any(|f| f.title.contains("IRQ 39's handler thread")),
+        "{:#?}",
+        r.findings
+    );
+}
+
+#[test]
+fn on_preempt_rt_ktimers_rcuc_and_ksoftirqd_are_named_with_what_reduces_their_work() {
+    let k = rt_system();
+    let r = check(&k, |_| {});
+    let ktimers = find(&r, Topic::Timers, "ktimers/1 (pid 30, SCHED_FIFO 1)");
+    assert!(
+        ktimers
+            .remedies
+            .iter()
+            .any(|m| m.action.contains("cpushield run --cpus 1 --fifo 80")),
+        "{ktimers:?}"
+    );
+    assert!(has_remedy(ktimers, "nohz_full=1"), "{ktimers:?}");
+    let rcuc = find(
+        &r,
+        Topic::Isolation,
+        "rcuc/1 (pid 31, SCHED_FIFO 1) on CPU 1 runs",
+    );
+    assert_eq!(rcuc.severity, Severity::Warn);
+    assert!(has_remedy(rcuc, "rcu_nocbs=1 rcu_nocb_poll"), "{rcuc:?}");
+    let softirqd = find(&r, Topic::Softirq, "ksoftirqd/1 (pid 32, SCHED_OTHER)");
+    assert!(
+        has_remedy(softirqd, "cpushield shield --irqs 1"),
+        "{softirqd:?}"
+    );
+    // With the callbacks offloaded, rcuc has nothing to do: no warning, no fix.
+    k.set_file("/proc/cmdline", "console=ttyS0 nohz_full=1 rcu_nocbs=1\n");
+    k.set_file("/sys/devices/system/cpu/nohz_full", "1\n");
+    let r = check(&k, |_| {});
+    let rcuc = find(
+        &r,
+        Topic::Isolation,
+        "rcuc/1 (pid 31, SCHED_FIFO 1) on CPU 1 has no RCU callbacks",
+    );
+    assert_eq!((rcuc.severity, rcuc.remedies.len()), (Severity::Info, 0));
+    let ktimers = find(&r, Topic::Timers, "ktimers/1");
+    assert!(!has_remedy(ktimers, "nohz_full=1"), "{ktimers:?}");
+}
+
+#[test]
+fn a_kernel_without_preempt_rt_gets_no_note_on_unthreaded_irqs() {
+    let r = check(&base_system(), |_| {});
+    assert!(
+        !r.findings
+            .iter()
+            .any(|f| f.title.contains("no handler thread")),
+        "{:#?}",
+        r.findings
+    );
+}
+
+const LINE: &str = "isolcpus=managed_irq,domain,1 nohz_full=1 rcu_nocbs=1 irqaffinity=0";
+
+/// The base system booted with `cmdline`, and the effects of the whole line
+/// (CPU 1 isolated and nohz_full, rcuop/1, the block queue IRQ and the
+/// default mask on CPU 0).
+fn booted_with(cmdline: &str) -> FakeKernel {
+    let k = base_system();
+    k.set_file("/proc/cmdline", format!("console=ttyS0 {cmdline}\n"));
+    k.set_file("/sys/devices/system/cpu/isolated", "1\n");
+    k.set_file("/sys/devices/system/cpu/nohz_full", "1\n");
+    k.set_file("/proc/irq/36/effective_affinity_list", "0\n");
+    k.set_file("/proc/irq/default_smp_affinity", "1\n");
+    put_thread(
+        &k,
+        &Thread {
+            pid: 12,
+            tid: 12,
+            comm: "rcuop/1",
+            flags: 0x0020_8040,
+            cpu: 0,
+            affinity: "0",
+            run_ns: 0,
+        },
+    );
+    k
+}
+
+/// One second in which a task keeps CPU 1 busy and it takes `loc` local
+/// timer interrupts.
+fn busy_second(k: &FakeKernel, loc: u64) {
+    k.set_file(
+        "/proc/stat",
+        "cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 150 0 60 1040 0 0 0 0 0 0\ncpu1 200 0 50 1000 0 0 0 5 0 0\n",
+    );
+    k.set_file(
+        "/proc/interrupts",
+        INTERRUPTS_0.replace(
+            "LOC:      10000      10000",
+            &format!("LOC:      10250      {:5}", 10000 + loc),
+        ),
+    );
+}
+
+fn titles(r: &CheckReport, severity: Severity) -> Vec<String> {
+    r.findings
+        .iter()
+        .filter(|f| f.severity == severity && f.title.contains("boot parameter"))
+        .map(|f| f.title.clone())
+        .collect()
+}
+
+#[test]
+fn after_a_boot_with_the_whole_line_every_parameter_and_the_stopped_tick_are_in_effect() {
+    let k = booted_with(LINE);
+    let r = check(&k, |k| busy_second(k, 1));
+    assert_eq!(
+        titles(&r, Severity::Info),
+        [
+            "boot parameter isolcpus=managed_irq,domain,1 (its domain part) in effect",
+            "boot parameter isolcpus=managed_irq,domain,1 (its managed_irq part) in effect",
+            "boot parameter nohz_full=1 in effect",
+            "boot parameter rcu_nocbs=1 in effect",
+            "boot parameter irqaffinity=0 in effect",
+        ]
+    );
+    assert!(
+        titles(&r, Severity::BreaksShield).is_empty(),
+        "{:#?}",
+        r.findings
+    );
+    let tick = find(&r, Topic::Isolation, "the tick stopped on nohz_full CPU 1");
+    assert!(tick.evidence.contains("1.0/s, HZ 250"), "{tick:?}");
+    assert!(!r.breaks_shield, "{:#?}", r.findings);
+}
+
+#[test]
+fn a_parameter_left_off_the_line_is_named_and_breaks_the_shield() {
+    let k = booted_with("nohz_full=1 rcu_nocbs=1 irqaffinity=0");
+    k.set_file("/sys/devices/system/cpu/isolated", "\n");
+    let r = check(&k, |k| busy_second(k, 1));
+    assert_eq!(
+        titles(&r, Severity::BreaksShield),
+        [
+            "boot parameter isolcpus=managed_irq,domain,1 (its domain part) from `cpushield boot-params --all 1` is not in effect: isolcpus is not on the kernel command line",
+            "boot parameter isolcpus=managed_irq,domain,1 (its managed_irq part) from `cpushield boot-params --all 1` is not in effect: isolcpus is not on the kernel command line",
+        ]
+    );
+    let f = find(
+        &r,
+        Topic::Isolation,
+        "isolcpus is not on the kernel command line",
+    );
+    assert!(has_remedy(f, LINE), "{f:?}");
+    assert!(r.breaks_shield);
+}
+
+#[test]
+fn a_misspelt_parameter_a_list_that_misses_the_cpu_and_a_kernel_without_the_option_are_told_apart()
+{
+    let k = booted_with("isolcpus=managed_irq,domain,1 nohz_ful=1 rcu_nocbs=0 irqaffinity=0");
+    k.set_file("/sys/devices/system/cpu/nohz_full", "(null)\n");
+    k.set_file(
+        "/proc/12/task/12/stat",
+        stat_line(12, "kworker/0:1", 0x0020_8040, 0, 0, 0),
+    );
+    let r = check(&k, |_| {});
+    let nohz = find(&r, Topic::Isolation, "boot parameter nohz_full=1 from");
+    assert!(nohz.title.ends_with("'nohz_ful=1' is a misspelling of it, which the kernel does not know (it passes the word to init)"), "{nohz:?}");
+    let rcu = find(&r, Topic::Isolation, "boot parameter rcu_nocbs=1 from");
+    assert!(
+        rcu.title.ends_with("rcu_nocbs=0 does not cover CPU 1"),
+        "{rcu:?}"
+    );
+
+    let k = booted_with(LINE);
+    k.set_file("/sys/devices/system/cpu/nohz_full", "(null)\n");
+    k.set_file(
+        "/boot/config-6.1.0-test",
+        "CONFIG_HZ=250\nCONFIG_PREEMPT_NONE=y\n# CONFIG_NO_HZ_FULL is not set\nCONFIG_RCU_NOCB_CPU=y\n",
+    );
+    let r = check(&k, |_| {});
+    let nohz = find(&r, Topic::Isolation, "boot parameter nohz_full=1 from");
+    assert!(nohz.title.ends_with("nohz_full is on the command line, but this kernel is built without CONFIG_NO_HZ_FULL (/boot/config-6.1.0-test)"), "{nohz:?}");
+}
+
+#[test]
+fn a_tick_that_keeps_running_under_a_busy_task_breaks_the_shield_and_an_idle_cpu_proves_nothing() {
+    let k = booted_with(LINE);
+    let r = check(&k, |k| busy_second(k, 250));
+    let f = find(
+        &r,
+        Topic::Isolation,
+        "the tick still runs on nohz_full CPU 1: 250 local timer",
+    );
+    assert_eq!(f.severity, Severity::BreaksShield);
+    let k = booted_with(LINE);
+    let r = check(&k, |_| {});
+    let f = find(
+        &r,
+        Topic::Isolation,
+        "the stopped tick on CPU 1 is not verified",
+    );
+    assert_eq!(f.severity, Severity::Info);
+}
+
+#[test]
+fn without_any_parameter_of_the_line_no_boot_parameter_is_judged() {
+    let r = check(&base_system(), |_| {});
+    assert!(
+        !r.findings
+            .iter()
+            .any(|f| f.title.contains("boot parameter")),
+        "{:#?}",
+        r.findings
+    );
+}

@@ -21,6 +21,7 @@ use cpushield_report::{
     human_ns, AttributionSummary, CheckFinding, CompareReport, DeterminismSummary, IdleChoice,
     LatencySummary, LoadOps, ScenarioResult, Verdict, SCHEMA,
 };
+use cpushield_rt::idle_poll::IdlePoller;
 use cpushield_shield::{Options, ShieldMasks};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -474,6 +475,11 @@ pub fn run(
     } else {
         None
     };
+    let rtla = if config.anchor {
+        anchor::rtla_anchor(&mut general)
+    } else {
+        None
+    };
     let cpushield_exe = std::env::current_exe().ok();
     // The spike threshold, from the unloaded machine before anything starts.
     let threshold = match (config.attribute, config.attribute_above) {
@@ -641,12 +647,16 @@ pub fn run(
         let attribution: Option<AttributionSummary> = match (trace, threshold) {
             (Some(t), Some(th)) => {
                 progress(report("explaining", 1.0, max_seen));
-                let (mut summary, _) = t.finish_latency(
+                let (mut summary, trace) = t.finish_latency(
                     th.as_nanos() as u64,
                     latency.max_ns,
                     latency_report.spikes_dropped,
                     latency_steal,
                 );
+                let osnoise_absent = cpushield_trace::summary::OSNOISE_ABSENT.to_string();
+                if !trace.osnoise_events && !general.contains(&osnoise_absent) {
+                    general.push(osnoise_absent);
+                }
                 let namespace_scope = matches!(config.scope, Scope::Namespace);
                 for row in summary.causes.iter_mut().filter(|r| r.guest) {
                     row.fix = fix_for(&row.name, &findings).or_else(|| {
@@ -680,6 +690,38 @@ pub fn run(
                     Ok(a) => Some(a),
                     Err(e) => {
                         notes.push(format!("cyclictest anchor failed: {e}"));
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+
+        // The kernel's own measurement beside it, where it has timerlat.
+        let rtla_anchor = match (&rtla, scenario) {
+            (Some(rtla), Scenario::Loaded | Scenario::Shielded)
+                if !stop.load(Ordering::Relaxed) =>
+            {
+                progress(report("rtla timerlat", 0.0, max_seen));
+                let run = anchor::RtlaRun {
+                    rtla: rtla.clone(),
+                    cpu: cpus.first().unwrap_or(0),
+                    duration: (config.duration / 2).max(Duration::from_secs(1)),
+                    period_us: (config.period.nominal_ns() / 1000).max(1),
+                    priority: config.priority,
+                };
+                let placer = shield.as_ref().map(ShieldGuard::placer);
+                let poller = if poll {
+                    IdlePoller::start(&CpuSet::from_cpus([run.cpu]), placer).ok()
+                } else {
+                    None
+                };
+                let result = run.run();
+                drop(poller);
+                match result {
+                    Ok(a) => Some(a),
+                    Err(e) => {
+                        notes.push(format!("rtla timerlat anchor failed: {e}"));
                         None
                     }
                 }
@@ -786,6 +828,7 @@ pub fn run(
             idle: Some(idle_choice),
             attribution,
             anchor,
+            rtla: rtla_anchor,
             notes,
             findings,
             batch,

@@ -303,6 +303,7 @@ pub fn run(
             idle: Some(idle_choice.clone()),
             attribution: None,
             anchor: None,
+            rtla: None,
             notes: vec![format!("SMT sibling CPU(s) {sibs} of CPU {cpu}")],
             findings: Vec::new(),
             batch: None,

@@ -291,6 +291,19 @@ proptest! {
     }
 
     #[test]
+    fn kernel_thread_names_never_panic_and_a_handler_thread_names_its_irq(
+        comm in comm_name(), irq in 0u32..1_000_000, cpu in 0usize..8192,
+    ) {
+        use cpushield_parse::kthread_name::{irq_thread_irq, per_cpu_thread};
+        let _ = irq_thread_irq(&comm);
+        let _ = per_cpu_thread(&comm, &["ktimers", "rcuc", "ksoftirqd", "rcuop"]);
+        let handler = format!("irq/{irq}-{comm}");
+        prop_assert_eq!(irq_thread_irq(&handler), Some(irq));
+        let per_cpu = format!("ktimers/{cpu}");
+        prop_assert_eq!(per_cpu_thread(&per_cpu, &["ktimers"]), Some(("ktimers", cpu)));
+    }
+
+    #[test]
     fn a_formatted_trace_line_reads_back_its_columns(
         comm in comm_name(), pid in 0i32..4_194_304, cpu in 0usize..8192,
         flags in prop_oneof![Just(""), Just("d.h1."), Just("...1"), Just("dNh3.")],

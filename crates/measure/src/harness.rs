@@ -446,6 +446,28 @@ pub(crate) trait Probe: Sync {
     /// Called on every tick of the control loop, on the control thread.
     fn on_tick(&self, _prepared: &Self::Prepared) {}
 
+    /// Whether the kernel measures instead of a thread of ours per CPU (the
+    /// timerlat tracer's threads): then [`Probe::collect`] gathers the
+    /// results on the control thread and no measuring thread is started.
+    fn measured_by_kernel(&self) -> bool {
+        false
+    }
+
+    /// Gathers what the kernel measured until the bound or `stop`, calling
+    /// the control's tick and progress as the measuring threads' control
+    /// loop does; one result per CPU, in CPU order. Called only when
+    /// [`Probe::measured_by_kernel`].
+    fn collect(
+        &self,
+        _prepared: &Self::Prepared,
+        _stop: &AtomicBool,
+        _control: Control<'_>,
+    ) -> Result<Vec<Self::Cpu>, MeasureError> {
+        Err(MeasureError::Thread(
+            "this probe measures on its own threads, not in the kernel".into(),
+        ))
+    }
+
     /// The measuring loop of one CPU, on its own thread, already placed.
     fn measure_cpu(
         &self,
@@ -498,15 +520,24 @@ pub(crate) fn run<P: Probe>(
             on_tick: &mut on_tick,
             progress,
         };
-        threads = run_per_cpu(common.cpus, stop, control, |cpu, live, flags| {
-            let (applied, warning) = enter_measuring_thread(cpu, common.priority, common.placer)?;
-            let thread = MeasuringThread {
-                cpu,
-                tid: gettid(),
-                applied,
-            };
-            Ok((probe.measure_cpu(prepared, &thread, live, flags)?, warning))
-        })?;
+        threads = if probe.measured_by_kernel() {
+            probe
+                .collect(prepared, stop, control)?
+                .into_iter()
+                .map(|cpu| (cpu, None))
+                .collect()
+        } else {
+            run_per_cpu(common.cpus, stop, control, |cpu, live, flags| {
+                let (applied, warning) =
+                    enter_measuring_thread(cpu, common.priority, common.placer)?;
+                let thread = MeasuringThread {
+                    cpu,
+                    tid: gettid(),
+                    applied,
+                };
+                Ok((probe.measure_cpu(prepared, &thread, live, flags)?, warning))
+            })?
+        };
     }
     let elapsed_ns = started.elapsed().as_nanos() as u64;
     if let (Some(before), Ok(after)) = (before, procstat::snapshot(&kernel)) {

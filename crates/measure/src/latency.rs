@@ -13,6 +13,10 @@
 //! realfeel for the RTC): the wake-to-wake interval minus the period(s) it
 //! covered is the latency. The RTC's IRQ is bound to the measured CPU for the
 //! run and restored after.
+//!
+//! With `source` timerlat no thread of ours measures: the kernel's timerlat
+//! threads do, and the control thread gathers their records from the trace
+//! ([`crate::timerlat`]) into the same result, with the IRQ latency beside.
 
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
@@ -25,12 +29,14 @@ use crate::recorder::Recorder;
 use crate::run_info::RunInfo;
 use crate::source::{self, Device, Source, SourceRequest};
 use crate::spike::{ProbeObserver, Spike, SpikeRing, SpikeTap};
+use crate::timerlat::TimerlatCpu;
 use crate::warnings::{self, Spin};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::{Kernel, RealKernel};
 use cpushield_rt::clock::{now_ns, sleep_until_ns, spin_until_ns};
 use cpushield_rt::idle_poll::IdlePoller;
 use cpushield_rt::irq::{bind_irq, IrqBinding};
+use cpushield_trace::TimerlatFeed;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -82,6 +88,9 @@ pub struct LatencyConfig {
     /// Hold /dev/cpu_dma_latency at 0 for the run, as cyclictest does
     /// (default true); `tune` measures the machine without it too.
     pub hold_dma_latency: bool,
+    /// The records of the trace session that runs the timerlat tracer; needed
+    /// by `source` timerlat (`cpushield_measure::trace` starts the session).
+    pub timerlat: Option<TimerlatFeed>,
 }
 
 impl LatencyConfig {
@@ -101,7 +110,14 @@ impl LatencyConfig {
             placer: None,
             source: Source::Timer,
             hold_dma_latency: true,
+            timerlat: None,
         }
+    }
+
+    /// The timer period the timerlat tracer is given: the period in whole
+    /// microseconds (it takes no finer one), rounded.
+    pub fn timerlat_period_us(&self) -> u32 {
+        ((self.period.nominal_ns() + 500) / 1000).min(u32::MAX as u64) as u32
     }
 
     /// Checks the configuration against the online CPUs; the error names the
@@ -145,6 +161,22 @@ impl LatencyConfig {
                 return Err(MeasureError::Config(format!(
                     "--advance works with the timer only: drop --advance, or use --source timer (not {})",
                     self.source.word()
+                )));
+            }
+        }
+        if self.source == Source::Timerlat {
+            use cpushield_trace::timerlat::{PERIOD_US, THREAD_PRIORITY};
+            if self.priority != Some(THREAD_PRIORITY) {
+                return Err(MeasureError::Config(format!(
+                    "--source timerlat measures with the kernel's timerlat threads, which run at SCHED_FIFO {THREAD_PRIORITY}: drop --priority"
+                )));
+            }
+            let us = self.timerlat_period_us();
+            if !PERIOD_US.contains(&us) {
+                return Err(MeasureError::Config(format!(
+                    "--source timerlat with a period of {us} us: the tracer takes {} us to {} us: use e.g. --rate 2048 or --interval 1ms",
+                    PERIOD_US.start(),
+                    PERIOD_US.end()
                 )));
             }
         }
@@ -224,6 +256,10 @@ pub struct CpuLatency {
     pub latency: Distribution,
     /// Spin statistics, with an advance.
     pub advance: Option<AdvanceStats>,
+    /// The timer interrupt's latency (expiry to its handler), with source
+    /// timerlat; `latency` is then the kernel's timerlat thread latency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq_latency: Option<Distribution>,
 }
 
 /// The result of a latency run.
@@ -377,6 +413,20 @@ impl Probe for LatencyConfig {
         }))
     }
 
+    fn measured_by_kernel(&self) -> bool {
+        self.source == Source::Timerlat
+    }
+
+    /// The timerlat records from the start until the bound, per CPU.
+    fn collect(
+        &self,
+        plan: &Plan,
+        stop: &AtomicBool,
+        control: harness::Control<'_>,
+    ) -> Result<Vec<CpuLatency>, MeasureError> {
+        collect_timerlat(self, plan, stop, control)
+    }
+
     /// Forwards the spikes the threads offered to the tap.
     fn on_tick(&self, plan: &Plan) {
         if let (Some(ring), Some(tap)) = (&plan.ring, &self.spikes) {
@@ -468,6 +518,7 @@ impl<'a> Sampler<'a> {
             missed_periods: self.missed,
             latency: self.latency.finish(),
             advance,
+            irq_latency: None,
         }
     }
 }
@@ -604,4 +655,116 @@ fn measure_device(
         }
     }
     Ok(s.finish(None))
+}
+
+/// How long the trace reader may take to read records up to a given time
+/// (it polls every 10 ms and reads in bounded rounds).
+const TIMERLAT_SETTLE: Duration = Duration::from_millis(200);
+
+/// Gathers the timerlat records of the measured CPUs from now until the run's
+/// bound (or `stop`): thread latency into `latency`, IRQ latency into
+/// `irq_latency`, thread latencies above the spike threshold to the tap.
+fn collect_timerlat(
+    config: &LatencyConfig,
+    plan: &Plan,
+    stop: &AtomicBool,
+    control: harness::Control<'_>,
+) -> Result<Vec<CpuLatency>, MeasureError> {
+    let feed = config.timerlat.as_ref().ok_or_else(|| {
+        MeasureError::Config(
+            "--source timerlat needs the timerlat trace session (cpushield_measure::trace::TimerlatTracer)".into(),
+        )
+    })?;
+    let mut cpus: std::collections::BTreeMap<usize, TimerlatCpu> = config
+        .cpus
+        .iter()
+        .map(|c| (c, TimerlatCpu::new()))
+        .collect();
+    let start = now_ns();
+    let started = std::time::Instant::now();
+    let threshold_ns = config
+        .spikes
+        .as_ref()
+        .map(|t| t.threshold.as_nanos().min(u64::MAX as u128) as u64);
+    let take = |cpus: &mut std::collections::BTreeMap<usize, TimerlatCpu>| {
+        for r in feed.drain() {
+            let due = r.ts_ns.saturating_sub(r.latency_ns);
+            if due < start || due.saturating_sub(start) >= plan.end_offset_ns {
+                continue;
+            }
+            let Some(c) = cpus.get_mut(&r.cpu) else {
+                continue;
+            };
+            if c.thread.count() >= plan.max_samples {
+                continue;
+            }
+            let spike = c.take(&r, r.ts_ns.saturating_sub(start));
+            if let (Some(spike), Some(limit), Some(tap)) = (spike, threshold_ns, &config.spikes) {
+                if spike.latency_ns() > limit {
+                    let _ = tap.sender.send(spike);
+                }
+            }
+        }
+    };
+    loop {
+        std::thread::sleep(control.tick);
+        take(&mut cpus);
+        (control.on_tick)();
+        let least = cpus.values().map(|c| c.thread.count()).min().unwrap_or(0);
+        let elapsed = started.elapsed();
+        let fraction = match config.length {
+            Length::Duration(d) => elapsed.as_secs_f64() / d.as_secs_f64().max(1e-9),
+            Length::Samples(n) => least as f64 / n.max(1) as f64,
+        };
+        (control.progress)(Progress {
+            elapsed,
+            fraction: fraction.clamp(0.0, 1.0),
+            samples: cpus.values().map(|c| c.thread.count()).sum(),
+            max_ns: cpus.values().map(|c| c.thread.max()).max().unwrap_or(0),
+        });
+        if stop.load(std::sync::atomic::Ordering::Relaxed) || fraction >= 1.0 {
+            break;
+        }
+    }
+    // The records due before the end may still be on their way from the trace.
+    std::thread::sleep(TIMERLAT_SETTLE);
+    take(&mut cpus);
+    (control.on_tick)();
+    Ok(cpus
+        .into_iter()
+        .map(|(cpu, c)| CpuLatency {
+            cpu,
+            applied: timerlat_policy(c.tid),
+            samples: c.thread.count(),
+            missed_periods: c.missed,
+            latency: c.thread.finish(),
+            advance: None,
+            irq_latency: Some(c.irq.finish()),
+        })
+        .collect())
+}
+
+/// The scheduling of a timerlat thread, from its stat; the kernel's own
+/// (SCHED_FIFO 95) when it cannot be read (another PID namespace).
+fn timerlat_policy(tid: Option<i32>) -> AppliedPolicy {
+    let read = tid.and_then(|t| {
+        let text = RealKernel
+            .read(std::path::Path::new(&format!("/proc/{t}/stat")))
+            .ok()?;
+        cpushield_parse::pid_stat::parse_thread_stat(&text).ok()
+    });
+    match read {
+        Some(st) if st.policy == 0 => AppliedPolicy {
+            policy: crate::harness::SchedPolicy::Other,
+            priority: 0,
+        },
+        Some(st) => AppliedPolicy {
+            policy: crate::harness::SchedPolicy::Fifo,
+            priority: st.rt_priority.min(99) as u8,
+        },
+        None => AppliedPolicy {
+            policy: crate::harness::SchedPolicy::Fifo,
+            priority: cpushield_trace::timerlat::THREAD_PRIORITY,
+        },
+    }
 }

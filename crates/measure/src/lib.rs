@@ -44,6 +44,7 @@ pub mod run_info;
 pub mod signal;
 pub mod source;
 pub mod spike;
+mod timerlat;
 pub mod top;
 pub mod trace;
 pub mod tsc;

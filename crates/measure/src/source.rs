@@ -1,9 +1,10 @@
 //! What wakes the latency probe (`measure latency --source`): the kernel's
 //! hrtimer (`timer`, clock_nanosleep), the RTC's periodic interrupt (`rtc`,
-//! Brosky & Rotolo's realfeel: /dev/rtc0 at 2048 Hz, woken by `read()`), or
-//! the HPET's (`hpet`, /dev/hpet). The pure parts (choice, interval to
-//! latency, the RTC's IRQ in /proc/interrupts) are here; the device I/O is in
-//! [`Device`].
+//! Brosky & Rotolo's realfeel: /dev/rtc0 at 2048 Hz, woken by `read()`), the
+//! HPET's (`hpet`, /dev/hpet), or the kernel's own timerlat tracer
+//! (`timerlat`: its threads measure, the trace reports the IRQ and thread
+//! latency of each wakeup). The pure parts (choice, interval to latency, the
+//! RTC's IRQ in /proc/interrupts) are here; the device I/O is in [`Device`].
 
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -22,6 +23,10 @@ pub enum Source {
     Rtc,
     /// The HPET's periodic interrupt, read from /dev/hpet.
     Hpet,
+    /// The kernel's timerlat tracer: a `timerlat/N` kernel thread per CPU
+    /// (SCHED_FIFO 95) woken by an hrtimer, its IRQ and thread latency read
+    /// from the trace.
+    Timerlat,
 }
 
 /// What `--source` asked for.
@@ -45,6 +50,7 @@ impl Source {
             Source::Timer => "timer wakeup (clock_nanosleep)",
             Source::Rtc => "realfeel (RTC periodic interrupt, /dev/rtc0)",
             Source::Hpet => "HPET periodic interrupt (/dev/hpet)",
+            Source::Timerlat => "timerlat (the kernel's timerlat threads, IRQ and thread latency)",
         }
     }
 
@@ -54,13 +60,14 @@ impl Source {
             Source::Timer => "timer",
             Source::Rtc => "rtc",
             Source::Hpet => "hpet",
+            Source::Timerlat => "timerlat",
         }
     }
 
     /// The device a device source reads (None for the timer).
     pub fn device(self) -> Option<&'static str> {
         match self {
-            Source::Timer => None,
+            Source::Timer | Source::Timerlat => None,
             Source::Rtc => Some(RTC_DEVICE),
             Source::Hpet => Some(HPET_DEVICE),
         }
@@ -68,6 +75,8 @@ impl Source {
 }
 
 /// Picks the source, given which devices exist and how many CPUs are measured.
+/// `timerlat` needs no device (whether the kernel has the tracer is asked
+/// when its trace starts: `cpushield_trace::timerlat::available`).
 ///
 /// `auto` is the timer: it is the one source present on every machine (VMs
 /// often have no /dev/hpet, containers no /dev/rtc0), and the rtc and hpet
@@ -82,6 +91,7 @@ pub fn select(
 ) -> Result<Source, String> {
     let source = match request {
         SourceRequest::Auto | SourceRequest::Exactly(Source::Timer) => return Ok(Source::Timer),
+        SourceRequest::Exactly(Source::Timerlat) => return Ok(Source::Timerlat),
         SourceRequest::Exactly(s) => s,
     };
     let device = source.device().unwrap_or_default();
@@ -311,6 +321,15 @@ mod tests {
             rtc_irq("           CPU0\n  4:  1  IO-APIC 4-edge ttyS0\n"),
             None
         );
+    }
+
+    #[test]
+    fn timerlat_needs_no_device_and_measures_any_number_of_cpus() {
+        assert_eq!(
+            select(SourceRequest::Exactly(Source::Timerlat), absent, 3, None),
+            Ok(Source::Timerlat)
+        );
+        assert_eq!(Source::Timerlat.device(), None);
     }
 
     #[test]

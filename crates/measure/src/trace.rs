@@ -1,12 +1,16 @@
 //! `measure latency --trace-above`: spikes from the probe's tap are marked in
 //! a kernel trace of the measured CPUs (`cpushield-trace`) and attributed to
-//! the IRQs, softirqs and tasks that held the CPU.
+//! the IRQs, softirqs and tasks that held the CPU. With `--source timerlat`
+//! the same session runs the kernel's timerlat tracer and feeds the probe
+//! its records ([`SpikeTracer::start_with_timerlat`], or [`TimerlatTracer`]
+//! without `--trace-above`).
 
 use crate::spike::{ProbeObserver, Spike, SpikeTap};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::RealKernel;
 use cpushield_trace::{
-    KernelContext, SignalMode, SpikeMarker, TraceError, TraceOptions, TraceSession, TraceSummary,
+    KernelContext, SignalMode, SpikeMarker, TimerlatFeed, TraceError, TraceOptions, TraceSession,
+    TraceSummary,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,6 +31,10 @@ pub enum SpikeTraceError {
     /// The kernel trace could not start.
     #[error("--trace-above: starting the kernel trace: {0}")]
     Start(TraceError),
+    /// The timerlat tracer could not start (the kernel lacks it, another
+    /// user runs it, tracefs refused).
+    #[error("--source timerlat: {0}")]
+    Timerlat(TraceError),
     /// The thread that forwards spikes to the trace could not start.
     #[error("starting the spike forwarding thread: {0}")]
     Spawn(std::io::Error),
@@ -66,6 +74,30 @@ impl SpikeTracer {
         dir: Option<PathBuf>,
         kernel: KernelContext,
     ) -> Result<(Self, SpikeTap, Arc<dyn ProbeObserver>), SpikeTraceError> {
+        Self::start_session(cpus, threshold, dir, kernel, None)
+            .map(|(tracer, tap, observer, _)| (tracer, tap, observer))
+    }
+
+    /// As [`SpikeTracer::start`], with the kernel's timerlat tracer at
+    /// `period_us` in the same session: its records for the probe's
+    /// `timerlat` field, and its osnoise events for the attribution.
+    pub fn start_with_timerlat(
+        cpus: &CpuSet,
+        threshold: Duration,
+        dir: Option<PathBuf>,
+        kernel: KernelContext,
+        period_us: u32,
+    ) -> Result<(Self, SpikeTap, Arc<dyn ProbeObserver>, TimerlatFeed), SpikeTraceError> {
+        Self::start_session(cpus, threshold, dir, kernel, Some(period_us))
+    }
+
+    fn start_session(
+        cpus: &CpuSet,
+        threshold: Duration,
+        dir: Option<PathBuf>,
+        kernel: KernelContext,
+        timerlat_period_us: Option<u32>,
+    ) -> Result<(Self, SpikeTap, Arc<dyn ProbeObserver>, TimerlatFeed), SpikeTraceError> {
         let dir = dir.unwrap_or_else(|| {
             let secs = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -85,10 +117,17 @@ impl SpikeTracer {
             // a kernel without instances (the guest tests use it).
             instance: std::env::var("CPUSHIELD_TRACE_INSTANCE").as_deref() != Ok("0"),
             kernel,
+            timerlat_period_us,
             ..Default::default()
         };
-        let session = TraceSession::start(Arc::new(RealKernel), cpus, options)
-            .map_err(SpikeTraceError::Start)?;
+        let session = TraceSession::start(Arc::new(RealKernel), cpus, options).map_err(|e| {
+            if timerlat_period_us.is_some() {
+                SpikeTraceError::Timerlat(e)
+            } else {
+                SpikeTraceError::Start(e)
+            }
+        })?;
+        let feed = session.timerlat_feed();
         let marker = session.marker();
         let announcer: Arc<dyn ProbeObserver> = Arc::new(Announcer(session.marker()));
         let (sender, receiver) = std::sync::mpsc::channel::<Spike>();
@@ -111,6 +150,7 @@ impl SpikeTracer {
             },
             SpikeTap { threshold, sender },
             announcer,
+            feed,
         ))
     }
 
@@ -123,5 +163,36 @@ impl SpikeTracer {
             let _ = std::fs::write(self.dir.join("trace-summary.json"), text);
         }
         (summary, self.dir)
+    }
+}
+
+/// The kernel's timerlat tracer alone (`--source timerlat` without
+/// `--trace-above`): a private instance recording only its records.
+pub struct TimerlatTracer {
+    session: TraceSession,
+}
+
+impl TimerlatTracer {
+    /// Starts the tracer on `cpus` at `period_us`; the feed goes in the
+    /// probe's `timerlat` field. The error says in one line why it cannot run
+    /// (a kernel without the tracer, another user of it), with nothing left
+    /// changed.
+    pub fn start(cpus: &CpuSet, period_us: u32) -> Result<(Self, TimerlatFeed), SpikeTraceError> {
+        let options = TraceOptions {
+            signals: SignalMode::None,
+            instance: std::env::var("CPUSHIELD_TRACE_INSTANCE").as_deref() != Ok("0"),
+            timerlat_period_us: Some(period_us),
+            attribution_events: false,
+            ..Default::default()
+        };
+        let session = TraceSession::start(Arc::new(RealKernel), cpus, options)
+            .map_err(SpikeTraceError::Timerlat)?;
+        let feed = session.timerlat_feed();
+        Ok((Self { session }, feed))
+    }
+
+    /// Stops the tracer and restores tracefs; the summary lists any problem.
+    pub fn finish(self) -> TraceSummary {
+        self.session.finish()
     }
 }

@@ -114,3 +114,63 @@ fn determinism_lines_match_brosky_and_rotolo_figure_1() {
     };
     check("determinism_fig1.txt", &text::determinism(&report));
 }
+
+#[test]
+fn a_timerlat_report_shows_and_keeps_the_irq_latency_beside_the_thread_latency() {
+    use cpushield_measure::latency::{CpuLatency, LatencyReport, LatencySettings};
+    use cpushield_measure::source::Source;
+    use cpushield_measure::Period;
+    let report = LatencyReport {
+        settings: LatencySettings {
+            cpus: CpuSet::parse_list("3").unwrap(),
+            period: Period::from_interval(std::time::Duration::from_millis(1)),
+            period_ns: 1_000_000,
+            rate_hz: 1000.0,
+            duration_ns: Some(1_000_000_000),
+            samples: None,
+            priority: Some(95),
+            advance_ns: None,
+            spike_threshold_ns: None,
+            idle_poll: false,
+            source: Source::Timerlat,
+        },
+        run: RunInfo {
+            started_unix_ns: 0,
+            elapsed_ns: 1_000_000_000,
+            interrupted: false,
+            kernel_release: "6.12.117+deb12-rt-amd64".into(),
+            warnings: Vec::new(),
+        },
+        cpus: vec![CpuLatency {
+            cpu: 3,
+            applied: AppliedPolicy {
+                policy: SchedPolicy::Fifo,
+                priority: 95,
+            },
+            samples: 3,
+            missed_periods: 0,
+            latency: dist(&[(4_000, 2), (9_000, 1)]),
+            advance: None,
+            irq_latency: Some(dist(&[(1_000, 2), (2_500, 1)])),
+        }],
+        spikes_dropped: 0,
+    };
+    let shown = text::latency(&report);
+    assert!(shown.contains("latency: timerlat"), "{shown}");
+    assert!(
+        shown.contains("thread latency (timer expiry to the timerlat thread running)"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("IRQ latency (timer expiry to its interrupt handler)"),
+        "{shown}"
+    );
+    let text = cpushield_measure::json::to_string(&report);
+    assert!(text.contains("\"source\":\"timerlat\""), "{text}");
+    let back: LatencyReport = cpushield_measure::json::from_str(&text).unwrap();
+    assert_eq!(back, report);
+    assert_eq!(
+        back.cpus[0].irq_latency.as_ref().unwrap().summary.max_ns,
+        2_500
+    );
+}

@@ -12,7 +12,7 @@ use crate::verdict::{GUEST_RATIO_NEEDED, RAW_RATIO_NEEDED};
 /// One worst case measured loaded and shielded, with the verdict's ratio.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorstCase {
-    /// What was measured: `caused in the guest`, `raw`, `cyclictest`.
+    /// What was measured: `caused in the guest`, `raw`, `cyclictest`, `rtla timerlat`.
     pub label: &'static str,
     /// Loaded, ns.
     pub loaded_ns: u64,
@@ -103,6 +103,15 @@ impl CompareReport {
                             "DISAGREES with the verdict: a bug in cpushield; please report it with report.json".to_string()
                         }
                     }),
+                });
+            }
+            if let (Some(lr), Some(sr)) = (&l.rtla, &s.rtla) {
+                worst_cases.push(WorstCase {
+                    label: "rtla timerlat",
+                    loaded_ns: lr.max_ns,
+                    shielded_ns: sr.max_ns,
+                    ratio: (sr.max_ns > 0).then(|| lr.max_ns as f64 / sr.max_ns as f64),
+                    role: Some("the kernel's own measurement (timerlat thread)".to_string()),
                 });
             }
         }

@@ -82,7 +82,8 @@ pub fn worst_cases(a: &Answer) -> Cells {
 }
 
 /// One row per scenario: wakeup latency, the cyclictest anchor's worst
-/// case in the same scenario, interrupts.
+/// case in the same scenario (and rtla timerlat's, thread and IRQ, when it
+/// ran), interrupts.
 pub fn latency(report: &CompareReport) -> Cells {
     let s = &report.scenarios;
     let lat = |f: fn(&LatencySummary) -> u64| TimeColumn::fit(s.iter().map(|x| f(&x.latency)));
@@ -93,21 +94,29 @@ pub fn latency(report: &CompareReport) -> Cells {
         lat(|l| l.max_ns),
     );
     let anchor = TimeColumn::fit(s.iter().filter_map(|x| x.anchor.as_ref().map(|a| a.max_ns)));
-    let mut cells = Cells::new(
-        &[
-            ("scenario", ""),
-            ("cpus", ""),
-            ("samples", ""),
-            ("missed", ""),
-            ("min", min.unit()),
-            ("p99", p99.unit()),
-            ("p99.999", p99999.unit()),
-            ("max", max.unit()),
-            ("cyclictest", anchor.unit()),
-            ("irq/s", ""),
-        ],
-        &[0],
+    let rtla = s.iter().any(|x| x.rtla.is_some());
+    let rtla_thread = TimeColumn::fit(s.iter().filter_map(|x| x.rtla.as_ref().map(|a| a.max_ns)));
+    let rtla_irq = TimeColumn::fit(
+        s.iter()
+            .filter_map(|x| x.rtla.as_ref().and_then(|a| a.irq_max_ns)),
     );
+    let mut columns = vec![
+        ("scenario", ""),
+        ("cpus", ""),
+        ("samples", ""),
+        ("missed", ""),
+        ("min", min.unit()),
+        ("p99", p99.unit()),
+        ("p99.999", p99999.unit()),
+        ("max", max.unit()),
+        ("cyclictest", anchor.unit()),
+    ];
+    if rtla {
+        columns.push(("rtla thread", rtla_thread.unit()));
+        columns.push(("rtla irq", rtla_irq.unit()));
+    }
+    columns.push(("irq/s", ""));
+    let mut cells = Cells::new(&columns, &[0]);
     for x in s {
         let l = &x.latency;
         cells.rows.push(vec![
@@ -120,8 +129,20 @@ pub fn latency(report: &CompareReport) -> Cells {
             p99999.number(l.p99999_ns),
             max.number(l.max_ns),
             or_dash(x.anchor.as_ref().map(|a| anchor.number(a.max_ns))),
-            format!("{:.0}", x.irqs_per_s),
         ]);
+        let row = cells.rows.last_mut().expect("the row just pushed");
+        if rtla {
+            row.push(or_dash(
+                x.rtla.as_ref().map(|a| rtla_thread.number(a.max_ns)),
+            ));
+            row.push(or_dash(
+                x.rtla
+                    .as_ref()
+                    .and_then(|a| a.irq_max_ns)
+                    .map(|n| rtla_irq.number(n)),
+            ));
+        }
+        row.push(format!("{:.0}", x.irqs_per_s));
     }
     cells
 }

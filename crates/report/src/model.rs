@@ -182,6 +182,10 @@ pub struct ScenarioResult {
     /// cyclictest in the same scenario, placed like the probe.
     #[serde(default)]
     pub anchor: Option<Anchor>,
+    /// `rtla timerlat` in the same scenario (where the kernel has the
+    /// timerlat tracer), a second anchor: the kernel's own measurement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtla: Option<Anchor>,
     /// Notes on this scenario's figures (why the advance was chosen, ...).
     #[serde(default)]
     pub notes: Vec<String>,
@@ -293,10 +297,11 @@ impl AttributionSummary {
     }
 }
 
-/// cyclictest run in the same scenario as an independent anchor.
+/// A tool run in the same scenario as an independent anchor (cyclictest, or
+/// rtla timerlat).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Anchor {
-    /// The tool (`cyclictest`).
+    /// The tool (`cyclictest`, `rtla timerlat`).
     pub tool: String,
     /// The command line.
     pub command: String,
@@ -308,6 +313,10 @@ pub struct Anchor {
     pub max_ns: u64,
     /// Its average latency, ns.
     pub avg_ns: u64,
+    /// rtla timerlat: the worst latency of the timer's interrupt handler, ns
+    /// (`max_ns` is then its thread latency).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq_max_ns: Option<u64>,
 }
 
 /// A `check` finding, as the report carries it.

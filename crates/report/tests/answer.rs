@@ -333,3 +333,41 @@ fn a_run_without_loaded_and_shielded_gives_each_scenarios_worst_case_in_one_unit
     // Such a run does not look for what still reaches the CPU: it claims nothing.
     assert!(!text.contains("still reaching"), "{text}");
 }
+
+#[test]
+fn an_rtla_timerlat_anchor_is_a_worst_case_row_and_two_columns_beside_cyclictest() {
+    let mut r = recorded();
+    for s in r.scenarios.iter_mut() {
+        let (thread, irq) = match s.name.as_str() {
+            "loaded" => (30_000_000, 2_000_000),
+            "shielded" => (300_000, 40_000),
+            _ => continue,
+        };
+        s.rtla = Some(Anchor {
+            tool: "rtla timerlat".into(),
+            max_ns: thread,
+            irq_max_ns: Some(irq),
+            ..Default::default()
+        });
+    }
+    let flat = table::answer(&r, None, None)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        flat.contains("rtla timerlat 30.0 ms 300 us 100.0x the kernel's own measurement"),
+        "{flat}"
+    );
+    let details = table::details(&r, None);
+    let header = details
+        .lines()
+        .find(|l| l.contains("cyclictest") && l.contains("irq/s"))
+        .unwrap_or_else(|| panic!("no latency table header:\n{details}"));
+    assert!(
+        header.contains("rtla thread") && header.contains("rtla irq"),
+        "{header}"
+    );
+    // Without rtla, no such columns.
+    let plain = table::details(&recorded(), None);
+    assert!(!plain.contains("rtla"), "{plain}");
+}

@@ -116,6 +116,12 @@ fn apply_one(kernel: &dyn Kernel, step: &Step, out: &mut Outcome) -> io::Result<
                 }
             } else if matches!(kind, WriteKind::Irq { .. }) {
                 out.irqs += 1;
+            } else if value == "isolated" && path.ends_with("cpuset.cpus.partition") {
+                out.notes.extend(
+                    crate::partition::settle_isolated(kernel, path)
+                        .ok()
+                        .flatten(),
+                );
             }
         }
         Step::Sched {

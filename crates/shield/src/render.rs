@@ -115,6 +115,44 @@ pub fn render_status(st: &Status) -> String {
                 crate::irq_moves::meaning(&CpuSet::from_cpus([c.cpu]))
             );
         }
+        if !c.irq_threads_followed.is_empty() {
+            let names: Vec<&str> = c
+                .irq_threads_followed
+                .iter()
+                .map(|t| t.comm.as_str())
+                .collect();
+            let _ = writeln!(
+                o,
+                "CPU {}: {} IRQ handler thread{} followed {} IRQ{} off it: {}",
+                c.cpu,
+                names.len(),
+                if names.len() == 1 { "" } else { "s" },
+                if names.len() == 1 { "its" } else { "their" },
+                if names.len() == 1 { "" } else { "s" },
+                names.join(" ")
+            );
+        }
+        for t in &c.irq_threads_pending {
+            let _ = writeln!(
+                o,
+                "CPU {}: IRQ {}'s handler thread {}({}) stays here with its IRQ until the IRQ's next interrupt moves both to {}",
+                c.cpu, t.irq, t.comm, t.tid, t.irq_affinity
+            );
+        }
+        for t in &c.irq_threads_left {
+            let _ = writeln!(
+                o,
+                "CPU {}: IRQ {}'s handler thread {}({}) may still run here though IRQ {} is on {} (pinned by hand): taskset -pc {} {}",
+                c.cpu,
+                t.irq,
+                t.comm,
+                t.tid,
+                t.irq,
+                t.irq_affinity,
+                t.irq_affinity,
+                t.tid
+            );
+        }
     }
     o
 }
@@ -166,6 +204,7 @@ pub fn render_report(report: &Report, verb: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::irq_threads::IrqThread;
     use crate::snapshot::Scope;
     use crate::status::{CpuStatus, IrqOnCpu, TaskOnCpu};
 
@@ -182,6 +221,9 @@ mod tests {
             tasks: Vec::new(),
             irqs_here: Vec::new(),
             irq_moves_pending: Vec::new(),
+            irq_threads_followed: Vec::new(),
+            irq_threads_left: Vec::new(),
+            irq_threads_pending: Vec::new(),
         }
     }
 
@@ -215,6 +257,19 @@ mod tests {
             name: "virtio3-tx".into(),
             affinity: CpuSet::from_cpus([0]),
         }];
+        let thread = |tid, comm: &str, irq, affinity: &[usize]| IrqThread {
+            tid,
+            comm: comm.into(),
+            irq,
+            affinity: CpuSet::from_cpus(affinity.iter().copied()),
+            irq_affinity: CpuSet::from_cpus([0]),
+        };
+        one.irq_threads_followed = vec![
+            thread(70, "irq/25-virtio1-i", 25, &[0]),
+            thread(71, "irq/26-virtio1-o", 26, &[0]),
+        ];
+        one.irq_threads_left = vec![thread(72, "irq/9-acpi", 9, &[0, 1])];
+        one.irq_threads_pending = vec![thread(73, "irq/1-i8042", 1, &[1])];
         let st = Status {
             procs: "1".into(),
             irqs: "1".into(),
@@ -236,6 +291,9 @@ mechanism: cgroup v1 cpuset; in force; scope Namespace
 CPU 1 may still run: ksoftirqd/1(20)* rt-app(4242)   (* = bound by the kernel)
 CPU 1 still takes IRQs: 24 virtio0-input
 CPU 1 move pending for IRQs 42 virtio3-tx: the kernel moves such an IRQ when it next fires, and that one interrupt still arrives on CPU 1: at most one more interrupt each, at a moment nobody controls (an IRQ that never fires stays so)
+CPU 1: 2 IRQ handler threads followed their IRQs off it: irq/25-virtio1-i irq/26-virtio1-o
+CPU 1: IRQ 1's handler thread irq/1-i8042(73) stays here with its IRQ until the IRQ's next interrupt moves both to 0
+CPU 1: IRQ 9's handler thread irq/9-acpi(72) may still run here though IRQ 9 is on 0 (pinned by hand): taskset -pc 0 72
 ";
         assert_eq!(render_status(&st), expected);
     }

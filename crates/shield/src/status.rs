@@ -1,5 +1,6 @@
 //! What `show` prints: the shields in force and what can still run on each CPU.
 
+use crate::irq_threads::{self, IrqThread};
 use crate::layout::{self, CgroupLayout};
 use crate::masks::ShieldMasks;
 use crate::orphan::{self, OrphanShield};
@@ -63,6 +64,15 @@ pub struct CpuStatus {
     /// pending: each still delivers its next interrupt here (`affinity` is
     /// the mask it moves to). Listed for shielded CPUs only.
     pub irq_moves_pending: Vec<IrqOnCpu>,
+    /// Threaded handlers of IRQs kept off this CPU that followed their IRQ
+    /// off it too (shielded CPUs only; PREEMPT_RT threads every device IRQ).
+    pub irq_threads_followed: Vec<IrqThread>,
+    /// Threaded handlers of IRQs kept off this CPU that may still run on it
+    /// (pinned by hand), shielded CPUs only.
+    pub irq_threads_left: Vec<IrqThread>,
+    /// Threaded handlers still here with their IRQ, whose move to its new
+    /// mask is pending until its next interrupt, shielded CPUs only.
+    pub irq_threads_pending: Vec<IrqThread>,
 }
 
 /// The whole picture.
@@ -125,7 +135,7 @@ pub fn status_in(kernel: &dyn Kernel, store: &dyn StateStore) -> std::io::Result
     let cpus = online
         .iter()
         .map(|cpu| {
-            let mut st = cpu_status(cpu, &masks, snap.as_ref(), &nohz, &nocbs, &isolated);
+            let mut st = cpu_status(kernel, cpu, &masks, snap.as_ref(), &nohz, &nocbs, &isolated);
             st.irq_moves_pending = moves_pending_on(cpu, &masks, &pending);
             st
         })
@@ -181,6 +191,7 @@ fn moves_pending_on(
 }
 
 fn cpu_status(
+    kernel: &dyn Kernel,
     cpu: usize,
     masks: &ShieldMasks,
     snap: Option<&Snapshot>,
@@ -192,6 +203,7 @@ fn cpu_status(
     let mut tasks = Vec::new();
     let mut task_count = 0;
     let mut irqs_here = Vec::new();
+    let mut irq_threads = irq_threads::OffCpu::default();
     if let Some(snap) = snap {
         for t in snap.tasks.iter().filter(|t| t.affinity.contains(cpu)) {
             task_count += 1;
@@ -216,6 +228,13 @@ fn cpu_status(
                     affinity: i.affinity.clone(),
                 })
                 .collect();
+            irq_threads = irq_threads::off_cpu(snap, cpu, |irq| {
+                read_cpu_list(
+                    kernel,
+                    Path::new(&format!("/proc/irq/{irq}/effective_affinity_list")),
+                )
+                .ok()
+            });
         }
     }
     CpuStatus {
@@ -230,6 +249,9 @@ fn cpu_status(
         tasks,
         irqs_here,
         irq_moves_pending: Vec::new(),
+        irq_threads_followed: irq_threads.followed,
+        irq_threads_left: irq_threads.left,
+        irq_threads_pending: irq_threads.pending,
     }
 }
 

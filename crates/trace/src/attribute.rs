@@ -10,7 +10,7 @@
 //! have fired, or a stretch with no event longer than the tick period allows
 //! (interrupts off, or the vCPU not running: steal time is the evidence).
 
-use super::event::{Event, EventKind, VECTORS};
+use super::event::{Event, EventKind, Noise, NoiseClass, VECTORS};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -252,6 +252,8 @@ enum Ctx {
     Softirq(String),
     /// A work item, with the kworker running it.
     Work(String, i32),
+    /// An interference an osnoise event reported.
+    Noise(Noise),
 }
 
 impl Ctx {
@@ -269,6 +271,7 @@ impl Ctx {
             Ctx::Hrtimer(f) => (CauseKind::Hrtimer, format!("hrtimer {f}")),
             Ctx::Softirq(s) => (CauseKind::Softirq, format!("softirq {s}")),
             Ctx::Work(f, _) => (CauseKind::Work, format!("workqueue {f}")),
+            Ctx::Noise(n) => noise_cause(n),
         }
     }
     fn matches_exit(&self, kind: &EventKind) -> bool {
@@ -278,6 +281,7 @@ impl Ctx {
             (Ctx::Hrtimer(_), EventKind::HrtimerExit) => true,
             (Ctx::Softirq(a), EventKind::SoftirqExit { name }) => a == name,
             (Ctx::Work(..), EventKind::WorkEnd) => true,
+            (Ctx::Noise(a), EventKind::NoiseEnd(b)) => a == b,
             _ => false,
         }
     }
@@ -290,8 +294,63 @@ fn exit_ctx(kind: &EventKind) -> Option<Ctx> {
         EventKind::HrtimerExit => Some(Ctx::Hrtimer("callback".into())),
         EventKind::SoftirqExit { name } => Some(Ctx::Softirq(name.clone())),
         EventKind::WorkEnd => Some(Ctx::Work("item".into(), 0)),
+        EventKind::NoiseEnd(n) => Some(Ctx::Noise(n.clone())),
         _ => None,
     }
+}
+
+/// The cause an osnoise interference names: a vector by its description, a
+/// device IRQ as `irq N name`, a softirq, an NMI; a thread is charged as a
+/// task (see [`State::charge`]), so it is only named here.
+fn noise_cause(n: &Noise) -> (CauseKind, String) {
+    match n.class {
+        NoiseClass::Irq => match VECTORS.iter().find(|(v, _)| *v == n.name) {
+            Some((_, description)) => (CauseKind::Vector, description.to_string()),
+            None => (CauseKind::Irq, format!("irq {} {}", n.number, n.name)),
+        },
+        NoiseClass::Softirq => (CauseKind::Softirq, format!("softirq {}", n.name)),
+        NoiseClass::Nmi => (CauseKind::Vector, "NMI".to_string()),
+        NoiseClass::Thread => (CauseKind::Task, format!("{} ({})", n.name, n.number)),
+    }
+}
+
+/// The events with each osnoise interference ([`EventKind::Noise`], recorded
+/// at its end) replaced by a start and an end: the start at the event's time
+/// minus its duration (its own start field is on another clock). The
+/// duration is net of what interrupted the interference, so a start can be
+/// placed a little late; the stretches between events are charged as usual,
+/// and an interference only refines which context held the CPU. Returns the
+/// events unchanged when there is none.
+fn with_noise_spans(events: &[Event]) -> std::borrow::Cow<'_, [Event]> {
+    if !events.iter().any(|e| matches!(e.kind, EventKind::Noise(_))) {
+        return std::borrow::Cow::Borrowed(events);
+    }
+    let mut out = Vec::with_capacity(events.len() + events.len() / 2);
+    for e in events {
+        match &e.kind {
+            EventKind::Noise(n) => {
+                out.push(Event {
+                    ts_ns: e.ts_ns.saturating_sub(n.duration_ns),
+                    kind: EventKind::NoiseStart(n.clone()),
+                    ..e.clone()
+                });
+                out.push(Event {
+                    kind: EventKind::NoiseEnd(n.clone()),
+                    ..e.clone()
+                });
+            }
+            _ => out.push(e.clone()),
+        }
+    }
+    // Stable: events of one time keep their order, a start goes before the end.
+    out.sort_by_key(|e| e.ts_ns);
+    std::borrow::Cow::Owned(out)
+}
+
+/// Whether an event was placed by [`with_noise_spans`] rather than recorded
+/// there: the task it names was current at the interference's end, not here.
+fn is_placed(kind: &EventKind) -> bool {
+    matches!(kind, EventKind::NoiseStart(_) | EventKind::NoiseEnd(_))
 }
 
 struct State<'a> {
@@ -363,6 +422,10 @@ impl State<'_> {
             .1
             .starts_with(cpushield_kernel::POLLER_THREAD_PREFIX);
         let (kind, name) = match exiting.as_ref().or(top) {
+            Some(Ctx::Noise(n)) if n.class == NoiseClass::Thread => (
+                self.task_kind(n.number as i32, &n.name),
+                format!("{} ({})", n.name, n.number),
+            ),
             Some(c) => c.cause(),
             // The idle poller gives way to any task at once, and nothing it
             // does delays an interrupt: a timer that fires late while it
@@ -393,27 +456,10 @@ impl State<'_> {
                     self.task.1, self.task.0
                 ),
             ),
-            None => {
-                let k = if (self.ctx.is_kthread)(self.task.0) {
-                    // An unbound kernel thread (kdamond.0, kswapd0) belongs to
-                    // the machine: a namespace-scoped shield leaves it in place,
-                    // as it leaves other namespaces' tasks. A per-CPU one
-                    // (ksoftirqd/1) no shield can move.
-                    if !is_per_cpu_kthread(&self.task.1) && (self.ctx.in_other_namespace)(self.task.0)
-                    {
-                        CauseKind::OtherNamespace
-                    } else {
-                        CauseKind::KernelThread
-                    }
-                } else if (self.ctx.in_kubepods)(self.task.0) {
-                    CauseKind::PodTask
-                } else if (self.ctx.in_other_namespace)(self.task.0) {
-                    CauseKind::OtherNamespace
-                } else {
-                    CauseKind::Task
-                };
-                (k, format!("{} ({})", self.task.1, self.task.0))
-            }
+            None => (
+                self.task_kind(self.task.0, &self.task.1),
+                format!("{} ({})", self.task.1, self.task.0),
+            ),
         };
         // A hard-interrupt handler (device IRQ, vector, hrtimer callback)
         // runs for microseconds; one that shows no event for longer was not
@@ -470,9 +516,33 @@ impl State<'_> {
         self.add(kind, name, phase, ns);
     }
 
+    /// What kind of task `pid` (named `comm`) is, for a cause.
+    fn task_kind(&self, pid: i32, comm: &str) -> CauseKind {
+        if (self.ctx.is_kthread)(pid) {
+            // An unbound kernel thread (kdamond.0, kswapd0) belongs to the
+            // machine: a namespace-scoped shield leaves it in place, as it
+            // leaves other namespaces' tasks. A per-CPU one (ksoftirqd/1) no
+            // shield can move.
+            if !is_per_cpu_kthread(comm) && (self.ctx.in_other_namespace)(pid) {
+                CauseKind::OtherNamespace
+            } else {
+                CauseKind::KernelThread
+            }
+        } else if (self.ctx.in_kubepods)(pid) {
+            CauseKind::PodTask
+        } else if (self.ctx.in_other_namespace)(pid) {
+            CauseKind::OtherNamespace
+        } else {
+            CauseKind::Task
+        }
+    }
+
     fn apply(&mut self, e: &Event) {
-        self.task = (e.pid, e.comm.clone());
+        if !is_placed(&e.kind) {
+            self.task = (e.pid, e.comm.clone());
+        }
         match &e.kind {
+            EventKind::NoiseStart(n) => self.stack.push(Ctx::Noise(n.clone())),
             EventKind::IrqEntry { irq, name } => self.stack.push(Ctx::Irq(*irq, name.clone())),
             EventKind::VectorEntry { vector } => self.stack.push(Ctx::Vector(vector.clone())),
             EventKind::HrtimerEntry { function, .. } => {
@@ -486,7 +556,8 @@ impl State<'_> {
             | EventKind::VectorExit { .. }
             | EventKind::HrtimerExit
             | EventKind::SoftirqExit { .. }
-            | EventKind::WorkEnd) => {
+            | EventKind::WorkEnd
+            | EventKind::NoiseEnd(_)) => {
                 if let Some(pos) = self.stack.iter().rposition(|c| c.matches_exit(k)) {
                     self.stack.truncate(pos);
                 }
@@ -562,7 +633,13 @@ fn waking_interrupt(events: &[Event], spike: &Spike, from: u64, end: u64) -> Opt
 /// Explains a spike from the events of its CPU. `events` must be that CPU's
 /// events in time order, reaching back before the intended time when possible
 /// (the context in force at the start is taken from the events before it).
+///
+/// Where the trace holds osnoise events (the timerlat or osnoise tracer ran),
+/// each interference they report marks the context from its start to its end
+/// as well.
 pub fn attribute(events: &[Event], spike: &Spike, ctx: &AttributionContext<'_>) -> Attribution {
+    let events = with_noise_spans(events);
+    let events: &[Event] = &events;
     let start = spike.intended_ns;
     let end = spike.actual_ns.max(start);
     // Text timestamps are whole microseconds: allow 2 us of rounding.
@@ -649,13 +726,15 @@ pub fn attribute(events: &[Event], spike: &Spike, ctx: &AttributionContext<'_>) 
         if e.ts_ns > end {
             break;
         }
-        if e.ts_ns >= start {
+        // A noise's placed start is the same recorded event as its end.
+        if e.ts_ns >= start && !matches!(e.kind, EventKind::NoiseStart(_)) {
             in_window += 1;
         }
         if let Some(p) = prev {
             let on_stack = st.stack.iter().any(|c| c.matches_exit(&e.kind));
             let exiting = if on_stack { None } else { exit_ctx(&e.kind) };
-            st.charge(p, e.ts_ns, exiting, Some((e.pid, &e.comm)));
+            let end_task = (!is_placed(&e.kind)).then_some((e.pid, e.comm.as_str()));
+            st.charge(p, e.ts_ns, exiting, end_task);
         }
         st.apply(e);
         prev = Some(e.ts_ns);

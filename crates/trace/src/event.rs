@@ -98,6 +98,26 @@ pub enum EventKind {
     },
     /// A workqueue item ended.
     WorkEnd,
+    /// One of the timerlat tracer's records: how late its timer was seen in
+    /// one context of activation `seq` on this CPU (`#1234 context irq
+    /// timer_latency 1580 ns`).
+    TimerlatSample {
+        /// The activation's number, counting up per CPU.
+        seq: u64,
+        /// Where the latency was taken.
+        context: TimerlatContext,
+        /// Time from the timer's expiry to this context, ns.
+        latency_ns: u64,
+    },
+    /// An osnoise tracepoint (`osnoise:irq_noise`, `softirq_noise`,
+    /// `thread_noise`, `nmi_noise`): something that took the CPU from the
+    /// osnoise or timerlat workload, recorded when it ended.
+    Noise(Noise),
+    /// The start of a [`Noise`], placed at its start by the attribution (the
+    /// trace records only its end).
+    NoiseStart(Noise),
+    /// The end of a [`Noise`], as placed by the attribution.
+    NoiseEnd(Noise),
     /// A trace_marker line.
     Marker {
         /// The text written.
@@ -108,6 +128,46 @@ pub enum EventKind {
         /// Event name.
         name: String,
     },
+}
+
+/// Where the timerlat tracer took a latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TimerlatContext {
+    /// In the timer's interrupt handler.
+    Irq,
+    /// When its thread (kernel `timerlat/N`, or a user thread reading
+    /// `timerlat_fd`) ran.
+    Thread,
+    /// When a user-space thread came back to the kernel (`user-ret`, 6.6+).
+    User,
+}
+
+/// What kind of thing an osnoise event says took the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NoiseClass {
+    /// A hard interrupt: a device IRQ or an interrupt vector.
+    Irq,
+    /// A softirq.
+    Softirq,
+    /// A thread.
+    Thread,
+    /// A non-maskable interrupt.
+    Nmi,
+}
+
+/// One osnoise interference: its class, its name and number as the event
+/// prints them (IRQ name and IRQ or vector number, softirq name and vector,
+/// thread name and ID), and how long it ran, net of what interrupted it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Noise {
+    /// What kind.
+    pub class: NoiseClass,
+    /// `local_timer`, `virtio0-input.0`, `TIMER`, `kworker/3:1`; empty for an NMI.
+    pub name: String,
+    /// The vector or IRQ number, the softirq number, or the thread ID.
+    pub number: i64,
+    /// How long it ran, ns.
+    pub duration_ns: u64,
 }
 
 /// One trace line.
@@ -259,11 +319,66 @@ fn num<T: std::str::FromStr>(args: &str, key: &str) -> Option<T> {
     field(args, key)?.parse().ok()
 }
 
+/// `#1234 context    irq timer_latency      1580 ns`: a timerlat record.
+fn parse_timerlat(text: &str) -> Option<EventKind> {
+    let mut words = text.split_whitespace();
+    let seq = words.next()?.strip_prefix('#')?.parse().ok()?;
+    (words.next()? == "context").then_some(())?;
+    let context = match words.next()? {
+        "irq" => TimerlatContext::Irq,
+        "thread" => TimerlatContext::Thread,
+        "user-ret" => TimerlatContext::User,
+        _ => return None,
+    };
+    (words.next()? == "timer_latency").then_some(())?;
+    let latency_ns = words.next()?.parse().ok()?;
+    (words.next()? == "ns").then_some(EventKind::TimerlatSample {
+        seq,
+        context,
+        latency_ns,
+    })
+}
+
+/// The arguments of an osnoise event: `NAME:NUMBER start S.NNNNNNNNN duration
+/// D ns` (`start S duration D ns` for an NMI). A thread's name may hold a
+/// colon (`kworker/3:1:123`): the number is after the last one. The start
+/// is left out: it is read on the tracer's own clock (`trace_clock_local`),
+/// not the trace's, so the attribution places the start at the event's time
+/// minus the duration instead.
+fn parse_noise(class: NoiseClass, args: &str) -> Option<Noise> {
+    let (who, rest) = match args.split_once(" start ") {
+        Some((who, rest)) => (who.trim(), rest),
+        None => ("", args.trim().strip_prefix("start ")?),
+    };
+    let (name, number) = if who.is_empty() {
+        (String::new(), 0)
+    } else {
+        let (name, number) = who.rsplit_once(':')?;
+        (name.trim().to_string(), number.parse().ok()?)
+    };
+    let (_, duration) = rest.split_once("duration ")?;
+    let duration_ns = duration.trim().strip_suffix("ns")?.trim().parse().ok()?;
+    Some(Noise {
+        class,
+        name,
+        number,
+        duration_ns,
+    })
+}
+
 fn parse_kind(name: &str, args: &str) -> EventKind {
     let other = || EventKind::Other {
         name: name.to_string(),
     };
+    if name.starts_with('#') {
+        return parse_timerlat(name).unwrap_or_else(other);
+    }
+    let noise = |class| parse_noise(class, args).map_or_else(other, EventKind::Noise);
     match name {
+        "irq_noise" => noise(NoiseClass::Irq),
+        "softirq_noise" => noise(NoiseClass::Softirq),
+        "thread_noise" => noise(NoiseClass::Thread),
+        "nmi_noise" => noise(NoiseClass::Nmi),
         "irq_handler_entry" => match num(args, "irq") {
             Some(irq) => EventKind::IrqEntry {
                 irq,
@@ -457,6 +572,77 @@ mod tests {
         )
         .unwrap();
         assert_eq!((e.cpu, e.pid, e.comm.as_str()), (0, 99, "a [7] b [12]"));
+    }
+
+    #[test]
+    fn timerlat_records_parse_with_their_context_and_latency() {
+        let irq = parse_line("          <idle>-0       [003] d.h2.   426.271226: #58634 context    irq timer_latency      1580 ns").unwrap();
+        assert_eq!((irq.cpu, irq.ts_ns), (3, 426_271_226_000));
+        assert_eq!(
+            irq.kind,
+            EventKind::TimerlatSample {
+                seq: 58634,
+                context: TimerlatContext::Irq,
+                latency_ns: 1580
+            }
+        );
+        let thread = parse_line("     timerlat/3-791     [003] .....   426.271247: #58634 context thread timer_latency     10823 ns").unwrap();
+        assert_eq!((thread.pid, thread.comm.as_str()), (791, "timerlat/3"));
+        assert_eq!(
+            thread.kind,
+            EventKind::TimerlatSample {
+                seq: 58634,
+                context: TimerlatContext::Thread,
+                latency_ns: 10823
+            }
+        );
+        let user = parse_line(
+            "  rtla-900 [001] ..... 5.000001: #7 context user-ret timer_latency 30000 ns",
+        )
+        .unwrap();
+        assert!(matches!(
+            user.kind,
+            EventKind::TimerlatSample {
+                context: TimerlatContext::User,
+                ..
+            }
+        ));
+        // A record cut short is not taken for a sample.
+        let cut = parse_line("  x-1 [001] ..... 5.000001: #7 context irq timer_latency").unwrap();
+        assert!(matches!(cut.kind, EventKind::Other { .. }));
+    }
+
+    #[test]
+    fn osnoise_events_parse_name_number_and_duration() {
+        let kinds: Vec<EventKind> = [
+            "              sh-109404 [006] dNLh313   426.271258: irq_noise: local_timer:236 start 426.271245463 duration 12553 ns",
+            "          <idle>-0     [001] d.h..   10.000100: irq_noise: virtio0-input.0:25 start 10.000090000 duration 3000 ns",
+            "          <idle>-0     [001] ..s..   10.000200: softirq_noise:    TIMER:1 start 10.000150000 duration 40000 ns",
+            "     timerlat/1-700    [001] d....   10.000300: thread_noise: kworker/1:2:88 start 10.000200000 duration 90000 ns",
+            "          <idle>-0     [001] d.Z..   10.000400: nmi_noise: start 10.000390000 duration 800 ns",
+        ]
+        .iter()
+        .map(|l| parse_line(l).unwrap().kind)
+        .collect();
+        let noise = |class, name: &str, number, duration_ns| {
+            EventKind::Noise(Noise {
+                class,
+                name: name.into(),
+                number,
+                duration_ns,
+            })
+        };
+        assert_eq!(kinds[0], noise(NoiseClass::Irq, "local_timer", 236, 12553));
+        assert_eq!(
+            kinds[1],
+            noise(NoiseClass::Irq, "virtio0-input.0", 25, 3000)
+        );
+        assert_eq!(kinds[2], noise(NoiseClass::Softirq, "TIMER", 1, 40000));
+        assert_eq!(
+            kinds[3],
+            noise(NoiseClass::Thread, "kworker/1:2", 88, 90000)
+        );
+        assert_eq!(kinds[4], noise(NoiseClass::Nmi, "", 0, 800));
     }
 
     #[test]

@@ -39,9 +39,11 @@ mod reader;
 pub mod settings;
 mod signal;
 pub mod summary;
+pub mod timerlat;
 
 pub use attribute::{Attribution, Cause, CauseKind, Phase, Spike};
 pub use summary::{render_attribution, render_summary, TraceSummary};
+pub use timerlat::{TimerlatFeed, TimerlatRecord};
 
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Kernel;
@@ -145,6 +147,13 @@ pub struct TraceOptions {
     pub namespace_scope: bool,
     /// What the attribution needs to know of the kernel (see [`KernelContext`]).
     pub kernel: KernelContext,
+    /// Run the kernel's timerlat tracer in the session's instance with this
+    /// timer period, microseconds (None: no tracer, only events). Its records
+    /// come out of [`TraceSession::timerlat_feed`].
+    pub timerlat_period_us: Option<u32>,
+    /// Enable [`EVENTS`] and the osnoise events for attribution; off, the
+    /// session records only what its tracer does.
+    pub attribution_events: bool,
 }
 
 /// The kernel facts that explain a spike beyond the trace itself. The
@@ -191,6 +200,8 @@ impl Default for TraceOptions {
             proc_root: PathBuf::from("/proc"),
             namespace_scope: false,
             kernel: KernelContext::default(),
+            timerlat_period_us: None,
+            attribution_events: true,
         }
     }
 }
@@ -425,6 +436,9 @@ impl TraceSession {
                     summary.trace_dir = Some(d.display().to_string());
                 }
                 let shared = Arc::new(Shared::new(opts.queue));
+                shared
+                    .collect_timerlat
+                    .store(opts.timerlat_period_us.is_some(), Ordering::SeqCst);
                 let cleanup = Arc::new(Mutex::new(cleanup));
                 let reader = Reader {
                     pipes,
@@ -607,7 +621,8 @@ impl TraceSession {
             g.set(&f, &opts.buffer_kb.to_string())
                 .map_err(|e| e.to_string())?;
         }
-        for (ev, filter) in EVENTS {
+        let wanted: &[(&str, Option<&str>)] = if opts.attribution_events { EVENTS } else { &[] };
+        for (ev, filter) in wanted {
             let base = dir.join("events").join(ev);
             let f = base.join("enable");
             if k.exists(&f) {
@@ -622,10 +637,25 @@ impl TraceSession {
                 });
             }
         }
-        if !summary
-            .events_enabled
-            .iter()
-            .any(|e| e.starts_with("sched/sched_switch"))
+        if opts.attribution_events {
+            for ev in timerlat::OSNOISE_EVENTS {
+                let f = dir.join("events").join(ev).join("enable");
+                if k.exists(&f) {
+                    g.set(&f, "1").map_err(|e| e.to_string())?;
+                    summary.events_enabled.push(ev.to_string());
+                    summary.osnoise_events = true;
+                }
+            }
+        }
+        if let Some(period_us) = opts.timerlat_period_us {
+            timerlat::configure(g, k, root, &dir, cpus, period_us)?;
+            summary.tracer = Some("timerlat".into());
+        }
+        if opts.attribution_events
+            && !summary
+                .events_enabled
+                .iter()
+                .any(|e| e.starts_with("sched/sched_switch"))
         {
             return Err(format!(
                 "{}: no sched_switch event: this kernel's tracefs lacks the scheduler events",
@@ -648,6 +678,14 @@ impl TraceSession {
         }
         g.set(&p("tracing_on"), "1").map_err(|e| e.to_string())?;
         Ok((dir, pipes, writer, summary))
+    }
+
+    /// The records of the timerlat tracer the session runs
+    /// ([`TraceOptions::timerlat_period_us`]; empty without it).
+    pub fn timerlat_feed(&self) -> TimerlatFeed {
+        TimerlatFeed {
+            shared: self.shared.clone(),
+        }
     }
 
     /// A handle for marking spikes (Clone + Send + Sync; give it to the

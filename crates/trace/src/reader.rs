@@ -5,8 +5,9 @@
 use super::attribute::{
     attribute, fmt_ns, phase_word, Attribution, AttributionContext, Spike, StealEvidence,
 };
-use super::event::{parse_line, Event};
+use super::event::{parse_line, Event, EventKind};
 use super::io::PipeReader;
+use super::timerlat::TimerlatRecord;
 use cpushield_parse::pid_cgroup::in_kubepods;
 use cpushield_parse::pid_stat::parse_thread_stat;
 use cpushield_parse::pid_status::parse_nspid;
@@ -51,6 +52,10 @@ pub struct Shared {
     pub results: Mutex<Results>,
     /// Set when the reader has returned and closed the pipes.
     pub done: (Mutex<bool>, Condvar),
+    /// Keep the timerlat records read (the session runs the tracer).
+    pub collect_timerlat: AtomicBool,
+    /// The timerlat records read and not yet taken (see `TimerlatFeed`).
+    pub timerlat: Mutex<Vec<TimerlatRecord>>,
 }
 
 impl Shared {
@@ -64,6 +69,8 @@ impl Shared {
             finishing: AtomicBool::new(false),
             results: Mutex::new(Results::default()),
             done: (Mutex::new(false), Condvar::new()),
+            collect_timerlat: AtomicBool::new(false),
+            timerlat: Mutex::new(Vec::new()),
         }
     }
 
@@ -214,6 +221,8 @@ impl Reader {
                 let text = String::from_utf8_lossy(&complete);
                 let w = windows.entry(*cpu).or_default();
                 let (mut ok, mut bad, mut lost) = (0u64, 0u64, 0u64);
+                let collect = self.shared.collect_timerlat.load(Ordering::Relaxed);
+                let mut records = Vec::new();
                 for line in text.lines() {
                     if let Some(n) = lost_count(line) {
                         lost += n;
@@ -237,6 +246,24 @@ impl Reader {
                                     tasks.other_namespace.insert(e.pid, other);
                                 }
                             }
+                            if let (
+                                true,
+                                EventKind::TimerlatSample {
+                                    seq,
+                                    context,
+                                    latency_ns,
+                                },
+                            ) = (collect, &e.kind)
+                            {
+                                records.push(TimerlatRecord {
+                                    cpu: e.cpu,
+                                    seq: *seq,
+                                    context: *context,
+                                    latency_ns: *latency_ns,
+                                    ts_ns: e.ts_ns,
+                                    pid: e.pid,
+                                });
+                            }
                             let p = read_pos.entry(*cpu).or_insert(0);
                             *p = (*p).max(e.ts_ns);
                             w.push_back(e);
@@ -244,6 +271,13 @@ impl Reader {
                         None if line.trim().is_empty() => {}
                         None => bad += 1,
                     }
+                }
+                if !records.is_empty() {
+                    self.shared
+                        .timerlat
+                        .lock()
+                        .expect("timerlat records")
+                        .append(&mut records);
                 }
                 let mut r = self.shared.results.lock().expect("results");
                 r.events += ok;

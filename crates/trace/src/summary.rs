@@ -47,9 +47,17 @@ pub struct TraceSummary {
     pub mounted_tracefs: bool,
     /// Where the raw trace windows were saved.
     pub trace_dir: Option<String>,
+    /// The tracer run in the instance (`timerlat`), if any.
+    pub tracer: Option<String>,
+    /// Whether the osnoise events were enabled (the kernel has them; they
+    /// fire only while the timerlat or osnoise tracer runs).
+    pub osnoise_events: bool,
     /// Problems met while tracing or restoring (empty when all went well).
     pub errors: Vec<String>,
 }
+
+/// The one line a summary carries when the kernel has no osnoise events.
+pub const OSNOISE_ABSENT: &str = "osnoise events: none in this kernel (built without CONFIG_OSNOISE_TRACER and CONFIG_TIMERLAT_TRACER): spikes are attributed from the irq, softirq and sched events alone";
 
 /// Sums causes over attributions.
 pub fn top_causes(attrs: &[Attribution]) -> Vec<CauseTotal> {
@@ -93,6 +101,9 @@ pub fn render_summary(s: &TraceSummary, top: usize, largest: usize) -> String {
             .map(|o| format!(", trace clock - CLOCK_MONOTONIC = {:.1} us", o as f64 / 1e3))
             .unwrap_or_default()
     );
+    if !s.osnoise_events && !s.events_enabled.is_empty() {
+        let _ = writeln!(o, "{OSNOISE_ABSENT}");
+    }
     if !s.top_causes.is_empty() {
         let _ = writeln!(o, "Top causes (time summed over spikes):");
         for c in s.top_causes.iter().take(top) {

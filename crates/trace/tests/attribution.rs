@@ -604,3 +604,38 @@ fn without_wakeup_and_hrtimer_events_the_wakeup_is_the_end_of_its_interrupt_and_
         assert_eq!(keep(&full), keep(&lean), "{seq}");
     }
 }
+
+#[test]
+fn osnoise_events_mark_the_interrupt_and_thread_that_delayed_a_timerlat_thread() {
+    // What the timerlat tracer records with only sched_switch and the osnoise
+    // events on: no irq or vector entry/exit. The local timer's 10 us are
+    // known only from irq_noise, the kworker's stretch from thread_noise.
+    let ev = events(
+        "  kworker/1:2-88 [001] d.... 9.999000: sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=kworker/1:2 next_pid=88 next_prio=120
+  kworker/1:2-88 [001] d.h.. 10.000004: #5 context    irq timer_latency      2000 ns
+  kworker/1:2-88 [001] d.h.. 10.000012: irq_noise: local_timer:236 start 10.000002000 duration 10000 ns
+  kworker/1:2-88 [001] d.... 10.000090: thread_noise: kworker/1:2:88 start 9.999000000 duration 1080000 ns
+  kworker/1:2-88 [001] d.... 10.000090: sched_switch: prev_comm=kworker/1:2 prev_pid=88 prev_prio=120 prev_state=R+ ==> next_comm=timerlat/1 next_pid=700 next_prio=4
+  timerlat/1-700 [001] ..... 10.000095: #5 context thread timer_latency     95000 ns
+",
+    );
+    let spike = Spike {
+        seq: 5,
+        cpu: 1,
+        tid: 700,
+        intended_ns: 10_000_000_000,
+        actual_ns: 10_000_095_000,
+    };
+    let kthread = |pid: i32| pid == 88 || pid == 700;
+    let a = attribute(&ev, &spike, &ctx(&kthread, None));
+    let cause = |kind| a.causes.iter().find(|c| c.kind == kind);
+    let timer = cause(CauseKind::Vector).expect("the local timer from irq_noise");
+    assert_eq!(timer.name, "local timer interrupt");
+    assert!((9_000..=11_000).contains(&timer.ns), "{:?}", a.causes);
+    let kworker = cause(CauseKind::KernelThread).expect("the kworker from thread_noise");
+    assert_eq!(kworker.name, "kworker/1:2 (88)");
+    assert!((75_000..=82_000).contains(&kworker.ns), "{:?}", a.causes);
+    // The five lines from the intended time on; each osnoise event counts
+    // once, though its start is placed as well.
+    assert_eq!(a.events, 5, "{:?}", a.causes);
+}

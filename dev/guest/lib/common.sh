@@ -76,6 +76,25 @@ mount_cgroups() {
     esac
 }
 
+# v1_cpuset_available: whether this kernel mounts a cgroup v1 cpuset hierarchy
+# (CONFIG_CPUSETS_V1; Debian's 6.12 has none). Tries it on a scratch directory, before
+# the scenario's hierarchy is mounted.
+v1_cpuset_available() {
+    mkdir -p /tmp/v1-probe
+    mount -t cgroup -o cpuset cgroup /tmp/v1-probe 2>/dev/null || { rmdir /tmp/v1-probe; return 1; }
+    umount /tmp/v1-probe
+    rmdir /tmp/v1-probe
+}
+
+# in_root_cpuset PID: whether the task is in the root of the cpuset hierarchy mounted
+# (v1 cpuset or v2).
+in_root_cpuset() {
+    case "$GUEST_CGROUP" in
+        v1) grep -q ':cpuset:/$' "/proc/$1/cgroup" ;;
+        *) grep -q '^0::/$' "/proc/$1/cgroup" ;;
+    esac
+}
+
 # --- processes ------------------------------------------------------------------------
 
 # spawn NAME CPUS [CGROUP_DIR]: start `sleep 1000` with affinity CPUS ("all" = inherited),
@@ -307,17 +326,38 @@ same_snapshot() {
 # every IRQ (and default_smp_affinity) against the IRQ shield. Not checked: tasks flagged
 # PF_NO_SETAFFINITY (per-CPU kernel threads, listed as unmovable), tasks not in both,
 # pids in EXCLUDED_PIDS_FILE. IRQs whose affinity cannot be written (see probe_irqs) must
-# be unchanged instead.
+# be unchanged instead. A threaded IRQ handler (`irq/N-name`, every device IRQ on
+# PREEMPT_RT) follows its IRQ, not the rule: the kernel sets its affinity to the IRQ's
+# effective one when the IRQ's mask is written, so it must lie within IRQ N's mask in AFTER.
+# An IRQ left on shielded CPUs only (it asked for nothing else) keeps its thread in the
+# root cpuset, which a v2 partition clamps to the other CPUs: outside the shield is right too.
 expect_rule() {
     _n=$1; _a=$2; _b=$3; _s=$4; _si=$5; _x=${6:-/dev/null}
     awk -v S="$_s" -v PF="$PF_NO_SETAFFINITY" "$AWK_CPUS"'
+        function within(inner, outer,    i, o, c) {
+            cpus_parse(inner, i); cpus_parse(outer, o)
+            for (c in i) if (!(c in o)) return 0
+            return 1
+        }
+        function disjoint(a, b,    p, q, c) {
+            cpus_parse(a, p); cpus_parse(b, q)
+            for (c in p) if (c in q) return 0
+            return 1
+        }
         FILENAME == ARGV[1] { x[$1] = 1; next }
         FILENAME == ARGV[2] { f[$1] = $2; next }
-        FILENAME == ARGV[3] { n[$1] = $2; r[$1] = $3; next }
+        FILENAME == ARGV[3] { irq[$1] = $2; next }
+        FILENAME == ARGV[4] { n[$1] = $2; r[$1] = $3; next }
         ($1 in r) && n[$1] == $2 && !($1 in x) && int(f[$1] / PF) % 2 == 0 {
+            if (match($2, /^irq\/[0-9]+-/)) {
+                i = substr($2, 5, RLENGTH - 5)
+                if ((i in irq) && !within($3, irq[i]) && !(within(irq[i], S) && disjoint($3, S)))
+                    print "pid " $1 " (" $2 ") expected within IRQ " i "\047s " irq[i] " got " $3
+                next
+            }
             want = cpus_rule(r[$1], S)
             if ($3 != want) print "pid " $1 " (" $2 ") requested " r[$1] " expected " want " got " $3
-        }' "$_x" "$_a/flags" "$_a/procs" "$_b/procs" >/tmp/rule.out
+        }' "$_x" "$_a/flags" "$_b/irqs" "$_a/procs" "$_b/procs" >/tmp/rule.out
     report_diff "$_n/task-affinities" "rule violations" /tmp/rule.out
     awk -v S="$_si" "$AWK_CPUS"'
         FILENAME == ARGV[1] { fixed[$1] = 1; next }
@@ -421,6 +461,37 @@ expect_show() {
     _got="$_got irqs=$(json_top irqs </tmp/cs.out || echo '<missing>')"
     _got="$_got ltmr=$(json_top ltmr </tmp/cs.out || echo '<missing>')"
     check_eq "$1" "procs=$2 irqs=$3 ltmr=$4" "$_got" "show --json"
+}
+
+# expect_finding NAME FILE TEXT: `check --json` output FILE has a finding whose title
+# starts with TEXT (a grep pattern).
+expect_finding() {
+    if grep -q "\"title\": \"$3" "$2"; then
+        pass "$1"
+    else
+        fail "$1" "no finding '$3' in: $(grep '"title"' "$2" | head -n 12 | sed 's/^ *"title": //' | tr '\n' ' ')"
+    fi
+}
+
+# expect_no_finding NAME FILE TEXT: no finding whose title starts with TEXT.
+expect_no_finding() {
+    if grep -q "\"title\": \"$3" "$2"; then
+        fail "$1" "$(grep "\"title\": \"$3" "$2" | head -n 3 | tr '\n' ' ')"
+    else
+        pass "$1"
+    fi
+}
+
+# findings_of SEVERITY FILE: the titles of `check --json`'s findings of SEVERITY, | apart.
+findings_of() {
+    grep -A 4 "\"severity\": \"$1\"" "$2" | grep -o '"title": "[^"]*' | sed 's/"title": "//' | tr '\n' '|'
+}
+
+# busy_on CPU: a busy loop pinned to CPU in the background (one task running there);
+# its PID in BUSY_PID.
+busy_on() {
+    taskset -c "$1" sh -c 'while :; do :; done' &
+    BUSY_PID=$!
 }
 
 # expect_refused NAME BEFORE ARGS...: cpushield ARGS exits 1 with exactly one line on

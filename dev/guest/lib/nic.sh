@@ -5,9 +5,10 @@
 # nic_up NAME: load the NIC's modules and configure eth0 (10.0.2.15 on QEMU's user
 # network); PASS NAME/driver, or FAIL and return 1.
 nic_up() {
+    _mods=/lib/modules/$(uname -r)
     for _pass in 1 2 3; do
-        for _m in $(cat /lib/modules/order 2>/dev/null); do
-            grep -q "^$_m " /proc/modules || insmod "/lib/modules/$_m.ko" 2>/dev/null
+        for _m in $(cat "$_mods/order" 2>/dev/null); do
+            grep -q "^$_m " /proc/modules || insmod "$_mods/$_m.ko" 2>/dev/null
         done
     done
     if ! grep -q '^virtio_net ' /proc/modules; then

@@ -1,8 +1,13 @@
 # Scenario boot-params-applied: booted with the fragment `cpushield boot-params --all 3`
 # printed (see dev/guest/run-boot-params.sh). The kernel must report nohz_full and
-# isolcpus on CPU 3 and IRQs kept off it, and a runtime shield must then be complete
-# (ltmr shielded, show reporting nohz_full and rcu_nocbs on CPU 3, check clean: exit 0).
-# guest-timeout: 200
+# isolcpus on CPU 3 and IRQs kept off it; `check --cpus 3`, with one task busy on CPU 3,
+# must find every parameter in effect (isolcpus' domain and managed_irq parts,
+# nohz_full, rcu_nocbs, irqaffinity) and the tick stopped, and exit 0. Then the papers'
+# configuration in full: a whole-system shield from the initial namespace on top, and
+# `check --cpus 3` (and `check` taking its CPUs from the shield) finds nothing that
+# breaks the shield, and show has nohz_full, rcu_nocbs and isolated on CPU 3 alone;
+# reset is exact.
+# guest-timeout: 300
 GUEST_CGROUP=v2
 
 scenario_main() {
@@ -12,8 +17,25 @@ scenario_main() {
     check_eq applied/irq-default 0-2 "$(mask_to_list "$(cat /proc/irq/default_smp_affinity)")" "default_smp_affinity"
     probe_irqs
     snapshot /tmp/before
+
+    # The closed loop: every parameter of the line, checked where the kernel shows it.
+    busy_on 3
+    cs check --cpus 3 --interval 3s --json
+    cp /tmp/cs.out /tmp/check-boot.json
+    check_eq applied/check-exit 0 "$CS_RC" "check exit status (verdict: $(grep '"verdict"' /tmp/check-boot.json))"
+    for p in "isolcpus=managed_irq,domain,3 (its domain part)" "isolcpus=managed_irq,domain,3 (its managed_irq part)" \
+        nohz_full=3 rcu_nocbs=3 irqaffinity=0-2; do
+        expect_finding "applied/in-effect/${p%% *}${p#*(its }" /tmp/check-boot.json "boot parameter $p in effect"
+    done
+    expect_finding applied/tick-stopped /tmp/check-boot.json "the tick stopped on nohz_full CPU 3"
+    info "tick: $(grep -A 6 '"title": "the tick' /tmp/check-boot.json | grep evidence | head -n 1)"
+    kill "$BUSY_PID"
+    wait "$BUSY_PID" 2>/dev/null
+
+    # The papers' configuration complete: the boot line and a whole-system shield.
     cs_ok applied/shield shield --all 3
     expect_show applied/show 3 3 3
+    info "partition: $(cat /sys/fs/cgroup/cpushield-shield/cpuset.cpus.partition); its cpus $(cat /sys/fs/cgroup/cpushield-shield/cpuset.cpus) effective $(cat /sys/fs/cgroup/cpushield-shield/cpuset.cpus.effective) exclusive $(cat /sys/fs/cgroup/cpushield-shield/cpuset.cpus.exclusive 2>/dev/null); root effective $(cat /sys/fs/cgroup/cpuset.cpus.effective) isolated $(cat /sys/fs/cgroup/cpuset.cpus.isolated 2>/dev/null)"
     info "show --json: $(head -c 1500 /tmp/cs.out | tr '\n' ' ')"
     # show's table: nohz_full, rcu_nocbs and isolated are "yes" on CPU 3 alone.
     cs_ok applied/show-text show
@@ -23,6 +45,11 @@ scenario_main() {
     # With the boot parameters and the runtime shield, nothing breaks the shield of CPU 3.
     cs check --interval 2s --json
     check_eq applied/check-clean-exit-0 0 "$CS_RC" "check's exit status (findings that break the shield: $(grep -B 1 '"severity": "breaks-shield"' /tmp/cs.out | grep -o '"title": "[^"]*"' | tr '\n' ' '))"
+    cs check --cpus 3 --interval 3s --json
+    cp /tmp/cs.out /tmp/check-full.json
+    check_eq applied/full/nothing-breaks 0 "$CS_RC" "check exit status with the boot line and the shield ($(findings_of breaks-shield /tmp/check-full.json))"
+    info "remaining with the boot line and the shield, warnings: $(findings_of warn /tmp/check-full.json)"
+    info "and notes: $(findings_of info /tmp/check-full.json)"
     cs_ok applied/boot-params boot-params --all 3
     info "boot-params with the parameters in place: $(tr '\n' '|' </tmp/cs.out)"
     cs_ok applied/reset reset

@@ -3,6 +3,8 @@
 # later shield applies the rule to it and reset gives it back; the rest resets exactly.
 # Cgroup v1 (the cpuset clamps a widening taskset to the housekeeping CPUs).
 # guest-timeout: 300
+# guest-kernels: 6.1
+# (cgroup v1 cpuset: Debian's 6.12-rt is built without CONFIG_CPUSETS_V1)
 GUEST_CGROUP=v1
 
 scenario_main() {

@@ -2,4 +2,6 @@
 # host: cgroup v1 cpuset (exclusive cpuset shield), cgroup2 without controllers.
 # guest-timeout: 300
 . /guest/scenarios/run.sh
+# guest-kernels: 6.1
+# (cgroup v1 cpuset: Debian's 6.12-rt is built without CONFIG_CPUSETS_V1)
 GUEST_CGROUP=v1

@@ -2,6 +2,8 @@
 # (with a foreign cpuset "existing" on CPUs 0-1 holding tasks) plus cgroup2 without
 # controllers at /sys/fs/cgroup/unified.
 # guest-timeout: 400
+# guest-kernels: 6.1
+# (cgroup v1 cpuset: Debian's 6.12-rt is built without CONFIG_CPUSETS_V1)
 GUEST_CGROUP=v1
 
 scenario_main() {

@@ -3,6 +3,8 @@
 # RtThread::on; only that thread joins the shield cpuset's tasks and runs on CPU 3, its
 # sibling stays on the housekeeping CPUs; a later shield keeps it; reset is exact.
 # guest-timeout: 300
+# guest-kernels: 6.1
+# (cgroup v1 cpuset: Debian's 6.12-rt is built without CONFIG_CPUSETS_V1)
 GUEST_CGROUP=v1
 
 scenario_main() {

@@ -1,9 +1,11 @@
 //! Pure analysis: two snapshots, the run-time samples in between and the
 //! configuration facts in; findings and per-CPU activity out. No I/O here.
 
+mod bootparams;
 mod config;
 mod interrupts;
 pub(crate) mod irqs;
+mod rt;
 pub(crate) mod tasks;
 
 use crate::facts::Facts;
@@ -202,9 +204,12 @@ pub fn analyze(input: &CheckInput<'_>, sampling: &str) -> CheckReport {
         interrupts::analyze_cpu(input, cpu, &mut act, &mut findings);
         tasks::analyze_cpu(input, cpu, &mut act, &mut findings);
         config::analyze_cpu(input, cpu, &mut act, &mut findings);
+        rt::analyze_cpu(input, cpu, &mut findings);
         activity.push(act);
     }
     config::analyze_system(input, &mut findings);
+    rt::analyze_system(input, &mut findings);
+    bootparams::analyze(input, &mut findings);
     findings.sort_by(|a, b| {
         b.severity
             .cmp(&a.severity)

@@ -257,6 +257,11 @@ pub(crate) fn bound_kthread_advice(
             "RCU callbacks",
             Some(Remedy::boot(format!("rcu_nocbs={list} rcu_nocb_poll"))),
         )
+    } else if comm.starts_with("ktimers/") {
+        (
+            "this CPU's expired timers (PREEMPT_RT's timer softirq thread)",
+            Some(Remedy::boot(format!("nohz_full={list}"))),
+        )
     } else if comm.starts_with("migration/") {
         (
             "stop-machine work and task migration",

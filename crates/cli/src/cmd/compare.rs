@@ -72,7 +72,8 @@ pub struct CompareArgs {
     /// times the unloaded machine's p99, measured at the start).
     #[arg(long, value_parser = duration)]
     attribute_above: Option<Duration>,
-    /// Do not run cyclictest as the anchor in the loaded and shielded scenarios.
+    /// Do not run the anchors (cyclictest; rtla timerlat where the kernel has the
+    /// timerlat tracer) in the loaded and shielded scenarios.
     #[arg(long)]
     no_anchor: bool,
     /// Print every table after the answer: each scenario's figures, the idle

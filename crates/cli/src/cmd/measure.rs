@@ -15,7 +15,7 @@ use cpushield_measure::noise::{self, NoiseConfig};
 use cpushield_measure::render::net as render_net;
 use cpushield_measure::render::{cyclictest, text, units};
 use cpushield_measure::source::{Source, SourceRequest};
-use cpushield_measure::trace::SpikeTracer;
+use cpushield_measure::trace::{SpikeTracer, TimerlatTracer};
 use cpushield_measure::{json, Period, Progress, ThreadPlacer, Warning};
 use cpushield_shield::placement::{self, ProbePlacement};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -35,8 +35,9 @@ pub struct MeasureArgs {
 #[derive(Subcommand)]
 enum Probe {
     /// Periodic wakeup latency: timer wakeups as cyclictest (optionally waking early
-    /// and spinning), or a device's periodic interrupt (--source rtc: Brosky &
-    /// Rotolo's realfeel; --source hpet).
+    /// and spinning), a device's periodic interrupt (--source rtc: Brosky &
+    /// Rotolo's realfeel; --source hpet), or the kernel's timerlat tracer
+    /// (--source timerlat: IRQ and thread latency measured in the kernel).
     Latency(LatencyArgs),
     /// Time a fixed CPU-bound loop again and again: ideal, max, jitter (Brosky & Rotolo figures 1-4).
     Determinism(DeterminismArgs),
@@ -55,8 +56,11 @@ struct LatencyArgs {
     cpus: CpuSet,
     /// What wakes the measuring thread: `timer` (clock_nanosleep, an hrtimer),
     /// `rtc` (realfeel: /dev/rtc0's periodic interrupt, its IRQ bound to the
-    /// measured CPU for the run), `hpet` (/dev/hpet). `auto` is the timer: the
-    /// one source every machine has; rtc and hpet measure a device's interrupt
+    /// measured CPU for the run), `hpet` (/dev/hpet), `timerlat` (the
+    /// kernel's timerlat tracer: its threads at SCHED_FIFO 95 measure, the
+    /// IRQ and thread latency of each wakeup are read from the trace; needs
+    /// CONFIG_TIMERLAT_TRACER, as PREEMPT_RT kernels have). `auto` is the
+    /// timer: the one source every machine has; the others measure another
     /// path and must be asked for.
     #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
     source: SourceArg,
@@ -116,7 +120,19 @@ fn attribution_threshold(
     let mut short = config.clone();
     short.length = Length::Duration(Duration::from_secs(2));
     short.spikes = None;
-    let r = latency::run(&short, stop, &mut |_| {})?;
+    let tracer = if short.source == Source::Timerlat {
+        let (tracer, feed) = TimerlatTracer::start(&short.cpus, short.timerlat_period_us())?;
+        short.timerlat = Some(feed);
+        Some(tracer)
+    } else {
+        None
+    };
+    let r = latency::run(&short, stop, &mut |_| {});
+    drop(short);
+    if let Some(t) = tracer {
+        print_trace_errors(&t.finish());
+    }
+    let r = r?;
     let p99 = r
         .cpus
         .iter()
@@ -133,6 +149,7 @@ enum SourceArg {
     Timer,
     Rtc,
     Hpet,
+    Timerlat,
 }
 
 impl SourceArg {
@@ -142,6 +159,7 @@ impl SourceArg {
             SourceArg::Timer => SourceRequest::Exactly(Source::Timer),
             SourceArg::Rtc => SourceRequest::Exactly(Source::Rtc),
             SourceArg::Hpet => SourceRequest::Exactly(Source::Hpet),
+            SourceArg::Timerlat => SourceRequest::Exactly(Source::Timerlat),
         }
     }
 }
@@ -319,6 +337,13 @@ impl Bar {
     }
 }
 
+/// What went wrong while a trace ran or was restored, one line each.
+fn print_trace_errors(summary: &cpushield_trace::TraceSummary) {
+    for e in &summary.errors {
+        eprintln!("cpushield: warning: {e}");
+    }
+}
+
 fn print_warnings(warnings: &[Warning]) {
     for line in text::warnings(warnings).lines() {
         eprintln!("cpushield: {line}");
@@ -360,23 +385,42 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
             if threshold.is_zero() {
                 bail!("--trace-above must be longer than 0: use e.g. --trace-above 100us");
             }
-            let (tracer, tap, announcer) = SpikeTracer::start(
-                &config.cpus,
-                threshold,
-                a.trace_dir.clone(),
-                cpushield_check::trace_context(&RealKernel, &config.cpus),
-            )?;
+            let kernel = cpushield_check::trace_context(&RealKernel, &config.cpus);
+            let (tracer, tap, announcer) = if config.source == Source::Timerlat {
+                let (tracer, tap, announcer, feed) = SpikeTracer::start_with_timerlat(
+                    &config.cpus,
+                    threshold,
+                    a.trace_dir.clone(),
+                    kernel,
+                    config.timerlat_period_us(),
+                )?;
+                config.timerlat = Some(feed);
+                (tracer, tap, announcer)
+            } else {
+                SpikeTracer::start(&config.cpus, threshold, a.trace_dir.clone(), kernel)?
+            };
             config.spikes = Some(tap);
             config.observer = Some(announcer);
             Some(tracer)
         }
         None => None,
     };
+    let timerlat = match (config.source, &tracer) {
+        (Source::Timerlat, None) => {
+            let (t, feed) = TimerlatTracer::start(&config.cpus, config.timerlat_period_us())?;
+            config.timerlat = Some(feed);
+            Some(t)
+        }
+        _ => None,
+    };
     let bar = Bar::new("samples");
     let report = latency::run(&config, stop, &mut |p| bar.update(p));
     bar.finish();
     // The probe's spike sender goes with the config; the tracer then drains and restores tracefs.
     drop(config);
+    if let Some(t) = timerlat {
+        print_trace_errors(&t.finish());
+    }
     let trace_summary = tracer.map(SpikeTracer::finish);
     let report = report?;
     if let Some((summary, dir)) = &trace_summary {

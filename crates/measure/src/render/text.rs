@@ -97,11 +97,17 @@ pub fn latency(report: &LatencyReport) -> String {
         ));
         let what = if cpu.advance.is_some() {
             "deviation from the deadline"
+        } else if cpu.irq_latency.is_some() {
+            "thread latency (timer expiry to the timerlat thread running)"
         } else {
             "wakeup latency"
         };
         out.push_str(&format!("  {what}:\n"));
         out.push_str(&indent(&summary(&cpu.latency), "    "));
+        if let Some(irq) = &cpu.irq_latency {
+            out.push_str("  IRQ latency (timer expiry to its interrupt handler):\n");
+            out.push_str(&indent(&summary(irq), "    "));
+        }
         if let Some(adv) = &cpu.advance {
             out.push_str(&format!(
                 "  spin before the deadline ({} late wakeups did not spin):\n",
