@@ -10,6 +10,7 @@ pub mod id_list;
 pub mod interrupts;
 pub mod irq_affinity;
 pub mod kconfig;
+pub mod mounts;
 pub mod pid_cgroup;
 pub mod pid_stat;
 pub mod pid_status;
