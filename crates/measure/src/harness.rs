@@ -13,7 +13,7 @@ use crate::run_info::{kernel_release, RunInfo};
 use crate::signal::block_stop_signals;
 use crate::warnings::{self, Spin, SystemView, Warning, WarningKind};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{Kernel, RealKernel};
+use cpushield_kernel::{gettid, Kernel, RealKernel};
 use cpushield_rt::sched::{self, DmaLatencyGuard, Policy};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -178,11 +178,6 @@ impl Drop for ControlPlacement {
 /// A probe's config carries it (`placer`); `compare` passes one that moves the
 /// thread into the shield's cpuset while the shield is up.
 pub type ThreadPlacer = fn(i32, &CpuSet) -> std::io::Result<()>;
-
-pub(crate) fn gettid() -> i32 {
-    // SAFETY: gettid takes no arguments, cannot fail and touches no memory.
-    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
-}
 
 /// Puts the calling measuring thread on `cpu` at `priority` (None: SCHED_OTHER),
 /// blocks stop signals and pre-faults its stack. Failing to pin is an error

@@ -284,7 +284,7 @@ mod tests {
             .placer(sched::pin)
             .name("rt-test")
             .prefault_stack(64 * 1024)
-            .spawn_in(&ReserveDir::new(dir.path()), sched::current_cpu)
+            .spawn_in(&ReserveDir::new(dir.path()), cpushield_kernel::current_cpu)
             .unwrap();
         assert!(h.tid() > 0);
         assert_eq!(h.join().unwrap(), 1);
