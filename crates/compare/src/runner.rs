@@ -16,11 +16,12 @@ use cpushield_kernel::{Kernel, RealKernel};
 use cpushield_load::{Load, LoadSpec, RunningLoad, Workload};
 use cpushield_measure::determinism::{self, DeterminismConfig, Work};
 use cpushield_measure::latency::{self, LatencyConfig, Length};
-use cpushield_measure::{procstat, Distribution, Period, ThreadPlacer};
+use cpushield_measure::{procstat, Distribution, Period};
 use cpushield_report::{
     human_ns, AttributionSummary, CheckFinding, CompareReport, DeterminismSummary, IdleChoice,
     LatencySummary, LoadOps, ScenarioResult, Verdict, SCHEMA,
 };
+use cpushield_rt::sched::PlaceFn;
 use cpushield_shield::{Options, ShieldMasks};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -231,7 +232,7 @@ impl ShieldGuard {
 
     /// How the probes' threads reach the shielded CPUs while the shield is up
     /// (plain affinity cannot: the shield's cpuset fences them off).
-    pub(crate) fn placer(&self) -> ThreadPlacer {
+    pub(crate) fn placer(&self) -> PlaceFn {
         place_thread
     }
 }
@@ -292,7 +293,7 @@ fn short_probe(
     cpus: &CpuSet,
     poll: bool,
     length: Duration,
-    placer: Option<ThreadPlacer>,
+    placer: Option<PlaceFn>,
     stop: &AtomicBool,
 ) -> Result<Calibration, CompareError> {
     let mut lat = LatencyConfig::new(cpus.clone());

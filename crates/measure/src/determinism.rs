@@ -9,9 +9,7 @@
 
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
-use crate::harness::{
-    self, AppliedPolicy, Bound, Live, MeasuringThread, Probe, StopFlags, ThreadPlacer,
-};
+use crate::harness::{self, AppliedPolicy, Bound, Live, MeasuringThread, Probe, StopFlags};
 use crate::progress::Progress;
 use crate::recorder::Recorder;
 use crate::run_info::RunInfo;
@@ -20,6 +18,7 @@ use crate::warnings::{self, Spin};
 use crate::workload;
 use cpushield_cpuset::CpuSet;
 use cpushield_rt::clock::{now_ns, sleep_until_ns, thread_cpu_ns};
+use cpushield_rt::sched::PlaceFn;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -58,7 +57,7 @@ pub struct DeterminismConfig {
     pub observer: Option<Arc<dyn ProbeObserver>>,
     /// How the measuring (and calibrating) threads reach their CPUs (default
     /// None: plain affinity; a shield's placer when the CPUs are fenced off).
-    pub placer: Option<ThreadPlacer>,
+    pub placer: Option<PlaceFn>,
 }
 
 impl DeterminismConfig {
@@ -314,7 +313,7 @@ impl Probe for DeterminismConfig {
 fn calibrate_on(
     cpu: usize,
     priority: Option<u8>,
-    placer: Option<ThreadPlacer>,
+    placer: Option<PlaceFn>,
     target_ns: u64,
     stop: &AtomicBool,
 ) -> Result<Option<u64>, MeasureError> {

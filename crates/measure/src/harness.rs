@@ -14,7 +14,7 @@ use crate::signal::block_stop_signals;
 use crate::warnings::{self, Spin, SystemView, Warning, WarningKind};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::{gettid, Kernel, RealKernel};
-use cpushield_rt::sched::{self, DmaLatencyGuard, Policy};
+use cpushield_rt::sched::{self, DmaLatencyGuard, PlaceFn, Policy};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -173,19 +173,13 @@ impl Drop for ControlPlacement {
     }
 }
 
-/// How a measuring thread reaches its CPU when plain sched_setaffinity cannot
-/// (the CPU is fenced off by a shield's cpuset): given the thread ID and the CPU.
-/// A probe's config carries it (`placer`); `compare` passes one that moves the
-/// thread into the shield's cpuset while the shield is up.
-pub type ThreadPlacer = fn(i32, &CpuSet) -> std::io::Result<()>;
-
 /// Puts the calling measuring thread on `cpu` at `priority` (None: SCHED_OTHER),
 /// blocks stop signals and pre-faults its stack. Failing to pin is an error
 /// (the run would measure the wrong CPU); failing to get FIFO is a warning.
 pub(crate) fn enter_measuring_thread(
     cpu: usize,
     priority: Option<u8>,
-    placer: Option<ThreadPlacer>,
+    placer: Option<PlaceFn>,
 ) -> Result<(AppliedPolicy, Option<Warning>), MeasureError> {
     block_stop_signals();
     let target = CpuSet::from_cpus([cpu]);
@@ -367,7 +361,7 @@ pub(crate) struct Common<'a> {
     /// How often the control loop wakes.
     pub(crate) tick: Duration,
     /// How the measuring threads reach their CPUs (None: plain affinity).
-    pub(crate) placer: Option<ThreadPlacer>,
+    pub(crate) placer: Option<PlaceFn>,
 }
 
 /// [`Probe::common`] and [`Probe::validate`] for a config with the usual

@@ -22,14 +22,15 @@ pub mod veth;
 
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
+use crate::harness::ControlPlacement;
 use crate::harness::{enter_measuring_thread, is_root, unix_now_ns, AppliedPolicy, ProcessSetup};
-use crate::harness::{ControlPlacement, ThreadPlacer};
 use crate::recorder::Recorder;
 use crate::run_info::{kernel_release, RunInfo};
 use crate::warnings::{self, Warning};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::RealKernel;
 use cpushield_rt::clock::now_ns;
+use cpushield_rt::sched::PlaceFn;
 use serde::{Deserialize, Serialize};
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -132,7 +133,7 @@ pub struct NetConfig {
     /// Lock all memory for the run (default true).
     pub lock_memory: bool,
     /// How the endpoint threads reach their CPUs (None: plain affinity).
-    pub placer: Option<ThreadPlacer>,
+    pub placer: Option<PlaceFn>,
 }
 
 impl NetConfig {
@@ -845,7 +846,7 @@ pub struct ServeConfig {
     /// Lock all memory while serving (default true).
     pub lock_memory: bool,
     /// How the server threads reach their CPU (None: plain affinity).
-    pub placer: Option<ThreadPlacer>,
+    pub placer: Option<PlaceFn>,
 }
 
 /// What `measure net --listen` did.

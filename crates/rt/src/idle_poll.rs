@@ -10,7 +10,7 @@
 //! once, so the CPU polls instead of halting (the run-time form of `idle=poll`,
 //! limited to the chosen CPUs).
 
-use crate::sched::{self, Policy};
+use crate::sched::{self, PlaceFn, Policy};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::{Kernel, RealKernel};
 use std::io;
@@ -24,10 +24,6 @@ pub use cpushield_kernel::POLLER_THREAD_PREFIX;
 
 /// Stack of a polling thread: it calls nothing deep.
 const POLLER_STACK_BYTES: usize = 64 * 1024;
-
-/// How a polling thread reaches its CPU when plain sched_setaffinity cannot
-/// (a shield's cpuset fences the CPU off): given the thread ID and the CPU.
-pub type Placer = fn(i32, &CpuSet) -> io::Result<()>;
 
 /// Why the pollers could not start.
 #[derive(Debug, thiserror::Error)]
@@ -49,7 +45,7 @@ impl IdlePoller {
     /// Starts a poller on every CPU of `cpus`, placed by `place` (None: plain
     /// affinity), and returns once each one runs at SCHED_IDLE on its CPU. On
     /// an error the pollers already started are stopped.
-    pub fn start(cpus: &CpuSet, place: Option<Placer>) -> Result<Self, PollerError> {
+    pub fn start(cpus: &CpuSet, place: Option<PlaceFn>) -> Result<Self, PollerError> {
         let mut poller = Self {
             stop: Arc::new(AtomicBool::new(false)),
             threads: Vec::new(),
@@ -104,7 +100,7 @@ impl Drop for IdlePoller {
 /// Places the calling thread on `cpu` and drops it to SCHED_IDLE. Its nice
 /// value is left alone: SCHED_IDLE's weight ignores it, and lowering it
 /// would need privilege.
-fn enter_poller_thread(cpu: usize, place: Option<Placer>) -> io::Result<()> {
+fn enter_poller_thread(cpu: usize, place: Option<PlaceFn>) -> io::Result<()> {
     let target = CpuSet::from_cpus([cpu]);
     match place {
         Some(place) => place(cpushield_kernel::gettid(), &target)?,

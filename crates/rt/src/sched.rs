@@ -128,6 +128,11 @@ pub fn set_policy_with(kernel: &dyn Kernel, tid: i32, policy: Policy) -> io::Res
     kernel.set_sched(tid, &sched_params(policy))
 }
 
+/// How a thread reaches its CPUs where plain affinity cannot (a shield's
+/// cpuset fences them off): given the thread ID (0: the caller) and the
+/// CPUs. [`pin`] is the plain one; the shield's placement is another.
+pub type PlaceFn = fn(i32, &CpuSet) -> io::Result<()>;
+
 /// Pins thread `tid` (0 = the calling thread) to `cpus` (sched_setaffinity
 /// through the kernel door).
 pub fn pin(tid: i32, cpus: &CpuSet) -> io::Result<()> {

@@ -18,7 +18,7 @@
 //! once that worked, or returns why it did not. On shielded CPUs (as root)
 //! the thread alone enters the shield's cpuset, as Sherer's model wants: the
 //! program's other threads stay on the housekeeping CPUs (see
-//! [`crate::run::ThreadPlacer`]; on cgroup v2 the process must be in the root
+//! [`crate::run::AlonePlacer`]; on cgroup v2 the process must be in the root
 //! cgroup, else start it with `cpushield run --cpus 1 -- app`).
 
 use crate::reserve::{Holder, Reservation, ReserveDir, ReserveError};

@@ -5,7 +5,7 @@ use cpushield_cpuset::CpuSet;
 use cpushield_kernel::FakeKernel;
 use cpushield_trace::{CauseKind, SignalMode, Spike, TraceOptions, TraceSession};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -216,7 +216,7 @@ fn a_session_mounts_tracefs_when_it_is_not_mounted_and_unmounts_it_at_the_end() 
     for (path, text) in mounted.files() {
         if path.starts_with(ROOT) {
             k.set_unmounted_file(ROOT, &path, &text);
-        } else if path != PathBuf::from("/proc/self/mounts") {
+        } else if path != Path::new("/proc/self/mounts") {
             k.set_file(&path, text);
         }
     }

@@ -16,7 +16,8 @@ use cpushield_measure::render::net as render_net;
 use cpushield_measure::render::{cyclictest, text, units};
 use cpushield_measure::source::{Source, SourceRequest};
 use cpushield_measure::trace::SpikeTracer;
-use cpushield_measure::{json, Period, Progress, ThreadPlacer, Warning};
+use cpushield_measure::{json, Period, Progress, Warning};
+use cpushield_rt::sched::PlaceFn;
 use cpushield_shield::placement::{self, ProbePlacement};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -232,7 +233,7 @@ fn priority(p: u8) -> Option<u8> {
 /// How the measuring threads reach `cpus`: into the shield's cpuset when
 /// `cpushield shield` fenced them off (the placement `compare` uses), else by
 /// plain affinity. Refuses, in one line naming the fix, when that cannot work.
-fn placer(cpus: &CpuSet) -> anyhow::Result<Option<ThreadPlacer>> {
+fn placer(cpus: &CpuSet) -> anyhow::Result<Option<PlaceFn>> {
     super::reserved::guard("measure", cpus, cpushield_rt::reserve::CpuUse::Place)?;
     let is_root = nix::unistd::geteuid().is_root();
     match placement::probe_placement_now(cpus, is_root).map_err(anyhow::Error::msg)? {
