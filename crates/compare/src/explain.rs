@@ -82,7 +82,7 @@ impl ProbeTrace {
             signals: SignalMode::None,
             retention: retention.max(Duration::from_secs(2)),
             proc_root: machine_proc().to_path_buf(),
-            namespace_scope: crate::namespace::host_proc().is_some(),
+            namespace_scope: cpushield_kernel::namespace::host_proc().is_some(),
             ..Default::default()
         };
         let session = TraceSession::start(Arc::new(RealKernel), cpus, options)
@@ -244,7 +244,7 @@ impl ProbeTrace {
 
 /// The machine's /proc: the one trace events' thread IDs belong to.
 fn machine_proc() -> &'static Path {
-    crate::namespace::host_proc().unwrap_or(Path::new("/proc"))
+    cpushield_kernel::namespace::host_proc().unwrap_or(Path::new("/proc"))
 }
 
 /// Each run's time inside the guest (other code on the CPU) and outside it.

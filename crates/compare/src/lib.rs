@@ -10,7 +10,6 @@ pub mod batch;
 pub mod explain;
 pub mod idle;
 pub mod irqcount;
-pub mod namespace;
 pub mod pending;
 pub mod runner;
 pub mod scenario;

@@ -13,6 +13,7 @@ use std::sync::Mutex;
 
 pub mod clock;
 mod fake;
+pub mod namespace;
 mod real;
 pub mod signal;
 
@@ -281,6 +282,20 @@ pub fn thread_siblings(kernel: &dyn Kernel, cpu: usize) -> io::Result<CpuSet> {
 pub fn gettid() -> i32 {
     // SAFETY: gettid takes no arguments, cannot fail and touches no memory.
     unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// A descriptor that refers to process `pid` (pidfd_open): unlike the PID,
+/// it never names a later process that is given the same ID.
+pub fn pidfd_open(pid: i32) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
+    // or -1; no memory is passed.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor this process owns and nothing else closes.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// The CPU the calling thread is running on right now (sched_getcpu, a vDSO

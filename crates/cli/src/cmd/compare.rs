@@ -4,8 +4,9 @@
 use crate::args::{cpu_set, duration, EXIT_ERROR, EXIT_OK, EXIT_THRESHOLD};
 use clap::Args;
 use cpushield_compare::idle::IdleMode;
-use cpushield_compare::{namespace, runner, CompareConfig, Scenario, Scope, ShieldAudit};
+use cpushield_compare::{runner, CompareConfig, Scenario, Scope, ShieldAudit};
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::namespace;
 use cpushield_kernel::RealKernel;
 use cpushield_measure::Period;
 use cpushield_report::{human_ns, CheckFinding};

@@ -4,8 +4,8 @@
 
 use crate::args::{cpu_set, duration, EXIT_ERROR, EXIT_OK};
 use clap::Args;
-use cpushield_compare::namespace;
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::namespace;
 use cpushield_kernel::RealKernel;
 use cpushield_measure::Period;
 use cpushield_tune::real::{self, TuneConfig};
