@@ -92,13 +92,7 @@ impl DeterminismConfig {
         if self.runs == 0 {
             return bad("--runs must be at least 1: use e.g. --runs 60");
         }
-        if let Some(p) = self.priority {
-            if !(1..=99).contains(&p) {
-                return Err(MeasureError::Config(format!(
-                    "--priority {p} is out of range: use 1..99"
-                )));
-            }
-        }
+        harness::check_priority(self.priority)?;
         Ok(())
     }
 }

@@ -173,6 +173,16 @@ impl Drop for ControlPlacement {
     }
 }
 
+/// Refuses a SCHED_FIFO priority the kernel would refuse, in one line
+/// naming the flag and the range (the rule is the runtime's
+/// `Policy::validate`).
+pub(crate) fn check_priority(priority: Option<u8>) -> Result<(), MeasureError> {
+    match priority.map(|p| Policy::Fifo(p).validate()) {
+        Some(Err(reason)) => Err(MeasureError::Config(format!("--{reason}"))),
+        _ => Ok(()),
+    }
+}
+
 /// Puts the calling measuring thread on `cpu` at `priority` (None: SCHED_OTHER),
 /// blocks stop signals and pre-faults its stack. Failing to pin is an error
 /// (the run would measure the wrong CPU); failing to get FIFO is a warning.

@@ -121,13 +121,7 @@ impl LatencyConfig {
             }
             _ => {}
         }
-        if let Some(p) = self.priority {
-            if !(1..=99).contains(&p) {
-                return Err(MeasureError::Config(format!(
-                    "--priority {p} is out of range: use 1..99 (95 is cyclictest's usual)"
-                )));
-            }
-        }
+        harness::check_priority(self.priority)?;
         if self.source != Source::Timer {
             let rate = match self.period {
                 Period::Rate { hz } => Some(hz),

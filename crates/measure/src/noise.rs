@@ -85,13 +85,7 @@ impl NoiseConfig {
                 "--threshold must be longer than 0: use e.g. --threshold 1us".into(),
             ));
         }
-        if let Some(p) = self.priority {
-            if !(1..=99).contains(&p) {
-                return Err(MeasureError::Config(format!(
-                    "--priority {p} is out of range: use 1..99"
-                )));
-            }
-        }
+        harness::check_priority(self.priority)?;
         Ok(())
     }
 }

@@ -2,6 +2,7 @@
 //! command; `demo` is the same code path with short durations.
 
 use crate::args::{cpu_set, duration, EXIT_ERROR, EXIT_OK, EXIT_THRESHOLD};
+use crate::progress;
 use clap::Args;
 use cpushield_compare::idle::IdleMode;
 use cpushield_compare::{runner, CompareConfig, Scenario, Scope, ShieldAudit};
@@ -10,8 +11,6 @@ use cpushield_kernel::namespace;
 use cpushield_kernel::RealKernel;
 use cpushield_measure::Period;
 use cpushield_report::{human_ns, CheckFinding};
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -238,7 +237,7 @@ impl Printing {
 
 /// The width of the terminal stdout is, if it is one.
 fn terminal_width() -> Option<usize> {
-    if !std::io::stdout().is_terminal() {
+    if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         return None;
     }
     console::Term::stdout()
@@ -380,14 +379,7 @@ fn experiment(
             return EXIT_ERROR;
         }
     };
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let bar = ProgressBar::new(1000);
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar
-    });
+    let bar = progress::terminal_bar(1000, progress::RUNNER_STYLE);
     let mut on_progress = |p: runner::Progress| {
         if let Some(bar) = &bar {
             let done = (p.index as f64 + p.fraction) / p.total.max(1) as f64;
@@ -403,15 +395,9 @@ fn experiment(
         }
     };
     let result = runner::run(config, stop, &mut on_progress);
-    if let Some(bar) = &bar {
-        bar.finish_and_clear();
-    }
-    let report = match result {
+    let report = match progress::finish(bar.as_ref(), result) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("cpushield: error: {e}");
-            return EXIT_ERROR;
-        }
+        Err(code) => return code,
     };
     use cpushield_report::table;
     if printing.verbose {

@@ -4,6 +4,7 @@
 
 use crate::args::{self, EXIT_OK, EXIT_THRESHOLD};
 use crate::output;
+use crate::progress;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use cpushield_cpuset::CpuSet;
@@ -19,8 +20,7 @@ use cpushield_measure::trace::SpikeTracer;
 use cpushield_measure::{json, Period, Progress, Warning};
 use cpushield_rt::sched::PlaceFn;
 use cpushield_shield::placement::{self, ProbePlacement};
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
+use indicatif::ProgressBar;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -290,14 +290,7 @@ struct Bar {
 
 impl Bar {
     fn new(what: &'static str) -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::new(1000);
-            bar.set_style(
-                ProgressStyle::with_template("{bar:40} {percent:>3}% {elapsed:>4} {msg}")
-                    .expect("constant template"),
-            );
-            bar
-        });
+        let bar = progress::terminal_bar(1000, "{bar:40} {percent:>3}% {elapsed:>4} {msg}");
         Self { bar, what }
     }
 
