@@ -343,7 +343,7 @@ fn execute(
     // Before any work: a run whose report cannot be written is lost.
     crate::output::check_dir(&out, "--out")?;
     config.period.validate().map_err(anyhow::Error::msg)?;
-    let cpus = runner::preflight(&config)?;
+    let cpus = runner::preflight(&cpushield_compare::Lab::real(), &config)?;
     super::reserved::guard(command, &cpus, cpushield_rt::reserve::CpuUse::Place)?;
     if config.scope == Scope::System {
         return Ok(ExitCode::from(experiment(
@@ -380,7 +380,7 @@ fn experiment(
         }
     };
     let bar = progress::terminal_bar(1000, progress::RUNNER_STYLE);
-    let mut on_progress = |p: runner::Progress| {
+    let mut on_progress = |p: cpushield_compare::Progress| {
         if let Some(bar) = &bar {
             let done = (p.index as f64 + p.fraction) / p.total.max(1) as f64;
             bar.set_position((done * 1000.0) as u64);

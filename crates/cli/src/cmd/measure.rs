@@ -124,7 +124,7 @@ fn attribution_threshold(
         .map(|c| c.latency.summary.percentiles.p99_ns)
         .max()
         .unwrap_or(0);
-    Ok(cpushield_compare::runner::threshold_from_idle_p99(p99))
+    Ok(cpushield_compare::plan::threshold_from_idle_p99(p99))
 }
 
 /// `--source`.

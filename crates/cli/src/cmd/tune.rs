@@ -79,7 +79,7 @@ pub fn tune(args: TuneArgs) -> anyhow::Result<ExitCode> {
         Some(c) => c,
         None => {
             let online = cpushield_kernel::online_cpus(&RealKernel)?;
-            cpushield_compare::runner::default_cpus(&online, &|cpu| {
+            cpushield_compare::plan::default_cpus(&online, &|cpu| {
                 cpushield_kernel::thread_siblings(&RealKernel, cpu)
                     .unwrap_or_else(|_| CpuSet::from_cpus([cpu]))
             })?
