@@ -531,3 +531,39 @@ fn a_shield_already_up_is_refused_before_anything_changes() {
     assert!(seen.lines().is_empty(), "no probe, no load");
     assert_eq!(machine_state(&kernel), before);
 }
+
+#[test]
+fn attribution_without_a_threshold_takes_it_from_a_baseline_on_the_idle_machine_and_traces_the_probe(
+) {
+    let kernel = machine();
+    let seen = Arc::new(Seen::default());
+    let lab = lab(&kernel, &seen);
+    let dir = tempfile::tempdir().unwrap();
+    let before = machine_state(&kernel);
+    let mut config = config(dir.path(), vec![Scenario::Idle]);
+    config.attribute = true;
+
+    let report = run(&lab, &config).unwrap();
+
+    let baseline = "calibrate cpus=3 shield=false placed=false load=false poll=false advance=false";
+    let lines = seen.lines();
+    assert_eq!(
+        lines.len(),
+        5,
+        "baseline, two calibrations, latency, determinism: {lines:#?}"
+    );
+    assert_eq!(
+        lines[0], baseline,
+        "the baseline runs first, on the idle machine"
+    );
+    // The fake machine has no tracefs: the latency probe tried to trace and
+    // the scenario says why it could not.
+    let notes = &report.scenarios[0].notes;
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("not traced:") && n.contains("tracefs")),
+        "{notes:?}"
+    );
+    assert_eq!(machine_state(&kernel), before);
+}

@@ -740,8 +740,6 @@ impl Drop for TraceSession {
     }
 }
 
-/// Measures trace clock − CLOCK_MONOTONIC with a marker written just after
-/// reading the clock; `None` if the marker cannot be found.
 /// Whether tracefs is mounted at `root` (from /proc/self/mounts).
 fn tracefs_mounted(k: &dyn Kernel, root: &Path) -> bool {
     let mounts = k.read(Path::new("/proc/self/mounts")).unwrap_or_default();
@@ -750,6 +748,8 @@ fn tracefs_mounted(k: &dyn Kernel, root: &Path) -> bool {
         .any(|m| m.fs_type == "tracefs" && m.mount_point == root)
 }
 
+/// Measures trace clock − CLOCK_MONOTONIC with a marker written just after
+/// reading the clock; `None` if the marker cannot be found.
 fn clock_offset(k: &dyn Kernel, dir: &Path) -> Option<i64> {
     let t0 = cpushield_kernel::clock::now_ns();
     let tag = format!("cpushield-clock-sync {t0}");
