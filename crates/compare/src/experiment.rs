@@ -32,14 +32,9 @@ pub enum CompareError {
     Io(#[from] std::io::Error),
 }
 
-/// Where the experiment's tasks live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// A private PID namespace: its tasks are "the system".
-    Namespace,
-    /// The whole machine.
-    System,
-}
+/// Where the experiment's tasks live: a private PID namespace, whose tasks
+/// are "the system", or the whole machine; the shield's own scope.
+pub use cpushield_shield::snapshot::Scope;
 
 /// Everything a comparison needs.
 #[derive(Debug, Clone)]

@@ -282,9 +282,9 @@ impl ShieldAudit for CheckAudit {
         namespace_scope: bool,
     ) -> Option<String> {
         let scope = if namespace_scope {
-            cpushield_check::causes::ShieldScope::Namespace
+            Scope::Namespace
         } else {
-            cpushield_check::causes::ShieldScope::System
+            Scope::System
         };
         let shield = cpushield_check::shield_in_force(&RealKernel).ok().flatten();
         let housekeeping = cpushield_kernel::online_cpus(&RealKernel)
