@@ -6,7 +6,7 @@
 
 use crate::{lock, Shared};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{clock::now_ns, Kernel, RealKernel, SchedParams};
+use cpushield_kernel::{clock::now_ns, gettid, Kernel, RealKernel, SchedParams};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,11 +27,6 @@ pub struct ProbeSettings {
 }
 
 const PERIOD_NS: u64 = 1_000_000;
-
-fn gettid() -> i32 {
-    // SAFETY: gettid has no arguments and cannot fail.
-    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
-}
 
 /// Starts the probe thread; it stops when `stop` is set. A probe that
 /// cannot be placed logs why and ends (the agent goes on).

@@ -11,7 +11,7 @@ use cpushield_rt::reserve::ReserveDir;
 use cpushield_shield::placement;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -25,14 +25,7 @@ struct Pidfd(OwnedFd);
 
 impl Pidfd {
     fn open(pid: i32) -> io::Result<Self> {
-        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1;
-        // no memory is passed.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh descriptor this process owns and nothing else closes.
-        Ok(Self(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
+        cpushield_kernel::pidfd_open(pid).map(Self)
     }
 
     /// Whether the process has exited (its pidfd polls readable).

@@ -10,17 +10,8 @@ use crate::analyze::tasks::{bound_kthread_advice, pod_task_remedy};
 use crate::finding::Remedy;
 use crate::target::{ShieldInForce, ShieldKind};
 use cpushield_cpuset::CpuSet;
+use cpushield_shield::snapshot::Scope;
 use cpushield_trace::attribute::is_per_cpu_kthread;
-
-/// Where the experiment's shield applied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ShieldScope {
-    /// Only the tasks of a private PID namespace were placed: tasks and
-    /// kernel threads of the machine were left where they were.
-    Namespace,
-    /// The whole machine was shielded.
-    System,
-}
 
 /// Where a traced cause was seen and what shield was up there.
 #[derive(Debug, Clone, Copy)]
@@ -28,7 +19,7 @@ pub struct CauseContext<'a> {
     /// The measured (shielded) CPUs.
     pub cpus: &'a CpuSet,
     /// Where the experiment's shield applied.
-    pub scope: ShieldScope,
+    pub scope: Scope,
     /// The shield in force, when one is up: a fix it already applies is
     /// never named.
     pub shield: Option<&'a ShieldInForce>,
@@ -74,8 +65,8 @@ pub fn remedy_for_cause(kind: &str, name: &str, at: &CauseContext<'_>) -> Option
         },
         "kthread" if is_per_cpu_kthread(task) => bound_kthread_advice(task, cpus, shield).1,
         "kthread" => match scope {
-            ShieldScope::Namespace => Some(whole_machine()),
-            ShieldScope::System => procs(""),
+            Scope::Namespace => Some(whole_machine()),
+            Scope::System => procs(""),
         },
         "other-ns" => Some(whole_machine()),
         // Neither scope moves a pod's task: the kubelet places it.
@@ -89,14 +80,14 @@ pub fn remedy_for_cause(kind: &str, name: &str, at: &CauseContext<'_>) -> Option
 mod tests {
     use super::*;
 
-    fn fix(kind: &str, name: &str, scope: ShieldScope) -> Option<String> {
+    fn fix(kind: &str, name: &str, scope: Scope) -> Option<String> {
         fix_under(kind, name, scope, None)
     }
 
     fn fix_under(
         kind: &str,
         name: &str,
-        scope: ShieldScope,
+        scope: Scope,
         shield: Option<&ShieldInForce>,
     ) -> Option<String> {
         let at = CauseContext {
@@ -111,7 +102,7 @@ mod tests {
     fn shield_all_1() -> ShieldInForce {
         ShieldInForce {
             masks: cpushield_shield::ShieldMasks::all(&CpuSet::from_cpus([1])),
-            scope: cpushield_shield::snapshot::Scope::System,
+            scope: Scope::System,
             irq_requested: Default::default(),
             irq_set: Default::default(),
         }
@@ -127,7 +118,7 @@ mod tests {
             ("kthread", "migration/1 (19)"),
             ("kthread", "kworker/1:2H (99)"),
         ] {
-            let f = fix_under(kind, name, ShieldScope::System, Some(&s));
+            let f = fix_under(kind, name, Scope::System, Some(&s));
             assert!(
                 f.as_deref()
                     .is_none_or(|f| !f.starts_with("cpushield shield --")),
@@ -135,53 +126,43 @@ mod tests {
             );
         }
         assert_eq!(
-            fix_under(
-                "task",
-                "stress-ng-fifo (4411)",
-                ShieldScope::System,
-                Some(&s)
-            )
-            .as_deref(),
+            fix_under("task", "stress-ng-fifo (4411)", Scope::System, Some(&s)).as_deref(),
             Some("taskset -a -pc 0 4411")
         );
         assert_eq!(
-            fix_under("kthread", "kdamond.0 (77)", ShieldScope::System, Some(&s)).as_deref(),
+            fix_under("kthread", "kdamond.0 (77)", Scope::System, Some(&s)).as_deref(),
             Some("taskset -pc 0 77")
         );
     }
 
     #[test]
     fn vmstat_update_is_fixed_by_isolating_the_cpu() {
-        let f = fix("work", "workqueue vmstat_update", ShieldScope::Namespace).unwrap();
+        let f = fix("work", "workqueue vmstat_update", Scope::Namespace).unwrap();
         assert!(f.starts_with("isolcpus=domain,managed_irq,1 "), "{f}");
         assert_eq!(
-            fix(
-                "work",
-                "workqueue ext4_end_io_rsv_work",
-                ShieldScope::System
-            ),
+            fix("work", "workqueue ext4_end_io_rsv_work", Scope::System),
             None
         );
     }
 
     #[test]
     fn an_unbound_kernel_thread_outside_the_namespace_needs_the_whole_machine_shielded() {
-        let f = fix("kthread", "kdamond.0 (77)", ShieldScope::Namespace).unwrap();
+        let f = fix("kthread", "kdamond.0 (77)", Scope::Namespace).unwrap();
         assert!(
             f.starts_with("cpushield shield --procs 1 outside a PID namespace"),
             "{f}"
         );
         assert_eq!(
-            fix("kthread", "kdamond.0 (77)", ShieldScope::System).as_deref(),
+            fix("kthread", "kdamond.0 (77)", Scope::System).as_deref(),
             Some("cpushield shield --procs 1")
         );
-        let f = fix("other-ns", "tokio-rt-worker (75)", ShieldScope::Namespace).unwrap();
+        let f = fix("other-ns", "tokio-rt-worker (75)", Scope::Namespace).unwrap();
         assert!(f.contains("compare --system"), "{f}");
     }
 
     #[test]
     fn a_pod_task_gets_the_kubelet_fix_in_either_scope_not_a_shield_command() {
-        for scope in [ShieldScope::Namespace, ShieldScope::System] {
+        for scope in [Scope::Namespace, Scope::System] {
             let f = fix("pod", "tokio-rt-worker (4411)", scope).unwrap();
             assert!(f.starts_with("kubelet: static CPU manager"), "{f}");
             assert!(f.contains("including 1 "), "{f}");
@@ -191,11 +172,11 @@ mod tests {
     #[test]
     fn a_per_cpu_kernel_thread_gets_the_advice_for_its_work() {
         assert_eq!(
-            fix("kthread", "ksoftirqd/1 (20)", ShieldScope::Namespace).as_deref(),
+            fix("kthread", "ksoftirqd/1 (20)", Scope::Namespace).as_deref(),
             Some("cpushield shield --irqs 1")
         );
         assert_eq!(
-            fix("kthread", "kworker/1:2H (99)", ShieldScope::Namespace).as_deref(),
+            fix("kthread", "kworker/1:2H (99)", Scope::Namespace).as_deref(),
             Some("sysctl -w vm.stat_interval=10")
         );
         assert!(is_per_cpu_kthread("migration/1"));
@@ -205,10 +186,7 @@ mod tests {
 
     #[test]
     fn interrupts_and_the_probe_itself_have_no_cause_fix_here() {
-        assert_eq!(
-            fix("irq", "irq 36 virtio1-req.0", ShieldScope::System),
-            None
-        );
-        assert_eq!(fix("self", "the probe itself", ShieldScope::System), None);
+        assert_eq!(fix("irq", "irq 36 virtio1-req.0", Scope::System), None);
+        assert_eq!(fix("self", "the probe itself", Scope::System), None);
     }
 }

@@ -291,19 +291,20 @@ pub fn looks_like_managed_queue(name: &str) -> bool {
 fn cpuset_mounts(k: &dyn Kernel) -> Vec<(u8, PathBuf)> {
     let text = read_opt(k, "/proc/mounts").unwrap_or_default();
     let mut out = Vec::new();
-    for line in text.lines() {
-        let w: Vec<&str> = line.split_whitespace().collect();
-        if w.len() < 4 {
-            continue;
-        }
-        let dir = PathBuf::from(w[1]);
-        if w[2] == "cgroup" && w[3].split(',').any(|o| o == "cpuset") {
-            out.push((1, dir));
-        } else if w[2] == "cgroup2" {
-            let controllers =
-                read_opt(k, &format!("{}/cgroup.controllers", w[1])).unwrap_or_default();
+    for mount in cpushield_parse::mounts::parse_mounts(&text) {
+        if mount.fs_type == "cgroup" && mount.has_option("cpuset") {
+            out.push((1, mount.mount_point));
+        } else if mount.fs_type == "cgroup2" {
+            let controllers = read_opt(
+                k,
+                &mount
+                    .mount_point
+                    .join("cgroup.controllers")
+                    .to_string_lossy(),
+            )
+            .unwrap_or_default();
             if controllers.split_whitespace().any(|c| c == "cpuset") {
-                out.push((2, dir));
+                out.push((2, mount.mount_point));
             }
         }
     }

@@ -4,6 +4,7 @@
 mod args;
 mod cmd;
 mod output;
+mod progress;
 mod usage_error;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};

@@ -12,7 +12,7 @@
 //! between the moment it counted and the stop.
 
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{Kernel, RealKernel};
+use cpushield_kernel::Kernel;
 use cpushield_parse::schedstat::parse_schedstat_runtime;
 use cpushield_report::BatchWork;
 use std::collections::{BTreeMap, BTreeSet};
@@ -68,8 +68,9 @@ impl BatchRun {
         ]
     }
 
-    /// Starts the job and waits until it counts.
-    pub fn start(&self) -> Result<Batch, String> {
+    /// Starts the job and waits until it counts; its processes' run time is
+    /// read through `kernel`.
+    pub fn start(&self, kernel: Arc<dyn Kernel>) -> Result<Batch, String> {
         let cmd = self.command();
         let mut child = Command::new(&cmd[0])
             .args(&cmd[1..])
@@ -89,6 +90,7 @@ impl BatchRun {
             });
         }
         let mut batch = Batch {
+            kernel,
             child,
             stdout: Some(stdout),
             stderr,
@@ -119,7 +121,7 @@ impl BatchRun {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        batch.before = tree_runtime(&RealKernel, batch.child.id() as i32);
+        batch.before = tree_runtime(batch.kernel.as_ref(), batch.child.id() as i32);
         batch.since = Instant::now();
         Ok(batch)
     }
@@ -218,6 +220,7 @@ pub fn parse_ops(json: &str) -> Result<(u64, f64, f64), String> {
 
 /// A running batch job; stopped by [`Batch::finish`], killed when dropped.
 pub struct Batch {
+    kernel: Arc<dyn Kernel>,
     child: Child,
     stdout: Option<std::thread::JoinHandle<String>>,
     stderr: Arc<Mutex<Vec<String>>>,
@@ -236,7 +239,7 @@ impl Batch {
     /// The `cpushield load` process under `cpushield run` (its only child).
     fn load_pid(&self) -> Option<i32> {
         let pid = self.child.id();
-        RealKernel
+        self.kernel
             .read(Path::new(&format!("/proc/{pid}/task/{pid}/children")))
             .ok()?
             .split_whitespace()
@@ -275,7 +278,7 @@ impl Batch {
 
     /// Stops the job and reports what it did.
     pub fn finish(mut self) -> Result<BatchWork, String> {
-        let after = tree_runtime(&RealKernel, self.child.id() as i32);
+        let after = tree_runtime(self.kernel.as_ref(), self.child.id() as i32);
         let share = run_share_pct(
             &self.before,
             &after,

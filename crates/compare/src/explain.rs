@@ -4,7 +4,7 @@
 //! and every determinism run's time over the ideal is split the same way.
 
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::RealKernel;
+use cpushield_kernel::Kernel;
 use cpushield_measure::determinism::DeterminismReport;
 use cpushield_measure::{ProbeObserver, SpikeTap};
 use cpushield_report::{AttributionSummary, CauseRow};
@@ -69,23 +69,24 @@ pub struct ProbeTrace {
 }
 
 impl ProbeTrace {
-    /// Starts tracing `cpus`; `retention` must cover the longest window to
-    /// explain (a determinism run); `kernel` is what the attribution knows of
-    /// the kernel (tick, preemption model, virtual CPUs).
+    /// Starts tracing `cpus` through `kernel`; `retention` must cover the
+    /// longest window to explain (a determinism run); `context` is what the
+    /// attribution knows of the kernel (tick, preemption model, virtual CPUs).
     pub fn start(
+        kernel: Arc<dyn Kernel>,
         cpus: &CpuSet,
         retention: Duration,
-        kernel: KernelContext,
+        context: KernelContext,
     ) -> Result<Self, String> {
         let options = TraceOptions {
-            kernel,
+            kernel: context,
             signals: SignalMode::None,
             retention: retention.max(Duration::from_secs(2)),
             proc_root: machine_proc().to_path_buf(),
-            namespace_scope: crate::namespace::host_proc().is_some(),
+            namespace_scope: cpushield_kernel::namespace::host_proc().is_some(),
             ..Default::default()
         };
-        let session = TraceSession::start(Arc::new(RealKernel), cpus, options)
+        let session = TraceSession::start(kernel, cpus, options)
             .map_err(|e| format!("tracing the measured CPUs: {e}"))?;
         let observer = Arc::new(TraceObserver {
             marker: session.marker(),
@@ -244,7 +245,7 @@ impl ProbeTrace {
 
 /// The machine's /proc: the one trace events' thread IDs belong to.
 fn machine_proc() -> &'static Path {
-    crate::namespace::host_proc().unwrap_or(Path::new("/proc"))
+    cpushield_kernel::namespace::host_proc().unwrap_or(Path::new("/proc"))
 }
 
 /// Each run's time inside the guest (other code on the CPU) and outside it.

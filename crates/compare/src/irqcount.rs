@@ -1,6 +1,16 @@
 //! Interrupts delivered to given CPUs, from /proc/interrupts deltas.
 
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::Kernel;
+use std::path::Path;
+
+/// [`total_on`] of the kernel's /proc/interrupts now (0 when unreadable).
+pub fn interrupts_on(kernel: &dyn Kernel, cpus: &CpuSet) -> u64 {
+    let text = kernel
+        .read(Path::new("/proc/interrupts"))
+        .unwrap_or_default();
+    total_on(&text, cpus)
+}
 
 /// Sum of all interrupt counts (device IRQs and per-CPU kinds such as LOC, RES)
 /// on the given CPUs, from the text of /proc/interrupts.

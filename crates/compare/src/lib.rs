@@ -7,15 +7,20 @@
 pub mod anchor;
 pub mod audit;
 pub mod batch;
+pub mod experiment;
 pub mod explain;
 pub mod idle;
 pub mod irqcount;
-pub mod namespace;
+pub mod lab;
 pub mod pending;
+pub mod plan;
 pub mod runner;
 pub mod scenario;
 pub mod smt;
+pub mod summary;
 
 pub use audit::ShieldAudit;
-pub use runner::{run, CompareConfig, CompareError, Progress, Scope};
+pub use experiment::{CompareConfig, CompareError, Progress, Scope};
+pub use lab::{Lab, Runs};
+pub use runner::{run, run_in};
 pub use scenario::Scenario;

@@ -3,173 +3,56 @@
 //! unshielded-cpu — with the same probes in each,
 //! and turns the measurements into a [`CompareReport`]. The shield is reset
 //! and the load stopped on every way out (normal end, error, SIGINT/SIGTERM).
+//!
+//! Each scenario goes through the same phases, one method of [`Experiment`]
+//! each: bring up what it needs (the load, the shield), choose how the CPUs
+//! idle, choose the advance, start the batch job, probe latency (traced and
+//! checked), run the anchor, probe determinism, finish the batch job, and sum
+//! it up. [`Experiment::restore`] takes the shield down and stops the load,
+//! at the end or when a phase fails.
 
-use crate::anchor::{self, AnchorRun};
-use crate::audit::ShieldAudit;
+use crate::anchor::{AnchorRun, RtlaRun};
+use crate::audit::{fix_for, CheckWhile};
 use crate::batch::BatchRun;
-use crate::explain::{DeterminismSplit, ProbeTrace};
+use crate::experiment::{CompareConfig, CompareError, Progress, Scope};
+use crate::explain::ProbeTrace;
 use crate::idle::{self, Calibration, IdleMode};
-use crate::irqcount;
+use crate::irqcount::interrupts_on;
+use crate::lab::{BatchJob, Lab, LoadRun, ShieldGuard};
+use crate::plan::{advance_from_shielded, default_cpus, plan_scenarios, threshold_from_idle_p99};
 use crate::scenario::Scenario;
+use crate::summary::{determinism_summary, host_line, latency_summary, rfc3339_now};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{Kernel, RealKernel};
-use cpushield_load::{Load, LoadSpec, RunningLoad, Workload};
-use cpushield_measure::determinism::{self, DeterminismConfig, Work};
-use cpushield_measure::latency::{self, LatencyConfig, Length};
-use cpushield_measure::{procstat, Distribution, Period, ThreadPlacer};
+use cpushield_kernel::Kernel;
+use cpushield_load::{Load, LoadSpec};
+use cpushield_measure::determinism::{DeterminismConfig, DeterminismReport, Work};
+use cpushield_measure::latency::{LatencyConfig, LatencyReport, Length};
+use cpushield_measure::procstat;
 use cpushield_report::{
-    human_ns, AttributionSummary, CheckFinding, CompareReport, DeterminismSummary, IdleChoice,
-    LatencySummary, LoadOps, ScenarioResult, Verdict, SCHEMA,
+    human_ns, Anchor, AttributionSummary, BatchWork, CheckFinding, CompareReport,
+    DeterminismSummary, IdleChoice, LatencySummary, LoadOps, ScenarioResult, Verdict, SCHEMA,
 };
-use cpushield_rt::idle_poll::IdlePoller;
-use cpushield_shield::{Options, ShieldMasks};
+use cpushield_rt::sched::PlaceFn;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Why a comparison could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum CompareError {
-    /// Bad input or an unusable machine, with the remedy.
-    #[error("{0}")]
-    Refused(String),
-    /// A probe failed.
-    #[error("measuring: {0}")]
-    Measure(#[from] cpushield_measure::MeasureError),
-    /// The load failed.
-    #[error("load: {0}")]
-    Load(#[from] cpushield_load::LoadError),
-    /// Shielding failed.
-    #[error("shield: {0}")]
-    Shield(#[from] cpushield_shield::ShieldError),
-    /// Reading the system failed.
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-}
-
-/// Where the experiment's tasks live: the shield's own notion, the tasks it
-/// treats as "the system".
-pub use cpushield_shield::snapshot::Scope;
-
-/// Everything a comparison needs.
-#[derive(Debug, Clone)]
-pub struct CompareConfig {
-    /// CPUs to shield and measure; `None` picks the highest CPU and its SMT siblings.
-    pub cpus: Option<CpuSet>,
-    /// Scenarios, in run order.
-    pub scenarios: Vec<Scenario>,
-    /// Workloads of the load.
-    pub load: Vec<Workload>,
-    /// The load's name as the user gave it (profile or list).
-    pub load_name: String,
-    /// Directory the load's files go under.
-    pub load_dir: PathBuf,
-    /// Latency probe time per scenario.
-    pub duration: Duration,
-    /// Latency probe period.
-    pub period: Period,
-    /// SCHED_FIFO priority of the probes.
-    pub priority: u8,
-    /// Advance of the shielded+advance scenario; `None` chooses it from the
-    /// shielded scenario's measured wakeup latency.
-    pub advance: Option<Duration>,
-    /// Determinism runs per scenario (0 skips the determinism probe).
-    pub determinism_runs: u32,
-    /// Length of one determinism run (calibrated once, then fixed).
-    pub determinism_work: Duration,
-    /// Scope of the experiment.
-    pub scope: Scope,
-    /// What the measured CPUs do when idle (see [`crate::idle`]).
-    pub idle: IdleMode,
-    /// Explain every sample above a threshold from a kernel trace (and split
-    /// determinism runs the same way).
-    pub attribute: bool,
-    /// The threshold; `None`: four times the idle machine's p99, measured
-    /// at the start (between 20 us and 1 ms).
-    pub attribute_above: Option<Duration>,
-    /// Run cyclictest in the loaded and shielded scenarios as an anchor,
-    /// when it is installed.
-    pub anchor: bool,
-    /// The check run on the measured CPUs during the shielded scenarios'
-    /// latency probe; its findings go in the report and name the fix of each
-    /// cause. `None`: no check, no findings.
-    pub audit: Option<Arc<dyn ShieldAudit>>,
-    /// What the tracer knows of the kernel (tick period per CPU, preemption
-    /// model, virtual CPUs), for the attribution of every CPU that may be
-    /// measured.
-    pub trace_context: cpushield_trace::KernelContext,
-    /// `compare --smt`: instead of the scenarios, one shielded CPU measured
-    /// with its SMT sibling busy, idle and offline (see [`crate::smt`]).
-    pub smt: bool,
-}
-
-/// Progress of the whole experiment, for a progress bar.
-#[derive(Debug, Clone)]
-pub struct Progress {
-    /// Scenario under way.
-    pub scenario: Scenario,
-    /// Its position (0-based) and the number of scenarios.
-    pub index: usize,
-    /// Number of scenarios that run.
-    pub total: usize,
-    /// "latency", "determinism", "shield", "load", "batch".
-    pub phase: &'static str,
-    /// Fraction of the current phase done.
-    pub fraction: f64,
-    /// Largest latency seen so far in this scenario, ns.
-    pub max_ns: u64,
-}
-
-/// The CPUs to shield by default: the highest online CPU and its hyperthread
-/// siblings, keeping CPU 0 for housekeeping. Refused on a 1-CPU machine.
-pub fn default_cpus(
-    online: &CpuSet,
-    siblings_of: &dyn Fn(usize) -> CpuSet,
-) -> Result<CpuSet, CompareError> {
-    let last = online.last().unwrap_or(0);
-    if online.len() < 2 || last == 0 {
-        return Err(CompareError::Refused(format!(
-            "this machine has only CPU(s) {online}: a shield needs at least 2 CPUs, one kept for the rest of the system"
-        )));
-    }
-    let cpus = siblings_of(last)
-        .union(&CpuSet::from_cpus([last]))
-        .intersection(online);
-    let cpus = cpus.difference(&CpuSet::from_cpus([0]));
-    if online.difference(&cpus).is_empty() {
-        return Err(CompareError::Refused(format!(
-            "shielding CPU {last} with its siblings would leave no CPU for the rest of the system: name a CPU with --cpus"
-        )));
-    }
-    Ok(cpus)
-}
-
-/// The CPU the unshielded-cpu scenario measures: the highest housekeeping CPU
-/// other than CPU 0 (which runs the machine's own services), if any.
-pub fn unshielded_probe_cpu(online: &CpuSet, shielded: &CpuSet) -> Option<usize> {
-    online
-        .difference(shielded)
-        .iter()
-        .filter(|c| *c != 0)
-        .last()
-}
-
-fn siblings(cpu: usize) -> CpuSet {
-    cpushield_kernel::thread_siblings(&RealKernel, cpu).unwrap_or_else(|_| CpuSet::from_cpus([cpu]))
+fn siblings(kernel: &dyn Kernel, cpu: usize) -> CpuSet {
+    cpushield_kernel::thread_siblings(kernel, cpu).unwrap_or_else(|_| CpuSet::from_cpus([cpu]))
 }
 
 /// Checks everything that can be checked before the first change.
-pub fn preflight(config: &CompareConfig) -> Result<CpuSet, CompareError> {
+pub fn preflight(lab: &Lab, config: &CompareConfig) -> Result<CpuSet, CompareError> {
+    let kernel = lab.kernel.as_ref();
     if config.smt {
-        crate::smt::choose_here(config.cpus.as_ref())?;
+        crate::smt::choose_on(kernel, config.cpus.as_ref())?;
     }
-    let kernel = RealKernel;
-    let online = cpushield_kernel::online_cpus(&kernel)?;
+    let online = cpushield_kernel::online_cpus(kernel)?;
     let cpus = match &config.cpus {
         Some(c) => c.clone(),
-        None => default_cpus(&online, &siblings)?,
+        None => default_cpus(&online, &|cpu| siblings(kernel, cpu))?,
     };
     if cpus.is_empty() || !cpus.is_subset(&online) {
         return Err(CompareError::Refused(format!(
@@ -182,18 +65,21 @@ pub fn preflight(config: &CompareConfig) -> Result<CpuSet, CompareError> {
         )));
     }
     if config.scenarios.iter().any(|s| s.shield_up()) {
-        if !nix::unistd::geteuid().is_root() {
+        if !lab.is_root {
             return Err(CompareError::Refused(
                 "the shielded scenarios move tasks and IRQs: run as root (or use --scenarios idle,loaded)".into(),
             ));
         }
-        if cpushield_shield::state::is_shielded() {
+        if !matches!(
+            cpushield_shield::state::load_from(lab.store.as_ref()),
+            Ok(None)
+        ) {
             return Err(CompareError::Refused(format!(
-                "a shield is already up ({}): run `cpushield reset` first",
-                cpushield_shield::state::state_path().display()
+                "a shield is already up (state in {}): run `cpushield reset` first",
+                lab.store.dir().display()
             )));
         }
-        if cpushield_shield::layout::detect(&kernel).is_none() {
+        if cpushield_shield::layout::detect(kernel).is_none() {
             return Err(cpushield_shield::ShieldError::NoCpuset.into());
         }
     }
@@ -214,59 +100,6 @@ fn load_spec(config: &CompareConfig) -> LoadSpec {
     spec
 }
 
-/// Takes the shield down when dropped.
-pub(crate) struct ShieldGuard;
-
-impl ShieldGuard {
-    pub(crate) fn raise(cpus: &CpuSet) -> Result<Self, CompareError> {
-        cpushield_shield::shield(
-            &RealKernel,
-            &ShieldMasks::all(cpus),
-            Options {
-                is_root: true,
-                whole_cores: false,
-            },
-        )?;
-        Ok(ShieldGuard)
-    }
-
-    /// How the probes' threads reach the shielded CPUs while the shield is up
-    /// (plain affinity cannot: the shield's cpuset fences them off).
-    pub(crate) fn placer(&self) -> ThreadPlacer {
-        place_thread
-    }
-}
-
-fn place_thread(tid: i32, cpus: &CpuSet) -> std::io::Result<()> {
-    cpushield_shield::placement::place_task(&RealKernel, tid, cpus)
-}
-
-impl Drop for ShieldGuard {
-    fn drop(&mut self) {
-        if let Err(e) = cpushield_shield::reset(
-            &RealKernel,
-            Options {
-                is_root: true,
-                whole_cores: false,
-            },
-        ) {
-            eprintln!("cpushield: error: resetting the shield failed: {e}; run `cpushield reset`");
-        }
-    }
-}
-
-pub(crate) fn interrupts_on(cpus: &CpuSet) -> u64 {
-    let text = RealKernel
-        .read(Path::new("/proc/interrupts"))
-        .unwrap_or_default();
-    irqcount::total_on(&text, cpus)
-}
-
-fn counters(load: Option<&RunningLoad>) -> BTreeMap<String, u64> {
-    load.map(|l| l.counters().into_iter().collect())
-        .unwrap_or_default()
-}
-
 /// The batch job's own time limit, should it never be stopped: well past
 /// everything a scenario runs (calibration, latency, determinism).
 fn batch_limit(config: &CompareConfig) -> Duration {
@@ -276,570 +109,654 @@ fn batch_limit(config: &CompareConfig) -> Duration {
 }
 
 /// Steal time of `cpus` since `before`, ns (/proc/stat, USER_HZ resolution).
-fn steal_since(before: &Option<procstat::CpuTimes>, cpus: &CpuSet) -> u64 {
-    match (before, procstat::snapshot(&RealKernel)) {
+fn steal_since(kernel: &dyn Kernel, before: &Option<procstat::CpuTimes>, cpus: &CpuSet) -> u64 {
+    match (before, procstat::snapshot(kernel)) {
         (Some(before), Ok(after)) => procstat::steal_ns(before, &after, cpus),
         _ => 0,
     }
 }
 
-fn steal_mark() -> Option<procstat::CpuTimes> {
-    procstat::snapshot(&RealKernel).ok()
+fn steal_mark(kernel: &dyn Kernel) -> Option<procstat::CpuTimes> {
+    procstat::snapshot(kernel).ok()
 }
 
-/// One short latency run for calibration: worst case, p99 and steal.
-fn short_probe(
-    config: &CompareConfig,
-    cpus: &CpuSet,
-    poll: bool,
-    length: Duration,
-    placer: Option<ThreadPlacer>,
-    stop: &AtomicBool,
-) -> Result<Calibration, CompareError> {
-    let mut lat = LatencyConfig::new(cpus.clone());
-    lat.period = config.period;
-    lat.length = Length::Duration(length);
-    lat.priority = Some(config.priority);
-    lat.idle_poll = poll;
-    lat.placer = placer;
-    let before = steal_mark();
-    let r = latency::run(&lat, stop, &mut |_| {})?;
-    let summary = summarize_latency(&r);
-    Ok(Calibration {
-        max_ns: summary.max_ns,
-        p99_ns: summary.p99_ns,
-        steal_ns: steal_since(&before, cpus),
-    })
-}
-
-/// The spike threshold: four times the unloaded machine's p99, 20 us to 1 ms.
-pub fn threshold_from_idle_p99(p99_ns: u64) -> Duration {
-    Duration::from_nanos((p99_ns.saturating_mul(4)).clamp(20_000, 1_000_000))
-}
-
-/// The advance of the shielded+advance scenario from the shielded
-/// scenario's wakeup latency: its 99.999th percentile (so nearly every
-/// wakeup comes before the deadline), at least 10 us and at most a quarter
-/// of the period (the spin must leave the CPU mostly idle).
-pub fn advance_from_shielded(shielded: &LatencySummary, period_ns: u64) -> Duration {
-    let quarter = (period_ns / 4).max(10_000);
-    Duration::from_nanos(shielded.p99999_ns.clamp(10_000, quarter))
-}
-
-/// The check on some CPUs while a probe runs, in a thread of its own
-/// (on the housekeeping CPUs, where the runner is).
-struct CheckWhile {
-    done: Arc<AtomicBool>,
-    handle: std::thread::JoinHandle<Vec<CheckFinding>>,
-}
-
-impl CheckWhile {
-    /// Starts watching `cpus`, for at most `interval`.
-    fn start(audit: Arc<dyn ShieldAudit>, cpus: &CpuSet, interval: Duration) -> Self {
-        let done = Arc::new(AtomicBool::new(false));
-        let flag = done.clone();
-        let cpus = cpus.clone();
-        let handle = std::thread::spawn(move || {
-            audit.findings_until(&cpus, interval, &|| flag.load(Ordering::Relaxed))
-        });
-        Self { done, handle }
-    }
-
-    /// Stops watching and returns what the check found, most severe first.
-    fn finish(self) -> Vec<CheckFinding> {
-        self.done.store(true, Ordering::Relaxed);
-        let mut findings = self.handle.join().unwrap_or_default();
-        findings.sort_by(|a, b| b.severity.cmp(&a.severity));
-        findings
-    }
-}
-
-/// The fix `check` names for a cause, matched by IRQ number, softirq name,
-/// the local timer, or task ID.
-fn fix_for(name: &str, findings: &[CheckFinding]) -> Option<String> {
-    let key = if let Some(rest) = name.strip_prefix("irq ") {
-        format!("IRQ {} ", rest.split_whitespace().next()?)
-    } else if let Some(soft) = name.strip_prefix("softirq ") {
-        format!("{soft} softirq ")
-    } else if name == "local timer interrupt" {
-        "the local timer fires".to_string()
-    } else if let Some(open) = name.rfind('(') {
-        format!("({}", name[open + 1..].trim_end_matches(')'))
-    } else {
-        return None;
-    };
-    findings
-        .iter()
-        .find(|f| f.title.contains(&key))
-        .and_then(|f| f.remedies.first().cloned())
-}
-
-#[cfg(test)]
-mod fix_tests {
-    use super::*;
-
-    fn finding(title: &str, remedy: &str) -> CheckFinding {
-        CheckFinding {
-            severity: "warn".into(),
-            title: title.into(),
-            remedies: vec![remedy.into()],
-            runtime_fix: false,
-            topic: "irq".into(),
-        }
-    }
-
-    #[test]
-    fn causes_are_matched_with_the_fix_check_names() {
-        let findings = [
-            finding(
-                "IRQ 36 (virtio1-req.0) is kernel-managed and arrives on CPU 1",
-                "isolcpus=managed_irq,1",
-            ),
-            finding(
-                "BLOCK softirq ran 2226 times on CPU 1: completions of disk I/O",
-                "isolcpus=managed_irq,1",
-            ),
-            finding("the local timer fires on CPU 1 (2300/s)", "nohz_full=1"),
-            finding(
-                "task hog (812) ran 5.0 ms on CPU 1",
-                "cpushield shield --procs 1",
-            ),
-        ];
-        assert_eq!(
-            fix_for("irq 36 virtio1-req.0", &findings).as_deref(),
-            Some("isolcpus=managed_irq,1")
-        );
-        assert_eq!(
-            fix_for("softirq BLOCK", &findings).as_deref(),
-            Some("isolcpus=managed_irq,1")
-        );
-        assert_eq!(
-            fix_for("local timer interrupt", &findings).as_deref(),
-            Some("nohz_full=1")
-        );
-        assert_eq!(
-            fix_for("hog (812)", &findings).as_deref(),
-            Some("cpushield shield --procs 1")
-        );
-        assert_eq!(fix_for("irq 38 virtio2-input.0", &findings), None);
-        assert_eq!(fix_for("softirq NET_RX", &findings), None);
-    }
-}
-
-/// Runs the experiment. Stops early (with what was measured) when `stop` is set.
+/// Runs the experiment on this machine ([`Lab::real`]).
 pub fn run(
     config: &CompareConfig,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<CompareReport, CompareError> {
-    let shielded_cpus = preflight(config)?;
+    run_in(&Lab::real(), config, stop, progress)
+}
+
+/// Runs the experiment in `lab`. Stops early (with what was measured) when
+/// `stop` is set.
+pub fn run_in(
+    lab: &Lab,
+    config: &CompareConfig,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<CompareReport, CompareError> {
+    let shielded_cpus = preflight(lab, config)?;
     if config.smt {
-        return crate::smt::run(config, stop, progress);
+        return crate::smt::run(lab, config, stop, progress);
     }
-    let online = cpushield_kernel::online_cpus(&RealKernel)?;
-    let mut planned: Vec<(Scenario, CpuSet)> = Vec::new();
-    let mut skipped = Vec::new();
-    for &s in &config.scenarios {
-        let cpus = match s {
-            Scenario::UnshieldedCpu => match unshielded_probe_cpu(&online, &shielded_cpus) {
-                Some(c) => CpuSet::from_cpus([c]),
-                None => {
-                    skipped.push(
-                        "unshielded-cpu skipped: the only unshielded CPU is CPU 0, which runs the machine's own services (needs 3+ CPUs)"
-                            .to_string(),
-                    );
-                    continue;
-                }
-            },
-            _ => shielded_cpus.clone(),
-        };
-        planned.push((s, cpus));
-    }
-    let total = planned.len();
-    let mut results: Vec<ScenarioResult> = Vec::new();
-    let mut load: Option<RunningLoad> = None;
-    let mut shield: Option<ShieldGuard> = None;
-    // What the scenario that raised the shield tells of pending IRQ moves.
-    let mut shield_notes: Vec<String> = Vec::new();
-    let mut iterations: Option<u64> = None;
+    let online = cpushield_kernel::online_cpus(lab.kernel.as_ref())?;
+    let (planned, skipped) = plan_scenarios(&config.scenarios, &online, &shielded_cpus);
     let mut general = Vec::new();
-    let cyclictest = if config.anchor {
-        let found = anchor::find_cyclictest();
-        if found.is_none() {
+    let mut experiment = Experiment {
+        lab,
+        config,
+        stop,
+        progress,
+        shielded_cpus,
+        total: planned.len(),
+        shield: None,
+        load: None,
+        shield_notes: Vec::new(),
+        iterations: None,
+        threshold: None,
+        cyclictest: None,
+        rtla: None,
+        osnoise_absent: false,
+        results: Vec::new(),
+    };
+    experiment.find_anchor(&mut general);
+    experiment.threshold = experiment.spike_threshold(planned.first())?;
+    for (index, (scenario, cpus)) in planned.iter().enumerate() {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let at = At {
+            scenario: *scenario,
+            index,
+            total: planned.len(),
+        };
+        let result = experiment.scenario(at, cpus)?;
+        experiment.results.push(result);
+    }
+    if experiment.osnoise_absent {
+        general.push(cpushield_trace::summary::OSNOISE_ABSENT.to_string());
+    }
+    let mut results = std::mem::take(&mut experiment.results);
+    // Dropped, the experiment restores the machine, as it does when a phase
+    // fails above.
+    drop(experiment);
+    explain_advance(&mut results);
+    Ok(compare_report(
+        lab, config, &online, results, skipped, general,
+    ))
+}
+
+/// Where the experiment is, for its progress reports.
+#[derive(Debug, Clone, Copy)]
+struct At {
+    scenario: Scenario,
+    index: usize,
+    total: usize,
+}
+
+impl At {
+    fn progress(self, phase: &'static str, fraction: f64, max_ns: u64) -> Progress {
+        Progress {
+            scenario: self.scenario,
+            index: self.index,
+            total: self.total,
+            phase,
+            fraction,
+            max_ns,
+        }
+    }
+}
+
+/// The latency phase's outcome.
+struct LatencyPhase {
+    report: LatencyReport,
+    summary: LatencySummary,
+    attribution: Option<AttributionSummary>,
+    findings: Vec<CheckFinding>,
+}
+
+/// A running experiment: what is up on the machine and what was measured.
+/// Dropped, it restores the machine (see [`Experiment::restore`]).
+struct Experiment<'a> {
+    lab: &'a Lab,
+    config: &'a CompareConfig,
+    stop: &'a AtomicBool,
+    progress: &'a mut dyn FnMut(Progress),
+    shielded_cpus: CpuSet,
+    total: usize,
+    /// Declared before the load: the shield comes down first.
+    shield: Option<ShieldGuard<'a>>,
+    load: Option<Box<dyn LoadRun>>,
+    /// What the scenario that raised the shield tells of pending IRQ moves.
+    shield_notes: Vec<String>,
+    /// The determinism probe's loop count, calibrated once, then fixed.
+    iterations: Option<u64>,
+    /// The spike threshold of the attribution (None: no trace).
+    threshold: Option<Duration>,
+    cyclictest: Option<PathBuf>,
+    /// rtla, the second anchor, where the kernel has the timerlat tracer.
+    rtla: Option<PathBuf>,
+    /// A trace found no osnoise events to attribute with (said once).
+    osnoise_absent: bool,
+    results: Vec<ScenarioResult>,
+}
+
+impl Drop for Experiment<'_> {
+    fn drop(&mut self) {
+        self.restore();
+    }
+}
+
+impl<'a> Experiment<'a> {
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    fn tell(&mut self, progress: Progress) {
+        (self.progress)(progress);
+    }
+
+    /// How the probes' threads reach the measured CPUs now.
+    fn placer(&self) -> Option<PlaceFn> {
+        self.shield.as_ref().map(ShieldGuard::placer)
+    }
+
+    /// Takes the shield down, then stops the load. Idempotent.
+    fn restore(&mut self) {
+        drop(self.shield.take());
+        if let Some(load) = self.load.take() {
+            load.stop();
+        }
+    }
+
+    /// Looks for cyclictest (and rtla, where the kernel has timerlat) when
+    /// the anchor is asked for; says so when one is missing.
+    fn find_anchor(&mut self, general: &mut Vec<String>) {
+        if !self.config.anchor {
+            return;
+        }
+        self.cyclictest = self.lab.runs.cyclictest();
+        if self.cyclictest.is_none() {
             general.push(
                 "no cyclictest anchor: rt-tests is not installed (apt-get install rt-tests)"
                     .to_string(),
             );
         }
-        found
-    } else {
-        None
-    };
-    let rtla = if config.anchor {
-        anchor::rtla_anchor(&mut general)
-    } else {
-        None
-    };
-    let cpushield_exe = std::env::current_exe().ok();
-    // The spike threshold, from the unloaded machine before anything starts.
-    let threshold = match (config.attribute, config.attribute_above) {
-        (false, _) => None,
-        (true, Some(t)) => Some(t),
-        (true, None) => {
-            if let Some((s, cpus)) = planned.first() {
-                progress(Progress {
-                    scenario: *s,
+        self.rtla = self.lab.runs.rtla(general);
+    }
+
+    /// The spike threshold, from the unloaded machine before anything starts.
+    fn spike_threshold(
+        &mut self,
+        first: Option<&(Scenario, CpuSet)>,
+    ) -> Result<Option<Duration>, CompareError> {
+        let config = self.config;
+        match (config.attribute, config.attribute_above, first) {
+            (false, _, _) => Ok(None),
+            (true, Some(t), _) => Ok(Some(t)),
+            (true, None, None) => Ok(None),
+            (true, None, Some((scenario, cpus))) => {
+                let at = At {
+                    scenario: *scenario,
                     index: 0,
-                    total,
-                    phase: "baseline",
-                    fraction: 0.0,
-                    max_ns: 0,
-                });
-                let base = short_probe(
-                    config,
-                    cpus,
-                    false,
-                    idle::calibration_length(config.duration),
-                    shield.as_ref().map(ShieldGuard::placer),
-                    stop,
-                )?;
-                Some(threshold_from_idle_p99(base.p99_ns))
-            } else {
-                None
+                    total: self.total,
+                };
+                self.tell(at.progress("baseline", 0.0, 0));
+                let length = idle::calibration_length(config.duration);
+                let base = self.short_probe(cpus, false, length)?;
+                Ok(Some(threshold_from_idle_p99(base.p99_ns)))
             }
         }
-    };
-    for (index, (scenario, cpus)) in planned.iter().enumerate() {
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        let report = |phase, fraction, max_ns| Progress {
-            scenario: *scenario,
-            index,
-            total,
-            phase,
-            fraction,
-            max_ns,
+    }
+
+    /// One scenario, phase by phase.
+    fn scenario(&mut self, at: At, cpus: &CpuSet) -> Result<ScenarioResult, CompareError> {
+        let scenario = at.scenario;
+        self.bring_up(at)?;
+        let mut notes = std::mem::take(&mut self.shield_notes);
+        let idle_choice = self.choose_idle(at, cpus)?;
+        let poll = idle_choice.policy == "poll";
+        let advance = self.choose_advance(scenario, &mut notes);
+        let mut problems = Vec::new();
+        let batch = self.start_batch(at, cpus, &mut problems);
+        let ops_before = self.load_counters();
+        let irqs_before = interrupts_on(self.lab.kernel.as_ref(), cpus);
+        let started = Instant::now();
+        let latency = self.probe_latency(at, cpus, poll, advance, &mut notes)?;
+        let max_seen = latency.report.max_ns();
+        let anchor = self.run_anchor(at, cpus, poll, max_seen, &mut notes);
+        let rtla = self.run_rtla(at, cpus, poll, max_seen, &mut notes);
+        let determinism = self.probe_determinism(at, cpus, max_seen)?;
+        let batch = finish_batch(batch, cpus, &mut notes, &mut problems);
+        let elapsed = started.elapsed().as_secs_f64().max(1e-9);
+        let irqs_per_s = interrupts_on(self.lab.kernel.as_ref(), cpus).saturating_sub(irqs_before)
+            as f64
+            / elapsed;
+        let load = if scenario.loaded() {
+            load_ops(&ops_before, &self.load_counters(), elapsed)
+        } else {
+            Vec::new()
         };
-        if scenario.loaded() && load.is_none() {
-            progress(report("load", 0.0, 0));
-            load = Some(Load::start(&load_spec(config))?);
+        let determinism_report = determinism.as_ref().map(|(r, _)| r);
+        let warnings = scenario_warnings(&latency.report, determinism_report, problems);
+        self.tell(at.progress("done", 1.0, max_seen));
+        Ok(ScenarioResult {
+            name: scenario.name().into(),
+            description: scenario.description().into(),
+            measured_cpus: cpus.to_list(),
+            shielded: scenario.shield_up() && scenario != Scenario::UnshieldedCpu,
+            advance_ns: advance.map(|a| a.as_nanos() as u64),
+            latency: latency.summary,
+            determinism: determinism.map(|(_, summary)| summary),
+            load,
+            irqs_per_s,
+            warnings,
+            idle: Some(idle_choice),
+            attribution: latency.attribution,
+            anchor,
+            rtla,
+            notes,
+            findings: latency.findings,
+            batch,
+        })
+    }
+
+    /// Starts the load and raises the shield when the scenario is the first
+    /// to need them; they stay up for the scenarios after it.
+    fn bring_up(&mut self, at: At) -> Result<(), CompareError> {
+        if at.scenario.loaded() && self.load.is_none() {
+            self.tell(at.progress("load", 0.0, 0));
+            self.load = Some(self.lab.runs.start_load(&load_spec(self.config))?);
             // Let the load reach its steady state before measuring.
             std::thread::sleep(Duration::from_secs(2));
         }
-        if scenario.shield_up() && shield.is_none() {
-            progress(report("shield", 0.0, 0));
-            shield = Some(ShieldGuard::raise(&shielded_cpus)?);
-            shield_notes =
-                crate::pending::settle(&RealKernel, &shielded_cpus, crate::pending::WAIT);
+        if at.scenario.shield_up() && self.shield.is_none() {
+            self.tell(at.progress("shield", 0.0, 0));
+            self.shield = Some(ShieldGuard::raise(self.lab, &self.shielded_cpus)?);
+            self.shield_notes = crate::pending::settle(
+                self.lab.kernel.as_ref(),
+                &self.shielded_cpus,
+                crate::pending::WAIT,
+            );
         }
-        let mut notes = std::mem::take(&mut shield_notes);
-        // 1. How the CPUs idle: measured, or as asked.
-        let idle_choice: IdleChoice = match config.idle {
-            _ if *scenario == Scenario::ShieldedShared => idle::shared(),
+        Ok(())
+    }
+
+    /// How the CPUs idle: measured (halting against polling), or as asked.
+    fn choose_idle(&mut self, at: At, cpus: &CpuSet) -> Result<IdleChoice, CompareError> {
+        Ok(match self.config.idle {
+            _ if at.scenario == Scenario::ShieldedShared => idle::shared(),
             IdleMode::Auto => {
-                let length = idle::calibration_length(config.duration);
-                progress(report("idle calibration", 0.0, 0));
-                let placer = shield.as_ref().map(ShieldGuard::placer);
-                let halt = short_probe(config, cpus, false, length, placer, stop)?;
-                progress(report("idle calibration", 0.5, halt.max_ns));
-                let poll = short_probe(config, cpus, true, length, placer, stop)?;
+                let length = idle::calibration_length(self.config.duration);
+                self.tell(at.progress("idle calibration", 0.0, 0));
+                let halt = self.short_probe(cpus, false, length)?;
+                self.tell(at.progress("idle calibration", 0.5, halt.max_ns));
+                let poll = self.short_probe(cpus, true, length)?;
                 idle::decide(halt, poll, length.as_secs_f64())
             }
             mode => idle::fixed(mode),
-        };
-        let poll = idle_choice.policy == "poll";
-        let advance = if *scenario == Scenario::ShieldedAdvance {
-            Some(match config.advance {
-                Some(a) => a,
-                None => {
-                    let chosen = results
-                        .iter()
-                        .find(|r| r.name == Scenario::Shielded.name())
-                        .map(|r| advance_from_shielded(&r.latency, config.period.nominal_ns()));
-                    match chosen {
-                        Some(a) => {
-                            notes.push(format!(
-                                "advance {} chosen by measurement: the shielded scenario's 99.999th percentile wakeup latency (spinning {:.0}% of each period)",
-                                human_ns(a.as_nanos() as u64),
-                                a.as_nanos() as f64 * 100.0 / config.period.nominal_ns() as f64
-                            ));
-                            a
-                        }
-                        None => Duration::from_micros(100),
-                    }
-                }
-            })
-        } else {
-            None
-        };
+        })
+    }
 
-        // The batch job of shielded+shared, from before the probes to after them.
-        let mut batch_problems: Vec<String> = Vec::new();
-        let batch = match (scenario, &cpushield_exe) {
-            (Scenario::ShieldedShared, Some(exe)) => {
-                progress(report("batch", 0.0, 0));
-                let run = BatchRun {
-                    cpushield: exe.clone(),
-                    cpus: cpus.clone(),
-                    dir: config.load_dir.clone(),
-                    limit: batch_limit(config),
-                };
-                match run.start() {
-                    Ok(b) => Some(b),
-                    Err(e) => {
-                        batch_problems.push(format!("no batch job: {e}"));
-                        None
-                    }
-                }
+    /// One short latency run for calibration: worst case, p99 and steal.
+    fn short_probe(
+        &self,
+        cpus: &CpuSet,
+        poll: bool,
+        length: Duration,
+    ) -> Result<Calibration, CompareError> {
+        let mut lat = self.latency_config(cpus, length, poll);
+        lat.placer = self.placer();
+        let kernel = self.lab.kernel.as_ref();
+        let before = steal_mark(kernel);
+        let r = self.lab.runs.latency(&lat, self.stop, &mut |_| {})?;
+        let summary = latency_summary(&r);
+        Ok(Calibration {
+            max_ns: summary.max_ns,
+            p99_ns: summary.p99_ns,
+            steal_ns: steal_since(kernel, &before, cpus),
+        })
+    }
+
+    fn latency_config(&self, cpus: &CpuSet, length: Duration, poll: bool) -> LatencyConfig {
+        let mut lat = LatencyConfig::new(cpus.clone());
+        lat.period = self.config.period;
+        lat.length = Length::Duration(length);
+        lat.priority = Some(self.config.priority);
+        lat.idle_poll = poll;
+        lat
+    }
+
+    /// The advance of shielded+advance: as asked, or from the shielded
+    /// scenario's measured wakeup latency (100 us without one).
+    fn choose_advance(&self, scenario: Scenario, notes: &mut Vec<String>) -> Option<Duration> {
+        if scenario != Scenario::ShieldedAdvance {
+            return None;
+        }
+        if let Some(a) = self.config.advance {
+            return Some(a);
+        }
+        let period_ns = self.config.period.nominal_ns();
+        let chosen = self
+            .results
+            .iter()
+            .find(|r| r.name == Scenario::Shielded.name())
+            .map(|r| advance_from_shielded(&r.latency, period_ns));
+        Some(match chosen {
+            Some(a) => {
+                notes.push(format!(
+                    "advance {} chosen by measurement: the shielded scenario's 99.999th percentile wakeup latency (spinning {:.0}% of each period)",
+                    human_ns(a.as_nanos() as u64),
+                    a.as_nanos() as f64 * 100.0 / period_ns as f64
+                ));
+                a
             }
-            (Scenario::ShieldedShared, None) => {
-                batch_problems.push("no batch job: the cpushield binary could not be found".into());
+            None => Duration::from_micros(100),
+        })
+    }
+
+    /// The batch job of shielded+shared, from before the probes to after them.
+    fn start_batch(
+        &mut self,
+        at: At,
+        cpus: &CpuSet,
+        problems: &mut Vec<String>,
+    ) -> Option<Box<dyn BatchJob>> {
+        if at.scenario != Scenario::ShieldedShared {
+            return None;
+        }
+        let Some(exe) = self.lab.runs.cpushield_exe() else {
+            problems.push("no batch job: the cpushield binary could not be found".into());
+            return None;
+        };
+        self.tell(at.progress("batch", 0.0, 0));
+        let run = BatchRun {
+            cpushield: exe,
+            cpus: cpus.clone(),
+            dir: self.config.load_dir.clone(),
+            limit: batch_limit(self.config),
+        };
+        match self.lab.runs.start_batch(&run) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                problems.push(format!("no batch job: {e}"));
                 None
             }
-            _ => None,
-        };
+        }
+    }
 
-        let ops_before = counters(load.as_ref());
-        let irqs_before = interrupts_on(cpus);
-        let started = Instant::now();
+    fn load_counters(&self) -> BTreeMap<String, u64> {
+        self.load
+            .as_ref()
+            .map(|l| l.counters().into_iter().collect())
+            .unwrap_or_default()
+    }
 
-        // 2. Latency, traced.
-        let mut lat = LatencyConfig::new(cpus.clone());
-        lat.period = config.period;
-        lat.length = Length::Duration(config.duration);
-        lat.priority = Some(config.priority);
-        lat.idle_poll = poll;
+    /// The latency probe, traced when spikes are attributed, with the check
+    /// watching the CPUs while the shield is up.
+    fn probe_latency(
+        &mut self,
+        at: At,
+        cpus: &CpuSet,
+        poll: bool,
+        advance: Option<Duration>,
+        notes: &mut Vec<String>,
+    ) -> Result<LatencyPhase, CompareError> {
+        let config = self.config;
+        let kernel = self.lab.kernel.as_ref();
+        let mut lat = self.latency_config(cpus, config.duration, poll);
         lat.advance = advance;
-        lat.placer = shield.as_ref().map(ShieldGuard::placer);
-        let mut trace = match threshold {
-            Some(_) => {
-                match ProbeTrace::start(cpus, Duration::from_secs(2), config.trace_context.clone())
-                {
-                    Ok(t) => Some(t),
-                    Err(e) => {
-                        notes.push(format!("not traced: {e}"));
-                        None
-                    }
-                }
-            }
-            None => None,
-        };
-        if let (Some(t), Some(th)) = (trace.as_mut(), threshold) {
+        lat.placer = self.placer();
+        let mut trace = self.threshold.and_then(|_| {
+            ProbeTrace::start(
+                Arc::clone(&self.lab.kernel),
+                cpus,
+                Duration::from_secs(2),
+                config.trace_context.clone(),
+            )
+            .map_err(|e| notes.push(format!("not traced: {e}")))
+            .ok()
+        });
+        if let (Some(t), Some(th)) = (trace.as_mut(), self.threshold) {
             lat.spikes = Some(t.spike_tap(th));
             lat.observer = Some(t.observer());
         }
         let checker = config
             .audit
             .clone()
-            .filter(|_| scenario.shield_up() && *scenario != Scenario::UnshieldedCpu)
+            .filter(|_| at.scenario.shield_up() && at.scenario != Scenario::UnshieldedCpu)
             .map(|audit| CheckWhile::start(audit, cpus, config.duration));
-        let steal_before = steal_mark();
-        let latency_report = latency::run(&lat, stop, &mut |p| {
-            progress(report("latency", p.fraction, p.max_ns))
+        let steal_before = steal_mark(kernel);
+        let progress = &mut *self.progress;
+        let report = self.lab.runs.latency(&lat, self.stop, &mut |p| {
+            progress(at.progress("latency", p.fraction, p.max_ns))
         });
-        let latency_steal = steal_since(&steal_before, cpus);
+        let steal = steal_since(kernel, &steal_before, cpus);
         drop(lat);
         let findings = checker.map(CheckWhile::finish).unwrap_or_default();
-        let latency_report = latency_report?;
-        let max_seen = latency_report.max_ns();
-        let latency = summarize_latency(&latency_report);
-        let attribution: Option<AttributionSummary> = match (trace, threshold) {
+        let report = report?;
+        let summary = latency_summary(&report);
+        let attribution = match (trace, self.threshold) {
             (Some(t), Some(th)) => {
-                progress(report("explaining", 1.0, max_seen));
-                let (mut summary, trace) = t.finish_latency(
+                self.tell(at.progress("explaining", 1.0, report.max_ns()));
+                let (mut attribution, trace) = t.finish_latency(
                     th.as_nanos() as u64,
-                    latency.max_ns,
-                    latency_report.spikes_dropped,
-                    latency_steal,
+                    summary.max_ns,
+                    report.spikes_dropped,
+                    steal,
                 );
-                let osnoise_absent = cpushield_trace::summary::OSNOISE_ABSENT.to_string();
-                if !trace.osnoise_events && !general.contains(&osnoise_absent) {
-                    general.push(osnoise_absent);
+                if !trace.osnoise_events {
+                    self.osnoise_absent = true;
                 }
                 let namespace_scope = matches!(config.scope, Scope::Namespace);
-                for row in summary.causes.iter_mut().filter(|r| r.guest) {
+                for row in attribution.causes.iter_mut().filter(|r| r.guest) {
                     row.fix = fix_for(&row.name, &findings).or_else(|| {
                         config.audit.as_ref().and_then(|a| {
                             a.fix_for_cause(&row.kind, &row.name, cpus, namespace_scope)
                         })
                     });
                 }
-                Some(summary)
+                Some(attribution)
             }
             _ => None,
         };
-
-        // 3. The anchor, placed like the probe.
-        let anchor = match (&cyclictest, &cpushield_exe, scenario) {
-            (Some(ct), Some(exe), Scenario::Loaded | Scenario::Shielded)
-                if !stop.load(Ordering::Relaxed) =>
-            {
-                progress(report("cyclictest", 0.0, max_seen));
-                let run = AnchorRun {
-                    cpushield: exe.clone(),
-                    cyclictest: ct.clone(),
-                    cpu: cpus.first().unwrap_or(0),
-                    duration: (config.duration / 2).max(Duration::from_secs(1)),
-                    interval_us: (config.period.nominal_ns() / 1000).max(1),
-                    priority: config.priority,
-                    idle_poll: poll,
-                    shielded: scenario.shield_up(),
-                };
-                match run.run() {
-                    Ok(a) => Some(a),
-                    Err(e) => {
-                        notes.push(format!("cyclictest anchor failed: {e}"));
-                        None
-                    }
-                }
-            }
-            _ => None,
-        };
-
-        // The kernel's own measurement beside it, where it has timerlat.
-        let rtla_anchor = match (&rtla, scenario) {
-            (Some(rtla), Scenario::Loaded | Scenario::Shielded)
-                if !stop.load(Ordering::Relaxed) =>
-            {
-                progress(report("rtla timerlat", 0.0, max_seen));
-                let run = anchor::RtlaRun {
-                    rtla: rtla.clone(),
-                    cpu: cpus.first().unwrap_or(0),
-                    duration: (config.duration / 2).max(Duration::from_secs(1)),
-                    period_us: (config.period.nominal_ns() / 1000).max(1),
-                    priority: config.priority,
-                };
-                let placer = shield.as_ref().map(ShieldGuard::placer);
-                let poller = if poll {
-                    IdlePoller::start(&CpuSet::from_cpus([run.cpu]), placer).ok()
-                } else {
-                    None
-                };
-                let result = run.run();
-                drop(poller);
-                match result {
-                    Ok(a) => Some(a),
-                    Err(e) => {
-                        notes.push(format!("rtla timerlat anchor failed: {e}"));
-                        None
-                    }
-                }
-            }
-            _ => None,
-        };
-
-        // 4. Determinism, traced the same way.
-        let determinism = if config.determinism_runs > 0 && !stop.load(Ordering::Relaxed) {
-            let mut det = DeterminismConfig::new(cpus.clone());
-            det.runs = config.determinism_runs;
-            det.priority = Some(config.priority);
-            det.placer = shield.as_ref().map(ShieldGuard::placer);
-            det.work = match iterations {
-                Some(n) => Work::Iterations(n),
-                None => Work::Duration(config.determinism_work),
-            };
-            let det_trace = match threshold {
-                Some(_) => ProbeTrace::start(
-                    cpus,
-                    config.determinism_work * 2 + Duration::from_secs(1),
-                    config.trace_context.clone(),
-                )
-                .ok(),
-                None => None,
-            };
-            if let Some(t) = &det_trace {
-                det.observer = Some(t.observer());
-            }
-            let steal_before = steal_mark();
-            let r = determinism::run(&det, stop, &mut |p| {
-                progress(report("determinism", p.fraction, max_seen))
-            });
-            let det_steal = steal_since(&steal_before, cpus);
-            drop(det);
-            let r = r?;
-            iterations.get_or_insert(r.settings.iterations);
-            let split = det_trace.map(|t| t.finish_determinism(&r));
-            Some((r, split, det_steal))
-        } else {
-            None
-        };
-        let batch = batch.and_then(|b| match b.finish() {
-            Ok(w) => {
-                notes.push(format!(
-                    "the batch job ran on CPU(s) {cpus} by design, at {} ({:.1}% of the CPU, {:.0} ops/s): check's findings name its tasks (cpushield, cpushield-load, ld-compute)",
-                    w.policy, w.cpu_share_pct, w.ops_per_s
-                ));
-                Some(w)
-            }
-            Err(e) => {
-                batch_problems.push(format!("batch job: {e}"));
-                None
-            }
-        });
-        let elapsed = started.elapsed().as_secs_f64().max(1e-9);
-        let irqs_per_s = interrupts_on(cpus).saturating_sub(irqs_before) as f64 / elapsed;
-        let ops_after = counters(load.as_ref());
-        let load_ops = if scenario.loaded() {
-            ops_after
-                .iter()
-                .map(|(name, after)| {
-                    let ops = after.saturating_sub(*ops_before.get(name).unwrap_or(&0));
-                    LoadOps {
-                        workload: name.clone(),
-                        ops,
-                        ops_per_s: ops as f64 / elapsed,
-                    }
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let mut warnings: Vec<String> = Vec::new();
-        let mut add_warning = |line: String| {
-            if !warnings.contains(&line) {
-                warnings.push(line);
-            }
-        };
-        for w in &latency_report.run.warnings {
-            add_warning(format!("{} (fix: {})", w.message, w.fix));
-        }
-        if let Some((d, _, _)) = &determinism {
-            for w in &d.run.warnings {
-                add_warning(format!("{} (fix: {})", w.message, w.fix));
-            }
-        }
-        for p in batch_problems {
-            add_warning(p);
-        }
-        results.push(ScenarioResult {
-            name: scenario.name().into(),
-            description: scenario.description().into(),
-            measured_cpus: cpus.to_list(),
-            shielded: scenario.shield_up() && *scenario != Scenario::UnshieldedCpu,
-            advance_ns: advance.map(|a| a.as_nanos() as u64),
-            latency,
-            determinism: determinism
-                .as_ref()
-                .map(|(d, split, steal)| summarize_determinism(d, split.as_ref(), *steal)),
-            load: load_ops,
-            irqs_per_s,
-            warnings,
-            idle: Some(idle_choice),
+        Ok(LatencyPhase {
+            report,
+            summary,
             attribution,
-            anchor,
-            rtla: rtla_anchor,
-            notes,
             findings,
-            batch,
+        })
+    }
+
+    /// The cyclictest anchor of the loaded and shielded scenarios, placed
+    /// like the probe.
+    fn run_anchor(
+        &mut self,
+        at: At,
+        cpus: &CpuSet,
+        poll: bool,
+        max_seen: u64,
+        notes: &mut Vec<String>,
+    ) -> Option<Anchor> {
+        if !matches!(at.scenario, Scenario::Loaded | Scenario::Shielded) || self.stopped() {
+            return None;
+        }
+        let cyclictest = self.cyclictest.clone()?;
+        let cpushield = self.lab.runs.cpushield_exe()?;
+        self.tell(at.progress("cyclictest", 0.0, max_seen));
+        let config = self.config;
+        let run = AnchorRun {
+            cpushield,
+            cyclictest,
+            cpu: cpus.first().unwrap_or(0),
+            duration: (config.duration / 2).max(Duration::from_secs(1)),
+            interval_us: (config.period.nominal_ns() / 1000).max(1),
+            priority: config.priority,
+            idle_poll: poll,
+            shielded: at.scenario.shield_up(),
+        };
+        self.lab
+            .runs
+            .run_anchor(&run)
+            .map_err(|e| notes.push(format!("cyclictest anchor failed: {e}")))
+            .ok()
+    }
+
+    /// The kernel's own measurement beside the cyclictest anchor, where it
+    /// has timerlat: `rtla timerlat` on the measured CPU, idle-polled like
+    /// the probe.
+    fn run_rtla(
+        &mut self,
+        at: At,
+        cpus: &CpuSet,
+        poll: bool,
+        max_seen: u64,
+        notes: &mut Vec<String>,
+    ) -> Option<Anchor> {
+        if !matches!(at.scenario, Scenario::Loaded | Scenario::Shielded) || self.stopped() {
+            return None;
+        }
+        let rtla = self.rtla.clone()?;
+        self.tell(at.progress("rtla timerlat", 0.0, max_seen));
+        let config = self.config;
+        let run = RtlaRun {
+            rtla,
+            cpu: cpus.first().unwrap_or(0),
+            duration: (config.duration / 2).max(Duration::from_secs(1)),
+            period_us: (config.period.nominal_ns() / 1000).max(1),
+            priority: config.priority,
+        };
+        let poll_placement = poll.then(|| self.placer());
+        self.lab
+            .runs
+            .run_rtla(&run, poll_placement)
+            .map_err(|e| notes.push(format!("rtla timerlat anchor failed: {e}")))
+            .ok()
+    }
+
+    /// The determinism probe, traced the same way; its loop count is
+    /// calibrated in the first scenario and fixed after.
+    fn probe_determinism(
+        &mut self,
+        at: At,
+        cpus: &CpuSet,
+        max_seen: u64,
+    ) -> Result<Option<(DeterminismReport, DeterminismSummary)>, CompareError> {
+        let config = self.config;
+        if config.determinism_runs == 0 || self.stopped() {
+            return Ok(None);
+        }
+        let kernel = self.lab.kernel.as_ref();
+        let mut det = DeterminismConfig::new(cpus.clone());
+        det.runs = config.determinism_runs;
+        det.priority = Some(config.priority);
+        det.placer = self.placer();
+        det.work = match self.iterations {
+            Some(n) => Work::Iterations(n),
+            None => Work::Duration(config.determinism_work),
+        };
+        let trace = self.threshold.and_then(|_| {
+            ProbeTrace::start(
+                Arc::clone(&self.lab.kernel),
+                cpus,
+                config.determinism_work * 2 + Duration::from_secs(1),
+                config.trace_context.clone(),
+            )
+            .ok()
         });
-        progress(report("done", 1.0, max_seen));
+        if let Some(t) = &trace {
+            det.observer = Some(t.observer());
+        }
+        let steal_before = steal_mark(kernel);
+        let progress = &mut *self.progress;
+        let report = self.lab.runs.determinism(&det, self.stop, &mut |p| {
+            progress(at.progress("determinism", p.fraction, max_seen))
+        });
+        let steal = steal_since(kernel, &steal_before, cpus);
+        drop(det);
+        let report = report?;
+        self.iterations.get_or_insert(report.settings.iterations);
+        let split = trace.map(|t| t.finish_determinism(&report));
+        let summary = determinism_summary(&report, split.as_ref(), steal);
+        Ok(Some((report, summary)))
     }
-    drop(shield);
-    if let Some(l) = load {
-        let _ = l.stop();
+}
+
+/// Stops the batch job and says what it did, or why it did not report.
+fn finish_batch(
+    batch: Option<Box<dyn BatchJob>>,
+    cpus: &CpuSet,
+    notes: &mut Vec<String>,
+    problems: &mut Vec<String>,
+) -> Option<BatchWork> {
+    match batch?.finish() {
+        Ok(w) => {
+            notes.push(format!(
+                "the batch job ran on CPU(s) {cpus} by design, at {} ({:.1}% of the CPU, {:.0} ops/s): check's findings name its tasks (cpushield, cpushield-load, ld-compute)",
+                w.policy, w.cpu_share_pct, w.ops_per_s
+            ));
+            Some(w)
+        }
+        Err(e) => {
+            problems.push(format!("batch job: {e}"));
+            None
+        }
     }
-    explain_advance(&mut results);
+}
+
+/// What each workload of the load did between two counts (pure).
+fn load_ops(
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+    elapsed_s: f64,
+) -> Vec<LoadOps> {
+    after
+        .iter()
+        .map(|(name, after)| {
+            let ops = after.saturating_sub(*before.get(name).unwrap_or(&0));
+            LoadOps {
+                workload: name.clone(),
+                ops,
+                ops_per_s: ops as f64 / elapsed_s,
+            }
+        })
+        .collect()
+}
+
+/// The probes' warnings, each with its fix, and the batch job's problems,
+/// every line once.
+fn scenario_warnings(
+    latency: &LatencyReport,
+    determinism: Option<&DeterminismReport>,
+    problems: Vec<String>,
+) -> Vec<String> {
+    let probe_warnings = latency
+        .run
+        .warnings
+        .iter()
+        .chain(determinism.into_iter().flat_map(|d| d.run.warnings.iter()))
+        .map(|w| format!("{} (fix: {})", w.message, w.fix));
+    let mut warnings: Vec<String> = Vec::new();
+    for line in probe_warnings.chain(problems) {
+        if !warnings.contains(&line) {
+            warnings.push(line);
+        }
+    }
+    warnings
+}
+
+/// The report of the scenarios run, judged; what was skipped and what
+/// holds for the whole run lead the first scenario's warnings.
+fn compare_report(
+    lab: &Lab,
+    config: &CompareConfig,
+    online: &CpuSet,
+    results: Vec<ScenarioResult>,
+    skipped: Vec<String>,
+    general: Vec<String>,
+) -> CompareReport {
     let polled_everywhere = !results.is_empty()
         && results
             .iter()
@@ -847,7 +764,7 @@ pub fn run(
     let mut report = CompareReport {
         schema: SCHEMA.into(),
         created: rfc3339_now(),
-        host: host_line(&online),
+        host: host_line(lab.kernel.as_ref(), online),
         scope: match config.scope {
             Scope::Namespace => "namespace (private PID namespace; IRQs moved for real)".into(),
             Scope::System => "system".into(),
@@ -870,7 +787,7 @@ pub fn run(
         first.warnings.extend(skipped);
         first.warnings.extend(general);
     }
-    Ok(report)
+    report
 }
 
 /// Says why shielded+advance did worse than plain shielded, when it did and
@@ -910,203 +827,5 @@ fn explain_advance(results: &mut [ScenarioResult]) {
             };
             r.notes.push(line);
         }
-    }
-}
-
-/// Merges the per-CPU latency distributions (counts summed, worst tail kept).
-pub(crate) fn summarize_latency(r: &latency::LatencyReport) -> LatencySummary {
-    let worst = r.cpus.iter().max_by_key(|c| c.latency.summary.max_ns);
-    let Some(worst) = worst else {
-        return LatencySummary::default();
-    };
-    let mut histogram: BTreeMap<u64, u64> = BTreeMap::new();
-    for c in &r.cpus {
-        for bin in &c.latency.histogram {
-            *histogram.entry(bin.high_ns).or_default() += bin.count;
-        }
-    }
-    let samples: u64 = r.cpus.iter().map(|c| c.samples).sum();
-    let mean = if samples > 0 {
-        r.cpus
-            .iter()
-            .map(|c| c.latency.summary.mean_ns * c.samples as f64)
-            .sum::<f64>()
-            / samples as f64
-    } else {
-        0.0
-    };
-    let d: &Distribution = &worst.latency;
-    LatencySummary {
-        samples,
-        missed: r.cpus.iter().map(|c| c.missed_periods).sum(),
-        min_ns: r
-            .cpus
-            .iter()
-            .map(|c| c.latency.summary.min_ns)
-            .min()
-            .unwrap_or(0),
-        mean_ns: mean,
-        p50_ns: d.summary.percentiles.p50_ns,
-        p99_ns: d.summary.percentiles.p99_ns,
-        p99999_ns: d.summary.percentiles.p99_999_ns,
-        max_ns: d.summary.max_ns,
-        histogram: histogram.into_iter().collect(),
-    }
-}
-
-pub(crate) fn summarize_determinism(
-    r: &determinism::DeterminismReport,
-    split: Option<&DeterminismSplit>,
-    steal_ns: u64,
-) -> DeterminismSummary {
-    let worst = r
-        .cpus
-        .iter()
-        .max_by(|a, b| a.jitter_percent.total_cmp(&b.jitter_percent));
-    let Some(c) = worst else {
-        return DeterminismSummary::default();
-    };
-    DeterminismSummary {
-        runs: c.runs_ns.len() as u64,
-        ideal_s: c.ideal_ns as f64 / 1e9,
-        fastest_s: c.ideal_ns as f64 / 1e9,
-        max_s: c.max_ns as f64 / 1e9,
-        jitter_s: c.jitter_ns as f64 / 1e9,
-        jitter_pct: c.jitter_percent,
-        run_times_s: c.runs_ns.iter().map(|n| *n as f64 / 1e9).collect(),
-        run_in_guest_s: split
-            .map(|s| s.in_guest_ns.iter().map(|n| *n as f64 / 1e9).collect())
-            .unwrap_or_default(),
-        run_outside_s: split
-            .map(|s| s.outside_ns.iter().map(|n| *n as f64 / 1e9).collect())
-            .unwrap_or_default(),
-        guest_jitter_pct: None,
-        steal_s: Some(steal_ns as f64 / 1e9),
-    }
-}
-
-pub(crate) fn host_line(online: &CpuSet) -> String {
-    let release = RealKernel
-        .read(Path::new("/proc/sys/kernel/osrelease"))
-        .unwrap_or_default();
-    let cpuinfo = RealKernel
-        .read(Path::new("/proc/cpuinfo"))
-        .unwrap_or_default();
-    let model = cpushield_parse::cpuinfo::model_name(&cpuinfo).unwrap_or_default();
-    let vm = if cpushield_parse::cpuinfo::runs_under_hypervisor(&cpuinfo) {
-        ", virtual machine"
-    } else {
-        ""
-    };
-    format!(
-        "Linux {}, {} CPUs ({model}){vm}",
-        release.trim(),
-        online.len()
-    )
-}
-
-/// UTC now as RFC 3339 (whole seconds, `Z`), e.g. `2026-11-22T19:50:36Z`.
-pub(crate) fn rfc3339_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    rfc3339_from_unix_seconds(secs)
-}
-
-/// `secs` since the Unix epoch as RFC 3339 in UTC, whole seconds, `Z` suffix.
-/// Past the end of jiff's range (late in year 9999) it prints the last
-/// second jiff can represent.
-fn rfc3339_from_unix_seconds(secs: u64) -> String {
-    let ts = i64::try_from(secs)
-        .ok()
-        .and_then(|s| jiff::Timestamp::from_second(s).ok())
-        .unwrap_or(jiff::Timestamp::MAX);
-    // Drop any fraction (only Timestamp::MAX has one) so the text is always
-    // whole seconds.
-    let ts = jiff::Timestamp::from_second(ts.as_second()).unwrap_or(ts);
-    ts.to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn default_cpus_take_the_highest_core_and_keep_cpu0() {
-        let online = CpuSet::first_n(4);
-        let no_smt = |c: usize| CpuSet::from_cpus([c]);
-        assert_eq!(default_cpus(&online, &no_smt).unwrap().to_list(), "3");
-        let smt = |c: usize| CpuSet::from_cpus([c - c % 2, c - c % 2 + 1]);
-        assert_eq!(default_cpus(&online, &smt).unwrap().to_list(), "2-3");
-        assert!(default_cpus(&CpuSet::first_n(1), &no_smt).is_err());
-        let all_one_core = |_c: usize| CpuSet::first_n(2);
-        assert_eq!(
-            default_cpus(&CpuSet::first_n(2), &all_one_core)
-                .unwrap()
-                .to_list(),
-            "1"
-        );
-    }
-
-    #[test]
-    fn the_unshielded_probe_never_uses_cpu0() {
-        assert_eq!(
-            unshielded_probe_cpu(&CpuSet::first_n(2), &CpuSet::from_cpus([1])),
-            None
-        );
-        assert_eq!(
-            unshielded_probe_cpu(&CpuSet::first_n(4), &CpuSet::from_cpus([3])),
-            Some(2)
-        );
-    }
-
-    #[test]
-    fn timestamps_are_rfc3339() {
-        // Known epoch seconds -> known UTC text.
-        assert_eq!(rfc3339_from_unix_seconds(0), "1970-01-01T00:00:00Z");
-        assert_eq!(
-            rfc3339_from_unix_seconds(1_000_000_000),
-            "2001-09-09T01:46:40Z"
-        );
-        // End of a year: the last second of 1999 and the first of 2000.
-        assert_eq!(
-            rfc3339_from_unix_seconds(946_684_799),
-            "1999-12-31T23:59:59Z"
-        );
-        assert_eq!(
-            rfc3339_from_unix_seconds(946_684_800),
-            "2000-01-01T00:00:00Z"
-        );
-        // Leap years: 2000 (divisible by 400) and 2024 have 29 February...
-        assert_eq!(
-            rfc3339_from_unix_seconds(951_782_400),
-            "2000-02-29T00:00:00Z"
-        );
-        assert_eq!(
-            rfc3339_from_unix_seconds(1_709_164_800),
-            "2024-02-29T00:00:00Z"
-        );
-        // ...2100 (divisible by 100, not 400) does not.
-        assert_eq!(
-            rfc3339_from_unix_seconds(4_107_542_399),
-            "2100-02-28T23:59:59Z"
-        );
-        assert_eq!(
-            rfc3339_from_unix_seconds(4_107_542_400),
-            "2100-03-01T00:00:00Z"
-        );
-        // 2024 is 366 days long: its last day is day 366.
-        assert_eq!(
-            rfc3339_from_unix_seconds(1_735_689_599),
-            "2024-12-31T23:59:59Z"
-        );
-        // Beyond the calendar's end the text stays in shape rather than panicking.
-        let last = rfc3339_from_unix_seconds(u64::MAX);
-        assert!(last.starts_with("9999-12-") && last.len() == 20, "{last}");
-        // Now has the same shape.
-        let t = rfc3339_now();
-        assert_eq!(t.len(), 20);
-        assert!(t.ends_with('Z') && t.as_bytes()[10] == b'T');
     }
 }

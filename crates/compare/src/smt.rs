@@ -8,13 +8,16 @@
 //! Where no CPU shares its core with another thread, the run is refused in
 //! one line before anything changes.
 
+use crate::experiment::{CompareConfig, CompareError, Progress};
 use crate::idle::{self, IdleMode};
-use crate::runner::{self, CompareConfig, CompareError, Progress, ShieldGuard};
+use crate::irqcount::interrupts_on;
+use crate::lab::{Lab, ShieldGuard};
 use crate::scenario::Scenario;
+use crate::summary::{determinism_summary, host_line, latency_summary, rfc3339_now};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{Kernel, RealKernel};
-use cpushield_measure::determinism::{self, DeterminismConfig, Work};
-use cpushield_measure::latency::{self, LatencyConfig, Length};
+use cpushield_kernel::Kernel;
+use cpushield_measure::determinism::{DeterminismConfig, Work};
+use cpushield_measure::latency::{LatencyConfig, Length};
 use cpushield_report::{CompareReport, ScenarioResult, Verdict, SCHEMA};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -114,12 +117,14 @@ pub fn choose(
     })
 }
 
-/// [`choose`] on this machine.
-pub fn choose_here(asked: Option<&CpuSet>) -> Result<(usize, CpuSet), CompareError> {
-    let online = cpushield_kernel::online_cpus(&RealKernel)?;
+/// [`choose`] on the machine `kernel` reads.
+pub fn choose_on(
+    kernel: &dyn Kernel,
+    asked: Option<&CpuSet>,
+) -> Result<(usize, CpuSet), CompareError> {
+    let online = cpushield_kernel::online_cpus(kernel)?;
     let siblings = |cpu: usize| {
-        cpushield_kernel::thread_siblings(&RealKernel, cpu)
-            .unwrap_or_else(|_| CpuSet::from_cpus([cpu]))
+        cpushield_kernel::thread_siblings(kernel, cpu).unwrap_or_else(|_| CpuSet::from_cpus([cpu]))
     };
     choose(&online, &siblings, asked).map_err(CompareError::Refused)
 }
@@ -129,16 +134,20 @@ fn online_file(cpu: usize) -> PathBuf {
 }
 
 /// Sibling CPUs taken offline; written back online when dropped.
-struct Offline {
+struct Offline<'a> {
+    kernel: &'a dyn Kernel,
     cpus: Vec<usize>,
 }
 
-impl Offline {
-    fn take(sibs: &CpuSet) -> Result<Self, CompareError> {
-        let mut done = Offline { cpus: Vec::new() };
+impl<'a> Offline<'a> {
+    fn take(kernel: &'a dyn Kernel, sibs: &CpuSet) -> Result<Self, CompareError> {
+        let mut done = Offline {
+            kernel,
+            cpus: Vec::new(),
+        };
         for cpu in sibs.iter() {
             let path = online_file(cpu);
-            RealKernel.write(&path, "0").map_err(|e| {
+            kernel.write(&path, "0").map_err(|e| {
                 CompareError::Refused(format!(
                     "{}: cannot take SMT sibling CPU {cpu} offline: {e}; CPU hotplug must be available (root, CONFIG_HOTPLUG_CPU)",
                     path.display()
@@ -150,11 +159,11 @@ impl Offline {
     }
 }
 
-impl Drop for Offline {
+impl Drop for Offline<'_> {
     fn drop(&mut self) {
         for cpu in &self.cpus {
             let path = online_file(*cpu);
-            if let Err(e) = RealKernel.write(&path, "1") {
+            if let Err(e) = self.kernel.write(&path, "1") {
                 eprintln!(
                     "cpushield: error: bringing CPU {cpu} back online failed: {e}; run `echo 1 > {}`",
                     path.display()
@@ -171,14 +180,14 @@ struct Spinner {
 }
 
 impl Spinner {
-    fn start(sibs: &CpuSet) -> Result<Self, CompareError> {
+    fn start(kernel: Arc<dyn Kernel>, sibs: &CpuSet) -> Result<Self, CompareError> {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = std::sync::mpsc::channel();
         let (flag, cpus) = (stop.clone(), sibs.clone());
         let handle = std::thread::Builder::new()
             .name("smt-sibling".into())
             .spawn(move || {
-                let placed = RealKernel.set_affinity(0, &cpus);
+                let placed = kernel.set_affinity(0, &cpus);
                 let ok = placed.is_ok();
                 let _ = tx.send(placed);
                 let mut x = 1u64;
@@ -218,15 +227,17 @@ impl Drop for Spinner {
 
 /// Runs the three measurements of `compare --smt` (see the module).
 pub fn run(
+    lab: &Lab,
     config: &CompareConfig,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<CompareReport, CompareError> {
-    let (cpu, sibs) = choose_here(config.cpus.as_ref())?;
+    let kernel = lab.kernel.as_ref();
+    let (cpu, sibs) = choose_on(kernel, config.cpus.as_ref())?;
     let measured = CpuSet::from_cpus([cpu]);
-    let online = cpushield_kernel::online_cpus(&RealKernel)?;
+    let online = cpushield_kernel::online_cpus(kernel)?;
     let total = SiblingState::ALL.len();
-    let shield = ShieldGuard::raise(&measured)?;
+    let shield = ShieldGuard::raise(lab, &measured)?;
     let idle_choice = idle::fixed(match config.idle {
         IdleMode::Poll => IdleMode::Poll,
         _ => IdleMode::Halt,
@@ -246,14 +257,14 @@ pub fn run(
         };
         progress(report(state.name(), 0.0, 0));
         let spinner = match state {
-            SiblingState::Busy => Some(Spinner::start(&sibs)?),
+            SiblingState::Busy => Some(Spinner::start(Arc::clone(&lab.kernel), &sibs)?),
             _ => None,
         };
         let offline = match state {
-            SiblingState::Offline => Some(Offline::take(&sibs)?),
+            SiblingState::Offline => Some(Offline::take(kernel, &sibs)?),
             _ => None,
         };
-        let irqs_before = runner::interrupts_on(&measured);
+        let irqs_before = interrupts_on(kernel, &measured);
         let started = Instant::now();
         let mut lat = LatencyConfig::new(measured.clone());
         lat.period = config.period;
@@ -261,26 +272,26 @@ pub fn run(
         lat.priority = Some(config.priority);
         lat.idle_poll = idle_choice.policy == "poll";
         lat.placer = Some(shield.placer());
-        let latency_report = latency::run(&lat, stop, &mut |p| {
+        let latency_report = lab.runs.latency(&lat, stop, &mut |p| {
             progress(report("latency", p.fraction, p.max_ns))
         })?;
-        let latency = runner::summarize_latency(&latency_report);
+        let latency = latency_summary(&latency_report);
         let determinism = if config.determinism_runs > 0 && !stop.load(Ordering::Relaxed) {
             let mut det = DeterminismConfig::new(measured.clone());
             det.runs = config.determinism_runs;
             det.priority = Some(config.priority);
             det.placer = Some(shield.placer());
             det.work = Work::Duration(config.determinism_work);
-            let r = determinism::run(&det, stop, &mut |p| {
+            let r = lab.runs.determinism(&det, stop, &mut |p| {
                 progress(report("determinism", p.fraction, latency.max_ns))
             })?;
-            Some(runner::summarize_determinism(&r, None, 0))
+            Some(determinism_summary(&r, None, 0))
         } else {
             None
         };
         let elapsed = started.elapsed().as_secs_f64().max(1e-9);
         let irqs_per_s =
-            runner::interrupts_on(&measured).saturating_sub(irqs_before) as f64 / elapsed;
+            interrupts_on(kernel, &measured).saturating_sub(irqs_before) as f64 / elapsed;
         drop(offline);
         drop(spinner);
         let warnings = latency_report
@@ -327,8 +338,8 @@ pub fn run(
     }
     let mut report = CompareReport {
         schema: SCHEMA.into(),
-        created: runner::rfc3339_now(),
-        host: runner::host_line(&online),
+        created: rfc3339_now(),
+        host: host_line(kernel, &online),
         scope: "smt (one shielded CPU; its SMT sibling busy, idle, offline)".into(),
         load_profile: "smt sibling spinner".into(),
         duration_s: config.duration.as_secs_f64(),

@@ -269,6 +269,17 @@ proptest! {
     }
 
     #[test]
+    fn mount_tables_parse_without_panic_and_give_at_most_one_mount_a_line(t in text("mountinfo")) {
+        let lines = t.lines().count();
+        for mounts in [
+            cpushield_parse::mounts::parse_mountinfo(&t),
+            cpushield_parse::mounts::parse_mounts(&t),
+        ] {
+            prop_assert!(mounts.len() <= lines);
+        }
+    }
+
+    #[test]
     fn cgroup_files_parse_without_panic(t in text("cgroup")) {
         use cpushield_shield::layout::{cgroup_of, CgroupLayout};
         for layout in [

@@ -1,20 +1,22 @@
 //! An in-memory system for tests: files, directories and per-thread affinities.
 
-use crate::{FakeFiles, Kernel, SchedParams};
+use crate::{FakeFiles, Kernel, SchedParams, TraceMarker, TracePipe, TRACE_PIPE_READ_BUDGET};
 use cpushield_cpuset::CpuSet;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// A fake kernel. Files are plain strings; writing a file replaces its text,
 /// except cgroup `tasks`/`cgroup.procs` files, which move the written TID from
 /// every other cgroup of the same hierarchy into this one, as the kernel does.
 /// Paths listed with [`FakeKernel::refuse_writes`] fail with EIO, like a
-/// kernel-managed IRQ.
+/// kernel-managed IRQ. A trace pipe hands out its file's text once (reading
+/// empties it); a trace marker appends each line to its file.
 #[derive(Default)]
 pub struct FakeKernel {
-    state: Mutex<FakeState>,
+    /// Shared with the trace pipes and markers opened, which outlive a borrow.
+    state: Arc<Mutex<FakeState>>,
 }
 
 #[derive(Default)]
@@ -170,6 +172,39 @@ impl FakeKernel {
     }
 }
 
+/// A trace pipe or marker of a [`FakeKernel`]: the file it names.
+struct FakeTraceFile {
+    state: Arc<Mutex<FakeState>>,
+    path: PathBuf,
+}
+
+impl TracePipe for FakeTraceFile {
+    fn read_available(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        let mut st = self.state.lock().expect("fake lock");
+        let Some(text) = st.files.get_mut(&self.path) else {
+            return Err(not_found(&self.path));
+        };
+        let mut end = text.len().min(TRACE_PIPE_READ_BUDGET);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        buf.extend_from_slice(&text.as_bytes()[..end]);
+        text.drain(..end);
+        Ok(end)
+    }
+}
+
+impl TraceMarker for FakeTraceFile {
+    fn write_line(&self, line: &[u8]) -> io::Result<()> {
+        let mut st = self.state.lock().expect("fake lock");
+        let Some(text) = st.files.get_mut(&self.path) else {
+            return Err(not_found(&self.path));
+        };
+        text.push_str(&String::from_utf8_lossy(line));
+        Ok(())
+    }
+}
+
 fn add_parents(dirs: &mut BTreeSet<PathBuf>, path: &Path) {
     let mut p = path.parent();
     while let Some(dir) = p {
@@ -306,6 +341,25 @@ impl Kernel for FakeKernel {
         st.dirs.retain(|d| !d.starts_with(target) || d == target);
         st.unmounted.insert(target.to_path_buf(), kept);
         Ok(())
+    }
+
+    fn open_trace_pipe(&self, path: &Path) -> io::Result<Box<dyn TracePipe>> {
+        if !self.exists(path) {
+            return Err(not_found(path));
+        }
+        Ok(Box::new(FakeTraceFile {
+            state: Arc::clone(&self.state),
+            path: path.to_path_buf(),
+        }))
+    }
+
+    fn open_trace_marker(&self, path: &Path) -> io::Result<Box<dyn TraceMarker>> {
+        self.open_trace_pipe(path).map(|_| {
+            Box::new(FakeTraceFile {
+                state: Arc::clone(&self.state),
+                path: path.to_path_buf(),
+            }) as Box<dyn TraceMarker>
+        })
     }
 
     /// A fake link is a file holding its target.
@@ -559,5 +613,26 @@ mod tests {
             .unwrap();
         k.rmdir(Path::new("/sys/fs/cgroup/cpuset/x")).unwrap();
         assert!(!k.has_dir("/sys/fs/cgroup/cpuset/x"));
+    }
+
+    #[test]
+    fn a_trace_pipe_hands_out_its_text_once_and_a_marker_appends_lines() {
+        let k = FakeKernel::new();
+        let pipe = Path::new("/sys/kernel/tracing/per_cpu/cpu1/trace_pipe");
+        let marker = Path::new("/sys/kernel/tracing/trace_marker");
+        k.set_file(pipe, "event one\n");
+        k.set_file(marker, "");
+        let mut reader = k.open_trace_pipe(pipe).unwrap();
+        let writer = k.open_trace_marker(marker).unwrap();
+        let mut buf = Vec::new();
+        assert_eq!(reader.read_available(&mut buf).unwrap(), 10);
+        assert_eq!(reader.read_available(&mut buf).unwrap(), 0, "read once");
+        k.set_file(pipe, "event two\n");
+        reader.read_available(&mut buf).unwrap();
+        assert_eq!(buf, b"event one\nevent two\n");
+        writer.write_line(b"mark a\n").unwrap();
+        writer.write_line(b"mark b\n").unwrap();
+        assert_eq!(k.file(marker).unwrap(), "mark a\nmark b\n");
+        assert!(k.open_trace_pipe(Path::new("/nowhere")).is_err());
     }
 }

@@ -13,6 +13,7 @@ use std::sync::Mutex;
 
 pub mod clock;
 mod fake;
+pub mod namespace;
 mod real;
 pub mod signal;
 
@@ -89,6 +90,38 @@ pub trait Kernel: Send + Sync {
         let _ = target;
         Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
     }
+    /// Opens a per-CPU tracefs `trace_pipe` to be read without blocking.
+    /// The default refuses (EOPNOTSUPP).
+    fn open_trace_pipe(&self, path: &Path) -> io::Result<Box<dyn TracePipe>> {
+        let _ = path;
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
+    /// Opens tracefs's `trace_marker` for the lines the measuring threads
+    /// write into the trace. The default refuses (EOPNOTSUPP).
+    fn open_trace_marker(&self, path: &Path) -> io::Result<Box<dyn TraceMarker>> {
+        let _ = path;
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
+}
+
+/// Most bytes one [`TracePipe::read_available`] call returns, so that one
+/// busy CPU cannot starve the others (a trace_pipe read returns at most a
+/// page of text).
+pub const TRACE_PIPE_READ_BUDGET: usize = 1 << 20;
+
+/// A per-CPU trace pipe opened by [`Kernel::open_trace_pipe`].
+pub trait TracePipe: Send {
+    /// Appends what is waiting now, at most [`TRACE_PIPE_READ_BUDGET`]
+    /// bytes, to `buf`; returns the number of bytes read (0 when nothing
+    /// is waiting).
+    fn read_available(&mut self, buf: &mut Vec<u8>) -> io::Result<usize>;
+}
+
+/// tracefs's `trace_marker`, opened by [`Kernel::open_trace_marker`] and
+/// shared by every thread that marks.
+pub trait TraceMarker: Send + Sync {
+    /// Writes one line with one write(2) call.
+    fn write_line(&self, line: &[u8]) -> io::Result<()>;
 }
 
 /// A kernel file held open by [`Kernel::open_for_writes`].
@@ -245,6 +278,33 @@ pub fn thread_siblings(kernel: &dyn Kernel, cpu: usize) -> io::Result<CpuSet> {
     read_cpu_list(kernel, Path::new(&path))
 }
 
+/// The calling thread's ID (gettid), as /proc and the scheduling calls name it.
+pub fn gettid() -> i32 {
+    // SAFETY: gettid takes no arguments, cannot fail and touches no memory.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// A descriptor that refers to process `pid` (pidfd_open): unlike the PID,
+/// it never names a later process that is given the same ID.
+pub fn pidfd_open(pid: i32) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
+    // or -1; no memory is passed.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor this process owns and nothing else closes.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// The CPU the calling thread is running on right now (sched_getcpu, a vDSO
+/// call: cheap enough for a measuring loop).
+pub fn current_cpu() -> usize {
+    // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
+    unsafe { libc::sched_getcpu() }.max(0) as usize
+}
+
 /// USER_HZ: the clock ticks per second of /proc/stat and of utime/stime in
 /// /proc/PID/stat (100 when the system does not say).
 pub fn user_hz() -> u64 {
@@ -377,6 +437,12 @@ impl Kernel for RecordingKernel<'_> {
             .expect("log lock")
             .push(Change::Unmount(target.to_path_buf()));
         self.inner.unmount(target)
+    }
+    fn open_trace_pipe(&self, path: &Path) -> io::Result<Box<dyn TracePipe>> {
+        self.inner.open_trace_pipe(path)
+    }
+    fn open_trace_marker(&self, path: &Path) -> io::Result<Box<dyn TraceMarker>> {
+        self.inner.open_trace_marker(path)
     }
 }
 

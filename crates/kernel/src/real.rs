@@ -1,10 +1,13 @@
 //! The kernel as it is: std::fs for files, libc for affinity.
 
-use crate::{with_path, Kernel, KernelWriter, SchedParams};
+use crate::{
+    with_path, Kernel, KernelWriter, SchedParams, TraceMarker, TracePipe, TRACE_PIPE_READ_BUDGET,
+};
 use cpushield_cpuset::CpuSet;
 use std::ffi::CString;
 use std::io::{self, Read, Write};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// struct sched_attr of sched_setattr(2) (the first version, 48 bytes).
@@ -31,6 +34,38 @@ struct OpenWriter(std::fs::File);
 impl KernelWriter for OpenWriter {
     fn write(&mut self, data: &str) -> io::Result<()> {
         self.0.write_all(data.as_bytes())
+    }
+}
+
+/// A trace pipe open without blocking.
+struct OpenTracePipe(std::fs::File);
+
+impl TracePipe for OpenTracePipe {
+    fn read_available(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        let mut total = 0;
+        let mut chunk = [0u8; 65536];
+        while total < TRACE_PIPE_READ_BUDGET {
+            match self.0.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => {
+                    buf.extend_from_slice(&chunk[..n]);
+                    total += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(total)
+    }
+}
+
+/// trace_marker open for writing; `&File` writes, so every thread shares it.
+struct OpenTraceMarker(std::fs::File);
+
+impl TraceMarker for OpenTraceMarker {
+    fn write_line(&self, line: &[u8]) -> io::Result<()> {
+        (&self.0).write_all(line)
     }
 }
 
@@ -239,5 +274,25 @@ impl Kernel for RealKernel {
 
     fn unmount(&self, target: &Path) -> io::Result<()> {
         nix::mount::umount(target).map_err(io::Error::from)
+    }
+
+    fn open_trace_pipe(&self, path: &Path) -> io::Result<Box<dyn TracePipe>> {
+        // O_NONBLOCK: the reader polls, so it never registers as a waiter on
+        // the ring buffer, and the traced CPU never sends an irq_work wakeup
+        // for it (that would itself be noise on the measured CPU).
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| with_path(e, path))?;
+        Ok(Box::new(OpenTracePipe(file)))
+    }
+
+    fn open_trace_marker(&self, path: &Path) -> io::Result<Box<dyn TraceMarker>> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| with_path(e, path))?;
+        Ok(Box::new(OpenTraceMarker(file)))
     }
 }

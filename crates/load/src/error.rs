@@ -12,12 +12,22 @@ pub enum LoadError {
     /// Nothing to run.
     #[error("no workload given: name a profile or workload (see `cpushield load --list`)")]
     Empty,
-    /// `--scale` outside 1..=64.
-    #[error("--scale {0} is out of range: use 1 to {max}", max = crate::plan::MAX_SCALE)]
-    BadScale(u32),
+    /// `--scale` outside 1..=`max`.
+    #[error("--scale {scale} is out of range: use 1 to {max}")]
+    BadScale {
+        /// What was asked.
+        scale: u32,
+        /// The largest scale.
+        max: u32,
+    },
     /// `--size` below the smallest workable cap.
-    #[error("--size {0} bytes is too small: use at least {min} MiB", min = crate::plan::MIN_SIZE_CAP >> 20)]
-    BadSizeCap(u64),
+    #[error("--size {size} bytes is too small: use at least {} MiB", min >> 20)]
+    BadSizeCap {
+        /// What was asked, bytes.
+        size: u64,
+        /// The smallest cap, bytes.
+        min: u64,
+    },
     /// `--cpus` names CPUs that are not online.
     #[error("--cpus {asked}: CPUs {missing} are not online (online: {online}); pick from the online CPUs")]
     CpusOffline {

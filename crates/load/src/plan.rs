@@ -146,10 +146,16 @@ pub fn plan(spec: &LoadSpec, facts: &SystemFacts) -> Result<Plan, LoadError> {
         return Err(LoadError::Empty);
     }
     if !(1..=MAX_SCALE).contains(&spec.scale) {
-        return Err(LoadError::BadScale(spec.scale));
+        return Err(LoadError::BadScale {
+            scale: spec.scale,
+            max: MAX_SCALE,
+        });
     }
     if spec.size_cap < MIN_SIZE_CAP {
-        return Err(LoadError::BadSizeCap(spec.size_cap));
+        return Err(LoadError::BadSizeCap {
+            size: spec.size_cap,
+            min: MIN_SIZE_CAP,
+        });
     }
     if let Some(cpus) = &spec.cpus {
         if cpus.is_empty() {
@@ -304,7 +310,10 @@ mod tests {
     fn zero_scale_is_refused() {
         let mut spec = LoadSpec::new(vec![Workload::Fpu]);
         spec.scale = 0;
-        assert!(matches!(plan(&spec, &facts()), Err(LoadError::BadScale(0))));
+        assert!(matches!(
+            plan(&spec, &facts()),
+            Err(LoadError::BadScale { scale: 0, .. })
+        ));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use cpushield_kernel::Kernel;
+use cpushield_kernel::{Kernel, SchedParams};
 
 /// Turns a -1 return into the errno.
 pub fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
@@ -111,12 +111,18 @@ pub fn detach_fds() {
     }
 }
 
-/// Sets SCHED_OTHER (nice unchanged) on the calling process, in case we
-/// were forked from a real-time thread.
-pub fn set_sched_other() -> io::Result<()> {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: plain sched_setscheduler on ourselves.
-    cvt(unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) }).map(|_| ())
+/// Sets SCHED_OTHER (nice unchanged) on the calling thread, in case it was
+/// forked from a real-time thread.
+pub fn set_sched_other(kernel: &dyn Kernel) -> io::Result<()> {
+    let nice = kernel.get_sched(0)?.nice;
+    kernel.set_sched(
+        0,
+        &SchedParams {
+            policy: libc::SCHED_OTHER as u32,
+            nice,
+            ..SchedParams::default()
+        },
+    )
 }
 
 /// How a child ended.
@@ -365,6 +371,22 @@ impl Spawn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_load_forked_from_a_real_time_thread_runs_at_sched_other_with_its_nice_value() {
+        let k = cpushield_kernel::FakeKernel::new();
+        k.set_thread_affinity(0, cpushield_cpuset::CpuSet::from_cpus([1]));
+        let fifo = SchedParams {
+            policy: libc::SCHED_FIFO as u32,
+            priority: 80,
+            nice: 5,
+            ..SchedParams::default()
+        };
+        k.set_sched(0, &fifo).unwrap();
+        set_sched_other(&k).unwrap();
+        let now = k.get_sched(0).unwrap();
+        assert_eq!((now.policy, now.priority, now.nice), (0, 0, 5));
+    }
 
     #[test]
     fn stat_lines_with_odd_names_parse() {

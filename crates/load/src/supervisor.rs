@@ -70,7 +70,7 @@ pub fn supervise(job: &Job) -> i32 {
     procs::set_name("cpushield-load");
     procs::detach_fds();
     let header = job.shared.header();
-    if let Err(e) = procs::set_sched_other() {
+    if let Err(e) = procs::set_sched_other(&RealKernel) {
         header.fail(&format!("cannot set SCHED_OTHER: {e}"));
         return 1;
     }

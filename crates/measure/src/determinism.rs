@@ -9,9 +9,7 @@
 
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
-use crate::harness::{
-    self, AppliedPolicy, Bound, Live, MeasuringThread, Probe, StopFlags, ThreadPlacer,
-};
+use crate::harness::{self, AppliedPolicy, Bound, Live, MeasuringThread, Probe, StopFlags};
 use crate::progress::Progress;
 use crate::recorder::Recorder;
 use crate::run_info::RunInfo;
@@ -20,6 +18,7 @@ use crate::warnings::{self, Spin};
 use crate::workload;
 use cpushield_cpuset::CpuSet;
 use cpushield_rt::clock::{now_ns, sleep_until_ns, thread_cpu_ns};
+use cpushield_rt::sched::PlaceFn;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -58,7 +57,7 @@ pub struct DeterminismConfig {
     pub observer: Option<Arc<dyn ProbeObserver>>,
     /// How the measuring (and calibrating) threads reach their CPUs (default
     /// None: plain affinity; a shield's placer when the CPUs are fenced off).
-    pub placer: Option<ThreadPlacer>,
+    pub placer: Option<PlaceFn>,
 }
 
 impl DeterminismConfig {
@@ -93,13 +92,7 @@ impl DeterminismConfig {
         if self.runs == 0 {
             return bad("--runs must be at least 1: use e.g. --runs 60");
         }
-        if let Some(p) = self.priority {
-            if !(1..=99).contains(&p) {
-                return Err(MeasureError::Config(format!(
-                    "--priority {p} is out of range: use 1..99"
-                )));
-            }
-        }
+        harness::check_priority(self.priority)?;
         Ok(())
     }
 }
@@ -314,7 +307,7 @@ impl Probe for DeterminismConfig {
 fn calibrate_on(
     cpu: usize,
     priority: Option<u8>,
-    placer: Option<ThreadPlacer>,
+    placer: Option<PlaceFn>,
     target_ns: u64,
     stop: &AtomicBool,
 ) -> Result<Option<u64>, MeasureError> {

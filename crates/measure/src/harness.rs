@@ -13,8 +13,8 @@ use crate::run_info::{kernel_release, RunInfo};
 use crate::signal::block_stop_signals;
 use crate::warnings::{self, Spin, SystemView, Warning, WarningKind};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{Kernel, RealKernel};
-use cpushield_rt::sched::{self, DmaLatencyGuard, Policy};
+use cpushield_kernel::{gettid, Kernel, RealKernel};
+use cpushield_rt::sched::{self, DmaLatencyGuard, PlaceFn, Policy};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -173,15 +173,14 @@ impl Drop for ControlPlacement {
     }
 }
 
-/// How a measuring thread reaches its CPU when plain sched_setaffinity cannot
-/// (the CPU is fenced off by a shield's cpuset): given the thread ID and the CPU.
-/// A probe's config carries it (`placer`); `compare` passes one that moves the
-/// thread into the shield's cpuset while the shield is up.
-pub type ThreadPlacer = fn(i32, &CpuSet) -> std::io::Result<()>;
-
-pub(crate) fn gettid() -> i32 {
-    // SAFETY: gettid takes no arguments, cannot fail and touches no memory.
-    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+/// Refuses a SCHED_FIFO priority the kernel would refuse, in one line
+/// naming the flag and the range (the rule is the runtime's
+/// `Policy::validate`).
+pub(crate) fn check_priority(priority: Option<u8>) -> Result<(), MeasureError> {
+    match priority.map(|p| Policy::Fifo(p).validate()) {
+        Some(Err(reason)) => Err(MeasureError::Config(format!("--{reason}"))),
+        _ => Ok(()),
+    }
 }
 
 /// Puts the calling measuring thread on `cpu` at `priority` (None: SCHED_OTHER),
@@ -190,7 +189,7 @@ pub(crate) fn gettid() -> i32 {
 pub(crate) fn enter_measuring_thread(
     cpu: usize,
     priority: Option<u8>,
-    placer: Option<ThreadPlacer>,
+    placer: Option<PlaceFn>,
 ) -> Result<(AppliedPolicy, Option<Warning>), MeasureError> {
     block_stop_signals();
     let target = CpuSet::from_cpus([cpu]);
@@ -372,7 +371,7 @@ pub(crate) struct Common<'a> {
     /// How often the control loop wakes.
     pub(crate) tick: Duration,
     /// How the measuring threads reach their CPUs (None: plain affinity).
-    pub(crate) placer: Option<ThreadPlacer>,
+    pub(crate) placer: Option<PlaceFn>,
 }
 
 /// [`Probe::common`] and [`Probe::validate`] for a config with the usual

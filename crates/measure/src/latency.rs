@@ -20,9 +20,7 @@
 
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
-use crate::harness::{
-    self, AppliedPolicy, Bound, Live, MeasuringThread, Probe, StopFlags, ThreadPlacer,
-};
+use crate::harness::{self, AppliedPolicy, Bound, Live, MeasuringThread, Probe, StopFlags};
 use crate::period::Period;
 use crate::progress::Progress;
 use crate::recorder::Recorder;
@@ -36,6 +34,7 @@ use cpushield_kernel::{Kernel, RealKernel};
 use cpushield_rt::clock::{now_ns, sleep_until_ns, spin_until_ns};
 use cpushield_rt::idle_poll::IdlePoller;
 use cpushield_rt::irq::{bind_irq, IrqBinding};
+use cpushield_rt::sched::PlaceFn;
 use cpushield_trace::TimerlatFeed;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicBool;
@@ -82,7 +81,7 @@ pub struct LatencyConfig {
     pub observer: Option<Arc<dyn ProbeObserver>>,
     /// How the measuring threads (and idle pollers) reach their CPUs (default
     /// None: plain affinity; a shield's placer when the CPUs are fenced off).
-    pub placer: Option<ThreadPlacer>,
+    pub placer: Option<PlaceFn>,
     /// What wakes the thread (default: the timer).
     pub source: Source,
     /// Hold /dev/cpu_dma_latency at 0 for the run, as cyclictest does
@@ -138,13 +137,7 @@ impl LatencyConfig {
             }
             _ => {}
         }
-        if let Some(p) = self.priority {
-            if !(1..=99).contains(&p) {
-                return Err(MeasureError::Config(format!(
-                    "--priority {p} is out of range: use 1..99 (95 is cyclictest's usual)"
-                )));
-            }
-        }
+        harness::check_priority(self.priority)?;
         if self.source != Source::Timer {
             let rate = match self.period {
                 Period::Rate { hz } => Some(hz),

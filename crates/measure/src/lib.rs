@@ -20,7 +20,7 @@
 //! The three probes share one harness: read the system view, validate, set up
 //! the process, place the control thread, /proc/stat before and after, the
 //! [`RunInfo`] and its [`warnings`]. A probe adds only its settings and its
-//! per-CPU measuring loop. A config's `placer` ([`ThreadPlacer`]) says how the
+//! per-CPU measuring loop. A config's `placer` (`cpushield_rt::sched::PlaceFn`) says how the
 //! measuring threads reach CPUs that a shield's cpuset fences off.
 //!
 //! Histograms lose nothing that matters: 1 ns to 10 s at 3 significant digits,
@@ -54,7 +54,7 @@ pub mod workload;
 pub use cpushield_cpuset::CpuSet;
 pub use distribution::{Bin, Distribution, Percentiles, Summary};
 pub use error::MeasureError;
-pub use harness::{AppliedPolicy, SchedPolicy, ThreadPlacer};
+pub use harness::{AppliedPolicy, SchedPolicy};
 pub use period::Period;
 pub use progress::Progress;
 pub use run_info::RunInfo;

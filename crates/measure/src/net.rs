@@ -22,18 +22,20 @@ pub mod veth;
 
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
-use crate::harness::{enter_measuring_thread, is_root, unix_now_ns, AppliedPolicy, ProcessSetup};
-use crate::harness::{ControlPlacement, ThreadPlacer};
+use crate::harness::{
+    self, enter_measuring_thread, is_root, unix_now_ns, AppliedPolicy, ControlPlacement,
+    ProcessSetup,
+};
 use crate::recorder::Recorder;
 use crate::run_info::{kernel_release, RunInfo};
 use crate::warnings::{self, Warning};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::RealKernel;
 use cpushield_rt::clock::now_ns;
+use cpushield_rt::sched::PlaceFn;
 use serde::{Deserialize, Serialize};
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -132,7 +134,7 @@ pub struct NetConfig {
     /// Lock all memory for the run (default true).
     pub lock_memory: bool,
     /// How the endpoint threads reach their CPUs (None: plain affinity).
-    pub placer: Option<ThreadPlacer>,
+    pub placer: Option<PlaceFn>,
 }
 
 impl NetConfig {
@@ -188,13 +190,7 @@ impl NetConfig {
                 "--duration must be longer than 0: use e.g. --duration 1s".into(),
             ));
         }
-        if let Some(p) = self.priority {
-            if !(1..=99).contains(&p) {
-                return Err(MeasureError::Config(format!(
-                    "--priority {p} is out of range: use 1..99"
-                )));
-            }
-        }
+        harness::check_priority(self.priority)?;
         Ok(())
     }
 }
@@ -541,25 +537,11 @@ fn result(
     }
 }
 
-fn set_recv_timeout(fd: i32, timeout: Duration) -> io::Result<()> {
-    let tv = libc::timeval {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_usec: timeout.subsec_micros() as libc::suseconds_t,
-    };
-    // SAFETY: setsockopt with a valid timeval that outlives the call, on an open socket.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            &tv as *const _ as *const libc::c_void,
-            std::mem::size_of_val(&tv) as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+fn set_recv_timeout(socket: &impl std::os::fd::AsFd, timeout: Duration) -> io::Result<()> {
+    use nix::sys::socket::{setsockopt, sockopt::ReceiveTimeout};
+    use nix::sys::time::{TimeVal, TimeValLike};
+    let tv = TimeVal::microseconds(timeout.as_micros() as i64);
+    setsockopt(socket, ReceiveTimeout, &tv).map_err(io::Error::from)
 }
 
 fn is_timeout(e: &io::Error) -> bool {
@@ -616,7 +598,7 @@ fn tcp_ping_pong(
 ) -> io::Result<(u64, u64)> {
     let mut stream = TcpStream::connect_timeout(&addr, SILENCE)?;
     stream.set_nodelay(true)?;
-    set_recv_timeout(stream.as_raw_fd(), POLL)?;
+    set_recv_timeout(&stream, POLL)?;
     let mut header = [0u8; 8];
     header[..4].copy_from_slice(&MAGIC);
     header[4..].copy_from_slice(&(msg.len() as u32).to_be_bytes());
@@ -667,7 +649,7 @@ fn udp_ping_pong(
     };
     let sock = UdpSocket::bind(local)?;
     sock.connect(addr)?;
-    set_recv_timeout(sock.as_raw_fd(), POLL)?;
+    set_recv_timeout(&sock, POLL)?;
     msg.fill(0x5a);
     let mut seq = 0u64;
     let mut lost = 0u64;
@@ -755,7 +737,7 @@ fn serve_one(
     match protocol {
         Protocol::Udp => {
             let sock = UdpSocket::bind(bind)?;
-            set_recv_timeout(sock.as_raw_fd(), POLL)?;
+            set_recv_timeout(&sock, POLL)?;
             ready(sock.local_addr()?);
             let mut echoed = 0u64;
             loop {
@@ -778,7 +760,7 @@ fn serve_one(
         }
         Protocol::Tcp => {
             let listener = TcpListener::bind(bind)?;
-            set_recv_timeout(listener.as_raw_fd(), POLL)?;
+            set_recv_timeout(&listener, POLL)?;
             ready(listener.local_addr()?);
             let mut echoed = 0u64;
             loop {
@@ -811,7 +793,7 @@ fn echo_connection(
     stopped: &dyn Fn() -> bool,
 ) -> io::Result<u64> {
     stream.set_nodelay(true)?;
-    set_recv_timeout(stream.as_raw_fd(), POLL)?;
+    set_recv_timeout(&stream, POLL)?;
     let mut header = [0u8; 8];
     if !read_full(stream, &mut header, stopped, false)? {
         return Ok(0);
@@ -845,7 +827,7 @@ pub struct ServeConfig {
     /// Lock all memory while serving (default true).
     pub lock_memory: bool,
     /// How the server threads reach their CPU (None: plain affinity).
-    pub placer: Option<ThreadPlacer>,
+    pub placer: Option<PlaceFn>,
 }
 
 /// What `measure net --listen` did.

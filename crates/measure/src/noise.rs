@@ -16,9 +16,7 @@
 
 use crate::distribution::Distribution;
 use crate::error::MeasureError;
-use crate::harness::{
-    self, AppliedPolicy, Bound, Live, MeasuringThread, Probe, StopFlags, ThreadPlacer,
-};
+use crate::harness::{self, AppliedPolicy, Bound, Live, MeasuringThread, Probe, StopFlags};
 use crate::progress::Progress;
 use crate::recorder::Recorder;
 use crate::run_info::RunInfo;
@@ -26,6 +24,7 @@ use crate::tsc::{self, GapClock, Monotonic, TscClock};
 use crate::warnings::{self, Spin};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::RealKernel;
+use cpushield_rt::sched::PlaceFn;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -56,7 +55,7 @@ pub struct NoiseConfig {
     pub tick: Duration,
     /// How the measuring threads reach their CPUs (default None: plain
     /// affinity; a shield's placer when the CPUs are fenced off).
-    pub placer: Option<ThreadPlacer>,
+    pub placer: Option<PlaceFn>,
 }
 
 impl NoiseConfig {
@@ -86,13 +85,7 @@ impl NoiseConfig {
                 "--threshold must be longer than 0: use e.g. --threshold 1us".into(),
             ));
         }
-        if let Some(p) = self.priority {
-            if !(1..=99).contains(&p) {
-                return Err(MeasureError::Config(format!(
-                    "--priority {p} is out of range: use 1..99"
-                )));
-            }
-        }
+        harness::check_priority(self.priority)?;
         Ok(())
     }
 }

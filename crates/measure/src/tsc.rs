@@ -172,7 +172,9 @@ mod tests {
     /// rate must turn a span of TSC ticks into the span CLOCK_MONOTONIC saw.
     #[test]
     fn a_calibrated_tsc_agrees_with_the_monotonic_clock() {
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpuinfo = RealKernel
+            .read(Path::new("/proc/cpuinfo"))
+            .unwrap_or_default();
         let invariant =
             cfg!(target_arch = "x86_64") && cpushield_parse::cpuinfo::has_invariant_tsc(&cpuinfo);
         let clock = TscClock::calibrate(&RealKernel, Duration::from_millis(20));

@@ -83,8 +83,7 @@ mod tests {
     fn calibration_lands_near_the_target() {
         // as the probe does it: pinned to the last CPU (never CPU 0), SCHED_FIFO,
         // so other tests running in parallel do not share the CPU
-        let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-        let cpu = cpushield_cpuset::CpuSet::parse_list(online.trim())
+        let cpu = cpushield_kernel::online_cpus(&cpushield_kernel::RealKernel)
             .unwrap()
             .last()
             .unwrap();

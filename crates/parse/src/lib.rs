@@ -11,6 +11,7 @@ pub mod interrupts;
 pub mod irq_affinity;
 pub mod kconfig;
 pub mod kthread_name;
+pub mod mounts;
 pub mod pid_cgroup;
 pub mod pid_stat;
 pub mod pid_status;

@@ -228,15 +228,24 @@ pub fn determinism_svg(report: &CompareReport) -> String {
                     });
             }
         }
-        let _ = chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw();
-        let _ = root.present();
+        draw_legend_and_present(&mut chart, &root);
     }
     svg
+}
+
+/// Draws the series' legend (upper left, on a light background) and ends
+/// the drawing of `root`. A failed draw leaves the picture without it.
+pub(crate) fn draw_legend_and_present<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+) {
+    let _ = chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw();
+    let _ = root.present();
 }
 
 fn svg_fallback() -> String {

@@ -2,7 +2,7 @@
 //! worst case and 99.99th percentile in run order, the starting point and
 //! the candidate in two colours, on a log latency scale.
 
-use crate::plot::ensure_font;
+use crate::plot::{draw_legend_and_present, ensure_font};
 use plotters::prelude::*;
 
 /// One trial to plot.
@@ -82,13 +82,7 @@ fn draw(svg: &mut String, title: &str, trials: &[TrialPoint]) {
                         Circle::new((*x, us(t.p99_99_ns)), 4, color.stroke_width(2))
                     }));
         }
-        let _ = chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw();
-        let _ = root.present();
+        draw_legend_and_present(&mut chart, &root);
     }
 }
 

@@ -12,7 +12,7 @@
 use crate::irq::{self, IrqBinding, IrqError};
 use crate::periodic::{Periodic, PeriodicStats};
 use crate::reserve::{self, Reservation, ReserveDir, ReserveError};
-use crate::run::{RtRun, RunError, ThreadPlacer};
+use crate::run::{AlonePlacer, RtRun, RunError};
 use crate::sched::{self, Policy};
 use crate::spsc::bytes::{self, ByteConsumer, ByteProducer};
 use cpushield_cpuset::CpuSet;
@@ -161,9 +161,9 @@ pub unsafe extern "C" fn cps_place_deadline(
 }
 
 /// Places through the same orchestration as `cpushield run`, one thread
-/// alone ([`ThreadPlacer`]), refusing CPUs another process has reserved.
+/// alone ([`AlonePlacer`]), refusing CPUs another process has reserved.
 fn place(tid: c_int, cpus: &CpuSet, policy: Policy) -> c_int {
-    let run = RtRun::new(&RealKernel, &ThreadPlacer, ReserveDir::from_env());
+    let run = RtRun::new(&RealKernel, &AlonePlacer, ReserveDir::from_env());
     match run.place_now(tid, cpus, policy) {
         Ok(()) => 0,
         Err(RunError::Reserve(e)) => fail_reserve(e),

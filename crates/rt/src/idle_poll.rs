@@ -10,8 +10,9 @@
 //! once, so the CPU polls instead of halting (the run-time form of `idle=poll`,
 //! limited to the chosen CPUs).
 
-use crate::sched;
+use crate::sched::{self, PlaceFn, Policy};
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::{Kernel, RealKernel};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -23,10 +24,6 @@ pub use cpushield_kernel::POLLER_THREAD_PREFIX;
 
 /// Stack of a polling thread: it calls nothing deep.
 const POLLER_STACK_BYTES: usize = 64 * 1024;
-
-/// How a polling thread reaches its CPU when plain sched_setaffinity cannot
-/// (a shield's cpuset fences the CPU off): given the thread ID and the CPU.
-pub type Placer = fn(i32, &CpuSet) -> io::Result<()>;
 
 /// Why the pollers could not start.
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +45,7 @@ impl IdlePoller {
     /// Starts a poller on every CPU of `cpus`, placed by `place` (None: plain
     /// affinity), and returns once each one runs at SCHED_IDLE on its CPU. On
     /// an error the pollers already started are stopped.
-    pub fn start(cpus: &CpuSet, place: Option<Placer>) -> Result<Self, PollerError> {
+    pub fn start(cpus: &CpuSet, place: Option<PlaceFn>) -> Result<Self, PollerError> {
         let mut poller = Self {
             stop: Arc::new(AtomicBool::new(false)),
             threads: Vec::new(),
@@ -100,27 +97,21 @@ impl Drop for IdlePoller {
     }
 }
 
-/// Places the calling thread on `cpu` and drops it to SCHED_IDLE.
-fn enter_poller_thread(cpu: usize, place: Option<Placer>) -> io::Result<()> {
+/// Places the calling thread on `cpu` and drops it to SCHED_IDLE. Its nice
+/// value is left alone: SCHED_IDLE's weight ignores it, and lowering it
+/// would need privilege.
+fn enter_poller_thread(cpu: usize, place: Option<PlaceFn>) -> io::Result<()> {
     let target = CpuSet::from_cpus([cpu]);
-    // SAFETY: gettid takes no arguments, cannot fail and touches no memory.
-    let tid = unsafe { libc::syscall(libc::SYS_gettid) as i32 };
     match place {
-        Some(place) => place(tid, &target)?,
+        Some(place) => place(cpushield_kernel::gettid(), &target)?,
         None => sched::pin(0, &target)?,
     }
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: `param` is a valid sched_param that outlives the call; pid 0 is us.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    RealKernel.set_sched(0, &sched::sched_params(Policy::Idle { nice: 0 }))
 }
 
 /// Whether an idle CPU of this machine hands its time back to a hypervisor
 /// (see [`halts_into_hypervisor`]). Then [`IdlePoller`] helps.
 pub fn idle_exits_to_hypervisor() -> bool {
-    use cpushield_kernel::{Kernel, RealKernel};
     let read = |p: &str| RealKernel.read(std::path::Path::new(p)).unwrap_or_default();
     halts_into_hypervisor(
         runs_under_hypervisor(&read("/proc/cpuinfo")),
@@ -134,10 +125,10 @@ use cpushield_parse::cpuinfo::{halts_into_hypervisor, runs_under_hypervisor};
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn a_poller_runs_at_sched_idle_on_its_cpu_and_stops_on_drop() {
-        use cpushield_kernel::{Kernel, RealKernel};
         let allowed = RealKernel.get_affinity(0).expect("own affinity");
         // CPU 0 is left to the machine's housekeeping: never spin there.
         let Some(cpu) = allowed.iter().last().filter(|&c| c != 0) else {
@@ -147,22 +138,24 @@ mod tests {
         let poller = IdlePoller::start(&CpuSet::from_cpus([cpu]), None).expect("start");
         assert_eq!(poller.cpus(), 1);
         let name = format!("cpushield-poll{cpu}");
-        let task_dir = std::fs::read_dir("/proc/self/task")
+        let tasks = Path::new("/proc/self/task");
+        let tid: i32 = RealKernel
+            .read_dir(tasks)
             .expect("tasks")
-            .filter_map(|e| e.ok())
-            .find(|e| {
-                std::fs::read_to_string(e.path().join("comm"))
-                    .map(|c| c.trim() == name)
-                    .unwrap_or(false)
+            .into_iter()
+            .find(|t| {
+                RealKernel
+                    .read(&tasks.join(t).join("comm"))
+                    .is_ok_and(|c| c.trim() == name)
             })
-            .expect("the polling thread exists");
-        let tid: i32 = task_dir.file_name().to_string_lossy().parse().expect("tid");
-        // SAFETY: sched_getscheduler takes a thread ID and touches no memory.
-        let policy = unsafe { libc::sched_getscheduler(tid) };
-        assert_eq!(policy, libc::SCHED_IDLE);
+            .expect("the polling thread exists")
+            .parse()
+            .expect("tid");
+        let policy = RealKernel.get_sched(tid).expect("its policy").policy;
+        assert_eq!(policy, libc::SCHED_IDLE as u32);
         drop(poller);
         assert!(
-            !task_dir.path().exists(),
+            !RealKernel.exists(&tasks.join(tid.to_string())),
             "the polling thread ended when the poller was dropped"
         );
     }

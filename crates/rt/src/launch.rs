@@ -310,14 +310,8 @@ pub struct PidWatch {
 impl PidWatch {
     /// Opens a handle on process `pid` (pidfd_open).
     pub fn open(pid: i32) -> io::Result<Self> {
-        // SAFETY: pidfd_open returns a new descriptor we own, or -1.
-        let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
         Ok(Self {
-            // SAFETY: `raw` >= 0 is a new pidfd that nothing else owns.
-            pidfd: unsafe { OwnedFd::from_raw_fd(raw as RawFd) },
+            pidfd: cpushield_kernel::pidfd_open(pid)?,
         })
     }
 

@@ -29,11 +29,11 @@
 //! What the run has to say on the way is handed to the caller as [`Event`]s;
 //! the caller prints them.
 
-use crate::idle_poll::{self, IdlePoller, PollerError};
+use crate::idle_poll::{IdlePoller, PollerError};
 use crate::irq::{self, IrqBinding, IrqError};
 use crate::launch::{self, Exit, PidWait};
 use crate::reserve::{Holder, Reservation, ReserveDir, ReserveError};
-use crate::sched::{self, Policy};
+use crate::sched::{self, PlaceFn, Policy};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Kernel;
 use std::fmt;
@@ -53,7 +53,7 @@ pub trait Placer {
     }
 
     /// How the `--idle-poll` threads reach their CPUs (None: plain affinity).
-    fn poller_placer(&self) -> Option<idle_poll::Placer> {
+    fn poller_placement(&self) -> Option<PlaceFn> {
         None
     }
 }
@@ -74,15 +74,15 @@ impl Placer for AffinityPlacer {
 /// [`crate::thread::RtThread`] do (Sherer's per-thread placement; see
 /// `cpushield_shield::placement::place_thread_alone`).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ThreadPlacer;
+pub struct AlonePlacer;
 
-impl Placer for ThreadPlacer {
+impl Placer for AlonePlacer {
     fn place(&self, tid: i32, cpus: &CpuSet) -> io::Result<()> {
         place_thread_alone(tid, cpus)
     }
 }
 
-/// [`ThreadPlacer`] as a function: thread `tid` (0: the caller) alone onto `cpus`.
+/// [`AlonePlacer`] as a function: thread `tid` (0: the caller) alone onto `cpus`.
 pub fn place_thread_alone(tid: i32, cpus: &CpuSet) -> io::Result<()> {
     cpushield_shield::placement::place_thread_alone(&cpushield_kernel::RealKernel, tid, cpus)
 }
@@ -750,7 +750,7 @@ impl<'k> RtRun<'k> {
         }
         let steal_since = self.steal.and_then(|meter| meter(&req.cpus));
         Ok(Some(Polling {
-            poller: IdlePoller::start(&req.cpus, self.placer.poller_placer())?,
+            poller: IdlePoller::start(&req.cpus, self.placer.poller_placement())?,
             cpus: req.cpus.clone(),
             started: Instant::now(),
             steal_since,
@@ -822,9 +822,8 @@ mod tests {
             self.placed.borrow_mut().push((tid, cpus.clone()));
             Ok(())
         }
-        fn poller_placer(&self) -> Option<idle_poll::Placer> {
-            self.poller_fails
-                .then_some(refuse_poller as idle_poll::Placer)
+        fn poller_placement(&self) -> Option<PlaceFn> {
+            self.poller_fails.then_some(refuse_poller as PlaceFn)
         }
     }
 

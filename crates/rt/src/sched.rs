@@ -74,7 +74,7 @@ impl Policy {
 const SCHED_DEADLINE: u32 = 6;
 
 /// The kernel's scheduling parameters for `policy` (struct sched_attr's fields).
-fn sched_params(policy: Policy) -> SchedParams {
+pub(crate) fn sched_params(policy: Policy) -> SchedParams {
     let mut p = SchedParams::default();
     match policy {
         Policy::Other { nice } => {
@@ -128,32 +128,15 @@ pub fn set_policy_with(kernel: &dyn Kernel, tid: i32, policy: Policy) -> io::Res
     kernel.set_sched(tid, &sched_params(policy))
 }
 
-/// Pins thread `tid` (0 = the calling thread) to `cpus`.
-pub fn pin(tid: i32, cpus: &CpuSet) -> io::Result<()> {
-    // SAFETY: cpu_set_t is a plain bit array; all zeroes is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for cpu in cpus.iter() {
-        if cpu >= libc::CPU_SETSIZE as usize {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("CPU {cpu} is beyond CPU_SETSIZE"),
-            ));
-        }
-        // SAFETY: `cpu` < CPU_SETSIZE (checked above), so the bit lies inside `set`.
-        unsafe { libc::CPU_SET(cpu, &mut set) };
-    }
-    // SAFETY: `set` is an initialised cpu_set_t and the size passed is its own.
-    let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of_val(&set), &set) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
+/// How a thread reaches its CPUs where plain affinity cannot (a shield's
+/// cpuset fences them off): given the thread ID (0: the caller) and the
+/// CPUs. [`pin`] is the plain one; the shield's placement is another.
+pub type PlaceFn = fn(i32, &CpuSet) -> io::Result<()>;
 
-/// The CPU the calling thread is running on right now.
-pub fn current_cpu() -> usize {
-    // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
-    unsafe { libc::sched_getcpu() }.max(0) as usize
+/// Pins thread `tid` (0 = the calling thread) to `cpus` (sched_setaffinity
+/// through the kernel door).
+pub fn pin(tid: i32, cpus: &CpuSet) -> io::Result<()> {
+    RealKernel.set_affinity(tid, cpus)
 }
 
 /// Locks all current and future memory of the process (mlockall).
@@ -354,12 +337,11 @@ mod tests {
 
     #[test]
     fn pinning_the_calling_thread_moves_it() {
-        let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-        let online = CpuSet::parse_list(&online).unwrap();
+        let online = cpushield_kernel::online_cpus(&RealKernel).unwrap();
         let last = online.last().unwrap();
         std::thread::spawn(move || {
             pin(0, &CpuSet::from_cpus([last])).unwrap();
-            assert_eq!(current_cpu(), last);
+            assert_eq!(cpushield_kernel::current_cpu(), last);
         })
         .join()
         .unwrap();

@@ -18,7 +18,7 @@
 //! once that worked, or returns why it did not. On shielded CPUs (as root)
 //! the thread alone enters the shield's cpuset, as Sherer's model wants: the
 //! program's other threads stay on the housekeeping CPUs (see
-//! [`crate::run::ThreadPlacer`]; on cgroup v2 the process must be in the root
+//! [`crate::run::AlonePlacer`]; on cgroup v2 the process must be in the root
 //! cgroup, else start it with `cpushield run --cpus 1 -- app`).
 
 use crate::reserve::{Holder, Reservation, ReserveDir, ReserveError};
@@ -284,7 +284,7 @@ mod tests {
             .placer(sched::pin)
             .name("rt-test")
             .prefault_stack(64 * 1024)
-            .spawn_in(&ReserveDir::new(dir.path()), sched::current_cpu)
+            .spawn_in(&ReserveDir::new(dir.path()), cpushield_kernel::current_cpu)
             .unwrap();
         assert!(h.tid() > 0);
         assert_eq!(h.join().unwrap(), 1);

@@ -584,27 +584,18 @@ pub fn detect(kernel: &dyn Kernel) -> Option<CgroupLayout> {
     let mountinfo = kernel.read(Path::new("/proc/self/mountinfo")).ok()?;
     let mut v1 = None;
     let mut v2 = None;
-    for line in mountinfo.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let fields: Vec<&str> = left.split_whitespace().collect();
-        let rfields: Vec<&str> = right.split_whitespace().collect();
-        if fields.len() < 5 || rfields.len() < 3 {
-            continue;
-        }
-        let mount_point = PathBuf::from(fields[4]);
-        match rfields[0] {
+    for mount in cpushield_parse::mounts::parse_mountinfo(&mountinfo) {
+        match mount.fs_type.as_str() {
             "cgroup2" if v2.is_none() => {
                 let controllers = kernel
-                    .read(&mount_point.join("cgroup.controllers"))
+                    .read(&mount.mount_point.join("cgroup.controllers"))
                     .unwrap_or_default();
                 if controllers.split_whitespace().any(|c| c == "cpuset") {
-                    v2 = Some(mount_point);
+                    v2 = Some(mount.mount_point);
                 }
             }
-            "cgroup" if v1.is_none() && rfields[2].split(',').any(|o| o == "cpuset") => {
-                v1 = Some(mount_point);
+            "cgroup" if v1.is_none() && mount.has_option("cpuset") => {
+                v1 = Some(mount.mount_point);
             }
             _ => {}
         }

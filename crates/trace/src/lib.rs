@@ -34,7 +34,6 @@
 
 pub mod attribute;
 pub mod event;
-pub mod io;
 mod reader;
 pub mod settings;
 mod signal;
@@ -46,8 +45,7 @@ pub use summary::{render_attribution, render_summary, TraceSummary};
 pub use timerlat::{TimerlatFeed, TimerlatRecord};
 
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::Kernel;
-use io::{MarkWriter, RealTraceIo, TraceIo};
+use cpushield_kernel::{Kernel, TraceMarker, TracePipe};
 use reader::{Reader, Shared};
 use settings::SettingsGuard;
 use signal::SignalWatch;
@@ -223,7 +221,6 @@ pub enum TraceError {
 /// Undoes what the session did to the system; runs once.
 struct Cleanup {
     kernel: Arc<dyn Kernel>,
-    io: Arc<dyn TraceIo>,
     guard: SettingsGuard,
     root: PathBuf,
     instance: Option<PathBuf>,
@@ -262,7 +259,7 @@ impl Cleanup {
             }
         }
         if self.mounted_by_us {
-            if let Err(e) = self.io.unmount(&self.root) {
+            if let Err(e) = self.kernel.unmount(&self.root) {
                 self.errors.push(format!(
                     "{}: could not unmount tracefs: {e} (someone else is using it); unmount it later with umount",
                     self.root.display()
@@ -292,7 +289,7 @@ pub struct TraceSession {
 #[derive(Clone)]
 pub struct SpikeMarker {
     /// Taken (and the file closed) when the session ends, so the instance can go.
-    writer: Arc<RwLock<Option<Box<dyn MarkWriter>>>>,
+    writer: Arc<RwLock<Option<Box<dyn TraceMarker>>>>,
     shared: Arc<Shared>,
 }
 
@@ -359,19 +356,9 @@ impl SpikeMarker {
 pub const THREAD_MARK: &str = "cpushield thread";
 
 impl TraceSession {
-    /// Starts tracing `cpus` on the real tracefs (mounting it if needed).
+    /// Starts tracing `cpus` on the kernel's tracefs (mounting it if needed).
     pub fn start(
         kernel: Arc<dyn Kernel>,
-        cpus: &CpuSet,
-        opts: TraceOptions,
-    ) -> Result<TraceSession, TraceError> {
-        Self::start_with_io(kernel, Arc::new(RealTraceIo), cpus, opts)
-    }
-
-    /// Starts tracing with a given tracefs door (tests use a fake one).
-    pub fn start_with_io(
-        kernel: Arc<dyn Kernel>,
-        io: Arc<dyn TraceIo>,
         cpus: &CpuSet,
         opts: TraceOptions,
     ) -> Result<TraceSession, TraceError> {
@@ -391,7 +378,7 @@ impl TraceSession {
         if ACTIVE.swap(true, Ordering::SeqCst) {
             return Err(TraceError::Busy);
         }
-        match Self::setup(kernel, io, cpus, opts) {
+        match Self::setup(kernel, cpus, opts) {
             Ok(s) => Ok(s),
             Err(e) => {
                 ACTIVE.store(false, Ordering::SeqCst);
@@ -402,15 +389,14 @@ impl TraceSession {
 
     fn setup(
         kernel: Arc<dyn Kernel>,
-        io: Arc<dyn TraceIo>,
         cpus: &CpuSet,
         opts: TraceOptions,
     ) -> Result<TraceSession, TraceError> {
         let root = opts.tracefs.clone();
         let setup_err = |what: String| TraceError::Setup(what);
         let mut mounted_by_us = false;
-        if !io.is_mounted(&root) {
-            io.mount(&root).map_err(|e| {
+        if !tracefs_mounted(kernel.as_ref(), &root) {
+            kernel.mount("tracefs", &root).map_err(|e| {
                 setup_err(format!(
                     "{}: cannot mount tracefs: {e}; run as root (or mount it: mount -t tracefs nodev {})",
                     root.display(),
@@ -421,7 +407,6 @@ impl TraceSession {
         }
         let mut cleanup = Cleanup {
             kernel: kernel.clone(),
-            io: io.clone(),
             guard: SettingsGuard::new(kernel.clone()),
             root: root.clone(),
             instance: None,
@@ -429,7 +414,7 @@ impl TraceSession {
             done: false,
             errors: Vec::new(),
         };
-        match Self::configure(&kernel, &io, cpus, &opts, &mut cleanup) {
+        match Self::configure(&kernel, cpus, &opts, &mut cleanup) {
             Ok((dir, pipes, writer, mut summary)) => {
                 summary.mounted_tracefs = mounted_by_us;
                 if let Some(d) = &opts.trace_dir {
@@ -542,15 +527,14 @@ impl TraceSession {
     #[allow(clippy::type_complexity)]
     fn configure(
         kernel: &Arc<dyn Kernel>,
-        io: &Arc<dyn TraceIo>,
         cpus: &CpuSet,
         opts: &TraceOptions,
         cleanup: &mut Cleanup,
     ) -> Result<
         (
             PathBuf,
-            Vec<(usize, Box<dyn io::PipeReader>)>,
-            Box<dyn MarkWriter>,
+            Vec<(usize, Box<dyn TracePipe>)>,
+            Box<dyn TraceMarker>,
             TraceSummary,
         ),
         String,
@@ -664,13 +648,13 @@ impl TraceSession {
         }
         let mut pipes = Vec::new();
         for cpu in cpus.iter() {
-            let pipe = io
-                .open_pipe(&dir.join(format!("per_cpu/cpu{cpu}/trace_pipe")))
+            let pipe = k
+                .open_trace_pipe(&dir.join(format!("per_cpu/cpu{cpu}/trace_pipe")))
                 .map_err(|e| e.to_string())?;
             pipes.push((cpu, pipe));
         }
-        let writer = io
-            .open_marker(&p("trace_marker"))
+        let writer = k
+            .open_trace_marker(&p("trace_marker"))
             .map_err(|e| e.to_string())?;
         if let Some(d) = &opts.trace_dir {
             std::fs::create_dir_all(d)
@@ -792,6 +776,14 @@ impl Drop for TraceSession {
             let _ = self.stop(false);
         }
     }
+}
+
+/// Whether tracefs is mounted at `root` (from /proc/self/mounts).
+fn tracefs_mounted(k: &dyn Kernel, root: &Path) -> bool {
+    let mounts = k.read(Path::new("/proc/self/mounts")).unwrap_or_default();
+    cpushield_parse::mounts::parse_mounts(&mounts)
+        .iter()
+        .any(|m| m.fs_type == "tracefs" && m.mount_point == root)
 }
 
 /// Measures trace clock − CLOCK_MONOTONIC with a marker written just after

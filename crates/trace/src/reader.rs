@@ -6,14 +6,13 @@ use super::attribute::{
     attribute, fmt_ns, phase_word, Attribution, AttributionContext, Spike, StealEvidence,
 };
 use super::event::{parse_line, Event, EventKind};
-use super::io::PipeReader;
 use super::timerlat::TimerlatRecord;
 use cpushield_parse::pid_cgroup::in_kubepods;
 use cpushield_parse::pid_stat::parse_thread_stat;
 use cpushield_parse::pid_status::parse_nspid;
 use cpushield_parse::stat::parse_cpu_times;
 
-use cpushield_kernel::Kernel;
+use cpushield_kernel::{Kernel, TracePipe, TRACE_PIPE_READ_BUDGET};
 use crossbeam_queue::ArrayQueue;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
@@ -33,8 +32,6 @@ const SAVE_AFTER_NS: u64 = 500_000;
 const SETTLE_NS: u64 = 2_000_000;
 /// The most `finish` waits for the reader to catch up with a busy CPU.
 const FINISH_LIMIT_NS: u64 = 2_000_000_000;
-/// Bytes read from one pipe per round (see `io::RealPipe`).
-const READ_BUDGET: usize = super::io::READ_BUDGET;
 
 /// State shared by the session, the reader and the signal path.
 pub struct Shared {
@@ -103,7 +100,7 @@ pub struct Results {
 /// Everything the reader thread owns.
 pub struct Reader {
     /// (CPU, its pipe).
-    pub pipes: Vec<(usize, Box<dyn PipeReader>)>,
+    pub pipes: Vec<(usize, Box<dyn TracePipe>)>,
     /// For /proc/stat and /proc/PID/stat.
     pub kernel: Arc<dyn Kernel>,
     /// Shared with the session.
@@ -198,7 +195,7 @@ impl Reader {
                 buf.clear();
                 match pipe.read_available(&mut buf) {
                     Ok(n) => {
-                        if n >= READ_BUDGET / 2 {
+                        if n >= TRACE_PIPE_READ_BUDGET / 2 {
                             drained = false; // probably more waiting
                         }
                     }

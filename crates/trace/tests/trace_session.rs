@@ -3,10 +3,8 @@
 
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::FakeKernel;
-use cpushield_trace::io::{MarkWriter, PipeReader, TraceIo};
 use cpushield_trace::{CauseKind, SignalMode, Spike, TraceOptions, TraceSession};
 use std::collections::BTreeMap;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,61 +14,27 @@ const ROOT: &str = "/sys/kernel/tracing";
 /// One session per process at a time: the tests take turns.
 static TURN: Mutex<()> = Mutex::new(());
 
-/// Pipes that hand out their scripted text once; a marker that records lines.
-#[derive(Default)]
-struct FakeIo {
-    pipes: Mutex<BTreeMap<PathBuf, String>>,
-    marks: Arc<Mutex<Vec<String>>>,
-    opened: Mutex<Vec<PathBuf>>,
+/// The lines the session wrote to trace_marker, the clock sync left out.
+fn marks(k: &FakeKernel) -> Vec<String> {
+    k.file(format!("{ROOT}/trace_marker"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.starts_with("cpushield-clock-sync"))
+        .map(|l| format!("{l}\n"))
+        .collect()
 }
 
-struct Scripted(Option<String>);
-
-impl PipeReader for Scripted {
-    fn read_available(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
-        match self.0.take() {
-            Some(t) => {
-                buf.extend_from_slice(t.as_bytes());
-                Ok(t.len())
-            }
-            None => Ok(0),
-        }
-    }
-}
-
-struct Marks(Arc<Mutex<Vec<String>>>);
-
-impl MarkWriter for Marks {
-    fn write_line(&self, line: &[u8]) -> io::Result<()> {
-        self.0
-            .lock()
-            .unwrap()
-            .push(String::from_utf8_lossy(line).into_owned());
-        Ok(())
-    }
-}
-
-impl TraceIo for FakeIo {
-    fn is_mounted(&self, _: &Path) -> bool {
-        true
-    }
-    fn mount(&self, _: &Path) -> io::Result<()> {
-        unreachable!("mounted")
-    }
-    fn unmount(&self, _: &Path) -> io::Result<()> {
-        unreachable!("not mounted by the session")
-    }
-    fn open_pipe(&self, path: &Path) -> io::Result<Box<dyn PipeReader>> {
-        self.opened.lock().unwrap().push(path.to_path_buf());
-        Ok(Box::new(Scripted(self.pipes.lock().unwrap().remove(path))))
-    }
-    fn open_marker(&self, _: &Path) -> io::Result<Box<dyn MarkWriter>> {
-        Ok(Box::new(Marks(self.marks.clone())))
-    }
+/// Puts `text` in CPU `cpu`'s trace pipe, for the session to read once.
+fn feed_pipe(k: &FakeKernel, cpu: usize, text: &str) {
+    k.set_file(format!("{ROOT}/per_cpu/cpu{cpu}/trace_pipe"), text);
 }
 
 fn tracefs() -> FakeKernel {
     let k = FakeKernel::new();
+    k.set_file(
+        "/proc/self/mounts",
+        format!("tracefs {ROOT} tracefs rw,nosuid,nodev,noexec 0 0\n"),
+    );
     k.set_file("/sys/devices/system/cpu/online", "0-1\n");
     k.set_file("/sys/devices/system/cpu/possible", "0-1\n");
     k.set_file(
@@ -85,6 +49,8 @@ fn tracefs() -> FakeKernel {
     f("trace_marker", "");
     f("trace", "# tracer: nop\n");
     f("per_cpu/cpu0/buffer_size_kb", "7 (expanded: 1408)\n");
+    f("per_cpu/cpu0/trace_pipe", "");
+    f("per_cpu/cpu1/trace_pipe", "");
     f("per_cpu/cpu1/buffer_size_kb", "7 (expanded: 1408)\n");
     for ev in [
         "irq/irq_handler_entry",
@@ -125,13 +91,13 @@ fn window(t0: u64) -> String {
 fn a_session_sets_up_attributes_a_marked_spike_and_restores_every_setting() {
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let k = Arc::new(tracefs());
+    // CPU 0 is not traced: its pipe is never read.
+    let cpu0_events =
+        "          <idle>-0       [000] d.h1.  1.000000: local_timer_entry: vector=236\n";
+    feed_pipe(&k, 0, cpu0_events);
     let before = k.files();
-    let io = Arc::new(FakeIo::default());
     let t0 = cpushield_kernel::clock::now_ns();
-    io.pipes.lock().unwrap().insert(
-        PathBuf::from(format!("{ROOT}/per_cpu/cpu1/trace_pipe")),
-        window(t0),
-    );
+    feed_pipe(&k, 1, &window(t0));
     let opts = TraceOptions {
         signals: SignalMode::None,
         instance: false,
@@ -139,7 +105,7 @@ fn a_session_sets_up_attributes_a_marked_spike_and_restores_every_setting() {
         ..Default::default()
     };
     let cpus = CpuSet::parse_list("1").unwrap();
-    let session = TraceSession::start_with_io(k.clone(), io.clone(), &cpus, opts).unwrap();
+    let session = TraceSession::start(k.clone(), &cpus, opts).unwrap();
     // While tracing: only CPU 1 traced, clock mono, events on with filters.
     assert_eq!(k.file(format!("{ROOT}/tracing_cpumask")).unwrap(), "2");
     assert_eq!(k.file(format!("{ROOT}/trace_clock")).unwrap(), "mono");
@@ -171,7 +137,6 @@ fn a_session_sets_up_attributes_a_marked_spike_and_restores_every_setting() {
             .unwrap(),
         "0\n"
     );
-    assert_eq!(io.opened.lock().unwrap().len(), 1);
 
     let spike = Spike {
         seq: 7,
@@ -191,16 +156,21 @@ fn a_session_sets_up_attributes_a_marked_spike_and_restores_every_setting() {
         .map(|c| c.ns)
         .sum();
     assert_eq!(irq, 800_000, "{:#?}", a.causes);
-    assert!(io.marks.lock().unwrap()[0].starts_with("cpushield spike seq=7 cpu=1 tid=50"));
+    assert!(marks(&k)[0].starts_with("cpushield spike seq=7 cpu=1 tid=50"));
 
     let summary = session.finish();
     assert_eq!(summary.attributions.len(), 1);
     assert_eq!(summary.top_causes[0].name, "irq 38 virtio2-input.0");
     assert!(summary.errors.is_empty(), "{:?}", summary.errors);
-    // Every setting back; the clock-sync marker write is the only trace.
+    // Every setting back; the marker's lines and the traced CPU's pipe, read,
+    // are the only traces.
+    assert_eq!(
+        k.file(format!("{ROOT}/per_cpu/cpu0/trace_pipe")).unwrap(),
+        cpu0_events
+    );
     let mut after = k.files();
     let mut expected = before;
-    for f in ["trace_marker", "trace"] {
+    for f in ["trace_marker", "trace", "per_cpu/cpu1/trace_pipe"] {
         after.remove(&PathBuf::from(format!("{ROOT}/{f}")));
         expected.remove(&PathBuf::from(format!("{ROOT}/{f}")));
     }
@@ -231,16 +201,38 @@ fn a_kernel_without_the_mono_clock_is_refused_and_nothing_is_left_changed() {
         instance: false,
         ..Default::default()
     };
-    let err = TraceSession::start_with_io(
-        k.clone(),
-        Arc::new(FakeIo::default()),
-        &CpuSet::parse_list("1").unwrap(),
-        opts,
-    )
-    .err()
-    .expect("refused");
+    let err = TraceSession::start(k.clone(), &CpuSet::parse_list("1").unwrap(), opts)
+        .err()
+        .expect("refused");
     assert!(err.to_string().contains("no 'mono' trace clock"), "{err}");
     assert_eq!(k.files(), before);
+}
+
+#[test]
+fn a_session_mounts_tracefs_when_it_is_not_mounted_and_unmounts_it_at_the_end() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let mounted = tracefs();
+    let k = Arc::new(FakeKernel::new());
+    for (path, text) in mounted.files() {
+        if path.starts_with(ROOT) {
+            k.set_unmounted_file(ROOT, &path, &text);
+        } else if path != Path::new("/proc/self/mounts") {
+            k.set_file(&path, text);
+        }
+    }
+    let opts = TraceOptions {
+        signals: SignalMode::None,
+        instance: false,
+        poll: Duration::from_millis(1),
+        ..Default::default()
+    };
+    let session = TraceSession::start(k.clone(), &CpuSet::parse_list("1").unwrap(), opts).unwrap();
+    assert!(k.is_mounted(ROOT));
+    assert_eq!(k.file(format!("{ROOT}/trace_clock")).unwrap(), "mono");
+    let summary = session.finish();
+    assert!(summary.errors.is_empty(), "{:?}", summary.errors);
+    assert!(!k.is_mounted(ROOT), "the session unmounts what it mounted");
+    assert!(k.file(format!("{ROOT}/trace_clock")).is_none());
 }
 
 #[test]
@@ -251,14 +243,9 @@ fn an_offline_cpu_is_refused() {
         instance: false,
         ..Default::default()
     };
-    let err = TraceSession::start_with_io(
-        k,
-        Arc::new(FakeIo::default()),
-        &CpuSet::parse_list("5").unwrap(),
-        opts,
-    )
-    .err()
-    .expect("refused");
+    let err = TraceSession::start(k, &CpuSet::parse_list("5").unwrap(), opts)
+        .err()
+        .expect("refused");
     assert!(err.to_string().contains("CPU 5 is not online"), "{err}");
 }
 
@@ -271,7 +258,6 @@ fn attribute_hostproc_window(
     namespace_scope: bool,
     tid: i32,
 ) -> (cpushield_trace::Attribution, Vec<String>) {
-    let io = Arc::new(FakeIo::default());
     let t0 = cpushield_kernel::clock::now_ns();
     let ts = |off_us: u64| {
         let ns = t0 + off_us * 1000;
@@ -285,10 +271,7 @@ fn attribute_hostproc_window(
             ts(1)
         )
     };
-    io.pipes.lock().unwrap().insert(
-        PathBuf::from(format!("{ROOT}/per_cpu/cpu1/trace_pipe")),
-        announce + &window(t0),
-    );
+    feed_pipe(&k, 1, &(announce + &window(t0)));
     let opts = TraceOptions {
         signals: SignalMode::None,
         instance: false,
@@ -298,7 +281,7 @@ fn attribute_hostproc_window(
         ..Default::default()
     };
     let cpus = CpuSet::parse_list("1").unwrap();
-    let session = TraceSession::start_with_io(k, io.clone(), &cpus, opts).unwrap();
+    let session = TraceSession::start(k.clone(), &cpus, opts).unwrap();
     if tid != 50 {
         session.marker().announce(1, tid);
     }
@@ -314,8 +297,7 @@ fn attribute_hostproc_window(
         .attribute(&spike, Duration::from_secs(5))
         .expect("attributed");
     session.finish();
-    let marks = io.marks.lock().unwrap().clone();
-    (a, marks)
+    (a, marks(&k))
 }
 
 #[test]

@@ -84,7 +84,7 @@ fn irq_kind(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Option
     let procs_shielded = input.shielded(ShieldKind::Procs, cpu);
     Some(match c.id.as_str() {
         "LOC" => {
-            let nohz = super::config::nohz_full_cpus(input.facts).contains(cpu);
+            let nohz = input.facts.nohz_full_cpus().contains(cpu);
             let hz: Option<f64> = input
                 .facts
                 .kconfig

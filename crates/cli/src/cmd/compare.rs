@@ -2,15 +2,15 @@
 //! command; `demo` is the same code path with short durations.
 
 use crate::args::{cpu_set, duration, EXIT_ERROR, EXIT_OK, EXIT_THRESHOLD};
+use crate::progress;
 use clap::Args;
 use cpushield_compare::idle::IdleMode;
-use cpushield_compare::{namespace, runner, CompareConfig, Scenario, Scope, ShieldAudit};
+use cpushield_compare::{runner, CompareConfig, Scenario, Scope, ShieldAudit};
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::namespace;
 use cpushield_kernel::RealKernel;
 use cpushield_measure::Period;
 use cpushield_report::{human_ns, CheckFinding};
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -238,7 +238,7 @@ impl Printing {
 
 /// The width of the terminal stdout is, if it is one.
 fn terminal_width() -> Option<usize> {
-    if !std::io::stdout().is_terminal() {
+    if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         return None;
     }
     console::Term::stdout()
@@ -283,9 +283,9 @@ impl ShieldAudit for CheckAudit {
         namespace_scope: bool,
     ) -> Option<String> {
         let scope = if namespace_scope {
-            cpushield_check::causes::ShieldScope::Namespace
+            Scope::Namespace
         } else {
-            cpushield_check::causes::ShieldScope::System
+            Scope::System
         };
         let shield = cpushield_check::shield_in_force(&RealKernel).ok().flatten();
         let housekeeping = cpushield_kernel::online_cpus(&RealKernel)
@@ -344,7 +344,7 @@ fn execute(
     // Before any work: a run whose report cannot be written is lost.
     crate::output::check_dir(&out, "--out")?;
     config.period.validate().map_err(anyhow::Error::msg)?;
-    let cpus = runner::preflight(&config)?;
+    let cpus = runner::preflight(&cpushield_compare::Lab::real(), &config)?;
     super::reserved::guard(command, &cpus, cpushield_rt::reserve::CpuUse::Place)?;
     if config.scope == Scope::System {
         return Ok(ExitCode::from(experiment(
@@ -380,15 +380,8 @@ fn experiment(
             return EXIT_ERROR;
         }
     };
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let bar = ProgressBar::new(1000);
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar
-    });
-    let mut on_progress = |p: runner::Progress| {
+    let bar = progress::terminal_bar(1000, progress::RUNNER_STYLE);
+    let mut on_progress = |p: cpushield_compare::Progress| {
         if let Some(bar) = &bar {
             let done = (p.index as f64 + p.fraction) / p.total.max(1) as f64;
             bar.set_position((done * 1000.0) as u64);
@@ -403,15 +396,9 @@ fn experiment(
         }
     };
     let result = runner::run(config, stop, &mut on_progress);
-    if let Some(bar) = &bar {
-        bar.finish_and_clear();
-    }
-    let report = match result {
+    let report = match progress::finish(bar.as_ref(), result) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("cpushield: error: {e}");
-            return EXIT_ERROR;
-        }
+        Err(code) => return code,
     };
     use cpushield_report::table;
     if printing.verbose {

@@ -4,6 +4,7 @@
 
 use crate::args::{self, EXIT_OK, EXIT_THRESHOLD};
 use crate::output;
+use crate::progress;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use cpushield_cpuset::CpuSet;
@@ -16,10 +17,10 @@ use cpushield_measure::render::net as render_net;
 use cpushield_measure::render::{cyclictest, text, units};
 use cpushield_measure::source::{Source, SourceRequest};
 use cpushield_measure::trace::{SpikeTracer, TimerlatTracer};
-use cpushield_measure::{json, Period, Progress, ThreadPlacer, Warning};
+use cpushield_measure::{json, Period, Progress, Warning};
+use cpushield_rt::sched::PlaceFn;
 use cpushield_shield::placement::{self, ProbePlacement};
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
+use indicatif::ProgressBar;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -139,7 +140,7 @@ fn attribution_threshold(
         .map(|c| c.latency.summary.percentiles.p99_ns)
         .max()
         .unwrap_or(0);
-    Ok(cpushield_compare::runner::threshold_from_idle_p99(p99))
+    Ok(cpushield_compare::plan::threshold_from_idle_p99(p99))
 }
 
 /// `--source`.
@@ -250,7 +251,7 @@ fn priority(p: u8) -> Option<u8> {
 /// How the measuring threads reach `cpus`: into the shield's cpuset when
 /// `cpushield shield` fenced them off (the placement `compare` uses), else by
 /// plain affinity. Refuses, in one line naming the fix, when that cannot work.
-fn placer(cpus: &CpuSet) -> anyhow::Result<Option<ThreadPlacer>> {
+fn placer(cpus: &CpuSet) -> anyhow::Result<Option<PlaceFn>> {
     super::reserved::guard("measure", cpus, cpushield_rt::reserve::CpuUse::Place)?;
     let is_root = nix::unistd::geteuid().is_root();
     match placement::probe_placement_now(cpus, is_root).map_err(anyhow::Error::msg)? {
@@ -307,14 +308,7 @@ struct Bar {
 
 impl Bar {
     fn new(what: &'static str) -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::new(1000);
-            bar.set_style(
-                ProgressStyle::with_template("{bar:40} {percent:>3}% {elapsed:>4} {msg}")
-                    .expect("constant template"),
-            );
-            bar
-        });
+        let bar = progress::terminal_bar(1000, "{bar:40} {percent:>3}% {elapsed:>4} {msg}");
         Self { bar, what }
     }
 

@@ -13,9 +13,9 @@ use clap::Args;
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::RealKernel;
 use cpushield_measure::procstat;
-use cpushield_rt::idle_poll;
 use cpushield_rt::reserve::ReserveDir;
 use cpushield_rt::run::{Placer, RtRun, RunSpec};
+use cpushield_rt::sched::PlaceFn;
 use cpushield_rt::sched::Policy;
 use cpushield_shield::placement;
 use std::io;
@@ -177,7 +177,7 @@ impl Placer for ShieldPlacer {
     fn record_sched(&self, pid: i32, tids: &[i32]) -> io::Result<()> {
         placement::record_sched(&RealKernel, pid, tids)
     }
-    fn poller_placer(&self) -> Option<idle_poll::Placer> {
+    fn poller_placement(&self) -> Option<PlaceFn> {
         Some(place_in_shield)
     }
 }

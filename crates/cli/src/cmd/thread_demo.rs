@@ -10,6 +10,7 @@
 use crate::args::cpu_set;
 use clap::{Args, ValueEnum};
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::gettid;
 use cpushield_rt::capi;
 use cpushield_rt::thread::RtThread;
 use std::ffi::{CStr, CString};
@@ -39,11 +40,6 @@ pub struct ThreadDemoArgs {
     /// How long both threads stay before the program exits.
     #[arg(long, default_value_t = 1000)]
     seconds: u64,
-}
-
-fn gettid() -> i32 {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::gettid() }
 }
 
 /// Runs the two-thread program.

@@ -3,15 +3,14 @@
 //! file `apply` applies. Runs inside a private PID namespace, as `compare`.
 
 use crate::args::{cpu_set, duration, EXIT_ERROR, EXIT_OK};
+use crate::progress;
 use clap::Args;
-use cpushield_compare::namespace;
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::namespace;
 use cpushield_kernel::RealKernel;
 use cpushield_measure::Period;
 use cpushield_tune::real::{self, TuneConfig};
 use cpushield_tune::{render, Arm, KnobId};
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -80,7 +79,7 @@ pub fn tune(args: TuneArgs) -> anyhow::Result<ExitCode> {
         Some(c) => c,
         None => {
             let online = cpushield_kernel::online_cpus(&RealKernel)?;
-            cpushield_compare::runner::default_cpus(&online, &|cpu| {
+            cpushield_compare::plan::default_cpus(&online, &|cpu| {
                 cpushield_kernel::thread_siblings(&RealKernel, cpu)
                     .unwrap_or_else(|_| CpuSet::from_cpus([cpu]))
             })?
@@ -120,15 +119,10 @@ fn session(config: &TuneConfig, out: &Path) -> u8 {
         }
     };
     let budget = config.budget.as_secs();
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let bar = ProgressBar::new(budget.max(1));
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
+    let bar = progress::terminal_bar(budget.max(1), progress::RUNNER_STYLE);
+    if let Some(bar) = &bar {
         bar.enable_steady_tick(Duration::from_millis(200));
-        bar
-    });
+    }
     let mut on_progress = |p: &cpushield_tune::session::Progress, elapsed: Duration| {
         if let Some(bar) = &bar {
             bar.set_position(elapsed.as_secs().min(budget));
@@ -146,15 +140,9 @@ fn session(config: &TuneConfig, out: &Path) -> u8 {
         }
     };
     let result = real::run(config, stop, &mut on_progress);
-    if let Some(bar) = &bar {
-        bar.finish_and_clear();
-    }
-    let report = match result {
+    let report = match progress::finish(bar.as_ref(), result) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("cpushield: error: {e}");
-            return EXIT_ERROR;
-        }
+        Err(code) => return code,
     };
     print!("{}", render::table(&report));
     print!("{}", render::cmdline_text(&report));

@@ -13,6 +13,7 @@
 
 use super::{context, Ctx};
 use crate::procs::{self, Exit};
+use cpushield_kernel::{Kernel, RealKernel};
 use rand::{RngCore, SeedableRng};
 use std::convert::Infallible;
 use std::io;
@@ -133,8 +134,9 @@ unsafe fn sandboxed(code: &[u8], shared: &[(usize, usize)], jump: bool) -> ! {
 
 /// Address ranges of the writable shared mappings of this process.
 fn shared_writable_mappings() -> io::Result<Vec<(usize, usize)>> {
-    let maps =
-        std::fs::read_to_string("/proc/self/maps").map_err(context("reading /proc/self/maps"))?;
+    let maps = RealKernel
+        .read(std::path::Path::new("/proc/self/maps"))
+        .map_err(context("reading /proc/self/maps"))?;
     Ok(parse_shared_writable(&maps))
 }
 

@@ -139,21 +139,10 @@ impl Partner {
 }
 
 /// Sets a receive timeout so a blocked read returns and the partner can be checked.
-pub(crate) fn set_recv_timeout(fd: libc::c_int, ms: i64) {
-    let tv = libc::timeval {
-        tv_sec: ms / 1000,
-        tv_usec: (ms % 1000) * 1000,
-    };
-    // SAFETY: setsockopt with a valid timeval.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            &tv as *const _ as *const libc::c_void,
-            std::mem::size_of_val(&tv) as libc::socklen_t,
-        );
-    }
+pub(crate) fn set_recv_timeout(socket: &impl std::os::fd::AsFd, ms: i64) {
+    use nix::sys::socket::{setsockopt, sockopt::ReceiveTimeout};
+    use nix::sys::time::{TimeVal, TimeValLike};
+    let _ = setsockopt(socket, ReceiveTimeout, &TimeVal::milliseconds(ms));
 }
 
 /// Whether an I/O error is a receive timeout.

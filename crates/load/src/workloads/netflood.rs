@@ -183,7 +183,7 @@ fn flood_loopback(ctx: &Ctx) -> io::Result<Infallible> {
 }
 
 fn receive_forever(rx: &UdpSocket, ctx: &Ctx) -> io::Result<Infallible> {
-    set_recv_timeout(rx.as_raw_fd(), 1000);
+    set_recv_timeout(&rx, 1000);
     let mut buf = [0u8; 2048];
     loop {
         match rx.recv(&mut buf) {

@@ -49,7 +49,7 @@ fn receive(ctx: &Ctx, listener: TcpListener, sender: Option<Partner>) -> io::Res
         Some(s) => s.explain(e),
         None => e,
     };
-    set_recv_timeout(listener.as_raw_fd(), 1000);
+    set_recv_timeout(&listener, 1000);
     ctx.ready();
     let mut buf = vec![0u8; BUFFER];
     let mut pending = 0u64;
@@ -62,7 +62,7 @@ fn receive(ctx: &Ctx, listener: TcpListener, sender: Option<Partner>) -> io::Res
             }
             Err(e) => return Err(e),
         };
-        set_recv_timeout(stream.as_raw_fd(), 1000);
+        set_recv_timeout(&stream, 1000);
         let mut got = 0u64;
         while got < DATASET {
             let n = match stream.read(&mut buf) {

@@ -3,6 +3,7 @@
 //! moved for real. When the namespace's init exits, the kernel kills every task
 //! left in it, so nothing the experiment started can outlive it.
 
+use crate::{Kernel, RealKernel};
 use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::signal::{signal, SigHandler, Signal};
@@ -50,13 +51,7 @@ pub fn run_private<F: FnOnce() -> i32>(body: F) -> io::Result<i32> {
                 let fd = std::os::fd::IntoRawFd::into_raw_fd(dir);
                 let _ = HOST_PROC.set(std::path::PathBuf::from(format!("/proc/self/fd/{fd}")));
             }
-            let code = match mount(
-                Some("proc"),
-                "/proc",
-                Some("proc"),
-                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-                None::<&str>,
-            ) {
+            let code = match RealKernel.mount("proc", std::path::Path::new("/proc")) {
                 Ok(()) => body(),
                 Err(e) => {
                     eprintln!("cpushield: error: mounting /proc in the private namespace: {e}");

@@ -1,0 +1,106 @@
+//! What a comparison is asked to do ([`CompareConfig`]), why it may not
+//! run ([`CompareError`]) and how far it is ([`Progress`]): shared by the
+//! scenario runner and `compare --smt`.
+
+use crate::audit::ShieldAudit;
+use crate::idle::IdleMode;
+use crate::scenario::Scenario;
+use cpushield_cpuset::CpuSet;
+use cpushield_load::Workload;
+use cpushield_measure::Period;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why a comparison could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    /// Bad input or an unusable machine, with the remedy.
+    #[error("{0}")]
+    Refused(String),
+    /// A probe failed.
+    #[error("measuring: {0}")]
+    Measure(#[from] cpushield_measure::MeasureError),
+    /// The load failed.
+    #[error("load: {0}")]
+    Load(#[from] cpushield_load::LoadError),
+    /// Shielding failed.
+    #[error("shield: {0}")]
+    Shield(#[from] cpushield_shield::ShieldError),
+    /// Reading the system failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Where the experiment's tasks live: a private PID namespace, whose tasks
+/// are "the system", or the whole machine; the shield's own scope.
+pub use cpushield_shield::snapshot::Scope;
+
+/// Everything a comparison needs.
+#[derive(Debug, Clone)]
+pub struct CompareConfig {
+    /// CPUs to shield and measure; `None` picks the highest CPU and its SMT siblings.
+    pub cpus: Option<CpuSet>,
+    /// Scenarios, in run order.
+    pub scenarios: Vec<Scenario>,
+    /// Workloads of the load.
+    pub load: Vec<Workload>,
+    /// The load's name as the user gave it (profile or list).
+    pub load_name: String,
+    /// Directory the load's files go under.
+    pub load_dir: PathBuf,
+    /// Latency probe time per scenario.
+    pub duration: Duration,
+    /// Latency probe period.
+    pub period: Period,
+    /// SCHED_FIFO priority of the probes.
+    pub priority: u8,
+    /// Advance of the shielded+advance scenario; `None` chooses it from the
+    /// shielded scenario's measured wakeup latency.
+    pub advance: Option<Duration>,
+    /// Determinism runs per scenario (0 skips the determinism probe).
+    pub determinism_runs: u32,
+    /// Length of one determinism run (calibrated once, then fixed).
+    pub determinism_work: Duration,
+    /// Scope of the experiment.
+    pub scope: Scope,
+    /// What the measured CPUs do when idle (see [`crate::idle`]).
+    pub idle: IdleMode,
+    /// Explain every sample above a threshold from a kernel trace (and split
+    /// determinism runs the same way).
+    pub attribute: bool,
+    /// The threshold; `None`: four times the idle machine's p99, measured
+    /// at the start (between 20 us and 1 ms).
+    pub attribute_above: Option<Duration>,
+    /// Run cyclictest in the loaded and shielded scenarios as an anchor,
+    /// when it is installed.
+    pub anchor: bool,
+    /// The check run on the measured CPUs during the shielded scenarios'
+    /// latency probe; its findings go in the report and name the fix of each
+    /// cause. `None`: no check, no findings.
+    pub audit: Option<Arc<dyn ShieldAudit>>,
+    /// What the tracer knows of the kernel (tick period per CPU, preemption
+    /// model, virtual CPUs), for the attribution of every CPU that may be
+    /// measured.
+    pub trace_context: cpushield_trace::KernelContext,
+    /// `compare --smt`: instead of the scenarios, one shielded CPU measured
+    /// with its SMT sibling busy, idle and offline (see [`crate::smt`]).
+    pub smt: bool,
+}
+
+/// Progress of the whole experiment, for a progress bar.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    /// Scenario under way.
+    pub scenario: Scenario,
+    /// Its position (0-based) and the number of scenarios.
+    pub index: usize,
+    /// Number of scenarios that run.
+    pub total: usize,
+    /// "latency", "determinism", "shield", "load", "batch".
+    pub phase: &'static str,
+    /// Fraction of the current phase done.
+    pub fraction: f64,
+    /// Largest latency seen so far in this scenario, ns.
+    pub max_ns: u64,
+}

@@ -1,0 +1,218 @@
+//! Where the scenarios happen: the kernel door and the shield's state store
+//! ([`Lab`]), and the probes and background work a scenario starts
+//! ([`Runs`]). [`Lab::real`] is this machine; a test hands in a fake kernel,
+//! a state kept in memory and runs of its own, and the runner goes through
+//! the same phases in the same order.
+
+use crate::anchor::{AnchorRun, RtlaRun};
+use crate::batch::{Batch, BatchRun};
+use crate::experiment::CompareError;
+use cpushield_cpuset::CpuSet;
+use cpushield_kernel::{Kernel, RealKernel};
+use cpushield_load::{Load, LoadError, LoadSpec, RunningLoad};
+use cpushield_measure::determinism::{self, DeterminismConfig, DeterminismReport};
+use cpushield_measure::latency::{self, LatencyConfig, LatencyReport};
+use cpushield_measure::MeasureError;
+use cpushield_report::{Anchor, BatchWork};
+pub use cpushield_rt::sched::PlaceFn;
+use cpushield_shield::state::{FileStore, StateStore};
+use cpushield_shield::{Options, ShieldMasks};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// The machine a comparison changes and measures.
+pub struct Lab {
+    /// The kernel door (shared: a trace session keeps it).
+    pub kernel: Arc<dyn Kernel>,
+    /// Where the shield keeps the state it restores.
+    pub store: Box<dyn StateStore>,
+    /// Whether this process may shield (root).
+    pub is_root: bool,
+    /// The probes and the background work.
+    pub runs: Box<dyn Runs>,
+}
+
+impl Lab {
+    /// This machine: the real kernel, the state directory
+    /// (`CPUSHIELD_STATE_DIR`), the measure crate's probes, the load crate's
+    /// workloads, cyclictest and the `cpushield` binary for the anchor and
+    /// the batch job.
+    pub fn real() -> Self {
+        let kernel: Arc<dyn Kernel> = Arc::new(RealKernel);
+        Self {
+            kernel: Arc::clone(&kernel),
+            store: Box::new(FileStore::from_env()),
+            is_root: nix::unistd::geteuid().is_root(),
+            runs: Box::new(RealRuns { kernel }),
+        }
+    }
+
+    fn shield_options(&self) -> Options {
+        Options {
+            is_root: self.is_root,
+            whole_cores: false,
+        }
+    }
+}
+
+/// What a scenario starts besides the kernel changes: the probes, the load,
+/// the cyclictest anchor and the batch job.
+pub trait Runs {
+    /// A latency probe (`cpushield_measure::latency::run`).
+    fn latency(
+        &self,
+        config: &LatencyConfig,
+        stop: &AtomicBool,
+        progress: &mut dyn FnMut(cpushield_measure::Progress),
+    ) -> Result<LatencyReport, MeasureError>;
+    /// A determinism probe (`cpushield_measure::determinism::run`).
+    fn determinism(
+        &self,
+        config: &DeterminismConfig,
+        stop: &AtomicBool,
+        progress: &mut dyn FnMut(cpushield_measure::Progress),
+    ) -> Result<DeterminismReport, MeasureError>;
+    /// How a probe's thread enters the shield's cpuset while the shield is
+    /// up (plain affinity cannot reach the shielded CPUs then).
+    fn shield_placement(&self) -> PlaceFn;
+    /// Starts the background load.
+    fn start_load(&self, spec: &LoadSpec) -> Result<Box<dyn LoadRun>, LoadError>;
+    /// cyclictest, when installed.
+    fn cyclictest(&self) -> Option<PathBuf>;
+    /// Runs the cyclictest anchor to its end.
+    fn run_anchor(&self, run: &AnchorRun) -> Result<Anchor, String>;
+    /// rtla, the second anchor, or None with the line saying why added to
+    /// `notes` (not installed, or a kernel without the timerlat tracer).
+    fn rtla(&self, notes: &mut Vec<String>) -> Option<PathBuf>;
+    /// Runs rtla timerlat; with `poll` (the placement of the idle poller), the
+    /// measured CPU is kept polling meanwhile, as the probe's was.
+    fn run_rtla(&self, run: &RtlaRun, poll: Option<Option<PlaceFn>>) -> Result<Anchor, String>;
+    /// The `cpushield` binary that starts the anchor and the batch job.
+    fn cpushield_exe(&self) -> Option<PathBuf>;
+    /// Starts the batch job of shielded+shared and waits until it counts.
+    fn start_batch(&self, run: &BatchRun) -> Result<Box<dyn BatchJob>, String>;
+}
+
+/// A running background load.
+pub trait LoadRun {
+    /// Operations done so far, by workload.
+    fn counters(&self) -> Vec<(String, u64)>;
+    /// Stops it and waits until it is gone.
+    fn stop(self: Box<Self>);
+}
+
+impl LoadRun for RunningLoad {
+    fn counters(&self) -> Vec<(String, u64)> {
+        RunningLoad::counters(self)
+    }
+    fn stop(self: Box<Self>) {
+        let _ = RunningLoad::stop(*self);
+    }
+}
+
+/// A running batch job.
+pub trait BatchJob {
+    /// Stops it and reports what it did.
+    fn finish(self: Box<Self>) -> Result<BatchWork, String>;
+}
+
+impl BatchJob for Batch {
+    fn finish(self: Box<Self>) -> Result<BatchWork, String> {
+        Batch::finish(*self)
+    }
+}
+
+/// This machine's runs (see [`Lab::real`]).
+pub struct RealRuns {
+    kernel: Arc<dyn Kernel>,
+}
+
+/// A probe thread into the shield's cpuset, on the real kernel: the probes
+/// are real threads.
+fn place_in_shield(tid: i32, cpus: &CpuSet) -> std::io::Result<()> {
+    cpushield_shield::placement::place_task(&RealKernel, tid, cpus)
+}
+
+impl Runs for RealRuns {
+    fn latency(
+        &self,
+        config: &LatencyConfig,
+        stop: &AtomicBool,
+        progress: &mut dyn FnMut(cpushield_measure::Progress),
+    ) -> Result<LatencyReport, MeasureError> {
+        latency::run(config, stop, progress)
+    }
+    fn determinism(
+        &self,
+        config: &DeterminismConfig,
+        stop: &AtomicBool,
+        progress: &mut dyn FnMut(cpushield_measure::Progress),
+    ) -> Result<DeterminismReport, MeasureError> {
+        determinism::run(config, stop, progress)
+    }
+    fn shield_placement(&self) -> PlaceFn {
+        place_in_shield
+    }
+    fn start_load(&self, spec: &LoadSpec) -> Result<Box<dyn LoadRun>, LoadError> {
+        Ok(Box::new(Load::start(spec)?))
+    }
+    fn cyclictest(&self) -> Option<PathBuf> {
+        crate::anchor::find_cyclictest()
+    }
+    fn run_anchor(&self, run: &AnchorRun) -> Result<Anchor, String> {
+        run.run()
+    }
+    fn rtla(&self, notes: &mut Vec<String>) -> Option<PathBuf> {
+        crate::anchor::rtla_anchor(notes)
+    }
+    fn run_rtla(&self, run: &RtlaRun, poll: Option<Option<PlaceFn>>) -> Result<Anchor, String> {
+        let poller = poll.and_then(|place| {
+            cpushield_rt::idle_poll::IdlePoller::start(&CpuSet::from_cpus([run.cpu]), place).ok()
+        });
+        let result = run.run();
+        drop(poller);
+        result
+    }
+    fn cpushield_exe(&self) -> Option<PathBuf> {
+        std::env::current_exe().ok()
+    }
+    fn start_batch(&self, run: &BatchRun) -> Result<Box<dyn BatchJob>, String> {
+        Ok(Box::new(run.start(Arc::clone(&self.kernel))?))
+    }
+}
+
+/// The shield over the measured CPUs, taken down when dropped.
+pub(crate) struct ShieldGuard<'a> {
+    lab: &'a Lab,
+}
+
+impl<'a> ShieldGuard<'a> {
+    /// Shields `cpus` from processes, IRQs and the local timer.
+    pub(crate) fn raise(lab: &'a Lab, cpus: &CpuSet) -> Result<Self, CompareError> {
+        cpushield_shield::shield_in(
+            lab.kernel.as_ref(),
+            lab.store.as_ref(),
+            &ShieldMasks::all(cpus),
+            lab.shield_options(),
+        )?;
+        Ok(ShieldGuard { lab })
+    }
+
+    /// How the probes' threads reach the shielded CPUs while the shield is up.
+    pub(crate) fn placer(&self) -> PlaceFn {
+        self.lab.runs.shield_placement()
+    }
+}
+
+impl Drop for ShieldGuard<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = cpushield_shield::reset_in(
+            self.lab.kernel.as_ref(),
+            self.lab.store.as_ref(),
+            self.lab.shield_options(),
+        ) {
+            eprintln!("cpushield: error: resetting the shield failed: {e}; run `cpushield reset`");
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! The experiment's plan, decided before and between the scenarios (pure):
+//! which CPUs to shield, which CPUs each scenario measures, the spike
+//! threshold and the advance.
+
+use crate::experiment::CompareError;
+use crate::scenario::Scenario;
+use cpushield_cpuset::CpuSet;
+use cpushield_report::LatencySummary;
+use std::time::Duration;
+
+/// The CPUs to shield by default: the highest online CPU and its hyperthread
+/// siblings, keeping CPU 0 for housekeeping. Refused on a 1-CPU machine.
+pub fn default_cpus(
+    online: &CpuSet,
+    siblings_of: &dyn Fn(usize) -> CpuSet,
+) -> Result<CpuSet, CompareError> {
+    let last = online.last().unwrap_or(0);
+    if online.len() < 2 || last == 0 {
+        return Err(CompareError::Refused(format!(
+            "this machine has only CPU(s) {online}: a shield needs at least 2 CPUs, one kept for the rest of the system"
+        )));
+    }
+    let cpus = siblings_of(last)
+        .union(&CpuSet::from_cpus([last]))
+        .intersection(online);
+    let cpus = cpus.difference(&CpuSet::from_cpus([0]));
+    if online.difference(&cpus).is_empty() {
+        return Err(CompareError::Refused(format!(
+            "shielding CPU {last} with its siblings would leave no CPU for the rest of the system: name a CPU with --cpus"
+        )));
+    }
+    Ok(cpus)
+}
+
+/// The CPU the unshielded-cpu scenario measures: the highest housekeeping CPU
+/// other than CPU 0 (which runs the machine's own services), if any.
+pub fn unshielded_probe_cpu(online: &CpuSet, shielded: &CpuSet) -> Option<usize> {
+    online
+        .difference(shielded)
+        .iter()
+        .filter(|c| *c != 0)
+        .last()
+}
+
+/// Each planned scenario with the CPUs it measures, and the lines saying
+/// which were skipped and why (pure).
+pub fn plan_scenarios(
+    scenarios: &[Scenario],
+    online: &CpuSet,
+    shielded: &CpuSet,
+) -> (Vec<(Scenario, CpuSet)>, Vec<String>) {
+    let mut planned = Vec::new();
+    let mut skipped = Vec::new();
+    for &s in scenarios {
+        let cpus = match s {
+            Scenario::UnshieldedCpu => match unshielded_probe_cpu(online, shielded) {
+                Some(c) => CpuSet::from_cpus([c]),
+                None => {
+                    skipped.push(
+                        "unshielded-cpu skipped: the only unshielded CPU is CPU 0, which runs the machine's own services (needs 3+ CPUs)"
+                            .to_string(),
+                    );
+                    continue;
+                }
+            },
+            _ => shielded.clone(),
+        };
+        planned.push((s, cpus));
+    }
+    (planned, skipped)
+}
+
+/// The spike threshold: four times the unloaded machine's p99, 20 us to 1 ms.
+pub fn threshold_from_idle_p99(p99_ns: u64) -> Duration {
+    Duration::from_nanos((p99_ns.saturating_mul(4)).clamp(20_000, 1_000_000))
+}
+
+/// The advance of the shielded+advance scenario from the shielded
+/// scenario's wakeup latency: its 99.999th percentile (so nearly every
+/// wakeup comes before the deadline), at least 10 us and at most a quarter
+/// of the period (the spin must leave the CPU mostly idle).
+pub fn advance_from_shielded(shielded: &LatencySummary, period_ns: u64) -> Duration {
+    let quarter = (period_ns / 4).max(10_000);
+    Duration::from_nanos(shielded.p99999_ns.clamp(10_000, quarter))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_cpus_take_the_highest_core_and_keep_cpu0() {
+        let online = CpuSet::first_n(4);
+        let no_smt = |c: usize| CpuSet::from_cpus([c]);
+        assert_eq!(default_cpus(&online, &no_smt).unwrap().to_list(), "3");
+        let smt = |c: usize| CpuSet::from_cpus([c - c % 2, c - c % 2 + 1]);
+        assert_eq!(default_cpus(&online, &smt).unwrap().to_list(), "2-3");
+        assert!(default_cpus(&CpuSet::first_n(1), &no_smt).is_err());
+        let all_one_core = |_c: usize| CpuSet::first_n(2);
+        assert_eq!(
+            default_cpus(&CpuSet::first_n(2), &all_one_core)
+                .unwrap()
+                .to_list(),
+            "1"
+        );
+    }
+
+    #[test]
+    fn the_unshielded_probe_never_uses_cpu0() {
+        assert_eq!(
+            unshielded_probe_cpu(&CpuSet::first_n(2), &CpuSet::from_cpus([1])),
+            None
+        );
+        assert_eq!(
+            unshielded_probe_cpu(&CpuSet::first_n(4), &CpuSet::from_cpus([3])),
+            Some(2)
+        );
+    }
+}

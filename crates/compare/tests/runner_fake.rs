@@ -1,0 +1,601 @@
+//! The scenario runner end to end on a fake machine (FakeKernel, the shield's
+//! state in memory): the real phases in their real order — the load started
+//! before the first loaded scenario, the shield raised before the first
+//! shielded one and the probes placed into it, the idle calibration, the
+//! advance chosen from the shielded scenario, the anchor, the batch job, the
+//! check — and the machine restored, shield first, then the load, at the end
+//! and when a phase fails. The probes, the load, the anchor and the batch
+//! job are fakes that note what the machine looked like when they ran.
+
+use cpushield_compare::anchor::{AnchorRun, RtlaRun};
+use cpushield_compare::batch::BatchRun;
+use cpushield_compare::idle::IdleMode;
+use cpushield_compare::lab::{BatchJob, LoadRun};
+use cpushield_compare::{
+    run_in, CompareConfig, CompareError, Lab, Runs, Scenario, Scope, ShieldAudit,
+};
+use cpushield_cpuset::CpuSet;
+use cpushield_kernel::{FakeKernel, Kernel};
+use cpushield_load::{LoadError, LoadSpec, Workload};
+use cpushield_measure::determinism::{
+    CpuDeterminism, DeterminismConfig, DeterminismReport, DeterminismSettings,
+};
+use cpushield_measure::latency::{
+    CpuLatency, LatencyConfig, LatencyReport, LatencySettings, Length,
+};
+use cpushield_measure::recorder::Recorder;
+use cpushield_measure::{AppliedPolicy, MeasureError, Period, RunInfo, SchedPolicy};
+use cpushield_report::{Anchor, BatchWork, CheckFinding, CompareReport};
+use cpushield_shield::fake_machine::{v1_machine, V1_ROOT};
+use cpushield_shield::state::MemoryStore;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The scenario's probe length; calibration runs are shorter.
+const DURATION: Duration = Duration::from_secs(12);
+
+/// Worst latency the fake probe reports: high without the shield, low with it.
+const UNSHIELDED_MAX_NS: u64 = 900_000;
+const SHIELDED_MAX_NS: u64 = 30_000;
+
+/// What the fakes saw, one line per call, and what they were told to do.
+#[derive(Default)]
+struct Seen {
+    log: Mutex<Vec<String>>,
+    load_running: AtomicBool,
+    load_ops: AtomicU64,
+    /// Fail the main latency probe of this scenario's first CPU while the
+    /// shield is up.
+    fail_shielded_latency: AtomicBool,
+}
+
+impl Seen {
+    fn note(&self, line: String) {
+        self.log.lock().unwrap().push(line);
+    }
+    fn lines(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+struct FakeRuns {
+    kernel: Arc<FakeKernel>,
+    seen: Arc<Seen>,
+}
+
+impl FakeRuns {
+    fn shield_up(&self) -> bool {
+        self.kernel.has_dir(format!("{V1_ROOT}/cpushield-shield"))
+    }
+}
+
+fn fifo() -> AppliedPolicy {
+    AppliedPolicy {
+        policy: SchedPolicy::Fifo,
+        priority: 80,
+    }
+}
+
+fn run_info() -> RunInfo {
+    RunInfo {
+        started_unix_ns: 0,
+        elapsed_ns: 1,
+        interrupted: false,
+        kernel_release: "fake".into(),
+        warnings: Vec::new(),
+    }
+}
+
+fn never_placed(_tid: i32, _cpus: &CpuSet) -> std::io::Result<()> {
+    panic!("the fake probes run no thread to place")
+}
+
+impl Runs for FakeRuns {
+    fn latency(
+        &self,
+        config: &LatencyConfig,
+        _stop: &AtomicBool,
+        _progress: &mut dyn FnMut(cpushield_measure::Progress),
+    ) -> Result<LatencyReport, MeasureError> {
+        let Length::Duration(length) = config.length else {
+            panic!("compare probes for a time");
+        };
+        let kind = if length == DURATION {
+            "latency"
+        } else {
+            "calibrate"
+        };
+        let shield = self.shield_up();
+        self.seen.note(format!(
+            "{kind} cpus={} shield={shield} placed={} load={} poll={} advance={}",
+            config.cpus,
+            config.placer.is_some(),
+            self.seen.load_running.load(Ordering::SeqCst),
+            config.idle_poll,
+            config.advance.is_some(),
+        ));
+        if kind == "latency" && shield && self.seen.fail_shielded_latency.load(Ordering::SeqCst) {
+            return Err(MeasureError::Thread("the fake probe fails".into()));
+        }
+        let max = if shield && config.cpus.contains(3) {
+            SHIELDED_MAX_NS
+        } else {
+            UNSHIELDED_MAX_NS
+        };
+        let cpus = config
+            .cpus
+            .iter()
+            .map(|cpu| {
+                let mut rec = Recorder::new();
+                rec.record_many(5_000, 10_000);
+                rec.record_many(max, 1);
+                CpuLatency {
+                    cpu,
+                    applied: fifo(),
+                    samples: 10_001,
+                    missed_periods: 0,
+                    latency: rec.finish(),
+                    advance: None,
+                    irq_latency: None,
+                }
+            })
+            .collect();
+        Ok(LatencyReport {
+            settings: LatencySettings {
+                cpus: config.cpus.clone(),
+                period: config.period,
+                period_ns: config.period.nominal_ns(),
+                rate_hz: 1e9 / config.period.nominal_ns() as f64,
+                duration_ns: Some(length.as_nanos() as u64),
+                samples: None,
+                priority: config.priority,
+                advance_ns: config.advance.map(|a| a.as_nanos() as u64),
+                spike_threshold_ns: None,
+                idle_poll: config.idle_poll,
+                source: Default::default(),
+            },
+            run: run_info(),
+            cpus,
+            spikes_dropped: 0,
+        })
+    }
+
+    fn determinism(
+        &self,
+        config: &DeterminismConfig,
+        _stop: &AtomicBool,
+        _progress: &mut dyn FnMut(cpushield_measure::Progress),
+    ) -> Result<DeterminismReport, MeasureError> {
+        self.seen.note(format!(
+            "determinism cpus={} shield={} placed={}",
+            config.cpus,
+            self.shield_up(),
+            config.placer.is_some(),
+        ));
+        Ok(DeterminismReport {
+            settings: DeterminismSettings {
+                cpus: config.cpus.clone(),
+                work_ns: None,
+                iterations: 1_000,
+                runs: config.runs,
+                priority: config.priority,
+                rest_ns: 0,
+            },
+            run: run_info(),
+            cpus: config
+                .cpus
+                .iter()
+                .map(|cpu| CpuDeterminism::from_runs(cpu, fifo(), vec![1_000_000, 1_010_000]))
+                .collect(),
+        })
+    }
+
+    fn shield_placement(&self) -> cpushield_rt::sched::PlaceFn {
+        never_placed
+    }
+
+    fn start_load(&self, spec: &LoadSpec) -> Result<Box<dyn LoadRun>, LoadError> {
+        self.seen.note(format!(
+            "load start shield={} workloads={}",
+            self.shield_up(),
+            spec.workloads.len()
+        ));
+        self.seen.load_running.store(true, Ordering::SeqCst);
+        Ok(Box::new(FakeLoad {
+            kernel: Arc::clone(&self.kernel),
+            seen: Arc::clone(&self.seen),
+        }))
+    }
+
+    fn cyclictest(&self) -> Option<PathBuf> {
+        Some(PathBuf::from("/usr/bin/cyclictest"))
+    }
+
+    fn run_anchor(&self, run: &AnchorRun) -> Result<Anchor, String> {
+        self.seen.note(format!(
+            "anchor cpu={} shield={} shielded={}",
+            run.cpu,
+            self.shield_up(),
+            run.shielded
+        ));
+        Ok(Anchor {
+            tool: "cyclictest".into(),
+            command: run.command().join(" "),
+            duration_s: run.duration.as_secs_f64(),
+            samples: 100,
+            max_ns: 40_000,
+            avg_ns: 4_000,
+            irq_max_ns: None,
+        })
+    }
+
+    fn rtla(&self, _notes: &mut Vec<String>) -> Option<PathBuf> {
+        Some(PathBuf::from("/usr/bin/rtla"))
+    }
+
+    fn run_rtla(&self, run: &RtlaRun, poll: Option<Option<cpushield_compare::lab::PlaceFn>>) -> Result<Anchor, String> {
+        self.seen.note(format!(
+            "rtla cpu={} shield={} poll={}",
+            run.cpu,
+            self.shield_up(),
+            poll.is_some()
+        ));
+        Ok(Anchor {
+            tool: "rtla timerlat".into(),
+            command: String::new(),
+            duration_s: run.duration.as_secs_f64(),
+            samples: 100,
+            max_ns: 30_000,
+            avg_ns: 3_000,
+            irq_max_ns: Some(10_000),
+        })
+    }
+
+    fn cpushield_exe(&self) -> Option<PathBuf> {
+        Some(PathBuf::from("/usr/bin/cpushield"))
+    }
+
+    fn start_batch(&self, run: &BatchRun) -> Result<Box<dyn BatchJob>, String> {
+        self.seen.note(format!(
+            "batch start cpus={} shield={}",
+            run.cpus,
+            self.shield_up()
+        ));
+        Ok(Box::new(FakeBatch {
+            seen: Arc::clone(&self.seen),
+        }))
+    }
+}
+
+struct FakeLoad {
+    kernel: Arc<FakeKernel>,
+    seen: Arc<Seen>,
+}
+
+impl LoadRun for FakeLoad {
+    fn counters(&self) -> Vec<(String, u64)> {
+        let ops = self.seen.load_ops.fetch_add(500, Ordering::SeqCst) + 500;
+        vec![("compute".into(), ops)]
+    }
+    fn stop(self: Box<Self>) {}
+}
+
+impl Drop for FakeLoad {
+    fn drop(&mut self) {
+        let shield = self.kernel.has_dir(format!("{V1_ROOT}/cpushield-shield"));
+        self.seen.note(format!("load stop shield={shield}"));
+        self.seen.load_running.store(false, Ordering::SeqCst);
+    }
+}
+
+struct FakeBatch {
+    seen: Arc<Seen>,
+}
+
+impl BatchJob for FakeBatch {
+    fn finish(self: Box<Self>) -> Result<BatchWork, String> {
+        self.seen.note("batch finish".into());
+        Ok(BatchWork {
+            workload: "compute".into(),
+            command: "cpushield run --share".into(),
+            policy: "SCHED_IDLE".into(),
+            seconds: 1.0,
+            ops: 10,
+            ops_per_s: 10.0,
+            cpu_share_pct: 50.0,
+        })
+    }
+}
+
+/// A check that finds one thing on every CPU it watches.
+#[derive(Debug)]
+struct FakeAudit;
+
+impl ShieldAudit for FakeAudit {
+    fn findings_until(
+        &self,
+        cpus: &CpuSet,
+        _interval: Duration,
+        _done: &dyn Fn() -> bool,
+    ) -> Vec<CheckFinding> {
+        vec![CheckFinding {
+            severity: "warn".into(),
+            title: format!("IRQ 10 (fake) may be delivered to CPU {cpus}"),
+            remedies: vec!["cpushield shield --irqs 3".into()],
+            runtime_fix: true,
+            topic: "irq".into(),
+        }]
+    }
+}
+
+/// A 4-CPU machine with two tasks and two IRQs that reach every CPU.
+fn machine() -> Arc<FakeKernel> {
+    let k = v1_machine("0-3", &[(100, "0-3"), (101, "0-3")]);
+    for irq in [10, 11] {
+        k.set_file(format!("/proc/irq/{irq}/smp_affinity"), "f\n");
+    }
+    k.set_file("/proc/interrupts", "CPU0 CPU1 CPU2 CPU3\n");
+    Arc::new(k)
+}
+
+/// Every file's text as the kernel shows it (a written value reads back
+/// with its newline), and every task's affinity.
+fn machine_state(k: &FakeKernel) -> (BTreeMap<PathBuf, String>, BTreeMap<i32, CpuSet>) {
+    let files = k
+        .files()
+        .into_iter()
+        .map(|(path, text)| (path, text.trim_end().to_string()))
+        .collect();
+    (files, k.affinities())
+}
+
+fn lab(kernel: &Arc<FakeKernel>, seen: &Arc<Seen>) -> Lab {
+    Lab {
+        kernel: Arc::clone(kernel) as Arc<dyn Kernel>,
+        store: Box::new(MemoryStore::new()),
+        is_root: true,
+        runs: Box::new(FakeRuns {
+            kernel: Arc::clone(kernel),
+            seen: Arc::clone(seen),
+        }),
+    }
+}
+
+fn config(dir: &Path, scenarios: Vec<Scenario>) -> CompareConfig {
+    CompareConfig {
+        cpus: None,
+        scenarios,
+        load: vec![Workload::Compute],
+        load_name: "compute".into(),
+        load_dir: dir.to_path_buf(),
+        duration: DURATION,
+        period: Period::Interval { ns: 1_000_000 },
+        priority: 80,
+        advance: None,
+        determinism_runs: 2,
+        determinism_work: Duration::from_millis(1),
+        scope: Scope::Namespace,
+        idle: IdleMode::Auto,
+        attribute: false,
+        attribute_above: None,
+        anchor: true,
+        audit: Some(Arc::new(FakeAudit)),
+        trace_context: Default::default(),
+        smt: false,
+    }
+}
+
+const EVERY_SCENARIO: [Scenario; 6] = [
+    Scenario::Idle,
+    Scenario::Loaded,
+    Scenario::Shielded,
+    Scenario::ShieldedShared,
+    Scenario::ShieldedAdvance,
+    Scenario::UnshieldedCpu,
+];
+
+fn run(lab: &Lab, config: &CompareConfig) -> Result<CompareReport, CompareError> {
+    run_in(lab, config, &AtomicBool::new(false), &mut |_| {})
+}
+
+#[test]
+fn every_phase_runs_in_order_with_the_machine_as_each_scenario_needs_it_and_is_restored() {
+    let kernel = machine();
+    let seen = Arc::new(Seen::default());
+    let lab = lab(&kernel, &seen);
+    let dir = tempfile::tempdir().unwrap();
+    let before = machine_state(&kernel);
+
+    let report = run(&lab, &config(dir.path(), EVERY_SCENARIO.to_vec())).unwrap();
+
+    // Unshielded probes run by affinity on CPU 3 (the highest, CPU 0 kept);
+    // once the shield is up every probe is placed into it, and the
+    // unshielded-cpu scenario measures CPU 2.
+    let calibrate = |cpus: &str, shield: bool, load: bool| {
+        [false, true].map(|poll| {
+            format!("calibrate cpus={cpus} shield={shield} placed={shield} load={load} poll={poll} advance=false")
+        })
+    };
+    let latency = |cpus: &str, shield: bool, load: bool, advance: bool| {
+        format!("latency cpus={cpus} shield={shield} placed={shield} load={load} poll=false advance={advance}")
+    };
+    let determinism = |cpus: &str, shield: bool| {
+        format!("determinism cpus={cpus} shield={shield} placed={shield}")
+    };
+    let mut expected: Vec<String> = Vec::new();
+    // idle
+    expected.extend(calibrate("3", false, false));
+    expected.push(latency("3", false, false, false));
+    expected.push(determinism("3", false));
+    // loaded: the load first, then the anchor after the latency probe
+    expected.push("load start shield=false workloads=1".into());
+    expected.extend(calibrate("3", false, true));
+    expected.push(latency("3", false, true, false));
+    expected.push("anchor cpu=3 shield=false shielded=false".into());
+    expected.push("rtla cpu=3 shield=false poll=false".into());
+    expected.push(determinism("3", false));
+    // shielded: the shield is up from here on
+    expected.extend(calibrate("3", true, true));
+    expected.push(latency("3", true, true, false));
+    expected.push("anchor cpu=3 shield=true shielded=true".into());
+    expected.push("rtla cpu=3 shield=true poll=false".into());
+    expected.push(determinism("3", true));
+    // shielded+shared: no calibration, the batch job around the probes
+    expected.push("batch start cpus=3 shield=true".into());
+    expected.push(latency("3", true, true, false));
+    expected.push(determinism("3", true));
+    expected.push("batch finish".into());
+    // shielded+advance
+    expected.extend(calibrate("3", true, true));
+    expected.push(latency("3", true, true, true));
+    expected.push(determinism("3", true));
+    // unshielded-cpu
+    expected.extend(calibrate("2", true, true));
+    expected.push(latency("2", true, true, false));
+    expected.push(determinism("2", true));
+    // the shield comes down before the load stops
+    expected.push("load stop shield=false".into());
+    assert_eq!(seen.lines(), expected);
+
+    // Exactly the machine from before: cgroups, IRQ masks, settings, affinities.
+    assert_eq!(machine_state(&kernel), before);
+
+    let names: Vec<&str> = report.scenarios.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        EVERY_SCENARIO.map(|s| s.name()).to_vec(),
+        "one result per scenario, in order"
+    );
+    for s in &report.scenarios {
+        let shielded = !matches!(s.name.as_str(), "idle" | "loaded" | "unshielded-cpu");
+        assert_eq!(s.shielded, shielded, "{}", s.name);
+        assert!(s.determinism.is_some(), "{}: determinism", s.name);
+        assert_eq!(
+            s.findings.is_empty(),
+            !shielded,
+            "{}: the check watches the shielded CPUs only",
+            s.name
+        );
+        assert_eq!(
+            s.anchor.is_some(),
+            matches!(s.name.as_str(), "loaded" | "shielded"),
+            "{}: the anchor",
+            s.name
+        );
+        assert_eq!(
+            s.rtla.is_some(),
+            matches!(s.name.as_str(), "loaded" | "shielded"),
+            "{}: the kernel's timerlat anchor",
+            s.name
+        );
+        assert_eq!(
+            s.load.is_empty(),
+            s.name == "idle",
+            "{}: the load's work counted where it ran",
+            s.name
+        );
+        assert!(s.idle.is_some(), "{}: how the CPUs idled", s.name);
+    }
+    let advance = &report.scenarios[4];
+    assert_eq!(
+        advance.advance_ns,
+        Some(SHIELDED_MAX_NS),
+        "the shielded scenario's p99.999 (of 10,001 samples, its worst)"
+    );
+    assert!(advance
+        .notes
+        .iter()
+        .any(|n| n.contains("chosen by measurement")));
+    assert!(report.scenarios[3].batch.is_some(), "the batch job's work");
+    assert_eq!(report.scenarios[2].latency.max_ns, SHIELDED_MAX_NS);
+    assert_eq!(report.scenarios[1].latency.max_ns, UNSHIELDED_MAX_NS);
+}
+
+#[test]
+fn a_phase_that_fails_with_the_shield_up_takes_the_shield_down_then_stops_the_load() {
+    let kernel = machine();
+    let seen = Arc::new(Seen::default());
+    seen.fail_shielded_latency.store(true, Ordering::SeqCst);
+    let lab = lab(&kernel, &seen);
+    let dir = tempfile::tempdir().unwrap();
+    let before = machine_state(&kernel);
+
+    let err = run(&lab, &config(dir.path(), EVERY_SCENARIO.to_vec())).unwrap_err();
+
+    assert!(err.to_string().contains("the fake probe fails"), "{err}");
+    let lines = seen.lines();
+    let failed = lines
+        .iter()
+        .position(|l| l.starts_with("latency") && l.contains("shield=true"))
+        .expect("the shielded latency probe ran");
+    assert_eq!(
+        &lines[failed + 1..],
+        ["load stop shield=false"],
+        "nothing runs after the failure but the restore, shield first"
+    );
+    assert_eq!(machine_state(&kernel), before);
+}
+
+#[test]
+fn a_shield_already_up_is_refused_before_anything_changes() {
+    let kernel = machine();
+    let seen = Arc::new(Seen::default());
+    let lab = lab(&kernel, &seen);
+    cpushield_shield::shield_in(
+        lab.kernel.as_ref(),
+        lab.store.as_ref(),
+        &cpushield_shield::ShieldMasks::all(&CpuSet::from_cpus([2])),
+        cpushield_shield::Options {
+            is_root: true,
+            whole_cores: false,
+        },
+    )
+    .unwrap();
+    let before = machine_state(&kernel);
+    let dir = tempfile::tempdir().unwrap();
+
+    let err = run(&lab, &config(dir.path(), EVERY_SCENARIO.to_vec())).unwrap_err();
+
+    assert!(err.to_string().contains("a shield is already up"), "{err}");
+    assert!(seen.lines().is_empty(), "no probe, no load");
+    assert_eq!(machine_state(&kernel), before);
+}
+
+#[test]
+fn attribution_without_a_threshold_takes_it_from_a_baseline_on_the_idle_machine_and_traces_the_probe(
+) {
+    let kernel = machine();
+    let seen = Arc::new(Seen::default());
+    let lab = lab(&kernel, &seen);
+    let dir = tempfile::tempdir().unwrap();
+    let before = machine_state(&kernel);
+    let mut config = config(dir.path(), vec![Scenario::Idle]);
+    config.attribute = true;
+
+    let report = run(&lab, &config).unwrap();
+
+    let baseline = "calibrate cpus=3 shield=false placed=false load=false poll=false advance=false";
+    let lines = seen.lines();
+    assert_eq!(
+        lines.len(),
+        5,
+        "baseline, two calibrations, latency, determinism: {lines:#?}"
+    );
+    assert_eq!(
+        lines[0], baseline,
+        "the baseline runs first, on the idle machine"
+    );
+    // The fake machine has no tracefs: the latency probe tried to trace and
+    // the scenario says why it could not.
+    let notes = &report.scenarios[0].notes;
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("not traced:") && n.contains("tracefs")),
+        "{notes:?}"
+    );
+    assert_eq!(machine_state(&kernel), before);
+}
