@@ -236,7 +236,11 @@ impl Runs for FakeRuns {
         Some(PathBuf::from("/usr/bin/rtla"))
     }
 
-    fn run_rtla(&self, run: &RtlaRun, poll: Option<Option<cpushield_compare::lab::PlaceFn>>) -> Result<Anchor, String> {
+    fn run_rtla(
+        &self,
+        run: &RtlaRun,
+        poll: Option<Option<cpushield_compare::lab::PlaceFn>>,
+    ) -> Result<Anchor, String> {
         self.seen.note(format!(
             "rtla cpu={} shield={} poll={}",
             run.cpu,
