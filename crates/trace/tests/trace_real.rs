@@ -183,7 +183,18 @@ fn sigint_restores_tracefs_and_the_process_dies_of_it() {
     }
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let before = snapshot();
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    // A test run started in the background of a shell inherits SIGINT ignored, and a
+    // re-raised ignored signal ends nothing: the child starts with the default action,
+    // as a program run from a terminal does.
+    // SAFETY: signal(2) is async-signal-safe, the only call made between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = command
         .args([
             "--exact",
             "sigint_child_process",
