@@ -94,6 +94,17 @@ pub fn preflight(lab: &Lab, config: &CompareConfig) -> Result<CpuSet, CompareErr
     Ok(cpus)
 }
 
+/// How long an anchor (cyclictest, rtla) measures: half the probe's time,
+/// at least a second.
+fn anchor_duration(config: &CompareConfig) -> Duration {
+    (config.duration / 2).max(Duration::from_secs(1))
+}
+
+/// The anchors' period, in whole microseconds as their tools take it.
+fn anchor_period_us(config: &CompareConfig) -> u64 {
+    (config.period.nominal_ns() / 1000).max(1)
+}
+
 fn load_spec(config: &CompareConfig) -> LoadSpec {
     let mut spec = LoadSpec::new(config.load.clone());
     spec.dir = config.load_dir.clone();
@@ -570,6 +581,12 @@ impl<'a> Experiment<'a> {
         })
     }
 
+    /// Whether the anchors run in this scenario: the loaded and shielded
+    /// ones, unless the run was stopped.
+    fn anchor_due(&self, at: At) -> bool {
+        matches!(at.scenario, Scenario::Loaded | Scenario::Shielded) && !self.stopped()
+    }
+
     /// The cyclictest anchor of the loaded and shielded scenarios, placed
     /// like the probe.
     fn run_anchor(
@@ -580,7 +597,7 @@ impl<'a> Experiment<'a> {
         max_seen: u64,
         notes: &mut Vec<String>,
     ) -> Option<Anchor> {
-        if !matches!(at.scenario, Scenario::Loaded | Scenario::Shielded) || self.stopped() {
+        if !self.anchor_due(at) {
             return None;
         }
         let cyclictest = self.cyclictest.clone()?;
@@ -591,8 +608,8 @@ impl<'a> Experiment<'a> {
             cpushield,
             cyclictest,
             cpu: cpus.first().unwrap_or(0),
-            duration: (config.duration / 2).max(Duration::from_secs(1)),
-            interval_us: (config.period.nominal_ns() / 1000).max(1),
+            duration: anchor_duration(config),
+            interval_us: anchor_period_us(config),
             priority: config.priority,
             idle_poll: poll,
             shielded: at.scenario.shield_up(),
@@ -615,7 +632,7 @@ impl<'a> Experiment<'a> {
         max_seen: u64,
         notes: &mut Vec<String>,
     ) -> Option<Anchor> {
-        if !matches!(at.scenario, Scenario::Loaded | Scenario::Shielded) || self.stopped() {
+        if !self.anchor_due(at) {
             return None;
         }
         let rtla = self.rtla.clone()?;
@@ -624,8 +641,8 @@ impl<'a> Experiment<'a> {
         let run = RtlaRun {
             rtla,
             cpu: cpus.first().unwrap_or(0),
-            duration: (config.duration / 2).max(Duration::from_secs(1)),
-            period_us: (config.period.nominal_ns() / 1000).max(1),
+            duration: anchor_duration(config),
+            period_us: anchor_period_us(config),
             priority: config.priority,
         };
         let poll_placement = poll.then(|| self.placer());
