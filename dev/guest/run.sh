@@ -20,6 +20,14 @@
 #   # guest-cpu: MODEL      QEMU -cpu value (default max; SMT under TCG needs an Intel
 #                           vendor, e.g. max,vendor=GenuineIntel: QEMU's AMD max has no
 #                           hyperthreading without topoext)
+#   # guest-tcg: single     run every vCPU on one host thread (QEMU -accel tcg,thread=single)
+#                           instead of one thread per vCPU: for scenarios that turn
+#                           tracepoints or tracers on. The kernel patches its text then,
+#                           through a temporary int3, and under multi-threaded TCG another
+#                           vCPU can execute that int3 after the patch completed: an
+#                           `Oops: int3` that kills the guest (seen in CI on 6.12-rt while
+#                           rtla timerlat ran). One thread makes the patch atomic to the
+#                           other vCPUs, at the cost of speed the scenarios do not need.
 #   # guest-net: user PORT  a virtio-net NIC on QEMU's user network, with host UDP
 #                           127.0.0.1:PORT forwarded to the guest's PORT (10.0.2.15). While
 #                           the guest runs, each console line `GUEST-FLOOD SECS` makes this
@@ -62,6 +70,8 @@ BOOT_LIMIT=${GUEST_BOOT_LIMIT:-90}
 APPEND_SCENARIO=$(header guest-append)
 SMP=${GUEST_SMP:-$(header guest-smp)}; SMP=${SMP:-4}
 CPU_MODEL=$(header guest-cpu); CPU_MODEL=${CPU_MODEL:-max}
+TCG=$(header guest-tcg); TCG=${TCG:-multi}
+case "$TCG" in single | multi) ;; *) echo "run.sh: $FILE: guest-tcg: single or multi, got '$TCG'" >&2; exit 1 ;; esac
 NET=$(header guest-net)
 NET_ARGS=""
 NET_PORT=""
@@ -89,7 +99,7 @@ LOG="$LOGS/$SCENARIO.log"
 # no_timer_check: under emulation on a busy host the kernel's IO-APIC timer check can fail
 # ("IO-APIC + timer doesn't work!") and panic at boot.
 APPEND="console=ttyS0 quiet panic=-1 no_timer_check cpushield.scenario=$SCENARIO $APPEND_SCENARIO $*"
-echo "run.sh: booting $SCENARIO on $KERNEL_NAME (smp $SMP, ${MEM}M, timeout ${TIMEOUT}s): $APPEND" >&2
+echo "run.sh: booting $SCENARIO on $KERNEL_NAME (smp $SMP, tcg $TCG, ${MEM}M, timeout ${TIMEOUT}s): $APPEND" >&2
 
 # flood_hook QEMU_PID: while QEMU runs, answer each new `GUEST-FLOOD SECS` console line
 # with a UDP flood of the forwarded port (guest-net).
@@ -137,7 +147,7 @@ while :; do
     set +e
     # shellcheck disable=SC2086 # NET_ARGS is a list of words
     timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 \
-        -accel tcg,thread=multi -cpu "$CPU_MODEL" -smp "$SMP" -m "$MEM" \
+        -accel tcg,thread=$TCG -cpu "$CPU_MODEL" -smp "$SMP" -m "$MEM" \
         -kernel "$KERNEL" -initrd "$INITRD" -append "$APPEND" \
         -nographic -no-reboot -monitor none -serial stdio -nodefaults $NET_ARGS \
         </dev/null >"$LOG" 2>&1 &
@@ -190,7 +200,11 @@ if [ "$QEMU_RC" = 124 ] || [ "$QEMU_RC" = 137 ]; then
     exit 1
 fi
 if ! grep -q 'GUEST-DONE' "$LOG"; then
-    echo "run.sh: $SCENARIO on $KERNEL_NAME: FAILED: guest stopped without GUEST-DONE (qemu exit $QEMU_RC; kernel panic or /init died; log: $LOG)" >&2
+    echo "run.sh: $SCENARIO on $KERNEL_NAME: FAILED: guest stopped without GUEST-DONE (qemu exit $QEMU_RC; kernel panic or /init died; log: $LOG), its last lines:" >&2
+    # The oops, if there was one, is what the CI log needs: the log file stays on the CI
+    # machine.
+    grep -a -m 1 -A 12 -e 'Oops' -e 'Kernel panic' -e 'BUG:' "$LOG" | sed 's/^/run.sh:   | /' >&2 || true
+    tail -n 15 "$LOG" | sed 's/^/run.sh:   | /' >&2
     exit 1
 fi
 if [ "$FAILS" != 0 ]; then

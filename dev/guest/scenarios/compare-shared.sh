@@ -5,6 +5,7 @@
 # report.json carries the batch job (SCHED_IDLE, ops > 0, a CPU share > 0) in
 # shielded+shared only and the sharing rows; the shield is reset afterwards.
 # guest-timeout: 400
+# guest-tcg: single
 GUEST_CGROUP=v2
 
 scenario_main() {

@@ -2,6 +2,7 @@
 # driver layout /kubepods/burstable/pod…), and compare --system charges a pod task's time
 # to the pod, with the kubelet's fix. See dev/guest/lib/kubepods.sh.
 # guest-timeout: 420
+# guest-tcg: single
 # guest-kernels: 6.1
 # (cgroup v1 cpuset: Debian's 6.12-rt is built without CONFIG_CPUSETS_V1)
 GUEST_CGROUP=v1

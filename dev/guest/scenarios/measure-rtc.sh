@@ -4,6 +4,7 @@
 # (lenient: at least 500/s), the RTC's IRQ (rtc0 in /proc/interrupts) is bound to the
 # measured CPU 1 during the run and its affinity is restored after.
 # guest-timeout: 200
+# guest-tcg: single
 GUEST_CGROUP=v2
 
 rtc_on_cpu1() { awk '/rtc0/ { print $3; exit }' /proc/interrupts; }

@@ -8,6 +8,7 @@
 # one line saying there is no rtla anchor. On 6.12-rt compare has rtla as its second
 # anchor.
 # guest-timeout: 400
+# guest-tcg: single
 GUEST_CGROUP=v2
 
 T=/sys/kernel/tracing

@@ -7,6 +7,7 @@
 # session on the top-level buffer is covered by the unit tests and the host test: on
 # this 6.1 guest under TCG, resizing one CPU's top-level buffer soft-locks the guest.)
 # guest-timeout: 300
+# guest-tcg: single
 GUEST_CGROUP=v2
 
 T=/sys/kernel/tracing
