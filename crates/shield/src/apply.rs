@@ -106,7 +106,9 @@ fn apply_one(kernel: &dyn Kernel, step: &Step, out: &mut Outcome) -> io::Result<
         Step::Write { path, value, kind } => {
             if let Err(e) = kernel.write(path, value) {
                 match kind {
-                    WriteKind::Required => return Err(cpushield_kernel::with_path(e, path)),
+                    WriteKind::Required | WriteKind::IsolatedPartition => {
+                        return Err(cpushield_kernel::with_path(e, path))
+                    }
                     WriteKind::Irq { irq, name } => out.notes.push(irq_note(*irq, name, &e)),
                     WriteKind::BestEffort(why) => out.notes.push(Note {
                         severity: Severity::Warn,
@@ -116,7 +118,7 @@ fn apply_one(kernel: &dyn Kernel, step: &Step, out: &mut Outcome) -> io::Result<
                 }
             } else if matches!(kind, WriteKind::Irq { .. }) {
                 out.irqs += 1;
-            } else if value == "isolated" && path.ends_with("cpuset.cpus.partition") {
+            } else if matches!(kind, WriteKind::IsolatedPartition) {
                 out.notes.extend(
                     crate::partition::settle_isolated(kernel, path)
                         .ok()

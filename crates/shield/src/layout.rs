@@ -459,7 +459,7 @@ impl Cpusets for V2 {
         plan.write(
             shield.join("cpuset.cpus.partition"),
             "isolated",
-            WriteKind::Required,
+            WriteKind::IsolatedPartition,
         );
         // An empty cpuset.cpus in v2 means every CPU of the parent.
         let pods: Vec<&str> = e

@@ -1052,6 +1052,12 @@ mod tests {
                 ..
             }
         ));
+        // apply knows the partition write by its kind, not by its file name.
+        assert!(plan.steps.iter().any(|step| matches!(
+            step,
+            Step::Write { path, kind: WriteKind::IsolatedPartition, .. }
+                if path.ends_with("cpuset.cpus.partition")
+        )));
     }
 
     #[test]

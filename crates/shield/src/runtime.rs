@@ -5,7 +5,6 @@
 //! and written back by reset, last changed first, before the shield itself
 //! is undone.
 
-use crate::state::{self, StateStore};
 use crate::steps::{Note, Severity};
 use cpushield_kernel::Kernel;
 use serde::{Deserialize, Serialize};
@@ -137,56 +136,6 @@ fn setting_of(path: &Path) -> Option<Setting> {
 /// Whether `path` is a file `tune` and `apply` may change at run time.
 pub fn is_runtime_file(path: &Path) -> bool {
     setting_of(path).is_some()
-}
-
-/// Journals each `(path, original)` not journaled yet in the saved state of
-/// `store`, durably, under the state lock. Err NotFound when there is no
-/// shield: run-time settings live in the shield's state, so that one
-/// `reset` undoes both.
-pub fn record_in(store: &dyn StateStore, entries: &[(PathBuf, String)]) -> io::Result<()> {
-    let _lock = store.lock()?;
-    let Some(loaded) = state::load_from(store)? else {
-        return Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            "no shield is up: run-time settings are recorded in the shield's saved state; shield first",
-        ));
-    };
-    let mut saved = loaded.state;
-    let mut added = false;
-    for (path, original) in entries {
-        if !is_runtime_file(path) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "{}: not a run-time setting cpushield restores",
-                    path.display()
-                ),
-            ));
-        }
-        added |= saved.runtime.record(path, original);
-    }
-    if added {
-        state::store_in(store, &saved)?;
-    }
-    Ok(())
-}
-
-/// Forgets `paths` in the saved state of `store` (their values were written
-/// back); nothing when there is no state.
-pub fn forget_in(store: &dyn StateStore, paths: &[PathBuf]) -> io::Result<()> {
-    let _lock = store.lock()?;
-    let Some(loaded) = state::load_from(store)? else {
-        return Ok(());
-    };
-    let mut saved = loaded.state;
-    let before = saved.runtime.files.len();
-    for path in paths {
-        saved.runtime.forget(path);
-    }
-    if saved.runtime.files.len() != before {
-        state::store_in(store, &saved)?;
-    }
-    Ok(())
 }
 
 /// Writes `value` to a run-time setting file; a debugfs file when debugfs is

@@ -697,6 +697,56 @@ pub fn store_in(store: &dyn StateStore, state: &SavedState) -> io::Result<()> {
     Ok(())
 }
 
+/// Journals each `(path, original)` not journaled yet in the saved state of
+/// `store`, durably, under the state lock. Err NotFound when there is no
+/// shield: run-time settings live in the shield's state, so that one
+/// `reset` undoes both.
+pub fn record_runtime_in(store: &dyn StateStore, entries: &[(PathBuf, String)]) -> io::Result<()> {
+    let _lock = store.lock()?;
+    let Some(loaded) = load_from(store)? else {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "no shield is up: run-time settings are recorded in the shield's saved state; shield first",
+        ));
+    };
+    let mut saved = loaded.state;
+    let mut added = false;
+    for (path, original) in entries {
+        if !crate::runtime::is_runtime_file(path) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{}: not a run-time setting cpushield restores",
+                    path.display()
+                ),
+            ));
+        }
+        added |= saved.runtime.record(path, original);
+    }
+    if added {
+        store_in(store, &saved)?;
+    }
+    Ok(())
+}
+
+/// Forgets `paths` in the saved state of `store` (their values were written
+/// back); nothing when there is no state.
+pub fn forget_runtime_in(store: &dyn StateStore, paths: &[PathBuf]) -> io::Result<()> {
+    let _lock = store.lock()?;
+    let Some(loaded) = load_from(store)? else {
+        return Ok(());
+    };
+    let mut saved = loaded.state;
+    let before = saved.runtime.files.len();
+    for path in paths {
+        saved.runtime.forget(path);
+    }
+    if saved.runtime.files.len() != before {
+        store_in(store, &saved)?;
+    }
+    Ok(())
+}
+
 /// Removes the state file and its copy from `store` (after a complete reset).
 pub fn remove_from(store: &dyn StateStore) -> io::Result<()> {
     store.remove(STATE_FILE)?;

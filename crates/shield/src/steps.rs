@@ -19,6 +19,10 @@ pub enum WriteKind {
     },
     /// Failure is reported with this explanation and the operation goes on.
     BestEffort(String),
+    /// `isolated` written to a v2 cpuset's `cpuset.cpus.partition`: failure
+    /// aborts, and a kernel that refuses it for CPUs isolated at boot has it
+    /// made isolated on a housekeeping CPU first (see `partition`).
+    IsolatedPartition,
 }
 
 /// One change, applied in order.

@@ -840,18 +840,18 @@ fn run_time_settings_journaled_over_the_shield_are_undone_first_by_reset() {
     let store = MemoryStore::new();
     let stat = Path::new("/proc/sys/vm/stat_interval");
     assert!(
-        runtime::record_in(&store, &[(stat.into(), "1".into())]).is_err(),
+        state::record_runtime_in(&store, &[(stat.into(), "1".into())]).is_err(),
         "no shield, no journal"
     );
     shield(&k, &store, &ShieldMasks::all(&cpus("3")));
     // The local-timer shield raised vm.stat_interval to 10; tune journals
     // the 10 it finds, then writes its candidate.
     let shielded = k.file(stat).unwrap();
-    runtime::record_in(&store, &[(stat.into(), shielded.trim().into())]).unwrap();
-    runtime::record_in(&store, &[(stat.into(), "999".into())]).unwrap();
+    state::record_runtime_in(&store, &[(stat.into(), shielded.trim().into())]).unwrap();
+    state::record_runtime_in(&store, &[(stat.into(), "999".into())]).unwrap();
     k.write(stat, "120").unwrap();
     k.mount("debugfs", debugfs).unwrap();
-    runtime::record_in(&store, &[(preempt.into(), "voluntary".into())]).unwrap();
+    state::record_runtime_in(&store, &[(preempt.into(), "voluntary".into())]).unwrap();
     k.write(preempt, "full").unwrap();
     k.unmount(debugfs).unwrap();
     assert_eq!(

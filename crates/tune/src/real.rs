@@ -194,7 +194,7 @@ impl Bench for RealBench<'_> {
     }
 
     fn journal(&mut self, files: &[(PathBuf, String)]) -> io::Result<()> {
-        cpushield_shield::runtime::record_in(&self.store, files)
+        cpushield_shield::state::record_runtime_in(&self.store, files)
     }
 
     fn irq_shield(&mut self, cpus: &CpuSet, on: bool) -> io::Result<()> {

@@ -198,7 +198,7 @@ fn apply_runtime(
         .iter()
         .map(|f| (f.path.clone(), f.original.clone()))
         .collect();
-    runtime::record_in(&store, &journal).context(
+    state::record_runtime_in(&store, &journal).context(
         "recording the run-time settings' values in the shield's saved state (nothing was changed)",
     )?;
     for f in &plan.set {
@@ -223,6 +223,6 @@ fn apply_runtime(
         println!("restored {} to {original}", path.display());
         restored.push(path.clone());
     }
-    runtime::forget_in(&store, &restored)?;
+    state::forget_runtime_in(&store, &restored)?;
     Ok(())
 }
