@@ -57,12 +57,9 @@ pub fn preempt_model(facts: &Facts) -> (String, String) {
     )
 }
 
-pub(super) fn analyze_cpu(
-    input: &CheckInput<'_>,
-    cpu: usize,
-    act: &mut CpuActivity,
-    findings: &mut Vec<Finding>,
-) {
+pub(super) fn analyze_cpu(input: &CheckInput<'_>, act: &mut CpuActivity) -> Vec<Finding> {
+    let cpu = act.cpu;
+    let mut findings = Vec::new();
     let facts = input.facts;
     let list = input.list();
     let cpu_facts = facts.cpus.get(&cpu);
@@ -72,7 +69,7 @@ pub(super) fn analyze_cpu(
         input.before.cpu_times.get(&cpu),
         input.after.cpu_times.get(&cpu),
     ) else {
-        return;
+        return findings;
     };
     let d = b.since(a);
     let tick_ms = 1000.0 / input.after.user_hz as f64;
@@ -102,7 +99,7 @@ pub(super) fn analyze_cpu(
     findings.extend(steal_with_io(input, cpu));
 
     // Enforcement by cpusets.
-    enforcement(input, cpu, findings);
+    enforcement(input, cpu, &mut findings);
 
     // Isolation boot parameters.
     let nohz = nohz_full_cpus(facts);
@@ -243,6 +240,7 @@ pub(super) fn analyze_cpu(
             }
         }
     }
+    findings
 }
 
 /// `cpushield shield --all` with the checked CPUs and their siblings, unless

@@ -4,12 +4,9 @@ use super::{CheckInput, Count, CpuActivity};
 use crate::finding::{Finding, Remedy, Severity, Topic};
 use crate::target::ShieldKind;
 
-pub(super) fn analyze_cpu(
-    input: &CheckInput<'_>,
-    cpu: usize,
-    act: &mut CpuActivity,
-    findings: &mut Vec<Finding>,
-) {
+pub(super) fn analyze_cpu(input: &CheckInput<'_>, act: &mut CpuActivity) -> Vec<Finding> {
+    let cpu = act.cpu;
+    let mut findings = Vec::new();
     let list = input.list();
     for line in &input.after.interrupts {
         let Some(before) = input.before.interrupts.iter().find(|l| l.id == line.id) else {
@@ -59,6 +56,7 @@ pub(super) fn analyze_cpu(
         act.softirqs.push(count);
     }
     act.softirqs.sort_by_key(|c| std::cmp::Reverse(c.count));
+    findings
 }
 
 /// Architecture interrupt kinds: what each means and what removes it.

@@ -201,9 +201,9 @@ pub fn analyze(input: &CheckInput<'_>, sampling: &str) -> CheckReport {
             tasks: Vec::new(),
             bound_kthreads: Vec::new(),
         };
-        interrupts::analyze_cpu(input, cpu, &mut act, &mut findings);
-        tasks::analyze_cpu(input, cpu, &mut act, &mut findings);
-        config::analyze_cpu(input, cpu, &mut act, &mut findings);
+        findings.extend(interrupts::analyze_cpu(input, &mut act));
+        findings.extend(tasks::analyze_cpu(input, &mut act));
+        findings.extend(config::analyze_cpu(input, &mut act));
         rt::analyze_cpu(input, cpu, &mut findings);
         activity.push(act);
     }

@@ -51,12 +51,9 @@ fn classify(t: &ThreadSample, cpu: usize, checked: &CpuSet) -> Kind {
     }
 }
 
-pub(super) fn analyze_cpu(
-    input: &CheckInput<'_>,
-    cpu: usize,
-    act: &mut CpuActivity,
-    findings: &mut Vec<Finding>,
-) {
+pub(super) fn analyze_cpu(input: &CheckInput<'_>, act: &mut CpuActivity) -> Vec<Finding> {
+    let cpu = act.cpu;
+    let mut findings = Vec::new();
     let list = input.list();
     let hk = input.housekeeping().to_list();
     let interval_ms = input.interval_s() * 1e3;
@@ -211,6 +208,7 @@ pub(super) fn analyze_cpu(
         };
         findings.push(finding);
     }
+    findings
 }
 
 /// The name of a process: its main thread's name when known.
