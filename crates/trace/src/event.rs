@@ -130,6 +130,24 @@ pub enum EventKind {
     },
 }
 
+/// One timerlat record: a latency of one activation, in one context, on one CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimerlatRecord {
+    /// The CPU.
+    pub cpu: usize,
+    /// The activation's number (per CPU).
+    pub seq: u64,
+    /// Interrupt handler or thread.
+    pub context: TimerlatContext,
+    /// Timer expiry to this context, ns.
+    pub latency_ns: u64,
+    /// When it was recorded (trace clock `mono` = CLOCK_MONOTONIC), ns.
+    pub ts_ns: u64,
+    /// The task current when it was recorded: for a thread record, the
+    /// timerlat thread itself (global ID).
+    pub pid: i32,
+}
+
 /// Where the timerlat tracer took a latency.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TimerlatContext {

@@ -41,8 +41,9 @@ pub mod summary;
 pub mod timerlat;
 
 pub use attribute::{Attribution, Cause, CauseKind, Phase, Spike};
+pub use event::TimerlatRecord;
 pub use summary::{render_attribution, render_summary, TraceSummary};
-pub use timerlat::{TimerlatFeed, TimerlatRecord};
+pub use timerlat::TimerlatFeed;
 
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::{Kernel, TraceMarker, TracePipe};

@@ -5,8 +5,7 @@
 use super::attribute::{
     attribute, fmt_ns, phase_word, Attribution, AttributionContext, Spike, StealEvidence,
 };
-use super::event::{parse_line, Event, EventKind};
-use super::timerlat::TimerlatRecord;
+use super::event::{parse_line, Event, EventKind, TimerlatRecord};
 use cpushield_parse::pid_cgroup::in_kubepods;
 use cpushield_parse::pid_stat::parse_thread_stat;
 use cpushield_parse::pid_status::parse_nspid;

@@ -10,7 +10,7 @@
 //! refuses to start while another timerlat or osnoise tracer runs (say
 //! `rtla`), and puts each setting back when it ends.
 
-use crate::event::TimerlatContext;
+use crate::event::TimerlatRecord;
 use crate::reader::Shared;
 use crate::settings::SettingsGuard;
 use cpushield_cpuset::CpuSet;
@@ -35,24 +35,6 @@ pub const PERIOD_US: std::ops::RangeInclusive<u32> = 100..=1_000_000;
 
 /// The priority the kernel gives its timerlat threads (SCHED_FIFO).
 pub const THREAD_PRIORITY: u8 = 95;
-
-/// One timerlat record: a latency of one activation, in one context, on one CPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TimerlatRecord {
-    /// The CPU.
-    pub cpu: usize,
-    /// The activation's number (per CPU).
-    pub seq: u64,
-    /// Interrupt handler or thread.
-    pub context: TimerlatContext,
-    /// Timer expiry to this context, ns.
-    pub latency_ns: u64,
-    /// When it was recorded (trace clock `mono` = CLOCK_MONOTONIC), ns.
-    pub ts_ns: u64,
-    /// The task current when it was recorded: for a thread record, the
-    /// timerlat thread itself (global ID).
-    pub pid: i32,
-}
 
 /// Hands out the timerlat records the session's reader has read so far.
 /// Clone + Send; empty when the session runs no timerlat tracer.
