@@ -185,6 +185,8 @@ impl Runs for RealRuns {
 /// The shield over the measured CPUs, taken down when dropped.
 pub(crate) struct ShieldGuard<'a> {
     lab: &'a Lab,
+    /// The shield is up: dropping the guard resets it.
+    up: bool,
 }
 
 impl<'a> ShieldGuard<'a> {
@@ -196,7 +198,19 @@ impl<'a> ShieldGuard<'a> {
             &ShieldMasks::all(cpus),
             lab.shield_options(),
         )?;
-        Ok(ShieldGuard { lab })
+        Ok(ShieldGuard { lab, up: true })
+    }
+
+    /// Resets the shield now and says whether that worked; dropping the
+    /// guard resets it too, but can only print a failure.
+    pub(crate) fn lower(mut self) -> Result<(), CompareError> {
+        self.up = false;
+        cpushield_shield::reset_in(
+            self.lab.kernel.as_ref(),
+            self.lab.store.as_ref(),
+            self.lab.shield_options(),
+        )?;
+        Ok(())
     }
 
     /// How the probes' threads reach the shielded CPUs while the shield is up.
@@ -207,6 +221,9 @@ impl<'a> ShieldGuard<'a> {
 
 impl Drop for ShieldGuard<'_> {
     fn drop(&mut self) {
+        if !self.up {
+            return;
+        }
         if let Err(e) = cpushield_shield::reset_in(
             self.lab.kernel.as_ref(),
             self.lab.store.as_ref(),

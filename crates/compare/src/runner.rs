@@ -190,8 +190,10 @@ pub fn run_in(
         general.push(cpushield_trace::summary::OSNOISE_ABSENT.to_string());
     }
     let mut results = std::mem::take(&mut experiment.results);
-    // Dropped, the experiment restores the machine, as it does when a phase
-    // fails above.
+    // A shield that did not come down is the run's error: the machine is not
+    // as it was. (When a phase fails above, dropping the experiment restores
+    // it and prints a failure.)
+    experiment.restore()?;
     drop(experiment);
     explain_advance(&mut results);
     Ok(compare_report(
@@ -237,7 +239,6 @@ struct Experiment<'a> {
     progress: &'a mut dyn FnMut(Progress),
     shielded_cpus: CpuSet,
     total: usize,
-    /// Declared before the load: the shield comes down first.
     shield: Option<ShieldGuard<'a>>,
     load: Option<Box<dyn LoadRun>>,
     /// What the scenario that raised the shield tells of pending IRQ moves.
@@ -256,7 +257,9 @@ struct Experiment<'a> {
 
 impl Drop for Experiment<'_> {
     fn drop(&mut self) {
-        self.restore();
+        if let Err(e) = self.restore() {
+            eprintln!("cpushield: error: resetting the shield failed: {e}; run `cpushield reset`");
+        }
     }
 }
 
@@ -274,11 +277,16 @@ impl<'a> Experiment<'a> {
         self.shield.as_ref().map(ShieldGuard::placer)
     }
 
-    /// Takes the shield down, then stops the load. Idempotent.
-    fn restore(&mut self) {
-        drop(self.shield.take());
+    /// Stops the load, then takes the shield down: a load still forking
+    /// while reset moves its tasks back would race it (its children are
+    /// born in the shield's cgroups). Idempotent.
+    fn restore(&mut self) -> Result<(), CompareError> {
         if let Some(load) = self.load.take() {
             load.stop();
+        }
+        match self.shield.take() {
+            Some(shield) => shield.lower(),
+            None => Ok(()),
         }
     }
 

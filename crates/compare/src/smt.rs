@@ -320,7 +320,7 @@ pub fn run(
             batch: None,
         });
     }
-    drop(shield);
+    shield.lower()?;
     if let (Some(busy), Some(off)) = (
         results.iter().find(|r| r.name == SiblingState::Busy.name()),
         results

@@ -460,8 +460,9 @@ fn every_phase_runs_in_order_with_the_machine_as_each_scenario_needs_it_and_is_r
     expected.extend(calibrate("2", true, true));
     expected.push(latency("2", true, true, false));
     expected.push(determinism("2", true));
-    // the shield comes down before the load stops
-    expected.push("load stop shield=false".into());
+    // the load stops while the shield is still up: a forking load would
+    // race reset's moves
+    expected.push("load stop shield=true".into());
     assert_eq!(seen.lines(), expected);
 
     // Exactly the machine from before: cgroups, IRQ masks, settings, affinities.
@@ -519,7 +520,7 @@ fn every_phase_runs_in_order_with_the_machine_as_each_scenario_needs_it_and_is_r
 }
 
 #[test]
-fn a_phase_that_fails_with_the_shield_up_takes_the_shield_down_then_stops_the_load() {
+fn a_phase_that_fails_with_the_shield_up_stops_the_load_then_takes_the_shield_down() {
     let kernel = machine();
     let seen = Arc::new(Seen::default());
     seen.fail_shielded_latency.store(true, Ordering::SeqCst);
@@ -537,8 +538,8 @@ fn a_phase_that_fails_with_the_shield_up_takes_the_shield_down_then_stops_the_lo
         .expect("the shielded latency probe ran");
     assert_eq!(
         &lines[failed + 1..],
-        ["load stop shield=false"],
-        "nothing runs after the failure but the restore, shield first"
+        ["load stop shield=true"],
+        "nothing runs after the failure but the restore, the load first"
     );
     assert_eq!(machine_state(&kernel), before);
 }
@@ -602,4 +603,23 @@ fn attribution_without_a_threshold_takes_it_from_a_baseline_on_the_idle_machine_
         "{notes:?}"
     );
     assert_eq!(machine_state(&kernel), before);
+}
+
+#[test]
+fn a_shield_that_does_not_come_down_at_the_end_fails_the_run_and_says_why() {
+    let kernel = machine();
+    // Reset moves every task back to the root cpuset; here the kernel refuses.
+    kernel.refuse_writes(format!("{V1_ROOT}/tasks"));
+    let seen = Arc::new(Seen::default());
+    let lab = lab(&kernel, &seen);
+    let dir = tempfile::tempdir().unwrap();
+
+    let err = run(&lab, &config(dir.path(), vec![Scenario::Shielded])).unwrap_err();
+
+    assert!(err.to_string().contains("cpushield-system"), "{err}");
+    assert_eq!(
+        seen.lines().last().map(String::as_str),
+        Some("load stop shield=true"),
+        "the load stopped before the reset was tried"
+    );
 }

@@ -218,12 +218,27 @@ fn irq_note(irq: u32, name: &str, e: &io::Error) -> Note {
     }
 }
 
-/// Moves every task left in `from` to the tasks file `to`, until it stays empty.
+/// How long [`drain`] keeps moving tasks that keep appearing (children of a
+/// process that forks as it is moved) before it gives up.
+const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Moves every task left in `from` to the tasks file `to`, until it stays
+/// empty. A round that still found tasks is followed by a pause of 1 ms
+/// (growing to 10 ms), so a forking process gets moved rather than outrun.
 fn drain(kernel: &dyn Kernel, from: &Path, to: &Path) -> io::Result<()> {
     if !kernel.exists(from) {
         return Ok(());
     }
-    for _ in 0..100 {
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(1);
+    for round in 0.. {
+        if round > 0 {
+            if start.elapsed() >= DRAIN_LIMIT {
+                break;
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(std::time::Duration::from_millis(10));
+        }
         let mut left = 0;
         // A threaded v2 cgroup cannot list cgroup.procs; cgroup.threads names
         // every thread in it (a TID written to cgroup.procs moves its process).
@@ -242,8 +257,9 @@ fn drain(kernel: &dyn Kernel, from: &Path, to: &Path) -> io::Result<()> {
         }
     }
     Err(io::Error::other(format!(
-        "{}: tasks keep appearing in the cgroup; stop what forks there and run reset again",
-        from.display()
+        "{}: tasks kept appearing in the cgroup for {} s; stop what forks there and run reset again",
+        from.display(),
+        DRAIN_LIMIT.as_secs()
     )))
 }
 
@@ -291,6 +307,34 @@ mod tests {
             vec![Change::Affinity(8, CpuSet::parse_list("0").unwrap())]
         );
         assert_eq!(fake.affinities()[&8], CpuSet::parse_list("0").unwrap());
+    }
+
+    #[test]
+    fn a_drain_moves_tasks_born_while_it_runs_until_the_cgroup_stays_empty() {
+        let fake = FakeKernel::new();
+        fake.mkdir(Path::new("/cg/a")).unwrap();
+        // 6 is forked by 5 while 5 is moved; then the list stays empty.
+        fake.set_file_sequence("/cg/a/tasks", &["5\n", "6\n", ""]);
+        fake.set_file("/cg/tasks", "");
+        drain(&fake, Path::new("/cg/a"), Path::new("/cg/tasks")).unwrap();
+        assert_eq!(fake.file("/cg/tasks").unwrap(), "5\n6\n");
+    }
+
+    #[test]
+    fn a_drain_outrun_for_its_time_limit_names_the_cgroup_and_gives_up() {
+        let fake = FakeKernel::new();
+        fake.mkdir(Path::new("/cg/a")).unwrap();
+        fake.set_file("/cg/a/tasks", "9\n");
+        fake.set_file("/cg/tasks", "");
+        let start = std::time::Instant::now();
+        let e = drain(&fake, Path::new("/cg/a"), Path::new("/cg/tasks")).unwrap_err();
+        let took = start.elapsed();
+        assert!(took >= DRAIN_LIMIT && took < DRAIN_LIMIT * 2, "{took:?}");
+        assert!(
+            e.to_string()
+                .starts_with("/cg/a: tasks kept appearing in the cgroup for 2 s"),
+            "{e}"
+        );
     }
 
     #[test]

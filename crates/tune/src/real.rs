@@ -135,6 +135,15 @@ fn load_spec(config: &TuneConfig) -> LoadSpec {
 /// setting) when dropped.
 struct ShieldUp;
 
+impl ShieldUp {
+    /// Resets the shield now and says whether that worked; dropping it
+    /// resets too, but can only print a failure.
+    fn lower(self) -> Result<(), cpushield_shield::ShieldError> {
+        std::mem::forget(self);
+        cpushield_shield::reset(&RealKernel, root()).map(|_| ())
+    }
+}
+
 impl Drop for ShieldUp {
     fn drop(&mut self) {
         if let Err(e) = cpushield_shield::reset(&RealKernel, root()) {
@@ -283,11 +292,14 @@ pub fn run(
     let result = session::run(&mut bench, &session_config, knobs, &mut |p| {
         progress(p, started.elapsed())
     });
-    drop(shield);
+    // The load stops first: one still forking while reset moves its tasks
+    // back would race it. A shield that does not come down is the run's error.
     if let Some(load) = load {
         load.stop();
     }
+    let lowered = shield.lower();
     drop(debugfs);
+    lowered?;
     let session = result.map_err(TuneError::Measure)?;
     Ok(render::build(
         session,
