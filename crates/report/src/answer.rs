@@ -7,7 +7,7 @@
 
 use crate::model::{human_ns, AttributionSummary, CompareReport};
 use crate::units::TimeColumn;
-use crate::verdict::{GUEST_RATIO_NEEDED, RAW_RATIO_NEEDED};
+use crate::verdict::{ANCHOR_RATIO_WORKS, GUEST_RATIO_NEEDED, RAW_RATIO_NEEDED};
 
 /// One worst case measured loaded and shielded, with the verdict's ratio.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,10 +97,15 @@ impl CompareReport {
                     shielded_ns: sa.max_ns,
                     ratio: v.anchor_loaded_over_shielded,
                     role: v.anchor_agrees.map(|agrees| {
-                        if agrees {
+                        let anchor_works = v
+                            .anchor_loaded_over_shielded
+                            .is_some_and(|a| a >= ANCHOR_RATIO_WORKS);
+                        if agrees && !v.pass && anchor_works {
+                            "agrees with the raw figures, which count the host's steal; the verdict does not".to_string()
+                        } else if agrees {
                             "agrees with the verdict".to_string()
                         } else {
-                            "DISAGREES with the verdict: a bug in cpushield; please report it with report.json".to_string()
+                            "DISAGREES with this run's raw figures and the verdict: a bug in cpushield; please report it with report.json".to_string()
                         }
                     }),
                 });
