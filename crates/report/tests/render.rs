@@ -495,21 +495,26 @@ fn a_pending_move_that_was_the_worst_shielded_cause_is_named_as_such() {
     );
 }
 
+/// Gives the loaded and shielded scenarios a cyclictest anchor with these maxima.
+fn with_anchor(r: &mut CompareReport, loaded_ns: u64, shielded_ns: u64) {
+    for s in r.scenarios.iter_mut() {
+        let max_ns = match s.name.as_str() {
+            "loaded" => loaded_ns,
+            "shielded" => shielded_ns,
+            _ => continue,
+        };
+        s.anchor = Some(Anchor {
+            tool: "cyclictest".into(),
+            max_ns,
+            ..Default::default()
+        });
+    }
+}
+
 #[test]
 fn a_verdict_that_disagrees_with_its_cyclictest_anchor_says_so() {
     let mut r = traced(30_000_000, 5_000_000, 0, 0);
-    let anchor = |max_ns| Anchor {
-        tool: "cyclictest".into(),
-        max_ns,
-        ..Default::default()
-    };
-    for s in r.scenarios.iter_mut() {
-        match s.name.as_str() {
-            "loaded" => s.anchor = Some(anchor(35_000_000)),
-            "shielded" => s.anchor = Some(anchor(400_000)),
-            _ => {}
-        }
-    }
+    with_anchor(&mut r, 35_000_000, 400_000);
     r.judge();
     assert_eq!(r.verdict.anchor_agrees, Some(false));
     assert!(r
@@ -528,27 +533,16 @@ fn a_verdict_stricter_than_cyclictest_and_the_raw_figures_is_no_disagreement() {
     // shielded in-guest worst case at 0.72 ms (7.7x, short of 10x). cyclictest,
     // which sees what the raw figures see, showed 22.4x.
     let mut r = traced(5_600_000, 720_000, 0, 0);
-    let anchor = |max_ns| Anchor {
-        tool: "cyclictest".into(),
-        max_ns,
-        ..Default::default()
-    };
+    with_anchor(&mut r, 29_600_000, 1_320_000);
     for s in r.scenarios.iter_mut() {
-        match s.name.as_str() {
-            "loaded" => {
-                s.latency.max_ns = 38_400_000;
-                s.anchor = Some(anchor(29_600_000));
-                let a = s.attribution.as_mut().unwrap();
-                (a.outside_worst_ns, a.steal_ns) = (32_800_000, 370_000_000);
-            }
-            "shielded" => {
-                s.latency.max_ns = 2_110_000;
-                s.anchor = Some(anchor(1_320_000));
-                let a = s.attribution.as_mut().unwrap();
-                (a.outside_worst_ns, a.steal_ns) = (1_390_000, 10_000_000);
-            }
-            _ => {}
-        }
+        let (max_ns, outside_ns, steal_ns) = match s.name.as_str() {
+            "loaded" => (38_400_000, 32_800_000, 370_000_000),
+            "shielded" => (2_110_000, 1_390_000, 10_000_000),
+            _ => continue,
+        };
+        s.latency.max_ns = max_ns;
+        let a = s.attribution.as_mut().unwrap();
+        (a.outside_worst_ns, a.steal_ns) = (outside_ns, steal_ns);
     }
     r.judge();
     assert!(!r.verdict.pass, "{}", r.verdict.line);
