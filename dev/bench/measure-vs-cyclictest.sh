@@ -11,8 +11,9 @@
 # (percentiles to 3 significant digits).
 #
 # BASELINE=PATH (another cpushield binary, e.g. an older commit's build) adds a row
-# `baseline` measured the same way in each round, right after ours: to put a change in
-# the figures on one commit range, with cyclictest in the same window.
+# `baseline` measured the same way in each round, the two builds taking turns to go
+# first: to put a change in the figures on one commit range, with cyclictest in the same
+# window.
 #
 # Usage: dev/bench/measure-vs-cyclictest.sh [SECS=10] [ROUNDS=3]   (or --secs N --rounds N)
 # Needs: root, rt-tests, jq, time; CPU 1 online. Takes 3 x ROUNDS x SECS seconds (4 x
@@ -29,11 +30,14 @@ row() { # round tool min avg p50 p99 p99.99 max samples cpu_ms/1k rss_kb
     [ "$1" = round ] || echo "$2 $3 $4 $5 $6 ${11}" >>"$WORK/rows"
     [ "$1" = round ] || echo "$1 $2 $5" >>"$WORK/p50s"
 }
+# median_of: the median of the numbers on stdin, one per line.
+median_of() {
+    sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
 # paired A B: the median over the rounds of A's p50 minus B's in the same round (us).
 paired() {
     awk -v a="$1" -v b="$2" '$2 == a { x[$1] = $3 } $2 == b { y[$1] = $3 }
-        END { for (r in x) if (r in y) print x[r] - y[r] }' "$WORK/p50s" | sort -g |
-        awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+        END { for (r in x) if (r in y) print x[r] - y[r] }' "$WORK/p50s" | median_of
 }
 row round tool min_us avg_us p50_us p99_us p9999_us max_us samples cpu_ms/1k rss_kb
 # probe ROUND NAME BINARY FILE_STEM: one run of `measure latency` by BINARY, as row NAME.
@@ -75,8 +79,7 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 # median COLUMN TOOL over the rounds (rows: tool min avg p50 p99 rss)
 median() {
-    awk -v t="$2" -v c="$1" '$1 == t { print $c }' "$WORK/rows" | sort -g |
-        awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+    awk -v t="$2" -v c="$1" '$1 == t { print $c }' "$WORK/rows" | median_of
 }
 echo "# medians of ${ROUNDS} rounds: min / avg / p50 / p99 (us), peak RSS (kB)"
 for t in cpushield ${BASELINE:+baseline} cyclictest ct-main@0; do

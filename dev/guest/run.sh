@@ -25,9 +25,10 @@
 #                           tracepoints or tracers on. The kernel patches its text then,
 #                           through a temporary int3, and under multi-threaded TCG another
 #                           vCPU can execute that int3 after the patch completed: an
-#                           `Oops: int3` that kills the guest (seen in CI on 6.12-rt while
-#                           rtla timerlat ran). One thread makes the patch atomic to the
-#                           other vCPUs, at the cost of speed the scenarios do not need.
+#                           `Oops: int3`, as in the boot deaths below. A 6.12-rt guest died
+#                           in CI while rtla timerlat ran (its console was not kept). One
+#                           thread makes the patch atomic to the other vCPUs, at the cost
+#                           of speed the scenarios do not need.
 #   # guest-net: user PORT  a virtio-net NIC on QEMU's user network, with host UDP
 #                           127.0.0.1:PORT forwarded to the guest's PORT (10.0.2.15). While
 #                           the guest runs, each console line `GUEST-FLOOD SECS` makes this

@@ -156,7 +156,7 @@ macro_rules! guest_test {
 // and on both only those whose behaviour differs by kernel: kernel-partition (6.1
 // overwrites a task's mask, 6.2+ intersects it), pid-reuse, boot-params (the closed loop
 // asserted on each), irq-threads (threadirqs vs PREEMPT_RT), timerlat (refused without the
-// tracer on 6.1) and tune-sigkill (the preemption
+// tracer on 6.1), trace-fresh (tracers present differ) and tune-sigkill (the preemption
 // model is switchable only on 6.1's PREEMPT_DYNAMIC).
 guest_test!(
     guest_kernel_isolated_partition_behaves_as_cpushield_assumes:
@@ -235,7 +235,7 @@ guest_test!(
 
 guest_test!(
     guest_trace_on_a_fresh_kernel_restores_what_tracefs_meant:
-    "trace-fresh", "dev/guest/run.sh", ["trace-fresh"], on [on_6_12_rt]
+    "trace-fresh", "dev/guest/run.sh", ["trace-fresh"], on [on_6_1, on_6_12_rt]
 );
 
 guest_test!(
