@@ -16,7 +16,7 @@ use cpushield_measure::MeasureError;
 use cpushield_report::{Anchor, BatchWork};
 pub use cpushield_rt::sched::PlaceFn;
 use cpushield_shield::state::{FileStore, StateStore};
-use cpushield_shield::{Options, ShieldMasks};
+use cpushield_shield::{HeldShield, Options, ShieldMasks};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -53,6 +53,17 @@ impl Lab {
             is_root: self.is_root,
             whole_cores: false,
         }
+    }
+
+    /// Shields `cpus` from processes, IRQs and the local timer until the
+    /// returned shield is lowered or dropped.
+    pub(crate) fn raise_shield(&self, cpus: &CpuSet) -> Result<HeldShield<'_>, CompareError> {
+        Ok(HeldShield::raise(
+            self.kernel.as_ref(),
+            self.store.as_ref(),
+            &ShieldMasks::all(cpus),
+            self.shield_options(),
+        )?)
     }
 }
 
@@ -179,57 +190,5 @@ impl Runs for RealRuns {
     }
     fn start_batch(&self, run: &BatchRun) -> Result<Box<dyn BatchJob>, String> {
         Ok(Box::new(run.start(Arc::clone(&self.kernel))?))
-    }
-}
-
-/// The shield over the measured CPUs, taken down when dropped.
-pub(crate) struct ShieldGuard<'a> {
-    lab: &'a Lab,
-    /// The shield is up: dropping the guard resets it.
-    up: bool,
-}
-
-impl<'a> ShieldGuard<'a> {
-    /// Shields `cpus` from processes, IRQs and the local timer.
-    pub(crate) fn raise(lab: &'a Lab, cpus: &CpuSet) -> Result<Self, CompareError> {
-        cpushield_shield::shield_in(
-            lab.kernel.as_ref(),
-            lab.store.as_ref(),
-            &ShieldMasks::all(cpus),
-            lab.shield_options(),
-        )?;
-        Ok(ShieldGuard { lab, up: true })
-    }
-
-    /// Resets the shield now and says whether that worked; dropping the
-    /// guard resets it too, but can only print a failure.
-    pub(crate) fn lower(mut self) -> Result<(), CompareError> {
-        self.up = false;
-        cpushield_shield::reset_in(
-            self.lab.kernel.as_ref(),
-            self.lab.store.as_ref(),
-            self.lab.shield_options(),
-        )?;
-        Ok(())
-    }
-
-    /// How the probes' threads reach the shielded CPUs while the shield is up.
-    pub(crate) fn placer(&self) -> PlaceFn {
-        self.lab.runs.shield_placement()
-    }
-}
-
-impl Drop for ShieldGuard<'_> {
-    fn drop(&mut self) {
-        if !self.up {
-            return;
-        }
-        if let Err(e) = cpushield_shield::reset_in(
-            self.lab.kernel.as_ref(),
-            self.lab.store.as_ref(),
-            self.lab.shield_options(),
-        ) {
-            eprintln!("cpushield: error: resetting the shield failed: {e}; run `cpushield reset`");
-        }
     }
 }

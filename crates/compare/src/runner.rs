@@ -18,7 +18,7 @@ use crate::experiment::{CompareConfig, CompareError, Progress, Scope};
 use crate::explain::ProbeTrace;
 use crate::idle::{self, Calibration, IdleMode};
 use crate::irqcount::interrupts_on;
-use crate::lab::{BatchJob, Lab, LoadRun, ShieldGuard};
+use crate::lab::{BatchJob, Lab, LoadRun};
 use crate::plan::{advance_from_shielded, default_cpus, plan_scenarios, threshold_from_idle_p99};
 use crate::scenario::Scenario;
 use crate::summary::{determinism_summary, host_line, latency_summary, rfc3339_now};
@@ -33,6 +33,8 @@ use cpushield_report::{
     DeterminismSummary, IdleChoice, LatencySummary, LoadOps, ScenarioResult, Verdict, SCHEMA,
 };
 use cpushield_rt::sched::PlaceFn;
+use cpushield_shield::held::reset_failed;
+use cpushield_shield::HeldShield;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -239,7 +241,7 @@ struct Experiment<'a> {
     progress: &'a mut dyn FnMut(Progress),
     shielded_cpus: CpuSet,
     total: usize,
-    shield: Option<ShieldGuard<'a>>,
+    shield: Option<HeldShield<'a>>,
     load: Option<Box<dyn LoadRun>>,
     /// What the scenario that raised the shield tells of pending IRQ moves.
     shield_notes: Vec<String>,
@@ -258,7 +260,7 @@ struct Experiment<'a> {
 impl Drop for Experiment<'_> {
     fn drop(&mut self) {
         if let Err(e) = self.restore() {
-            eprintln!("cpushield: error: resetting the shield failed: {e}; run `cpushield reset`");
+            eprintln!("cpushield: error: {}", reset_failed(&e));
         }
     }
 }
@@ -274,7 +276,9 @@ impl<'a> Experiment<'a> {
 
     /// How the probes' threads reach the measured CPUs now.
     fn placer(&self) -> Option<PlaceFn> {
-        self.shield.as_ref().map(ShieldGuard::placer)
+        self.shield
+            .as_ref()
+            .map(|_| self.lab.runs.shield_placement())
     }
 
     /// Stops the load, then takes the shield down: a load still forking
@@ -285,7 +289,7 @@ impl<'a> Experiment<'a> {
             load.stop();
         }
         match self.shield.take() {
-            Some(shield) => shield.lower(),
+            Some(shield) => shield.lower().map(|_| ()).map_err(CompareError::from),
             None => Ok(()),
         }
     }
@@ -393,7 +397,7 @@ impl<'a> Experiment<'a> {
         }
         if at.scenario.shield_up() && self.shield.is_none() {
             self.tell(at.progress("shield", 0.0, 0));
-            self.shield = Some(ShieldGuard::raise(self.lab, &self.shielded_cpus)?);
+            self.shield = Some(self.lab.raise_shield(&self.shielded_cpus)?);
             self.shield_notes = crate::pending::settle(
                 self.lab.kernel.as_ref(),
                 &self.shielded_cpus,

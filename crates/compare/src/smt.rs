@@ -11,7 +11,7 @@
 use crate::experiment::{CompareConfig, CompareError, Progress};
 use crate::idle::{self, IdleMode};
 use crate::irqcount::interrupts_on;
-use crate::lab::{Lab, ShieldGuard};
+use crate::lab::Lab;
 use crate::scenario::Scenario;
 use crate::summary::{determinism_summary, host_line, latency_summary, rfc3339_now};
 use cpushield_cpuset::CpuSet;
@@ -237,7 +237,7 @@ pub fn run(
     let measured = CpuSet::from_cpus([cpu]);
     let online = cpushield_kernel::online_cpus(kernel)?;
     let total = SiblingState::ALL.len();
-    let shield = ShieldGuard::raise(lab, &measured)?;
+    let shield = lab.raise_shield(&measured)?;
     let idle_choice = idle::fixed(match config.idle {
         IdleMode::Poll => IdleMode::Poll,
         _ => IdleMode::Halt,
@@ -271,7 +271,7 @@ pub fn run(
         lat.length = Length::Duration(config.duration);
         lat.priority = Some(config.priority);
         lat.idle_poll = idle_choice.policy == "poll";
-        lat.placer = Some(shield.placer());
+        lat.placer = Some(lab.runs.shield_placement());
         let latency_report = lab.runs.latency(&lat, stop, &mut |p| {
             progress(report("latency", p.fraction, p.max_ns))
         })?;
@@ -280,7 +280,7 @@ pub fn run(
             let mut det = DeterminismConfig::new(measured.clone());
             det.runs = config.determinism_runs;
             det.priority = Some(config.priority);
-            det.placer = Some(shield.placer());
+            det.placer = Some(lab.runs.shield_placement());
             det.work = Work::Duration(config.determinism_work);
             let r = lab.runs.determinism(&det, stop, &mut |p| {
                 progress(report("determinism", p.fraction, latency.max_ns))

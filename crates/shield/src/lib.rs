@@ -10,6 +10,7 @@
 pub mod apply;
 pub mod bootparams;
 pub mod fake_machine;
+pub mod held;
 pub mod irq_moves;
 pub mod irq_threads;
 pub mod layout;
@@ -28,6 +29,7 @@ pub mod steps;
 use apply::Outcome;
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Kernel;
+pub use held::HeldShield;
 use layout::CgroupLayout;
 pub use masks::ShieldMasks;
 use serde::Serialize;

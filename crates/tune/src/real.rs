@@ -15,7 +15,7 @@ use cpushield_load::{Load, LoadSpec, Workload};
 use cpushield_measure::latency::{self, LatencyConfig, Length};
 use cpushield_measure::Period;
 use cpushield_shield::state::FileStore;
-use cpushield_shield::{Options, ShieldMasks};
+use cpushield_shield::{HeldShield, Options, ShieldMasks};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -129,27 +129,6 @@ fn load_spec(config: &TuneConfig) -> LoadSpec {
     let mut spec = LoadSpec::new(config.load.clone());
     spec.dir = config.load_dir.clone();
     spec
-}
-
-/// The shield of the run: reset (which also writes back every journaled
-/// setting) when dropped.
-struct ShieldUp;
-
-impl ShieldUp {
-    /// Resets the shield now and says whether that worked; dropping it
-    /// resets too, but can only print a failure.
-    fn lower(self) -> Result<(), cpushield_shield::ShieldError> {
-        std::mem::forget(self);
-        cpushield_shield::reset(&RealKernel, root()).map(|_| ())
-    }
-}
-
-impl Drop for ShieldUp {
-    fn drop(&mut self) {
-        if let Err(e) = cpushield_shield::reset(&RealKernel, root()) {
-            eprintln!("cpushield: error: resetting the shield failed: {e}; run `cpushield reset`");
-        }
-    }
 }
 
 /// debugfs mounted by tune (inside its private mount namespace), unmounted
@@ -269,8 +248,8 @@ pub fn run(
         std::thread::sleep(WARM_UP);
         Some(load)
     };
-    cpushield_shield::shield(&RealKernel, &ShieldMasks::all(&config.cpus), root())?;
-    let shield = ShieldUp;
+    let store = FileStore::from_env();
+    let shield = HeldShield::raise(&RealKernel, &store, &ShieldMasks::all(&config.cpus), root())?;
     let mut machine = Machine::read(&RealKernel, &config.cpus);
     machine.debugfs_problem = machine.debugfs_problem.take().or(debugfs_problem);
     let mut knobs = catalog(&machine, &config.cpus, config.priority);
