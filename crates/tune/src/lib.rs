@@ -6,6 +6,7 @@
 //! kept set only when it wins as a whole; [`render`] writes the table, the
 //! report and the winning set as a config file `apply` applies.
 
+pub mod apply;
 pub mod decide;
 pub mod knob;
 pub mod real;

@@ -1,0 +1,316 @@
+//! A config's `[runtime]` section made true (`cpushield apply`): a plan
+//! against the machine as it is, and its execution, each file's value
+//! journaled in the shield's saved state before it changes, so that `reset`
+//! writes it back.
+
+use crate::knob::{self, FileChange, Machine};
+use crate::settings;
+use cpushield_config::{Config, ConfigError};
+use cpushield_cpuset::CpuSet;
+use cpushield_kernel::Kernel;
+use cpushield_shield::runtime::write_setting;
+use cpushield_shield::state::{self, StateStore};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Why the `[runtime]` settings could not be planned or made true.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The config asks for what this machine cannot do (file, line, key, remedy).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Reading or writing the machine or the saved state failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done, with what the user can do about it.
+        context: String,
+        /// The error, errno kept.
+        source: io::Error,
+    },
+}
+
+fn io_error(context: impl Into<String>) -> impl FnOnce(io::Error) -> RuntimeError {
+    let context = context.into();
+    move |source| RuntimeError::Io { context, source }
+}
+
+/// The `[runtime]` changes against the machine as it is now.
+#[derive(Debug, Default)]
+pub struct RuntimePlan {
+    /// Files to set: the file, its value now, the value asked.
+    pub set: Vec<FileChange>,
+    /// Journaled files the config no longer names, with the value to write back.
+    pub restore: Vec<(PathBuf, String)>,
+}
+
+impl RuntimePlan {
+    /// Nothing to change.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.restore.is_empty()
+    }
+
+    /// The plan, one change per line (what `apply --dry-run` prints).
+    pub fn lines(&self) -> Vec<String> {
+        let set = self.set.iter().map(|f| {
+            format!(
+                "set {} = {} (now {})",
+                f.path.display(),
+                f.candidate,
+                f.original
+            )
+        });
+        let restore = self
+            .restore
+            .iter()
+            .map(|(p, v)| format!("restore {} to {v} (no longer in the config)", p.display()));
+        set.chain(restore).collect()
+    }
+}
+
+/// Plans `config`'s `[runtime]` settings for the housekeeping CPUs `procs`,
+/// against the files as they are and the settings journaled in `store`.
+pub fn plan(
+    kernel: &dyn Kernel,
+    store: &dyn StateStore,
+    config: &Config,
+    procs: &CpuSet,
+) -> Result<RuntimePlan, RuntimeError> {
+    let journal = state::load_from(store)
+        .map_err(io_error("reading the shield's saved state"))?
+        .map(|l| l.state.runtime)
+        .unwrap_or_default();
+    let machine = Machine::read(kernel, procs);
+    let files =
+        settings::files_for(&machine, procs, &config.runtime()).map_err(|e| ConfigError {
+            file: config.file.clone(),
+            line: config.runtime_line(e.key),
+            key: e.key.into(),
+            problem: e.problem,
+            remedy: e.remedy,
+        })?;
+    let restore = journal
+        .files
+        .iter()
+        .filter(|j| !files.iter().any(|f| f.path == j.path))
+        .map(|j| (j.path.clone(), j.original.clone()))
+        .collect();
+    Ok(RuntimePlan {
+        set: files
+            .into_iter()
+            .filter(|f| f.original != f.candidate)
+            .collect(),
+        restore,
+    })
+}
+
+/// One file `apply` changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// Set to `value`; it held `was` (journaled).
+    Set {
+        /// The file.
+        path: PathBuf,
+        /// What it holds now.
+        value: String,
+        /// What it held, which `reset` writes back.
+        was: String,
+    },
+    /// Written back to the value journaled, and forgotten.
+    Restored {
+        /// The file.
+        path: PathBuf,
+        /// What it holds again.
+        value: String,
+    },
+}
+
+impl std::fmt::Display for Applied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Applied::Set { path, value, was } => {
+                write!(f, "set {} = {value} (was {was})", path.display())
+            }
+            Applied::Restored { path, value } => {
+                write!(f, "restored {} to {value}", path.display())
+            }
+        }
+    }
+}
+
+/// Makes `config`'s `[runtime]` settings true, planned anew (the shield's own
+/// changes, made just before, may have set some). Every file's value is
+/// journaled in `store` before any file changes; journaled files the config
+/// no longer names are written back and forgotten. Returns what changed, in
+/// order; on an error, what changed before it stays journaled.
+pub fn apply(
+    kernel: &dyn Kernel,
+    store: &dyn StateStore,
+    config: &Config,
+    procs: &CpuSet,
+) -> Result<Vec<Applied>, RuntimeError> {
+    let plan = plan(kernel, store, config, procs)?;
+    let journal: Vec<(PathBuf, String)> = plan
+        .set
+        .iter()
+        .map(|f| (f.path.clone(), f.original.clone()))
+        .collect();
+    state::record_runtime_in(store, &journal).map_err(io_error(
+        "recording the run-time settings' values in the shield's saved state (nothing was changed)",
+    ))?;
+    let mut applied = Vec::new();
+    for f in plan.set {
+        write_setting(kernel, &f.path, &f.candidate).map_err(io_error(format!(
+            "setting {} = {} (`cpushield reset` restores what was set)",
+            f.path.display(),
+            f.candidate
+        )))?;
+        applied.push(Applied::Set {
+            path: f.path,
+            value: f.candidate,
+            was: f.original,
+        });
+    }
+    let mut restored = Vec::new();
+    for (path, value) in plan.restore {
+        write_setting(kernel, &path, &value).map_err(io_error(format!(
+            "writing {value} back to {}",
+            path.display()
+        )))?;
+        restored.push(path.clone());
+        applied.push(Applied::Restored { path, value });
+    }
+    state::forget_runtime_in(store, &restored)
+        .map_err(io_error("forgetting the settings written back"))?;
+    Ok(applied)
+}
+
+/// debugfs, mounted while a config's preemption model is read and written
+/// when the kernel can switch it and debugfs is not mounted; unmounted when
+/// dropped.
+pub struct DebugfsWhile<'a> {
+    kernel: &'a dyn Kernel,
+    mounted: bool,
+}
+
+impl<'a> DebugfsWhile<'a> {
+    /// Mounts debugfs if `config` sets the preemption model and its file is
+    /// not there; a failed mount is left for the plan to report.
+    pub fn mount_if_needed(kernel: &'a dyn Kernel, config: &Config) -> Self {
+        let wanted =
+            config.runtime().preempt.is_some() && !kernel.exists(Path::new(knob::PREEMPT_FILE));
+        let mounted = wanted && kernel.mount("debugfs", Path::new(knob::DEBUGFS)).is_ok();
+        Self { kernel, mounted }
+    }
+}
+
+impl Drop for DebugfsWhile<'_> {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = self.kernel.unmount(Path::new(knob::DEBUGFS));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cpushield_kernel::FakeKernel;
+    use cpushield_shield::fake_machine::v1_machine;
+    use cpushield_shield::state::MemoryStore;
+    use cpushield_shield::{Options, ShieldMasks};
+
+    fn config(text: &str) -> Config {
+        Config::from_bytes("cpushield.toml", text.as_bytes()).unwrap()
+    }
+
+    /// A machine of two CPUs with CPU 1 shielded from processes, RT
+    /// throttling at the kernel's default.
+    fn shielded() -> (FakeKernel, MemoryStore, CpuSet) {
+        let kernel = v1_machine("0-1", &[(100, "0-1")]);
+        kernel.set_file(knob::RT_RUNTIME, "950000\n");
+        let store = MemoryStore::new();
+        let cpus = CpuSet::from_cpus([1]);
+        let masks = ShieldMasks {
+            procs: cpus.clone(),
+            irqs: CpuSet::new(),
+            ltmr: CpuSet::new(),
+        };
+        let root = Options {
+            is_root: true,
+            whole_cores: false,
+        };
+        cpushield_shield::shield_in(&kernel, &store, &masks, root).unwrap();
+        (kernel, store, cpus)
+    }
+
+    fn journal(store: &MemoryStore) -> Vec<(PathBuf, String)> {
+        state::load_from(store)
+            .unwrap()
+            .unwrap()
+            .state
+            .runtime
+            .files
+            .into_iter()
+            .map(|f| (f.path, f.original))
+            .collect()
+    }
+
+    #[test]
+    fn a_setting_is_journaled_then_set_and_dropping_it_from_the_config_writes_it_back() {
+        let (kernel, store, cpus) = shielded();
+        let with = config("[shield]\nprocs = \"1\"\n\n[runtime]\nsched_rt_runtime_us = -1\n");
+        let planned = plan(&kernel, &store, &with, &cpus).unwrap();
+        assert_eq!(
+            planned.lines(),
+            ["set /proc/sys/kernel/sched_rt_runtime_us = -1 (now 950000)"]
+        );
+        let applied = apply(&kernel, &store, &with, &cpus).unwrap();
+        assert_eq!(
+            applied.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["set /proc/sys/kernel/sched_rt_runtime_us = -1 (was 950000)"]
+        );
+        assert_eq!(kernel.file(knob::RT_RUNTIME).unwrap().trim(), "-1");
+        assert_eq!(
+            journal(&store),
+            [(PathBuf::from(knob::RT_RUNTIME), "950000".to_string())]
+        );
+        assert!(plan(&kernel, &store, &with, &cpus).unwrap().is_empty());
+
+        let without = config("[shield]\nprocs = \"1\"\n");
+        let applied = apply(&kernel, &store, &without, &cpus).unwrap();
+        assert_eq!(
+            applied,
+            [Applied::Restored {
+                path: PathBuf::from(knob::RT_RUNTIME),
+                value: "950000".into()
+            }]
+        );
+        assert_eq!(kernel.file(knob::RT_RUNTIME).unwrap().trim(), "950000");
+        assert!(journal(&store).is_empty());
+    }
+
+    #[test]
+    fn a_journal_that_cannot_be_written_changes_no_file() {
+        let (kernel, store, cpus) = shielded();
+        // ENOSPC: a full state directory.
+        store.fail_writes(Some(28));
+        let with = config("[shield]\nprocs = \"1\"\n\n[runtime]\nsched_rt_runtime_us = -1\n");
+        let error = apply(&kernel, &store, &with, &cpus)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("nothing was changed"), "{error}");
+        assert_eq!(kernel.file(knob::RT_RUNTIME).unwrap().trim(), "950000");
+    }
+
+    #[test]
+    fn a_setting_this_machine_lacks_is_a_config_error_naming_its_line() {
+        let (kernel, store, cpus) = shielded();
+        let with = config("[shield]\nprocs = \"1\"\n\n[runtime]\npreempt = \"full\"\n");
+        match plan(&kernel, &store, &with, &cpus) {
+            Err(RuntimeError::Config(e)) => {
+                assert_eq!((e.line, e.key.as_str()), (5, "runtime.preempt"));
+            }
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
+}
