@@ -1,7 +1,8 @@
 //! The `check` run beside the shielded probes, as a dependency the caller
 //! supplies: `compare` asks what breaks or weakens the shield on the measured
-//! CPUs and names the fix beside each cause of the latency table; the
-//! checking itself (cpushield-check) is wired in by the command line.
+//! CPUs and names the fix beside each cause of the latency table. The
+//! caller supplies it: [`crate::check_audit::CheckAudit`] on a real machine,
+//! a fake in the runner's tests.
 
 use cpushield_cpuset::CpuSet;
 use cpushield_report::CheckFinding;

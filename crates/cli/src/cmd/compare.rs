@@ -4,13 +4,14 @@
 use crate::args::{cpu_set, duration, EXIT_ERROR, EXIT_OK, EXIT_THRESHOLD};
 use crate::progress;
 use clap::Args;
+use cpushield_compare::check_audit::CheckAudit;
 use cpushield_compare::idle::IdleMode;
-use cpushield_compare::{runner, CompareConfig, Scenario, Scope, ShieldAudit};
+use cpushield_compare::{runner, CompareConfig, Scenario, Scope};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::namespace;
 use cpushield_kernel::RealKernel;
 use cpushield_measure::Period;
-use cpushield_report::{human_ns, CheckFinding};
+use cpushield_report::human_ns;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -161,7 +162,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
         attribute_above: args.attribute_above,
         anchor: !args.no_anchor,
         audit: Some(Arc::new(CheckAudit)),
-        trace_context: trace_context(),
+        trace_context: cpushield_compare::check_audit::trace_context(&RealKernel),
         smt: args.smt,
     };
     let printing = Printing::new(args.verbose, 0);
@@ -188,7 +189,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         attribute_above: None,
         anchor: true,
         audit: Some(Arc::new(CheckAudit)),
-        trace_context: trace_context(),
+        trace_context: cpushield_compare::check_audit::trace_context(&RealKernel),
         smt: false,
     };
     let width = terminal_width();
@@ -244,91 +245,6 @@ fn terminal_width() -> Option<usize> {
     console::Term::stdout()
         .size_checked()
         .map(|(_rows, columns)| usize::from(columns))
-}
-
-/// `cpushield check` on the shielded CPUs while the shielded probes run.
-#[derive(Debug)]
-struct CheckAudit;
-
-impl ShieldAudit for CheckAudit {
-    fn findings_until(
-        &self,
-        cpus: &CpuSet,
-        interval: Duration,
-        done: &dyn Fn() -> bool,
-    ) -> Vec<CheckFinding> {
-        let opts = cpushield_check::CheckOptions {
-            interval,
-            ..Default::default()
-        };
-        let shield = cpushield_check::shield_in_force(&RealKernel).ok().flatten();
-        match cpushield_check::run_check_until(
-            &RealKernel,
-            cpus,
-            cpushield_check::CpuSource::ShieldState,
-            shield.as_ref(),
-            opts,
-            done,
-        ) {
-            Ok(report) => compare_findings(&report.findings, cpus),
-            Err(_) => Vec::new(),
-        }
-    }
-
-    fn fix_for_cause(
-        &self,
-        kind: &str,
-        name: &str,
-        cpus: &CpuSet,
-        namespace_scope: bool,
-    ) -> Option<String> {
-        let scope = if namespace_scope {
-            Scope::Namespace
-        } else {
-            Scope::System
-        };
-        let shield = cpushield_check::shield_in_force(&RealKernel).ok().flatten();
-        let housekeeping = cpushield_kernel::online_cpus(&RealKernel)
-            .unwrap_or_default()
-            .difference(cpus);
-        let at = cpushield_check::causes::CauseContext {
-            cpus,
-            scope,
-            shield: shield.as_ref(),
-            housekeeping: &housekeeping,
-        };
-        cpushield_check::causes::remedy_for_cause(kind, name, &at).map(|r| r.action)
-    }
-}
-
-/// The findings compare reports: warnings and worse about `cpus` (or about
-/// no CPU in particular), with their remedies and whether one of them is a
-/// runtime fix.
-fn compare_findings(findings: &[cpushield_check::Finding], cpus: &CpuSet) -> Vec<CheckFinding> {
-    findings
-        .iter()
-        .filter(|f| f.severity >= cpushield_check::Severity::Warn)
-        .filter(|f| f.cpu.is_none_or(|c| cpus.contains(c)))
-        .map(|f| CheckFinding {
-            severity: f.severity.to_string(),
-            title: f.title.clone(),
-            remedies: f.remedies.iter().map(|r| r.action.clone()).collect(),
-            runtime_fix: f.remedies.iter().any(|r| {
-                matches!(
-                    r.kind,
-                    cpushield_check::RemedyKind::Cpushield | cpushield_check::RemedyKind::Runtime
-                )
-            }),
-            topic: f.topic.name().to_string(),
-        })
-        .collect()
-}
-
-/// What the tracer knows of this kernel, for every online CPU (any of them
-/// may be the measured one).
-fn trace_context() -> cpushield_trace::KernelContext {
-    let cpus = cpushield_kernel::online_cpus(&RealKernel).unwrap_or_default();
-    cpushield_check::trace_context(&RealKernel, &cpus)
 }
 
 /// Runs the experiment `config` for the command named `command` (`compare`
@@ -441,40 +357,4 @@ fn experiment(
         }
     }
     EXIT_OK
-}
-
-#[cfg(test)]
-mod audit_tests {
-    use super::*;
-    use cpushield_check::{Finding, Remedy, Severity, Topic};
-
-    #[test]
-    fn only_warnings_and_worse_about_the_measured_cpus_are_kept_with_their_remedies() {
-        let findings = [
-            Finding::new(
-                Severity::BreaksShield,
-                Topic::Irq,
-                Some(1),
-                "IRQ 36 on CPU 1",
-                "",
-            )
-            .remedy(Remedy::boot("isolcpus=managed_irq,1"))
-            .remedy(Remedy::cpushield("cpushield shield --irqs")),
-            Finding::new(Severity::Warn, Topic::Task, None, "task hog (812)", "")
-                .remedy(Remedy::boot("nohz_full=1")),
-            Finding::new(Severity::Info, Topic::Irq, Some(1), "IRQ 9 quiet", ""),
-            Finding::new(Severity::Warn, Topic::Irq, Some(0), "IRQ 4 on CPU 0", ""),
-        ];
-        let kept = compare_findings(&findings, &CpuSet::from_cpus([1]));
-        assert_eq!(kept.len(), 2);
-        assert_eq!(kept[0].severity, Severity::BreaksShield.to_string());
-        assert_eq!(kept[0].title, "IRQ 36 on CPU 1");
-        assert_eq!(
-            kept[0].remedies,
-            vec!["isolcpus=managed_irq,1", "cpushield shield --irqs"]
-        );
-        assert!(kept[0].runtime_fix);
-        assert_eq!(kept[1].title, "task hog (812)");
-        assert!(!kept[1].runtime_fix);
-    }
 }
