@@ -4,13 +4,29 @@
 use crate::audit::ShieldAudit;
 use crate::experiment::Scope;
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{Kernel, RealKernel};
+use cpushield_kernel::Kernel;
 use cpushield_report::CheckFinding;
+use std::sync::Arc;
 use std::time::Duration;
 
-/// `cpushield check` on the shielded CPUs while the shielded probes run.
-#[derive(Debug)]
-pub struct CheckAudit;
+/// `cpushield check` on the shielded CPUs while the shielded probes run,
+/// through the same kernel door as the experiment ([`crate::Lab`]'s).
+pub struct CheckAudit {
+    kernel: Arc<dyn Kernel>,
+}
+
+impl CheckAudit {
+    /// The check, reading the machine through `kernel`.
+    pub fn new(kernel: Arc<dyn Kernel>) -> Self {
+        Self { kernel }
+    }
+}
+
+impl std::fmt::Debug for CheckAudit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CheckAudit")
+    }
+}
 
 impl ShieldAudit for CheckAudit {
     fn findings_until(
@@ -23,9 +39,10 @@ impl ShieldAudit for CheckAudit {
             interval,
             ..Default::default()
         };
-        let shield = cpushield_check::shield_in_force(&RealKernel).ok().flatten();
+        let kernel = self.kernel.as_ref();
+        let shield = cpushield_check::shield_in_force(kernel).ok().flatten();
         match cpushield_check::run_check_until(
-            &RealKernel,
+            kernel,
             cpus,
             cpushield_check::CpuSource::ShieldState,
             shield.as_ref(),
@@ -49,8 +66,9 @@ impl ShieldAudit for CheckAudit {
         } else {
             Scope::System
         };
-        let shield = cpushield_check::shield_in_force(&RealKernel).ok().flatten();
-        let housekeeping = cpushield_kernel::online_cpus(&RealKernel)
+        let kernel = self.kernel.as_ref();
+        let shield = cpushield_check::shield_in_force(kernel).ok().flatten();
+        let housekeeping = cpushield_kernel::online_cpus(kernel)
             .unwrap_or_default()
             .difference(cpus);
         let at = cpushield_check::causes::CauseContext {

@@ -277,8 +277,8 @@ impl<'a> Experiment<'a> {
     /// How the probes' threads reach the measured CPUs now.
     fn placer(&self) -> Option<PlaceFn> {
         self.shield
-            .as_ref()
-            .map(|_| self.lab.runs.shield_placement())
+            .is_some()
+            .then(|| self.lab.runs.shield_placement())
     }
 
     /// Stops the load, then takes the shield down: a load still forking

@@ -51,11 +51,11 @@ pub fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     let kernel = RealKernel;
     let online = cpushield_kernel::online_cpus(&kernel).context("reading the online CPUs")?;
     let (desired, config) = load(&args.config, &online)?;
-    let current = state::load_through(&kernel, &state::state_dir())?
+    let store = state::FileStore::from_env();
+    let current = state::load_from(&store)?
         .map(|l| l.state.masks)
         .unwrap_or_default();
     let plan = cpushield_config::plan(&current, &desired, &online);
-    let store = state::FileStore::from_env();
     let _debugfs = runtime::DebugfsWhile::mount_if_needed(&kernel, &config);
     let runtime = runtime::plan(&kernel, &store, &config, &desired.procs)?;
     if plan.is_empty() && runtime.is_empty() {

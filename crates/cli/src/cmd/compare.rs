@@ -161,7 +161,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
         attribute: !args.no_attribute,
         attribute_above: args.attribute_above,
         anchor: !args.no_anchor,
-        audit: Some(Arc::new(CheckAudit)),
+        audit: Some(Arc::new(CheckAudit::new(Arc::new(RealKernel)))),
         trace_context: cpushield_compare::check_audit::trace_context(&RealKernel),
         smt: args.smt,
     };
@@ -188,7 +188,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         attribute: true,
         attribute_above: None,
         anchor: true,
-        audit: Some(Arc::new(CheckAudit)),
+        audit: Some(Arc::new(CheckAudit::new(Arc::new(RealKernel)))),
         trace_context: cpushield_compare::check_audit::trace_context(&RealKernel),
         smt: false,
     };
