@@ -1192,3 +1192,55 @@ fn without_any_parameter_of_the_line_no_boot_parameter_is_judged() {
         r.findings
     );
 }
+
+// ---- The JSON report, unchanged by how the text is laid out ----
+
+/// The JSON of `r` against the file `name` under tests/fixtures, written by
+/// the code of the commit before the text answered first (regenerate with
+/// CPUSHIELD_WRITE_GOLDEN=1 only for a change meant to alter the JSON).
+fn assert_json_as_recorded(r: &CheckReport, name: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let now = serde_json::to_string_pretty(r).unwrap() + "\n";
+    if std::env::var_os("CPUSHIELD_WRITE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &now).unwrap();
+    }
+    let recorded = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        now == recorded,
+        "check --json differs from {}:\n{}",
+        path.display(),
+        now.lines()
+            .zip(recorded.lines())
+            .filter(|(a, b)| a != b)
+            .take(5)
+            .map(|(a, b)| format!("now:      {a}\nrecorded: {b}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn check_json_on_the_same_fake_machine_is_what_it_was_before_the_text_answered_first() {
+    // Under `shield --all 1`: pending moves, a managed IRQ, the tick, IPIs,
+    // softirqs, bound threads and a task the shield did not move.
+    let k = shielded_system();
+    let shield = cpushield_check::shield_in_force(&k).unwrap().unwrap();
+    let r = check_under(&k, Some(&shield), busy_interval);
+    assert_json_as_recorded(&r, "check-shielded.json");
+    // The same machine with no shield in force: every shield command. IRQ 36
+    // (a block queue) gets no interrupt on CPU 1 here.
+    let k = shielded_system();
+    let r = check_under(&k, None, |k| {
+        busy_interval(k);
+        k.set_file(
+            "/proc/interrupts",
+            SHIELDED_INTERRUPTS_1
+                .replace(" 36:          0       1040", " 36:          0       1000"),
+        );
+        irq_files(k, 36, "0-1", "0");
+    });
+    assert_json_as_recorded(&r, "check-unshielded.json");
+}
