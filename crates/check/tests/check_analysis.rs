@@ -1013,6 +1013,7 @@ fn on_preempt_rt_ktimers_rcuc_and_ksoftirqd_are_named_with_what_reduces_their_wo
     // With the callbacks offloaded, rcuc has nothing to do: no warning, no fix.
     k.set_file("/proc/cmdline", "console=ttyS0 nohz_full=1 rcu_nocbs=1\n");
     k.set_file("/sys/devices/system/cpu/nohz_full", "1\n");
+    k.set_kernel_log(boot_log_offloading("1"));
     let r = check(&k, |_| {});
     let rcuc = find(
         &r,
@@ -1038,12 +1039,19 @@ fn a_kernel_without_preempt_rt_gets_no_note_on_unthreaded_irqs() {
 
 const LINE: &str = "isolcpus=managed_irq,domain,1 nohz_full=1 rcu_nocbs=1 irqaffinity=0";
 
+/// The kernel's log from its boot, with the line the RCU code logs when it
+/// offloads the callbacks of `cpus` (as the 6.1 and 6.12 guests print it).
+fn boot_log_offloading(cpus: &str) -> String {
+    format!("<5>[    0.000000] Linux version 6.12.117+deb12-rt-amd64\n<6>[    0.000000] rcu: Preemptible hierarchical RCU implementation.\n<6>[    0.000000] rcu: \tOffload RCU callbacks from CPUs: {cpus}.\n")
+}
+
 /// The base system booted with `cmdline`, and the effects of the whole line
-/// (CPU 1 isolated and nohz_full, rcuop/1, the block queue IRQ and the
-/// default mask on CPU 0).
+/// (CPU 1 isolated and nohz_full, its callbacks offloaded as the kernel's
+/// log says, rcuop/1, the block queue IRQ and the default mask on CPU 0).
 fn booted_with(cmdline: &str) -> FakeKernel {
     let k = base_system();
     k.set_file("/proc/cmdline", format!("console=ttyS0 {cmdline}\n"));
+    k.set_kernel_log(boot_log_offloading("1"));
     k.set_file("/sys/devices/system/cpu/isolated", "1\n");
     k.set_file("/sys/devices/system/cpu/nohz_full", "1\n");
     k.set_file("/proc/irq/36/effective_affinity_list", "0\n");
@@ -1243,4 +1251,256 @@ fn check_json_on_the_same_fake_machine_is_what_it_was_before_the_text_answered_f
         irq_files(k, 36, "0-1", "0");
     });
     assert_json_as_recorded(&r, "check-unshielded.json");
+}
+
+// ---- After a reboot and on PREEMPT_RT: only what the kernel proves ----
+
+/// An rcuo thread of `cpu` in the state `state` (S sleeping, P parked);
+/// rcuop/1 is pid 12, as in [`booted_with`].
+fn rcuo_thread(k: &FakeKernel, cpu: usize, state: char) {
+    let tid = if cpu == 1 { 12 } else { 60 + cpu as i32 };
+    k.set_file(
+        format!("/proc/{tid}/task/{tid}/stat"),
+        stat_line(tid, &format!("rcuop/{cpu}"), 0x0020_8040, 0, 0, 0).replacen(
+            " S ",
+            &format!(" {state} "),
+            1,
+        ),
+    );
+    k.set_file(format!("/proc/{tid}/task/{tid}/schedstat"), "0 0 1\n");
+    k.set_thread_affinity(tid, CpuSet::parse_list("0-1").unwrap());
+}
+
+/// The part of the boot line (isolcpus, irqaffinity) with no rcu_nocbs=,
+/// and an rcuop thread on each CPU, as 6.1 and 6.12 start them once any
+/// CPU is offloaded.
+fn booted_without_rcu_nocbs() -> FakeKernel {
+    let k = booted_with("isolcpus=managed_irq,domain,1 irqaffinity=0");
+    k.set_file("/sys/devices/system/cpu/nohz_full", "(null)\n");
+    rcuo_thread(&k, 0, 'S');
+    rcuo_thread(&k, 1, 'S');
+    k
+}
+
+fn rcu_verdict(r: &CheckReport) -> &Finding {
+    find(r, Topic::Isolation, "boot parameter rcu_nocbs=1")
+}
+
+#[test]
+fn an_rcuo_thread_on_every_cpu_is_no_proof_of_offload_the_kernels_boot_record_is() {
+    // The kernel logged that it offloads CPU 0 only: rcuop/1 is idle.
+    let k = booted_without_rcu_nocbs();
+    k.set_kernel_log(boot_log_offloading("0"));
+    let r = check(&k, |_| {});
+    let f = rcu_verdict(&r);
+    assert_eq!(f.severity, Severity::BreaksShield, "{f:#?}");
+    assert!(
+        f.title
+            .contains("rcu_nocbs is not on the kernel command line"),
+        "{f:#?}"
+    );
+    find(&r, Topic::Isolation, "RCU callbacks of CPU 1 run on it");
+    // 6.12 without its boot record: it parks the rcuop thread of every CPU
+    // it does not offload.
+    let k = booted_without_rcu_nocbs();
+    k.set_kernel_log("<6>[ 9999.0] eth0: link up\n");
+    rcuo_thread(&k, 1, 'P');
+    let r = check(&k, |_| {});
+    let f = rcu_verdict(&r);
+    assert_eq!(f.severity, Severity::BreaksShield, "{f:#?}");
+    assert!(f.evidence.contains("/proc/cmdline"), "{f:#?}");
+    let rcu = find(&r, Topic::Isolation, "RCU callbacks of CPU 1 run on it");
+    assert!(rcu.title.contains("(no rcu_nocbs)"), "{rcu:#?}");
+    // rcu_nocbs=1 asked for and the thread parked: the kernel did not apply it.
+    let k = booted_with(LINE);
+    k.set_kernel_log("<6>[ 9999.0] eth0: link up\n");
+    rcuo_thread(&k, 0, 'S');
+    rcuo_thread(&k, 1, 'P');
+    let r = check(&k, |_| {});
+    let f = rcu_verdict(&r);
+    assert_eq!(f.severity, Severity::BreaksShield, "{f:#?}");
+    assert!(
+        f.title.contains("rcuop of CPUs 1 parked"),
+        "the kernel's parked thread is the reason: {f:#?}"
+    );
+    let rcu = find(&r, Topic::Isolation, "RCU callbacks of CPU 1 run on it");
+    assert!(
+        rcu.title
+            .contains("the command line asks to offload them, but the kernel did not"),
+        "{rcu:#?}"
+    );
+}
+
+#[test]
+fn where_nothing_the_kernel_shows_proves_offload_rcu_nocbs_is_not_verified_rather_than_in_effect() {
+    // 6.1 with its boot record gone: an rcuop thread on each CPU, none parked.
+    let k = booted_with(LINE);
+    k.set_kernel_log("<6>[ 9999.0] eth0: link up\n");
+    rcuo_thread(&k, 0, 'S');
+    let r = check(&k, |k| busy_second(k, 1));
+    let f = rcu_verdict(&r);
+    assert_eq!(f.severity, Severity::Info, "{f:#?}");
+    assert!(f.title.contains("not verified"), "{f:#?}");
+    assert!(f.title.contains("parks none"), "{f:#?}");
+    assert!(!f.title.contains("in effect"), "{f:#?}");
+    assert!(!r.breaks_shield, "{:#?}", r.findings);
+}
+
+#[test]
+fn a_misspelt_parameter_alone_on_the_command_line_is_caught() {
+    let k = base_system();
+    k.set_file("/proc/cmdline", "console=ttyS0 nohz_ful=1\n");
+    let r = check(&k, |_| {});
+    let f = find(&r, Topic::Isolation, "boot parameter nohz_full=1 from");
+    assert_eq!(f.severity, Severity::BreaksShield);
+    assert!(f.title.contains("'nohz_ful=1' is a misspelling"), "{f:#?}");
+    assert!(r.breaks_shield);
+}
+
+#[test]
+fn advice_already_in_place_is_not_given_for_ktimers_rcuc_and_the_local_timer() {
+    let k = rt_system();
+    k.set_file("/proc/cmdline", "console=ttyS0 nohz_full=1 rcu_nocbs=1\n");
+    k.set_file("/sys/devices/system/cpu/nohz_full", "1\n");
+    k.set_kernel_log(boot_log_offloading("1"));
+    // ktimers/1 and rcuc/1 ran long enough to be named as bound threads.
+    let r = check(&k, |k| {
+        for (tid, comm) in [(30, "ktimers/1"), (31, "rcuc/1")] {
+            k.set_file(
+                format!("/proc/{tid}/task/{tid}/stat"),
+                stat_line(tid, comm, 0x0420_8040, 1, 1, 1),
+            );
+            k.set_file(format!("/proc/{tid}/task/{tid}/schedstat"), "5000000 0 1\n");
+        }
+    });
+    let all: Vec<String> = r
+        .findings
+        .iter()
+        .filter(|f| f.title.contains("ktimers/1") || f.title.contains("rcuc/1"))
+        .flat_map(|f| f.remedies.iter().map(|m| format!("{}: {m}", f.title)))
+        .collect();
+    assert!(
+        all.iter()
+            .any(|a| a.contains("cpushield run --cpus 1 --fifo 80")),
+        "{all:#?}"
+    );
+    for already in ["nohz_full=1", "rcu_nocbs=1", "kernel.timer_migration=1"] {
+        assert!(
+            !all.iter().any(|a| a.contains(already)),
+            "{already} is in effect, yet advised: {all:#?}"
+        );
+    }
+    // Timer migration off: then it is advised.
+    k.set_file("/proc/sys/kernel/timer_migration", "0\n");
+    let r = check(&k, |_| {});
+    let ktimers = find(&r, Topic::Timers, "ktimers/1 (pid 30");
+    assert!(
+        has_remedy(ktimers, "sysctl -w kernel.timer_migration=1"),
+        "{ktimers:#?}"
+    );
+}
+
+#[test]
+fn a_stopped_tick_is_not_also_called_a_local_timer_that_still_fires() {
+    let k = booted_with(LINE);
+    let r = check(&k, |k| busy_second(k, 1));
+    find(
+        &r,
+        Topic::Isolation,
+        "the tick stopped on nohz_full CPU 1: 1.0",
+    );
+    assert!(
+        !r.findings.iter().any(|f| f.title.contains("still fires")),
+        "{:#?}",
+        r.findings
+    );
+    let loc = find(
+        &r,
+        Topic::InterruptKind,
+        "local timer fired 1 times on nohz_full CPU 1 (1.0/s)",
+    );
+    assert_eq!(loc.severity, Severity::Info);
+    // A tick that runs is said by both.
+    let k = booted_with(LINE);
+    let r = check(&k, |k| busy_second(k, 250));
+    find(&r, Topic::InterruptKind, "still fires on nohz_full CPU 1");
+    find(
+        &r,
+        Topic::Isolation,
+        "the tick still runs on nohz_full CPU 1",
+    );
+}
+
+#[test]
+fn under_the_irq_shield_alone_a_kernel_thread_that_ran_is_a_warning_and_the_verdict_says_what_it_promises(
+) {
+    let k = shielded_system();
+    let mut irqs_only = cpushield_check::shield_in_force(&k).unwrap().unwrap();
+    irqs_only.masks.procs = CpuSet::new();
+    irqs_only.masks.ltmr = CpuSet::new();
+    let kcompactd = Thread {
+        pid: 36,
+        tid: 36,
+        comm: "kcompactd0",
+        flags: 0x0020_8040,
+        cpu: 0,
+        affinity: "0-1",
+        run_ns: 0,
+    };
+    put_thread(&k, &kcompactd);
+    // The kernel-managed IRQ 36 gets no interrupt on CPU 1 here.
+    let quiet_36 = |k: &FakeKernel| {
+        busy_interval(k);
+        k.set_file(
+            "/proc/interrupts",
+            SHIELDED_INTERRUPTS_1
+                .replace(" 36:          0       1040", " 36:          0       1000"),
+        );
+        irq_files(k, 36, "0-1", "0");
+    };
+    let r = check_under(&k, Some(&irqs_only), |k| {
+        quiet_36(k);
+        put_thread(
+            k,
+            &Thread {
+                run_ns: 40_000,
+                cpu: 1,
+                ..kcompactd
+            },
+        );
+    });
+    let f = find(&r, Topic::KernelThread, "kcompactd0 (pid 36) ran on CPU 1");
+    assert_eq!(f.severity, Severity::Warn, "{f:#?}");
+    assert!(
+        f.in_place
+            .as_deref()
+            .is_some_and(|p| p.contains("--irqs alone: it does not keep processes")),
+        "{f:#?}"
+    );
+    assert!(has_remedy(f, "cpushield shield --procs 1"), "{f:#?}");
+    assert!(!r.breaks_shield, "{:#?}", r.findings);
+    assert!(
+        r.verdict.starts_with("CPU 1 clean for what the shield in force promises (--irqs: device IRQs kept off; not processes"),
+        "{}",
+        r.verdict
+    );
+    // What --irqs does promise still breaks it: an IRQ whose mask was rewritten.
+    let k = shielded_system();
+    let r = check_under(&k, Some(&irqs_only), |k| {
+        quiet_36(k);
+        irq_38_back_on_cpu_1(k);
+        k.set_file(
+            "/proc/interrupts",
+            SHIELDED_INTERRUPTS_1
+                .replace(" 36:          0       1040", " 36:          0       1000")
+                .replace(" 38:        300       2000", " 38:          0       2300"),
+        );
+    });
+    assert!(r.breaks_shield, "{:#?}", r.findings);
+    assert!(
+        r.verdict
+            .contains("NOT shielded: 1 finding breaks what the shield in force promises"),
+        "{}",
+        r.verdict
+    );
 }

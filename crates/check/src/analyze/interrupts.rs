@@ -93,6 +93,16 @@ fn irq_kind(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Option
             } else {
                 ""
             };
+            // Below the rate at which the boot-parameter check calls the
+            // tick stopped, what fires is nohz_full's residual tick (about
+            // 1/s, for the scheduler's accounting) and timers armed there:
+            // said as such, never as a tick that runs.
+            if nohz && c.per_s <= super::bootparams::tick_limit(input) {
+                return Some(f(
+                    Severity::Info,
+                    format!("the local timer fired {} times on nohz_full CPU {cpu} ({:.1}/s): the tick is stopped, and what remains is nohz_full's residual tick (about once a second) and timers armed there", c.count, c.per_s),
+                ));
+            }
             let title = if nohz {
                 format!("the local timer still fires on nohz_full CPU {cpu} ({:.0}/s): more than one task or pending timers keep the tick on{hrtimers}", c.per_s)
             } else {
@@ -178,7 +188,7 @@ fn softirq(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Finding
         |sev, title: String| Finding::new(sev, Topic::Softirq, Some(cpu), title, evidence.clone());
     match c.id.as_str() {
         "RCU" => {
-            let covered = input.facts.rcu_offloaded_cpus().contains(cpu);
+            let covered = input.rcu_offload().cpus.contains(cpu);
             let finding = f(
                 Severity::Warn,
                 format!(
