@@ -108,6 +108,7 @@ mod tests {
             scope: Scope::System,
             irq_requested: Default::default(),
             irq_set: Default::default(),
+            state_lost: None,
         }
     }
 

@@ -1504,3 +1504,63 @@ fn under_the_irq_shield_alone_a_kernel_thread_that_ran_is_a_warning_and_the_verd
         r.verdict
     );
 }
+
+// ---- A shield whose state is gone ----
+
+#[test]
+fn a_shield_whose_state_is_gone_is_named_with_reset_without_state_and_no_shield_command() {
+    use cpushield_shield::state::MemoryStore;
+    use cpushield_shield::{Options, ShieldMasks};
+    let k = cpushield_shield::fake_machine::v1_machine("0-1", &[(600, "0-1")]);
+    k.set_file("/proc/interrupts", INTERRUPTS_0);
+    k.set_file("/proc/softirqs", SOFTIRQS_0);
+    k.set_file("/proc/stat", STAT_0);
+    k.set_file("/proc/cmdline", "console=ttyS0\n");
+    let options = Options {
+        is_root: true,
+        whole_cores: false,
+    };
+    // `shield --all 1`, its state then lost: kept in a store nobody reads.
+    cpushield_shield::shield_in(
+        &k,
+        &MemoryStore::new(),
+        &ShieldMasks::all(&CpuSet::from_cpus([1])),
+        options,
+    )
+    .unwrap();
+    let shield = cpushield_check::shield_in_force(&k)
+        .unwrap()
+        .expect("the kernel shows a shield");
+    let r = check_under(&k, Some(&shield), |k| {
+        k.set_file("/proc/interrupts", INTERRUPTS_1);
+        k.set_file("/proc/stat", STAT_1);
+    });
+    assert!(r.breaks_shield, "{:#?}", r.findings);
+    assert!(
+        r.verdict.contains("a shield is in place without its saved state; undo it with `cpushield reset --without-state`"),
+        "{}",
+        r.verdict
+    );
+    let lost = find(&r, Topic::Enforcement, "without its saved state");
+    assert!(
+        lost.evidence.contains("cpushield-shield holds CPUs 1"),
+        "{lost:#?}"
+    );
+    assert!(
+        lost.remedies[0]
+            .action
+            .starts_with("cpushield reset --without-state"),
+        "{lost:#?}"
+    );
+    let refused: Vec<String> = r
+        .findings
+        .iter()
+        .flat_map(|f| f.remedies.iter())
+        .filter(|m| m.action.starts_with("cpushield shield "))
+        .map(|m| m.action.clone())
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "advice the shield would refuse over its lost state: {refused:?}"
+    );
+}

@@ -1089,3 +1089,29 @@ fn an_irq_handler_threads_affinity_that_moved_with_its_irq_is_not_taken_for_a_re
         "reset gives back what it had before the shield"
     );
 }
+
+#[test]
+fn unshield_without_a_state_refuses_naming_reset_without_state_and_changes_nothing() {
+    let k = machine(&[(100, "0-3"), (101, "2-3")]);
+    shield(&k, &MemoryStore::new(), &ShieldMasks::all(&cpus("3")));
+    let (files, affinities) = (k.files(), k.affinities());
+    let e = cpushield_shield::unshield_in(
+        &k,
+        &MemoryStore::new(),
+        &ShieldMasks::all(&cpus("3")),
+        ROOT_OPTIONS,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(!e.contains('\n'), "one line: {e}");
+    for part in [
+        "a shield is in place but there is no shield state",
+        "cpushield-shield holds CPUs 3",
+        "nothing was changed",
+        "cpushield reset --without-state",
+    ] {
+        assert!(e.contains(part), "{part} not in {e}");
+    }
+    assert_eq!(k.files(), files);
+    assert_eq!(k.affinities(), affinities);
+}

@@ -89,7 +89,10 @@ pub(crate) fn classify(
     if managed == Managed::Yes {
         return Some(IrqClass::Managed(ManagedBy::Debugfs));
     }
-    let Some(shield) = shield.filter(|s| s.masks.irqs.contains(cpu)) else {
+    // A shield whose state is gone knows no IRQ's request: it cannot tell
+    // why an IRQ is still there.
+    let Some(shield) = shield.filter(|s| s.masks.irqs.contains(cpu) && s.state_lost.is_none())
+    else {
         return Some(if managed == Managed::Likely {
             IrqClass::Managed(ManagedBy::QueueName)
         } else {
@@ -493,6 +496,7 @@ mod tests {
             scope: Scope::System,
             irq_requested: set(&[(42, "0-1"), (36, "0-1"), (50, "1")]),
             irq_set: set(&[(42, "0"), (36, "0-1"), (50, "1")]),
+            state_lost: None,
         }
     }
 

@@ -9,7 +9,7 @@ mod rt;
 pub(crate) mod tasks;
 
 use crate::facts::Facts;
-use crate::finding::{Finding, Remedy, Severity, Topic};
+use crate::finding::{Finding, Remedy, RemedyKind, Severity, Topic};
 use crate::sampling::RunTracker;
 use crate::snapshot::Snapshot;
 use crate::target::{ShieldInForce, ShieldKind};
@@ -226,6 +226,10 @@ pub fn analyze(input: &CheckInput<'_>, sampling: &str) -> CheckReport {
     if promise.is_some() {
         judge_by_the_shield_in_force(input, &mut findings);
     }
+    let lost = input.shield.and_then(|s| Some((s, s.state_lost.as_ref()?)));
+    if let Some((shield, signs)) = lost {
+        state_lost(shield, signs, &mut findings);
+    }
     findings.sort_by(|a, b| {
         b.severity
             .cmp(&a.severity)
@@ -242,7 +246,14 @@ pub fn analyze(input: &CheckInput<'_>, sampling: &str) -> CheckReport {
         .count();
     let cpus = input.list();
     let plural = if input.cpus.len() > 1 { "CPUs" } else { "CPU" };
-    let verdict = if let Some(promise) = &promise {
+    let verdict = if lost.is_some() {
+        format!(
+            "{plural} {cpus}: a shield is in place without its saved state; undo it with `cpushield reset --without-state`, then shield again ({breaks} finding{} break{} the shield, {warns} warning{})",
+            s(breaks),
+            if breaks == 1 { "s" } else { "" },
+            s(warns)
+        )
+    } else if let Some(promise) = &promise {
         if breaks > 0 {
             format!(
                 "{plural} {cpus} NOT shielded: {breaks} finding{} break{} what the shield in force promises ({promise}), {warns} warning{}",
@@ -282,6 +293,32 @@ pub fn analyze(input: &CheckInput<'_>, sampling: &str) -> CheckReport {
         findings,
         activity,
     }
+}
+
+/// A shield whose saved state is gone: said as what breaks it, with the
+/// one command that undoes it; every `cpushield shield` remedy is dropped,
+/// since the shield refuses to run over it.
+fn state_lost(shield: &ShieldInForce, signs: &[String], findings: &mut Vec<Finding>) {
+    for f in findings.iter_mut() {
+        f.remedies.retain(|r| {
+            !(r.kind == RemedyKind::Cpushield && r.action.starts_with("cpushield shield "))
+        });
+    }
+    findings.push(
+        Finding::new(
+            Severity::BreaksShield,
+            Topic::Enforcement,
+            None,
+            format!(
+                "a shield is in place on CPU {} without its saved state: cpushield can neither change it (`cpushield shield` refuses) nor undo it exactly",
+                shield.masks.any()
+            ),
+            signs.join("; "),
+        )
+        .remedy(Remedy::cpushield(
+            "cpushield reset --without-state (then shield again; what the tasks, IRQs and settings had before the shield was in the state, so it gives back the kernel's defaults)",
+        )),
+    );
 }
 
 const KINDS: [ShieldKind; 3] = [ShieldKind::Procs, ShieldKind::Irqs, ShieldKind::Ltmr];
