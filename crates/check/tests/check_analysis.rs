@@ -152,6 +152,41 @@ fn an_irq_arriving_on_the_cpu_is_named_with_the_shield_remedy() {
 }
 
 #[test]
+fn a_block_queue_irq_gets_the_boot_fix_first_where_the_kernel_does_not_say_whether_it_is_managed() {
+    let k = base_system();
+    let r = check(&k, |k| k.set_file("/proc/interrupts", INTERRUPTS_1));
+    let f = find(&r, Topic::Irq, "IRQ 36 (virtio1-req.0)");
+    assert_eq!(
+        (f.remedies[0].kind, f.remedies[0].action.as_str()),
+        (RemedyKind::Boot, "isolcpus=managed_irq,1"),
+        "{f:#?}"
+    );
+    assert!(
+        f.remedies[1]
+            .action
+            .starts_with("cpushield shield --irqs 1 (moves it if the kernel does not manage it)"),
+        "{f:#?}"
+    );
+    assert!(f.evidence.contains("CONFIG_GENERIC_IRQ_DEBUGFS"), "{f:#?}");
+    // Where debugfs tells, it is said: managed, and the boot fix alone.
+    let k = base_system();
+    k.set_file(
+        "/sys/kernel/debug/irq/irqs/36",
+        "handler:  handle_edge_irq\ndstate:   0x3540a200\n            IRQD_AFFINITY_MANAGED\n",
+    );
+    let r = check(&k, |k| k.set_file("/proc/interrupts", INTERRUPTS_1));
+    let f = find(&r, Topic::Irq, "IRQ 36 (virtio1-req.0) is kernel-managed");
+    assert!(
+        f.evidence.contains("debugfs: IRQD_AFFINITY_MANAGED"),
+        "{f:#?}"
+    );
+    assert!(
+        f.remedies.iter().all(|m| m.kind == RemedyKind::Boot),
+        "{f:#?}"
+    );
+}
+
+#[test]
 fn a_block_queue_irq_gets_the_managed_irq_boot_remedy() {
     let k = base_system();
     let r = check(&k, |k| k.set_file("/proc/interrupts", INTERRUPTS_1));
@@ -1363,8 +1398,10 @@ fn advice_already_in_place_is_not_given_for_ktimers_rcuc_and_the_local_timer() {
     k.set_file("/proc/cmdline", "console=ttyS0 nohz_full=1 rcu_nocbs=1\n");
     k.set_file("/sys/devices/system/cpu/nohz_full", "1\n");
     k.set_kernel_log(boot_log_offloading("1"));
-    // ktimers/1 and rcuc/1 ran long enough to be named as bound threads.
+    // ktimers/1 and rcuc/1 ran long enough to be named as bound threads;
+    // timers and RCU callbacks ran there as softirqs.
     let r = check(&k, |k| {
+        k.set_file("/proc/softirqs", SOFTIRQS_1);
         for (tid, comm) in [(30, "ktimers/1"), (31, "rcuc/1")] {
             k.set_file(
                 format!("/proc/{tid}/task/{tid}/stat"),
@@ -1390,6 +1427,17 @@ fn advice_already_in_place_is_not_given_for_ktimers_rcuc_and_the_local_timer() {
             "{already} is in effect, yet advised: {all:#?}"
         );
     }
+    let boot_again: Vec<String> = r
+        .findings
+        .iter()
+        .flat_map(|f| f.remedies.iter().map(move |m| (f, m)))
+        .filter(|(_, m)| m.action == "nohz_full=1" || m.action.starts_with("rcu_nocbs=1"))
+        .map(|(f, m)| format!("{}: {}", f.title, m.action))
+        .collect();
+    assert!(
+        boot_again.is_empty(),
+        "in effect, yet advised: {boot_again:#?}"
+    );
     // Timer migration off: then it is advised.
     k.set_file("/proc/sys/kernel/timer_migration", "0\n");
     let r = check(&k, |_| {});
@@ -1562,5 +1610,159 @@ fn a_shield_whose_state_is_gone_is_named_with_reset_without_state_and_no_shield_
     assert!(
         refused.is_empty(),
         "advice the shield would refuse over its lost state: {refused:?}"
+    );
+}
+
+// ---- The text answers first ----
+
+#[test]
+fn check_text_leads_with_its_verdict_and_groups_findings_by_fix_in_at_most_15_lines() {
+    use cpushield_check::render::{render_text, ANSWER_LINES};
+    let k = shielded_system();
+    // Five processes of the same program ran there, as the rustc did.
+    for pid in 700..705 {
+        put_thread(
+            &k,
+            &Thread {
+                pid,
+                tid: pid,
+                comm: "rustc",
+                flags: 0x400000,
+                cpu: 0,
+                affinity: "0-1",
+                run_ns: 0,
+            },
+        );
+    }
+    let r = check_under(&k, None, |k| {
+        busy_interval(k);
+        for pid in 700..705 {
+            put_thread(
+                k,
+                &Thread {
+                    pid,
+                    tid: pid,
+                    comm: "rustc",
+                    flags: 0x400000,
+                    cpu: 1,
+                    affinity: "0-1",
+                    run_ns: 5_000_000,
+                },
+            );
+        }
+    });
+    assert!(r.findings.len() > ANSWER_LINES, "{}", r.findings.len());
+    let text = render_text(&r, false);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() <= ANSWER_LINES, "{text}");
+    assert_eq!(lines[0], format!("Verdict: {}", r.verdict), "{text}");
+    // One line for the shield, with what it removes: the six tasks among them.
+    let shield: Vec<&&str> = lines
+        .iter()
+        .filter(|l| l.contains("cpushield shield"))
+        .collect();
+    assert_eq!(shield.len(), 1, "{text}");
+    assert!(
+        shield[0].starts_with("  cpushield shield --all 1: 6 tasks, "),
+        "{text}"
+    );
+    // Then the boot line, once, with every parameter only a reboot applies.
+    let boot: Vec<&&str> = lines.iter().filter(|l| l.contains("boot with")).collect();
+    assert_eq!(boot.len(), 1, "{text}");
+    for param in ["nohz_full=1", "rcu_nocbs=1", "rcu_nocb_poll"] {
+        assert!(boot[0].contains(param), "{param} not in {}", boot[0]);
+    }
+    let last = lines.last().unwrap();
+    assert!(
+        last.contains("cpushield check --cpus 1 --verbose"),
+        "{text}"
+    );
+    // --verbose: the same answer first, then every finding with its evidence.
+    let verbose = render_text(&r, true);
+    assert!(verbose.starts_with(&format!("Verdict: {}\n", r.verdict)));
+    for f in &r.findings {
+        assert!(verbose.contains(&f.title), "{} not in --verbose", f.title);
+    }
+}
+
+#[test]
+fn many_different_fixes_still_fit_the_answer_and_the_rest_is_counted() {
+    use cpushield_check::render::{render_text, ANSWER_LINES};
+    // Twenty tasks pinned to CPU 1 (each its own taskset, one line for all)
+    // and ten IRQs that asked for CPU 1 alone (each its own mask to write).
+    let k = shielded_system();
+    let mut shield = cpushield_check::shield_in_force(&k).unwrap().unwrap();
+    let irqs = 50..60u32;
+    let lines_with = |count: u64| {
+        irqs.clone()
+            .map(|irq| format!(" {irq}:          0       {count} PCI-MSIX-0000:00:09.0   1-edge      dev{irq}\n"))
+            .collect::<String>()
+    };
+    let with_irqs =
+        |text: &str, count| text.replacen("LOC:", &format!("{}LOC:", lines_with(count)), 1);
+    k.set_file("/proc/interrupts", with_irqs(SHIELDED_INTERRUPTS_0, 100));
+    for irq in irqs.clone() {
+        irq_files(&k, irq, "1", "1");
+        shield.irq_requested.insert(irq, CpuSet::from_cpus([1]));
+        shield.irq_set.insert(irq, CpuSet::from_cpus([1]));
+    }
+    for pid in 800..820 {
+        put_thread(
+            &k,
+            &Thread {
+                pid,
+                tid: pid,
+                comm: "pinned",
+                flags: 0x400000,
+                cpu: 1,
+                affinity: "1",
+                run_ns: 0,
+            },
+        );
+    }
+    let r = check_under(&k, Some(&shield), |k| {
+        busy_interval(k);
+        k.set_file("/proc/interrupts", with_irqs(SHIELDED_INTERRUPTS_1, 110));
+        for pid in 800..820 {
+            put_thread(
+                k,
+                &Thread {
+                    pid,
+                    tid: pid,
+                    comm: "pinned",
+                    flags: 0x400000,
+                    cpu: 1,
+                    affinity: "1",
+                    run_ns: 9_000_000,
+                },
+            );
+        }
+    });
+    let text = render_text(&r, false);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() <= ANSWER_LINES, "{text}");
+    let taskset: Vec<&&str> = lines
+        .iter()
+        .filter(|l| l.contains("taskset -a -pc 0"))
+        .collect();
+    assert_eq!(taskset.len(), 1, "{text}");
+    assert!(
+        taskset[0].contains("for each PID of 600, 800, 801, 802 and 17 more: 21 tasks"),
+        "{text}"
+    );
+    // What does not fit is counted, and the boot line and the host still show.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  … ") && l.ends_with(" more run-time fixes (--verbose)")),
+        "{text}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("  boot with ")),
+        "{text}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("  on the host: ")),
+        "{text}"
     );
 }

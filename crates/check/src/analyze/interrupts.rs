@@ -160,6 +160,25 @@ fn irq_kind(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Option
     })
 }
 
+/// Whether `isolcpus=` with `flag` (`domain`, `managed_irq`) covers `cpu`
+/// on this boot: on the command line, and for `domain` shown in
+/// /sys/devices/system/cpu/isolated (no flag at all means `domain`).
+fn isolated_by_boot(input: &CheckInput<'_>, flag: &str, cpu: usize) -> bool {
+    let Some((cpus, flags)) = cpushield_parse::cmdline::cpu_param(&input.facts.cmdline, "isolcpus")
+    else {
+        return false;
+    };
+    let has_flag = flags.iter().any(|f| f == flag) || (flag == "domain" && flags.is_empty());
+    let shown = flag != "domain"
+        || input
+            .facts
+            .isolated
+            .as_deref()
+            .and_then(|s| cpushield_cpuset::CpuSet::parse_list(s.trim()).ok())
+            .is_some_and(|iso| iso.contains(cpu));
+    has_flag && cpus.contains(cpu) && shown
+}
+
 pub(super) fn nohz_full_remedy(input: &CheckInput<'_>, list: &str) -> Remedy {
     if input
         .facts
@@ -202,6 +221,7 @@ fn softirq(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Finding
                 finding.remedy(Remedy::boot(format!("rcu_nocbs={list} rcu_nocb_poll")))
             }
         }
+        // A boot parameter already in effect is not advised again.
         "TIMER" | "HRTIMER" => f(
             Severity::Warn,
             format!(
@@ -211,7 +231,9 @@ fn softirq(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Finding
         )
         .in_place(input.in_place(ShieldKind::Ltmr, cpu))
         .remedy_if(input.shield_remedy(ShieldKind::Ltmr))
-        .remedy(nohz_full_remedy(input, list)),
+        .remedy_if(
+            (!input.facts.nohz_full_cpus().contains(cpu)).then(|| nohz_full_remedy(input, list)),
+        ),
         "SCHED" => f(
             Severity::Warn,
             format!(
@@ -221,7 +243,10 @@ fn softirq(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Finding
         )
         .in_place(input.in_place(ShieldKind::Procs, cpu))
         .remedy_if(input.shield_remedy(ShieldKind::Procs))
-        .remedy(Remedy::boot(format!("isolcpus=domain,{list}"))),
+        .remedy_if(
+            (!isolated_by_boot(input, "domain", cpu))
+                .then(|| Remedy::boot(format!("isolcpus=domain,{list}"))),
+        ),
         "BLOCK" => {
             let finding = f(
                 Severity::Warn,
@@ -235,7 +260,10 @@ fn softirq(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Finding
             finding
                 .in_place(input.in_place(ShieldKind::Irqs, cpu))
                 .remedy_if(input.shield_remedy(ShieldKind::Irqs))
-                .remedy(Remedy::boot(format!("isolcpus=managed_irq,{list}")))
+                .remedy_if(
+                    (!isolated_by_boot(input, "managed_irq", cpu))
+                        .then(|| Remedy::boot(format!("isolcpus=managed_irq,{list}"))),
+                )
         }
         "NET_RX" | "NET_TX" => f(
             Severity::Warn,
