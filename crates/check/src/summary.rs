@@ -164,6 +164,7 @@ fn items(f: &Finding) -> Vec<Item> {
         Topic::Workqueue => named("unbound workqueues"),
         Topic::Irqbalance => named("irqbalance"),
         Topic::Smt => named("the SMT sibling's load"),
+        Topic::Steal if t.contains("disks are busy") => named("steal that rises with disk I/O"),
         Topic::Steal => named("steal time"),
     }
 }
