@@ -100,7 +100,7 @@ fn irq_kind(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Option
             if nohz && c.per_s <= super::bootparams::tick_limit(input) {
                 return Some(f(
                     Severity::Info,
-                    format!("the local timer fired {} times on nohz_full CPU {cpu} ({:.1}/s): the tick is stopped, and what remains is nohz_full's residual tick (about once a second) and timers armed there", c.count, c.per_s),
+                    format!("the local timer fired {} times on nohz_full CPU {cpu} ({:.1}/s), no more than a stopped tick leaves: nohz_full's residual tick (about once a second) and timers armed there", c.count, c.per_s),
                 ));
             }
             let title = if nohz {
