@@ -6,7 +6,7 @@
 //! `kthread`, `task`, `other-ns`, `pod`, ...) and a name (`workqueue vmstat_update`,
 //! `kdamond.0 (77)`, `tokio-rt-worker (75)`).
 
-use crate::analyze::tasks::{bound_kthread_advice, pod_task_remedy};
+use crate::analyze::tasks::{bound_kthread_advice, pod_task_remedy, BootIsolation};
 use crate::finding::Remedy;
 use crate::target::{ShieldInForce, ShieldKind};
 use cpushield_cpuset::CpuSet;
@@ -63,7 +63,10 @@ pub fn remedy_for_cause(kind: &str, name: &str, at: &CauseContext<'_>) -> Option
             ))),
             _ => None,
         },
-        "kthread" if is_per_cpu_kthread(task) => bound_kthread_advice(task, cpus, shield).1,
+        // What the boot did is not known here: its parameters are advised.
+        "kthread" if is_per_cpu_kthread(task) => {
+            bound_kthread_advice(task, cpus, shield, &BootIsolation::default()).1
+        }
         "kthread" => match scope {
             Scope::Namespace => Some(whole_machine()),
             Scope::System => procs(""),
@@ -105,6 +108,7 @@ mod tests {
             scope: Scope::System,
             irq_requested: Default::default(),
             irq_set: Default::default(),
+            state_lost: None,
         }
     }
 

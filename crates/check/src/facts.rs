@@ -82,11 +82,105 @@ impl Facts {
         cpushield_parse::cmdline::nohz_full_cpus(self.nohz_full.as_deref(), &self.cmdline)
     }
 
-    /// CPUs whose RCU callbacks are offloaded: `rcu_nocbs=` and every
-    /// nohz_full CPU (the rule `show` uses too).
+    /// CPUs whose RCU callbacks the command line asks to offload:
+    /// `rcu_nocbs=` and every nohz_full CPU (the rule `show` uses). What
+    /// the kernel did is [`Facts::rcu_offload`].
     pub fn rcu_offloaded_cpus(&self) -> CpuSet {
         cpushield_parse::cmdline::rcu_offloaded_cpus(&self.cmdline, &self.nohz_full_cpus())
     }
+
+    /// The CPUs whose RCU callbacks the kernel offloads, from what proves it
+    /// where something does: its own boot record in the log ("Offload RCU
+    /// callbacks from CPUs: LIST"), else the rcuo threads (`threads`, each
+    /// thread's name and state letter): a CPU without one is not offloaded,
+    /// and a kernel that parks the rcuo threads of the CPUs it does not
+    /// offload (6.12 does; 6.1 starts one for every CPU and parks none, so
+    /// there a thread proves nothing) offloads the CPUs whose thread is not
+    /// parked. Without proof, the command line's rule.
+    pub fn rcu_offload<'a>(&self, threads: impl Iterator<Item = (&'a str, char)>) -> RcuOffload {
+        use cpushield_parse::kernel_log::RcuOffloadRecord;
+        match &self.rcu_offload_log {
+            Some(RcuOffloadRecord::Offloaded(cpus)) => {
+                return RcuOffload {
+                    evidence: format!(
+                        "the kernel logged at boot 'Offload RCU callbacks from CPUs: {}' (dmesg)",
+                        cpus.to_list()
+                    ),
+                    cpus: cpus.clone(),
+                    proven: true,
+                }
+            }
+            Some(RcuOffloadRecord::NoneLogged) => {
+                return RcuOffload {
+                    cpus: CpuSet::new(),
+                    proven: true,
+                    evidence: "the kernel's log reaches back to the boot and holds no 'Offload RCU callbacks from CPUs' line (dmesg): no CPU is offloaded".into(),
+                }
+            }
+            _ => {}
+        }
+        let rcuo: Vec<(usize, char)> = threads
+            .filter_map(|(comm, state)| {
+                cpushield_parse::kthread_name::per_cpu_thread(comm, &["rcuop", "rcuos"])
+                    .map(|(_, cpu)| (cpu, state))
+            })
+            .collect();
+        let parked: CpuSet = rcuo
+            .iter()
+            .filter(|(_, s)| *s == 'P')
+            .map(|(c, _)| *c)
+            .collect();
+        let running: CpuSet = rcuo
+            .iter()
+            .filter(|(_, s)| *s != 'P')
+            .map(|(c, _)| *c)
+            .collect();
+        let why_not_log = match &self.rcu_offload_log {
+            None => "the kernel's log is not readable here (dmesg needs CAP_SYSLOG)",
+            Some(_) => "the kernel's log no longer reaches back to its boot record",
+        };
+        if rcuo.is_empty() {
+            return RcuOffload {
+                cpus: CpuSet::new(),
+                proven: true,
+                evidence: format!(
+                    "{why_not_log}; no rcuop/N thread exists, so no CPU's callbacks are offloaded"
+                ),
+            };
+        }
+        if !parked.is_empty() {
+            return RcuOffload {
+                evidence: format!(
+                    "{why_not_log}; this kernel parks the rcuop thread of every CPU it does not offload: rcuop of CPUs {} parked, of CPUs {} not",
+                    parked.to_list(),
+                    if running.is_empty() { "-".to_string() } else { running.to_list() }
+                ),
+                cpus: running,
+                proven: true,
+            };
+        }
+        RcuOffload {
+            cpus: self.rcu_offloaded_cpus(),
+            proven: false,
+            evidence: format!(
+                "{why_not_log}; this kernel starts an rcuop thread for CPUs {} and parks none, so the threads do not tell which CPUs it offloads (the command line asks for {})",
+                running.to_list(),
+                if self.rcu_offloaded_cpus().is_empty() { "none".to_string() } else { self.rcu_offloaded_cpus().to_list() }
+            ),
+        }
+    }
+}
+
+/// The CPUs whose RCU callbacks the kernel offloads to rcuo threads, and
+/// what shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RcuOffload {
+    /// The offloaded CPUs (without proof, those the command line asks for).
+    pub cpus: CpuSet,
+    /// Whether the kernel's own record proves `cpus`.
+    pub proven: bool,
+    /// What was read, in a phrase.
+    pub evidence: String,
 }
 
 /// Everything configuration-related `check` looks at.
@@ -128,6 +222,10 @@ pub struct Facts {
     pub irqs: BTreeMap<u32, IrqFacts>,
     /// cpusets holding checked CPUs (and the roots).
     pub cpusets: Vec<CpusetInfo>,
+    /// What the kernel's log says of RCU callback offloading (None: the
+    /// log is not readable).
+    #[serde(skip)]
+    pub rcu_offload_log: Option<cpushield_parse::kernel_log::RcuOffloadRecord>,
 }
 
 fn read_opt(k: &dyn Kernel, p: &str) -> Option<String> {
@@ -168,6 +266,10 @@ pub fn read_facts(kernel: &dyn Kernel, checked: &CpuSet, irq_numbers: &[u32]) ->
         hypervisor: cpushield_parse::cpuinfo::runs_under_hypervisor(
             &read_opt(k, "/proc/cpuinfo").unwrap_or_default(),
         ),
+        rcu_offload_log: k
+            .kernel_log()
+            .ok()
+            .map(|log| cpushield_parse::kernel_log::rcu_offload(&log)),
         ..Default::default()
     };
     let (kconfig, source) = read_kconfig(k);

@@ -4,7 +4,8 @@
 //! Layout: `parse` turns kernel text into data; `snapshot` and `facts` are the
 //! thin reading layer (through [`cpushield_kernel::Kernel`]); `sampling` (which
 //! threads ran on which CPU, from repeated samples) and `analyze` are pure;
-//! `render` prints; `run` ties a check together. `trace_context` reads what
+//! `summary` groups the findings by fix and `render` prints; `run` ties a
+//! check together. `trace_context` reads what
 //! the tracer (`cpushield-trace`) needs to know of the kernel.
 
 pub mod analyze;
@@ -15,6 +16,7 @@ pub mod render;
 pub mod run;
 pub mod sampling;
 pub mod snapshot;
+pub mod summary;
 pub mod target;
 pub mod trace_context;
 

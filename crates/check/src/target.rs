@@ -62,6 +62,12 @@ pub struct ShieldInForce {
     /// The mask the shield left on each IRQ, as read back after its last
     /// change (empty in older states, or while a change was being applied).
     pub irq_set: BTreeMap<u32, CpuSet>,
+    /// Set when the shield's saved state is gone and the shield was found
+    /// from what the kernel shows (`cpushield_shield::orphan`): each sign
+    /// of it. No `cpushield shield` command works over such a shield until
+    /// `cpushield reset --without-state` has undone it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_lost: Option<Vec<String>>,
 }
 
 /// The kinds of shield, as `cpushield shield` names them.
@@ -104,6 +110,19 @@ impl ShieldInForce {
             } else {
                 masks(&saved.set.irqs)
             },
+            state_lost: None,
+        }
+    }
+
+    /// A shield whose state is gone, as the kernel shows it: its CPUs, and
+    /// no IRQ's request (those were in the state).
+    pub fn from_orphan(found: &cpushield_shield::orphan::OrphanShield) -> Self {
+        Self {
+            masks: found.masks.clone(),
+            scope: Scope::System,
+            irq_requested: BTreeMap::new(),
+            irq_set: BTreeMap::new(),
+            state_lost: Some(found.evidence.clone()),
         }
     }
 
@@ -118,13 +137,22 @@ impl ShieldInForce {
 }
 
 /// The shield in force, from the state where the shield writes it (or its
-/// verified copy); `Ok(None)` when no shield is up.
+/// verified copy); without a state, one the kernel shows all the same
+/// (its state is gone: [`ShieldInForce::state_lost`], as `show` finds it);
+/// `Ok(None)` when no shield is up.
 pub fn shield_in_force(kernel: &dyn Kernel) -> Result<Option<ShieldInForce>, String> {
     let path = cpushield_kernel::shield_state_file();
     let dir = path.parent().unwrap_or(Path::new("/"));
-    state::load_through(kernel, dir)
-        .map(|loaded| loaded.map(|l| ShieldInForce::from_saved(&l.state)))
-        .map_err(|e| format!("{e}; or pass --cpus, or run `cpushield show` to see the shield"))
+    match state::load_through(kernel, dir) {
+        Ok(Some(loaded)) => Ok(Some(ShieldInForce::from_saved(&loaded.state))),
+        Ok(None) => Ok(cpushield_shield::orphan::detect(kernel)
+            .ok()
+            .flatten()
+            .map(|found| ShieldInForce::from_orphan(&found))),
+        Err(e) => Err(format!(
+            "{e}; or pass --cpus, or run `cpushield show` to see the shield"
+        )),
+    }
 }
 
 /// [`shielded_cpus`] from the state file at `path` alone (no fallback to its copy).

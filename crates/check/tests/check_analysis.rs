@@ -152,6 +152,41 @@ fn an_irq_arriving_on_the_cpu_is_named_with_the_shield_remedy() {
 }
 
 #[test]
+fn a_block_queue_irq_gets_the_boot_fix_first_where_the_kernel_does_not_say_whether_it_is_managed() {
+    let k = base_system();
+    let r = check(&k, |k| k.set_file("/proc/interrupts", INTERRUPTS_1));
+    let f = find(&r, Topic::Irq, "IRQ 36 (virtio1-req.0)");
+    assert_eq!(
+        (f.remedies[0].kind, f.remedies[0].action.as_str()),
+        (RemedyKind::Boot, "isolcpus=managed_irq,1"),
+        "{f:#?}"
+    );
+    assert!(
+        f.remedies[1]
+            .action
+            .starts_with("cpushield shield --irqs 1 (moves it if the kernel does not manage it)"),
+        "{f:#?}"
+    );
+    assert!(f.evidence.contains("CONFIG_GENERIC_IRQ_DEBUGFS"), "{f:#?}");
+    // Where debugfs tells, it is said: managed, and the boot fix alone.
+    let k = base_system();
+    k.set_file(
+        "/sys/kernel/debug/irq/irqs/36",
+        "handler:  handle_edge_irq\ndstate:   0x3540a200\n            IRQD_AFFINITY_MANAGED\n",
+    );
+    let r = check(&k, |k| k.set_file("/proc/interrupts", INTERRUPTS_1));
+    let f = find(&r, Topic::Irq, "IRQ 36 (virtio1-req.0) is kernel-managed");
+    assert!(
+        f.evidence.contains("debugfs: IRQD_AFFINITY_MANAGED"),
+        "{f:#?}"
+    );
+    assert!(
+        f.remedies.iter().all(|m| m.kind == RemedyKind::Boot),
+        "{f:#?}"
+    );
+}
+
+#[test]
 fn a_block_queue_irq_gets_the_managed_irq_boot_remedy() {
     let k = base_system();
     let r = check(&k, |k| k.set_file("/proc/interrupts", INTERRUPTS_1));
@@ -1013,6 +1048,7 @@ fn on_preempt_rt_ktimers_rcuc_and_ksoftirqd_are_named_with_what_reduces_their_wo
     // With the callbacks offloaded, rcuc has nothing to do: no warning, no fix.
     k.set_file("/proc/cmdline", "console=ttyS0 nohz_full=1 rcu_nocbs=1\n");
     k.set_file("/sys/devices/system/cpu/nohz_full", "1\n");
+    k.set_kernel_log(boot_log_offloading("1"));
     let r = check(&k, |_| {});
     let rcuc = find(
         &r,
@@ -1038,12 +1074,19 @@ fn a_kernel_without_preempt_rt_gets_no_note_on_unthreaded_irqs() {
 
 const LINE: &str = "isolcpus=managed_irq,domain,1 nohz_full=1 rcu_nocbs=1 irqaffinity=0";
 
+/// The kernel's log from its boot, with the line the RCU code logs when it
+/// offloads the callbacks of `cpus` (as the 6.1 and 6.12 guests print it).
+fn boot_log_offloading(cpus: &str) -> String {
+    format!("<5>[    0.000000] Linux version 6.12.117+deb12-rt-amd64\n<6>[    0.000000] rcu: Preemptible hierarchical RCU implementation.\n<6>[    0.000000] rcu: \tOffload RCU callbacks from CPUs: {cpus}.\n")
+}
+
 /// The base system booted with `cmdline`, and the effects of the whole line
-/// (CPU 1 isolated and nohz_full, rcuop/1, the block queue IRQ and the
-/// default mask on CPU 0).
+/// (CPU 1 isolated and nohz_full, its callbacks offloaded as the kernel's
+/// log says, rcuop/1, the block queue IRQ and the default mask on CPU 0).
 fn booted_with(cmdline: &str) -> FakeKernel {
     let k = base_system();
     k.set_file("/proc/cmdline", format!("console=ttyS0 {cmdline}\n"));
+    k.set_kernel_log(boot_log_offloading("1"));
     k.set_file("/sys/devices/system/cpu/isolated", "1\n");
     k.set_file("/sys/devices/system/cpu/nohz_full", "1\n");
     k.set_file("/proc/irq/36/effective_affinity_list", "0\n");
@@ -1190,5 +1233,536 @@ fn without_any_parameter_of_the_line_no_boot_parameter_is_judged() {
             .any(|f| f.title.contains("boot parameter")),
         "{:#?}",
         r.findings
+    );
+}
+
+// ---- The JSON report, unchanged by how the text is laid out ----
+
+/// The JSON of `r` against the file `name` under tests/fixtures, written by
+/// the code of the commit before the text answered first (regenerate with
+/// CPUSHIELD_WRITE_GOLDEN=1 only for a change meant to alter the JSON).
+fn assert_json_as_recorded(r: &CheckReport, name: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let now = serde_json::to_string_pretty(r).unwrap() + "\n";
+    if std::env::var_os("CPUSHIELD_WRITE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &now).unwrap();
+    }
+    let recorded = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        now == recorded,
+        "check --json differs from {}:\n{}",
+        path.display(),
+        now.lines()
+            .zip(recorded.lines())
+            .filter(|(a, b)| a != b)
+            .take(5)
+            .map(|(a, b)| format!("now:      {a}\nrecorded: {b}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn check_json_on_the_same_fake_machine_is_what_it_was_before_the_text_answered_first() {
+    // Under `shield --all 1`: pending moves, a managed IRQ, the tick, IPIs,
+    // softirqs, bound threads and a task the shield did not move.
+    let k = shielded_system();
+    let shield = cpushield_check::shield_in_force(&k).unwrap().unwrap();
+    let r = check_under(&k, Some(&shield), busy_interval);
+    assert_json_as_recorded(&r, "check-shielded.json");
+    // The same machine with no shield in force: every shield command. IRQ 36
+    // (a block queue) gets no interrupt on CPU 1 here.
+    let k = shielded_system();
+    let r = check_under(&k, None, |k| {
+        busy_interval(k);
+        k.set_file(
+            "/proc/interrupts",
+            SHIELDED_INTERRUPTS_1
+                .replace(" 36:          0       1040", " 36:          0       1000"),
+        );
+        irq_files(k, 36, "0-1", "0");
+    });
+    assert_json_as_recorded(&r, "check-unshielded.json");
+}
+
+// ---- After a reboot and on PREEMPT_RT: only what the kernel proves ----
+
+/// An rcuo thread of `cpu` in the state `state` (S sleeping, P parked);
+/// rcuop/1 is pid 12, as in [`booted_with`].
+fn rcuo_thread(k: &FakeKernel, cpu: usize, state: char) {
+    let tid = if cpu == 1 { 12 } else { 60 + cpu as i32 };
+    k.set_file(
+        format!("/proc/{tid}/task/{tid}/stat"),
+        stat_line(tid, &format!("rcuop/{cpu}"), 0x0020_8040, 0, 0, 0).replacen(
+            " S ",
+            &format!(" {state} "),
+            1,
+        ),
+    );
+    k.set_file(format!("/proc/{tid}/task/{tid}/schedstat"), "0 0 1\n");
+    k.set_thread_affinity(tid, CpuSet::parse_list("0-1").unwrap());
+}
+
+/// The part of the boot line (isolcpus, irqaffinity) with no rcu_nocbs=,
+/// and an rcuop thread on each CPU, as 6.1 and 6.12 start them once any
+/// CPU is offloaded.
+fn booted_without_rcu_nocbs() -> FakeKernel {
+    let k = booted_with("isolcpus=managed_irq,domain,1 irqaffinity=0");
+    k.set_file("/sys/devices/system/cpu/nohz_full", "(null)\n");
+    rcuo_thread(&k, 0, 'S');
+    rcuo_thread(&k, 1, 'S');
+    k
+}
+
+fn rcu_verdict(r: &CheckReport) -> &Finding {
+    find(r, Topic::Isolation, "boot parameter rcu_nocbs=1")
+}
+
+#[test]
+fn an_rcuo_thread_on_every_cpu_is_no_proof_of_offload_the_kernels_boot_record_is() {
+    // The kernel logged that it offloads CPU 0 only: rcuop/1 is idle.
+    let k = booted_without_rcu_nocbs();
+    k.set_kernel_log(boot_log_offloading("0"));
+    let r = check(&k, |_| {});
+    let f = rcu_verdict(&r);
+    assert_eq!(f.severity, Severity::BreaksShield, "{f:#?}");
+    assert!(
+        f.title
+            .contains("rcu_nocbs is not on the kernel command line"),
+        "{f:#?}"
+    );
+    find(&r, Topic::Isolation, "RCU callbacks of CPU 1 run on it");
+    // 6.12 without its boot record: it parks the rcuop thread of every CPU
+    // it does not offload.
+    let k = booted_without_rcu_nocbs();
+    k.set_kernel_log("<6>[ 9999.0] eth0: link up\n");
+    rcuo_thread(&k, 1, 'P');
+    let r = check(&k, |_| {});
+    let f = rcu_verdict(&r);
+    assert_eq!(f.severity, Severity::BreaksShield, "{f:#?}");
+    assert!(f.evidence.contains("/proc/cmdline"), "{f:#?}");
+    let rcu = find(&r, Topic::Isolation, "RCU callbacks of CPU 1 run on it");
+    assert!(rcu.title.contains("(no rcu_nocbs)"), "{rcu:#?}");
+    // rcu_nocbs=1 asked for and the thread parked: the kernel did not apply it.
+    let k = booted_with(LINE);
+    k.set_kernel_log("<6>[ 9999.0] eth0: link up\n");
+    rcuo_thread(&k, 0, 'S');
+    rcuo_thread(&k, 1, 'P');
+    let r = check(&k, |_| {});
+    let f = rcu_verdict(&r);
+    assert_eq!(f.severity, Severity::BreaksShield, "{f:#?}");
+    assert!(
+        f.title.contains("rcuop of CPUs 1 parked"),
+        "the kernel's parked thread is the reason: {f:#?}"
+    );
+    let rcu = find(&r, Topic::Isolation, "RCU callbacks of CPU 1 run on it");
+    assert!(
+        rcu.title
+            .contains("the command line asks to offload them, but the kernel did not"),
+        "{rcu:#?}"
+    );
+}
+
+#[test]
+fn where_nothing_the_kernel_shows_proves_offload_rcu_nocbs_is_not_verified_rather_than_in_effect() {
+    // 6.1 with its boot record gone: an rcuop thread on each CPU, none parked.
+    let k = booted_with(LINE);
+    k.set_kernel_log("<6>[ 9999.0] eth0: link up\n");
+    rcuo_thread(&k, 0, 'S');
+    let r = check(&k, |k| busy_second(k, 1));
+    let f = rcu_verdict(&r);
+    assert_eq!(f.severity, Severity::Info, "{f:#?}");
+    assert!(f.title.contains("not verified"), "{f:#?}");
+    assert!(f.title.contains("parks none"), "{f:#?}");
+    assert!(!f.title.contains("in effect"), "{f:#?}");
+    assert!(!r.breaks_shield, "{:#?}", r.findings);
+}
+
+#[test]
+fn a_misspelt_parameter_alone_on_the_command_line_is_caught() {
+    let k = base_system();
+    k.set_file("/proc/cmdline", "console=ttyS0 nohz_ful=1\n");
+    let r = check(&k, |_| {});
+    let f = find(&r, Topic::Isolation, "boot parameter nohz_full=1 from");
+    assert_eq!(f.severity, Severity::BreaksShield);
+    assert!(f.title.contains("'nohz_ful=1' is a misspelling"), "{f:#?}");
+    assert!(r.breaks_shield);
+}
+
+#[test]
+fn advice_already_in_place_is_not_given_for_ktimers_rcuc_and_the_local_timer() {
+    let k = rt_system();
+    k.set_file("/proc/cmdline", "console=ttyS0 nohz_full=1 rcu_nocbs=1\n");
+    k.set_file("/sys/devices/system/cpu/nohz_full", "1\n");
+    k.set_kernel_log(boot_log_offloading("1"));
+    // ktimers/1 and rcuc/1 ran long enough to be named as bound threads;
+    // timers and RCU callbacks ran there as softirqs.
+    let r = check(&k, |k| {
+        k.set_file("/proc/softirqs", SOFTIRQS_1);
+        for (tid, comm) in [(30, "ktimers/1"), (31, "rcuc/1")] {
+            k.set_file(
+                format!("/proc/{tid}/task/{tid}/stat"),
+                stat_line(tid, comm, 0x0420_8040, 1, 1, 1),
+            );
+            k.set_file(format!("/proc/{tid}/task/{tid}/schedstat"), "5000000 0 1\n");
+        }
+    });
+    let all: Vec<String> = r
+        .findings
+        .iter()
+        .filter(|f| f.title.contains("ktimers/1") || f.title.contains("rcuc/1"))
+        .flat_map(|f| f.remedies.iter().map(|m| format!("{}: {m}", f.title)))
+        .collect();
+    assert!(
+        all.iter()
+            .any(|a| a.contains("cpushield run --cpus 1 --fifo 80")),
+        "{all:#?}"
+    );
+    for already in ["nohz_full=1", "rcu_nocbs=1", "kernel.timer_migration=1"] {
+        assert!(
+            !all.iter().any(|a| a.contains(already)),
+            "{already} is in effect, yet advised: {all:#?}"
+        );
+    }
+    let boot_again: Vec<String> = r
+        .findings
+        .iter()
+        .flat_map(|f| f.remedies.iter().map(move |m| (f, m)))
+        .filter(|(_, m)| m.action == "nohz_full=1" || m.action.starts_with("rcu_nocbs=1"))
+        .map(|(f, m)| format!("{}: {}", f.title, m.action))
+        .collect();
+    assert!(
+        boot_again.is_empty(),
+        "in effect, yet advised: {boot_again:#?}"
+    );
+    // Timer migration off: then it is advised.
+    k.set_file("/proc/sys/kernel/timer_migration", "0\n");
+    let r = check(&k, |_| {});
+    let ktimers = find(&r, Topic::Timers, "ktimers/1 (pid 30");
+    assert!(
+        has_remedy(ktimers, "sysctl -w kernel.timer_migration=1"),
+        "{ktimers:#?}"
+    );
+}
+
+#[test]
+fn a_stopped_tick_is_not_also_called_a_local_timer_that_still_fires() {
+    let k = booted_with(LINE);
+    let r = check(&k, |k| busy_second(k, 1));
+    find(
+        &r,
+        Topic::Isolation,
+        "the tick stopped on nohz_full CPU 1: 1.0",
+    );
+    assert!(
+        !r.findings.iter().any(|f| f.title.contains("still fires")),
+        "{:#?}",
+        r.findings
+    );
+    let loc = find(
+        &r,
+        Topic::InterruptKind,
+        "local timer fired 1 times on nohz_full CPU 1 (1.0/s)",
+    );
+    assert_eq!(loc.severity, Severity::Info);
+    // A tick that runs is said by both.
+    let k = booted_with(LINE);
+    let r = check(&k, |k| busy_second(k, 250));
+    find(&r, Topic::InterruptKind, "still fires on nohz_full CPU 1");
+    find(
+        &r,
+        Topic::Isolation,
+        "the tick still runs on nohz_full CPU 1",
+    );
+}
+
+#[test]
+fn under_the_irq_shield_alone_a_kernel_thread_that_ran_is_a_warning_and_the_verdict_says_what_it_promises(
+) {
+    let k = shielded_system();
+    let mut irqs_only = cpushield_check::shield_in_force(&k).unwrap().unwrap();
+    irqs_only.masks.procs = CpuSet::new();
+    irqs_only.masks.ltmr = CpuSet::new();
+    let kcompactd = Thread {
+        pid: 36,
+        tid: 36,
+        comm: "kcompactd0",
+        flags: 0x0020_8040,
+        cpu: 0,
+        affinity: "0-1",
+        run_ns: 0,
+    };
+    put_thread(&k, &kcompactd);
+    // The kernel-managed IRQ 36 gets no interrupt on CPU 1 here.
+    let quiet_36 = |k: &FakeKernel| {
+        busy_interval(k);
+        k.set_file(
+            "/proc/interrupts",
+            SHIELDED_INTERRUPTS_1
+                .replace(" 36:          0       1040", " 36:          0       1000"),
+        );
+        irq_files(k, 36, "0-1", "0");
+    };
+    let r = check_under(&k, Some(&irqs_only), |k| {
+        quiet_36(k);
+        put_thread(
+            k,
+            &Thread {
+                run_ns: 40_000,
+                cpu: 1,
+                ..kcompactd
+            },
+        );
+    });
+    let f = find(&r, Topic::KernelThread, "kcompactd0 (pid 36) ran on CPU 1");
+    assert_eq!(f.severity, Severity::Warn, "{f:#?}");
+    assert!(
+        f.in_place
+            .as_deref()
+            .is_some_and(|p| p.contains("--irqs alone: it does not keep processes")),
+        "{f:#?}"
+    );
+    assert!(has_remedy(f, "cpushield shield --procs 1"), "{f:#?}");
+    assert!(!r.breaks_shield, "{:#?}", r.findings);
+    assert!(
+        r.verdict.starts_with("CPU 1 clean for what the shield in force promises (--irqs: device IRQs kept off; not processes"),
+        "{}",
+        r.verdict
+    );
+    // What --irqs does promise still breaks it: an IRQ whose mask was rewritten.
+    let k = shielded_system();
+    let r = check_under(&k, Some(&irqs_only), |k| {
+        quiet_36(k);
+        irq_38_back_on_cpu_1(k);
+        k.set_file(
+            "/proc/interrupts",
+            SHIELDED_INTERRUPTS_1
+                .replace(" 36:          0       1040", " 36:          0       1000")
+                .replace(" 38:        300       2000", " 38:          0       2300"),
+        );
+    });
+    assert!(r.breaks_shield, "{:#?}", r.findings);
+    assert!(
+        r.verdict
+            .contains("NOT shielded: 1 finding breaks what the shield in force promises"),
+        "{}",
+        r.verdict
+    );
+}
+
+// ---- A shield whose state is gone ----
+
+#[test]
+fn a_shield_whose_state_is_gone_is_named_with_reset_without_state_and_no_shield_command() {
+    use cpushield_shield::state::MemoryStore;
+    use cpushield_shield::{Options, ShieldMasks};
+    let k = cpushield_shield::fake_machine::v1_machine("0-1", &[(600, "0-1")]);
+    k.set_file("/proc/interrupts", INTERRUPTS_0);
+    k.set_file("/proc/softirqs", SOFTIRQS_0);
+    k.set_file("/proc/stat", STAT_0);
+    k.set_file("/proc/cmdline", "console=ttyS0\n");
+    let options = Options {
+        is_root: true,
+        whole_cores: false,
+    };
+    // `shield --all 1`, its state then lost: kept in a store nobody reads.
+    cpushield_shield::shield_in(
+        &k,
+        &MemoryStore::new(),
+        &ShieldMasks::all(&CpuSet::from_cpus([1])),
+        options,
+    )
+    .unwrap();
+    let shield = cpushield_check::shield_in_force(&k)
+        .unwrap()
+        .expect("the kernel shows a shield");
+    let r = check_under(&k, Some(&shield), |k| {
+        k.set_file("/proc/interrupts", INTERRUPTS_1);
+        k.set_file("/proc/stat", STAT_1);
+    });
+    assert!(r.breaks_shield, "{:#?}", r.findings);
+    assert!(
+        r.verdict.contains("a shield is in place without its saved state; undo it with `cpushield reset --without-state`"),
+        "{}",
+        r.verdict
+    );
+    let lost = find(&r, Topic::Enforcement, "without its saved state");
+    assert!(
+        lost.evidence.contains("cpushield-shield holds CPUs 1"),
+        "{lost:#?}"
+    );
+    assert!(
+        lost.remedies[0]
+            .action
+            .starts_with("cpushield reset --without-state"),
+        "{lost:#?}"
+    );
+    let refused: Vec<String> = r
+        .findings
+        .iter()
+        .flat_map(|f| f.remedies.iter())
+        .filter(|m| m.action.starts_with("cpushield shield "))
+        .map(|m| m.action.clone())
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "advice the shield would refuse over its lost state: {refused:?}"
+    );
+}
+
+// ---- The text answers first ----
+
+#[test]
+fn check_text_leads_with_its_verdict_and_groups_findings_by_fix_in_at_most_15_lines() {
+    use cpushield_check::render::{render_text, ANSWER_LINES};
+    let k = shielded_system();
+    // Five processes of the same program ran there, as the rustc did.
+    for pid in 700..705 {
+        put_thread(
+            &k,
+            &Thread {
+                pid,
+                tid: pid,
+                comm: "rustc",
+                flags: 0x400000,
+                cpu: 0,
+                affinity: "0-1",
+                run_ns: 0,
+            },
+        );
+    }
+    let r = check_under(&k, None, |k| {
+        busy_interval(k);
+        for pid in 700..705 {
+            put_thread(
+                k,
+                &Thread {
+                    pid,
+                    tid: pid,
+                    comm: "rustc",
+                    flags: 0x400000,
+                    cpu: 1,
+                    affinity: "0-1",
+                    run_ns: 5_000_000,
+                },
+            );
+        }
+    });
+    assert!(r.findings.len() > ANSWER_LINES, "{}", r.findings.len());
+    let text = render_text(&r, false);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() <= ANSWER_LINES, "{text}");
+    assert_eq!(lines[0], format!("Verdict: {}", r.verdict), "{text}");
+    // One line for the shield, with what it removes: the six tasks among them.
+    let shield: Vec<&&str> = lines
+        .iter()
+        .filter(|l| l.contains("cpushield shield"))
+        .collect();
+    assert_eq!(shield.len(), 1, "{text}");
+    assert!(
+        shield[0].starts_with("  cpushield shield --all 1: 6 tasks, "),
+        "{text}"
+    );
+    // Then the boot line, once, with every parameter only a reboot applies.
+    let boot: Vec<&&str> = lines.iter().filter(|l| l.contains("boot with")).collect();
+    assert_eq!(boot.len(), 1, "{text}");
+    for param in ["nohz_full=1", "rcu_nocbs=1", "rcu_nocb_poll"] {
+        assert!(boot[0].contains(param), "{param} not in {}", boot[0]);
+    }
+    let last = lines.last().unwrap();
+    assert!(
+        last.contains("cpushield check --cpus 1 --verbose"),
+        "{text}"
+    );
+    // --verbose: the same answer first, then every finding with its evidence.
+    let verbose = render_text(&r, true);
+    assert!(verbose.starts_with(&format!("Verdict: {}\n", r.verdict)));
+    for f in &r.findings {
+        assert!(verbose.contains(&f.title), "{} not in --verbose", f.title);
+    }
+}
+
+#[test]
+fn many_different_fixes_still_fit_the_answer_and_the_rest_is_counted() {
+    use cpushield_check::render::{render_text, ANSWER_LINES};
+    // Twenty tasks pinned to CPU 1 (each its own taskset, one line for all)
+    // and ten IRQs that asked for CPU 1 alone (each its own mask to write).
+    let k = shielded_system();
+    let mut shield = cpushield_check::shield_in_force(&k).unwrap().unwrap();
+    let irqs = 50..60u32;
+    let lines_with = |count: u64| {
+        irqs.clone()
+            .map(|irq| format!(" {irq}:          0       {count} PCI-MSIX-0000:00:09.0   1-edge      dev{irq}\n"))
+            .collect::<String>()
+    };
+    let with_irqs =
+        |text: &str, count| text.replacen("LOC:", &format!("{}LOC:", lines_with(count)), 1);
+    k.set_file("/proc/interrupts", with_irqs(SHIELDED_INTERRUPTS_0, 100));
+    for irq in irqs.clone() {
+        irq_files(&k, irq, "1", "1");
+        shield.irq_requested.insert(irq, CpuSet::from_cpus([1]));
+        shield.irq_set.insert(irq, CpuSet::from_cpus([1]));
+    }
+    for pid in 800..820 {
+        put_thread(
+            &k,
+            &Thread {
+                pid,
+                tid: pid,
+                comm: "pinned",
+                flags: 0x400000,
+                cpu: 1,
+                affinity: "1",
+                run_ns: 0,
+            },
+        );
+    }
+    let r = check_under(&k, Some(&shield), |k| {
+        busy_interval(k);
+        k.set_file("/proc/interrupts", with_irqs(SHIELDED_INTERRUPTS_1, 110));
+        for pid in 800..820 {
+            put_thread(
+                k,
+                &Thread {
+                    pid,
+                    tid: pid,
+                    comm: "pinned",
+                    flags: 0x400000,
+                    cpu: 1,
+                    affinity: "1",
+                    run_ns: 9_000_000,
+                },
+            );
+        }
+    });
+    let text = render_text(&r, false);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() <= ANSWER_LINES, "{text}");
+    let taskset: Vec<&&str> = lines
+        .iter()
+        .filter(|l| l.contains("taskset -a -pc 0"))
+        .collect();
+    assert_eq!(taskset.len(), 1, "{text}");
+    assert!(
+        taskset[0].contains("for each PID of 600, 800, 801, 802 and 17 more: 21 tasks"),
+        "{text}"
+    );
+    // What does not fit is counted, and the boot line and the host still show.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  … ") && l.ends_with(" more run-time fixes (--verbose)")),
+        "{text}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("  boot with ")),
+        "{text}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("  on the host: ")),
+        "{text}"
     );
 }

@@ -89,21 +89,27 @@ fn a_movable_task_on_the_cpu_breaks_the_shield_and_exits_3_with_the_json_report(
 }
 
 #[test]
-fn human_output_ends_with_the_verdict() {
+fn human_output_leads_with_the_verdict_and_answers_in_at_most_15_lines() {
     if !cpu1_online() {
         return;
     }
     let out = cpushield(&["check", "--cpus", "1", "--interval", "300ms"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("Findings ("), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("Verdict: CPU 1"), "{text}");
+    assert!(lines.len() <= 15, "{text}");
     assert!(
-        text.trim_end()
-            .lines()
+        lines
             .last()
             .unwrap()
-            .starts_with("Verdict: CPU 1"),
+            .ends_with("cpushield check --cpus 1 --verbose"),
         "{text}"
     );
+    assert!(!text.contains("Findings ("), "{text}");
+    let out = cpushield(&["check", "--cpus", "1", "--interval", "300ms", "--verbose"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("Verdict: CPU 1"), "{text}");
+    assert!(text.contains("Findings ("), "{text}");
 }
 
 #[test]

@@ -33,23 +33,46 @@ pub fn find_rtla() -> Option<PathBuf> {
 /// why not added to `notes`: rtla not installed, or a kernel without the
 /// timerlat tracer (then only cyclictest anchors the verdict).
 pub fn rtla_anchor(notes: &mut Vec<String>) -> Option<PathBuf> {
-    let kernel = RealKernel;
+    rtla_anchor_in(&RealKernel, find_rtla(), notes)
+}
+
+/// [`rtla_anchor`] on `kernel` with rtla at `rtla` (None: not installed).
+/// The kernel is asked first, since without its timerlat tracer no rtla
+/// helps: tracefs's list of tracers where it is mounted, else the build
+/// config (CONFIG_TIMERLAT_TRACER).
+pub fn rtla_anchor_in(
+    kernel: &dyn Kernel,
+    rtla: Option<PathBuf>,
+    notes: &mut Vec<String>,
+) -> Option<PathBuf> {
     // Where tracefs is mounted; rtla mounts it itself otherwise.
     let mounted = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
         .iter()
         .map(Path::new)
         .find(|d| kernel.exists(&d.join("available_tracers")));
     if let Some(dir) = mounted {
-        if let Err(why) = cpushield_trace::timerlat::available(&kernel, dir) {
+        if let Err(why) = cpushield_trace::timerlat::available(kernel, dir) {
             notes.push(format!("no rtla timerlat anchor: {why}"));
             return None;
         }
+    } else {
+        let (config, source) = cpushield_check::facts::read_kconfig(kernel);
+        if let (Some(source), false) = (
+            source,
+            config
+                .get("CONFIG_TIMERLAT_TRACER")
+                .is_some_and(|v| v == "y"),
+        ) {
+            notes.push(format!(
+                "no rtla timerlat anchor: this kernel is built without CONFIG_TIMERLAT_TRACER ({source}), so it has no timerlat tracer for rtla to run, installed or not (PREEMPT_RT kernels such as Debian's linux-image-rt-amd64 6.12 have it)"
+            ));
+            return None;
+        }
     }
-    let found = find_rtla();
-    if found.is_none() {
+    if rtla.is_none() {
         notes.push("no rtla timerlat anchor: rtla is not installed (apt-get install rtla)".into());
     }
-    found
+    rtla
 }
 
 /// One cyclictest run's settings.

@@ -251,6 +251,15 @@ proptest! {
     }
 
     #[test]
+    fn kernel_log_parser_never_panics_and_names_only_cpus_it_read(t in text("kernel_log")) {
+        use cpushield_parse::kernel_log::{rcu_offload, RcuOffloadRecord};
+        if let RcuOffloadRecord::Offloaded(cpus) = rcu_offload(&t) {
+            prop_assert!(cpus.iter().all(|c| c < MAX_CPUS));
+            prop_assert!(t.contains("Offload RCU callbacks from CPUs:"));
+        }
+    }
+
+    #[test]
     fn kconfig_parser_never_panics(t in text("kconfig")) {
         let _ = cpushield_parse::kconfig::parse_kconfig(&t);
     }
@@ -403,6 +412,12 @@ fn every_seed_of_the_real_files_parses() {
     }
     for s in t("pid_stat") {
         cpushield_parse::pid_stat::parse_thread_stat(&s).unwrap();
+    }
+    for s in t("kernel_log") {
+        assert!(matches!(
+            cpushield_parse::kernel_log::rcu_offload(&s),
+            cpushield_parse::kernel_log::RcuOffloadRecord::Offloaded(_)
+        ));
     }
     for s in t("cpuset") {
         CpuSet::parse_user(&s).unwrap();

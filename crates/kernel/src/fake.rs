@@ -40,6 +40,9 @@ struct FakeState {
     unmounted: BTreeMap<PathBuf, FakeFiles>,
     /// Mount points mounted with [`Kernel::mount`].
     mounted: BTreeSet<PathBuf>,
+    /// What [`Kernel::kernel_log`] shows (absent: EPERM, as for a user
+    /// without CAP_SYSLOG).
+    kernel_log: Option<String>,
 }
 
 impl FakeKernel {
@@ -80,6 +83,11 @@ impl FakeKernel {
             .expect("fake lock")
             .sequences
             .insert(path, texts.iter().map(|t| t.to_string()).collect());
+    }
+
+    /// Sets what the kernel's log buffer holds ([`Kernel::kernel_log`]).
+    pub fn set_kernel_log(&self, text: impl Into<String>) {
+        self.state.lock().expect("fake lock").kernel_log = Some(text.into());
     }
 
     /// Makes reads of `path` fail with `errno` (EACCES, EIO, ESRCH…).
@@ -360,6 +368,15 @@ impl Kernel for FakeKernel {
                 path: path.to_path_buf(),
             }) as Box<dyn TraceMarker>
         })
+    }
+
+    fn kernel_log(&self) -> io::Result<String> {
+        self.state
+            .lock()
+            .expect("fake lock")
+            .kernel_log
+            .clone()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EPERM))
     }
 
     /// A fake link is a file holding its target.

@@ -102,6 +102,14 @@ pub trait Kernel: Send + Sync {
         let _ = path;
         Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
     }
+    /// The kernel's log buffer as `dmesg` reads it (syslog(2)
+    /// SYSLOG_ACTION_READ_ALL, which leaves it as it is): the kernel's own
+    /// record of what it did at boot, as far back as the buffer still
+    /// reaches. EPERM without CAP_SYSLOG where `kernel.dmesg_restrict` is 1.
+    /// The default refuses (EOPNOTSUPP).
+    fn kernel_log(&self) -> io::Result<String> {
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
 }
 
 /// Most bytes one [`TracePipe::read_available`] call returns, so that one
@@ -444,6 +452,9 @@ impl Kernel for RecordingKernel<'_> {
     fn open_trace_marker(&self, path: &Path) -> io::Result<Box<dyn TraceMarker>> {
         self.inner.open_trace_marker(path)
     }
+    fn kernel_log(&self) -> io::Result<String> {
+        self.inner.kernel_log()
+    }
 }
 
 /// Files of a fake system, keyed by absolute path. Used to build a [`FakeKernel`].
@@ -511,6 +522,21 @@ mod tests {
         assert_eq!(
             k.read_bytes(Path::new("/proc/5/comm")).unwrap(),
             b"worker-x\xc3\n"
+        );
+    }
+
+    #[test]
+    fn the_kernel_log_is_read_as_dmesg_reads_it_or_refused_without_the_right() {
+        match RealKernel.kernel_log() {
+            // The buffer holds records of this boot, each with its level.
+            Ok(log) => assert!(log.starts_with('<') && log.contains("] "), "{log:.200}"),
+            Err(e) => assert_eq!(os_errno(&e), Some(libc::EPERM), "{e}"),
+        }
+        let fake = FakeKernel::new();
+        let recording = RecordingKernel::new(&fake);
+        assert_eq!(
+            os_errno(&recording.kernel_log().unwrap_err()),
+            Some(libc::EPERM)
         );
     }
 }

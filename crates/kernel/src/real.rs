@@ -295,4 +295,22 @@ impl Kernel for RealKernel {
             .map_err(|e| with_path(e, path))?;
         Ok(Box::new(OpenTraceMarker(file)))
     }
+
+    fn kernel_log(&self) -> io::Result<String> {
+        // SYSLOG_ACTION_SIZE_BUFFER: no buffer is passed.
+        // SAFETY: a null pointer with length 0 is what this action takes.
+        let size = unsafe { libc::klogctl(10, std::ptr::null_mut(), 0) };
+        if size < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut buf = vec![0u8; size as usize];
+        // SYSLOG_ACTION_READ_ALL: reads without consuming, as dmesg does.
+        // SAFETY: the buffer is valid for writes of the length passed.
+        let n = unsafe { libc::klogctl(3, buf.as_mut_ptr().cast(), size) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        buf.truncate(n as usize);
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    }
 }

@@ -10,6 +10,7 @@ pub mod id_list;
 pub mod interrupts;
 pub mod irq_affinity;
 pub mod kconfig;
+pub mod kernel_log;
 pub mod kthread_name;
 pub mod mounts;
 pub mod pid_cgroup;

@@ -15,6 +15,16 @@ use cpushield_cpuset::CpuSet;
 use cpushield_parse::kthread_name::irq_thread_irq;
 use serde::Serialize;
 
+/// The IRQ whose handler thread `task` is, when it is one and its IRQ is
+/// in the snapshot: the kernel owns such a thread's affinity (it gives it
+/// its IRQ's effective affinity whenever the IRQ's mask is written, and
+/// at the IRQ's next interrupt), so the shield neither follows it as a
+/// request nor pins it where the kernel would move it anyway.
+pub fn handler_irq(task: &crate::snapshot::TaskInfo, snap: &Snapshot) -> Option<u32> {
+    let irq = irq_thread_irq(&task.comm).filter(|_| task.kthread)?;
+    snap.irqs.iter().any(|i| i.irq == irq).then_some(irq)
+}
+
 /// A handler thread whose IRQ is kept off a CPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IrqThread {

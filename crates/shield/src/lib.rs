@@ -310,7 +310,15 @@ pub fn unshield_in(
     check_request(kernel, request, options)?;
     let lock = store.lock()?;
     let Some(loaded) = state::load_from(store)? else {
-        return Ok(empty_report(kernel));
+        // Nothing to take from a shield this command cannot see: a shield
+        // the kernel shows without its state is refused, as reset does.
+        return match orphan::detect(kernel)? {
+            Some(found) => Err(ShieldError::LostState {
+                dir: store.dir().display().to_string(),
+                evidence: found.evidence,
+            }),
+            None => Ok(empty_report(kernel)),
+        };
     };
     same_namespace(kernel, store, &loaded.state)?;
     let masks = loaded.state.masks.difference(request);

@@ -189,6 +189,7 @@ fn plan_tasks(
     let mut moved_ids = BTreeSet::new();
     let mut per_cpu_threads: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     let mut pod_tasks_on_shield = 0usize;
+    let mut with_their_irq = Vec::new();
     for (task, origin) in snap.tasks.iter().zip(&origins) {
         if is_kubepods(&task.cgroup) {
             // A Kubernetes pod: the kubelet's CPU manager owns its cpuset and
@@ -208,6 +209,17 @@ fn plan_tasks(
             continue;
         }
         let eff = rule(origin.requested);
+        // An IRQ handler thread that would stay on shielded CPUs only is
+        // there with its IRQ: the kernel moves it when it moves the IRQ,
+        // and a write of its affinity either pins it where the kernel takes
+        // it from anyway or is refused (cgroup v2: its cgroup no longer has
+        // the CPU).
+        if !procs.is_empty() && eff.is_subset(procs) {
+            if let Some(irq) = crate::irq_threads::handler_irq(task, snap) {
+                with_their_irq.push(format!("{} (IRQ {irq})", task.comm));
+                continue;
+            }
+        }
         let place = layout.place(&Placing {
             origin: origin.cgroup,
             here: &task.cgroup,
@@ -264,6 +276,16 @@ fn plan_tasks(
                 Some(format!("place the whole process with `cpushield run --cpus {} --pid {}`", procs, task.tgid)),
             );
         }
+    }
+    if !with_their_irq.is_empty() {
+        plan.note(
+            Severity::Info,
+            format!(
+                "IRQ handler threads {} stay with their IRQs on shielded CPUs {procs}: the kernel sets a handler thread's affinity from its IRQ's, so they leave when their IRQs do (shield --irqs, at each IRQ's next interrupt)",
+                with_their_irq.join(", ")
+            ),
+            None,
+        );
     }
     if pod_tasks_on_shield > 0 {
         plan.note(

@@ -94,19 +94,11 @@ pub fn render_status(st: &Status) -> String {
             );
         }
         if !c.irqs_here.is_empty() {
-            let irqs: Vec<String> = c
-                .irqs_here
-                .iter()
-                .map(|i| format!("{} {}", i.irq, i.name))
-                .collect();
+            let irqs: Vec<String> = c.irqs_here.iter().map(irq_label).collect();
             let _ = writeln!(o, "CPU {} still takes IRQs: {}", c.cpu, irqs.join(", "));
         }
         if !c.irq_moves_pending.is_empty() {
-            let irqs: Vec<String> = c
-                .irq_moves_pending
-                .iter()
-                .map(|i| format!("{} {}", i.irq, i.name))
-                .collect();
+            let irqs: Vec<String> = c.irq_moves_pending.iter().map(irq_label).collect();
             let _ = writeln!(
                 o,
                 "CPU {} move pending for IRQs {}: {}",
@@ -155,6 +147,16 @@ pub fn render_status(st: &Status) -> String {
         }
     }
     o
+}
+
+/// An IRQ as `show` lists it: its number and name, or, for an IRQ with no
+/// line in /proc/interrupts (no handler: x86's cascade IRQ 2), that.
+fn irq_label(irq: &crate::status::IrqOnCpu) -> String {
+    if irq.name.trim().is_empty() {
+        format!("{} (no handler in /proc/interrupts)", irq.irq)
+    } else {
+        format!("{} {}", irq.irq, irq.name)
+    }
 }
 
 /// Renders the report of `shield`, `unshield` or `reset` for a terminal;
@@ -296,6 +298,36 @@ CPU 1: IRQ 1's handler thread irq/1-i8042(73) stays here with its IRQ until the 
 CPU 1: IRQ 9's handler thread irq/9-acpi(72) may still run here though IRQ 9 is on 0 (pinned by hand): taskset -pc 0 72
 ";
         assert_eq!(render_status(&st), expected);
+    }
+
+    #[test]
+    fn an_irq_without_a_name_is_said_to_have_no_handler_not_left_blank() {
+        let mut one = cpu(3, true);
+        one.irqs_here = [(0, "timer"), (2, "")]
+            .into_iter()
+            .map(|(irq, name)| IrqOnCpu {
+                irq,
+                name: name.into(),
+                affinity: CpuSet::from_cpus([3]),
+            })
+            .collect();
+        let st = Status {
+            procs: "3".into(),
+            irqs: "3".into(),
+            ltmr: String::new(),
+            online: "0-3".into(),
+            mechanism: "cgroup v2 cpuset".into(),
+            enforcement: "in force".into(),
+            scope: Scope::System,
+            state_file: None,
+            without_state: None,
+            cpus: vec![one],
+        };
+        let text = render_status(&st);
+        assert!(
+            text.contains("CPU 3 still takes IRQs: 0 timer, 2 (no handler in /proc/interrupts)\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -267,7 +267,10 @@ impl SavedState {
             return out;
         }
         for task in snap.tasks.iter().filter(|_| with_tasks) {
-            if task.pinned_by_kernel {
+            // An IRQ handler thread's affinity changes with its IRQ: the
+            // kernel's doing, not a request (and one set by hand lasts only
+            // until its IRQ's mask is written, by reset among others).
+            if task.pinned_by_kernel || crate::irq_threads::handler_irq(task, snap).is_some() {
                 continue;
             }
             let Some(rec) = self

@@ -1023,3 +1023,95 @@ fn a_cgroup_with_our_name_but_no_mark_is_named_and_left_by_reset_without_state()
         report.notes
     );
 }
+
+/// Makes task `tid` the kernel thread `irq/10-eth0`, IRQ 10's threaded
+/// handler (PF_KTHREAD, its affinity settable: the kernel keeps it on its
+/// IRQ's effective affinity).
+fn irq_10_thread(k: &FakeKernel, tid: i32) {
+    k.set_file(
+        format!("/proc/{tid}/task/{tid}/stat"),
+        format!("{tid} (irq/10-eth0) S 2 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 -51 0 1 0 {} 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 1 50 1 0 0 0 0 0 0 0 0\n", 1000 + tid),
+    );
+}
+
+#[test]
+fn an_irq_handler_thread_with_its_irq_on_the_shielded_cpu_is_left_to_the_kernel() {
+    // IRQ 10 is delivered to CPU 3 (its effective affinity), so is its thread.
+    let k = machine(&[(100, "0-3"), (120, "3")]);
+    irq_10_thread(&k, 120);
+    let store = MemoryStore::new();
+    let report = shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    let shield_tasks = k
+        .file(format!("{ROOT}/cpushield-shield/tasks"))
+        .unwrap_or_default();
+    assert!(
+        !shield_tasks.lines().any(|t| t.trim() == "120"),
+        "the handler thread was pinned into the shield: {shield_tasks}"
+    );
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.text.contains("irq/10-eth0 (IRQ 10) stay with their IRQs")),
+        "{:?}",
+        report.notes
+    );
+    assert!(
+        !report
+            .notes
+            .iter()
+            .chain(&report.outcome.notes)
+            .any(|n| n.text.contains("refused")),
+        "{:?}",
+        report.notes
+    );
+    // IRQ 10 itself is moved off CPU 3: the kernel takes its thread along.
+    assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap().trim(), "7");
+}
+
+#[test]
+fn an_irq_handler_threads_affinity_that_moved_with_its_irq_is_not_taken_for_a_request() {
+    let k = machine(&[(100, "0-3"), (120, "0-3")]);
+    irq_10_thread(&k, 120);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    // The kernel moves the thread with its IRQ, to IRQ 10's effective CPU.
+    k.set_thread_affinity(120, cpus("1"));
+    let report = cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert!(
+        !report.notes.iter().any(|n| n.text.contains("irq/10-eth0")),
+        "the kernel's move is not the thread's request: {:?}",
+        report.notes
+    );
+    assert_eq!(
+        k.affinities()[&120],
+        cpus("0-3"),
+        "reset gives back what it had before the shield"
+    );
+}
+
+#[test]
+fn unshield_without_a_state_refuses_naming_reset_without_state_and_changes_nothing() {
+    let k = machine(&[(100, "0-3"), (101, "2-3")]);
+    shield(&k, &MemoryStore::new(), &ShieldMasks::all(&cpus("3")));
+    let (files, affinities) = (k.files(), k.affinities());
+    let e = cpushield_shield::unshield_in(
+        &k,
+        &MemoryStore::new(),
+        &ShieldMasks::all(&cpus("3")),
+        ROOT_OPTIONS,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(!e.contains('\n'), "one line: {e}");
+    for part in [
+        "a shield is in place but there is no shield state",
+        "cpushield-shield holds CPUs 3",
+        "nothing was changed",
+        "cpushield reset --without-state",
+    ] {
+        assert!(e.contains(part), "{part} not in {e}");
+    }
+    assert_eq!(k.files(), files);
+    assert_eq!(k.affinities(), affinities);
+}

@@ -2,7 +2,8 @@
 # printed (see dev/guest/run-boot-params.sh). The kernel must report nohz_full and
 # isolcpus on CPU 3 and IRQs kept off it; `check --cpus 3`, with one task busy on CPU 3,
 # must find every parameter in effect (isolcpus' domain and managed_irq parts,
-# nohz_full, rcu_nocbs, irqaffinity) and the tick stopped, and exit 0. Then the papers'
+# nohz_full, rcu_nocbs by the kernel's boot record, irqaffinity) and the tick stopped,
+# advise nothing already in effect, and exit 0. Then the papers'
 # configuration in full: a whole-system shield from the initial namespace on top, and
 # `check --cpus 3` (and `check` taking its CPUs from the shield) finds nothing that
 # breaks the shield, and show has nohz_full, rcu_nocbs and isolated on CPU 3 alone;
@@ -28,6 +29,22 @@ scenario_main() {
         expect_finding "applied/in-effect/${p%% *}${p#*(its }" /tmp/check-boot.json "boot parameter $p in effect"
     done
     expect_finding applied/tick-stopped /tmp/check-boot.json "the tick stopped on nohz_full CPU 3"
+    # rcu_nocbs proven by the kernel's own boot record, not by an rcuop thread (6.1 and
+    # 6.12 start one on every CPU); the stopped tick is not also "still fires"; nothing
+    # already in effect is advised again.
+    if grep -A 4 '"title": "boot parameter rcu_nocbs=3 in effect' /tmp/check-boot.json |
+        grep -q "the kernel logged at boot 'Offload RCU callbacks from CPUs: 3'"; then
+        pass applied/rcu-nocbs-by-the-boot-record
+    else
+        fail applied/rcu-nocbs-by-the-boot-record "$(grep -A 4 '"title": "boot parameter rcu_nocbs' /tmp/check-boot.json | tr '\n' ' ')"
+    fi
+    expect_no_finding applied/no-still-fires /tmp/check-boot.json "the local timer still fires on nohz_full CPU 3"
+    expect_no_finding applied/rcu-callbacks-offloaded /tmp/check-boot.json "RCU callbacks of CPU 3 run on it"
+    if grep -q '"action": "\(nohz_full=3\|rcu_nocbs=3 rcu_nocb_poll\|sysctl -w kernel.timer_migration=1\)"' /tmp/check-boot.json; then
+        fail applied/no-advice-in-place "$(grep -B 12 '"action": "\(nohz_full=3\|rcu_nocbs=3 rcu_nocb_poll\|sysctl -w kernel.timer_migration=1\)"' /tmp/check-boot.json | grep -o '"title": "[^"]*' | tr '\n' ' ')"
+    else
+        pass applied/no-advice-in-place
+    fi
     info "tick: $(grep -A 6 '"title": "the tick' /tmp/check-boot.json | grep evidence | head -n 1)"
     kill "$BUSY_PID"
     wait "$BUSY_PID" 2>/dev/null

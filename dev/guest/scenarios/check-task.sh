@@ -13,7 +13,7 @@ scenario_main() {
     sleep 1
     cs check --cpus 3 --interval 2s --json
     cp /tmp/cs.out /tmp/check-json
-    cs check --cpus 3 --interval 1s
+    cs check --cpus 3 --interval 1s --verbose
     cp /tmp/cs.out /tmp/check-text
     kill "$pinned"
     if grep -q "\"title\": \"task sh (pid $pinned) is pinned to CPU 3" /tmp/check-json; then
@@ -26,10 +26,10 @@ scenario_main() {
     else
         fail check-task/pinned-remedy "no 'taskset -a -pc 0-2 $pinned' remedy"
     fi
-    if grep -q "sh ($pinned)" /tmp/check-text && grep -q '^Verdict: CPU 3' /tmp/check-text; then
+    if grep -q "sh ($pinned)" /tmp/check-text && head -n 1 /tmp/check-text | grep -q '^Verdict: CPU 3'; then
         pass check-task/text
     else
-        fail check-task/text "human output lacks the task or the verdict: $(tail -n 3 /tmp/check-text | tr '\n' ' ')"
+        fail check-task/text "human output lacks the task or does not lead with the verdict: $(head -n 3 /tmp/check-text | tr '\n' ' ')"
     fi
 
     # A task that ran on CPU 3 and may also run on CPU 2 breaks the shield: it starts on

@@ -4,7 +4,9 @@
 # say so. With the IRQ shield alone (`--irqs 3`: a v2 partition would clamp a thread
 # off CPU 3 whatever its pin), one thread pinned back onto CPU 3 by hand is named by
 # `show` with its taskset fix and breaks the shield for `check`; the fix puts it right.
-# `check` names ksoftirqd/3, and on PREEMPT_RT rcuc/3 and ktimers/3, with what to do.
+# `check` names ksoftirqd/3, and on PREEMPT_RT rcuc/3 and ktimers/3, with what to do. No
+# write of a handler thread's affinity is refused (the kernel moves it with its IRQ), and
+# under the IRQ shield alone check's verdict judges what that shield promises.
 # guest-append: threadirqs
 # guest-timeout: 300
 GUEST_CGROUP=v2
@@ -61,6 +63,12 @@ scenario_main() {
     snapshot /tmp/before
 
     cs_ok irq-threads/shield shield --all 3
+    # The kernel moves a handler thread with its IRQ: no write of its affinity refused.
+    if grep -q 'irq/[0-9]*-[^)]*) refused affinity' /tmp/cs.out /tmp/cs.err; then
+        fail irq-threads/no-refused-thread "$(grep -h 'irq/[0-9]*-[^)]*) refused affinity' /tmp/cs.out /tmp/cs.err | head -n 3 | tr '\n' ' ')"
+    else
+        pass irq-threads/no-refused-thread
+    fi
     threads_off irq-threads/followed 3
     expect_show_line irq-threads/show-followed "^CPU 3: [0-9]* IRQ handler threads\? followed"
     cs check --cpus 3 --interval 2s --json
@@ -88,6 +96,12 @@ scenario_main() {
     cs check --cpus 3 --interval 2s --json
     cp /tmp/cs.out /tmp/check-left.json
     check_eq irq-threads/left-breaks 3 "$CS_RC" "check exit status"
+    # The IRQ shield alone is judged on what it promises, and the verdict says so.
+    if grep -q '"verdict": "CPU 3 NOT shielded: [0-9]* findings\? breaks\? what the shield in force promises (--irqs: device IRQs kept off' /tmp/check-left.json; then
+        pass irq-threads/irqs-alone-verdict
+    else
+        fail irq-threads/irqs-alone-verdict "$(grep '"verdict"' /tmp/check-left.json)"
+    fi
     expect_finding irq-threads/check-left /tmp/check-left.json "IRQ $irq's handler thread [^ ]* (pid $pid) may run on CPU 3 though IRQ $irq is kept on"
     fix=$(grep -A 12 "\"title\": \"IRQ $irq's handler thread" /tmp/check-left.json | grep -o '"action": "taskset -pc [^"]*' | head -n 1 | sed 's/"action": "//')
     info "fix: $fix"

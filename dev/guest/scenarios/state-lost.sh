@@ -1,7 +1,9 @@
 # Scenario state-lost: a shield whose saved state is gone (state.json and state.json.bak
 # removed after `shield --all 3`) is found and said, and undone as far as the kernel shows
 # (docs/RELIABILITY.md). `show` reports it with the CPUs it shields; `reset` and `check`
-# exit 1 naming what shows it and the way out, and change nothing; `reset --without-state`
+# exit 1 naming what shows it and the way out, and change nothing; `check --cpus 3` exits 3
+# leading with the lost state and `reset --without-state`, advising no `cpushield shield`;
+# `unshield` is refused in one line naming the same; `reset --without-state`
 # removes cpushield's cgroups, gives the tasks it confined every CPU, the IRQs and settings
 # the kernel's defaults, and says what it cannot know; a plain `reset` then finds nothing.
 # guest-timeout: 300
@@ -48,6 +50,33 @@ scenario_main() {
     check_eq lost/check-exit-1 1 "$CS_RC" "exit status of check"
     if grep -q -- '--cpus 3' /tmp/cs.err; then pass lost/check-names-the-cpus; else
         fail lost/check-names-the-cpus "$(head -c 400 /tmp/cs.err | tr '\n' ' ')"
+    fi
+
+    # check with its CPUs given: the shield without its state breaks it (exit 3), named
+    # with `reset --without-state`, and no `cpushield shield` advice (it would be refused).
+    cs check --cpus 3 --interval 1s --verbose
+    check_eq lost/check-cpus-exit-3 3 "$CS_RC" "exit status of check --cpus 3"
+    if head -n 1 /tmp/cs.out | grep -q 'without its saved state; undo it with `cpushield reset --without-state`'; then
+        pass lost/check-cpus-verdict
+    else
+        fail lost/check-cpus-verdict "$(head -n 3 /tmp/cs.out | tr '\n' ' ')"
+    fi
+    if grep -q 'cpushield shield --' /tmp/cs.out; then
+        fail lost/check-cpus-no-shield-advice "$(grep 'cpushield shield --' /tmp/cs.out | head -n 3 | tr '\n' ' ')"
+    else
+        pass lost/check-cpus-no-shield-advice
+    fi
+
+    # unshield: refused in one line naming `reset --without-state`, nothing changed.
+    cs unshield --all 3
+    check_eq lost/unshield-exit-1 1 "$CS_RC" "exit status of unshield"
+    check_eq lost/unshield-one-line 1 "$(wc -l </tmp/cs.err)" "lines on stderr of unshield"
+    if grep -qF 'cpushield reset --without-state' /tmp/cs.err; then pass lost/unshield-names-the-way-out; else
+        fail lost/unshield-names-the-way-out "$(head -c 400 /tmp/cs.err | tr '\n' ' ')"
+    fi
+    snapshot /tmp/snap-unshield-refused
+    if same_snapshot /tmp/shielded /tmp/snap-unshield-refused; then pass lost/unshield-changed-nothing; else
+        compare_snapshots lost/unshield-changed-nothing /tmp/shielded /tmp/snap-unshield-refused
     fi
 
     # reset --without-state: as far as the kernel shows, and it says what it cannot know.

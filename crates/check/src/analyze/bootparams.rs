@@ -7,7 +7,7 @@
 //! | `isolcpus=…domain…` | /sys/devices/system/cpu/isolated holds the CPUs |
 //! | `isolcpus=managed_irq…` | no kernel-managed IRQ is delivered to them |
 //! | `nohz_full=` | /sys/devices/system/cpu/nohz_full holds them, and the tick stops: LOC near zero while one task keeps the CPU busy |
-//! | `rcu_nocbs=` | an `rcuop/N` (or `rcuos/N`) thread exists for each |
+//! | `rcu_nocbs=` | the kernel's boot log names them ("Offload RCU callbacks from CPUs"), else their rcuo threads run while those of CPUs not offloaded are parked (6.12); otherwise not verified |
 //! | `irqaffinity=` | /proc/irq/default_smp_affinity leaves them out |
 //!
 //! Once any of the line's parameters is on the command line (the line was
@@ -23,7 +23,6 @@ use crate::facts::Managed;
 use crate::finding::{Finding, Remedy, Severity, Topic};
 use cpushield_cpuset::CpuSet;
 use cpushield_parse::cmdline::{cpu_param, param, words};
-use cpushield_parse::kthread_name::per_cpu_thread;
 use cpushield_shield::bootparams::boot_params;
 use cpushield_shield::masks::ShieldMasks;
 
@@ -57,6 +56,9 @@ enum Why {
     NotBuilt(&'static str),
     /// On the line and valid, yet the kernel shows no effect.
     Ignored(String),
+    /// On the line (or implied by another parameter), but nothing the
+    /// kernel shows tells whether it took effect: the reason.
+    Unverified(String),
 }
 
 /// One parameter's verdict: in effect (with the evidence) or why not.
@@ -238,43 +240,24 @@ fn nohz_full(input: &CheckInput<'_>, wanted: &str) -> Verdict {
     }
 }
 
-/// The checked CPUs that have an RCU offload thread (`rcuop/N`, `rcuos/N`).
-fn with_rcuo(input: &CheckInput<'_>) -> CpuSet {
-    input
-        .after
-        .threads
-        .iter()
-        .filter(|t| t.stat.is_kthread())
-        .filter_map(|t| per_cpu_thread(&t.stat.comm, &["rcuop", "rcuos"]))
-        .map(|(_, cpu)| cpu)
-        .filter(|cpu| input.cpus.contains(*cpu))
-        .collect()
-}
-
-/// `rcu_nocbs=`: the rcuo threads. `nohz_full=` offloads its CPUs as well,
-/// so a line without `rcu_nocbs=` whose CPUs have rcuo threads is in effect.
+/// `rcu_nocbs=`: the CPUs the kernel offloads, from what proves it (its
+/// boot record, else its rcuo threads; see `Facts::rcu_offload`). An rcuo
+/// thread alone proves nothing: 6.1 and 6.12 start one for every CPU once
+/// any CPU is offloaded. `nohz_full=` offloads its CPUs as well, so a line
+/// without `rcu_nocbs=` whose CPUs are offloaded is in effect. Without
+/// proof the parameter is not verified, neither in effect nor broken.
 fn rcu_nocbs(input: &CheckInput<'_>, wanted: &str) -> Verdict {
-    let have = with_rcuo(input);
-    let all = input.cpus.is_subset(&have);
-    let names = || {
-        input
-            .cpus
-            .iter()
-            .map(|c| format!("rcuop/{c}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let offload = input.rcu_offload();
+    let all = input.cpus.is_subset(&offload.cpus);
     let result = match given(input, "rcu_nocbs") {
-        Ok(_) if all => Ok(format!("{} exist", names())),
-        Ok(_) => Err(not_applied(
-            input,
-            "rcu_nocbs",
-            format!("no {} thread", names()),
+        Ok(_) if !offload.proven => Err(Why::Unverified(offload.evidence)),
+        Ok(_) if all => Ok(offload.evidence),
+        Ok(_) => Err(not_applied(input, "rcu_nocbs", offload.evidence)),
+        Err(Why::Absent) if offload.proven && all => Ok(format!(
+            "{}: nohz_full= offloads its CPUs' callbacks as well",
+            offload.evidence
         )),
-        Err(Why::Absent) if all => Ok(format!(
-            "{} exist: nohz_full= offloads its CPUs' callbacks as well",
-            names()
-        )),
+        Err(Why::Absent) if !offload.proven && all => Err(Why::Unverified(offload.evidence)),
         Err(why) => Err(why),
     };
     Verdict {
@@ -315,6 +298,21 @@ fn irqaffinity(input: &CheckInput<'_>, wanted: &str) -> Verdict {
     }
 }
 
+/// The kernel's HZ, from its build config.
+fn kernel_hz(input: &CheckInput<'_>) -> Option<u64> {
+    input
+        .facts
+        .kconfig
+        .get("CONFIG_HZ")
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
+/// Local timer interrupts per second at or below which a nohz_full CPU's
+/// tick counts as stopped: a tenth of HZ.
+pub(super) fn tick_limit(input: &CheckInput<'_>) -> f64 {
+    kernel_hz(input).unwrap_or(HZ_UNKNOWN) as f64 / 10.0
+}
+
 /// The tick on a nohz_full CPU: local timer interrupts per second while the
 /// CPU was busy (one task running), against the kernel's HZ.
 fn tick(input: &CheckInput<'_>, cpu: usize) -> Option<Finding> {
@@ -340,12 +338,8 @@ fn tick(input: &CheckInput<'_>, cpu: usize) -> Option<Finding> {
     } else {
         0.0
     };
-    let hz = input
-        .facts
-        .kconfig
-        .get("CONFIG_HZ")
-        .and_then(|v| v.parse::<u64>().ok());
-    let limit = hz.unwrap_or(HZ_UNKNOWN) as f64 / 10.0;
+    let hz = kernel_hz(input);
+    let limit = tick_limit(input);
     let hz_text = hz.map_or("HZ unknown".to_string(), |h| format!("HZ {h}"));
     let evidence = format!(
         "/proc/interrupts LOC on CPU {cpu}: +{} in {:.1} s ({per_s:.1}/s, {hz_text}); CPU {cpu} {busy:.0}% busy (/proc/stat)",
@@ -407,6 +401,10 @@ fn reason(v: &Verdict, input: &CheckInput<'_>) -> String {
                 .as_deref()
                 .unwrap_or("its build config")
         ),
+        Err(Why::Unverified(why)) => format!(
+            "{} is asked for, but whether the kernel applied it is not shown: {why}",
+            v.key
+        ),
         Err(Why::Ignored(shown)) => {
             let build = if input.facts.kconfig.is_empty() {
                 format!(
@@ -428,9 +426,11 @@ fn reason(v: &Verdict, input: &CheckInput<'_>) -> String {
 pub(super) fn analyze(input: &CheckInput<'_>, findings: &mut Vec<Finding>) {
     let line = boot_params(&ShieldMasks::all(input.cpus), &input.facts.online);
     let cmdline = &input.facts.cmdline;
+    // A parameter of the line, or a misspelling of one (alone on the
+    // command line, it is the only sign that the line was meant).
     let used = line.split_whitespace().any(|w| {
         let key = w.split('=').next().unwrap_or(w);
-        param(cmdline, key).is_some()
+        param(cmdline, key).is_some() || misspelling(cmdline, key).is_some()
     });
     if !used {
         return;
@@ -458,6 +458,17 @@ pub(super) fn analyze(input: &CheckInput<'_>, findings: &mut Vec<Finding>) {
                     evidence.clone(),
                 ));
             }
+            Err(Why::Unverified(_)) => findings.push(Finding::new(
+                Severity::Info,
+                Topic::Isolation,
+                None,
+                format!(
+                    "boot parameter {} not verified: {}",
+                    v.wanted,
+                    reason(v, input)
+                ),
+                format!("/proc/cmdline: {}", cmdline.trim()),
+            )),
             Err(_) => findings.push(
                 Finding::new(
                     Severity::BreaksShield,

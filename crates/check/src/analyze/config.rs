@@ -123,16 +123,26 @@ pub(super) fn analyze_cpu(input: &CheckInput<'_>, act: &mut CpuActivity) -> Vec<
             .remedy(nohz_full_remedy(input, &list)),
         );
     }
-    if !facts.rcu_offloaded_cpus().contains(cpu) {
-        findings.push(
-            Finding::new(
-                Severity::Warn,
-                Topic::Isolation,
-                Some(cpu),
+    let offload = input.rcu_offload();
+    if !offload.cpus.contains(cpu) {
+        // The command line may ask for it while the kernel did not offload.
+        let (title, evidence) = if facts.rcu_offloaded_cpus().contains(cpu) {
+            (
+                format!("RCU callbacks of CPU {cpu} run on it: the command line asks to offload them, but the kernel did not"),
+                format!(
+                    "/proc/cmdline has rcu_nocbs= or nohz_full= covering {cpu}, but {}",
+                    offload.evidence
+                ),
+            )
+        } else {
+            (
                 format!("RCU callbacks of CPU {cpu} run on it (no rcu_nocbs)"),
                 format!("/proc/cmdline has no rcu_nocbs= or nohz_full= covering {cpu}"),
             )
-            .remedy(Remedy::boot(format!("rcu_nocbs={list} rcu_nocb_poll"))),
+        };
+        findings.push(
+            Finding::new(Severity::Warn, Topic::Isolation, Some(cpu), title, evidence)
+                .remedy(Remedy::boot(format!("rcu_nocbs={list} rcu_nocb_poll"))),
         );
     }
     let isolated = facts

@@ -93,6 +93,16 @@ fn irq_kind(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Option
             } else {
                 ""
             };
+            // Below the rate at which the boot-parameter check calls the
+            // tick stopped, what fires is nohz_full's residual tick (about
+            // 1/s, for the scheduler's accounting) and timers armed there:
+            // said as such, never as a tick that runs.
+            if nohz && c.per_s <= super::bootparams::tick_limit(input) {
+                return Some(f(
+                    Severity::Info,
+                    format!("the local timer fired {} times on nohz_full CPU {cpu} ({:.1}/s), no more than a stopped tick leaves: nohz_full's residual tick (about once a second) and timers armed there", c.count, c.per_s),
+                ));
+            }
             let title = if nohz {
                 format!("the local timer still fires on nohz_full CPU {cpu} ({:.0}/s): more than one task or pending timers keep the tick on{hrtimers}", c.per_s)
             } else {
@@ -150,6 +160,25 @@ fn irq_kind(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Option
     })
 }
 
+/// Whether `isolcpus=` with `flag` (`domain`, `managed_irq`) covers `cpu`
+/// on this boot: on the command line, and for `domain` shown in
+/// /sys/devices/system/cpu/isolated (no flag at all means `domain`).
+fn isolated_by_boot(input: &CheckInput<'_>, flag: &str, cpu: usize) -> bool {
+    let Some((cpus, flags)) = cpushield_parse::cmdline::cpu_param(&input.facts.cmdline, "isolcpus")
+    else {
+        return false;
+    };
+    let has_flag = flags.iter().any(|f| f == flag) || (flag == "domain" && flags.is_empty());
+    let shown = flag != "domain"
+        || input
+            .facts
+            .isolated
+            .as_deref()
+            .and_then(|s| cpushield_cpuset::CpuSet::parse_list(s.trim()).ok())
+            .is_some_and(|iso| iso.contains(cpu));
+    has_flag && cpus.contains(cpu) && shown
+}
+
 pub(super) fn nohz_full_remedy(input: &CheckInput<'_>, list: &str) -> Remedy {
     if input
         .facts
@@ -178,7 +207,7 @@ fn softirq(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Finding
         |sev, title: String| Finding::new(sev, Topic::Softirq, Some(cpu), title, evidence.clone());
     match c.id.as_str() {
         "RCU" => {
-            let covered = input.facts.rcu_offloaded_cpus().contains(cpu);
+            let covered = input.rcu_offload().cpus.contains(cpu);
             let finding = f(
                 Severity::Warn,
                 format!(
@@ -192,6 +221,7 @@ fn softirq(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Finding
                 finding.remedy(Remedy::boot(format!("rcu_nocbs={list} rcu_nocb_poll")))
             }
         }
+        // A boot parameter already in effect is not advised again.
         "TIMER" | "HRTIMER" => f(
             Severity::Warn,
             format!(
@@ -201,7 +231,9 @@ fn softirq(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Finding
         )
         .in_place(input.in_place(ShieldKind::Ltmr, cpu))
         .remedy_if(input.shield_remedy(ShieldKind::Ltmr))
-        .remedy(nohz_full_remedy(input, list)),
+        .remedy_if(
+            (!input.facts.nohz_full_cpus().contains(cpu)).then(|| nohz_full_remedy(input, list)),
+        ),
         "SCHED" => f(
             Severity::Warn,
             format!(
@@ -211,7 +243,10 @@ fn softirq(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Finding
         )
         .in_place(input.in_place(ShieldKind::Procs, cpu))
         .remedy_if(input.shield_remedy(ShieldKind::Procs))
-        .remedy(Remedy::boot(format!("isolcpus=domain,{list}"))),
+        .remedy_if(
+            (!isolated_by_boot(input, "domain", cpu))
+                .then(|| Remedy::boot(format!("isolcpus=domain,{list}"))),
+        ),
         "BLOCK" => {
             let finding = f(
                 Severity::Warn,
@@ -225,7 +260,10 @@ fn softirq(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Finding
             finding
                 .in_place(input.in_place(ShieldKind::Irqs, cpu))
                 .remedy_if(input.shield_remedy(ShieldKind::Irqs))
-                .remedy(Remedy::boot(format!("isolcpus=managed_irq,{list}")))
+                .remedy_if(
+                    (!isolated_by_boot(input, "managed_irq", cpu))
+                        .then(|| Remedy::boot(format!("isolcpus=managed_irq,{list}"))),
+                )
         }
         "NET_RX" | "NET_TX" => f(
             Severity::Warn,

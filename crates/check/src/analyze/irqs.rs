@@ -89,7 +89,10 @@ pub(crate) fn classify(
     if managed == Managed::Yes {
         return Some(IrqClass::Managed(ManagedBy::Debugfs));
     }
-    let Some(shield) = shield.filter(|s| s.masks.irqs.contains(cpu)) else {
+    // A shield whose state is gone knows no IRQ's request: it cannot tell
+    // why an IRQ is still there.
+    let Some(shield) = shield.filter(|s| s.masks.irqs.contains(cpu) && s.state_lost.is_none())
+    else {
         return Some(if managed == Managed::Likely {
             IrqClass::Managed(ManagedBy::QueueName)
         } else {
@@ -253,17 +256,25 @@ pub(super) fn arrived(input: &CheckInput<'_>, cpu: usize, irq: u32, c: &Count) -
                     "; the shield asked the kernel to move it off the shielded CPU and the mask stayed (the kernel refuses run-time changes of a managed IRQ)",
                 ),
                 ManagedBy::QueueName => (
-                    format!("{label} arrives on CPU {cpu}; it is a block-queue interrupt, usually kernel-managed"),
-                    "",
+                    format!("{label} arrives on CPU {cpu}; it is a block-queue interrupt, which the kernel usually manages (then only a boot parameter moves it)"),
+                    "; whether the kernel manages it is not shown here (no /sys/kernel/debug/irq/irqs: CONFIG_GENERIC_IRQ_DEBUGFS, debugfs mounted)",
                 ),
             };
+            // The boot parameter first: the shield's write of a managed
+            // IRQ's mask is refused, and only where the kernel does not
+            // say so is the write worth a try.
+            let try_shield = (by == ManagedBy::QueueName)
+                .then(|| input.shield_remedy(ShieldKind::Irqs))
+                .flatten()
+                .map(|r| {
+                    Remedy::cpushield(format!(
+                        "{} (moves it if the kernel does not manage it)",
+                        r.action
+                    ))
+                });
             f(Severity::BreaksShield, Topic::Irq, title, why)
-                .remedy_if(
-                (by == ManagedBy::QueueName)
-                    .then(|| input.shield_remedy(ShieldKind::Irqs))
-                    .flatten(),
-            )
-            .remedy(managed_boot_remedy(&list))
+                .remedy(managed_boot_remedy(&list))
+                .remedy_if(try_shield)
         }
         IrqClass::NotShielded | IrqClass::Unknown => f(
             Severity::BreaksShield,
@@ -493,6 +504,7 @@ mod tests {
             scope: Scope::System,
             irq_requested: set(&[(42, "0-1"), (36, "0-1"), (50, "1")]),
             irq_set: set(&[(42, "0"), (36, "0-1"), (50, "1")]),
+            state_lost: None,
         }
     }
 

@@ -9,7 +9,7 @@ mod rt;
 pub(crate) mod tasks;
 
 use crate::facts::Facts;
-use crate::finding::{Finding, Remedy, Severity};
+use crate::finding::{Finding, Remedy, RemedyKind, Severity, Topic};
 use crate::sampling::RunTracker;
 use crate::snapshot::Snapshot;
 use crate::target::{ShieldInForce, ShieldKind};
@@ -73,6 +73,18 @@ impl CheckInput<'_> {
     /// command would change nothing).
     pub(crate) fn shield_remedy(&self, kind: ShieldKind) -> Option<Remedy> {
         shield_remedy(self.shield, kind, self.cpus)
+    }
+    /// The CPUs whose RCU callbacks the kernel offloads, and what shows it
+    /// (the kernel's boot record, else its rcuo threads at the end of the
+    /// interval, else the command line).
+    pub(crate) fn rcu_offload(&self) -> crate::facts::RcuOffload {
+        self.facts.rcu_offload(
+            self.after
+                .threads
+                .iter()
+                .filter(|t| t.stat.is_kthread())
+                .map(|t| (t.stat.comm.as_str(), t.stat.state)),
+        )
     }
     /// What the shield in force does about `kind` on `cpu`, when it covers it.
     pub(crate) fn in_place(&self, kind: ShieldKind, cpu: usize) -> Option<String> {
@@ -210,6 +222,14 @@ pub fn analyze(input: &CheckInput<'_>, sampling: &str) -> CheckReport {
     config::analyze_system(input, &mut findings);
     rt::analyze_system(input, &mut findings);
     bootparams::analyze(input, &mut findings);
+    let promise = partial_promise(input);
+    if promise.is_some() {
+        judge_by_the_shield_in_force(input, &mut findings);
+    }
+    let lost = input.shield.and_then(|s| Some((s, s.state_lost.as_ref()?)));
+    if let Some((shield, signs)) = lost {
+        state_lost(shield, signs, &mut findings);
+    }
     findings.sort_by(|a, b| {
         b.severity
             .cmp(&a.severity)
@@ -226,7 +246,29 @@ pub fn analyze(input: &CheckInput<'_>, sampling: &str) -> CheckReport {
         .count();
     let cpus = input.list();
     let plural = if input.cpus.len() > 1 { "CPUs" } else { "CPU" };
-    let verdict = if breaks > 0 {
+    let verdict = if lost.is_some() {
+        format!(
+            "{plural} {cpus}: a shield is in place without its saved state; undo it with `cpushield reset --without-state`, then shield again ({breaks} finding{} break{} the shield, {warns} warning{})",
+            s(breaks),
+            if breaks == 1 { "s" } else { "" },
+            s(warns)
+        )
+    } else if let Some(promise) = &promise {
+        if breaks > 0 {
+            format!(
+                "{plural} {cpus} NOT shielded: {breaks} finding{} break{} what the shield in force promises ({promise}), {warns} warning{}",
+                s(breaks),
+                if breaks == 1 { "s" } else { "" },
+                s(warns)
+            )
+        } else {
+            format!(
+                "{plural} {cpus} clean for what the shield in force promises ({promise}): nothing reached {} that it keeps away ({warns} warning{})",
+                if input.cpus.len() > 1 { "them" } else { "it" },
+                s(warns)
+            )
+        }
+    } else if breaks > 0 {
         format!(
             "{plural} {cpus} NOT shielded: {breaks} finding{} break{} the shield, {warns} warning{}",
             s(breaks),
@@ -250,6 +292,117 @@ pub fn analyze(input: &CheckInput<'_>, sampling: &str) -> CheckReport {
         breaks_shield: breaks > 0,
         findings,
         activity,
+    }
+}
+
+/// A shield whose saved state is gone: said as what breaks it, with the
+/// one command that undoes it; every `cpushield shield` remedy is dropped,
+/// since the shield refuses to run over it.
+fn state_lost(shield: &ShieldInForce, signs: &[String], findings: &mut Vec<Finding>) {
+    for f in findings.iter_mut() {
+        f.remedies.retain(|r| {
+            !(r.kind == RemedyKind::Cpushield && r.action.starts_with("cpushield shield "))
+        });
+    }
+    findings.push(
+        Finding::new(
+            Severity::BreaksShield,
+            Topic::Enforcement,
+            None,
+            format!(
+                "a shield is in place on CPU {} without its saved state: cpushield can neither change it (`cpushield shield` refuses) nor undo it exactly",
+                shield.masks.any()
+            ),
+            signs.join("; "),
+        )
+        .remedy(Remedy::cpushield(
+            "cpushield reset --without-state (then shield again; what the tasks, IRQs and settings had before the shield was in the state, so it gives back the kernel's defaults)",
+        )),
+    );
+}
+
+const KINDS: [ShieldKind; 3] = [ShieldKind::Procs, ShieldKind::Irqs, ShieldKind::Ltmr];
+
+/// What a shield of `kind` keeps off a CPU, in a phrase.
+fn kept_off(kind: ShieldKind) -> &'static str {
+    match kind {
+        ShieldKind::Procs => "processes and unbound kernel threads",
+        ShieldKind::Irqs => "device IRQs",
+        ShieldKind::Ltmr => "the local timer's run-time sources",
+    }
+}
+
+/// The shield whose promise a finding that breaks a shield breaks, by its
+/// topic; `None` for what no run-time shield promises (boot parameters).
+fn promised_by(topic: Topic) -> Option<ShieldKind> {
+    match topic {
+        Topic::Task | Topic::KernelThread | Topic::Enforcement => Some(ShieldKind::Procs),
+        Topic::Irq | Topic::IrqPending | Topic::Irqbalance => Some(ShieldKind::Irqs),
+        _ => None,
+    }
+}
+
+/// When the shield in force covers every checked CPU, but not from
+/// everything (`shield --irqs 3` alone), what it promises there, in a
+/// phrase (`--irqs: device IRQs kept off; not processes and unbound kernel
+/// threads, not the local timer's run-time sources`). `None` without a
+/// shield, with one that covers them from everything, or with one that
+/// leaves a checked CPU out (then the check judges a whole shield).
+fn partial_promise(input: &CheckInput<'_>) -> Option<String> {
+    let shield = input.shield?;
+    let covers = |k: ShieldKind| input.cpus.is_subset(shield.shielded(k));
+    let (on, off): (Vec<ShieldKind>, Vec<ShieldKind>) = KINDS.into_iter().partition(|k| covers(*k));
+    let any = KINDS
+        .iter()
+        .fold(CpuSet::new(), |all, k| all.union(shield.shielded(*k)));
+    if on.is_empty() || off.is_empty() || !input.cpus.is_subset(&any) {
+        return None;
+    }
+    let flags: Vec<String> = on.iter().map(|k| format!("--{}", k.flag())).collect();
+    let kept: Vec<&str> = on.iter().map(|k| kept_off(*k)).collect();
+    let not: Vec<String> = off
+        .iter()
+        .map(|k| format!("not {}", kept_off(*k)))
+        .collect();
+    Some(format!(
+        "{}: {} kept off; {}",
+        flags.join(" "),
+        kept.join(" and "),
+        not.join(", ")
+    ))
+}
+
+/// Under a shield in force from some kinds only, a finding that breaks
+/// what a kind it does not apply would promise (a task on a CPU shielded
+/// from IRQs alone) is a warning: the shield in force never promised it.
+/// It says what the shield does promise; its remedy (the missing kind)
+/// stays.
+fn judge_by_the_shield_in_force(input: &CheckInput<'_>, findings: &mut [Finding]) {
+    for f in findings
+        .iter_mut()
+        .filter(|f| f.severity == Severity::BreaksShield)
+    {
+        let (Some(cpu), Some(kind)) = (f.cpu, promised_by(f.topic)) else {
+            continue;
+        };
+        if input.shielded(kind, cpu) {
+            continue;
+        }
+        let on: Vec<String> = KINDS
+            .iter()
+            .filter(|k| input.shielded(**k, cpu))
+            .map(|k| format!("--{}", k.flag()))
+            .collect();
+        f.severity = Severity::Warn;
+        let what = format!(
+            "the shield in force on CPU {cpu} is {} alone: it does not keep {} off",
+            on.join(" "),
+            kept_off(kind)
+        );
+        f.in_place = Some(match f.in_place.take() {
+            Some(before) => format!("{before}; {what}"),
+            None => what,
+        });
     }
 }
 

@@ -155,7 +155,7 @@ fn unthreaded_irqs(input: &CheckInput<'_>, findings: &mut Vec<Finding>) {
 fn per_cpu_work(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>) {
     let list = input.list();
     let nohz = input.facts.nohz_full_cpus().contains(cpu);
-    let offloaded = input.facts.rcu_offloaded_cpus().contains(cpu);
+    let offloaded = input.rcu_offload().cpus.contains(cpu);
     let mut threads: Vec<(&str, &ThreadSample)> = input
         .after
         .threads
@@ -196,7 +196,13 @@ fn per_cpu_work(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>)
                 if !nohz {
                     f = f.remedy(Remedy::boot(format!("nohz_full={list}")));
                 }
-                f.remedy(Remedy::runtime("sysctl -w kernel.timer_migration=1"))
+                // Advised only where it would change something: off, and
+                // not already turned on by the local-timer shield.
+                let ltmr = input.shielded(ShieldKind::Ltmr, cpu);
+                if input.facts.timer_migration == Some(0) && !ltmr {
+                    f = f.remedy(Remedy::runtime("sysctl -w kernel.timer_migration=1"));
+                }
+                f
             }
             "rcuc" if offloaded => Finding::new(
                 Severity::Info,

@@ -190,7 +190,12 @@ pub(super) fn analyze_cpu(input: &CheckInput<'_>, act: &mut CpuActivity) -> Vec<
             )
             .remedy(Remedy::runtime(format!("taskset -pc {hk} {key}"))),
             Kind::BoundKthread => {
-                let (why, remedy) = bound_kthread_advice(&first.stat.comm, input.cpus, input.shield);
+                let boot = BootIsolation {
+                    nohz_full: input.facts.nohz_full_cpus(),
+                    rcu_offloaded: input.rcu_offload().cpus,
+                };
+                let (why, remedy) =
+                    bound_kthread_advice(&first.stat.comm, input.cpus, input.shield, &boot);
                 // Bound kernel threads cannot be moved; they matter when they run long.
                 let severity = if share >= 0.1 { Severity::Warn } else { Severity::Info };
                 let mut f = Finding::new(
@@ -229,12 +234,24 @@ pub(crate) fn pod_task_remedy(list: &str) -> Remedy {
     ))
 }
 
+/// What the kernel was booted to do for the checked CPUs: a boot parameter
+/// already in effect is not advised again. Empty when not known.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BootIsolation {
+    /// The nohz_full CPUs.
+    pub nohz_full: CpuSet,
+    /// The CPUs whose RCU callbacks the kernel offloads.
+    pub rcu_offloaded: CpuSet,
+}
+
 /// What a bound kernel thread does and what reduces its work on `cpus`,
-/// leaving out what the shield in force already does.
+/// leaving out what the shield in force (`shield`) and the boot (`boot`)
+/// already do.
 pub(crate) fn bound_kthread_advice(
     comm: &str,
     cpus: &cpushield_cpuset::CpuSet,
     shield: Option<&ShieldInForce>,
+    boot: &BootIsolation,
 ) -> (&'static str, Option<Remedy>) {
     let list = cpus.to_list();
     if comm.starts_with("ksoftirqd/") {
@@ -253,12 +270,13 @@ pub(crate) fn bound_kthread_advice(
     {
         (
             "RCU callbacks",
-            Some(Remedy::boot(format!("rcu_nocbs={list} rcu_nocb_poll"))),
+            (!cpus.is_subset(&boot.rcu_offloaded))
+                .then(|| Remedy::boot(format!("rcu_nocbs={list} rcu_nocb_poll"))),
         )
     } else if comm.starts_with("ktimers/") {
         (
             "this CPU's expired timers (PREEMPT_RT's timer softirq thread)",
-            Some(Remedy::boot(format!("nohz_full={list}"))),
+            (!cpus.is_subset(&boot.nohz_full)).then(|| Remedy::boot(format!("nohz_full={list}"))),
         )
     } else if comm.starts_with("migration/") {
         (

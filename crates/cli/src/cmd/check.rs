@@ -23,6 +23,10 @@ pub struct CheckArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// After the verdict and the fixes, every finding with its evidence and
+    /// what ran on the CPUs.
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 /// Runs `cpushield check`: exit 0 when clean, 3 when something breaks the shield.
@@ -65,7 +69,10 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", cpushield_check::render::render_text(&report));
+        print!(
+            "{}",
+            cpushield_check::render::render_text(&report, args.verbose)
+        );
     }
     Ok(ExitCode::from(if report.breaks_shield {
         args::EXIT_FINDINGS
