@@ -12,6 +12,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 # The Kubernetes manifests, decoded strictly into the real Kubernetes types
 # (an unknown or misspelt field fails); a few seconds.
 (cd dev/manifest-check && gofmt -l . | (! grep .) && go vet ./... && go test ./...)
+# The Grafana dashboard: dist/grafana/cpushield.json is what its generator makes (the
+# live check of its queries is in crates/cli/tests/agent_host.rs); a few seconds.
+(cd dev/grafana-dashboard && gofmt -l . | (! grep .) && go vet ./... && go test ./...)
 # One test binary at a time touches IRQs and cgroups; tests inside a binary
 # that do so serialise themselves.
 # The real-kernel tests boot Debian's 6.1 and 6.12 PREEMPT_RT kernels under QEMU (dev/guest/);
@@ -19,6 +22,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 dev/guest/fetch-kernel.sh --all >/dev/null
 export CPUSHIELD_GUEST="${CPUSHIELD_GUEST:-1}"
 cargo test --workspace --release
+# The RPM beside the .deb: rpmlint, installed into a scratch root, the same files as the
+# .deb (about 30 s on the release build above).
+scripts/check-packages.sh
 # The parsers' property/fuzz suite once more with many more cases, optimised
 # but with overflow checks on (profile fuzz), so an overflow is a reported
 # crash, not a silent wrap (about 2 minutes, build included).

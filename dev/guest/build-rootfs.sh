@@ -12,9 +12,10 @@ set -eu
 # The recipe. Change it here only; any change to this file rebuilds the tree.
 SUITE=bookworm
 VARIANT=minbase
-# systemd-sysv: systemd as /sbin/init. Nothing else: the test needs only coreutils, grep,
-# sed, util-linux and dpkg, which minbase has.
-INCLUDE=systemd-sysv
+# systemd-sysv: systemd as /sbin/init. tuned: Debian's tuned 2.20 for the tuned profile's
+# steps (it brings python3, dbus and polkitd; polkitd needs a logind, libpam-systemd).
+# Nothing else: the test needs only coreutils, grep, sed, util-linux and dpkg (minbase).
+INCLUDE=systemd-sysv,libpam-systemd,tuned
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CACHE="${GUEST_CACHE:-$ROOT/target/guest}/rootfs"

@@ -4,6 +4,8 @@
 # CPU 3 of 4 from processes and IRQs. Booted twice (two QEMU runs of the same disk): the
 # first boot checks the shield is up, `systemctl stop cpushield` restores exactly, a
 # restart, a SIGKILLed agent then `cpushield reset`; the second that the shield is back.
+# Each boot then runs tuned's steps (dev/guest/systemd/tuned.sh): boot 2 is booted with
+# the parameters tuned's profile asked for in boot 1.
 # The checks are dev/guest/systemd/test.sh; exit status 0 only if boot 1 printed
 # GUEST-BOOT-DONE, boot 2 GUEST-DONE, and neither a GUEST-FAIL line.
 #
@@ -101,9 +103,17 @@ cp "$HERE"/lib/*.sh "$STAGE/guest/lib/"
 cp "$HERE/systemd/test.sh" "$STAGE/guest/systemd-test.sh"
 cp "$HERE/systemd/snapshot.sh" "$STAGE/guest/systemd-snapshot.sh"
 cp "$HERE/systemd/snapshot-filter.sh" "$STAGE/guest/systemd-snapshot-filter.sh"
+cp "$HERE/systemd/tuned.sh" "$STAGE/guest/systemd-tuned.sh"
 cp "$HERE"/systemd/*.service "$STAGE/etc/systemd/system/"
 chroot "$STAGE" /usr/bin/systemctl enable cpushield.service cpushield-guest-snapshot.service \
     cpushield-guest-test.service >>"$WORK/dpkg.log" 2>&1 || die "systemctl enable in the image failed"
+# tuned (systemd-tuned.sh) starts only when a step starts it, with no profile loaded.
+if [ -f "$STAGE/lib/systemd/system/tuned.service" ]; then
+    chroot "$STAGE" /usr/bin/systemctl disable tuned.service >>"$WORK/dpkg.log" 2>&1 \
+        || die "systemctl disable tuned in the image failed"
+    : >"$STAGE/etc/tuned/active_profile"
+    echo manual >"$STAGE/etc/tuned/profile_mode"
+fi
 # No login prompts on the test console; a fixed machine id (no first-boot setup).
 for u in serial-getty@ttyS0.service getty@tty1.service; do
     ln -sf /dev/null "$STAGE/etc/systemd/system/$u"
@@ -152,7 +162,7 @@ boot() {
     timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 \
         -accel tcg,thread=multi -cpu max -smp 4 -m 1024 \
         -kernel "$KERNEL" -initrd "$WORK/initramfs.cpio" \
-        -append "console=ttyS0 quiet panic=-1 no_timer_check systemd.show_status=0" \
+        -append "console=ttyS0 quiet panic=-1 no_timer_check systemd.show_status=0${BOOT_EXTRA:+ $BOOT_EXTRA}" \
         -drive "file=$IMG,format=raw,if=virtio" \
         -nographic -no-reboot -monitor none -serial stdio -nodefaults \
         </dev/null >"$LOG" 2>&1
@@ -169,6 +179,12 @@ boot() {
     grep -q "$2" "$LOG" || die "boot $1 stopped without $2 (log: $LOG)"
 }
 boot 1 GUEST-BOOT-DONE
+# The boot parameters tuned's profile asked for in boot 1 (its bootloader plugin's
+# /etc/tuned/bootcmdline, kept by the test): boot 2 gets them, as from the bootloader.
+BOOT_EXTRA=$(debugfs -R "cat /var/lib/guest/tuned-bootcmdline" "$IMG" 2>/dev/null \
+    | sed -n 's/^TUNED_BOOT_CMDLINE="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p')
+[ -n "$BOOT_EXTRA" ] || die "boot 1 left no tuned boot line in /var/lib/guest/tuned-bootcmdline"
+say "boot 2 with tuned's boot parameters: $BOOT_EXTRA"
 boot 2 GUEST-DONE
 PASSES=$(cat "$LOGS/systemd-boot1.log" "$LOGS/systemd-boot2.log" | grep -c 'GUEST-PASS ' || true)
 [ "$PASSES" -gt 0 ] || die "no check ran"

@@ -216,6 +216,9 @@ pub struct Facts {
     pub idle_driver: Option<String>,
     /// The CPUs are virtual (`hypervisor` in /proc/cpuinfo's flags).
     pub hypervisor: bool,
+    /// The boot parameters the loaded tuned profile asked for (its
+    /// bootloader plugin's `/etc/tuned/bootcmdline`); empty without tuned.
+    pub tuned_boot_line: Vec<String>,
     /// Per checked CPU.
     pub cpus: BTreeMap<usize, CpuFacts>,
     /// Per device IRQ.
@@ -282,6 +285,9 @@ pub fn read_facts(kernel: &dyn Kernel, checked: &CpuSet, irq_numbers: &[u32]) ->
         facts.irqs.insert(irq, read_irq(k, irq));
     }
     facts.cpusets = read_cpusets(k, checked);
+    facts.tuned_boot_line = cpushield_shield::tuned::read_claim(k)
+        .map(|c| c.boot_line)
+        .unwrap_or_default();
     facts
 }
 

@@ -1766,3 +1766,59 @@ fn many_different_fixes_still_fit_the_answer_and_the_rest_is_counted() {
         "{text}"
     );
 }
+
+#[test]
+fn a_parameter_the_loaded_tuned_profile_left_off_its_boot_line_is_named_not_breaking() {
+    // tuned's cpu-partitioning line has nohz_full and rcu_nocbs but neither
+    // isolcpus nor irqaffinity.
+    let booted = || {
+        let k = booted_with("nohz=on nohz_full=1 rcu_nocbs=1");
+        k.set_file("/sys/devices/system/cpu/isolated", "\n");
+        k.set_file("/proc/irq/default_smp_affinity", "3\n");
+        k
+    };
+    let without_tuned = check(&booted(), |k| busy_second(k, 1));
+    assert_eq!(titles(&without_tuned, Severity::BreaksShield).len(), 3);
+    let k = booted();
+    k.set_file("/etc/tuned/active_profile", "cpu-partitioning\n");
+    k.set_file("/run/tuned/tuned.pid", "700\n");
+    k.add_dir("/proc/700");
+    k.set_file(
+        "/etc/tuned/bootcmdline",
+        "TUNED_BOOT_CMDLINE=\"nohz=on nohz_full=1 rcu_nocbs=1\"\n",
+    );
+    let r = check(&k, |k| busy_second(k, 1));
+    assert!(
+        titles(&r, Severity::BreaksShield).is_empty(),
+        "{:#?}",
+        r.findings
+    );
+    let info = titles(&r, Severity::Info);
+    for wanted in [
+        "boot parameter nohz_full=1 in effect",
+        "boot parameter rcu_nocbs=1 in effect",
+        "boot parameter isolcpus=managed_irq,domain,1 (its domain part) is not on the boot line of the loaded tuned profile",
+        "boot parameter isolcpus=managed_irq,domain,1 (its managed_irq part) is not on the boot line of the loaded tuned profile",
+        "boot parameter irqaffinity=0 is not on the boot line of the loaded tuned profile",
+    ] {
+        assert!(info.iter().any(|t| t == wanted), "no {wanted:?} in {info:#?}");
+    }
+    // A parameter tuned asked for that is not in effect still breaks it.
+    let k = booted();
+    k.set_file("/sys/devices/system/cpu/nohz_full", "\n");
+    k.set_file("/etc/tuned/active_profile", "cpu-partitioning\n");
+    k.set_file("/run/tuned/tuned.pid", "700\n");
+    k.add_dir("/proc/700");
+    k.set_file(
+        "/etc/tuned/bootcmdline",
+        "TUNED_BOOT_CMDLINE=\"nohz=on nohz_full=1 rcu_nocbs=1\"\n",
+    );
+    let r = check(&k, |k| busy_second(k, 1));
+    assert!(
+        titles(&r, Severity::BreaksShield)
+            .iter()
+            .any(|t| t.starts_with("boot parameter nohz_full=1 from")),
+        "{:#?}",
+        r.findings
+    );
+}

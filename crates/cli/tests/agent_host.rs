@@ -5,7 +5,9 @@
 //! test caused, with the latency probe's histogram and check's findings by
 //! severity; `--on-threshold` runs once the probe exceeds its limit, and the
 //! node_exporter textfile is written; on SIGTERM the agent resets the shield
-//! (`on_stop = "reset"`).
+//! (`on_stop = "reset"`). The Grafana dashboard's queries are checked against
+//! the same run: promtool parses them, they name only metrics the agent
+//! served, and each returns data from that Prometheus.
 
 use std::net::TcpListener;
 mod support;
@@ -90,6 +92,20 @@ nsev=$(q 'count(cpushield_check_findings)' | jq -r '.data.result[0].value[1]')
 [ "$nsev" = 3 ] || fail "prometheus findings series [$nsev]"
 up=$(q 'up{job="cpushield"}' | jq -r '.data.result[0].value[1]')
 [ "$up" = 1 ] || fail "prometheus up [$up]"
+# The Grafana dashboard's queries (one a line, in $DIR/dashboard-queries): how many
+# series each returns from this Prometheus, retried while a rate still lacks samples;
+# and the scrape they are checked against.
+curl -sf http://127.0.0.1:$PORT/metrics > "$DIR/scrape.txt"
+: > "$DIR/dashboard-results"
+while IFS= read -r expr; do
+  n=0
+  for i in $(seq 20); do
+    n=$(q "$expr" | jq -r '.data.result | length' 2>/dev/null)
+    [ "${n:-0}" -ge 1 ] 2>/dev/null && break
+    sleep 0.5
+  done
+  printf '%s\t%s\n' "${n:-0}" "$expr" >> "$DIR/dashboard-results"
+done < "$DIR/dashboard-queries"
 kill $PROM; wait $PROM
 kill -TERM $AGENT; wait $AGENT; rc=$?
 [ $rc = 0 ] || fail "agent exit $rc after SIGTERM: $(cat $LOG)"
@@ -98,6 +114,69 @@ grep -q 'shield reset (on_stop = "reset")' "$LOG" || fail "no reset on stop: $(c
 echo "agent log:"; cat "$LOG"
 echo SCENARIO-DONE
 "#;
+
+/// Every PromQL query of the Grafana dashboard (dist/grafana/cpushield.json),
+/// with its template variables as a Grafana of one node would expand them:
+/// `$instance` every node, `$__rate_interval` 20 s (the test scrapes every
+/// second). With the panel's title.
+fn dashboard_queries() -> Vec<(String, String)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/grafana/cpushield.json");
+    let text = std::fs::read_to_string(&path).expect("dist/grafana/cpushield.json");
+    let dashboard: serde_json::Value = serde_json::from_str(&text).expect("the dashboard is JSON");
+    let mut out = Vec::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"]
+                .as_str()
+                .expect("a Prometheus query has an expr");
+            let expr = expr
+                .replace("$instance", ".+")
+                .replace("$__rate_interval", "20s");
+            out.push((panel["title"].as_str().unwrap_or("?").to_string(), expr));
+        }
+    }
+    assert!(out.len() >= 8, "the dashboard has too few queries: {out:?}");
+    out
+}
+
+/// The metric names a query uses (every name is cpushield's own).
+fn metric_names(expr: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = expr;
+    while let Some(at) = rest.find("cpushield_") {
+        let name: String = rest[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        rest = &rest[at + name.len()..];
+        names.push(name);
+    }
+    names
+}
+
+/// promtool parses every dashboard query (as recording rules).
+fn promtool_parses(queries: &[(String, String)], dir: &Path) {
+    let mut rules = String::from("groups:\n  - name: dashboard\n    rules:\n");
+    for (i, (_, expr)) in queries.iter().enumerate() {
+        let quoted = serde_json::to_string(expr).unwrap();
+        rules.push_str(&format!(
+            "      - record: cpushield_dashboard:query{i}\n        expr: {quoted}\n"
+        ));
+    }
+    let file = dir.join("dashboard-rules.yml");
+    std::fs::write(&file, rules).unwrap();
+    let check = Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&file)
+        .output()
+        .expect("run promtool");
+    assert!(
+        check.status.success(),
+        "promtool does not parse a dashboard query: {}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
 
 #[test]
 fn the_agent_corrects_an_irq_moved_onto_the_shield_and_prometheus_scrapes_the_correction() {
@@ -119,6 +198,14 @@ fn the_agent_corrects_an_irq_moved_onto_the_shield_and_prometheus_scrapes_the_co
         String::from_utf8_lossy(&check.stderr)
     );
     let dir = tempfile::tempdir().unwrap();
+    let queries = dashboard_queries();
+    promtool_parses(&queries, dir.path());
+    let lines: Vec<&str> = queries.iter().map(|(_, e)| e.as_str()).collect();
+    std::fs::write(
+        dir.path().join("dashboard-queries"),
+        lines.join("\n") + "\n",
+    )
+    .unwrap();
     let state = dir.path().join("state");
     let before = system_state();
     let (cfg, log) = (
@@ -165,4 +252,36 @@ fn the_agent_corrects_an_irq_moved_onto_the_shield_and_prometheus_scrapes_the_co
     assert!(!text.contains("ASSERT-FAIL"), "{text}");
     assert!(text.contains("SCENARIO-DONE"), "{text}");
     eprintln!("{text}");
+    // The dashboard: every metric a panel names is one the agent served in
+    // this run, and every query returned data from this Prometheus.
+    let scrape = std::fs::read_to_string(dir.path().join("scrape.txt")).expect("scrape saved");
+    let served = |name: &str| {
+        scrape.lines().any(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|r| r.starts_with(['{', ' ']))
+        })
+    };
+    for (title, expr) in &queries {
+        for name in metric_names(expr) {
+            assert!(
+                served(&name),
+                "panel {title:?}: the agent serves no {name}: {expr}"
+            );
+        }
+    }
+    let results =
+        std::fs::read_to_string(dir.path().join("dashboard-results")).expect("results saved");
+    let counted: Vec<(usize, &str)> = results
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(n, e)| (n.parse().unwrap_or(0), e))
+        .collect();
+    assert_eq!(counted.len(), queries.len(), "{results}");
+    for ((title, expr), (n, queried)) in queries.iter().zip(&counted) {
+        assert_eq!(expr, queried);
+        assert!(
+            *n >= 1,
+            "panel {title:?}: no data from Prometheus for {expr}"
+        );
+    }
 }

@@ -23,6 +23,14 @@ use toml::Spanned;
 /// Where `cpushield apply` reads its config unless `--config` names another file.
 pub const DEFAULT_PATH: &str = "/etc/cpushield/cpushield.toml";
 
+/// Where tuned's cpu-partitioning profile reads `isolated_cores`: what
+/// `isolated = "tuned"` reads unless `tuned_variables` names another file
+/// (the realtime profile's is `/etc/tuned/realtime-variables.conf`).
+pub const TUNED_VARIABLES: &str = "/etc/tuned/cpu-partitioning-variables.conf";
+
+/// The `isolated` value that means tuned's `isolated_cores`.
+pub const ISOLATED_FROM_TUNED: &str = "tuned";
+
 /// The agent's socket for unprivileged placement unless `[access] socket` names another.
 pub const DEFAULT_SOCKET: &str = "/run/cpushield/agent.sock";
 
@@ -248,8 +256,12 @@ pub struct ShieldSection {
     /// CPUs shielded from the local timer (`shield --ltmr`).
     pub ltmr: Option<Spanned<String>>,
     /// Kubernetes PerformanceProfile `spec.cpu.isolated`: the CPUs for real-time
-    /// work, shielded from all three (same as `all`).
+    /// work, shielded from all three (same as `all`). `"tuned"`: the CPUs of
+    /// tuned's `isolated_cores` (in [`ShieldSection::tuned_variables`]).
     pub isolated: Option<Spanned<String>>,
+    /// The tuned variables file `isolated = "tuned"` reads `isolated_cores`
+    /// from ([`TUNED_VARIABLES`] unless given).
+    pub tuned_variables: Option<Spanned<String>>,
     /// Kubernetes PerformanceProfile `spec.cpu.reserved`: the housekeeping CPUs;
     /// every other online CPU is shielded from all three.
     pub reserved: Option<Spanned<String>>,
@@ -406,6 +418,8 @@ pub struct Config {
     text: String,
     /// The parsed content.
     pub content: ConfigFile,
+    /// tuned's `isolated_cores`, once read ([`Config::read_tuned_variables`]).
+    tuned_isolated: Option<CpuSet>,
 }
 
 /// 1-based line of byte offset `at` in `text`.
@@ -513,9 +527,120 @@ impl Config {
             file: file.to_string(),
             text: text.to_string(),
             content,
+            tuned_isolated: None,
         };
         config.check_access_and_agent()?;
+        config.check_tuned_keys()?;
         Ok(config)
+    }
+
+    /// Whether `isolated = "tuned"`.
+    fn isolated_from_tuned(&self) -> bool {
+        self.content
+            .shield
+            .isolated
+            .as_ref()
+            .is_some_and(|v| v.get_ref() == ISOLATED_FROM_TUNED)
+    }
+
+    fn check_tuned_keys(&self) -> Result<(), ConfigError> {
+        let Some(path) = &self.content.shield.tuned_variables else {
+            return Ok(());
+        };
+        if !self.isolated_from_tuned() {
+            return Err(self.error(
+                &path.span(),
+                "shield.tuned_variables",
+                "is read only with isolated = \"tuned\"".into(),
+                "set isolated = \"tuned\", or remove tuned_variables",
+            ));
+        }
+        if !path.get_ref().starts_with('/') {
+            return Err(self.error(
+                &path.span(),
+                "shield.tuned_variables",
+                format!("{:?} is not an absolute path", path.get_ref()),
+                "write e.g. \"/etc/tuned/realtime-variables.conf\"",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The tuned variables file to read before [`Config::resolve`], when the
+    /// file says `isolated = "tuned"`: the command reads it and hands the
+    /// text to [`Config::read_tuned_variables`].
+    pub fn tuned_variables_path(&self) -> Option<std::path::PathBuf> {
+        self.isolated_from_tuned().then(|| {
+            self.content
+                .shield
+                .tuned_variables
+                .as_ref()
+                .map_or(TUNED_VARIABLES.into(), |p| p.get_ref().into())
+        })
+    }
+
+    /// The error for a tuned variables file at `path` that could not be read,
+    /// at the line of `isolated = "tuned"`.
+    pub fn tuned_variables_unreadable(&self, path: &Path, error: &io::Error) -> ConfigError {
+        let span = self
+            .content
+            .shield
+            .isolated
+            .as_ref()
+            .map_or(0..0, |v| v.span());
+        let why = match error.kind() {
+            io::ErrorKind::NotFound => "does not exist".to_string(),
+            _ => format!("cannot be read ({error})"),
+        };
+        self.error(
+            &span,
+            "shield.isolated",
+            format!(
+                "\"tuned\" reads isolated_cores from {}, which {why}",
+                path.display()
+            ),
+            "write isolated_cores=CPUS there (tuned's cpu-partitioning profile reads the same \
+             file), name another with tuned_variables, or give the CPUs here",
+        )
+    }
+
+    /// Reads tuned's `isolated_cores` from the variables file `file` with
+    /// text `text`: the CPUs `isolated = "tuned"` stands for. A file tuned
+    /// could not read, a missing key, or a value tuned computes or that is
+    /// no CPU list is an error naming that file, its line and the key.
+    pub fn read_tuned_variables(&mut self, file: &str, text: &str) -> Result<(), ConfigError> {
+        use cpushield_parse::tuned;
+        let fail = |line: usize, problem: String, remedy: &str| ConfigError {
+            file: file.to_string(),
+            line,
+            key: "isolated_cores".into(),
+            problem,
+            remedy: remedy.to_string(),
+        };
+        let vars = tuned::parse_variables(text).map_err(|e| ConfigError {
+            file: file.to_string(),
+            line: e.line,
+            key: String::new(),
+            problem: e.problem,
+            remedy: "correct the line (tuned reads `key=value` lines and # comments)".into(),
+        })?;
+        let Some(entry) = vars.get("", "isolated_cores") else {
+            return Err(fail(
+                0,
+                "is not set (cpushield.toml says isolated = \"tuned\")".into(),
+                "add a line isolated_cores=CPUS, e.g. isolated_cores=2-3",
+            ));
+        };
+        let cpus = tuned::isolated_cores(&entry.value).map_err(|p| {
+            fail(
+                entry.line,
+                p.to_string(),
+                "write the CPUs as a list, e.g. isolated_cores=2-3 (cpushield reads a literal \
+                 list, not a tuned function)",
+            )
+        })?;
+        self.tuned_isolated = Some(cpus);
+        Ok(())
     }
 
     fn error(&self, span: &Range<usize>, key: &str, problem: String, remedy: &str) -> ConfigError {
@@ -870,7 +995,20 @@ impl Config {
             ("shield.reserved", &s.reserved),
         ] {
             if let Some(v) = value {
-                spans.push((key, v.span(), self.cpus(v, key)?));
+                let cpus = if key == "shield.isolated" && self.isolated_from_tuned() {
+                    self.tuned_isolated.clone().ok_or_else(|| {
+                        self.error(
+                            &v.span(),
+                            key,
+                            "\"tuned\" stands for tuned's isolated_cores, which was not read"
+                                .into(),
+                            "run apply, which reads the tuned variables file, or give the CPUs",
+                        )
+                    })?
+                } else {
+                    self.cpus(v, key)?
+                };
+                spans.push((key, v.span(), cpus));
             }
         }
         for (key, span, cpus) in &spans {

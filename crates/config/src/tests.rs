@@ -489,3 +489,96 @@ fn runtime_settings_need_a_shield_and_per_cpu_ones_a_process_shield() {
     );
     resolve("[shield]\nirqs = \"1\"\n[runtime]\ntimer_migration = 0\n").unwrap();
 }
+
+/// `text` as cpushield.toml, with `variables` as the tuned variables file it reads.
+fn resolve_with_tuned(text: &str, variables: &str) -> Result<Desired, ConfigError> {
+    let mut config = parse(text)?;
+    let path = config
+        .tuned_variables_path()
+        .expect("isolated = \"tuned\" names a variables file");
+    config.read_tuned_variables(&path.display().to_string(), variables)?;
+    config.resolve(&online())
+}
+
+#[test]
+fn isolated_tuned_shields_the_cpus_of_tuneds_isolated_cores_from_all_three() {
+    let d = resolve_with_tuned(
+        "[shield]\nisolated = \"tuned\"\n",
+        "# cpu-partitioning\nisolated_cores=2-3\n",
+    )
+    .unwrap();
+    assert_eq!(d.masks, ShieldMasks::all(&cpus("2-3")));
+    let config = parse("[shield]\nisolated = \"tuned\"\n").unwrap();
+    assert_eq!(
+        config.tuned_variables_path().unwrap(),
+        Path::new(TUNED_VARIABLES)
+    );
+    let realtime = parse(
+        "[shield]\nisolated = \"tuned\"\ntuned_variables = \"/etc/tuned/realtime-variables.conf\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        realtime.tuned_variables_path().unwrap(),
+        Path::new("/etc/tuned/realtime-variables.conf")
+    );
+    assert!(parse("[shield]\nisolated = \"3\"\n")
+        .unwrap()
+        .tuned_variables_path()
+        .is_none());
+}
+
+#[test]
+fn a_tuned_variables_file_that_cannot_be_used_names_its_file_line_and_key() {
+    let text = "[shield]\nisolated = \"tuned\"\n";
+    let file = format!("{TUNED_VARIABLES}:");
+    for (variables, line, problem) in [
+        // Debian's shipped default: tuned computes it at load time.
+        (
+            "# Reserve 1 core per socket\nisolated_cores=${f:calc_isolated_cores:1}\n",
+            2,
+            "computed by tuned",
+        ),
+        ("isolated_cores=two\n", 1, "not a CPU list"),
+        ("no_balance_cores=5\n", 0, "is not set"),
+        ("x=1\n[broken\n", 2, "does not close"),
+    ] {
+        let err = resolve_with_tuned(text, variables).expect_err(variables);
+        let shown = err.to_string();
+        assert!(shown.starts_with(&format!("{file}{line}:")), "{shown}");
+        assert!(shown.contains(problem), "{shown}");
+        assert!(!shown.contains('\n') && shown.contains("; "), "{shown}");
+        if line != 2 || !problem.contains("close") {
+            assert!(shown.contains("key `isolated_cores`"), "{shown}");
+        }
+    }
+    // tuned's CPUs must be online, as any other key's.
+    let err = resolve_with_tuned(text, "isolated_cores=6-7\n").unwrap_err();
+    assert_eq!((err.line, err.key.as_str()), (2, "shield.isolated"));
+    // Every CPU isolated leaves nothing for the system.
+    let err = resolve_with_tuned(text, "isolated_cores=0-3\n").unwrap_err();
+    assert_eq!(err.key, "shield.isolated");
+}
+
+#[test]
+fn isolated_tuned_unread_or_tuned_variables_alone_is_refused() {
+    error_names("[shield]\nisolated = \"tuned\"\n", 2, "shield.isolated");
+    assert_eq!(
+        parse("[shield]\nall = \"3\"\ntuned_variables = \"/etc/tuned/x.conf\"\n")
+            .unwrap_err()
+            .key,
+        "shield.tuned_variables"
+    );
+    assert_eq!(
+        parse("[shield]\nisolated = \"tuned\"\ntuned_variables = \"x.conf\"\n")
+            .unwrap_err()
+            .line,
+        3
+    );
+    let config = parse("\n[shield]\nisolated = \"tuned\"\n").unwrap();
+    let err = config.tuned_variables_unreadable(
+        Path::new(TUNED_VARIABLES),
+        &io::Error::from(io::ErrorKind::NotFound),
+    );
+    assert_eq!((err.line, err.key.as_str()), (3, "shield.isolated"));
+    assert!(err.to_string().contains("does not exist"), "{err}");
+}

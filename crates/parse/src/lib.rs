@@ -20,6 +20,7 @@ pub mod preempt;
 pub mod schedstat;
 pub mod softirqs;
 pub mod stat;
+pub mod tuned;
 
 /// A file's text did not have the expected shape.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

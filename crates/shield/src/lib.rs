@@ -25,6 +25,7 @@ pub mod snapshot;
 pub mod state;
 pub mod status;
 pub mod steps;
+pub mod tuned;
 
 use apply::Outcome;
 use cpushield_cpuset::CpuSet;
@@ -729,6 +730,9 @@ fn reset_locked(
     // the ones saved before (tasks only where their IDs mean the same tasks).
     let same_tasks = saved.pid_namespace.is_empty() || saved.pid_namespace == first.pid_namespace;
     let followed = follow_before_reset(store, &mut saved, &first, same_tasks)?;
+    // What tuned's loaded profile also sets is written back as tuned sets it.
+    let left_to_tuned = tuned::read_claim(kernel)
+        .and_then(|claim| tuned::leave_to_tuned(&mut saved, &claim, &first));
     let mut total = Outcome::default();
     let mut notes = Vec::new();
     let mut snap = first;
@@ -788,5 +792,10 @@ fn reset_locked(
     notes.extend(followed_notes(kernel, &followed));
     notes.extend(recovered_note(loaded.recovered));
     notes.extend(runtime_notes);
+    notes.extend(left_to_tuned.map(|text| Note {
+        severity: steps::Severity::Info,
+        text,
+        remedy: None,
+    }));
     Ok(report(&snap, ShieldMasks::default(), total, notes))
 }

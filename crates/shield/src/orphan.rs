@@ -109,8 +109,14 @@ pub fn detect(kernel: &dyn Kernel) -> std::io::Result<Option<OrphanShield>> {
             cgroups.push(OrphanCgroup { dir, marked, cpus });
         }
     }
+    // A file the loaded tuned profile writes is tuned's doing, no evidence.
+    let tuned = crate::tuned::read_claim(kernel);
+    let tuneds = |path: &str| tuned.as_ref().is_some_and(|c| c.owns_file(Path::new(path)));
     // The CPUs a setting leaves out that its default includes.
     let left_out = |path: &str, default: &CpuSet, mask: bool| -> CpuSet {
+        if tuneds(path) {
+            return CpuSet::default();
+        }
         let now = read_trimmed(kernel, Path::new(path)).ok().and_then(|text| {
             if mask {
                 CpuSet::parse_mask(&text).ok()
@@ -141,7 +147,9 @@ pub fn detect(kernel: &dyn Kernel) -> std::io::Result<Option<OrphanShield>> {
             LTMR_SYSCTLS[0], masks.ltmr
         ));
     }
-    if read_trimmed(kernel, Path::new(LTMR_SYSCTLS[2])).is_ok_and(|v| v == SHIELD_STAT_INTERVAL) {
+    if !tuneds(LTMR_SYSCTLS[2])
+        && read_trimmed(kernel, Path::new(LTMR_SYSCTLS[2])).is_ok_and(|v| v == SHIELD_STAT_INTERVAL)
+    {
         evidence.push(format!(
             "{} is {SHIELD_STAT_INTERVAL}, cpushield's value (the kernel's default is 1)",
             LTMR_SYSCTLS[2]

@@ -450,8 +450,12 @@ pub fn take(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Snaps
         let cpus = read_cpu_list(kernel, &dir.join("cpuset.cpus")).unwrap_or_default();
         foreign_cgroups.push((format!("/{name}"), cpus));
     }
+    // A sysctl the loaded tuned profile sets is tuned's: the shield neither
+    // writes nor restores it (crate::tuned).
+    let tuned = crate::tuned::read_claim(kernel);
     let files = candidate_files(layout)
         .into_iter()
+        .filter(|p| !tuned.as_ref().is_some_and(|c| c.owns_file(p)))
         .filter_map(|p| read_trimmed(kernel, &p).ok().map(|t| (p, t)))
         .collect();
     Ok(Snapshot {

@@ -1115,3 +1115,152 @@ fn unshield_without_a_state_refuses_naming_reset_without_state_and_changes_nothi
     assert_eq!(k.files(), files);
     assert_eq!(k.affinities(), affinities);
 }
+
+/// tuned running profile `cpushield` (over cpu-partitioning) with
+/// isolated_cores 3, as its files say, its scheduler plugin having moved IRQs.
+fn load_tuned_profile(k: &FakeKernel) {
+    k.set_file("/etc/tuned/active_profile", "cpushield\n");
+    k.set_file("/run/tuned/tuned.pid", "4242\n");
+    k.add_dir("/proc/4242");
+    k.set_file(
+        "/usr/lib/tuned/cpushield/tuned.conf",
+        include_str!("../../../dist/tuned/cpushield/tuned.conf"),
+    );
+    k.set_file(
+        "/usr/lib/tuned/cpu-partitioning/tuned.conf",
+        "[main]\n[variables]\ninclude=/etc/tuned/cpu-partitioning-variables.conf\nisolated_cores = ${isolated_cores}\n[sysctl]\nvm.stat_interval = 10\nkernel.timer_migration = 0\n[sysfs]\n/sys/devices/virtual/workqueue/cpumask = ${not_isolated_cpumask}\n[scheduler]\nisolated_cores=${isolated_cores}\n",
+    );
+    k.set_file(
+        "/etc/tuned/cpu-partitioning-variables.conf",
+        "isolated_cores=3\n",
+    );
+    // The scheduler plugin's saved IRQ affinities, in tuned's save file.
+    k.set_file_bytes(
+        "/run/tuned/save.pickle",
+        b"tuned.plugins.plugin_scheduler\x94\x8c\rIRQAffinities".to_vec(),
+    );
+}
+
+#[test]
+fn reset_while_tuned_isolates_the_cpu_leaves_what_tuned_sets_and_restores_the_rest() {
+    // The shield first, then tuned's profile (it finds the IRQs already off
+    // CPU 3 and writes its files), then `cpushield reset`.
+    let k = machine(&[(100, "0-3")]);
+    k.set_file("/proc/irq/11/smp_affinity", "8\n");
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("2-3")));
+    assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap().trim(), "3");
+    assert_eq!(
+        k.file("/proc/sys/kernel/timer_migration").unwrap().trim(),
+        "1"
+    );
+    load_tuned_profile(&k);
+    // What tuned writes over the shield: its sysctls, the workqueue mask and
+    // default_smp_affinity (its rule on what it found).
+    k.set_file("/proc/sys/kernel/timer_migration", "0\n");
+    k.set_file("/proc/sys/vm/stat_interval", "10\n");
+    k.set_file("/sys/devices/virtual/workqueue/cpumask", "7\n");
+    let report = cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    // tuned's rule on each IRQ's original: f less CPU 3, and IRQ 11 (CPU 3
+    // only) on every CPU tuned keeps for the system.
+    assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap().trim(), "7");
+    assert_eq!(k.file("/proc/irq/11/smp_affinity").unwrap().trim(), "7");
+    // The files tuned writes stay as tuned wrote them; the rest is
+    // cpushield's and comes back: the task's affinity, the watchdog mask.
+    assert_eq!(
+        k.file("/proc/irq/default_smp_affinity").unwrap().trim(),
+        "3"
+    );
+    assert_eq!(
+        k.file("/sys/devices/virtual/workqueue/cpumask")
+            .unwrap()
+            .trim(),
+        "7"
+    );
+    assert_eq!(
+        k.file("/proc/sys/kernel/timer_migration").unwrap().trim(),
+        "0"
+    );
+    assert_eq!(k.file("/proc/sys/vm/stat_interval").unwrap().trim(), "10");
+    assert_eq!(
+        k.file("/proc/sys/kernel/watchdog_cpumask").unwrap().trim(),
+        "0-3"
+    );
+    assert_eq!(k.affinities()[&100], cpus("0-3"));
+    let notes: Vec<&str> = report.notes.iter().map(|n| n.text.as_str()).collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("tuned profile cpushield (isolated_cores 3)")),
+        "{notes:?}"
+    );
+}
+
+#[test]
+fn with_tuned_loaded_first_the_shield_leaves_its_files_and_reset_gives_back_tuneds_masks() {
+    // tuned's profile first (IRQs off CPU 3, its files), then the shield on
+    // the same CPU, then reset: everything as tuned left it.
+    let k = machine(&[(100, "0-3")]);
+    load_tuned_profile(&k);
+    for irq in 10..14 {
+        k.set_file(format!("/proc/irq/{irq}/smp_affinity"), "7\n");
+    }
+    k.set_file("/proc/irq/default_smp_affinity", "7\n");
+    k.set_file("/sys/devices/virtual/workqueue/cpumask", "7\n");
+    k.set_file("/proc/sys/kernel/timer_migration", "0\n");
+    k.set_file("/proc/sys/vm/stat_interval", "10\n");
+    let before = k.files();
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    assert_eq!(
+        k.file("/proc/sys/kernel/timer_migration").unwrap().trim(),
+        "0",
+        "the shield does not write a sysctl tuned's profile sets"
+    );
+    let saved = saved_in(&store);
+    for path in [
+        "/proc/sys/kernel/timer_migration",
+        "/sys/devices/virtual/workqueue/cpumask",
+        "/proc/irq/default_smp_affinity",
+    ] {
+        assert!(!saved.files.contains_key(Path::new(path)), "{path} saved");
+    }
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    let text = |path: &str| k.file(path).map(|t| t.trim().to_string());
+    let was = |path: &str| before.get(Path::new(path)).map(|t| t.trim().to_string());
+    for irq in 10..14 {
+        let path = format!("/proc/irq/{irq}/smp_affinity");
+        assert_eq!(text(&path), was(&path), "{path}");
+    }
+    for path in [
+        "/proc/irq/default_smp_affinity",
+        "/sys/devices/virtual/workqueue/cpumask",
+        "/proc/sys/kernel/timer_migration",
+        "/proc/sys/vm/stat_interval",
+        "/proc/sys/kernel/watchdog_cpumask",
+    ] {
+        assert_eq!(text(path), was(path), "{path}");
+    }
+}
+
+#[test]
+fn what_tuned_sets_is_no_evidence_of_a_shield_whose_state_is_lost() {
+    // tuned's cpu-partitioning alone (no cpushield state): its workqueue mask
+    // and vm.stat_interval 10 look like a shield's, but are tuned's.
+    let k = machine(&[(100, "0-3")]);
+    k.set_file("/sys/devices/virtual/workqueue/cpumask", "7\n");
+    k.set_file("/proc/sys/vm/stat_interval", "10\n");
+    let store = MemoryStore::new();
+    assert!(
+        cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).is_err(),
+        "without tuned these are a lost shield's traces"
+    );
+    load_tuned_profile(&k);
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).expect("nothing to reset");
+    assert_eq!(
+        k.file("/sys/devices/virtual/workqueue/cpumask")
+            .unwrap()
+            .trim(),
+        "7"
+    );
+}

@@ -3,12 +3,14 @@
 # scenarios. The disk keeps a boot counter: boot 1 checks the shield is up, that
 # `systemctl stop cpushield` restores exactly the state from before it, a restart, and a
 # SIGKILLed agent followed by `cpushield reset`; boot 2 (the same disk, a new QEMU run)
-# checks the shield came back and stops it exactly again.
+# checks the shield came back and stops it exactly again. Each boot then runs the tuned
+# steps (systemd-tuned.sh).
 export PATH=/guest/bin:/usr/sbin:/usr/bin:/sbin:/bin
 for lib in /guest/lib/*.sh; do . "$lib"; done
 CS=/usr/bin/cpushield
 BEFORE=/run/guest/before
 . /guest/systemd-snapshot-filter.sh
+. /guest/systemd-tuned.sh
 
 # expect_restored NAME BEFORE, on the filtered snapshot (see systemd-snapshot-filter.sh).
 expect_restored() {
@@ -101,6 +103,8 @@ else
             || fail "$B/uninstall/removed-only-its-files" "$(tr '\n' ' ' </tmp/uninstall.out)"
         expect_restored "$B/uninstall-restores" "$BEFORE"
         rm -f /usr/local/bin/cpushield
+        # tuned's cpu-partitioning with the .deb's tuned profile (systemd-tuned.sh).
+        tuned_boot1
         # Leave it enabled (uninstall disabled it) and up for the reboot.
         systemctl enable cpushield.service 2>/dev/null
         systemctl start cpushield.service
@@ -125,6 +129,9 @@ else
         fi
         systemctl stop cpushield-agent.service
         check_eq "$B/agent-unit/stopped" inactive "$(systemctl is-active cpushield-agent.service)"
+        # tuned-adm verify, on the boot line tuned asked for in boot 1 (systemd-tuned.sh).
+        expect_stop_restores "$B/before-tuned"
+        tuned_boot2
         # Removing the package stops the unit first (its prerm), so the shield goes exactly.
         /usr/bin/dpkg -r cpushield >/tmp/dpkg.out 2>&1
         rc=$?

@@ -16,7 +16,8 @@
 //! cover the CPU or does not parse, a kernel built without the option, or a
 //! kernel that did not apply it. Without any of them, the isolation findings
 //! of the configuration analysis stand alone (a runtime shield is complete
-//! as far as runtime goes).
+//! as far as runtime goes). Where a loaded tuned profile set the boot line,
+//! a parameter it did not ask for is named for information only.
 
 use super::CheckInput;
 use crate::facts::Managed;
@@ -445,8 +446,38 @@ pub(super) fn analyze(input: &CheckInput<'_>, findings: &mut Vec<Finding>) {
             _ => {}
         }
     }
+    // The line is tuned's when the loaded tuned profile asked for one (its
+    // bootloader plugin): a parameter it asked for is checked as any other; one
+    // of cpushield's line it did not ask for is tuned's choice, named, not a
+    // broken shield (cpu-partitioning leaves out isolcpus unless asked).
+    let tuned = &input.facts.tuned_boot_line;
+    let tuned_asks = |key: &str| {
+        tuned
+            .iter()
+            .any(|w| w.split('=').next().unwrap_or(w) == key)
+    };
     let mut nohz_in_effect = false;
     for v in &verdicts {
+        if !tuned.is_empty() && !tuned_asks(v.key) && v.result.is_err() {
+            findings.push(
+                Finding::new(
+                    Severity::Info,
+                    Topic::Isolation,
+                    None,
+                    format!(
+                        "boot parameter {} is not on the boot line of the loaded tuned profile",
+                        v.wanted
+                    ),
+                    format!(
+                        "tuned's bootloader plugin set the line ({}); {}",
+                        tuned.join(" "),
+                        reason(v, input)
+                    ),
+                )
+                .remedy(Remedy::boot(line.clone())),
+            );
+            continue;
+        }
         match &v.result {
             Ok(evidence) => {
                 nohz_in_effect |= v.key == "nohz_full";

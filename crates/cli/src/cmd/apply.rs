@@ -31,7 +31,13 @@ fn load(
     let file = path.display().to_string();
     let bytes =
         std::fs::read(path).map_err(|e| anyhow::anyhow!(cpushield_config::unreadable(path, &e)))?;
-    let config = Config::from_bytes(&file, &bytes)?;
+    let mut config = Config::from_bytes(&file, &bytes)?;
+    // `isolated = "tuned"`: tuned's variables file holds the CPUs.
+    if let Some(vars) = config.tuned_variables_path() {
+        let text = std::fs::read_to_string(&vars)
+            .map_err(|e| config.tuned_variables_unreadable(&vars, &e))?;
+        config.read_tuned_variables(&vars.display().to_string(), &text)?;
+    }
     let desired = config.resolve(online)?;
     if let Some(line) = desired.first_irq_line {
         return Err(ConfigError {

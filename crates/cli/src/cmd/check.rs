@@ -66,13 +66,25 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         sample_every: args.sample_every,
     };
     let report = run_check(&kernel, &cpus, source, shield.as_ref(), opts)?;
+    // Which tool set the settings cpushield and tuned both set.
+    let store = cpushield_shield::state::FileStore::from_env();
+    let set_by = cpushield_shield::tuned::read_who_set_what(&kernel, &store);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let mut json = serde_json::to_value(&report)?;
+        if let Some(object) = json.as_object_mut() {
+            object.insert("set_by".into(), serde_json::to_value(&set_by)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         print!(
             "{}",
             cpushield_check::render::render_text(&report, args.verbose)
         );
+        if args.verbose {
+            print!("{}", cpushield_shield::tuned::render_set_by(&set_by));
+        } else {
+            print!("{}", cpushield_shield::tuned::render_set_by_line(&set_by));
+        }
     }
     Ok(ExitCode::from(if report.breaks_shield {
         args::EXIT_FINDINGS
