@@ -411,7 +411,11 @@ impl State<'_> {
             .tick_ns
             .zip(self.tick_anchor)
             .map(|(period, anchor)| anchor + period);
-        [timer, tick].into_iter().flatten().min().filter(|d| *d < to)
+        [timer, tick]
+            .into_iter()
+            .flatten()
+            .min()
+            .filter(|d| *d < to)
     }
 
     fn add(&mut self, kind: CauseKind, name: String, phase: Phase, ns: u64) {

@@ -585,7 +585,8 @@ mod tests {
                 expires_ns: 612_198_644_865
             }
         );
-        let cut = parse_line("  x-1 [001] ..... 5.000001: hrtimer_start: hrtimer=00 function=f").unwrap();
+        let cut =
+            parse_line("  x-1 [001] ..... 5.000001: hrtimer_start: hrtimer=00 function=f").unwrap();
         assert!(matches!(cut.kind, EventKind::Other { .. }));
     }
 
