@@ -552,7 +552,7 @@ fn judge_traced(
         )
     };
     let figures = format!(
-        "the worst case caused inside the guest fell from {} loaded to {} shielded ({})",
+        "the worst case caused inside the guest: {} loaded, {} shielded ({})",
         human_ns(lg),
         human_ns(sa.guest_worst_ns),
         effect_words(high, v.effect_slices.as_ref())
