@@ -83,7 +83,8 @@ for k in "$CACHE"/kernel/*/; do
     mkdir -p "$STAGE/boot"
     cp "$k/config" "$STAGE/boot/config-$release"
 done
-# rtla and the libraries it links (fetch-kernel.sh), for the timerlat scenarios.
+# rtla, cyclictest and the libraries they link (fetch-kernel.sh), for the timerlat
+# scenarios and compare's anchors.
 if [ -x "$CACHE/rtla/usr/bin/rtla" ]; then
     cp -a "$CACHE/rtla/." "$STAGE/"
 fi

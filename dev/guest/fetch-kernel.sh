@@ -7,8 +7,8 @@
 #
 # NAME is one of dev/guest/kernels.sh's GUEST_KERNELS (default $GUEST_KERNEL, else
 # GUEST_KERNEL_DEFAULT). Beside vmlinuz: the kernel's config and the modules of the
-# guest's virtio-net NIC. In target/guest/rtla/: rtla and the libraries it links, as a
-# tree to copy into the initramfs.
+# guest's virtio-net NIC. In target/guest/rtla/: rtla, cyclictest and the libraries they
+# link, as a tree to copy into the initramfs.
 #
 # Needs: apt-get (with the Debian bookworm and bookworm-security archives in its
 # sources), dpkg-deb.
@@ -45,19 +45,20 @@ download() {
     fi
 }
 
-# rtla and its libraries, shared by every kernel: a root tree (usr/bin/rtla, the
-# libraries, the dynamic loader at the path rtla names).
+# rtla, cyclictest and their libraries, shared by every kernel: a root tree (usr/bin/rtla,
+# usr/bin/cyclictest, the libraries, the dynamic loader at the path they name).
 RTLA="$GUEST/rtla"
-if [ ! -x "$RTLA/usr/bin/rtla" ]; then
+if [ ! -x "$RTLA/usr/bin/rtla" ] || [ ! -x "$RTLA/usr/bin/cyclictest" ]; then
     rm -rf "$RTLA.download" "$RTLA.tmp"
     # shellcheck disable=SC2086 # a list of package names
     download "$RTLA.download" $GUEST_RTLA_PACKAGES
     mkdir -p "$RTLA.tmp/x" "$RTLA.tmp/tree/usr/bin" "$RTLA.tmp/tree/lib/x86_64-linux-gnu" "$RTLA.tmp/tree/lib64"
     for deb in "$RTLA.download"/*.deb; do dpkg-deb -x "$deb" "$RTLA.tmp/x"; done
-    cp "$RTLA.tmp/x/usr/bin/rtla" "$RTLA.tmp/tree/usr/bin/"
-    # Only the libraries rtla links (ldd cannot be trusted on a foreign tree; the list is
-    # rtla's NEEDED entries and theirs, which is this).
-    for lib in libtracefs.so.1 libtraceevent.so.1 libc.so.6 ld-linux-x86-64.so.2; do
+    cp "$RTLA.tmp/x/usr/bin/rtla" "$RTLA.tmp/x/usr/bin/cyclictest" "$RTLA.tmp/tree/usr/bin/"
+    # Only the libraries they link (ldd cannot be trusted on a foreign tree; the list is
+    # their NEEDED entries and theirs, which is this).
+    for lib in libtracefs.so.1 libtraceevent.so.1 libnuma.so.1 librt.so.1 libpthread.so.0 \
+        libc.so.6 ld-linux-x86-64.so.2; do
         f=$(find "$RTLA.tmp/x" -name "$lib" | head -n 1)
         [ -n "$f" ] || { echo "fetch-kernel: $lib not in $GUEST_RTLA_PACKAGES" >&2; exit 1; }
         cp -L "$f" "$RTLA.tmp/tree/lib/x86_64-linux-gnu/$lib"

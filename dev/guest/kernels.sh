@@ -13,8 +13,9 @@ GUEST_KERNELS="6.1 6.12-rt"
 GUEST_KERNEL_DEFAULT=6.1
 
 # The userland of the tracer tests, packed into the initramfs with its libraries: rtla
-# (the kernel's timerlat/osnoise front end) and what it links. Any bookworm version.
-GUEST_RTLA_PACKAGES="rtla libtracefs1 libtraceevent1 libc6"
+# (the kernel's timerlat/osnoise front end), cyclictest (rt-tests: compare's anchor) and
+# what they link. Any bookworm version.
+GUEST_RTLA_PACKAGES="rtla rt-tests libtracefs1 libtraceevent1 libnuma1 libc6"
 
 # guest_kernel NAME: sets KERNEL_NAME, KERNEL_PACKAGE (one exact package and version for
 # apt-get download), KERNEL_RELEASE (its `uname -r`, the name of its files in the

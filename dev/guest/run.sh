@@ -36,6 +36,14 @@
 #                           `cpushield load ionet --peer 127.0.0.1:PORT --cpus 1` (the host
 #                           binary: GUEST_HOST_CPUSHIELD, default the static guest build,
 #                           else target/release/cpushield), one flood after another.
+#   # guest-stall: yes      the host stalls the guest's vCPUs on request: each console line
+#                           `GUEST-STALL MS [VCPU]` makes this script (the guest's host)
+#                           pin QEMU's vCPU thread (the one thread of `guest-tcg: single`,
+#                           else vCPU VCPU's, else every one) to host CPU 1 and run a
+#                           SCHED_FIFO hog there for MS milliseconds (1-200), then give the
+#                           thread its affinity back: time the guest's vCPU does not run,
+#                           as a busy hypervisor's steal. Each stall is logged in
+#                           SCENARIO.stalls.log. See stall_hook.
 #
 # Environment: GUEST_CACHE (default target/guest), GUEST_NO_BUILD=1 to reuse an existing
 # initramfs instead of rebuilding it, GUEST_SMP (default 4), GUEST_TIMEOUT, GUEST_MEM override
@@ -73,6 +81,8 @@ SMP=${GUEST_SMP:-$(header guest-smp)}; SMP=${SMP:-4}
 CPU_MODEL=$(header guest-cpu); CPU_MODEL=${CPU_MODEL:-max}
 TCG=$(header guest-tcg); TCG=${TCG:-multi}
 case "$TCG" in single | multi) ;; *) echo "run.sh: $FILE: guest-tcg: single or multi, got '$TCG'" >&2; exit 1 ;; esac
+STALL=$(header guest-stall)
+case "$STALL" in "" | no) STALL="" ;; yes) ;; *) echo "run.sh: $FILE: guest-stall: yes or no, got '$STALL'" >&2; exit 1 ;; esac
 NET=$(header guest-net)
 NET_ARGS=""
 NET_PORT=""
@@ -123,6 +133,72 @@ flood_hook() {
     done
 }
 
+# stall_vcpu PID MS [VCPU]: the guest's vCPU not running for MS ms, as a hypervisor's
+# steal. PID is QEMU or its parent (the `timeout` that runs it). QEMU's vCPU thread(s)
+# (named by `-name ...,debug-threads=on`: `ALL CPUs/TCG` under thread=single, `CPU N/TCG`
+# under multi, VCPU's alone when given) are pinned to host CPU 1, a SCHED_FIFO hog runs on
+# host CPU 1 for MS ms (never CPU 0, which belongs to the host's own services; the hog is a
+# child of ours, ended by `timeout` waiting on CPU 0), then each thread gets its own
+# affinity back. Prints one line saying what it did.
+stall_vcpu() {
+    _pid=$1 _ms=$2 _vcpu=${3:-}
+    case "$_ms" in '' | *[!0-9]*) echo "stall: MS must be a number of milliseconds, got '$_ms'"; return 1 ;; esac
+    if [ "$_ms" -lt 1 ] || [ "$_ms" -gt 200 ]; then
+        echo "stall: $_ms ms is outside 1-200 ms"
+        return 1
+    fi
+    [ "$(nproc)" -ge 2 ] || { echo "stall: the host has no CPU 1"; return 1; }
+    # QEMU itself: PID, or PID's child named qemu-system-*.
+    _qemu=$_pid
+    case "$(cat "/proc/$_pid/comm" 2>/dev/null)" in
+        qemu-system*) ;;
+        *) _qemu=$(awk -v p="$_pid" '$4 == p && $2 ~ /^\(qemu-system/ { print $1; exit }' /proc/[0-9]*/stat 2>/dev/null) ;;
+    esac
+    _tids=""
+    for _task in /proc/"${_qemu:-none}"/task/*; do
+        _comm=$(cat "$_task/comm" 2>/dev/null) || continue
+        case "$_comm" in
+            "ALL CPUs/TCG") _tids="$_tids ${_task##*/}" ;;
+            "CPU $_vcpu/TCG") _tids="$_tids ${_task##*/}" ;;
+            CPU\ */TCG) [ -z "$_vcpu" ] && _tids="$_tids ${_task##*/}" ;;
+        esac
+    done
+    [ -n "$_tids" ] || { echo "stall: no vCPU thread in QEMU '${_qemu}' (started without debug-threads=on?)"; return 1; }
+    _saved=""
+    for _tid in $_tids; do
+        _saved="$_saved $_tid:$(taskset -pc "$_tid" | sed 's/.*: *//')"
+        taskset -pc 1 "$_tid" >/dev/null || { echo "stall: cannot pin QEMU's thread $_tid to host CPU 1"; return 1; }
+    done
+    _secs=$(awk -v ms="$_ms" 'BEGIN { printf "%.3f", ms / 1000 }')
+    _t0=$(date +%s%N)
+    taskset -c 0 timeout -s KILL "$_secs" taskset -c 1 chrt -f 50 sh -c 'while :; do :; done' || true
+    _t1=$(date +%s%N)
+    for _entry in $_saved; do
+        taskset -pc "${_entry#*:}" "${_entry%%:*}" >/dev/null 2>&1 || true
+    done
+    echo "stall: QEMU $_qemu's vCPU thread(s)$_tids kept off host CPU 1 by a SCHED_FIFO hog for $(((_t1 - _t0) / 1000000)) ms (asked $_ms ms)"
+}
+
+# stall_hook PID LOG STALL_LOG: while PID (QEMU, or the timeout running it) lives, answers
+# each new `GUEST-STALL MS [VCPU]` line of the console LOG with stall_vcpu, one after
+# another, and appends what it did to STALL_LOG.
+stall_hook() {
+    _answered=0
+    while kill -0 "$1" 2>/dev/null; do
+        _asked=$(grep -a 'GUEST-STALL ' "$2" 2>/dev/null | tr -d '\r' | sed 's/.*GUEST-STALL //' || true)
+        if [ "$(printf '%s\n' "$_asked" | grep -c .)" -gt "$_answered" ]; then
+            _answered=$((_answered + 1))
+            _request=$(printf '%s\n' "$_asked" | sed -n "${_answered}p")
+            # shellcheck disable=SC2086 # MS and VCPU, as two words
+            _what=$(stall_vcpu "$1" $_request) || true
+            echo "run.sh: $_what" >&2
+            echo "$(date -u +%H:%M:%S.%N) $_what" >>"$3"
+        else
+            sleep 0.1
+        fi
+    done
+}
+
 # boot_watch QEMU_PID: waits until the scenario has started (its GUEST-INFO line) or QEMU
 # has ended. Returns 1 and stops QEMU when neither happened within BOOT_LIMIT seconds: the
 # kernel hung before /init ran, which says nothing about the scenario.
@@ -151,6 +227,7 @@ while :; do
         -accel tcg,thread=$TCG -cpu "$CPU_MODEL" -smp "$SMP" -m "$MEM" \
         -kernel "$KERNEL" -initrd "$INITRD" -append "$APPEND" \
         -nographic -no-reboot -monitor none -serial stdio -nodefaults $NET_ARGS \
+        ${STALL:+-name "cpushield-$SCENARIO,debug-threads=on"} \
         </dev/null >"$LOG" 2>&1 &
     QEMU_PID=$!
     HOOK_PID=""
@@ -158,11 +235,18 @@ while :; do
         flood_hook "$QEMU_PID" &
         HOOK_PID=$!
     fi
+    STALL_PID=""
+    if [ -n "$STALL" ]; then
+        : >"$LOGS/$SCENARIO.stalls.log"
+        stall_hook "$QEMU_PID" "$LOG" "$LOGS/$SCENARIO.stalls.log" &
+        STALL_PID=$!
+    fi
     boot_watch "$QEMU_PID"
     BOOTED=$?
     wait "$QEMU_PID"
     QEMU_RC=$?
     [ -z "$HOOK_PID" ] || wait "$HOOK_PID"
+    [ -z "$STALL_PID" ] || wait "$STALL_PID"
     set -e
     # The serial console uses CRLF line ends.
     sed -i 's/\r$//; s/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\x1bc//g' "$LOG"

@@ -171,7 +171,7 @@ fn short_scenarios_run_end_to_end_and_write_the_report() {
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
     let (report, names) = support::compare_report(&out_dir);
-    assert_eq!(report["schema"], "cpushield.compare/4");
+    assert_eq!(report["schema"], "cpushield.compare/5");
     assert_eq!(names, ["idle", "loaded", "shielded"]);
     for s in report["scenarios"].as_array().unwrap() {
         assert!(
@@ -220,11 +220,29 @@ fn short_scenarios_run_end_to_end_and_write_the_report() {
         if s["name"] != "idle" {
             assert_eq!(s["anchor"]["tool"], "cyclictest", "{}", s["name"]);
             assert!(s["anchor"]["samples"].as_u64().unwrap() > 0);
+            // Its wakeups seen in the trace, and split as the probe's are.
+            assert!(
+                s["anchor"]["traced_wakeups"].as_u64().unwrap_or(0) > 0,
+                "{}: {}",
+                s["name"],
+                s["notes"]
+            );
+            assert!(
+                s["anchor"]["attribution"]["guest_worst_ns"]
+                    .as_u64()
+                    .is_some(),
+                "{}",
+                s["anchor"]
+            );
         }
     }
     let v = &report["verdict"];
     assert!(v["guest_loaded_over_shielded"].as_f64().is_some(), "{v}");
     assert!(v["anchor_loaded_over_shielded"].as_f64().is_some(), "{v}");
+    assert!(!v["category"].as_str().unwrap().is_empty(), "{v}");
+    let cyclictest = &v["anchors"][0];
+    assert_eq!(cyclictest["tool"], "cyclictest", "{v}");
+    assert_eq!(cyclictest["terms"], "in the guest", "{v}");
     // The answer first: at most 15 lines before the report line, the
     // verdict among them; the tables only with --verbose.
     let stdout = String::from_utf8_lossy(&out.stdout);

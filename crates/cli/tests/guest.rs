@@ -314,3 +314,12 @@ guest_test!(
     guest_irq_moves_pending_off_the_shielded_cpu_are_named_until_their_one_interrupt_completes_them:
     "irq-pending", "dev/guest/run.sh", ["irq-pending"], on [on_6_12_rt]
 );
+
+guest_test!(
+    /// This machine as the guest's host stalls the vCPU (a SCHED_FIFO hog on its host
+    /// CPU) in the middle of compare's loaded scenario: the stall shows in the raw worst
+    /// case and is charged outside the guest, for the probe and for the traced cyclictest
+    /// anchor; the report sets each anchor beside the verdict in the guest's terms.
+    guest_a_host_stall_in_the_loaded_scenario_is_charged_outside_the_guest_for_probe_and_anchor:
+    "compare-stall", "dev/guest/run.sh", ["compare-stall"], on [on_6_12_rt]
+);

@@ -97,7 +97,7 @@ fn compare_shielded_shared_prints_table_2_and_the_batch_job_gets_a_share_of_the_
         "{t}"
     );
     let (report, names) = support::compare_report(&out_dir);
-    assert_eq!(report["schema"], "cpushield.compare/4");
+    assert_eq!(report["schema"], "cpushield.compare/5");
     assert_eq!(names, ["shielded", "shielded+shared"]);
     let shared = &report["scenarios"][1];
     let batch = &shared["batch"];

@@ -141,7 +141,7 @@ impl AnchorRun {
             samples: summary.samples,
             max_ns: summary.max_us * 1000,
             avg_ns: summary.avg_us * 1000,
-            irq_max_ns: None,
+            ..Anchor::default()
         })
     }
 }
@@ -196,6 +196,7 @@ impl RtlaRun {
             max_ns: summary.thread.max_us * 1000,
             avg_ns: summary.thread.avg_us * 1000,
             irq_max_ns: Some(summary.irq.max_us * 1000),
+            ..Anchor::default()
         })
     }
 }

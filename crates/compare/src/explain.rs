@@ -10,7 +10,7 @@ use cpushield_measure::{ProbeObserver, SpikeTap};
 use cpushield_report::{AttributionSummary, CauseRow};
 use cpushield_trace::{
     Attribution, CauseKind, KernelContext, SignalMode, Spike, SpikeMarker, TraceOptions,
-    TraceSession, TraceSummary,
+    TraceSession, TraceSummary, WakeupWatch,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -61,11 +61,16 @@ impl ProbeObserver for TraceObserver {
     }
 }
 
-/// A trace of the measured CPUs while one probe runs.
+/// A trace of the measured CPUs while one probe, or one anchor, runs.
 pub struct ProbeTrace {
     session: TraceSession,
     observer: Arc<TraceObserver>,
     forward: Option<JoinHandle<Vec<Spike>>>,
+    /// The longest tick period of the traced CPUs (None: a CPU without a
+    /// known tick): how much of a vCPU's stop the guest may not see.
+    tick_ns: Option<u64>,
+    /// When tracing started (CLOCK_MONOTONIC ns).
+    started_ns: u64,
 }
 
 impl ProbeTrace {
@@ -78,12 +83,40 @@ impl ProbeTrace {
         retention: Duration,
         context: KernelContext,
     ) -> Result<Self, String> {
+        Self::start_with(kernel, cpus, retention, context, None)
+    }
+
+    /// Starts tracing `cpus` while an anchor runs there: every wakeup of the
+    /// threads `watch` names later than its threshold is explained by the
+    /// same rules as the probe's samples ([`Self::finish_anchor`]).
+    pub fn start_anchor(
+        kernel: Arc<dyn Kernel>,
+        cpus: &CpuSet,
+        context: KernelContext,
+        watch: WakeupWatch,
+    ) -> Result<Self, String> {
+        Self::start_with(kernel, cpus, Duration::from_secs(2), context, Some(watch))
+    }
+
+    fn start_with(
+        kernel: Arc<dyn Kernel>,
+        cpus: &CpuSet,
+        retention: Duration,
+        context: KernelContext,
+        watch: Option<WakeupWatch>,
+    ) -> Result<Self, String> {
+        let tick_ns = cpus
+            .iter()
+            .map(|cpu| context.tick_ns.get(&cpu).copied().flatten())
+            .collect::<Option<Vec<u64>>>()
+            .and_then(|t| t.into_iter().max());
         let options = TraceOptions {
             kernel: context,
             signals: SignalMode::None,
             retention: retention.max(Duration::from_secs(2)),
             proc_root: machine_proc().to_path_buf(),
             namespace_scope: cpushield_kernel::namespace::host_proc().is_some(),
+            watch,
             ..Default::default()
         };
         let session = TraceSession::start(kernel, cpus, options)
@@ -96,6 +129,8 @@ impl ProbeTrace {
             session,
             observer,
             forward: None,
+            tick_ns,
+            started_ns: cpushield_kernel::clock::now_ns(),
         })
     }
 
@@ -131,14 +166,18 @@ impl ProbeTrace {
 
     /// Ends a latency trace (the tap must be dropped first) and explains
     /// every sample above the threshold. `probe_max_ns` is the probe's worst
-    /// sample; `ring_lost` the samples the probe could not hand over.
+    /// sample; `ring_lost` the samples the probe could not hand over;
+    /// `slices` how many equal slices of the probe's time get a guest-caused
+    /// worst case of their own.
     pub fn finish_latency(
         mut self,
         threshold_ns: u64,
         probe_max_ns: u64,
         ring_lost: u64,
         steal_ns: u64,
+        slices: usize,
     ) -> (AttributionSummary, TraceSummary) {
+        let ended_ns = cpushield_kernel::clock::now_ns();
         let spikes = self
             .forward
             .take()
@@ -159,40 +198,62 @@ impl ProbeTrace {
             // Samples at or below the threshold were not explained: count
             // them as caused inside the guest.
             guest_worst_ns: probe_max_ns.min(threshold_ns),
+            guest_worst_low_ns: Some(probe_max_ns.min(threshold_ns)),
             ..AttributionSummary::default()
         };
-        let mut causes = CauseTable::default();
+        let samples = spikes
+            .iter()
+            .map(|spike| (spike.latency_ns(), by_seq.get(&spike.seq).copied()));
+        explain_samples(&mut s, samples, self.tick_ns);
+        let floor = probe_max_ns.min(threshold_ns);
+        let slices = slices.max(1);
+        let span = ended_ns.saturating_sub(self.started_ns).max(1);
+        s.guest_worst_by_slice_ns = vec![floor; slices];
         for spike in &spikes {
-            s.latency_ns += spike.latency_ns();
-            let Some(a) = by_seq.get(&spike.seq) else {
-                s.lost += 1;
-                s.guest_worst_ns = s.guest_worst_ns.max(spike.latency_ns());
-                continue;
+            let at = spike.intended_ns.saturating_sub(self.started_ns);
+            let slice = ((at as u128 * slices as u128 / span as u128) as usize).min(slices - 1);
+            let guest = match by_seq.get(&spike.seq) {
+                Some(a) => {
+                    let split = Split::of(a);
+                    spike
+                        .latency_ns()
+                        .saturating_sub(split.outside)
+                        .saturating_sub(split.other_scope)
+                }
+                None => spike.latency_ns(),
             };
-            s.explained += 1;
-            let split = Split::of(a);
-            s.named_ns += split.named;
-            s.guest_ns += split.guest;
-            s.outside_ns += split.outside;
-            // What the shield answers for: the sample without its time
-            // outside the guest and outside the shield's scope.
-            s.guest_worst_ns = s.guest_worst_ns.max(
-                spike
-                    .latency_ns()
-                    .saturating_sub(split.outside)
-                    .saturating_sub(split.other_scope),
-            );
-            s.outside_worst_ns = s.outside_worst_ns.max(split.outside);
-            s.other_scope_worst_ns = s.other_scope_worst_ns.max(split.other_scope);
-            if let Some(k) = a.irq_entry_after_ns {
-                s.kernel_latency_max_ns = Some(s.kernel_latency_max_ns.unwrap_or(0).max(k));
-            }
-            s.user_latency_max_ns =
-                Some(s.user_latency_max_ns.unwrap_or(0).max(spike.latency_ns()));
-            causes.add(a);
+            s.guest_worst_by_slice_ns[slice] = s.guest_worst_by_slice_ns[slice].max(guest);
         }
-        s.causes = causes.rows();
         (s, trace)
+    }
+
+    /// Ends an anchor's trace ([`Self::start_anchor`]) and explains its
+    /// wakeups as [`Self::finish_latency`] explains the probe's samples.
+    /// Returns the summary and the wakeups the trace saw.
+    pub fn finish_anchor(self, threshold_ns: u64, steal_ns: u64) -> (AttributionSummary, u64) {
+        let tick_ns = self.tick_ns;
+        let trace = self.session.finish();
+        let watched = trace.watched.clone().unwrap_or_default();
+        let mut s = AttributionSummary {
+            threshold_ns,
+            samples_above: watched.above,
+            steal_ns,
+            lost_events: trace.lost_events,
+            guest_worst_ns: watched.max_ns.min(threshold_ns),
+            guest_worst_low_ns: Some(watched.max_ns.min(threshold_ns)),
+            ..AttributionSummary::default()
+        };
+        let explained = trace.attributions.iter().map(|a| (a.latency_ns, Some(a)));
+        explain_samples(&mut s, explained, tick_ns);
+        // Wakeups above the threshold the reader could not explain: the
+        // latest one may be among them, all of it counted as the guest's.
+        let unexplained = watched.above.saturating_sub(s.explained);
+        if unexplained > 0 {
+            s.lost += unexplained;
+            s.guest_worst_ns = s.guest_worst_ns.max(watched.max_ns);
+            raise(&mut s.guest_worst_low_ns, watched.max_ns);
+        }
+        (s, watched.wakeups)
     }
 
     /// Ends a determinism trace and splits each run of the worst CPU (the
@@ -241,6 +302,67 @@ impl ProbeTrace {
         }
         split
     }
+}
+
+/// Adds samples above the threshold, each with its latency and its
+/// attribution (None: lost before it was explained), to `s`.
+fn explain_samples<'a>(
+    s: &mut AttributionSummary,
+    samples: impl Iterator<Item = (u64, Option<&'a Attribution>)>,
+    tick_ns: Option<u64>,
+) {
+    let mut causes = CauseTable::default();
+    for (latency, attribution) in samples {
+        s.latency_ns += latency;
+        let Some(a) = attribution else {
+            s.lost += 1;
+            s.guest_worst_ns = s.guest_worst_ns.max(latency);
+            raise(&mut s.guest_worst_low_ns, latency);
+            continue;
+        };
+        s.explained += 1;
+        let split = Split::of(a);
+        s.named_ns += split.named;
+        s.guest_ns += split.guest;
+        s.outside_ns += split.outside;
+        // What the shield answers for: the sample without its time
+        // outside the guest and outside the shield's scope.
+        let guest = latency
+            .saturating_sub(split.outside)
+            .saturating_sub(split.other_scope);
+        s.guest_worst_ns = s.guest_worst_ns.max(guest);
+        raise(
+            &mut s.guest_worst_low_ns,
+            guest.saturating_sub(host_may_hide(&split, guest, tick_ns)),
+        );
+        if split.outside > 0 {
+            s.samples_with_outside += 1;
+        }
+        s.outside_worst_ns = s.outside_worst_ns.max(split.outside);
+        s.other_scope_worst_ns = s.other_scope_worst_ns.max(split.other_scope);
+        if let Some(k) = a.irq_entry_after_ns {
+            s.kernel_latency_max_ns = Some(s.kernel_latency_max_ns.unwrap_or(0).max(k));
+        }
+        s.user_latency_max_ns = Some(s.user_latency_max_ns.unwrap_or(0).max(latency));
+        causes.add(a);
+    }
+    s.causes = causes.rows();
+}
+
+/// Raises a worst case to at least `ns`.
+fn raise(worst: &mut Option<u64>, ns: u64) {
+    *worst = Some(worst.unwrap_or(0).max(ns));
+}
+
+/// How much of a sample's guest-caused part may still be the host's: a
+/// sample that lost time outside the guest may have lost more than the
+/// trace could see, up to one tick period (the vCPU stopped between two
+/// due interrupts); without a known tick, all of it.
+fn host_may_hide(split: &Split, guest_ns: u64, tick_ns: Option<u64>) -> u64 {
+    if split.outside == 0 {
+        return 0;
+    }
+    tick_ns.map_or(guest_ns, |t| t.min(guest_ns))
 }
 
 /// The machine's /proc: the one trace events' thread IDs belong to.

@@ -35,6 +35,7 @@ use cpushield_report::{
 use cpushield_rt::sched::PlaceFn;
 use cpushield_shield::held::reset_failed;
 use cpushield_shield::HeldShield;
+use cpushield_trace::WakeupWatch;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -105,6 +106,13 @@ fn anchor_duration(config: &CompareConfig) -> Duration {
 /// The anchors' period, in whole microseconds as their tools take it.
 fn anchor_period_us(config: &CompareConfig) -> u64 {
     (config.period.nominal_ns() / 1000).max(1)
+}
+
+/// How many slices of a latency probe get a guest-caused worst case of their
+/// own (the effect's spread): as many as determinism runs (`--runs`), at
+/// least two.
+fn effect_slices(config: &CompareConfig) -> usize {
+    (config.determinism_runs as usize).max(2)
 }
 
 fn load_spec(config: &CompareConfig) -> LoadSpec {
@@ -569,18 +577,12 @@ impl<'a> Experiment<'a> {
                     summary.max_ns,
                     report.spikes_dropped,
                     steal,
+                    effect_slices(config),
                 );
                 if !trace.osnoise_events {
                     self.osnoise_absent = true;
                 }
-                let namespace_scope = matches!(config.scope, Scope::Namespace);
-                for row in attribution.causes.iter_mut().filter(|r| r.guest) {
-                    row.fix = fix_for(&row.name, &findings).or_else(|| {
-                        config.audit.as_ref().and_then(|a| {
-                            a.fix_for_cause(&row.kind, &row.name, cpus, namespace_scope)
-                        })
-                    });
-                }
+                self.name_fixes(&mut attribution, cpus, &findings);
                 Some(attribution)
             }
             _ => None,
@@ -591,6 +593,75 @@ impl<'a> Experiment<'a> {
             attribution,
             findings,
         })
+    }
+
+    /// Each guest cause's fix: the one check found while the probe ran, or
+    /// the one it names for such a cause.
+    fn name_fixes(
+        &self,
+        attribution: &mut AttributionSummary,
+        cpus: &CpuSet,
+        findings: &[CheckFinding],
+    ) {
+        let config = self.config;
+        let namespace_scope = matches!(config.scope, Scope::Namespace);
+        for row in attribution.causes.iter_mut().filter(|r| r.guest) {
+            row.fix = fix_for(&row.name, findings).or_else(|| {
+                config
+                    .audit
+                    .as_ref()
+                    .and_then(|a| a.fix_for_cause(&row.kind, &row.name, cpus, namespace_scope))
+            });
+        }
+    }
+
+    /// Runs an anchor with the measured CPUs traced when spikes are
+    /// attributed: the kernel's record of when each wakeup of the anchor's
+    /// measuring thread (named `thread`) was due and when it ran tells how
+    /// late it was, and every one later than the threshold is explained by
+    /// the probe's own rules, so the anchor's worst case caused inside the
+    /// guest can be set beside the verdict's.
+    fn traced_anchor(
+        &mut self,
+        cpus: &CpuSet,
+        thread: &str,
+        tool: &str,
+        notes: &mut Vec<String>,
+        run: impl FnOnce(&Lab) -> Result<Anchor, String>,
+    ) -> Result<Anchor, String> {
+        let kernel = self.lab.kernel.as_ref();
+        let threshold = self.threshold.map(|t| t.as_nanos() as u64);
+        let trace = threshold.and_then(|threshold_ns| {
+            ProbeTrace::start_anchor(
+                Arc::clone(&self.lab.kernel),
+                cpus,
+                self.config.trace_context.clone(),
+                WakeupWatch {
+                    comm_prefixes: vec![thread.to_string()],
+                    threshold_ns,
+                },
+            )
+            .map_err(|e| notes.push(format!("{tool} not traced: {e}")))
+            .ok()
+        });
+        let steal_before = steal_mark(kernel);
+        let result = run(self.lab);
+        let steal = steal_since(kernel, &steal_before, cpus);
+        let (mut anchor, trace, threshold_ns) = match (result, trace, threshold) {
+            (Ok(a), Some(t), Some(th)) => (a, t, th),
+            (result, _, _) => return result,
+        };
+        let (mut attribution, wakeups) = trace.finish_anchor(threshold_ns, steal);
+        if wakeups == 0 {
+            notes.push(format!(
+                "{tool} not traced: none of its wakeups was found in the trace (no thread named {thread}* switched in after its timer)"
+            ));
+            return Ok(anchor);
+        }
+        self.name_fixes(&mut attribution, cpus, &[]);
+        anchor.traced_wakeups = Some(wakeups);
+        anchor.attribution = Some(attribution);
+        Ok(anchor)
     }
 
     /// Whether the anchors run in this scenario: the loaded and shielded
@@ -626,11 +697,11 @@ impl<'a> Experiment<'a> {
             idle_poll: poll,
             shielded: at.scenario.shield_up(),
         };
-        self.lab
-            .runs
-            .run_anchor(&run)
-            .map_err(|e| notes.push(format!("cyclictest anchor failed: {e}")))
-            .ok()
+        self.traced_anchor(cpus, "cyclictest", "cyclictest", notes, |lab| {
+            lab.runs.run_anchor(&run)
+        })
+        .map_err(|e| notes.push(format!("cyclictest anchor failed: {e}")))
+        .ok()
     }
 
     /// The kernel's own measurement beside the cyclictest anchor, where it
@@ -658,11 +729,11 @@ impl<'a> Experiment<'a> {
             priority: config.priority,
         };
         let poll_placement = poll.then(|| self.placer());
-        self.lab
-            .runs
-            .run_rtla(&run, poll_placement)
-            .map_err(|e| notes.push(format!("rtla timerlat anchor failed: {e}")))
-            .ok()
+        self.traced_anchor(cpus, "timerlat/", "rtla timerlat", notes, |lab| {
+            lab.runs.run_rtla(&run, poll_placement)
+        })
+        .map_err(|e| notes.push(format!("rtla timerlat anchor failed: {e}")))
+        .ok()
     }
 
     /// The determinism probe, traced the same way; its loop count is

@@ -7,13 +7,13 @@
 
 use crate::model::{human_ns, AttributionSummary, CompareReport};
 use crate::units::TimeColumn;
-use crate::verdict::{ANCHOR_RATIO_WORKS, GUEST_RATIO_NEEDED, RAW_RATIO_NEEDED};
+use crate::verdict::RAW_RATIO_NEEDED;
 
 /// One worst case measured loaded and shielded, with the verdict's ratio.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorstCase {
     /// What was measured: `caused in the guest`, `raw`, `cyclictest`, `rtla timerlat`.
-    pub label: &'static str,
+    pub label: String,
     /// Loaded, ns.
     pub loaded_ns: u64,
     /// Shielded, ns.
@@ -67,11 +67,17 @@ impl CompareReport {
             if let Some((la, sa)) = traced {
                 remaining_searched = true;
                 worst_cases.push(WorstCase {
-                    label: "caused in the guest",
+                    label: "caused in the guest".into(),
                     loaded_ns: la.guest_worst_ns,
                     shielded_ns: sa.guest_worst_ns,
                     ratio: v.guest_loaded_over_shielded,
-                    role: Some(format!("judged on this: needs {GUEST_RATIO_NEEDED:.0}x")),
+                    role: Some(match &v.effect_slices {
+                        Some(s) => format!(
+                            "the shield's effect; {:.1}-{:.1}x over {} slices",
+                            s.min, s.max, s.count
+                        ),
+                        None => "the shield's effect".to_string(),
+                    }),
                 });
                 let differ = v
                     .guest_loaded_over_shielded
@@ -82,7 +88,7 @@ impl CompareReport {
                 }
             }
             worst_cases.push(WorstCase {
-                label: "raw",
+                label: "raw".into(),
                 loaded_ns: l.latency.max_ns,
                 shielded_ns: s.latency.max_ns,
                 ratio: v.loaded_over_shielded,
@@ -90,33 +96,15 @@ impl CompareReport {
                     .is_none()
                     .then(|| format!("judged on this: needs {RAW_RATIO_NEEDED:.0}x")),
             });
-            if let (Some(la), Some(sa)) = (&l.anchor, &s.anchor) {
+            // Each anchor in the terms it was checked in (in the guest when
+            // its wakeups were traced), with what it found.
+            for a in &v.anchors {
                 worst_cases.push(WorstCase {
-                    label: "cyclictest",
-                    loaded_ns: la.max_ns,
-                    shielded_ns: sa.max_ns,
-                    ratio: v.anchor_loaded_over_shielded,
-                    role: v.anchor_agrees.map(|agrees| {
-                        let anchor_works = v
-                            .anchor_loaded_over_shielded
-                            .is_some_and(|a| a >= ANCHOR_RATIO_WORKS);
-                        if agrees && !v.pass && anchor_works {
-                            "agrees with the raw figures, which count the host's steal; the verdict does not".to_string()
-                        } else if agrees {
-                            "agrees with the verdict".to_string()
-                        } else {
-                            "DISAGREES with this run's raw figures and the verdict: a bug in cpushield; please report it with report.json".to_string()
-                        }
-                    }),
-                });
-            }
-            if let (Some(lr), Some(sr)) = (&l.rtla, &s.rtla) {
-                worst_cases.push(WorstCase {
-                    label: "rtla timerlat",
-                    loaded_ns: lr.max_ns,
-                    shielded_ns: sr.max_ns,
-                    ratio: (sr.max_ns > 0).then(|| lr.max_ns as f64 / sr.max_ns as f64),
-                    role: Some("the kernel's own measurement (timerlat thread)".to_string()),
+                    label: a.tool.clone(),
+                    loaded_ns: a.loaded_ns,
+                    shielded_ns: a.shielded_ns,
+                    ratio: a.ratio,
+                    role: Some(a.line.clone()),
                 });
             }
         }

@@ -71,7 +71,7 @@ pub fn worst_cases(a: &Answer) -> Cells {
     );
     for w in &a.worst_cases {
         cells.rows.push(vec![
-            w.label.to_string(),
+            w.label.clone(),
             loaded.cell(w.loaded_ns),
             shielded.cell(w.shielded_ns),
             or_dash(w.ratio.map(|r| format!("{r:.1}x"))),

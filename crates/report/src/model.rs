@@ -1,11 +1,11 @@
-//! The data of a compare run (schema `cpushield.compare/4`, see docs/compare-json.md).
+//! The data of a compare run (schema `cpushield.compare/5`, see docs/compare-json.md).
 
 use serde::{Deserialize, Serialize};
 
 pub use crate::units::{fmt_ratio, human_ns};
 
 /// Schema name and version written into report.json.
-pub const SCHEMA: &str = "cpushield.compare/4";
+pub const SCHEMA: &str = "cpushield.compare/5";
 
 /// Distribution summary of one latency probe, in nanoseconds.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -265,6 +265,23 @@ pub struct AttributionSummary {
     /// tasks outside the shield's scope (other PID namespaces, Kubernetes
     /// pods), over all samples, ns.
     pub guest_worst_ns: u64,
+    /// The guest-caused worst case less what the host may have hidden in
+    /// it: a sample that lost time outside the guest may have lost up to one
+    /// tick period more than the trace could see (a vCPU stopped between two
+    /// due interrupts), counted here as the host's, ns; None in reports
+    /// older than schema 5. Where it differs much from `guest_worst_ns`, the
+    /// host's stalls blur the figure.
+    #[serde(default)]
+    pub guest_worst_low_ns: Option<u64>,
+    /// Samples above the threshold that also lost time outside the guest.
+    #[serde(default)]
+    pub samples_with_outside: u64,
+    /// The guest-caused worst case in each of equal slices of the probe's
+    /// time, in order (as many slices as determinism runs, `--runs`); a
+    /// slice with no sample above the threshold holds the threshold (or
+    /// the probe's worst case, if lower), ns. Empty for an anchor.
+    #[serde(default)]
+    pub guest_worst_by_slice_ns: Vec<u64>,
     /// The most time outside the guest in one sample, ns.
     pub outside_worst_ns: u64,
     /// The most time one sample lost to tasks outside the shield's scope:
@@ -317,6 +334,16 @@ pub struct Anchor {
     /// (`max_ns` is then its thread latency).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub irq_max_ns: Option<u64>,
+    /// Its wakeups seen in a kernel trace of the CPU while it ran (the
+    /// kernel's record of when its timer was due and when it ran); None when
+    /// it was not traced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traced_wakeups: Option<u64>,
+    /// Its wakeups above the threshold explained by the same rules as the
+    /// probe's samples: what was caused inside the guest and what outside
+    /// it, so that it checks the verdict in the verdict's own terms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<AttributionSummary>,
 }
 
 /// A `check` finding, as the report carries it.
@@ -421,13 +448,37 @@ pub struct Verdict {
     /// shielded / loaded jitter caused inside the guest.
     #[serde(default)]
     pub guest_jitter_shielded_over_loaded: Option<f64>,
-    /// loaded max / shielded max of the cyclictest anchor in the same run.
+    /// The same ratio with what the host may have hidden in the loaded
+    /// figure counted as the host's (`guest_worst_low_ns`): the low end of
+    /// the effect.
+    #[serde(default)]
+    pub guest_loaded_over_shielded_low: Option<f64>,
+    /// The effect's spread: each slice of the loaded probe's guest-caused
+    /// worst case over the shielded worst case (`guest_worst_by_slice_ns`).
+    #[serde(default)]
+    pub effect_slices: Option<Spread>,
+    /// loaded max / shielded max of the cyclictest anchor in the same run
+    /// (raw: as cyclictest reports them).
     #[serde(default)]
     pub anchor_loaded_over_shielded: Option<f64>,
-    /// Whether the verdict agrees with its anchor: false when cyclictest
-    /// shows the shield working (>= 10x) and the verdict says it does not.
+    /// Each anchor checked against the verdict, in the verdict's own terms
+    /// where its wakeups were traced.
+    #[serde(default)]
+    pub anchors: Vec<AnchorCheck>,
+    /// Whether the verdict agrees with its anchors: false when one of them
+    /// refutes it, true when one confirms it and none refutes it, None when
+    /// none could be compared.
     #[serde(default)]
     pub anchor_agrees: Option<bool>,
+    /// What the verdict says, as a word: `works`, `works-with-remaining`,
+    /// `leaks`, `cannot-judge` (traced runs), or `works` and `falls-short`
+    /// (raw figures, not traced).
+    #[serde(default)]
+    pub category: String,
+    /// What still reaches the shielded CPUs that the shield does not
+    /// control, grouped by what removes it.
+    #[serde(default)]
+    pub remains: Vec<Remains>,
     /// Whether time outside the guest (steal, a vCPU not running) was large
     /// enough to matter in the loaded or shielded figures.
     #[serde(default)]
@@ -442,6 +493,54 @@ pub struct Verdict {
     /// What limited the run, when the figures show it (the machine's own floor).
     #[serde(default)]
     pub notes: Vec<String>,
+}
+
+/// The middle and the ends of a set of ratios.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    /// The median.
+    pub median: f64,
+    /// The smallest.
+    pub min: f64,
+    /// The largest.
+    pub max: f64,
+    /// How many.
+    pub count: usize,
+}
+
+/// One thing that still reaches the shielded CPUs and that the shield does
+/// not control, with what removes it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Remains {
+    /// What removes it: `a boot parameter`, `a wider scope`, `the kubelet's
+    /// CPU manager`, `a setting` or `a quieter host`.
+    pub needs: String,
+    /// The fix, ready to use.
+    pub fix: String,
+    /// What it removes (causes and check's findings), each once.
+    pub what: Vec<String>,
+    /// The most one of them took from one sample, ns (0: a finding of check's).
+    pub worst_ns: u64,
+}
+
+/// An anchor set beside the verdict.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AnchorCheck {
+    /// The tool (`cyclictest`, `rtla timerlat`).
+    pub tool: String,
+    /// `in the guest` (its wakeups traced and split as the probe's samples
+    /// are) or `raw` (as the tool reports them).
+    pub terms: String,
+    /// Its worst case loaded, in those terms, ns.
+    pub loaded_ns: u64,
+    /// Its worst case shielded, in those terms, ns.
+    pub shielded_ns: u64,
+    /// loaded / shielded.
+    pub ratio: Option<f64>,
+    /// Whether it agrees with the verdict (None: not comparable).
+    pub agrees: Option<bool>,
+    /// What it checked and found, in words that match its numbers.
+    pub line: String,
 }
 
 impl CompareReport {

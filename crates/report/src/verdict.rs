@@ -3,18 +3,43 @@
 //! When the loaded and shielded scenarios were traced, every sample above the
 //! threshold has been split into time caused inside the guest (IRQs,
 //! softirqs, tasks, kernel threads, throttling) and time the vCPU did not run
-//! at all (the host's steal, firmware). The shield is judged on the first;
-//! the second is shown beside it and never blamed on the shield. Without a
-//! trace, the raw maxima are judged against the papers' ratios.
+//! at all (the host's steal, firmware). The shield is judged on the first,
+//! and on its causes rather than on one ratio, so that the host's noise
+//! cannot flip it:
+//!
+//! - **leaks**: something the shield should have kept away still reached the
+//!   shielded CPU (a task in its scope, an IRQ check says it should have
+//!   moved);
+//! - **cannot-judge**: the run cannot show what the shield removed, because
+//!   the host's stalls blur the loaded figure or the load barely disturbed
+//!   the CPU; the line says how much longer to run or to repeat;
+//! - **works**: nothing the shield controls reached it, and the load's
+//!   in-guest interference is at least [`EFFECT_NEEDED`] times what remains;
+//! - **works-with-remaining**: the same, and what remains is named with what
+//!   removes it (a boot parameter, a wider scope, the kubelet, a setting, a
+//!   quieter host), each with its fix.
+//!
+//! The loaded / shielded ratio of the guest-caused worst cases stays as the
+//! effect size, with its low end (the host's possible share counted out)
+//! and its spread over the determinism runs. Time outside the guest is shown
+//! beside it and never blamed on the shield. Without a trace, the raw maxima
+//! are judged against the papers' ratios (`works` or `falls-short`).
+//!
+//! Each anchor (cyclictest; rtla timerlat where the kernel has the tracer)
+//! is checked in the verdict's own terms: its wakeups traced and split the
+//! same way, then judged by the same rules ([`anchor_outcome`]), so it can
+//! refute "works" as well as confirm it.
 
-use crate::model::{fmt_ratio, human_ns, CompareReport, ScenarioResult, Verdict};
+use crate::model::{
+    fmt_ratio, human_ns, Anchor, AnchorCheck, AttributionSummary, CauseRow, CompareReport, Remains,
+    ScenarioResult, Spread, Verdict,
+};
 
-/// The guest-caused worst case must improve at least this much under the shield.
-pub const GUEST_RATIO_NEEDED: f64 = 10.0;
+/// The load's guest-caused worst case must be at least this many times the
+/// shielded one for the run to show what the shield removed.
+pub const EFFECT_NEEDED: f64 = 2.0;
 /// Raw figures, without a trace: Brosky & Rotolo's shielded-vs-loaded claim.
 pub const RAW_RATIO_NEEDED: f64 = 20.0;
-/// The anchor shows the shield working at this loaded / shielded ratio.
-pub const ANCHOR_RATIO_WORKS: f64 = 10.0;
 /// The cause kind of a task outside the experiment's PID namespace.
 pub const OTHER_NAMESPACE_KIND: &str = "other-ns";
 /// The cause kind of a task of a Kubernetes pod.
@@ -26,11 +51,39 @@ pub const JITTER_FLOOR_PCT: f64 = 2.0;
 /// there (at most one), so it is no leak of the shield.
 pub const PENDING_IRQ_TOPIC: &str = "irq-pending";
 
+/// Category: nothing the shield controls reached the CPU, nothing remains.
+pub const WORKS: &str = "works";
+/// Category: nothing the shield controls reached the CPU; what remains
+/// needs something else ([`Remains`]).
+pub const WORKS_WITH_REMAINING: &str = "works-with-remaining";
+/// Category: something the shield should have kept away still arrives.
+pub const LEAKS: &str = "leaks";
+/// Category: the run cannot show what the shield removed.
+pub const CANNOT_JUDGE: &str = "cannot-judge";
+/// Category of raw figures short of the papers' ratios.
+pub const FALLS_SHORT: &str = "falls-short";
+
+/// What removes a cause the shield does not control: a reboot.
+pub const NEEDS_BOOT: &str = "a boot parameter";
+/// What removes tasks outside a namespace-scoped shield.
+pub const NEEDS_SCOPE: &str = "a wider scope";
+/// What places a Kubernetes pod's tasks.
+pub const NEEDS_KUBELET: &str = "the kubelet's CPU manager";
+/// What removes RT throttling and the like.
+pub const NEEDS_SETTING: &str = "a setting";
+/// What removes time outside the guest.
+pub const NEEDS_QUIETER_HOST: &str = "a quieter host";
+
+/// A cause is named among what remains when it took at least this share of
+/// the shielded guest-caused worst case from one sample.
+const REMAINS_SHARE: f64 = 0.1;
+
 impl CompareReport {
     /// Puts determinism on the common ideal ([`Self::use_common_ideal`]), then
-    /// computes the ratios and the verdict: on the guest-caused figures when
-    /// the loaded and shielded scenarios were traced, else on the raw ones;
-    /// then the sharing experiment on its own line ([`crate::sharing`]).
+    /// computes the ratios and the verdict: on the guest-caused figures and
+    /// their causes when the loaded and shielded scenarios were traced, else
+    /// on the raw ones; then checks it against each anchor; then the sharing
+    /// experiment on its own line ([`crate::sharing`]).
     pub fn judge(&mut self) {
         self.use_common_ideal();
         let raw_max =
@@ -59,7 +112,7 @@ impl CompareReport {
         };
         match (loaded, shielded) {
             (Some(l), Some(s)) if l.attribution.is_some() && s.attribution.is_some() => {
-                judge_traced(&mut v, l, s, idle)
+                judge_traced(&mut v, l, s, idle, self.duration_s)
             }
             (Some(_), Some(_)) => judge_raw(&mut v, idle, loaded, shielded),
             _ => v.line = "no verdict: the run lacks the loaded or shielded scenario".into(),
@@ -77,26 +130,30 @@ impl CompareReport {
                 ));
             }
         }
-        if let Some(a) = v.anchor_loaded_over_shielded {
-            // cyclictest sees raw wakeups, as our probe does: it cannot tell the
-            // guest's causes from the host's steal. So it checks the probe's raw
-            // figures; a verdict stricter than both is no contradiction.
-            let raw_works = v
-                .loaded_over_shielded
-                .is_some_and(|r| r >= ANCHOR_RATIO_WORKS);
-            let agrees = a < ANCHOR_RATIO_WORKS || v.pass || raw_works;
-            v.anchor_agrees = Some(agrees);
-            if !agrees {
-                v.notes.push(format!(
-                    "the verdict disagrees with its cyclictest anchor ({a:.1}x loaded / shielded, {}x in this run's raw figures): this is a bug in cpushield; please report it with report.json",
-                    fmt_ratio(v.loaded_over_shielded)
-                ));
-            } else if !v.pass {
-                v.notes.push(format!(
-                    "cyclictest sees {a:.1}x loaded / shielded, as this run's raw figures do ({}x): like them it counts the time the vCPU did not run (the host's steal), which the verdict leaves out",
-                    fmt_ratio(v.loaded_over_shielded)
-                ));
+        if let (Some(l), Some(s)) = (loaded, shielded) {
+            let pairs = [
+                ("cyclictest", l.anchor.as_ref(), s.anchor.as_ref()),
+                ("rtla timerlat", l.rtla.as_ref(), s.rtla.as_ref()),
+            ];
+            for (tool, la, sa) in pairs {
+                if let (Some(la), Some(sa)) = (la, sa) {
+                    v.anchors
+                        .push(check_anchor(tool, &v, la, sa, &s.measured_cpus));
+                }
             }
+        }
+        v.anchor_agrees = if v.anchors.iter().any(|a| a.agrees == Some(false)) {
+            Some(false)
+        } else if v.anchors.iter().any(|a| a.agrees == Some(true)) {
+            Some(true)
+        } else {
+            None
+        };
+        for a in v.anchors.iter().filter(|a| a.agrees == Some(false)) {
+            v.notes.push(format!(
+                "the verdict disagrees with its {} anchor ({}): this is a bug in cpushield; please report it with report.json",
+                a.tool, a.line
+            ));
         }
         self.verdict = v;
         self.sharing = crate::sharing::summarize(self);
@@ -117,6 +174,7 @@ fn judge_raw(
     ];
     let known: Vec<bool> = checks.iter().flatten().copied().collect();
     v.pass = !known.is_empty() && known.iter().all(|b| *b);
+    v.category = if v.pass { WORKS } else { FALLS_SHORT }.into();
     let (Some(l), Some(s)) = (loaded, shielded) else {
         return;
     };
@@ -155,20 +213,216 @@ fn judge_raw(
     }
 }
 
-/// The shield judged on the guest-caused figures of traced runs.
+/// What a shielded guest cause is to the verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Class {
+    /// The experiment's own threads, placed there on purpose.
+    Ours,
+    /// The shield should have kept it away.
+    Leak,
+    /// The shield does not control it: this removes it, with this fix.
+    Remains(&'static str, String),
+}
+
+/// Whether a task cause names one of the experiment's own threads (the
+/// probe's helpers, the idle poller), or one of `also` (an anchor's own
+/// process).
+fn own_thread(name: &str, also: &[&str]) -> bool {
+    name.starts_with("cpushield-") || also.iter().any(|p| name.starts_with(p))
+}
+
+/// Whether a fix is a kernel command-line parameter (`isolcpus=managed_irq,1`,
+/// `nohz_full=1 (...)`).
+fn is_boot_parameter(fix: &str) -> bool {
+    let word = fix.split_whitespace().next().unwrap_or("");
+    word.split_once('=').is_some_and(|(k, _)| {
+        !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+    })
+}
+
+/// What a guest cause on the shielded CPUs is to the verdict. `own` names
+/// the threads of the measuring tool besides ours (an anchor's).
+fn classify(c: &CauseRow, cpus: &str, own: &[&str]) -> Class {
+    let fix = c.fix.clone();
+    let boot_line = || format!("cpushield boot-params --all {cpus}");
+    match c.kind.as_str() {
+        "self" => Class::Ours,
+        "task" if own_thread(&c.name, own) => Class::Ours,
+        "task" => Class::Leak,
+        POD_KIND => Class::Remains(
+            NEEDS_KUBELET,
+            fix.unwrap_or_else(|| "the kubelet's static CPU manager".into()),
+        ),
+        OTHER_NAMESPACE_KIND => Class::Remains(
+            NEEDS_SCOPE,
+            fix.unwrap_or_else(|| "compare --system".into()),
+        ),
+        "throttled" => Class::Remains(
+            NEEDS_SETTING,
+            fix.unwrap_or_else(|| "sysctl kernel.sched_rt_runtime_us=-1".into()),
+        ),
+        _ => match fix {
+            Some(f) if f.starts_with("cpushield ") && f.contains("compare --system") => {
+                Class::Remains(NEEDS_SCOPE, f)
+            }
+            // A shield command the shield did not apply: its business.
+            Some(f) if f.starts_with("cpushield shield") || f.starts_with("taskset ") => {
+                Class::Leak
+            }
+            Some(f) if is_boot_parameter(&f) => Class::Remains(NEEDS_BOOT, f),
+            Some(f) => Class::Remains(NEEDS_SETTING, f),
+            None => Class::Remains(NEEDS_BOOT, boot_line()),
+        },
+    }
+}
+
+/// Adds `what` (worst `worst_ns`) to the entry for (`needs`, `fix`).
+fn add_remains(list: &mut Vec<Remains>, needs: &str, fix: String, what: String, worst_ns: u64) {
+    match list.iter_mut().find(|r| r.needs == needs && r.fix == fix) {
+        Some(r) => {
+            if !r.what.contains(&what) {
+                r.what.push(what);
+            }
+            r.worst_ns = r.worst_ns.max(worst_ns);
+        }
+        None => list.push(Remains {
+            needs: needs.into(),
+            fix,
+            what: vec![what],
+            worst_ns,
+        }),
+    }
+}
+
+/// How a run judged by these rules comes out: the verdict's own scenarios,
+/// or an anchor's.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Something the shield should have kept away reached the CPU (named).
+    Leaks(Vec<String>),
+    /// The host's stalls blur the loaded figure: the effect's low end is
+    /// short of [`EFFECT_NEEDED`], its high end is not.
+    Blurred,
+    /// The load's guest-caused worst case is not [`EFFECT_NEEDED`] times the
+    /// shielded one.
+    NoEffect,
+    /// Nothing the shield controls reached the CPU, and the effect shows.
+    Works,
+}
+
+/// The effect of the shield on guest-caused worst cases: loaded / shielded,
+/// and its low end with the host's possible share of the loaded figure
+/// counted out.
+fn effect(loaded: &AttributionSummary, shielded: &AttributionSummary) -> (f64, f64) {
+    let s = shielded.guest_worst_ns.max(1) as f64;
+    let low = loaded
+        .guest_worst_low_ns
+        .unwrap_or(loaded.guest_worst_ns)
+        .min(loaded.guest_worst_ns);
+    (loaded.guest_worst_ns as f64 / s, low as f64 / s)
+}
+
+/// The rules the verdict applies, on an anchor's traced wakeups: the tasks
+/// of the shielded run the shield should have kept away (its own process's
+/// threads, named by `own`, left out), then the effect.
+pub fn anchor_outcome(
+    loaded: &AttributionSummary,
+    shielded: &AttributionSummary,
+    cpus: &str,
+    own: &[&str],
+) -> Outcome {
+    let leaks: Vec<String> = shielded
+        .causes
+        .iter()
+        .filter(|c| c.guest && classify(c, cpus, own) == Class::Leak)
+        .map(|c| c.name.clone())
+        .collect();
+    outcome(leaks, effect(loaded, shielded))
+}
+
+fn outcome(leaks: Vec<String>, (high, low): (f64, f64)) -> Outcome {
+    if !leaks.is_empty() {
+        Outcome::Leaks(leaks)
+    } else if high < EFFECT_NEEDED {
+        Outcome::NoEffect
+    } else if low < EFFECT_NEEDED {
+        Outcome::Blurred
+    } else {
+        Outcome::Works
+    }
+}
+
+/// Each slice of the loaded probe's guest-caused worst case over the
+/// shielded worst case: how the effect moves with the load's worst moments.
+fn effect_over_slices(
+    loaded: &AttributionSummary,
+    shielded: &AttributionSummary,
+) -> Option<Spread> {
+    let s = shielded.guest_worst_ns.max(1) as f64;
+    let mut ratios: Vec<f64> = loaded
+        .guest_worst_by_slice_ns
+        .iter()
+        .map(|l| *l as f64 / s)
+        .collect();
+    if ratios.len() < 2 {
+        return None;
+    }
+    ratios.sort_by(f64::total_cmp);
+    let n = ratios.len();
+    let median = if n % 2 == 1 {
+        ratios[n / 2]
+    } else {
+        (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0
+    };
+    Some(Spread {
+        median,
+        min: ratios[0],
+        max: ratios[n - 1],
+        count: n,
+    })
+}
+
+/// A ratio in two significant figures: `0.6`, `4.2`, `41`.
+fn short_ratio(r: f64) -> String {
+    if r < 10.0 {
+        format!("{r:.1}")
+    } else {
+        format!("{r:.0}")
+    }
+}
+
+/// `40.9x; 12-41x over 10 slices of the loaded probe`.
+fn effect_words(high: f64, spread: Option<&Spread>) -> String {
+    match spread {
+        Some(s) => format!(
+            "{high:.1}x; {}-{}x over {} slices of the loaded probe",
+            short_ratio(s.min),
+            short_ratio(s.max),
+            s.count
+        ),
+        None => format!("{high:.1}x"),
+    }
+}
+
+/// The shield judged on the guest-caused figures of traced runs and on the
+/// causes that still reached the shielded CPUs.
 fn judge_traced(
     v: &mut Verdict,
     loaded: &ScenarioResult,
     shielded: &ScenarioResult,
     idle: Option<&ScenarioResult>,
+    duration_s: f64,
 ) {
     let (la, sa) = match (&loaded.attribution, &shielded.attribution) {
         (Some(l), Some(s)) => (l, s),
         _ => return,
     };
+    let cpus = shielded.measured_cpus.as_str();
     let (lg, sg) = (la.guest_worst_ns, sa.guest_worst_ns.max(1));
-    let guest_ratio = lg as f64 / sg as f64;
-    v.guest_loaded_over_shielded = Some(guest_ratio);
+    let (high, low) = effect(la, sa);
+    v.guest_loaded_over_shielded = Some(high);
+    v.guest_loaded_over_shielded_low = Some(low);
+    v.effect_slices = effect_over_slices(la, sa);
     let guest_jitter = |s: &ScenarioResult| s.determinism.as_ref().and_then(|d| d.guest_jitter_pct);
     v.guest_jitter_shielded_over_loaded = guest_jitter(shielded)
         .zip(guest_jitter(loaded))
@@ -178,44 +432,112 @@ fn judge_traced(
         (Some(s), Some(l)) => s <= JITTER_FLOOR_PCT || s <= l / 3.0,
         _ => true,
     };
-    // What still reaches the shielded CPUs from inside the guest.
-    let mut removable = Vec::new();
+    // What still reaches the shielded CPUs from inside the guest: check's
+    // findings, then the traced causes, each classified.
+    let mut leaks = Vec::new();
+    let mut remains: Vec<Remains> = Vec::new();
     for f in shielded
         .findings
         .iter()
         .filter(|f| f.severity == "breaks-shield")
     {
-        let fix = f
-            .remedies
-            .first()
-            .map(|r| format!(" (fix: {r})"))
-            .unwrap_or_default();
-        let line = format!("{}{fix}", f.title);
+        let fix = f.remedies.first().cloned();
         if f.runtime_fix {
-            removable.push(line.clone());
+            leaks.push(match &fix {
+                Some(r) => format!("{} (fix: {r})", f.title),
+                None => f.title.clone(),
+            });
+        } else {
+            let fix = fix.unwrap_or_else(|| format!("cpushield boot-params --all {cpus}"));
+            let needs = if is_boot_parameter(&fix) {
+                NEEDS_BOOT
+            } else {
+                NEEDS_SETTING
+            };
+            add_remains(&mut remains, needs, fix, f.title.clone(), 0);
         }
-        v.remaining.push(line);
     }
-    // Our own threads (probe, idle poller) are placed there on purpose.
-    for c in sa
-        .causes
-        .iter()
-        .filter(|c| c.kind == "task" && !c.name.starts_with("cpushield-"))
-    {
-        let line = format!(
-            "task {} ran on the shielded CPU during {} samples (worst {})",
-            c.name,
-            c.count,
-            human_ns(c.worst_ns)
-        );
-        removable.push(line.clone());
-        v.remaining.push(line);
+    let pending = pending_irqs(shielded);
+    for c in sa.causes.iter().filter(|c| c.guest) {
+        if cause_irq(&c.name).is_some_and(|irq| pending.contains(&irq)) {
+            continue;
+        }
+        match classify(c, cpus, &[]) {
+            Class::Ours => {}
+            Class::Leak => {
+                let fix = c
+                    .fix
+                    .as_ref()
+                    .map(|f| format!("; fix: {f}"))
+                    .unwrap_or_default();
+                leaks.push(if c.kind == "task" {
+                    format!(
+                        "task {} ran on the shielded CPU during {} samples (worst {}{fix})",
+                        c.name,
+                        c.count,
+                        human_ns(c.worst_ns)
+                    )
+                } else {
+                    format!(
+                        "{} reached the shielded CPU in {} samples (worst {}{fix})",
+                        c.name,
+                        c.count,
+                        human_ns(c.worst_ns)
+                    )
+                });
+            }
+            Class::Remains(needs, fix) => {
+                if (c.worst_ns as f64) >= REMAINS_SHARE * sa.guest_worst_ns as f64 {
+                    add_remains(
+                        &mut remains,
+                        needs,
+                        fix,
+                        format!("{} (worst {})", c.name, human_ns(c.worst_ns)),
+                        c.worst_ns,
+                    );
+                }
+            }
+        }
     }
     let steal = la.steal_ns.max(sa.steal_ns);
     let outside = sa.outside_worst_ns.max(la.outside_worst_ns);
     v.host_noisy = outside > sa.threshold_ns.max(sg);
-    v.pass = guest_ratio >= GUEST_RATIO_NEEDED && removable.is_empty() && jitter_ok;
-    let cpus = &shielded.measured_cpus;
+    // How much of the shielded worst case itself was outside the guest.
+    let shielded_outside = shielded.latency.max_ns.saturating_sub(sa.guest_worst_ns);
+    if shielded_outside > sa.threshold_ns.max(sg) {
+        add_remains(
+            &mut remains,
+            NEEDS_QUIETER_HOST,
+            "bare metal, or a host that runs nothing else on this vCPU's CPU".into(),
+            format!(
+                "time outside the guest, {} of the shielded worst case (steal {})",
+                human_ns(shielded_outside),
+                human_ns(sa.steal_ns)
+            ),
+            shielded_outside,
+        );
+    }
+    if !jitter_ok {
+        add_remains(
+            &mut remains,
+            NEEDS_BOOT,
+            format!("cpushield boot-params --all {cpus}"),
+            format!(
+                "other code inside the guest still took up to {:.1}% of a determinism run ({:.1}% loaded)",
+                guest_jitter(shielded).unwrap_or(0.0),
+                guest_jitter(loaded).unwrap_or(0.0)
+            ),
+            0,
+        );
+    }
+    // Causes inside the guest first, the largest first; the host last.
+    remains.sort_by_key(|r| (r.needs == NEEDS_QUIETER_HOST, std::cmp::Reverse(r.worst_ns)));
+    v.remaining = leaks.clone();
+    v.remaining.extend(
+        remains
+            .iter()
+            .map(|r| format!("{}: needs {} (fix: {})", r.what.join(", "), r.needs, r.fix)),
+    );
     let host = if v.host_noisy {
         format!(
             "; separately, up to {} per sample came from outside the guest (the vCPU was not running; steal {} loaded, {} shielded), which no shield can remove and which is not counted against it",
@@ -229,79 +551,61 @@ fn judge_traced(
             human_ns(steal)
         )
     };
-    let raw = format!(
-        "raw {} → {} ({}x)",
-        human_ns(loaded.latency.max_ns),
-        human_ns(shielded.latency.max_ns),
-        fmt_ratio(v.loaded_over_shielded)
+    let figures = format!(
+        "the worst case caused inside the guest: {} loaded, {} shielded ({})",
+        human_ns(lg),
+        human_ns(sa.guest_worst_ns),
+        effect_words(high, v.effect_slices.as_ref())
     );
-    // How much of the shielded worst case itself was outside the guest.
-    let shielded_outside = shielded.latency.max_ns.saturating_sub(sa.guest_worst_ns);
-    v.line = if v.pass {
-        if shielded_outside > sa.threshold_ns.max(sg) {
+    let longer = (duration_s * 2.0).max(10.0).round();
+    let result = outcome(leaks.clone(), (high, low));
+    v.category = match (&result, remains.is_empty()) {
+        (Outcome::Leaks(_), _) => LEAKS,
+        (Outcome::Blurred | Outcome::NoEffect, _) => CANNOT_JUDGE,
+        (Outcome::Works, true) => WORKS,
+        (Outcome::Works, false) => WORKS_WITH_REMAINING,
+    }
+    .into();
+    v.pass = matches!(result, Outcome::Works);
+    v.remains = remains;
+    v.line = match result {
+        Outcome::Leaks(_) => format!(
+            "SHIELD LEAKS on CPU {cpus}: the shield should have kept this away: {}; {figures}{host}",
+            leaks.join("; ")
+        ),
+        Outcome::Blurred => format!(
+            "CANNOT JUDGE THE SHIELD on CPU {cpus}: the host's stalls blur the loaded figure: run again with --duration {longer:.0}s so that more samples come without a stall, or repeat when the host is quieter; caused inside the guest {} loaded, of which up to {} may be the host's ({} of its {} samples above {} also lost time outside the guest), → {} shielded ({low:.1}-{high:.1}x, needs {EFFECT_NEEDED:.0}x)",
+            human_ns(lg),
+            human_ns(lg.saturating_sub(la.guest_worst_low_ns.unwrap_or(lg))),
+            la.samples_with_outside,
+            la.samples_above,
+            human_ns(la.threshold_ns),
+            human_ns(sa.guest_worst_ns),
+        ),
+        Outcome::NoEffect => format!(
+            "CANNOT JUDGE THE SHIELD on CPU {cpus}: the load did not disturb it beyond what remains under the shield: run longer (--duration {longer:.0}s) or with a heavier load (--load stress-kernel); caused inside the guest {} loaded → {} shielded ({high:.1}x; the effect needs {EFFECT_NEEDED:.0}x to show what the shield removed); still reaching it: {}",
+            human_ns(lg),
+            human_ns(sa.guest_worst_ns),
+            top_causes(sa, &pending)
+        ),
+        Outcome::Works if v.remains.is_empty() => format!(
+            "SHIELD WORKS on CPU {cpus}: nothing the shield controls reached it; {figures}{host}"
+        ),
+        Outcome::Works => {
+            let mut needs: Vec<&str> = Vec::new();
+            for r in &v.remains {
+                if !needs.contains(&r.needs.as_str()) {
+                    needs.push(&r.needs);
+                }
+            }
             format!(
-                "SHIELD WORKS: the shield removed {} of {} of in-guest interference on CPU {cpus} ({guest_ratio:.0}x; {raw}); the remaining {} of the shielded worst case came from outside the guest (steal {}): the host, not the shield",
-                human_ns(lg.saturating_sub(sa.guest_worst_ns)),
-                human_ns(lg),
-                human_ns(shielded_outside),
-                human_ns(sa.steal_ns)
-            )
-        } else {
-            format!(
-                "SHIELD WORKS: worst case caused inside the guest {} loaded → {} shielded on CPU {cpus} ({guest_ratio:.0}x; {raw}){host}",
-                human_ns(lg),
-                human_ns(sa.guest_worst_ns)
+                "SHIELD WORKS on CPU {cpus}: nothing the shield controls reached it; what remains needs {}; {figures}",
+                words_list(&needs)
             )
         }
-    } else if !removable.is_empty() {
-        format!(
-            "SHIELD LEAKS: worst case caused inside the guest {} loaded → {} shielded on CPU {cpus} ({guest_ratio:.1}x), but the shield should have kept this away: {}{host}",
-            human_ns(lg),
-            human_ns(sa.guest_worst_ns),
-            removable.join("; ")
-        )
-    } else if guest_ratio < GUEST_RATIO_NEEDED {
-        let pending = pending_irqs(shielded);
-        let top: Vec<String> = sa
-            .causes
-            .iter()
-            .filter(|c| c.guest && c.kind != "self")
-            .take(3)
-            .map(|c| {
-                let what = if cause_irq(&c.name).is_some_and(|irq| pending.contains(&irq)) {
-                    "the interrupt that completed its pending move off the shielded CPU; "
-                } else {
-                    ""
-                };
-                match &c.fix {
-                    Some(f) => format!(
-                        "{} ({what}worst {}; fix: {f})",
-                        c.name,
-                        human_ns(c.worst_ns)
-                    ),
-                    None => format!("{} ({what}worst {})", c.name, human_ns(c.worst_ns)),
-                }
-            })
-            .collect();
-        format!(
-            "SHIELD FALLS SHORT: worst case caused inside the guest {} loaded → {} shielded on CPU {cpus} ({guest_ratio:.1}x, needs {GUEST_RATIO_NEEDED:.0}x); still reaching it: {}{host}",
-            human_ns(lg),
-            human_ns(sa.guest_worst_ns),
-            if top.is_empty() {
-                "no named guest cause above the threshold".to_string()
-            } else {
-                top.join("; ")
-            }
-        )
-    } else {
-        format!(
-            "SHIELD FALLS SHORT on determinism: guest-caused jitter {:.1}% shielded vs {:.1}% loaded (needs a third, or under {JITTER_FLOOR_PCT:.0}%); latency {guest_ratio:.0}x better{host}",
-            guest_jitter(shielded).unwrap_or(0.0),
-            guest_jitter(loaded).unwrap_or(0.0)
-        )
     };
     if let Some(r) = v.loaded_over_shielded {
-        if r < GUEST_RATIO_NEEDED && guest_ratio >= GUEST_RATIO_NEEDED {
+        if r * 2.0 < high && high >= EFFECT_NEEDED {
             v.notes.push(format!(
                 "the raw ratio ({r:.1}x) is low because of time outside the guest, not because of the shield: {}",
                 outside_summary(loaded, shielded)
@@ -354,6 +658,153 @@ fn judge_traced(
     }
 }
 
+/// `a, b and c`.
+fn words_list(words: &[&str]) -> String {
+    match words {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// The shielded scenario's three largest guest causes, each with its fix.
+fn top_causes(sa: &AttributionSummary, pending: &[u32]) -> String {
+    let top: Vec<String> = sa
+        .causes
+        .iter()
+        .filter(|c| c.guest && c.kind != "self")
+        .take(3)
+        .map(|c| {
+            let what = if cause_irq(&c.name).is_some_and(|irq| pending.contains(&irq)) {
+                "the interrupt that completed its pending move off the shielded CPU; "
+            } else {
+                ""
+            };
+            match &c.fix {
+                Some(f) => format!(
+                    "{} ({what}worst {}; fix: {f})",
+                    c.name,
+                    human_ns(c.worst_ns)
+                ),
+                None => format!("{} ({what}worst {})", c.name, human_ns(c.worst_ns)),
+            }
+        })
+        .collect();
+    if top.is_empty() {
+        "no named guest cause above the threshold".to_string()
+    } else {
+        top.join("; ")
+    }
+}
+
+/// The threads of an anchor's own process on the measured CPU: cyclictest's
+/// main thread, the `cpushield run` that started it, rtla.
+fn anchor_own_threads(tool: &str) -> &'static [&'static str] {
+    match tool {
+        "cyclictest" => &["cyclictest", "cpushield"],
+        _ => &["rtla", "timerlat/", "cpushield"],
+    }
+}
+
+/// One anchor set beside the verdict: in the verdict's own terms when its
+/// wakeups were traced in both scenarios (judged by the same rules, then
+/// compared), else raw.
+fn check_anchor(
+    tool: &str,
+    v: &Verdict,
+    loaded: &Anchor,
+    shielded: &Anchor,
+    cpus: &str,
+) -> AnchorCheck {
+    let works = matches!(v.category.as_str(), WORKS | WORKS_WITH_REMAINING);
+    let traced = loaded
+        .attribution
+        .as_ref()
+        .zip(shielded.attribution.as_ref());
+    let Some((la, sa)) = traced else {
+        let ratio = (shielded.max_ns > 0).then(|| loaded.max_ns as f64 / shielded.max_ns as f64);
+        let r = fmt_ratio(ratio);
+        let (agrees, line) = if v.guest_loaded_over_shielded.is_some() {
+            (
+                None,
+                format!("raw {r}x: counts the host's stalls; not compared"),
+            )
+        } else {
+            // Both raw: the same terms, the same bar.
+            let anchor_works = ratio.is_some_and(|a| a >= RAW_RATIO_NEEDED);
+            if anchor_works == v.pass {
+                (
+                    Some(true),
+                    format!("raw {r}x, as the verdict's raw figures: agrees"),
+                )
+            } else {
+                (
+                    Some(false),
+                    format!(
+                        "raw {r}x against the verdict's raw {}x (needs {RAW_RATIO_NEEDED:.0}x): DISAGREES",
+                        fmt_ratio(v.loaded_over_shielded)
+                    ),
+                )
+            }
+        };
+        return AnchorCheck {
+            tool: tool.into(),
+            terms: "raw".into(),
+            loaded_ns: loaded.max_ns,
+            shielded_ns: shielded.max_ns,
+            ratio,
+            agrees,
+            line,
+        };
+    };
+    let (high, low) = effect(la, sa);
+    let result = anchor_outcome(la, sa, cpus, anchor_own_threads(tool));
+    let (agrees, line) = match (v.category.as_str(), &result) {
+        (_, Outcome::Works) if works => (Some(true), format!("in the guest {high:.1}x: agrees")),
+        (_, Outcome::Leaks(tasks)) if works => (
+            Some(false),
+            format!(
+                "in the guest {high:.1}x, but {} reached CPU {cpus} while it ran: DISAGREES (the verdict says nothing the shield controls did)",
+                tasks.join(", ")
+            ),
+        ),
+        (_, Outcome::NoEffect) if works => (
+            Some(false),
+            format!(
+                "in the guest {high:.1}x: DISAGREES (the verdict says the shield works; it needs {EFFECT_NEEDED:.0}x)"
+            ),
+        ),
+        (_, Outcome::Blurred) => (
+            None,
+            format!("in the guest {low:.1}-{high:.1}x: blurred by the host's stalls, not compared"),
+        ),
+        (LEAKS, Outcome::Leaks(tasks)) => (
+            Some(true),
+            format!(
+                "in the guest {high:.1}x, and {} reached CPU {cpus} while it ran too: agrees",
+                tasks.join(", ")
+            ),
+        ),
+        (LEAKS, _) => (
+            None,
+            format!("in the guest {high:.1}x: saw nothing the shield should have removed while it ran (the verdict's came while the probe ran); not compared"),
+        ),
+        _ => (
+            None,
+            format!("in the guest {high:.1}x: not compared (the verdict could not judge)"),
+        ),
+    };
+    AnchorCheck {
+        tool: tool.into(),
+        terms: "in the guest".into(),
+        loaded_ns: la.guest_worst_ns,
+        shielded_ns: sa.guest_worst_ns,
+        ratio: Some(high),
+        agrees,
+        line,
+    }
+}
+
 /// The IRQ numbers of a scenario's pending-move findings (`IRQ 42 (...) ...`).
 fn pending_irqs(s: &ScenarioResult) -> Vec<u32> {
     s.findings
@@ -395,4 +846,83 @@ fn outside_summary(loaded: &ScenarioResult, shielded: &ScenarioResult) -> String
             .unwrap_or_default()
     };
     format!("{}; {}", part(loaded), part(shielded))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cause(kind: &str, name: &str, fix: Option<&str>) -> CauseRow {
+        CauseRow {
+            kind: kind.into(),
+            name: name.into(),
+            guest: true,
+            count: 1,
+            total_ns: 1,
+            worst_ns: 1,
+            fix: fix.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn each_cause_is_classed_by_what_removes_it() {
+        let c = |kind, name, fix| classify(&cause(kind, name, fix), "1", &[]);
+        assert_eq!(c("task", "hog (812)", None), Class::Leak);
+        assert_eq!(c("task", "cpushield-poll1 (90)", None), Class::Ours);
+        assert_eq!(c("self", "the probe itself", None), Class::Ours);
+        assert_eq!(
+            c("softirq", "softirq BLOCK", Some("isolcpus=managed_irq,1")),
+            Class::Remains(NEEDS_BOOT, "isolcpus=managed_irq,1".into())
+        );
+        assert_eq!(
+            c("vector", "local timer interrupt", None),
+            Class::Remains(NEEDS_BOOT, "cpushield boot-params --all 1".into())
+        );
+        assert_eq!(
+            c(
+                "irq",
+                "irq 38 virtio2-input.0",
+                Some("cpushield shield --irqs 1")
+            ),
+            Class::Leak
+        );
+        assert_eq!(
+            c(
+                "other-ns",
+                "sshd (77)",
+                Some("cpushield shield --procs 1 outside a PID namespace (compare --system): …")
+            ),
+            Class::Remains(
+                NEEDS_SCOPE,
+                "cpushield shield --procs 1 outside a PID namespace (compare --system): …".into()
+            )
+        );
+        assert_eq!(
+            c("throttled", "RT throttling: hog (5) ran", None),
+            Class::Remains(NEEDS_SETTING, "sysctl kernel.sched_rt_runtime_us=-1".into())
+        );
+        assert!(matches!(
+            c("pod", "w (4)", None),
+            Class::Remains(NEEDS_KUBELET, _)
+        ));
+        // An anchor's own process is its business, not a leak.
+        assert_eq!(
+            classify(
+                &cause("task", "cyclictest (811)", None),
+                "1",
+                &["cyclictest"]
+            ),
+            Class::Ours
+        );
+    }
+
+    #[test]
+    fn boot_parameters_are_told_from_commands() {
+        assert!(is_boot_parameter("isolcpus=managed_irq,1"));
+        assert!(is_boot_parameter(
+            "irqaffinity=0 (IRQs start on the housekeeping CPUs)"
+        ));
+        assert!(!is_boot_parameter("sysctl kernel.sched_rt_runtime_us=-1"));
+        assert!(!is_boot_parameter("cpushield shield --irqs 1"));
+    }
 }

@@ -122,14 +122,28 @@ fn traced(
             guest_worst_ns: guest,
             outside_worst_ns: outside,
             steal_ns,
-            causes: vec![CauseRow {
-                kind: "irq".into(),
-                name: "irq 38 virtio2-input.0".into(),
-                guest: true,
-                count: 10,
-                total_ns: 10 * guest,
-                worst_ns: guest,
-                fix: Some("cpushield shield --irqs 1".into()),
+            causes: vec![if s.name == "shielded" {
+                // What a shield leaves on this project's VM: the disk's
+                // completions, raised by its kernel-managed IRQ.
+                CauseRow {
+                    kind: "softirq".into(),
+                    name: "softirq BLOCK".into(),
+                    guest: true,
+                    count: 10,
+                    total_ns: 10 * guest,
+                    worst_ns: guest,
+                    fix: Some("isolcpus=managed_irq,1".into()),
+                }
+            } else {
+                CauseRow {
+                    kind: "irq".into(),
+                    name: "irq 38 virtio2-input.0".into(),
+                    guest: true,
+                    count: 10,
+                    total_ns: 10 * guest,
+                    worst_ns: guest,
+                    fix: Some("cpushield shield --irqs 1".into()),
+                }
             }],
             ..Default::default()
         });
@@ -215,7 +229,7 @@ fn report_json_round_trips_with_its_schema() {
     let r = fixture();
     let text = serde_json::to_string(&r).unwrap();
     let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(value["schema"], "cpushield.compare/4");
+    assert_eq!(value["schema"], "cpushield.compare/5");
     for field in [
         "created",
         "host",
@@ -295,23 +309,58 @@ fn report_html_renders_in_headless_chromium() {
 }
 
 #[test]
-fn a_working_shield_on_a_quiet_host_is_called_working() {
-    let r = traced(30_000_000, 60_000, 0, 0);
-    assert!(r.verdict.pass, "{}", r.verdict.line);
-    assert!(!r.verdict.host_noisy);
+fn a_shield_with_nothing_left_on_a_quiet_host_is_called_working() {
+    let mut r = traced(30_000_000, 60_000, 0, 0);
+    let shielded = shielded_of(&mut r).attribution.as_mut().unwrap();
+    shielded.causes[0].kind = "self".into();
+    shielded.causes[0].name = "the probe itself, on its way to user space".into();
+    r.judge();
+    let v = &r.verdict;
+    assert!(v.pass, "{}", v.line);
+    assert_eq!(v.category, "works");
+    assert!(!v.host_noisy);
     assert!(
-        r.verdict.line.starts_with("SHIELD WORKS"),
+        v.line
+            .starts_with("SHIELD WORKS on CPU 1: nothing the shield controls reached it"),
         "{}",
-        r.verdict.line
+        v.line
     );
     assert!(
-        r.verdict
-            .line
+        v.line
             .contains("nothing that mattered came from outside the guest"),
         "{}",
-        r.verdict.line
+        v.line
     );
-    assert!((r.verdict.guest_loaded_over_shielded.unwrap() - 500.0).abs() < 1e-9);
+    assert!((v.guest_loaded_over_shielded.unwrap() - 500.0).abs() < 1e-9);
+    assert!(v.remains.is_empty(), "{:?}", v.remains);
+}
+
+#[test]
+fn a_working_shield_names_what_remains_with_what_removes_it() {
+    let r = traced(30_000_000, 60_000, 0, 0);
+    let v = &r.verdict;
+    assert!(v.pass, "{}", v.line);
+    assert_eq!(v.category, "works-with-remaining");
+    assert!(
+        v.line.starts_with(
+            "SHIELD WORKS on CPU 1: nothing the shield controls reached it; what remains needs a boot parameter;"
+        ),
+        "{}",
+        v.line
+    );
+    assert_eq!(
+        v.remains,
+        [Remains {
+            needs: "a boot parameter".into(),
+            fix: "isolcpus=managed_irq,1".into(),
+            what: vec!["softirq BLOCK (worst 60 us)".into()],
+            worst_ns: 60_000,
+        }]
+    );
+    assert_eq!(
+        v.remaining,
+        ["softirq BLOCK (worst 60 us): needs a boot parameter (fix: isolcpus=managed_irq,1)"]
+    );
 }
 
 #[test]
@@ -319,16 +368,19 @@ fn a_working_shield_on_a_noisy_host_is_not_blamed_for_the_host() {
     // Raw figures alone: 46 ms vs 16 ms, 2.9x. Inside the guest: 500x.
     let r = traced(30_000_000, 60_000, 16_000_000, 720_000_000);
     assert!(r.verdict.pass, "{}", r.verdict.line);
+    assert_eq!(r.verdict.category, "works-with-remaining");
     assert!(r.verdict.host_noisy);
     assert!(r.verdict.loaded_over_shielded.unwrap() < 3.0);
     let line = &r.verdict.line;
     assert!(
-        line.starts_with("SHIELD WORKS: the shield removed"),
+        line.contains("what remains needs a boot parameter and a quieter host;"),
         "{line}"
     );
+    let host = r.verdict.remains.last().unwrap();
+    assert_eq!(host.needs, "a quieter host");
     assert!(
-        line.contains("came from outside the guest (steal 720.0 ms)"),
-        "{line}"
+        host.what[0].contains("16.0 ms of the shielded worst case (steal 720.0 ms)"),
+        "{host:?}"
     );
     assert!(
         r.verdict
@@ -341,24 +393,120 @@ fn a_working_shield_on_a_noisy_host_is_not_blamed_for_the_host() {
 }
 
 #[test]
-fn a_failing_shield_on_a_quiet_host_names_what_still_reaches_the_cpu() {
-    let r = traced(30_000_000, 5_000_000, 0, 0);
+fn an_irq_the_shield_should_have_moved_is_a_leak_named_with_its_fix() {
+    let mut r = traced(30_000_000, 5_000_000, 0, 0);
+    let cause = &mut shielded_of(&mut r).attribution.as_mut().unwrap().causes[0];
+    (cause.kind, cause.name) = ("irq".into(), "irq 38 virtio2-input.0".into());
+    cause.fix = Some("cpushield shield --irqs 1".into());
+    r.judge();
     assert!(!r.verdict.pass);
+    assert_eq!(r.verdict.category, "leaks");
     let line = &r.verdict.line;
-    assert!(line.starts_with("SHIELD FALLS SHORT"), "{line}");
-    assert!(line.contains("needs 10x"), "{line}");
-    assert!(line.contains("irq 38 virtio2-input.0"), "{line}");
-    assert!(line.contains("fix: cpushield shield --irqs 1"), "{line}");
+    assert!(line.starts_with("SHIELD LEAKS"), "{line}");
+    assert!(
+        line.contains("irq 38 virtio2-input.0 reached the shielded CPU in 10 samples (worst 5000 us; fix: cpushield shield --irqs 1)"),
+        "{line}"
+    );
     assert!(!line.contains("outside the guest (the vCPU"), "{line}");
 }
 
 #[test]
-fn a_failing_shield_on_a_noisy_host_keeps_the_host_apart() {
-    let r = traced(30_000_000, 5_000_000, 16_000_000, 720_000_000);
+fn a_leaking_shield_on_a_noisy_host_keeps_the_host_apart() {
+    let mut r = traced(30_000_000, 5_000_000, 16_000_000, 720_000_000);
+    add_shielded_cause(&mut r, "task", "hog (812)", None);
+    r.judge();
     assert!(!r.verdict.pass);
     let line = &r.verdict.line;
-    assert!(line.starts_with("SHIELD FALLS SHORT"), "{line}");
+    assert!(line.starts_with("SHIELD LEAKS"), "{line}");
     assert!(line.contains("not counted against it"), "{line}");
+}
+
+#[test]
+fn a_verdict_does_not_flip_with_the_hosts_noise_around_the_old_ratio() {
+    // README's quiet hour and a noisy one on the same machine: the loaded
+    // guest-caused worst case 3.1 ms or 27 ms, the shielded one 0.29-0.62 ms
+    // from the disk's softirq. One ratio against 10x called these "falls
+    // short" and "works"; judged on what reached the CPU they are one answer.
+    for (loaded, shielded) in [
+        (3_100_000, 620_000),
+        (4_900_000, 290_000),
+        (27_000_000, 520_000),
+    ] {
+        let r = traced(loaded, shielded, 0, 0);
+        assert_eq!(
+            r.verdict.category, "works-with-remaining",
+            "{}",
+            r.verdict.line
+        );
+        assert_eq!(r.verdict.remains[0].fix, "isolcpus=managed_irq,1");
+    }
+}
+
+#[test]
+fn host_stalls_that_may_hold_the_loaded_figure_leave_the_verdict_undecided_with_what_to_do() {
+    let mut r = traced(3_000_000, 620_000, 0, 0);
+    let loaded = r.scenarios[1].attribution.as_mut().unwrap();
+    // Every loaded sample above the threshold also lost time outside the
+    // guest: up to one tick (4 ms) of each may be the host's too.
+    loaded.guest_worst_low_ns = Some(0);
+    loaded.samples_with_outside = 10;
+    r.judge();
+    let v = &r.verdict;
+    assert!(!v.pass);
+    assert_eq!(v.category, "cannot-judge");
+    assert!(
+        v.line.starts_with(
+            "CANNOT JUDGE THE SHIELD on CPU 1: the host's stalls blur the loaded figure: run again with --duration 120s"
+        ),
+        "{}",
+        v.line
+    );
+    assert!(
+        v.line
+            .contains("(10 of its 10 samples above 100 us also lost time outside the guest)"),
+        "{}",
+        v.line
+    );
+}
+
+#[test]
+fn a_load_that_barely_reached_the_cpu_shows_nothing_to_judge_and_says_how_to_run() {
+    let r = traced(700_000, 620_000, 0, 0);
+    let v = &r.verdict;
+    assert_eq!(v.category, "cannot-judge", "{}", v.line);
+    assert!(
+        v.line
+            .starts_with("CANNOT JUDGE THE SHIELD on CPU 1: the load did not disturb it"),
+        "{}",
+        v.line
+    );
+    assert!(
+        v.line.contains("run longer (--duration 120s)"),
+        "{}",
+        v.line
+    );
+    assert!(v.line.contains("softirq BLOCK"), "{}", v.line);
+}
+
+#[test]
+fn the_effect_is_given_with_its_spread_over_slices_of_the_loaded_probe() {
+    let mut r = traced(30_000_000, 600_000, 0, 0);
+    r.scenarios[1]
+        .attribution
+        .as_mut()
+        .unwrap()
+        .guest_worst_by_slice_ns = vec![3_000_000, 30_000_000, 6_000_000, 12_000_000];
+    r.judge();
+    let e = r.verdict.effect_slices.unwrap();
+    assert_eq!((e.min, e.max, e.count), (5.0, 50.0, 4));
+    assert!((e.median - 15.0).abs() < 1e-9, "{e:?}");
+    assert!(
+        r.verdict
+            .line
+            .contains("(50.0x; 5.0-50x over 4 slices of the loaded probe)"),
+        "{}",
+        r.verdict.line
+    );
 }
 
 /// Adds to the shielded scenario's traced causes one of `kind` named `name`
@@ -433,9 +581,10 @@ fn a_kernel_managed_irq_is_named_with_its_boot_fix_without_failing_the_shield() 
     });
     r.judge();
     assert!(r.verdict.pass, "{}", r.verdict.line);
+    // The IRQ and the softirq it raises go with one boot parameter: one line.
     assert_eq!(
         r.verdict.remaining,
-        vec!["IRQ 36 (virtio1-req.0) is kernel-managed and arrives on CPU 1 (fix: isolcpus=managed_irq,1)".to_string()]
+        vec!["IRQ 36 (virtio1-req.0) is kernel-managed and arrives on CPU 1, softirq BLOCK (worst 60 us): needs a boot parameter (fix: isolcpus=managed_irq,1)".to_string()]
     );
 }
 
@@ -466,7 +615,11 @@ fn an_irq_that_completed_its_pending_move_is_no_leak_and_the_verdict_says_what_i
     r.judge();
     assert!(r.verdict.pass, "{}", r.verdict.line);
     assert!(!r.verdict.line.contains("LEAKS"), "{}", r.verdict.line);
-    assert!(r.verdict.remaining.is_empty(), "{:?}", r.verdict.remaining);
+    assert!(
+        !r.verdict.remaining.iter().any(|x| x.contains("IRQ 42")),
+        "{:?}",
+        r.verdict.remaining
+    );
     assert!(
         r.verdict.notes.iter().any(|n| n.starts_with(
             "not counted against the shield, a move the kernel completes at the IRQ's next interrupt: IRQ 42 (virtio3-tx)"
@@ -495,7 +648,8 @@ fn a_pending_move_that_was_the_worst_shielded_cause_is_named_as_such() {
     );
 }
 
-/// Gives the loaded and shielded scenarios a cyclictest anchor with these maxima.
+/// Gives the loaded and shielded scenarios a cyclictest anchor with these
+/// maxima, as cyclictest reports them (not traced).
 fn with_anchor(r: &mut CompareReport, loaded_ns: u64, shielded_ns: u64) {
     for s in r.scenarios.iter_mut() {
         let max_ns = match s.name.as_str() {
@@ -511,57 +665,150 @@ fn with_anchor(r: &mut CompareReport, loaded_ns: u64, shielded_ns: u64) {
     }
 }
 
-#[test]
-fn a_verdict_that_disagrees_with_its_cyclictest_anchor_says_so() {
-    let mut r = traced(30_000_000, 5_000_000, 0, 0);
-    with_anchor(&mut r, 35_000_000, 400_000);
-    r.judge();
-    assert_eq!(r.verdict.anchor_agrees, Some(false));
-    assert!(r
-        .verdict
-        .notes
-        .iter()
-        .any(|n| n.contains("disagrees with its cyclictest anchor")));
-    let agreeing = traced(30_000_000, 60_000, 0, 0);
-    assert_eq!(agreeing.verdict.anchor_agrees, None, "no anchor, no claim");
+/// Gives the loaded and shielded scenarios a cyclictest anchor whose wakeups
+/// were traced: its guest-caused worst case loaded and shielded, and the
+/// causes of its shielded wakeups.
+fn with_traced_anchor(
+    r: &mut CompareReport,
+    loaded_guest_ns: u64,
+    shielded_guest_ns: u64,
+    shielded_causes: Vec<CauseRow>,
+) {
+    for s in r.scenarios.iter_mut() {
+        let (guest, causes) = match s.name.as_str() {
+            "loaded" => (loaded_guest_ns, Vec::new()),
+            "shielded" => (shielded_guest_ns, shielded_causes.clone()),
+            _ => continue,
+        };
+        s.anchor = Some(Anchor {
+            tool: "cyclictest".into(),
+            max_ns: guest + 5_000_000,
+            traced_wakeups: Some(5_000),
+            attribution: Some(AttributionSummary {
+                threshold_ns: 100_000,
+                samples_above: 3,
+                explained: 3,
+                guest_worst_ns: guest,
+                guest_worst_low_ns: Some(guest),
+                causes,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
 }
 
 #[test]
-fn a_verdict_stricter_than_cyclictest_and_the_raw_figures_is_no_disagreement() {
-    // A first demo on this project's VM: the host's steal made the loaded raw
-    // worst case 38.4 ms, and tasks outside the demo's PID namespace kept the
-    // shielded in-guest worst case at 0.72 ms (7.7x, short of 10x). cyclictest,
-    // which sees what the raw figures see, showed 22.4x.
-    let mut r = traced(5_600_000, 720_000, 0, 0);
-    with_anchor(&mut r, 29_600_000, 1_320_000);
-    for s in r.scenarios.iter_mut() {
-        let (max_ns, outside_ns, steal_ns) = match s.name.as_str() {
-            "loaded" => (38_400_000, 32_800_000, 370_000_000),
-            "shielded" => (2_110_000, 1_390_000, 10_000_000),
-            _ => continue,
-        };
-        s.latency.max_ns = max_ns;
-        let a = s.attribution.as_mut().unwrap();
-        (a.outside_worst_ns, a.steal_ns) = (outside_ns, steal_ns);
-    }
+fn a_traced_anchor_that_sees_the_shield_working_in_the_guest_agrees() {
+    let mut r = traced(30_000_000, 600_000, 0, 0);
+    with_traced_anchor(&mut r, 4_200_000, 200_000, Vec::new());
     r.judge();
-    assert!(!r.verdict.pass, "{}", r.verdict.line);
+    assert!(r.verdict.pass, "{}", r.verdict.line);
     assert_eq!(r.verdict.anchor_agrees, Some(true));
+    let a = &r.verdict.anchors[0];
+    assert_eq!(
+        (a.terms.as_str(), a.line.as_str()),
+        ("in the guest", "in the guest 21.0x: agrees")
+    );
+    let answer = cpushield_report::table::answer(&r, None, None);
     assert!(
-        r.verdict.notes.iter().any(|n| n.contains(
-            "cyclictest sees 22.4x loaded / shielded, as this run's raw figures do (18.2x)"
-        )),
+        answer
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .contains("cyclictest 4.2 ms 200 us 21.0x in the guest 21.0x: agrees"),
+        "{answer}"
+    );
+}
+
+#[test]
+fn a_traced_anchor_refutes_works_when_it_sees_no_effect_in_the_guest() {
+    // The probe saw 50x; cyclictest, traced the same way, 1.2x: one of the
+    // two is wrong, and the report says so.
+    let mut r = traced(30_000_000, 600_000, 0, 0);
+    with_traced_anchor(&mut r, 3_600_000, 3_000_000, Vec::new());
+    r.judge();
+    assert!(r.verdict.pass, "{}", r.verdict.line);
+    assert_eq!(r.verdict.anchor_agrees, Some(false));
+    assert_eq!(
+        r.verdict.anchors[0].line,
+        "in the guest 1.2x: DISAGREES (the verdict says the shield works; it needs 2x)"
+    );
+    assert!(
+        r.verdict.notes.iter().any(|n| n.starts_with(
+            "the verdict disagrees with its cyclictest anchor (in the guest 1.2x: DISAGREES"
+        ) && n.contains("a bug in cpushield")),
         "{:?}",
         r.verdict.notes
     );
     let answer = cpushield_report::table::answer(&r, None, None);
-    assert!(!answer.contains("DISAGREES"), "{answer}");
-    assert!(
-        answer.contains(
-            "agrees with the raw figures, which count the host's steal; the verdict does not"
-        ),
-        "{answer}"
+    assert!(answer.contains("DISAGREES"), "{answer}");
+}
+
+#[test]
+fn a_traced_anchor_refutes_works_when_a_task_reached_the_shielded_cpu_while_it_ran() {
+    let mut r = traced(30_000_000, 600_000, 0, 0);
+    let hog = CauseRow {
+        kind: "task".into(),
+        name: "hog (812)".into(),
+        guest: true,
+        count: 2,
+        total_ns: 400_000,
+        worst_ns: 300_000,
+        fix: None,
+    };
+    // cyclictest's own main thread is its business, not a leak.
+    let own = CauseRow {
+        name: "cyclictest (811)".into(),
+        ..hog.clone()
+    };
+    with_traced_anchor(&mut r, 4_200_000, 200_000, vec![own.clone()]);
+    r.judge();
+    assert_eq!(
+        r.verdict.anchor_agrees,
+        Some(true),
+        "{:?}",
+        r.verdict.anchors
     );
+    with_traced_anchor(&mut r, 4_200_000, 200_000, vec![own, hog]);
+    r.judge();
+    assert_eq!(r.verdict.anchor_agrees, Some(false));
+    assert!(
+        r.verdict.anchors[0]
+            .line
+            .contains("but hog (812) reached CPU 1 while it ran: DISAGREES"),
+        "{}",
+        r.verdict.anchors[0].line
+    );
+}
+
+#[test]
+fn an_untraced_anchor_says_it_counts_the_hosts_stalls_and_is_not_set_against_a_traced_verdict() {
+    let mut r = traced(5_600_000, 400_000, 0, 0);
+    with_anchor(&mut r, 29_600_000, 18_500_000);
+    r.judge();
+    assert!(r.verdict.pass, "{}", r.verdict.line);
+    assert_eq!(r.verdict.anchor_agrees, None);
+    assert_eq!(
+        r.verdict.anchors[0].line,
+        "raw 1.6x: counts the host's stalls; not compared"
+    );
+    let answer = cpushield_report::table::answer(&r, None, None);
+    assert!(!answer.contains("DISAGREES"), "{answer}");
+    assert!(!answer.contains("agrees with the verdict"), "{answer}");
+}
+
+#[test]
+fn raw_verdicts_and_raw_anchors_are_compared_on_the_same_bar() {
+    let mut r = fixture();
+    with_anchor(&mut r, 35_000_000, 400_000);
+    r.judge();
+    assert!(r.verdict.pass);
+    assert_eq!(r.verdict.anchor_agrees, Some(true));
+    with_anchor(&mut r, 35_000_000, 20_000_000);
+    r.judge();
+    assert_eq!(r.verdict.anchor_agrees, Some(false));
+    assert!(r.verdict.anchors[0].line.contains("DISAGREES"));
 }
 
 #[test]
@@ -616,6 +863,7 @@ fn report_html_shows_every_section_of_the_terminal_report_in_chromium() {
     assert!(dom.contains("SHIELD WORKS"), "verdict text");
     let text = without_tags(&dom);
     assert!(text.contains("irq 38 virtio2-input.0"), "cause table");
+    assert!(text.contains("softirq BLOCK"), "what remains");
     assert!(
         dom.contains("halting 296 us vs polling 24.3 ms"),
         "idle policy reason"

@@ -7,8 +7,13 @@
 //! that was current when it was recorded). Each stretch between two events is
 //! charged to the context in force. Time the kernel did not see is reported as
 //! "outside the kernel's view": the CPU idle while the timer should already
-//! have fired, or a stretch with no event longer than the tick period allows
+//! have fired, a context with interrupts enabled running on past a timer
+//! interrupt that was due (the measured task's own timer before its
+//! wakeup, or the next tick, at most one period after the latest local timer
+//! interrupt), or a stretch with no event longer than the tick period allows
 //! (interrupts off, or the vCPU not running: steal time is the evidence).
+//! Where a vCPU stops between two due interrupts the guest cannot see it: up
+//! to one tick period of a stop can stay charged to the context it hit.
 
 use super::event::{Event, EventKind, Noise, NoiseClass, VECTORS};
 use serde::Serialize;
@@ -358,6 +363,13 @@ struct State<'a> {
     spike: Spike,
     wake: Option<u64>,
     switch_in: Option<u64>,
+    /// When the interrupt that woke the measured task entered: until then
+    /// its timer, due at the intended time, is pending.
+    waking_entry: Option<u64>,
+    /// The latest local timer interrupt, or the CPU leaving idle (where the
+    /// kernel restarts a stopped tick): the next tick is due at most one
+    /// tick period after it.
+    tick_anchor: Option<u64>,
     stack: Vec<Ctx>,
     task: (i32, String),
     throttled: bool,
@@ -374,6 +386,38 @@ impl State<'_> {
         }
     }
 
+    /// Makes `pid` the current task from `at_ns`; the CPU leaving idle
+    /// restarts the tick there.
+    fn set_task(&mut self, pid: i32, comm: &str, at_ns: u64) {
+        if self.task.0 == 0 && pid != 0 {
+            self.tick_anchor = Some(self.tick_anchor.map_or(at_ns, |a| a.max(at_ns)));
+        }
+        if self.task.0 != pid || self.task.1 != comm {
+            self.task = (pid, comm.to_string());
+        }
+    }
+
+    /// The earliest timer interrupt due at or before `from` that a context
+    /// with interrupts enabled cannot hold off: the measured task's own
+    /// timer (at the intended time, until the interrupt that woke it
+    /// entered) and the next tick (at most one period after `tick_anchor`).
+    fn interrupt_due(&self, from: u64, to: u64) -> Option<u64> {
+        let timer = match (self.wake, self.waking_entry) {
+            (Some(_), Some(entry)) if from < entry => Some(self.spike.intended_ns),
+            _ => None,
+        };
+        let tick = self
+            .ctx
+            .tick_ns
+            .zip(self.tick_anchor)
+            .map(|(period, anchor)| anchor + period);
+        [timer, tick]
+            .into_iter()
+            .flatten()
+            .min()
+            .filter(|d| *d < to)
+    }
+
     fn add(&mut self, kind: CauseKind, name: String, phase: Phase, ns: u64) {
         if ns > 0 {
             *self.totals.entry((kind, name, phase)).or_insert(0) += ns;
@@ -386,9 +430,16 @@ impl State<'_> {
     /// was recorded, which stays right when context switches between ordinary
     /// tasks are filtered out of the trace.
     fn charge(&mut self, from: u64, to: u64, exiting: Option<Ctx>, end_task: Option<(i32, &str)>) {
+        let stretch_end = to;
+        // The CPU left idle inside this stretch: the tick restarted at an
+        // unknown time in it, so no tick is known to be due here.
+        let left_idle = self.task.0 == 0 && end_task.is_some_and(|(pid, _)| pid != 0);
         let from = from.max(self.spike.intended_ns);
         let to = to.min(self.spike.actual_ns);
         if to <= from {
+            if let Some((pid, comm)) = end_task {
+                self.set_task(pid, comm, stretch_end);
+            }
             return;
         }
         let phase = self.phase(from);
@@ -404,7 +455,7 @@ impl State<'_> {
                 {
                     self.throttled = true;
                 }
-                self.task = (pid, comm.to_string());
+                self.set_task(pid, comm, stretch_end);
             }
         }
         let ns = to - from;
@@ -494,6 +545,38 @@ impl State<'_> {
             );
             return;
         }
+        // Interrupts are enabled in a task, a kernel thread, a work item or a
+        // softirq: a timer interrupt that was due comes at once. A stretch
+        // that runs on past it without one had interrupts off or a vCPU the
+        // hypervisor did not run; up to HANDLER_BOUND_NS of it is the
+        // interrupt's own way in (and short sections with interrupts off).
+        let interruptible = match kind {
+            CauseKind::Task => !polling,
+            CauseKind::MeasuredTask => phase == Phase::Unknown,
+            CauseKind::KernelThread
+            | CauseKind::OtherNamespace
+            | CauseKind::PodTask
+            | CauseKind::RtThrottled
+            | CauseKind::Softirq
+            | CauseKind::Work => true,
+            _ => false,
+        };
+        let due = (interruptible && !left_idle)
+            .then(|| self.interrupt_due(from, to))
+            .flatten();
+        if let Some(due) = due {
+            let held_from = (due + HANDLER_BOUND_NS).max(from);
+            if held_from < to {
+                self.add(kind, name.clone(), phase, held_from - from);
+                self.add(
+                    CauseKind::Outside,
+                    "a timer interrupt was due and did not come: interrupts off or vCPU not running".to_string(),
+                    phase,
+                    to - held_from,
+                );
+                return;
+            }
+        }
         // A stretch without any event longer than the tick allows: the kernel
         // did not run its tick, so the excess is outside its view.
         if let Some(tick) = self.ctx.tick_ns {
@@ -539,12 +622,17 @@ impl State<'_> {
 
     fn apply(&mut self, e: &Event) {
         if !is_placed(&e.kind) {
-            self.task = (e.pid, e.comm.clone());
+            self.set_task(e.pid, &e.comm, e.ts_ns);
         }
         match &e.kind {
             EventKind::NoiseStart(n) => self.stack.push(Ctx::Noise(n.clone())),
             EventKind::IrqEntry { irq, name } => self.stack.push(Ctx::Irq(*irq, name.clone())),
-            EventKind::VectorEntry { vector } => self.stack.push(Ctx::Vector(vector.clone())),
+            EventKind::VectorEntry { vector } => {
+                if vector == "local_timer" {
+                    self.tick_anchor = Some(e.ts_ns);
+                }
+                self.stack.push(Ctx::Vector(vector.clone()))
+            }
             EventKind::HrtimerEntry { function, .. } => {
                 self.stack.push(Ctx::Hrtimer(function.clone()))
             }
@@ -575,7 +663,7 @@ impl State<'_> {
                         self.throttled = true;
                     }
                 }
-                self.task = (*next_pid, next_comm.clone());
+                self.set_task(*next_pid, next_comm, e.ts_ns);
             }
             _ => {}
         }
@@ -689,6 +777,8 @@ pub fn attribute(events: &[Event], spike: &Spike, ctx: &AttributionContext<'_>) 
         spike: *spike,
         wake,
         switch_in,
+        waking_entry: irq_entry,
+        tick_anchor: None,
         stack: Vec::new(),
         task: (-1, String::new()),
         throttled: false,

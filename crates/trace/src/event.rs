@@ -65,6 +65,16 @@ pub enum EventKind {
     },
     /// An hrtimer callback ended.
     HrtimerExit,
+    /// An hrtimer was armed (`hrtimer_start`): the task current when it is
+    /// recorded armed it, unless it is recorded inside an interrupt (a
+    /// periodic timer re-armed after its callback).
+    HrtimerStart {
+        /// The callback it will run (`hrtimer_wakeup` for a task sleeping
+        /// in `clock_nanosleep`, `timerlat_irq` for the timerlat tracer's thread).
+        function: String,
+        /// When it expires, on its clock (CLOCK_MONOTONIC for both), ns.
+        expires_ns: u64,
+    },
     /// A context switch.
     Switch {
         /// Outgoing task's name.
@@ -449,6 +459,13 @@ fn parse_kind(name: &str, args: &str) -> EventKind {
             now_ns: num(args, "now"),
         },
         "hrtimer_expire_exit" => EventKind::HrtimerExit,
+        "hrtimer_start" => match num(args, "expires") {
+            Some(expires_ns) => EventKind::HrtimerStart {
+                function: field(args, "function").unwrap_or("").to_string(),
+                expires_ns,
+            },
+            None => other(),
+        },
         "workqueue_execute_start" => EventKind::WorkStart {
             function: args
                 .split_once("function ")
@@ -555,6 +572,22 @@ mod tests {
                 target_cpu: Some(1)
             }
         );
+    }
+
+    #[test]
+    fn an_hrtimer_start_line_gives_the_callback_and_the_expiry() {
+        let e = parse_line("      cyclictest-812     [001] d..1.   612.198300: hrtimer_start: hrtimer=00000000d1f5bb27 function=hrtimer_wakeup expires=612198644865 softexpires=612198644865 mode=ABS").unwrap();
+        assert_eq!((e.pid, e.comm.as_str()), (812, "cyclictest"));
+        assert_eq!(
+            e.kind,
+            EventKind::HrtimerStart {
+                function: "hrtimer_wakeup".into(),
+                expires_ns: 612_198_644_865
+            }
+        );
+        let cut =
+            parse_line("  x-1 [001] ..... 5.000001: hrtimer_start: hrtimer=00 function=f").unwrap();
+        assert!(matches!(cut.kind, EventKind::Other { .. }));
     }
 
     #[test]

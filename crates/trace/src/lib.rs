@@ -39,11 +39,13 @@ pub mod settings;
 mod signal;
 pub mod summary;
 pub mod timerlat;
+pub mod watch;
 
 pub use attribute::{Attribution, Cause, CauseKind, Phase, Spike};
 pub use event::TimerlatRecord;
 pub use summary::{render_attribution, render_summary, TraceSummary};
 pub use timerlat::TimerlatFeed;
+pub use watch::{WakeupWatch, WatchedWakeups};
 
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::{Kernel, TraceMarker, TracePipe};
@@ -153,6 +155,11 @@ pub struct TraceOptions {
     /// Enable [`EVENTS`] and the osnoise events for attribution; off, the
     /// session records only what its tracer does.
     pub attribution_events: bool,
+    /// Explain the wakeups of threads the session did not start, from the
+    /// kernel's record of when each meant to wake ([`watch`]): enables
+    /// [`watch::WATCH_EVENT`] too. What it saw is in
+    /// [`TraceSummary::watched`], its late wakeups among the attributions.
+    pub watch: Option<WakeupWatch>,
 }
 
 /// The kernel facts that explain a spike beyond the trace itself. The
@@ -201,6 +208,7 @@ impl Default for TraceOptions {
             kernel: KernelContext::default(),
             timerlat_period_us: None,
             attribution_events: true,
+            watch: None,
         }
     }
 }
@@ -442,6 +450,7 @@ impl TraceSession {
                     virtual_cpu: opts.kernel.virtual_cpu,
                     now: cpushield_kernel::clock::now_ns,
                     started_ns: cpushield_kernel::clock::now_ns(),
+                    tracker: opts.watch.clone().map(watch::WakeupTracker::new),
                 };
                 let housekeeping = online_minus(kernel.as_ref(), cpus);
                 let pin_kernel = kernel.clone();
@@ -632,6 +641,17 @@ impl TraceSession {
                 }
             }
         }
+        if opts.watch.is_some() {
+            let f = dir.join("events").join(watch::WATCH_EVENT).join("enable");
+            if !k.exists(&f) {
+                return Err(format!(
+                    "{}: no hrtimer_start event: this kernel's tracefs cannot tell when a thread meant to wake",
+                    f.display()
+                ));
+            }
+            g.set(&f, "1").map_err(|e| e.to_string())?;
+            summary.events_enabled.push(watch::WATCH_EVENT.to_string());
+        }
         if let Some(period_us) = opts.timerlat_period_us {
             timerlat::configure(g, k, root, &dir, cpus, period_us)?;
             summary.tracer = Some("timerlat".into());
@@ -765,6 +785,7 @@ impl TraceSession {
         s.lost_events = r.lost.max(lost);
         s.spikes_marked = self.shared.marked.load(Ordering::Relaxed);
         s.spikes_dropped = self.shared.dropped.load(Ordering::Relaxed);
+        s.watched = r.watched.take();
         s.errors = std::mem::take(&mut r.errors);
         s.errors.append(&mut cleanup.errors);
         s

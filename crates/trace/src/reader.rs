@@ -6,6 +6,7 @@ use super::attribute::{
     attribute, fmt_ns, phase_word, Attribution, AttributionContext, Spike, StealEvidence,
 };
 use super::event::{parse_line, Event, EventKind, TimerlatRecord};
+use super::watch::{WakeupTracker, WatchedWakeups};
 use cpushield_parse::pid_cgroup::in_kubepods;
 use cpushield_parse::pid_stat::parse_thread_stat;
 use cpushield_parse::pid_status::parse_nspid;
@@ -94,6 +95,8 @@ pub struct Results {
     pub lost: u64,
     /// Problems met.
     pub errors: Vec<String>,
+    /// What the watch saw of its threads' wakeups (set when the reader ends).
+    pub watched: Option<WatchedWakeups>,
 }
 
 /// Everything the reader thread owns.
@@ -128,6 +131,8 @@ pub struct Reader {
     pub now: fn() -> u64,
     /// When tracing started (CLOCK_MONOTONIC ns).
     pub started_ns: u64,
+    /// Follows the watched threads' wakeups (see `TraceOptions::watch`).
+    pub tracker: Option<WakeupTracker>,
 }
 
 /// What is known of the tasks named by events, by global ID.
@@ -229,6 +234,9 @@ impl Reader {
                             ok += 1;
                             if let Some(key) = thread_announcement(&e) {
                                 threads.insert(key, e.pid);
+                            }
+                            if let Some(spike) = self.tracker.as_mut().and_then(|t| t.see(&e)) {
+                                pending.push(spike);
                             }
                             // Tell a task's namespace while it still lives:
                             // by attribution time a short-lived one is gone.
@@ -352,6 +360,9 @@ impl Reader {
             }
         }
         drop(std::mem::take(&mut self.pipes));
+        if let Some(t) = &self.tracker {
+            self.shared.results.lock().expect("results").watched = Some(t.seen().clone());
+        }
         let (lock, cv) = &self.shared.done;
         *lock.lock().expect("done lock") = true;
         cv.notify_all();

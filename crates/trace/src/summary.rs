@@ -52,6 +52,8 @@ pub struct TraceSummary {
     /// Whether the osnoise events were enabled (the kernel has them; they
     /// fire only while the timerlat or osnoise tracer runs).
     pub osnoise_events: bool,
+    /// The watched threads' wakeups ([`crate::TraceOptions::watch`]).
+    pub watched: Option<crate::watch::WatchedWakeups>,
     /// Problems met while tracing or restoring (empty when all went well).
     pub errors: Vec<String>,
 }

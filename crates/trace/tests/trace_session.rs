@@ -3,7 +3,10 @@
 
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::FakeKernel;
-use cpushield_trace::{CauseKind, SignalMode, Spike, TraceOptions, TraceSession};
+use cpushield_trace::watch::WATCH_SEQ_BASE;
+use cpushield_trace::{
+    CauseKind, SignalMode, Spike, TraceOptions, TraceSession, WakeupWatch, WatchedWakeups,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -61,6 +64,7 @@ fn tracefs() -> FakeKernel {
         "sched/sched_wakeup",
         "irq_vectors/local_timer_entry",
         "irq_vectors/local_timer_exit",
+        "timer/hrtimer_start",
     ] {
         f(&format!("events/{ev}/enable"), "0\n");
         f(&format!("events/{ev}/filter"), "none\n");
@@ -377,4 +381,81 @@ fn a_task_whose_cgroup_is_a_kubernetes_pods_is_charged_to_the_pod_in_a_system_sc
         a.causes
     );
     assert!(a.causes.iter().all(|c| c.kind != CauseKind::Task));
+}
+
+#[test]
+fn a_watched_threads_late_wakeup_is_found_in_the_trace_and_explained_like_a_probe_spike() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let k = Arc::new(tracefs());
+    // Whole microseconds, as the text trace has them.
+    let t0 = cpushield_kernel::clock::now_ns() / 1000 * 1000;
+    let ts = |off_us: u64| {
+        let ns = t0 + off_us * 1000;
+        format!("{}.{:06}", ns / 1_000_000_000, (ns % 1_000_000_000) / 1000)
+    };
+    // cyclictest (812) arms its timer for t0 + 100 us; its wakeup waits
+    // behind an interrupt handler for 700 us.
+    let expires = t0 + 100_000;
+    feed_pipe(
+        &k,
+        1,
+        &[
+            format!("      cyclictest-812     [001] d..1.  {}: hrtimer_start: hrtimer=00000000aa function=hrtimer_wakeup expires={expires} softexpires={expires} mode=ABS", ts(1)),
+            format!("      cyclictest-812     [001] d..2.  {}: sched_switch: prev_comm=cyclictest prev_pid=812 prev_prio=4 prev_state=S ==> next_comm=load next_pid=70 next_prio=120", ts(2)),
+            format!("            load-70      [001] d.h..  {}: local_timer_entry: vector=236", ts(100)),
+            format!("            load-70      [001] dNh..  {}: local_timer_exit: vector=236", ts(104)),
+            format!("            load-70      [001] dNh1.  {}: irq_handler_entry: irq=38 name=virtio2-input.0", ts(110)),
+            format!("            load-70      [001] dNh1.  {}: irq_handler_exit: irq=38 ret=handled", ts(810)),
+            format!("            load-70      [001] d..2.  {}: sched_switch: prev_comm=load prev_pid=70 prev_prio=120 prev_state=R+ ==> next_comm=cyclictest next_pid=812 next_prio=4", ts(820)),
+            String::new(),
+        ]
+        .join("\n"),
+    );
+    let opts = TraceOptions {
+        signals: SignalMode::None,
+        instance: false,
+        poll: Duration::from_millis(1),
+        watch: Some(WakeupWatch {
+            comm_prefixes: vec!["cyclictest".into()],
+            threshold_ns: 50_000,
+        }),
+        ..Default::default()
+    };
+    let cpus = CpuSet::parse_list("1").unwrap();
+    let session = TraceSession::start(k.clone(), &cpus, opts).unwrap();
+    assert_eq!(
+        k.file(format!("{ROOT}/events/timer/hrtimer_start/enable"))
+            .unwrap(),
+        "1",
+        "the event that says when the thread meant to wake"
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    let summary = session.finish();
+    assert_eq!(
+        summary.watched,
+        Some(WatchedWakeups {
+            wakeups: 1,
+            max_ns: 720_000,
+            above: 1,
+            threads: vec!["cyclictest (812)".into()],
+        })
+    );
+    assert_eq!(summary.attributions.len(), 1, "{:#?}", summary.attributions);
+    let a = &summary.attributions[0];
+    assert_eq!(a.spike.seq, WATCH_SEQ_BASE);
+    assert_eq!((a.spike.tid, a.latency_ns), (812, 720_000));
+    let irq: u64 = a
+        .causes
+        .iter()
+        .filter(|c| c.kind == CauseKind::Irq)
+        .map(|c| c.ns)
+        .sum();
+    assert_eq!(irq, 700_000, "{:#?}", a.causes);
+    assert_eq!(
+        k.file(format!("{ROOT}/events/timer/hrtimer_start/enable"))
+            .unwrap()
+            .trim(),
+        "0",
+        "put back"
+    );
 }

@@ -472,6 +472,49 @@ json_top() {
         END { exit !found }'
 }
 
+# json_flat <FILE: every scalar of a JSON document as one line `PATH<TAB>VALUE`, the path's
+# object keys and array indices (from 0) joined by dots (`scenarios.0.latency.max_ns`),
+# strings without their quotes. Line by line, as json_top (no token spans a line in
+# cpushield's output).
+json_flat() {
+    awk '
+        function emit(v,   p, x) {
+            p = ""
+            for (x = 1; x <= d; x++) p = p (x > 1 ? "." : "") key[x]
+            print p "\t" v
+        }
+        {
+            s = $0; n = length(s); i = 1
+            while (i <= n) {
+                c = substr(s, i, 1)
+                if (c ~ /[ \t\r]/ || c == ":") { i++; continue }
+                if (c == "{") { d++; type[d] = "o"; key[d] = ""; want[d] = 1; i++; continue }
+                if (c == "[") { d++; type[d] = "a"; key[d] = 0; i++; continue }
+                if (c == "}" || c == "]") { d--; i++; continue }
+                if (c == ",") { if (type[d] == "a") key[d]++; else want[d] = 1; i++; continue }
+                if (c == "\"") {
+                    j = i + 1; str = ""
+                    while (j <= n) {
+                        e = substr(s, j, 1)
+                        if (e == "\\") { str = str substr(s, j, 2); j += 2; continue }
+                        if (e == "\"") break
+                        str = str e; j++
+                    }
+                    i = j + 1
+                    if (type[d] == "o" && want[d]) { key[d] = str; want[d] = 0 } else emit(str)
+                    continue
+                }
+                j = i
+                while (j <= n && substr(s, j, 1) !~ /[],} \t\r]/) j++
+                emit(substr(s, i, j - i))
+                i = j
+            }
+        }'
+}
+
+# json_at PATH <FLAT: the value at PATH of json_flat's output; status 1 if absent.
+json_at() { awk -F '\t' -v p="$1" '$1 == p { print $2; found = 1; exit } END { exit !found }'; }
+
 # expect_show NAME PROCS IRQS LTMR: `cpushield show --json` reports these top-level lists.
 expect_show() {
     cs show --json

@@ -36,7 +36,7 @@ scenario_main() {
     fi
     json=/tmp/cmp/report.json
     info "$(grep '^SHARING' /tmp/cs.out)"
-    check_eq share/schema "cpushield.compare/4" "$(json_top schema <"$json")"
+    check_eq share/schema "cpushield.compare/5" "$(json_top schema <"$json")"
     policy=$(grep -o '"policy": "SCHED_IDLE (nice 19)"' "$json" | head -n 1)
     check_eq share/batch-policy '"policy": "SCHED_IDLE (nice 19)"' "$policy"
     ops=$(awk '/"batch": \{/ { b = 1 } b && /"ops":/ { gsub(/,/, "", $2); print $2; exit }' "$json")
