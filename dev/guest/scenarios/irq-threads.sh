@@ -5,6 +5,7 @@
 # off CPU 3 whatever its pin), one thread pinned back onto CPU 3 by hand is named by
 # `show` with its taskset fix and breaks the shield for `check`; the fix puts it right.
 # `check` names ksoftirqd/3, and on PREEMPT_RT rcuc/3 and ktimers/3, with what to do.
+# guest-test: irq_handler_threads_follow_their_irq_off_the_shield_and_one_pinned_by_hand_is_named
 # guest-append: threadirqs
 # guest-timeout: 300
 GUEST_CGROUP=v2
