@@ -170,6 +170,9 @@ ATTEMPT=1
 DIED=0
 HUNG=0
 while :; do
+    # Emptied here, not by QEMU's redirection below: that happens in the background, and
+    # boot_watch could otherwise find the last run's GUEST-INFO in it.
+    : >"$LOG"
     set +e
     # shellcheck disable=SC2086 # NET_ARGS is a list of words
     timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 \
