@@ -1,32 +1,126 @@
 #!/usr/bin/env bash
-# Runs every test: unit tests, host tests (inside private PID namespaces),
-# and the real-kernel guest tests under QEMU.
+# Runs the tests.
+#
+#   scripts/test.sh           every test, as CI runs it: installs the test tools, then
+#                             formatting, clippy, the manifest validator, unit and
+#                             fake-kernel tests, host tests (inside private PID
+#                             namespaces), the real-kernel guest tests under QEMU, and the
+#                             parsers' long property run. Needs root.
+#   scripts/test.sh --quick   formatting, clippy, and the unit and fake-kernel tests: no
+#                             root, no change to this machine, no guest (CONTRIBUTING.md
+#                             says when it is enough).
+#
+# Each stage ends with a line `test.sh: NAME took N s (CPU M s)` on stderr.
 set -euo pipefail
 exec </dev/null
 cd "$(dirname "$0")/.."
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+
+QUICK=0
+case "${1:-}" in
+    --quick) QUICK=1 ;;
+    "") ;;
+    *)
+        echo "test.sh: unknown argument '$1'; run scripts/test.sh (everything) or scripts/test.sh --quick" >&2
+        exit 1
+        ;;
+esac
+
+STARTED=$SECONDS
+TIMES=$(mktemp)
+trap 'rm -f "$TIMES"' EXIT
+# children_cpu: sets CPU_NOW to the CPU seconds (user + system) of every child this
+# shell has waited for so far. `times` runs in this shell, its output to a file: in a
+# pipe or $(...) it would run in a subshell, which has no children.
+children_cpu() {
+    times >"$TIMES"
+    CPU_NOW=$(awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, t, /m/); n += t[1] * 60 + t[2] } printf "%d", n }' "$TIMES")
+}
+# stage NAME COMMAND...: runs COMMAND and says how long it took, in wall time and in
+# CPU time (which another load on the machine changes less).
+stage() {
+    local name=$1 t0=$SECONDS c0
+    shift
+    children_cpu
+    c0=$CPU_NOW
+    "$@"
+    children_cpu
+    echo "test.sh: $name took $((SECONDS - t0)) s (CPU $((CPU_NOW - c0)) s)" >&2
+}
+
+# The integration test targets that run something for real on this machine: every
+# `*_host.rs`, the guest tests, and these. --quick leaves them out; every other target
+# (unit tests, fake-kernel and fixture tests) is in both.
+REAL_TESTS="guest measure_cli run_cli reserve_cli compare_cli check_cli load_cli c_example trace_real real_run workloads spsc_stress"
+
+# The unit tests of every crate and the integration test targets that touch nothing.
+quick_tests() {
+    local targets=() f name
+    for f in crates/*/tests/*.rs; do
+        name=$(basename "$f" .rs)
+        case " $REAL_TESTS " in *" $name "*) continue ;; esac
+        case "$name" in *_host) continue ;; esac
+        targets+=(--test "$name")
+    done
+    cargo test --workspace --lib --bins "${targets[@]}"
+}
+
+if [ "$QUICK" = 1 ]; then
+    stage fmt cargo fmt --all -- --check
+    stage clippy cargo clippy --workspace --all-targets -- -D warnings
+    stage unit-and-fake-kernel-tests quick_tests
+    echo "test.sh: --quick passed in $((SECONDS - STARTED)) s" >&2
+    exit 0
+fi
+
 # The tools of the tests and benchmarks (the product's own are scripts/setup.sh's).
-bash scripts/dev-setup.sh
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets -- -D warnings
+stage dev-setup bash scripts/dev-setup.sh
+
+# The guest tests' downloads (the Debian kernels and rtla, the systemd guest's Debian
+# tree) wait on the network, not the CPU: they run while clippy compiles.
+mkdir -p target
+PREPARE_LOG=target/guest-prepare.log
+(dev/guest/fetch-kernel.sh --all >/dev/null && dev/guest/build-rootfs.sh >/dev/null) \
+    >"$PREPARE_LOG" 2>&1 &
+PREPARE_PID=$!
+
+stage fmt cargo fmt --all -- --check
+stage clippy cargo clippy --workspace --all-targets -- -D warnings
 # The Kubernetes manifests, decoded strictly into the real Kubernetes types
 # (an unknown or misspelt field fails); a few seconds.
-(cd dev/manifest-check && gofmt -l . | (! grep .) && go vet ./... && go test ./...)
+stage manifest-check bash -c 'cd dev/manifest-check && gofmt -l . | (! grep .) && go vet ./... && go test ./...'
 # The Grafana dashboard: dist/grafana/cpushield.json is what its generator makes (the
 # live check of its queries is in crates/cli/tests/agent_host.rs); a few seconds.
-(cd dev/grafana-dashboard && gofmt -l . | (! grep .) && go vet ./... && go test ./...)
-# One test binary at a time touches IRQs and cgroups; tests inside a binary
-# that do so serialise themselves.
-# The real-kernel tests boot Debian's 6.1 and 6.12 PREEMPT_RT kernels under QEMU (dev/guest/);
-# CPUSHIELD_GUEST=1 makes a missing QEMU or kernel a failure, not a skip.
-dev/guest/fetch-kernel.sh --all >/dev/null
-export CPUSHIELD_GUEST="${CPUSHIELD_GUEST:-1}"
-cargo test --workspace --release
+stage grafana-dashboard bash -c 'cd dev/grafana-dashboard && gofmt -l . | (! grep .) && go vet ./... && go test ./...'
+
+t0=$SECONDS
+if ! wait "$PREPARE_PID"; then
+    cat "$PREPARE_LOG" >&2
+    echo "test.sh: the guest tests' kernels or Debian tree could not be prepared (above)" >&2
+    exit 1
+fi
+echo "test.sh: waiting for the guest downloads took $((SECONDS - t0)) s" >&2
+
+# One test binary at a time touches IRQs and cgroups; tests inside a binary that do so
+# serialise themselves. The guest tests are left for the next stage, so that nothing
+# else runs while the host tests measure.
+stage unit-fake-kernel-and-host-tests env CPUSHIELD_GUEST=0 cargo test --workspace --release
+
 # The RPM beside the .deb: rpmlint, installed into a scratch root, the same files as the
 # .deb (about 30 s on the release build above).
-scripts/check-packages.sh
-# The parsers' property/fuzz suite once more with many more cases, optimised
-# but with overflow checks on (profile fuzz), so an overflow is a reported
-# crash, not a silent wrap (about 2 minutes, build included).
-CPUSHIELD_FUZZ_CASES="${CPUSHIELD_FUZZ_LONG_CASES:-100000}" \
+stage packages scripts/check-packages.sh
+
+# The real-kernel tests boot Debian's 6.1 and 6.12 PREEMPT_RT kernels under QEMU
+# (dev/guest/), two or more at once (crates/cli/tests/guest.rs); CPUSHIELD_GUEST=1 makes
+# a missing QEMU or kernel a failure, not a skip. The test binary was built above.
+# (--workspace, not -p cpushield: the same features as above, so nothing is rebuilt.)
+stage guest-tests env CPUSHIELD_GUEST="${CPUSHIELD_GUEST:-1}" \
+    cargo test --workspace --release --test guest
+
+# The parsers' property/fuzz suite once more with many more cases, optimised but with
+# overflow checks on (profile fuzz), so an overflow is a reported crash, not a silent
+# wrap.
+stage fuzz-long env CPUSHIELD_FUZZ_CASES="${CPUSHIELD_FUZZ_LONG_CASES:-100000}" \
     cargo test --profile fuzz -p cpushield-fuzz --test parsers
+
+echo "test.sh: everything passed in $((SECONDS - STARTED)) s" >&2

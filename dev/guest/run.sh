@@ -29,13 +29,16 @@
 #                           in CI while rtla timerlat ran (its console was not kept). One
 #                           thread makes the patch atomic to the other vCPUs, at the cost
 #                           of speed the scenarios do not need.
-#   # guest-net: user PORT  a virtio-net NIC on QEMU's user network, with host UDP
-#                           127.0.0.1:PORT forwarded to the guest's PORT (10.0.2.15). While
+#   # guest-net: user PORT  a virtio-net NIC on QEMU's user network, with a host UDP port
+#                           on 127.0.0.1 forwarded to the guest's PORT (10.0.2.15). While
 #                           the guest runs, each console line `GUEST-FLOOD SECS` makes this
 #                           script flood that port from the host for SECS seconds with
-#                           `cpushield load ionet --peer 127.0.0.1:PORT --cpus 1` (the host
-#                           binary: GUEST_HOST_CPUSHIELD, default the static guest build,
-#                           else target/release/cpushield), one flood after another.
+#                           `cpushield load ionet --peer 127.0.0.1:HOSTPORT --cpus 1` (the
+#                           host binary: GUEST_HOST_CPUSHIELD, default
+#                           target/release/cpushield), one flood after another. HOSTPORT is
+#                           PORT + 100 x the kernel's place in GUEST_KERNELS (6.1: PORT,
+#                           6.12-rt: PORT+100), so that the same scenario can boot on both
+#                           kernels at once; GUEST_NET_HOST_PORT sets it.
 #   # guest-stall: yes      the host stalls the guest's vCPUs on request: each console line
 #                           `GUEST-STALL MS [VCPU]` makes this script (the guest's host)
 #                           pin QEMU's vCPU thread (the one thread of `guest-tcg: single`,
@@ -44,6 +47,13 @@
 #                           thread its affinity back: time the guest's vCPU does not run,
 #                           as a busy hypervisor's steal. Each stall is logged in
 #                           SCENARIO.stalls.log. See stall_hook.
+#   # guest-test: NAME      makes the scenario a test of crates/cli/tests/guest.rs, named
+#                           guest_NAME::on_KERNEL, once per kernel it runs on (not read here)
+#   # guest-cost: SEC       about how long it runs alone on a 2-CPU host; guest.rs starts
+#                           the longest first (not read here)
+#   # guest-runner: SCRIPT  the test is dev/guest/SCRIPT, which boots it (and others) with
+#                           this script or, for a file with no scenario_main, its own way
+#                           (not read here)
 #
 # Environment: GUEST_CACHE (default target/guest), GUEST_NO_BUILD=1 to reuse an existing
 # initramfs instead of rebuilding it, GUEST_SMP (default 4), GUEST_TIMEOUT, GUEST_MEM override
@@ -68,6 +78,14 @@ FILE="$HERE/scenarios/$SCENARIO.sh"
 [ -f "$FILE" ] || { echo "run.sh: no scenario $FILE; have: $(cd "$HERE/scenarios" && ls | sed 's/\.sh$//' | tr '\n' ' ')" >&2; exit 1; }
 
 header() { sed -n "s/^# $1: *//p" "$FILE" | head -n 1; }
+# A file that only declares a test booted its own way (guest-runner, no scenario_main:
+# systemd.sh) is not a scenario of this initramfs. One that sources another scenario
+# (run-v1.sh) has no guest-runner.
+RUNNER=$(header guest-runner)
+if [ -n "$RUNNER" ] && [ "$RUNNER" != run.sh ] && ! grep -q '^scenario_main()' "$FILE"; then
+    echo "run.sh: $SCENARIO is not booted from the initramfs: run dev/guest/$RUNNER (its guest-runner header)" >&2
+    exit 1
+fi
 KERNELS=$(header guest-kernels)
 case " ${KERNELS:-$GUEST_KERNELS} " in
     *" $KERNEL_NAME "*) ;;
@@ -91,7 +109,18 @@ case "$NET" in
     "user "*)
         NET_PORT=${NET#user }
         case "$NET_PORT" in *[!0-9]* | "") echo "run.sh: $FILE: guest-net: user PORT, got '$NET'" >&2; exit 1 ;; esac
-        NET_ARGS="-netdev user,id=n0,hostfwd=udp:127.0.0.1:$NET_PORT-:$NET_PORT -device virtio-net-pci,netdev=n0"
+        GUEST_PORT=$NET_PORT
+        if [ -n "${GUEST_NET_HOST_PORT:-}" ]; then
+            NET_PORT=$GUEST_NET_HOST_PORT
+        else
+            _i=0
+            for _k in $GUEST_KERNELS; do
+                [ "$_k" = "$KERNEL_NAME" ] && break
+                _i=$((_i + 1))
+            done
+            NET_PORT=$((GUEST_PORT + 100 * _i))
+        fi
+        NET_ARGS="-netdev user,id=n0,hostfwd=udp:127.0.0.1:$NET_PORT-:$GUEST_PORT -device virtio-net-pci,netdev=n0"
         ;;
     *) echo "run.sh: $FILE: guest-net: only 'user PORT' is known, got '$NET'" >&2; exit 1 ;;
 esac
@@ -115,8 +144,7 @@ echo "run.sh: booting $SCENARIO on $KERNEL_NAME (smp $SMP, tcg $TCG, ${MEM}M, ti
 # flood_hook QEMU_PID: while QEMU runs, answer each new `GUEST-FLOOD SECS` console line
 # with a UDP flood of the forwarded port (guest-net).
 flood_hook() {
-    _host=${GUEST_HOST_CPUSHIELD:-$ROOT/target/guest-build/x86_64-unknown-linux-gnu/release/cpushield}
-    [ -x "$_host" ] || _host="$ROOT/target/release/cpushield"
+    _host=${GUEST_HOST_CPUSHIELD:-$ROOT/target/release/cpushield}
     _done=0
     while kill -0 "$1" 2>/dev/null; do
         _lines=$(grep -a 'GUEST-FLOOD ' "$LOG" 2>/dev/null | tr -d '\r' || true)
@@ -205,7 +233,10 @@ stall_hook() {
 boot_watch() {
     _waited=0
     while kill -0 "$1" 2>/dev/null; do
-        grep -aq 'GUEST-INFO' "$LOG" 2>/dev/null && return 0
+        if grep -aq 'GUEST-INFO' "$LOG" 2>/dev/null; then
+            BOOT_S=$((_waited / 2))
+            return 0
+        fi
         if [ "$_waited" -ge "$((BOOT_LIMIT * 2))" ]; then
             kill -TERM "$1" 2>/dev/null
             return 1
@@ -217,10 +248,14 @@ boot_watch() {
 }
 
 STARTED=$(date +%s)
+BOOT_S=?
 ATTEMPT=1
 DIED=0
 HUNG=0
 while :; do
+    # Emptied here, not by QEMU's redirection below: that happens in the background, and
+    # boot_watch could otherwise find the last run's GUEST-INFO in it.
+    : >"$LOG"
     set +e
     # shellcheck disable=SC2086 # NET_ARGS is a list of words
     timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 \
@@ -301,4 +336,9 @@ if [ "$PASSES" = 0 ]; then
     echo "run.sh: $SCENARIO on $KERNEL_NAME: FAILED: no check ran (log: $LOG)" >&2
     exit 1
 fi
-echo "run.sh: $SCENARIO on $KERNEL_NAME: ok, $PASSES passed ($(( $(date +%s) - STARTED )) s)" >&2
+# The host CPU time of QEMU and the floods (the shell's children), beside the wall time:
+# how much of a CPU the scenario keeps busy, for packing guests side by side.
+# (`times` redirected, not piped: a pipeline would run it in a subshell with no children.)
+times >"$LOGS/$SCENARIO.times"
+CPU_S=$(tail -n 1 "$LOGS/$SCENARIO.times" | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, t, /m/); n += t[1] * 60 + t[2] } printf "%d", n }')
+echo "run.sh: $SCENARIO on $KERNEL_NAME: ok, $PASSES passed ($(( $(date +%s) - STARTED )) s, host CPU ${CPU_S} s, booted in ${BOOT_S} s)" >&2

@@ -1,6 +1,9 @@
 # Scenario boot-params: `cpushield boot-params --all 3` prints the command-line fragment
 # that completes a shield of CPU 3. The fragment is printed as GUEST-BOOTPARAMS for
 # dev/guest/run-boot-params.sh, which boots again with it (scenario boot-params-applied).
+# guest-test: boot_params_fragment_takes_effect_on_reboot
+# guest-runner: run-boot-params.sh
+# guest-cost: 40
 # guest-timeout: 120
 GUEST_CGROUP=v2
 

@@ -1,6 +1,7 @@
 # Scenario check-irq: an IRQ bound to CPU 3 that fires during the interval must be named
 # by `cpushield check` with the runtime remedy, and break the shield (exit 3). The source
 # is the serial console's IRQ (ttyS0): writing to the console raises it.
+# guest-test: check_names_an_irq_bound_to_a_shielded_cpu_with_its_remedy
 # guest-timeout: 200
 GUEST_CGROUP=v2
 

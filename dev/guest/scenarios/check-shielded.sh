@@ -5,6 +5,7 @@
 # `--procs 3`, `--irqs 3`, `--ltmr 3` would change nothing), and what the kernel still
 # sends to CPU 3 (the tick, IPIs) says what the shield already does; it exits 0 (clean).
 # Then a CPU that is not shielded, with movable tasks busy on it: exit 3.
+# guest-test: check_finds_a_real_shield_clean
 # guest-timeout: 300
 GUEST_CGROUP=v2
 

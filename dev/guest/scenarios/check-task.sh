@@ -1,6 +1,7 @@
 # Scenario check-task: a task pinned to CPU 3 that runs during the interval must be named
 # by `cpushield check` (pinned: a shield keeps it there; remedy taskset), and a movable
 # task that ran there must break the shield with the `shield --procs` remedy.
+# guest-test: check_names_a_task_pinned_to_a_shielded_cpu
 # guest-timeout: 200
 GUEST_CGROUP=v2
 

@@ -4,6 +4,7 @@
 # offline; the report has the three rows; CPU 2 is back online and the shield is gone
 # afterwards, everything restored. Then `run --reserve --smt-siblings` on CPU 3 holds
 # CPU 2 too: a placement there is refused naming the holder.
+# guest-test: compare_smt_measures_the_sibling_busy_idle_and_offline_and_brings_it_back
 # guest-smp: 4,threads=2
 # guest-cpu: max,vendor=GenuineIntel
 # guest-timeout: 400

@@ -13,6 +13,9 @@
 # guest-tcg: single
 # guest-stall: yes
 # guest-timeout: 420
+# guest-test: a_host_stall_in_the_loaded_scenario_is_charged_outside_the_guest_for_probe_and_anchor
+# guest-kernels: 6.12-rt
+# guest-cost: 110
 GUEST_CGROUP=v2
 
 STALL_MS=50

@@ -7,6 +7,8 @@
 # (at most one more interrupt), not an IRQ arriving, and advise no shield command the
 # shield already applies. A flood then fires each IRQ: the moves complete, at most one
 # interrupt each lands on CPU 3, and neither `show` nor `check` names them any more.
+# guest-test: irq_moves_pending_off_the_shielded_cpu_are_named_until_their_one_interrupt_completes_them
+# guest-cost: 45
 # guest-net: user 47502
 # guest-timeout: 420
 GUEST_CGROUP=v2

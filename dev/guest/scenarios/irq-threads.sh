@@ -7,6 +7,7 @@
 # `check` names ksoftirqd/3, and on PREEMPT_RT rcuc/3 and ktimers/3, with what to do. No
 # write of a handler thread's affinity is refused (the kernel moves it with its IRQ), and
 # under the IRQ shield alone check's verdict judges what that shield promises.
+# guest-test: irq_handler_threads_follow_their_irq_off_the_shield_and_one_pinned_by_hand_is_named
 # guest-append: threadirqs
 # guest-timeout: 300
 GUEST_CGROUP=v2

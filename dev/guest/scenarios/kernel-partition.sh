@@ -2,6 +2,7 @@
 # A cgroup v2 cpuset partition "isolated" on CPU 3 takes CPU 3 away from every other cgroup,
 # clamps the affinity of tasks outside it, refuses sched_setaffinity onto CPU 3 from
 # outside, and undoes cleanly. If this fails the kernel, not cpushield, has changed.
+# guest-test: kernel_isolated_partition_behaves_as_cpushield_assumes
 # guest-timeout: 120
 GUEST_CGROUP=v2
 

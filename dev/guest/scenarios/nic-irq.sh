@@ -6,6 +6,8 @@
 # on its current CPU while that stays in the mask, so it still lands on CPU 3, and under
 # Brosky's rule a shield of CPU 3 can move it (a mask of CPU 3 alone it would keep). After
 # `shield --all 3` a flood must add nothing on CPU 3; `reset` gives back the mask 1,3.
+# guest-test: nic_irqs_from_a_host_flood_reach_cpu3_until_shielded_and_reset_restores_them
+# guest-cost: 40
 # guest-net: user 47501
 # guest-timeout: 420
 GUEST_CGROUP=v2

@@ -1,5 +1,7 @@
 # Scenario reset-idempotent: reset with nothing shielded is a successful no-op, reset twice
 # after a shield gives the same state, and concurrent invocations are serialised.
+# guest-test: reset_is_idempotent_and_serialised
+# guest-cost: 35
 # guest-timeout: 400
 GUEST_CGROUP=v2
 

@@ -2,6 +2,8 @@
 # while it works through a few thousand tasks; after each kill, `cpushield reset` must bring
 # back exactly the state from before. The kill delays search, with random jitter, the
 # window in which shield writes (see below), within the time a whole shield takes.
+# guest-test: reset_after_sigkill_mid_shield_restores_everything
+# guest-cost: 110
 # guest-mem: 1024
 # guest-timeout: 900
 GUEST_CGROUP=v2

@@ -5,6 +5,8 @@
 # reset end, after the repair the message names, in exactly the state from before the
 # first shield; every refusal changes nothing. run --pid --fifo is undone by reset.
 # A few hundred tasks: the guest is emulated.
+# guest-test: state_faults_are_recovered_or_refused_and_reset_is_exact
+# guest-cost: 50
 # guest-mem: 768
 # guest-timeout: 900
 GUEST_CGROUP=v2

@@ -7,6 +7,8 @@
 # one line naming CONFIG_TIMERLAT_TRACER, exit 1, nothing changed, and compare runs with
 # one line saying there is no rtla anchor. On 6.12-rt compare has rtla as its second
 # anchor.
+# guest-test: measure_latency_source_timerlat_reports_irq_and_thread_latency_or_names_the_missing_tracer
+# guest-cost: 80
 # guest-timeout: 400
 # guest-tcg: single
 GUEST_CGROUP=v2

@@ -6,6 +6,7 @@
 # instance alone flips a never-used top-level buffer to a plain 7 on this kernel. (A
 # session on the top-level buffer is covered by the unit tests and the host test: on
 # this 6.1 guest under TCG, resizing one CPU's top-level buffer soft-locks the guest.)
+# guest-test: trace_on_a_fresh_kernel_restores_what_tracefs_meant
 # guest-timeout: 300
 # guest-tcg: single
 GUEST_CGROUP=v2

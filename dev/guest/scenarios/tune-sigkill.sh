@@ -6,6 +6,7 @@
 # offline and IRQs kept off CPU 2 (through the shield). The kill lands once a knob is
 # journaled in the shield's state, at a random moment after, while that knob may be in
 # place; whatever it left, reset writes back. Timings under TCG mean nothing.
+# guest-test: tune_killed_half_way_is_restored_byte_for_byte_by_reset
 # guest-smp: 4,threads=2
 # guest-cpu: max,vendor=GenuineIntel
 # guest-timeout: 600

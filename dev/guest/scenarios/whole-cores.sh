@@ -3,6 +3,7 @@
 # shares its core; `shield --all 3 --whole-cores` shields the whole core, 2-3, from
 # processes, IRQs and the local timer, every task and IRQ following Brosky's rule against
 # 2-3; reset restores everything exactly.
+# guest-test: whole_cores_shields_every_smt_sibling_and_reset_restores
 # guest-smp: 4,threads=2
 # guest-cpu: max,vendor=GenuineIntel
 # guest-timeout: 300
