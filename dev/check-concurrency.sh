@@ -3,12 +3,12 @@
 # queue) under Miri. Slow (loom builds its own dependency tree: ~5 min on 2
 # cores the first time), so not part of `cargo test`.
 #
-#   crates/rt/scripts/check-concurrency.sh [loom|miri|all]
+#   dev/check-concurrency.sh [loom|miri|all]
 #
 # Miri needs the nightly toolchain with the miri component:
 #   rustup toolchain install nightly && rustup component add miri --toolchain nightly
 set -euo pipefail
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/.."
 what=${1:-all}
 base=${CARGO_TARGET_DIR:-target}
 if [ "$what" = loom ] || [ "$what" = all ]; then
