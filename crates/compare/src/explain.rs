@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Sequence numbers of determinism windows start here (latency spikes count from 0).
-const WINDOW_SEQ_BASE: u64 = 1 << 48;
+const WINDOW_SEQ_BASE: u64 = cpushield_trace::attribute::DETERMINISM_SEQ_BASE;
 
 /// Tells the tracer which thread measures which CPU, and marks each
 /// determinism run as a window to explain.

@@ -25,6 +25,20 @@ use std::collections::BTreeMap;
 /// beyond it in one such stretch is time the vCPU did not run.
 pub const HANDLER_BOUND_NS: u64 = 100_000;
 
+/// Sequence numbers of determinism windows start here; a latency spike's (a
+/// probe's own from 0, a watched thread's from [`crate::watch::WATCH_SEQ_BASE`])
+/// are below it. A window measures the task's own computing, so its stretches
+/// of the measured task are its work; a latency spike's are only the way from
+/// the wakeup to user space.
+pub const DETERMINISM_SEQ_BASE: u64 = 1 << 48;
+
+impl Spike {
+    /// Whether this is a determinism window rather than a late wakeup.
+    pub fn is_determinism_window(&self) -> bool {
+        self.seq >= DETERMINISM_SEQ_BASE
+    }
+}
+
 /// A latency spike to explain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Spike {
@@ -515,12 +529,15 @@ impl State<'_> {
         // A hard-interrupt handler (device IRQ, vector, hrtimer callback)
         // runs for microseconds; one that shows no event for longer was not
         // running: the vCPU was taken away inside it.
-        // The measured task counts only around its wakeup (in a determinism
-        // run, which has none, it computes for milliseconds between ticks), and
-        // the idle poller only while it gives way after the wakeup.
+        // The measured task of a late wakeup is bounded in every phase: its
+        // own work between the intended time and user space is a switch and
+        // a return, even when the trace holds no wakeup to place the phase
+        // (a determinism window, which computes for milliseconds between
+        // ticks, is not bounded). The idle poller counts only while it gives
+        // way after the wakeup.
         let bounded = match kind {
             CauseKind::Irq | CauseKind::Vector | CauseKind::Hrtimer => true,
-            CauseKind::MeasuredTask => phase != Phase::Unknown,
+            CauseKind::MeasuredTask => !self.spike.is_determinism_window(),
             CauseKind::Task => polling,
             _ => false,
         };

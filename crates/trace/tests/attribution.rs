@@ -510,6 +510,50 @@ fn a_woken_probe_silent_for_milliseconds_without_its_switch_in_lost_its_vcpu() {
     assert!(a.outside_ns > 4_700_000, "{:#?}", a.causes);
 }
 
+const RUNNING_WITHOUT_WAKEUP: &str = "\
+           probe-50      [001] d.h..   800.000010: local_timer_entry: vector=236
+           probe-50      [001] d.h..   800.000012: local_timer_exit: vector=236
+           probe-50      [001] d.h..   800.003200: local_timer_entry: vector=236
+           probe-50      [001] d.h..   800.003202: local_timer_exit: vector=236
+";
+
+#[test]
+fn a_late_wakeup_whose_probe_is_silent_for_milliseconds_without_a_wakeup_in_the_trace_lost_its_vcpu(
+) {
+    // No wakeup and no waking interrupt inside the window: the phase is
+    // unknown. A late wakeup's probe has no work of its own to do for 3 ms,
+    // so on a vCPU its silent stretch is time outside the guest, as it is
+    // when the wakeup is seen; only a determinism window computes that long.
+    let ev = events(RUNNING_WITHOUT_WAKEUP);
+    let spike = Spike {
+        seq: 13,
+        cpu: 1,
+        tid: 50,
+        intended_ns: 800_000_100_000,
+        actual_ns: 800_003_100_000,
+    };
+    let never = |_: i32| false;
+    let vm = AttributionContext {
+        virtual_cpu: true,
+        ..ctx(&never, None)
+    };
+    let a = attribute(&ev, &spike, &vm);
+    let own: u64 = a
+        .causes
+        .iter()
+        .filter(|c| c.kind == CauseKind::MeasuredTask)
+        .map(|c| c.ns)
+        .sum();
+    assert!(own <= 100_000, "{:#?}", a.causes);
+    assert!(a.outside_ns >= 2_900_000, "{:#?}", a.causes);
+    let window = Spike {
+        seq: cpushield_trace::attribute::DETERMINISM_SEQ_BASE,
+        ..spike
+    };
+    let computing = attribute(&ev, &window, &vm);
+    assert_eq!(computing.outside_ns, 0, "{:#?}", computing.causes);
+}
+
 /// A window as the tracer records it now: without `sched_wakeup` and the
 /// hrtimer events, which fire in the measured task's own wakeup path.
 fn without_wakeup_path_events(text: &str) -> String {
