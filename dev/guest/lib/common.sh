@@ -528,6 +528,20 @@ expect_show() {
     check_eq "$1" "procs=$2 irqs=$3 ltmr=$4" "$_got" "show --json"
 }
 
+# finding_json FILE TITLE: the finding of `check --json` output FILE whose title starts
+# with TITLE (a grep pattern), as one line; nothing when there is none. The JSON's keys
+# are sorted, so a finding's evidence comes before its title: a finding is the object
+# from the line that opens it, one level inside the top object, to the line that closes it.
+finding_json() {
+    awk '
+        { line = $0; opens = gsub(/[{]/, "", line); closes = gsub(/[}]/, "", line) }
+        depth == 1 && opens > closes { obj = "" }
+        depth >= 1 { obj = obj " " $0 }
+        { depth += opens - closes }
+        depth == 1 && closes > opens { print obj }
+    ' "$1" | grep "\"title\": \"$2" | head -n 1
+}
+
 # expect_finding NAME FILE TEXT: `check --json` output FILE has a finding whose title
 # starts with TEXT (a grep pattern).
 expect_finding() {

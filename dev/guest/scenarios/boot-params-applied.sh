@@ -32,11 +32,11 @@ scenario_main() {
     # rcu_nocbs proven by the kernel's own boot record, not by an rcuop thread (6.1 and
     # 6.12 start one on every CPU); the stopped tick is not also "still fires"; nothing
     # already in effect is advised again.
-    if grep -A 4 '"title": "boot parameter rcu_nocbs=3 in effect' /tmp/check-boot.json |
+    if finding_json /tmp/check-boot.json "boot parameter rcu_nocbs=3 in effect" |
         grep -q "the kernel logged at boot 'Offload RCU callbacks from CPUs: 3'"; then
         pass applied/rcu-nocbs-by-the-boot-record
     else
-        fail applied/rcu-nocbs-by-the-boot-record "$(grep -A 4 '"title": "boot parameter rcu_nocbs' /tmp/check-boot.json | tr '\n' ' ')"
+        fail applied/rcu-nocbs-by-the-boot-record "$(finding_json /tmp/check-boot.json "boot parameter rcu_nocbs" | head -c 600)"
     fi
     expect_no_finding applied/no-still-fires /tmp/check-boot.json "the local timer still fires on nohz_full CPU 3"
     expect_no_finding applied/rcu-callbacks-offloaded /tmp/check-boot.json "RCU callbacks of CPU 3 run on it"

@@ -109,8 +109,9 @@ tuned_boot1() {
     check_eq "$N/default-smp-affinity" 0-2 "$(mask_to_list "$(cat /proc/irq/default_smp_affinity)")"
     check_eq "$N/workqueue-mask" 0-2 "$(mask_to_list "$(cat /sys/devices/virtual/workqueue/cpumask)")"
     check_eq "$N/timer-migration-is-tuneds" 0 "$(cat /proc/sys/kernel/timer_migration)"
-    # check names who set what.
-    "$CS" check --interval 1s >/tmp/check.out 2>&1
+    # check names who set what, one row per setting with --verbose (without it, one
+    # line per tool).
+    "$CS" check --interval 1s --verbose >/tmp/check.out 2>&1
     info "$N: check exited $?"
     for row in 'IRQ affinity +cpushield +IRQ' '/proc/irq/default_smp_affinity +cpushield +CPUs 0-2' \
         '/sys/devices/virtual/workqueue/cpumask +tuned +CPUs 0-2' 'kernel.timer_migration +tuned +0' \
