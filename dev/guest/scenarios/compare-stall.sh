@@ -53,7 +53,11 @@ host_stall() {
 # expect_stall_outside WHO PREFIX RAW: in the report's PREFIX (an attribution), the raw
 # worst case RAW (nanoseconds, the caller's) holds at least three quarters of the stall,
 # that much was charged outside the guest in one sample, and the worst case caused inside
-# the guest does not hold it (it stays below the raw one less the stall's three quarters).
+# the guest does not hold it (it stays below the stall's three quarters). Not "below the
+# raw one less the stall": the guest's own worst case need not come from the stalled
+# sample, and under TCG with a load it can be larger than what the stall left of the raw
+# one (7.7 ms beside a 44.5 ms raw worst case after a 50 ms stall). That the stall adds
+# nothing to it is the halves' test below.
 expect_stall_outside() {
     who=$1 prefix=$2 raw=$3
     most=$((STALL_MS * 750000))
@@ -66,8 +70,8 @@ expect_stall_outside() {
     if [ "${outside:-0}" -ge "$most" ]; then pass "stall/$who-charged-outside"; else
         fail "stall/$who-charged-outside" "at most $outside ns outside the guest in one sample, expected the stall's $most ns"
     fi
-    if [ "${guest:-0}" -le $((raw - most)) ]; then pass "stall/$who-guest-caused-kept-apart"; else
-        fail "stall/$who-guest-caused-kept-apart" "caused inside the guest $guest ns of a raw $raw ns: the stall leaked into it"
+    if [ "${guest:-0}" -lt "$most" ]; then pass "stall/$who-guest-caused-kept-apart"; else
+        fail "stall/$who-guest-caused-kept-apart" "caused inside the guest $guest ns, at least three quarters of the $STALL_MS ms stall: the stall leaked into it"
     fi
 }
 
