@@ -45,7 +45,7 @@ scenario_main() {
     else
         pass applied/no-advice-in-place
     fi
-    info "tick: $(grep -A 6 '"title": "the tick' /tmp/check-boot.json | grep evidence | head -n 1)"
+    info "tick: $(finding_json /tmp/check-boot.json "the tick" | grep -o '"evidence": "[^"]*')"
     kill "$BUSY_PID"
     wait "$BUSY_PID" 2>/dev/null
 

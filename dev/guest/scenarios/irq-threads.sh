@@ -104,7 +104,7 @@ scenario_main() {
         fail irq-threads/irqs-alone-verdict "$(grep '"verdict"' /tmp/check-left.json)"
     fi
     expect_finding irq-threads/check-left /tmp/check-left.json "IRQ $irq's handler thread [^ ]* (pid $pid) may run on CPU 3 though IRQ $irq is kept on"
-    fix=$(grep -A 12 "\"title\": \"IRQ $irq's handler thread" /tmp/check-left.json | grep -o '"action": "taskset -pc [^"]*' | head -n 1 | sed 's/"action": "//')
+    fix=$(finding_json /tmp/check-left.json "IRQ $irq's handler thread" | grep -o '"action": "taskset -pc [^"]*' | head -n 1 | sed 's/"action": "//')
     info "fix: $fix"
     $fix >/dev/null
     cs check --cpus 3 --interval 2s --json
