@@ -86,8 +86,12 @@ scenario_main() {
         sleep 5
         host_stall
     fi
+    # The anchor runs for a shorter time than the probe: two stalls, soon after it starts
+    # and a second later, so that one lands in its measuring loop on a busy host too (one
+    # stall a second after it started came after it had ended, with other guests running).
     if await_loaded "cyclictest anchor" cyclictest; then
-        sleep 1
+        usleep 300000
+        host_stall
         host_stall
     fi
     wait "$COMPARE"
