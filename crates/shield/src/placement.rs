@@ -140,20 +140,21 @@ fn thread_in_shield(kernel: &dyn Kernel, layout: &crate::layout::CgroupLayout, t
         .is_some_and(|cg| cg.trim_start_matches('/') == crate::layout::SHIELD_CGROUP)
 }
 
-/// On cgroup v2, moves this process (`pid`) into the root cgroup, the
-/// threaded domain of the shield, so that one of its threads can join the
-/// shield alone ([`place_own_thread_in`]); returns the cgroup it was in, for
+/// On cgroup v2, moves this process into the root cgroup, the threaded
+/// domain of the shield, so that one of its threads can join the shield
+/// alone ([`place_own_thread_in`]); returns the cgroup it was in, for
 /// [`leave_root_cgroup`]. Nothing to do on v1 (a thread moves alone there)
-/// or when the process is in the root cgroup already: None.
+/// or when the process is in the root cgroup already: None. (The process is
+/// named as the kernel's "0", the writer itself, and read as /proc/self:
+/// right in any PID namespace.)
 pub fn enter_root_cgroup(
     kernel: &dyn Kernel,
     layout: &crate::layout::CgroupLayout,
-    pid: i32,
 ) -> io::Result<Option<String>> {
     if !layout.moves_processes() {
         return Ok(None);
     }
-    let path = std::path::PathBuf::from(format!("/proc/{pid}/cgroup"));
+    let path = std::path::PathBuf::from("/proc/self/cgroup");
     let text = kernel
         .read(&path)
         .map_err(|e| cpushield_kernel::with_path(e, &path))?;
@@ -165,21 +166,20 @@ pub fn enter_root_cgroup(
     }
     let file = layout.tasks_file(layout.root());
     kernel
-        .write(&file, &pid.to_string())
+        .write(&file, "0")
         .map_err(|e| cpushield_kernel::with_path(e, &file))?;
     Ok(Some(cgroup))
 }
 
-/// Gives process `pid` back the cgroup [`enter_root_cgroup`] took it from.
+/// Gives this process back the cgroup [`enter_root_cgroup`] took it from.
 pub fn leave_root_cgroup(
     kernel: &dyn Kernel,
     layout: &crate::layout::CgroupLayout,
-    pid: i32,
     cgroup: &str,
 ) -> io::Result<()> {
     let file = layout.tasks_file(&layout.dir_of(cgroup));
     kernel
-        .write(&file, &pid.to_string())
+        .write(&file, "0")
         .map_err(|e| cpushield_kernel::with_path(e, &file))
 }
 
@@ -394,6 +394,7 @@ mod tests {
             format!("{pid}\n"),
         );
         k.set_file(format!("/proc/{pid}/cgroup"), format!("0::{cgroup}\n"));
+        k.set_file("/proc/self/cgroup", format!("0::{cgroup}\n"));
         k.set_file(
             format!("/proc/{tid}/task/{tid}/cgroup"),
             format!("0::{cgroup}\n"),
@@ -451,17 +452,18 @@ mod tests {
 
     #[test]
     fn the_process_moves_to_the_root_cgroup_and_back_on_v2_only() {
+        // "0": the writing process itself, whatever PID namespace it is in.
         let (k, saved) = v2_shielded(600, 600, "/user.slice");
-        let was = enter_root_cgroup(&k, &saved.layout, 600).unwrap();
+        let was = enter_root_cgroup(&k, &saved.layout).unwrap();
         assert_eq!(was.as_deref(), Some("/user.slice"));
-        assert_eq!(lines(&k, "/cgroup.procs"), ["600"]);
-        leave_root_cgroup(&k, &saved.layout, 600, "/user.slice").unwrap();
-        assert_eq!(lines(&k, "/user.slice/cgroup.procs"), ["600"]);
+        assert_eq!(lines(&k, "/cgroup.procs"), ["0"]);
+        leave_root_cgroup(&k, &saved.layout, "/user.slice").unwrap();
+        assert_eq!(lines(&k, "/user.slice/cgroup.procs"), ["600", "0"]);
 
         let (k, saved) = v2_shielded(601, 601, "/");
-        assert_eq!(enter_root_cgroup(&k, &saved.layout, 601).unwrap(), None);
+        assert_eq!(enter_root_cgroup(&k, &saved.layout).unwrap(), None);
         let v1 = CgroupLayout::v1("/sys/fs/cgroup/cpuset");
-        assert_eq!(enter_root_cgroup(&k, &v1, 601).unwrap(), None);
+        assert_eq!(enter_root_cgroup(&k, &v1).unwrap(), None);
     }
 
     #[test]
