@@ -1,0 +1,113 @@
+# Helpers of the main-job scenarios (main-job-*.sh): cpushield run as a user runs it,
+# with its defaults, and what must hold after each command whatever the timings.
+
+# own_watch_start: samples every 0.2 s, until own_watch_stop, each thread named cpushield*
+# that is not a measuring thread (cpushield-cpuN) or an idle poller (cpushield-pollN), as
+# "TIME_CS TID COMM ALLOWED" lines in /tmp/own.seen: where cpushield's own threads (its
+# main thread, the tracer's reader, the load's supervisor, the anchor's runner) may run.
+own_watch_start() {
+    : >/tmp/own.seen
+    rm -f /tmp/own-stop
+    (
+        while [ ! -e /tmp/own-stop ]; do
+            _t=$(uptime_cs)
+            for _c in $(grep -l '^cpushield' /proc/[0-9]*/task/[0-9]*/comm 2>/dev/null); do
+                _d=${_c%/comm}
+                _n=$(cat "$_c" 2>/dev/null) || continue
+                case "$_n" in cpushield-cpu* | cpushield-poll*) continue ;; esac
+                _a=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "$_d/status" 2>/dev/null)
+                [ -n "$_a" ] && echo "$_t ${_d##*/} $_n $_a" >>/tmp/own.seen
+            done
+            usleep 200000
+        done
+    ) &
+    OWN_WATCH=$!
+}
+
+own_watch_stop() {
+    touch /tmp/own-stop
+    wait "$OWN_WATCH" 2>/dev/null
+}
+
+# expect_own_threads_off NAME MEASURED: no thread sampled by own_watch could run on a CPU
+# of MEASURED (a CPU list) for half a second or more (a thread between its fork and its
+# own placement, such as `cpushield run`'s child before it becomes cyclictest, may for
+# a moment).
+expect_own_threads_off() {
+    awk -v M="$2" "$AWK_CPUS"'
+        BEGIN { cpus_parse(M, m) }
+        {
+            cpus_parse($4, a); hit = 0
+            for (c in a) if (c in m) hit = 1
+            if (!hit) next
+            if (!($2 in first)) { first[$2] = $1; what[$2] = $3 " (" $2 ") allowed " $4 }
+            last[$2] = $1
+        }
+        END { for (t in first) if (last[t] - first[t] >= 50) print what[t] " for " (last[t] - first[t]) / 100 " s" }' \
+        /tmp/own.seen >/tmp/own.bad
+    info "$1: $(wc -l </tmp/own.seen) samples of cpushield's own threads"
+    report_diff "$1" "cpushield's own threads on measured CPUs $2" /tmp/own.bad
+}
+
+# measured_cpus REPORT_JSON: the union of every scenario's measured CPUs, as a list.
+measured_cpus() {
+    json_flat <"$1" | awk -F '\t' '$1 ~ /^scenarios\.[0-9]+\.measured_cpus$/ { print $2 }' |
+        tr '\n' ',' | sed 's/,$//'
+}
+
+# expect_report NAME DIR SCENARIO...: DIR has report.json and report.html, and
+# report.json a row for each SCENARIO.
+expect_report() {
+    _n=$1 _dir=$2; shift 2
+    for _f in report.json report.html; do
+        if [ -s "$_dir/$_f" ]; then pass "$_n/$_f"; else fail "$_n/$_f" "no $_dir/$_f"; fi
+    done
+    json_flat <"$_dir/report.json" 2>/dev/null | awk -F '\t' '$1 ~ /^scenarios\.[0-9]+\.name$/ { print $2 }' >/tmp/rows
+    for _s in "$@"; do
+        if grep -qx "$_s" /tmp/rows; then
+            pass "$_n/row-$_s"
+        else
+            fail "$_n/row-$_s" "no scenario $_s in $_dir/report.json (rows: $(tr '\n' ' ' </tmp/rows))"
+        fi
+    done
+}
+
+# expect_no_own_blame NAME FILE...: no verdict, finding or line of output in FILEs names
+# a cpushield process as what reached a measured CPU (a task "cpushield (PID)",
+# "cpushield-trace (PID)", "cpushield-load (PID)"...), nor calls itself cpushield's bug.
+expect_no_own_blame() {
+    _n=$1; shift
+    grep -h -o -E 'cpushield(-[a-z]+)? \([0-9]+\)[^"]{0,80}|a bug in cpushield, not a leak[^"]{0,40}' "$@" \
+        2>/dev/null | grep -v -E 'cpushield-(cpu|poll)[0-9]' | head -n 5 >/tmp/blame
+    report_diff "$_n" "lines naming cpushield's own threads" /tmp/blame
+}
+
+# var_tmp SIZE_MIB|none: /var/tmp as a tmpfs of SIZE_MIB, or absent.
+var_tmp() {
+    umount /var/tmp 2>/dev/null
+    rm -rf /var/tmp
+    [ "$1" = none ] && return
+    mkdir -p /var/tmp
+    mount -t tmpfs -o "size=${1}m,mode=1777" tmpfs /var/tmp
+}
+
+# expect_one_line_refusal NAME BEFORE BAD_PATTERN ARGS...: cpushield ARGS is refused in one
+# line, nothing changed (expect_refused), no message repeats itself, and no line
+# matches BAD_PATTERN (an extended grep pattern: advice the command cannot take).
+expect_one_line_refusal() {
+    _n=$1 _b=$2 _bad=$3; shift 3
+    expect_refused "$_n" "$_b" "$@"
+    _msg=$(head -n 1 /tmp/cs.err)
+    # Said twice: some 30 characters of it come back further on.
+    if awk '{ for (i = 1; i + 29 <= length($0); i++) if (seen[substr($0, i, 30)]++) { r = 1; exit } }
+            END { exit !r }' /tmp/cs.err; then
+        fail "$_n/said-once" "$_msg"
+    else
+        pass "$_n/said-once"
+    fi
+    if grep -q -E "$_bad" /tmp/cs.err; then
+        fail "$_n/remedy-exists" "$_msg"
+    else
+        pass "$_n/remedy-exists"
+    fi
+}
