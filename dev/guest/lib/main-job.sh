@@ -77,7 +77,7 @@ expect_report() {
 # "cpushield-trace (PID)", "cpushield-load (PID)"...), nor calls itself cpushield's bug.
 expect_no_own_blame() {
     _n=$1; shift
-    grep -h -o -E 'cpushield(-[a-z]+)? \([0-9]+\)[^"]{0,80}|a bug in cpushield, not a leak[^"]{0,40}' "$@" \
+    grep -h -o -E 'cpushield(-[a-z0-9]+)* \([0-9]+\)|a bug in cpushield, not a leak[^"]{0,40}' "$@" \
         2>/dev/null | grep -v -E 'cpushield-(cpu|poll)[0-9]' | head -n 5 >/tmp/blame
     report_diff "$_n" "lines naming cpushield's own threads" /tmp/blame
 }
