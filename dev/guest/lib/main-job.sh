@@ -1,6 +1,12 @@
 # Helpers of the main-job scenarios (main-job-*.sh): cpushield run as a user runs it,
 # with its defaults, and what must hold after each command whatever the timings.
 
+# lo_up: the loopback interface up, as on any machine a user runs (ttcp, netflood and
+# `measure net` talk over 127.0.0.1; this initramfs leaves lo down).
+lo_up() {
+    ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+}
+
 # own_watch_start: samples every 0.2 s, until own_watch_stop, each thread named cpushield*
 # that is not a measuring thread (cpushield-cpuN) or an idle poller (cpushield-pollN), as
 # "TIME_CS TID COMM ALLOWED" lines in /tmp/own.seen: where cpushield's own threads (its

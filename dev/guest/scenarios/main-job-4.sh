@@ -19,6 +19,7 @@
 GUEST_CGROUP=v2
 
 scenario_main() {
+    lo_up
     snapshot /tmp/before
     # 1. No /var/tmp.
     var_tmp none

@@ -17,6 +17,7 @@
 GUEST_CGROUP=v2
 
 scenario_main() {
+    lo_up
     check_eq topology/siblings-of-7 6-7 "$(cat /sys/devices/system/cpu/cpu7/topology/thread_siblings_list)"
     var_tmp 1400
     snapshot /tmp/before

@@ -14,6 +14,7 @@
 GUEST_CGROUP=v2
 
 scenario_main() {
+    lo_up
     var_tmp 400
     snapshot /tmp/before
     for s in idle loaded shielded shielded+advance unshielded-cpu; do
