@@ -164,8 +164,10 @@ fn reach_debugfs() -> (Option<Debugfs>, Option<String>) {
     }
 }
 
+/// The probe's thread into the shield, alone: the rest of tune (its main
+/// thread, the load's supervisor) stays on the housekeeping CPUs.
 fn place_thread(tid: i32, cpus: &CpuSet) -> io::Result<()> {
-    cpushield_shield::placement::place_task(&RealKernel, tid, cpus)
+    cpushield_shield::placement::place_own_thread(&RealKernel, tid, cpus)
 }
 
 struct RealBench<'a> {
@@ -250,6 +252,14 @@ pub fn run(
     };
     let store = FileStore::from_env();
     let shield = HeldShield::raise(&RealKernel, &store, &ShieldMasks::all(&config.cpus), root())?;
+    // On cgroup v2 the probe's thread joins the shield alone only from the
+    // root cgroup (placement::enter_root_cgroup); back where it was after.
+    let own_cgroup = cpushield_shield::layout::detect(&RealKernel).and_then(|layout| {
+        cpushield_shield::placement::enter_root_cgroup(&RealKernel, &layout)
+            .ok()
+            .flatten()
+            .map(|cgroup| (layout, cgroup))
+    });
     let mut machine = Machine::read(&RealKernel, &config.cpus);
     machine.debugfs_problem = machine.debugfs_problem.take().or(debugfs_problem);
     let mut knobs = catalog(&machine, &config.cpus, config.priority);
@@ -277,6 +287,9 @@ pub fn run(
         load.stop();
     }
     let lowered = shield.lower();
+    if let Some((layout, cgroup)) = own_cgroup {
+        let _ = cpushield_shield::placement::leave_root_cgroup(&RealKernel, &layout, &cgroup);
+    }
     drop(debugfs);
     lowered?;
     let session = result.map_err(TuneError::Measure)?;
