@@ -494,6 +494,11 @@ impl<'a> Experiment<'a> {
             // from the root cgroup. Should the move fail, the placement says
             // so with its remedy.
             let kernel = self.lab.kernel.as_ref();
+            // A partition's change makes some kernels (6.1) give every task
+            // of the cgroup its CPUs, this thread's pin included.
+            if let Some(cpus) = &self.housekeeping {
+                let _ = kernel.set_affinity(0, cpus);
+            }
             if let Some(layout) = cpushield_shield::layout::detect(kernel) {
                 if let Ok(Some(cgroup)) =
                     cpushield_shield::placement::enter_root_cgroup(kernel, &layout)

@@ -55,16 +55,34 @@ pub enum TuneError {
     Refused(String),
     /// The load failed.
     #[error("load: {0}")]
-    Load(#[from] cpushield_load::LoadError),
+    Load(cpushield_load::LoadError),
     /// Shielding failed.
     #[error("shield: {0}")]
-    Shield(#[from] cpushield_shield::ShieldError),
+    Shield(cpushield_shield::ShieldError),
     /// A trial failed.
     #[error("measuring: {0}")]
     Measure(String),
     /// Reading the system failed.
     #[error("{0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
+}
+
+// Each variant's message holds its cause's already: the cause is not also
+// the error's source, which a chain printer (`{:#}`) would print again.
+impl From<cpushield_load::LoadError> for TuneError {
+    fn from(e: cpushield_load::LoadError) -> Self {
+        TuneError::Load(e)
+    }
+}
+impl From<cpushield_shield::ShieldError> for TuneError {
+    fn from(e: cpushield_shield::ShieldError) -> Self {
+        TuneError::Shield(e)
+    }
+}
+impl From<io::Error> for TuneError {
+    fn from(e: io::Error) -> Self {
+        TuneError::Io(e)
+    }
 }
 
 fn root() -> Options {

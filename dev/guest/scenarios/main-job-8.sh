@@ -22,7 +22,7 @@ scenario_main() {
     var_tmp 1400
     snapshot /tmp/before
     own_watch_start
-    cs compare --duration 2s --runs 2 --work 20ms --out /tmp/r8
+    cs compare --duration 2s --runs 2 --work 20ms --load "$GUEST_LOAD" --out /tmp/r8
     own_watch_stop
     check_eq compare/exit-0 0 "$CS_RC" "exit status ($(tail -c 400 /tmp/cs.err | tr '\n' ' '))"
     sed 's/^/GUEST-INFO compare-out: /' /tmp/cs.out

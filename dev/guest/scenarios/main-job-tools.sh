@@ -2,8 +2,9 @@
 # command short (the behaviour only; timings under TCG mean nothing): `compare` with each
 # default scenario alone; `measure latency` (timer, rtc, hpet where the guest has it,
 # timerlat where the kernel has the tracer), `measure determinism`, `measure noise`,
-# `measure net`; `check`; `run --reserve`; every `load` workload (compile refused in one
-# line: this guest has no C compiler); `tune` at its smallest budget. Each exits as
+# `measure net`; `check --cpus 3`; `run --reserve`; every `load` workload (compile refused
+# in one line: this guest has no C compiler; crashme left out: QEMU's TCG cannot run its
+# random instructions); `tune` at its smallest budget. Each exits as
 # documented; the commands that write a report write it; no verdict, finding or output
 # line names a cpushield process; the machine is as found afterwards.
 # guest-test: main_job_tools_on_4_cpus_each_exit_as_documented_and_leave_the_machine_as_found
@@ -15,6 +16,10 @@ GUEST_CGROUP=v2
 
 scenario_main() {
     lo_up
+    # ioctl's pseudo-terminal, as on any machine a user runs.
+    mkdir -p /dev/pts
+    mount -t devpts devpts /dev/pts 2>/dev/null
+    [ -e /dev/ptmx ] || ln -s pts/ptmx /dev/ptmx
     var_tmp 400
     snapshot /tmp/before
     for s in idle loaded shielded shielded+advance unshielded-cpu; do
@@ -28,7 +33,14 @@ scenario_main() {
     cs_ok measure/latency-timer measure latency --cpus 3 --duration 1s
     cs_ok measure/latency-rtc measure latency --cpus 3 --duration 1s --source rtc
     if [ -e /dev/hpet ]; then
-        cs_ok measure/latency-hpet measure latency --cpus 3 --duration 1s --source hpet
+        # QEMU's HPET may refuse the periodic interrupt (EIO): then refused in one line.
+        cs measure latency --cpus 3 --duration 1s --source hpet
+        if [ "$CS_RC" = 0 ] || { [ "$CS_RC" = 1 ] && [ "$(wc -l </tmp/cs.err)" = 1 ]; }; then
+            pass measure/latency-hpet
+            [ "$CS_RC" = 0 ] || info "measure/latency-hpet: $(cat /tmp/cs.err)"
+        else
+            fail measure/latency-hpet "exit $CS_RC: $(head -c 300 /tmp/cs.err)"
+        fi
     else
         info "measure/latency-hpet: no /dev/hpet in this guest"
     fi
@@ -46,7 +58,7 @@ scenario_main() {
     cs_ok measure/net measure net --cpus 2,3 --duration 200ms --sizes 64,1K
     expect_no_own_blame measure/no-own-blame /tmp/cs.out
 
-    cs check --json
+    cs check --cpus 3 --json
     if [ "$CS_RC" = 0 ] || [ "$CS_RC" = 3 ]; then pass check/exit; else
         fail check/exit "check exited $CS_RC: $(head -c 300 /tmp/cs.err)"; fi
     expect_no_own_blame check/no-own-blame /tmp/cs.out
@@ -65,7 +77,8 @@ scenario_main() {
     fi
     wait "$runner" 2>/dev/null
 
-    for w in ttcp fifos-mmap fpu fs crashme disknoise launch find filemove netflood ioctl iodisk compute; do
+    # crashme runs random bytes, which QEMU's TCG cannot (see GUEST_LOAD): not here.
+    for w in ttcp fifos-mmap fpu fs disknoise launch find filemove netflood ioctl iodisk compute; do
         cs load "$w" --duration 1s --size 64M --dir /var/tmp
         check_eq "load/$w" 0 "$CS_RC" "exit status ($(head -c 300 /tmp/cs.err | tr '\n' ' '))"
     done
@@ -73,11 +86,12 @@ scenario_main() {
     check_eq load/compile-refused 1 "$CS_RC"
     check_eq load/compile-one-line 1 "$(wc -l </tmp/cs.err | tr -d ' ')" "$(head -c 300 /tmp/cs.err)"
 
-    cs tune --budget 1s --out /tmp/t0
+    # Its load as the compares' here, without the disk (see GUEST_LOAD).
+    cs tune --load fpu,ttcp --budget 1s --out /tmp/t0
     least=$(sed -n 's/.*give at least --budget \([0-9]*\)s.*/\1/p' /tmp/cs.err)
     info "tune: smallest budget ${least:-?} s"
     if [ -n "$least" ]; then
-        cs tune --budget "${least}s" --out /tmp/tune
+        cs tune --load fpu,ttcp --budget "${least}s" --out /tmp/tune
         check_eq tune/exit-0 0 "$CS_RC" "exit status ($(tail -c 300 /tmp/cs.err | tr '\n' ' '))"
         expect_no_own_blame tune/no-own-blame /tmp/cs.out
     else

@@ -224,7 +224,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Whether a C compiler (the `compile` workload's) is in PATH.
-fn has_c_compiler() -> bool {
+pub(crate) fn has_c_compiler() -> bool {
     ["cc", "gcc", "clang"]
         .into_iter()
         .any(|c| cpushield_load::preflight::which(c).is_some())
@@ -233,7 +233,7 @@ fn has_c_compiler() -> bool {
 /// The default load (stress-kernel) and its name for the report. Without a
 /// C compiler it runs the profile's other workloads, and its name says so:
 /// the user named no workload, so none is theirs to leave out.
-fn default_load(cc: bool) -> (Vec<cpushield_load::Workload>, String) {
+pub(crate) fn default_load(cc: bool) -> (Vec<cpushield_load::Workload>, String) {
     let profile = cpushield_load::Profile::StressKernel;
     let all = profile.workloads().to_vec();
     if cc {
