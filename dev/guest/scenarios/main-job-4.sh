@@ -11,7 +11,7 @@
 #     (sampled from /proc/*/task); no verdict or finding names a cpushield process; the
 #     machine is as found afterwards. (Its load: GUEST_LOAD, lib/main-job.sh.)
 # guest-test: main_job_defaults_on_4_cpus_run_keep_cpushield_off_the_measured_cpus_and_refuse_a_minimal_system_in_one_line
-# guest-cost: 330
+# guest-cost: 270
 # guest-mem: 2048
 # guest-timeout: 1200
 # guest-tcg: single

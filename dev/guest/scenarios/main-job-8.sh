@@ -7,7 +7,7 @@
 # sibling busy, idle and offline, and brings the sibling back. One kernel: the 8-CPU half
 # of the main-job matrix (main-job-4 runs on both).
 # guest-test: main_job_defaults_on_8_cpus_with_smt_siblings_run_and_keep_cpushield_off_the_measured_cpus
-# guest-cost: 420
+# guest-cost: 240
 # guest-smp: 8,threads=2
 # guest-cpu: max,vendor=GenuineIntel
 # guest-mem: 2048

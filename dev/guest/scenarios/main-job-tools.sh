@@ -8,7 +8,7 @@
 # documented; the commands that write a report write it; no verdict, finding or output
 # line names a cpushield process; the machine is as found afterwards.
 # guest-test: main_job_tools_on_4_cpus_each_exit_as_documented_and_leave_the_machine_as_found
-# guest-cost: 300
+# guest-cost: 260
 # guest-mem: 1024
 # guest-timeout: 1200
 # guest-tcg: single
