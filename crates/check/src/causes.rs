@@ -37,6 +37,11 @@ pub fn remedy_for_cause(kind: &str, name: &str, at: &CauseContext<'_>) -> Option
         Some((comm, rest)) => (comm, rest.trim_end_matches(')')),
         None => (name, ""),
     };
+    // cpushield's own threads are not the user's to move: one of them on a
+    // measured CPU is cpushield's bug, which the verdict says so.
+    if kind == "task" && (task == "cpushield" || task.starts_with("cpushield-")) {
+        return None;
+    }
     // A thread that ran on a CPU the process shield covers was not moved by
     // it: what is left is to move it by hand.
     let procs = |all: &str| {
@@ -137,6 +142,17 @@ mod tests {
             fix_under("kthread", "kdamond.0 (77)", Scope::System, Some(&s)).as_deref(),
             Some("taskset -pc 0 77")
         );
+    }
+
+    #[test]
+    fn cpushield_own_threads_get_no_fix_for_the_user_to_apply() {
+        for name in [
+            "cpushield (218)",
+            "cpushield-trace (256)",
+            "cpushield-load (300)",
+        ] {
+            assert_eq!(fix_under("task", name, Scope::System, None), None, "{name}");
+        }
     }
 
     #[test]

@@ -20,17 +20,34 @@ pub enum CompareError {
     Refused(String),
     /// A probe failed.
     #[error("measuring: {0}")]
-    Measure(#[from] cpushield_measure::MeasureError),
+    Measure(cpushield_measure::MeasureError),
     /// The load failed.
     #[error("load: {0}")]
-    Load(#[from] cpushield_load::LoadError),
+    Load(cpushield_load::LoadError),
     /// Shielding failed.
     #[error("shield: {0}")]
-    Shield(#[from] cpushield_shield::ShieldError),
+    Shield(cpushield_shield::ShieldError),
     /// Reading the system failed.
     #[error("{0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
 }
+
+// Each variant's message already holds its cause's: the cause is not also
+// handed out as the error's source, which a chain printer (`{:#}`) would
+// print a second time.
+macro_rules! from_cause {
+    ($variant:ident, $cause:ty) => {
+        impl From<$cause> for CompareError {
+            fn from(e: $cause) -> Self {
+                CompareError::$variant(e)
+            }
+        }
+    };
+}
+from_cause!(Measure, cpushield_measure::MeasureError);
+from_cause!(Load, cpushield_load::LoadError);
+from_cause!(Shield, cpushield_shield::ShieldError);
+from_cause!(Io, std::io::Error);
 
 /// Where the experiment's tasks live: a private PID namespace, whose tasks
 /// are "the system", or the whole machine; the shield's own scope.
@@ -103,4 +120,39 @@ pub struct Progress {
     pub fraction: f64,
     /// Largest latency seen so far in this scenario, ns.
     pub max_ns: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+
+    /// The error as `cpushield: error: {:#}` prints it: each message of its
+    /// chain of sources, joined by ": ".
+    fn chain(e: &dyn Error) -> String {
+        let mut text = e.to_string();
+        let mut next = e.source();
+        while let Some(s) = next {
+            text.push_str(&format!(": {s}"));
+            next = s.source();
+        }
+        text
+    }
+
+    #[test]
+    fn a_refused_load_is_printed_once_not_repeated_by_its_source() {
+        let e = CompareError::from(cpushield_load::LoadError::BadDir {
+            dir: "/var/tmp".into(),
+            reason: "does not exist".into(),
+        });
+        let text = chain(&e);
+        assert_eq!(text.matches("does not exist").count(), 1, "{text}");
+        let io = CompareError::from(std::io::Error::other("no such CPU"));
+        assert_eq!(
+            chain(&io).matches("no such CPU").count(),
+            1,
+            "{}",
+            chain(&io)
+        );
+    }
 }

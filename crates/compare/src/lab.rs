@@ -140,9 +140,10 @@ pub struct RealRuns {
 }
 
 /// A probe thread into the shield's cpuset, on the real kernel: the probes
-/// are real threads.
+/// are real threads. The thread alone, never its process: the rest of
+/// cpushield stays on the housekeeping CPUs.
 fn place_in_shield(tid: i32, cpus: &CpuSet) -> std::io::Result<()> {
-    cpushield_shield::placement::place_task(&RealKernel, tid, cpus)
+    cpushield_shield::placement::place_own_thread(&RealKernel, tid, cpus)
 }
 
 impl Runs for RealRuns {

@@ -87,7 +87,8 @@ pub fn preflight(lab: &Lab, config: &CompareConfig) -> Result<CpuSet, CompareErr
         }
     }
     if !config.smt && config.scenarios.iter().any(|s| s.loaded()) {
-        Load::validate(&load_spec(config))?;
+        // Its workloads, directory and disk; the CPUs are the door's own.
+        Load::validate(&base_load_spec(config))?;
     }
     if config.duration.is_zero() {
         return Err(CompareError::Refused(
@@ -115,10 +116,48 @@ fn effect_slices(config: &CompareConfig) -> usize {
     (config.determinism_runs as usize).max(2)
 }
 
-fn load_spec(config: &CompareConfig) -> LoadSpec {
+/// The load as asked for: its workloads and directory.
+fn base_load_spec(config: &CompareConfig) -> LoadSpec {
     let mut spec = LoadSpec::new(config.load.clone());
     spec.dir = config.load_dir.clone();
     spec
+}
+
+/// The load: on every online CPU, the measured ones included (the main
+/// thread that starts it keeps to the housekeeping CPUs, which it would
+/// otherwise inherit), its supervisor on the housekeeping CPUs.
+fn load_spec(config: &CompareConfig, online: &CpuSet, housekeeping: Option<&CpuSet>) -> LoadSpec {
+    let mut spec = base_load_spec(config);
+    spec.cpus = Some(online.clone());
+    spec.supervisor_cpus = housekeeping.cloned();
+    spec
+}
+
+/// The CPUs none of `config`'s scenarios measures when `shielded` are the
+/// shielded CPUs (as [`preflight`] chose them), where cpushield's own threads
+/// and processes stay; None when there are none, and for `--smt`, which
+/// measures one CPU beside its sibling.
+pub fn housekeeping(
+    kernel: &dyn Kernel,
+    config: &CompareConfig,
+    shielded: &CpuSet,
+) -> Result<Option<CpuSet>, CompareError> {
+    if config.smt {
+        return Ok(None);
+    }
+    let online = cpushield_kernel::online_cpus(kernel)?;
+    let (planned, _) = plan_scenarios(&config.scenarios, &online, shielded);
+    Ok(housekeeping_cpus(&online, &planned))
+}
+
+/// The CPUs none of the planned scenarios measures, where cpushield's own
+/// threads stay (None: there are none).
+fn housekeeping_cpus(online: &CpuSet, planned: &[(Scenario, CpuSet)]) -> Option<CpuSet> {
+    let measured = planned
+        .iter()
+        .fold(CpuSet::default(), |all, (_, cpus)| all.union(cpus));
+    let rest = online.difference(&measured);
+    (!rest.is_empty()).then_some(rest)
 }
 
 /// The batch job's own time limit, should it never be stopped: well past
@@ -139,6 +178,22 @@ fn steal_since(kernel: &dyn Kernel, before: &Option<procstat::CpuTimes>, cpus: &
 
 fn steal_mark(kernel: &dyn Kernel) -> Option<procstat::CpuTimes> {
     procstat::snapshot(kernel).ok()
+}
+
+/// Keeps the calling thread, and so every thread and process it starts
+/// later, to `cpus` (None: leaves it be); returns its affinity before, to
+/// give back. The probes' threads place themselves on the measured CPUs;
+/// nothing else of cpushield belongs there.
+fn keep_to(kernel: &dyn Kernel, cpus: Option<&CpuSet>) -> Option<CpuSet> {
+    let cpus = cpus?;
+    let saved = kernel.get_affinity(0).ok()?;
+    let target = if saved.intersects(cpus) {
+        saved.intersection(cpus)
+    } else {
+        cpus.clone()
+    };
+    kernel.set_affinity(0, &target).ok()?;
+    Some(saved)
 }
 
 /// Runs the experiment on this machine ([`Lab::real`]).
@@ -165,12 +220,17 @@ pub fn run_in(
     let online = cpushield_kernel::online_cpus(lab.kernel.as_ref())?;
     let (planned, skipped) = plan_scenarios(&config.scenarios, &online, &shielded_cpus);
     let mut general = Vec::new();
+    let housekeeping = housekeeping_cpus(&online, &planned);
     let mut experiment = Experiment {
         lab,
         config,
         stop,
         progress,
         shielded_cpus,
+        own_affinity: keep_to(lab.kernel.as_ref(), housekeeping.as_ref()),
+        own_cgroup: None,
+        online: online.clone(),
+        housekeeping,
         total: planned.len(),
         shield: None,
         load: None,
@@ -248,6 +308,15 @@ struct Experiment<'a> {
     stop: &'a AtomicBool,
     progress: &'a mut dyn FnMut(Progress),
     shielded_cpus: CpuSet,
+    /// The calling thread's affinity before it kept to the housekeeping
+    /// CPUs (given back at the end).
+    own_affinity: Option<CpuSet>,
+    /// On cgroup v2, the cgroup this process was in before it moved to the
+    /// root cgroup, from where one of its threads can join the shield alone.
+    own_cgroup: Option<(cpushield_shield::layout::CgroupLayout, String)>,
+    online: CpuSet,
+    /// Where cpushield's own threads and processes stay.
+    housekeeping: Option<CpuSet>,
     total: usize,
     shield: Option<HeldShield<'a>>,
     load: Option<Box<dyn LoadRun>>,
@@ -296,10 +365,23 @@ impl<'a> Experiment<'a> {
         if let Some(load) = self.load.take() {
             load.stop();
         }
-        match self.shield.take() {
+        let lowered = match self.shield.take() {
             Some(shield) => shield.lower().map(|_| ()).map_err(CompareError::from),
             None => Ok(()),
+        };
+        let kernel = self.lab.kernel.as_ref();
+        if let Some((layout, cgroup)) = self.own_cgroup.take() {
+            if let Err(e) = cpushield_shield::placement::leave_root_cgroup(kernel, &layout, &cgroup)
+            {
+                eprintln!(
+                    "cpushield: warning: could not move this process back to cgroup {cgroup}: {e}"
+                );
+            }
         }
+        if let Some(saved) = self.own_affinity.take() {
+            let _ = kernel.set_affinity(0, &saved);
+        }
+        lowered
     }
 
     /// Looks for cyclictest (and rtla, where the kernel has timerlat) when
@@ -399,13 +481,31 @@ impl<'a> Experiment<'a> {
     fn bring_up(&mut self, at: At) -> Result<(), CompareError> {
         if at.scenario.loaded() && self.load.is_none() {
             self.tell(at.progress("load", 0.0, 0));
-            self.load = Some(self.lab.runs.start_load(&load_spec(self.config))?);
+            let spec = load_spec(self.config, &self.online, self.housekeeping.as_ref());
+            self.load = Some(self.lab.runs.start_load(&spec)?);
             // Let the load reach its steady state before measuring.
             std::thread::sleep(Duration::from_secs(2));
         }
         if at.scenario.shield_up() && self.shield.is_none() {
             self.tell(at.progress("shield", 0.0, 0));
             self.shield = Some(self.lab.raise_shield(&self.shielded_cpus)?);
+            // A probe's thread joins the shield alone (so that the rest of
+            // this process stays on the housekeeping CPUs); on cgroup v2 only
+            // from the root cgroup. Should the move fail, the placement says
+            // so with its remedy.
+            let kernel = self.lab.kernel.as_ref();
+            // A partition's change makes some kernels (6.1) give every task
+            // of the cgroup its CPUs, this thread's pin included.
+            if let Some(cpus) = &self.housekeeping {
+                let _ = kernel.set_affinity(0, cpus);
+            }
+            if let Some(layout) = cpushield_shield::layout::detect(kernel) {
+                if let Ok(Some(cgroup)) =
+                    cpushield_shield::placement::enter_root_cgroup(kernel, &layout)
+                {
+                    self.own_cgroup = Some((layout, cgroup));
+                }
+            }
             self.shield_notes = crate::pending::settle(
                 self.lab.kernel.as_ref(),
                 &self.shielded_cpus,

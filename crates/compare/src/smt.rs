@@ -238,6 +238,14 @@ pub fn run(
     let online = cpushield_kernel::online_cpus(kernel)?;
     let total = SiblingState::ALL.len();
     let shield = lab.raise_shield(&measured)?;
+    // As the scenario runner: the probe's thread joins the shield alone, on
+    // cgroup v2 from the root cgroup (see `placement::enter_root_cgroup`).
+    let own_cgroup = cpushield_shield::layout::detect(kernel).and_then(|layout| {
+        cpushield_shield::placement::enter_root_cgroup(kernel, &layout)
+            .ok()
+            .flatten()
+            .map(|cgroup| (layout, cgroup))
+    });
     let idle_choice = idle::fixed(match config.idle {
         IdleMode::Poll => IdleMode::Poll,
         _ => IdleMode::Halt,
@@ -320,7 +328,11 @@ pub fn run(
             batch: None,
         });
     }
-    shield.lower()?;
+    let lowered = shield.lower();
+    if let Some((layout, cgroup)) = own_cgroup {
+        let _ = cpushield_shield::placement::leave_root_cgroup(kernel, &layout, &cgroup);
+    }
+    lowered?;
     if let (Some(busy), Some(off)) = (
         results.iter().find(|r| r.name == SiblingState::Busy.name()),
         results

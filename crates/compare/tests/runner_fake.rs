@@ -55,6 +55,9 @@ struct Seen {
     traced: AtomicBool,
     /// How long a softirq keeps the shielded anchor from its CPU, us.
     anchor_shielded_softirq_us: AtomicU64,
+    /// The runner's own thread's affinity (thread 0 of the fake) when each
+    /// probe ran, and the load's CPUs and its supervisor's.
+    own: Mutex<Vec<String>>,
 }
 
 impl Seen {
@@ -114,6 +117,13 @@ impl Runs for FakeRuns {
             "calibrate"
         };
         let shield = self.shield_up();
+        if let Ok(own) = self.kernel.get_affinity(0) {
+            self.seen
+                .own
+                .lock()
+                .unwrap()
+                .push(format!("{kind} cpus={} own={own}", config.cpus));
+        }
         self.seen.note(format!(
             "{kind} cpus={} shield={shield} placed={} load={} poll={} advance={}",
             config.cpus,
@@ -223,6 +233,11 @@ impl Runs for FakeRuns {
     }
 
     fn start_load(&self, spec: &LoadSpec) -> Result<Box<dyn LoadRun>, LoadError> {
+        self.seen.own.lock().unwrap().push(format!(
+            "load cpus={:?} supervisor={:?}",
+            spec.cpus.as_ref().map(|c| c.to_list()),
+            spec.supervisor_cpus.as_ref().map(|c| c.to_list())
+        ));
         self.seen.note(format!(
             "load start shield={} workloads={}",
             self.shield_up(),
@@ -443,6 +458,46 @@ const EVERY_SCENARIO: [Scenario; 6] = [
 
 fn run(lab: &Lab, config: &CompareConfig) -> Result<CompareReport, CompareError> {
     run_in(lab, config, &AtomicBool::new(false), &mut |_| {})
+}
+
+#[test]
+fn cpushield_keeps_its_own_threads_and_the_load_supervisor_off_every_measured_cpu_and_gives_its_affinity_back(
+) {
+    let kernel = machine();
+    // The runner's calling thread, as the fake kernel knows it.
+    kernel.set_thread_affinity(0, CpuSet::parse_list("0-3").unwrap());
+    let seen = Arc::new(Seen::default());
+    let lab = lab(&kernel, &seen);
+    let dir = tempfile::tempdir().unwrap();
+    let scenarios = vec![
+        Scenario::Idle,
+        Scenario::Loaded,
+        Scenario::Shielded,
+        Scenario::UnshieldedCpu,
+    ];
+    run(&lab, &config(dir.path(), scenarios)).unwrap();
+
+    // CPU 3 is shielded and measured, CPU 2 is measured by unshielded-cpu:
+    // the runner's own thread (and so what it starts) keeps to CPUs 0-1
+    // through every probe, the load runs everywhere but its supervisor.
+    let own = seen.own.lock().unwrap().clone();
+    assert!(!own.is_empty());
+    for line in &own {
+        assert!(
+            line.ends_with("own=0-1") || line == "load cpus=Some(\"0-3\") supervisor=Some(\"0-1\")",
+            "{own:#?}"
+        );
+    }
+    assert!(own.iter().any(|l| l.starts_with("load ")), "{own:#?}");
+    assert!(
+        own.iter().any(|l| l.starts_with("latency cpus=2 ")),
+        "{own:#?}"
+    );
+    assert_eq!(
+        kernel.get_affinity(0).unwrap(),
+        CpuSet::parse_list("0-3").unwrap(),
+        "the runner's thread gets its affinity back"
+    );
 }
 
 #[test]

@@ -35,6 +35,11 @@ pub struct LoadSpec {
     /// A second machine the network workloads (netflood/ionet, ttcp) flood or
     /// are flooded by, instead of loopback; `None`: loopback.
     pub remote: Option<Remote>,
+    /// CPUs the load's supervisor keeps to, while its workers keep to
+    /// `cpus` (`None`, or `cpus` unset: the load's own CPUs). A tool that
+    /// measures some CPUs keeps its own processes off them, the supervisor
+    /// included.
+    pub supervisor_cpus: Option<CpuSet>,
 }
 
 /// The other end of the network workloads when it is another machine: its
@@ -59,6 +64,7 @@ impl LoadSpec {
             cpus: None,
             scale: 1,
             dir: PathBuf::from("/var/tmp"),
+            supervisor_cpus: None,
             size_cap: DEFAULT_SIZE_CAP,
             stress_ng: None,
             remote: None,

@@ -82,6 +82,7 @@ impl Load {
             shared: &shared,
             parent,
             remote: spec.remote,
+            supervisor_cpus: spec.supervisor_cpus.as_ref(),
         };
         let supervisor = procs::fork_child(|| supervisor::supervise(&job))
             .map_err(|e| LoadError::io("forking the load supervisor", e))?;

@@ -18,6 +18,7 @@ use crate::shm::{
 };
 use crate::stressng;
 use crate::workloads::{self, Ctx};
+use cpushield_cpuset::CpuSet;
 use cpushield_kernel::{Kernel, RealKernel};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -49,6 +50,9 @@ pub struct Job<'a> {
     pub parent: libc::pid_t,
     /// The network workloads' other machine, if any.
     pub remote: Option<crate::plan::Remote>,
+    /// Where the supervisor itself stays once its workers are forked (they
+    /// keep the load's CPUs).
+    pub supervisor_cpus: Option<&'a CpuSet>,
 }
 
 /// The supervisor's main, in the forked child. Returns its exit code.
@@ -79,6 +83,12 @@ pub fn supervise(job: &Job) -> i32 {
             header.fail(&format!("cannot confine the load to CPUs {cpus}: {e}"));
             return 1;
         }
+    }
+    if let (Some(cpus), Some(_)) = (job.supervisor_cpus, &job.plan.cpus) {
+        // It only forks, waits and reaps, off the CPUs a caller measures;
+        // each worker confines itself to the load's CPUs. Not being able to
+        // is no reason to stop the load.
+        let _ = RealKernel.set_affinity(0, cpus);
     }
     if let Err(e) = make_dirs(job) {
         header.fail(&e);

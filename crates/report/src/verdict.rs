@@ -218,17 +218,30 @@ fn judge_raw(
 enum Class {
     /// The experiment's own threads, placed there on purpose.
     Ours,
+    /// One of cpushield's own threads that belongs on the housekeeping CPUs
+    /// (the main thread, the tracer's reader, the load's supervisor): a bug
+    /// of cpushield's, not of the shield.
+    OwnBug,
     /// The shield should have kept it away.
     Leak,
     /// The shield does not control it: this removes it, with this fix.
     Remains(&'static str, String),
 }
 
-/// Whether a task cause names one of the experiment's own threads (the
-/// probe's helpers, the idle poller), or one of `also` (an anchor's own
-/// process).
+/// Whether a task cause names one of the threads the experiment puts on the
+/// measured CPU on purpose (the probe's measuring thread, the idle poller),
+/// or one of `also` (an anchor's own process).
 fn own_thread(name: &str, also: &[&str]) -> bool {
-    name.starts_with("cpushield-") || also.iter().any(|p| name.starts_with(p))
+    name.starts_with("cpushield-cpu")
+        || name.starts_with("cpushield-poll")
+        || also.iter().any(|p| name.starts_with(p))
+}
+
+/// Whether a task cause names any other thread or process of cpushield (its
+/// main thread `cpushield`, `cpushield-trace`, `cpushield-load`...): none of
+/// them belongs on a measured CPU.
+fn cpushield_thread(name: &str) -> bool {
+    name.starts_with("cpushield-") || name == "cpushield" || name.starts_with("cpushield ")
 }
 
 /// Whether a fix is a kernel command-line parameter (`isolcpus=managed_irq,1`,
@@ -248,6 +261,7 @@ fn classify(c: &CauseRow, cpus: &str, own: &[&str]) -> Class {
     match c.kind.as_str() {
         "self" => Class::Ours,
         "task" if own_thread(&c.name, own) => Class::Ours,
+        "task" if cpushield_thread(&c.name) => Class::OwnBug,
         "task" => Class::Leak,
         POD_KIND => Class::Remains(
             NEEDS_KUBELET,
@@ -464,6 +478,12 @@ fn judge_traced(
         }
         match classify(c, cpus, &[]) {
             Class::Ours => {}
+            Class::OwnBug => v.notes.push(format!(
+                "cpushield's own thread {} ran on the shielded CPU during {} samples (worst {}): a bug in cpushield, not a leak of the shield; please report it with report.json",
+                c.name,
+                c.count,
+                human_ns(c.worst_ns)
+            )),
             Class::Leak => {
                 let fix = c
                     .fix
@@ -869,6 +889,11 @@ mod tests {
         let c = |kind, name, fix| classify(&cause(kind, name, fix), "1", &[]);
         assert_eq!(c("task", "hog (812)", None), Class::Leak);
         assert_eq!(c("task", "cpushield-poll1 (90)", None), Class::Ours);
+        assert_eq!(c("task", "cpushield-cpu1 (91)", None), Class::Ours);
+        // cpushield's other threads are its own bug, never the shield's leak.
+        assert_eq!(c("task", "cpushield (218)", None), Class::OwnBug);
+        assert_eq!(c("task", "cpushield-trace (256)", None), Class::OwnBug);
+        assert_eq!(c("task", "cpushield-load (300)", None), Class::OwnBug);
         assert_eq!(c("self", "the probe itself", None), Class::Ours);
         assert_eq!(
             c("softirq", "softirq BLOCK", Some("isolcpus=managed_irq,1")),

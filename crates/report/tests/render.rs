@@ -548,6 +548,42 @@ fn a_task_left_on_the_shielded_cpu_is_never_called_working() {
 }
 
 #[test]
+fn cpushield_own_threads_on_the_shielded_cpu_are_its_own_bug_never_a_shield_leak() {
+    let mut r = traced(30_000_000, 60_000, 0, 0);
+    add_shielded_cause(&mut r, "task", "cpushield (218)", None);
+    add_shielded_cause(
+        &mut r,
+        "task",
+        "cpushield-trace (256)",
+        Some("taskset -a -pc 0-2 256"),
+    );
+    r.judge();
+    assert!(r.verdict.pass, "{}", r.verdict.line);
+    assert!(!r.verdict.line.contains("LEAKS"), "{}", r.verdict.line);
+    assert!(
+        !r.verdict.line.contains("cpushield (218)"),
+        "{}",
+        r.verdict.line
+    );
+    assert!(
+        r.verdict.remaining.iter().all(|x| !x.contains("cpushield")),
+        "{:?}",
+        r.verdict.remaining
+    );
+    for name in ["cpushield (218)", "cpushield-trace (256)"] {
+        assert!(
+            r.verdict
+                .notes
+                .iter()
+                .any(|n| n.contains(name)
+                    && n.contains("a bug in cpushield, not a leak of the shield")),
+            "{name}: {:?}",
+            r.verdict.notes
+        );
+    }
+}
+
+#[test]
 fn a_pod_task_on_the_shielded_cpu_is_named_with_the_kubelet_fix_and_not_counted_as_a_leak() {
     let mut r = traced(30_000_000, 60_000, 0, 0);
     add_shielded_cause(

@@ -85,6 +85,104 @@ pub fn place_thread_alone(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::R
     Ok(())
 }
 
+/// Places one of cpushield's own measuring threads on `cpus` (the probes
+/// of `compare`), reading the shield's saved state: see
+/// [`place_own_thread_in`].
+pub fn place_own_thread(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()> {
+    place_own_thread_in(kernel, state::load()?.as_ref(), tid, cpus)
+}
+
+/// Places thread `tid` of cpushield itself on `cpus` under the shield
+/// `saved` (None: no shield), moving that thread alone, never its process:
+/// the process's other threads (the main thread, the tracer's reader) and
+/// the children it starts later (the load, the anchor) must stay on the
+/// housekeeping CPUs, and a later thread must still be able to reach a CPU
+/// outside the shield (on cgroup v2 a thread inside the isolated partition
+/// cannot be given one: EINVAL).
+///
+/// When `cpus` are all shielded the thread enters the shield (v1: its
+/// `tasks`; v2: the threaded shield's `cgroup.threads`, which needs the
+/// process in the root cgroup, see [`enter_root_cgroup`]). When they are
+/// not, a thread found in the shield is first taken out of it, into the
+/// root cgroup. Nothing is recorded in the shield's state: the thread is
+/// the shield's measurement, and ends with it.
+pub fn place_own_thread_in(
+    kernel: &dyn Kernel,
+    saved: Option<&state::SavedState>,
+    tid: i32,
+    cpus: &CpuSet,
+) -> io::Result<()> {
+    if let Some(saved) = saved {
+        let layout = &saved.layout;
+        if !cpus.is_empty() && cpus.is_subset(&saved.masks.procs) {
+            let file = layout.threads_file(&layout.shield_dir());
+            kernel
+                .write(&file, &tid.to_string())
+                .map_err(|e| thread_move_error(kernel, layout, tid, e, &file))?;
+        } else if thread_in_shield(kernel, layout, tid) {
+            let file = layout.threads_file(layout.root());
+            kernel
+                .write(&file, &tid.to_string())
+                .map_err(|e| cpushield_kernel::with_path(e, &file))?;
+        }
+    }
+    kernel.set_affinity(tid, cpus)
+}
+
+/// Whether thread `tid` is in the shield's cgroup now.
+fn thread_in_shield(kernel: &dyn Kernel, layout: &crate::layout::CgroupLayout, tid: i32) -> bool {
+    kernel
+        .read(std::path::Path::new(&format!(
+            "/proc/{tid}/task/{tid}/cgroup"
+        )))
+        .ok()
+        .and_then(|t| crate::layout::cgroup_of(layout, &t))
+        .is_some_and(|cg| cg.trim_start_matches('/') == crate::layout::SHIELD_CGROUP)
+}
+
+/// On cgroup v2, moves this process into the root cgroup, the threaded
+/// domain of the shield, so that one of its threads can join the shield
+/// alone ([`place_own_thread_in`]); returns the cgroup it was in, for
+/// [`leave_root_cgroup`]. Nothing to do on v1 (a thread moves alone there)
+/// or when the process is in the root cgroup already: None. (The process is
+/// named as the kernel's "0", the writer itself, and read as /proc/self:
+/// right in any PID namespace.)
+pub fn enter_root_cgroup(
+    kernel: &dyn Kernel,
+    layout: &crate::layout::CgroupLayout,
+) -> io::Result<Option<String>> {
+    if !layout.moves_processes() {
+        return Ok(None);
+    }
+    let path = std::path::PathBuf::from("/proc/self/cgroup");
+    let text = kernel
+        .read(&path)
+        .map_err(|e| cpushield_kernel::with_path(e, &path))?;
+    let Some(cgroup) = crate::layout::cgroup_of(layout, &text) else {
+        return Ok(None);
+    };
+    if cgroup == "/" {
+        return Ok(None);
+    }
+    let file = layout.tasks_file(layout.root());
+    kernel
+        .write(&file, "0")
+        .map_err(|e| cpushield_kernel::with_path(e, &file))?;
+    Ok(Some(cgroup))
+}
+
+/// Gives this process back the cgroup [`enter_root_cgroup`] took it from.
+pub fn leave_root_cgroup(
+    kernel: &dyn Kernel,
+    layout: &crate::layout::CgroupLayout,
+    cgroup: &str,
+) -> io::Result<()> {
+    let file = layout.tasks_file(&layout.dir_of(cgroup));
+    kernel
+        .write(&file, "0")
+        .map_err(|e| cpushield_kernel::with_path(e, &file))
+}
+
 /// The error of a refused per-thread move, with the remedy: on cgroup v2
 /// (the error is EOPNOTSUPP) a thread can only move within its process's
 /// threaded domain.
@@ -275,6 +373,97 @@ mod tests {
 
     fn set(text: &str) -> CpuSet {
         CpuSet::parse_list(text).unwrap()
+    }
+
+    use crate::layout::CgroupLayout;
+    use cpushield_kernel::FakeKernel;
+
+    const V2_ROOT: &str = "/sys/fs/cgroup";
+
+    /// A cgroup v2 machine with a shield on CPU 3, and thread `tid` of
+    /// process `pid` in cgroup `cgroup` with affinity 0-3.
+    fn v2_shielded(pid: i32, tid: i32, cgroup: &str) -> (FakeKernel, state::SavedState) {
+        let k = FakeKernel::new();
+        for dir in ["", "/cpushield-shield", "/user.slice"] {
+            for file in ["cgroup.procs", "cgroup.threads"] {
+                k.set_file(format!("{V2_ROOT}{dir}/{file}"), "");
+            }
+        }
+        k.set_file(
+            format!("{V2_ROOT}{cgroup}/cgroup.procs"),
+            format!("{pid}\n"),
+        );
+        k.set_file(format!("/proc/{pid}/cgroup"), format!("0::{cgroup}\n"));
+        k.set_file("/proc/self/cgroup", format!("0::{cgroup}\n"));
+        k.set_file(
+            format!("/proc/{tid}/task/{tid}/cgroup"),
+            format!("0::{cgroup}\n"),
+        );
+        k.set_thread_affinity(tid, set("0-3"));
+        let mut saved = crate::fake_machine::saved_state(crate::ShieldMasks::all(&set("3")), "0-3");
+        saved.layout = CgroupLayout::v2(V2_ROOT);
+        (k, saved)
+    }
+
+    fn lines(k: &FakeKernel, file: &str) -> Vec<String> {
+        k.file(format!("{V2_ROOT}{file}"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn an_own_thread_enters_a_v2_shield_alone_and_its_process_stays_out() {
+        let (k, saved) = v2_shielded(500, 501, "/");
+        place_own_thread_in(&k, Some(&saved), 501, &set("3")).unwrap();
+        assert_eq!(lines(&k, "/cpushield-shield/cgroup.threads"), ["501"]);
+        assert!(
+            lines(&k, "/cpushield-shield/cgroup.procs").is_empty(),
+            "the process must not join the shield: its other threads would run on the shielded CPU"
+        );
+        assert_eq!(k.get_affinity(501).unwrap(), set("3"));
+    }
+
+    #[test]
+    fn an_own_thread_placed_outside_the_shield_is_not_moved_into_it() {
+        let (k, saved) = v2_shielded(500, 502, "/");
+        place_own_thread_in(&k, Some(&saved), 502, &set("2")).unwrap();
+        assert!(lines(&k, "/cpushield-shield/cgroup.threads").is_empty());
+        assert!(lines(&k, "/cpushield-shield/cgroup.procs").is_empty());
+        assert_eq!(k.get_affinity(502).unwrap(), set("2"));
+    }
+
+    #[test]
+    fn an_own_thread_found_in_the_shield_goes_back_to_the_root_before_an_unshielded_cpu() {
+        let (k, saved) = v2_shielded(500, 503, "/cpushield-shield");
+        place_own_thread_in(&k, Some(&saved), 503, &set("2")).unwrap();
+        assert_eq!(lines(&k, "/cgroup.threads"), ["503"]);
+        assert_eq!(k.get_affinity(503).unwrap(), set("2"));
+    }
+
+    #[test]
+    fn an_own_thread_without_a_shield_gets_plain_affinity() {
+        let (k, _) = v2_shielded(500, 504, "/");
+        place_own_thread_in(&k, None, 504, &set("3")).unwrap();
+        assert!(lines(&k, "/cpushield-shield/cgroup.threads").is_empty());
+        assert_eq!(k.get_affinity(504).unwrap(), set("3"));
+    }
+
+    #[test]
+    fn the_process_moves_to_the_root_cgroup_and_back_on_v2_only() {
+        // "0": the writing process itself, whatever PID namespace it is in.
+        let (k, saved) = v2_shielded(600, 600, "/user.slice");
+        let was = enter_root_cgroup(&k, &saved.layout).unwrap();
+        assert_eq!(was.as_deref(), Some("/user.slice"));
+        assert_eq!(lines(&k, "/cgroup.procs"), ["0"]);
+        leave_root_cgroup(&k, &saved.layout, "/user.slice").unwrap();
+        assert_eq!(lines(&k, "/user.slice/cgroup.procs"), ["600", "0"]);
+
+        let (k, saved) = v2_shielded(601, 601, "/");
+        assert_eq!(enter_root_cgroup(&k, &saved.layout).unwrap(), None);
+        let v1 = CgroupLayout::v1("/sys/fs/cgroup/cpuset");
+        assert_eq!(enter_root_cgroup(&k, &v1).unwrap(), None);
     }
 
     #[test]

@@ -55,16 +55,34 @@ pub enum TuneError {
     Refused(String),
     /// The load failed.
     #[error("load: {0}")]
-    Load(#[from] cpushield_load::LoadError),
+    Load(cpushield_load::LoadError),
     /// Shielding failed.
     #[error("shield: {0}")]
-    Shield(#[from] cpushield_shield::ShieldError),
+    Shield(cpushield_shield::ShieldError),
     /// A trial failed.
     #[error("measuring: {0}")]
     Measure(String),
     /// Reading the system failed.
     #[error("{0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
+}
+
+// Each variant's message holds its cause's already: the cause is not also
+// the error's source, which a chain printer (`{:#}`) would print again.
+impl From<cpushield_load::LoadError> for TuneError {
+    fn from(e: cpushield_load::LoadError) -> Self {
+        TuneError::Load(e)
+    }
+}
+impl From<cpushield_shield::ShieldError> for TuneError {
+    fn from(e: cpushield_shield::ShieldError) -> Self {
+        TuneError::Shield(e)
+    }
+}
+impl From<io::Error> for TuneError {
+    fn from(e: io::Error) -> Self {
+        TuneError::Io(e)
+    }
 }
 
 fn root() -> Options {
@@ -164,8 +182,10 @@ fn reach_debugfs() -> (Option<Debugfs>, Option<String>) {
     }
 }
 
+/// The probe's thread into the shield, alone: the rest of tune (its main
+/// thread, the load's supervisor) stays on the housekeeping CPUs.
 fn place_thread(tid: i32, cpus: &CpuSet) -> io::Result<()> {
-    cpushield_shield::placement::place_task(&RealKernel, tid, cpus)
+    cpushield_shield::placement::place_own_thread(&RealKernel, tid, cpus)
 }
 
 struct RealBench<'a> {
@@ -250,6 +270,14 @@ pub fn run(
     };
     let store = FileStore::from_env();
     let shield = HeldShield::raise(&RealKernel, &store, &ShieldMasks::all(&config.cpus), root())?;
+    // On cgroup v2 the probe's thread joins the shield alone only from the
+    // root cgroup (placement::enter_root_cgroup); back where it was after.
+    let own_cgroup = cpushield_shield::layout::detect(&RealKernel).and_then(|layout| {
+        cpushield_shield::placement::enter_root_cgroup(&RealKernel, &layout)
+            .ok()
+            .flatten()
+            .map(|cgroup| (layout, cgroup))
+    });
     let mut machine = Machine::read(&RealKernel, &config.cpus);
     machine.debugfs_problem = machine.debugfs_problem.take().or(debugfs_problem);
     let mut knobs = catalog(&machine, &config.cpus, config.priority);
@@ -277,6 +305,9 @@ pub fn run(
         load.stop();
     }
     let lowered = shield.lower();
+    if let Some((layout, cgroup)) = own_cgroup {
+        let _ = cpushield_shield::placement::leave_root_cgroup(&RealKernel, &layout, &cgroup);
+    }
     drop(debugfs);
     lowered?;
     let session = result.map_err(TuneError::Measure)?;

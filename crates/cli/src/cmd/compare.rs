@@ -23,9 +23,11 @@ pub struct CompareArgs {
     /// CPUs to shield and measure (default: the highest CPU and its SMT siblings).
     #[arg(long, value_parser = cpu_set)]
     cpus: Option<CpuSet>,
-    /// Load profile or workloads (comma-separated), as `cpushield load --list` shows.
-    #[arg(long, default_value = "stress-kernel")]
-    load: String,
+    /// Load profile or workloads (comma-separated), as `cpushield load --list`
+    /// shows (default: stress-kernel; without compile where no C compiler is
+    /// installed).
+    #[arg(long)]
+    load: Option<String>,
     /// Latency probe time per scenario.
     #[arg(long, value_parser = duration, default_value = "60s")]
     duration: Duration,
@@ -137,14 +139,20 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
         args.rate > 0,
         "--rate must be above 0: use e.g. --rate 2048"
     );
-    let names: Vec<&str> = args.load.split(',').map(str::trim).collect();
-    let load =
-        cpushield_load::parse_selection(&names).map_err(|e| anyhow::anyhow!("--load: {e}"))?;
+    let (load, load_name) = match &args.load {
+        Some(named) => {
+            let names: Vec<&str> = named.split(',').map(str::trim).collect();
+            let load = cpushield_load::parse_selection(&names)
+                .map_err(|e| anyhow::anyhow!("--load: {e}"))?;
+            (load, named.clone())
+        }
+        None => default_load(has_c_compiler()),
+    };
     let config = CompareConfig {
         cpus: args.cpus,
         scenarios,
         load,
-        load_name: args.load.clone(),
+        load_name,
         load_dir: args.dir,
         duration: args.duration,
         period: Period::from_rate(args.rate),
@@ -171,11 +179,12 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
 
 /// Runs `cpushield demo`: every scenario, the stress-kernel load, short runs.
 pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let (load, load_name) = default_load(has_c_compiler());
     let config = CompareConfig {
         cpus: args.cpus,
         scenarios: Scenario::ALL.to_vec(),
-        load: cpushield_load::parse_selection(&["stress-kernel"])?,
-        load_name: "stress-kernel".into(),
+        load,
+        load_name,
         load_dir: PathBuf::from("/var/tmp"),
         duration: args.duration,
         period: Period::from_rate(2048),
@@ -211,6 +220,120 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         args.out,
         None,
         Printing::new(args.verbose, intro.len()),
+    )
+}
+
+/// Whether a C compiler (the `compile` workload's) is in PATH.
+pub(crate) fn has_c_compiler() -> bool {
+    ["cc", "gcc", "clang"]
+        .into_iter()
+        .any(|c| cpushield_load::preflight::which(c).is_some())
+}
+
+/// The default load (stress-kernel) and its name for the report. Without a
+/// C compiler it runs the profile's other workloads, and its name says so:
+/// the user named no workload, so none is theirs to leave out.
+pub(crate) fn default_load(cc: bool) -> (Vec<cpushield_load::Workload>, String) {
+    let profile = cpushield_load::Profile::StressKernel;
+    let all = profile.workloads().to_vec();
+    if cc {
+        return (all, profile.name().into());
+    }
+    let without: Vec<_> = all
+        .into_iter()
+        .filter(|w| *w != cpushield_load::Workload::Compile)
+        .collect();
+    let name = format!(
+        "{} without compile (no C compiler here: {})",
+        profile.name(),
+        without
+            .iter()
+            .map(|w| w.name())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    (without, name)
+}
+
+/// A load that cannot start, in one line with a remedy that `command`
+/// (`compare` or `demo`) has: `demo` has no --dir and no --load, and
+/// neither has --size or --scale (`cpushield load`'s). `dir` is the load's
+/// directory, `load_name` what was asked for.
+fn load_refusal(command: &str, load_name: &str, e: &cpushield_load::LoadError) -> String {
+    use cpushield_load::LoadError;
+    let demo = command == "demo";
+    match e {
+        LoadError::BadDir { dir, reason } => {
+            let d = dir.display();
+            if demo {
+                format!(
+                    "{d}: {reason}: the demo's load writes its files there; create it (mkdir -m 1777 {d}), or run `cpushield compare --dir DIR` with a writable DIR"
+                )
+            } else {
+                let other = if dir == std::path::Path::new("/tmp") {
+                    "/var/tmp"
+                } else {
+                    "/tmp"
+                };
+                format!(
+                    "--dir {d}: {reason}; create it (mkdir -m 1777 {d}), or name another directory for the load's files, e.g. --dir {other}"
+                )
+            }
+        }
+        LoadError::NoSpace {
+            dir,
+            need_mib,
+            free_mib,
+        } => {
+            let d = dir.display();
+            if demo {
+                format!(
+                    "{d}: the demo's load needs {need_mib} MiB there but only {free_mib} MiB are free; free {} MiB in {d}, or run `cpushield compare --dir DIR` with a DIR that has {need_mib} MiB free",
+                    need_mib.saturating_sub(*free_mib)
+                )
+            } else {
+                format!(
+                    "--dir {d}: the load ({load_name}) needs {need_mib} MiB there but only {free_mib} MiB are free; free {} MiB in {d}, or name a directory with {need_mib} MiB free (--dir), or a load that writes no files (e.g. --load ttcp,fifos-mmap,fpu,crashme)",
+                    need_mib.saturating_sub(*free_mib)
+                )
+            }
+        }
+        LoadError::ToolMissing { workload, tool, .. } => {
+            let rest: Vec<&str> = workload_names(load_name)
+                .into_iter()
+                .filter(|w| w != workload)
+                .collect();
+            if demo || rest.is_empty() {
+                format!("the load's workload '{workload}' needs {tool}, which is not in PATH: install it")
+            } else {
+                format!(
+                    "--load {load_name}: its workload '{workload}' needs {tool}, which is not in PATH: install it, or run the others: --load {}",
+                    rest.join(",")
+                )
+            }
+        }
+        other => format!("load: {other}"),
+    }
+}
+
+/// The workload names a `--load` list stands for (profiles expanded).
+fn workload_names(load_name: &str) -> Vec<&'static str> {
+    let names: Vec<&str> = load_name.split(',').map(str::trim).collect();
+    cpushield_load::parse_selection(&names)
+        .map(|ws| ws.into_iter().map(|w| w.name()).collect())
+        .unwrap_or_default()
+}
+
+/// What the progress bar says: the scenario, which of how many, the phase,
+/// and the worst latency so far.
+fn progress_message(p: &cpushield_compare::Progress) -> String {
+    format!(
+        "scenario {}/{} {}: {}, max {}",
+        p.index + 1,
+        p.total,
+        p.scenario,
+        p.phase,
+        human_ns(p.max_ns)
     )
 }
 
@@ -260,8 +383,23 @@ fn execute(
     // Before any work: a run whose report cannot be written is lost.
     crate::output::check_dir(&out, "--out")?;
     config.period.validate().map_err(anyhow::Error::msg)?;
-    let cpus = runner::preflight(&cpushield_compare::Lab::real(), &config)?;
+    let cpus = match runner::preflight(&cpushield_compare::Lab::real(), &config) {
+        Ok(cpus) => cpus,
+        Err(cpushield_compare::CompareError::Load(e)) => {
+            anyhow::bail!(load_refusal(command, &config.load_name, &e))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if config.load_name.contains("no C compiler") && config.scenarios.iter().any(|s| s.loaded()) {
+        eprintln!("cpushield: the default load: {}", config.load_name);
+    }
     super::reserved::guard(command, &cpus, cpushield_rt::reserve::CpuUse::Place)?;
+    // This process, the one that runs the experiment (forked from it) and
+    // everything they start keep off the measured CPUs; the probes' threads
+    // place themselves there. Not being able to only costs some noise.
+    if let Ok(Some(housekeeping)) = runner::housekeeping(&RealKernel, &config, &cpus) {
+        let _ = cpushield_kernel::Kernel::set_affinity(&RealKernel, 0, &housekeeping);
+    }
     if config.scope == Scope::System {
         return Ok(ExitCode::from(experiment(
             &config,
@@ -297,18 +435,17 @@ fn experiment(
         }
     };
     let bar = progress::terminal_bar(1000, progress::RUNNER_STYLE);
+    if let Some(bar) = &bar {
+        // Redrawn while a phase runs, as tune's: a probe, an anchor or the
+        // load's start can each take a minute with nothing else to report.
+        bar.set_message("starting");
+        bar.enable_steady_tick(Duration::from_millis(200));
+    }
     let mut on_progress = |p: cpushield_compare::Progress| {
         if let Some(bar) = &bar {
             let done = (p.index as f64 + p.fraction) / p.total.max(1) as f64;
             bar.set_position((done * 1000.0) as u64);
-            bar.set_message(format!(
-                "{} ({}/{}) {}: max {}",
-                p.scenario,
-                p.index + 1,
-                p.total,
-                p.phase,
-                human_ns(p.max_ns)
-            ));
+            bar.set_message(progress_message(&p));
         }
     };
     let result = runner::run(config, stop, &mut on_progress);
@@ -357,4 +494,88 @@ fn experiment(
         }
     }
     EXIT_OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cpushield_load::{LoadError, Workload};
+
+    #[test]
+    fn without_a_c_compiler_the_default_load_leaves_out_compile_and_says_so() {
+        let (all, name) = default_load(true);
+        assert!(all.contains(&Workload::Compile));
+        assert_eq!(name, "stress-kernel");
+        let (without, name) = default_load(false);
+        assert!(!without.contains(&Workload::Compile));
+        assert!(without.contains(&Workload::Fs), "{without:?}");
+        assert!(
+            name.contains("without compile (no C compiler here"),
+            "{name}"
+        );
+    }
+
+    #[test]
+    fn a_missing_load_directory_is_refused_without_suggesting_it_or_an_option_the_command_lacks() {
+        let e = LoadError::BadDir {
+            dir: "/var/tmp".into(),
+            reason: "does not exist".into(),
+        };
+        let compare = load_refusal("compare", "stress-kernel", &e);
+        assert!(!compare.contains("e.g. --dir /var/tmp"), "{compare}");
+        assert!(compare.contains("e.g. --dir /tmp"), "{compare}");
+        assert!(compare.contains("mkdir -m 1777 /var/tmp"), "{compare}");
+        assert_eq!(compare.matches("does not exist").count(), 1, "{compare}");
+        let demo = load_refusal("demo", "stress-kernel", &e);
+        assert!(!demo.starts_with("--dir"), "{demo}");
+        assert!(demo.contains("cpushield compare --dir DIR"), "{demo}");
+        for m in [compare, demo] {
+            assert!(!m.contains('\n'), "{m}");
+        }
+    }
+
+    #[test]
+    fn too_little_disk_is_refused_with_remedies_compare_and_demo_have() {
+        let e = LoadError::NoSpace {
+            dir: "/var/tmp".into(),
+            need_mib: 1093,
+            free_mib: 64,
+        };
+        for command in ["compare", "demo"] {
+            let m = load_refusal(command, "stress-kernel", &e);
+            for absent in ["--size", "--scale", "lower"] {
+                assert!(!m.contains(absent), "{command}: {m}");
+            }
+            assert!(m.contains("1093 MiB") && m.contains("64 MiB"), "{m}");
+            assert!(m.contains("free 1029 MiB in /var/tmp"), "{m}");
+        }
+        let demo = load_refusal("demo", "stress-kernel", &e);
+        assert!(!demo.contains("--load"), "demo has no --load: {demo}");
+    }
+
+    #[test]
+    fn a_missing_compiler_for_a_named_profile_offers_its_other_workloads_not_leaving_out() {
+        let e = LoadError::ToolMissing {
+            workload: "compile",
+            tool: "a C compiler (cc, gcc or clang)",
+            remedy: "install one (apt-get install gcc) or leave out 'compile'",
+        };
+        let m = load_refusal("compare", "stress-kernel", &e);
+        assert!(!m.contains("leave out"), "{m}");
+        assert!(m.contains("--load ttcp,fifos-mmap,fpu,fs,crashme"), "{m}");
+    }
+
+    #[test]
+    fn progress_names_the_scenario_and_which_of_how_many() {
+        let p = cpushield_compare::Progress {
+            scenario: Scenario::UnshieldedCpu,
+            index: 4,
+            total: 5,
+            phase: "latency",
+            fraction: 0.5,
+            max_ns: 12_000,
+        };
+        let m = progress_message(&p);
+        assert!(m.starts_with("scenario 5/5 unshielded-cpu: latency"), "{m}");
+    }
 }

@@ -22,9 +22,10 @@ pub struct TuneArgs {
     #[arg(long, value_parser = cpu_set)]
     cpus: Option<CpuSet>,
     /// Load profile or workloads (comma-separated, as `cpushield load --list`
-    /// shows), or `none`.
-    #[arg(long, default_value = "stress-kernel")]
-    load: String,
+    /// shows), or `none` (default: stress-kernel; without compile where no C
+    /// compiler is installed).
+    #[arg(long)]
+    load: Option<String>,
     /// The whole run's time, setup and teardown included.
     #[arg(long, value_parser = duration, default_value = "10m")]
     budget: Duration,
@@ -68,11 +69,15 @@ pub fn tune(args: TuneArgs) -> anyhow::Result<ExitCode> {
         args.rate > 0,
         "--rate must be above 0: use e.g. --rate 2048"
     );
-    let load = if args.load.trim() == "none" {
-        Vec::new()
-    } else {
-        let names: Vec<&str> = args.load.split(',').map(str::trim).collect();
-        cpushield_load::parse_selection(&names).map_err(|e| anyhow::anyhow!("--load: {e}"))?
+    let (load, load_name) = match args.load.as_deref().map(str::trim) {
+        Some("none") => (Vec::new(), "none".to_string()),
+        Some(named) => {
+            let names: Vec<&str> = named.split(',').map(str::trim).collect();
+            let load = cpushield_load::parse_selection(&names)
+                .map_err(|e| anyhow::anyhow!("--load: {e}"))?;
+            (load, named.to_string())
+        }
+        None => super::compare::default_load(super::compare::has_c_compiler()),
     };
     let knobs = args.knobs.as_deref().map(parse_knobs).transpose()?;
     let cpus = match args.cpus {
@@ -88,7 +93,7 @@ pub fn tune(args: TuneArgs) -> anyhow::Result<ExitCode> {
     let config = TuneConfig {
         cpus,
         load,
-        load_name: args.load.clone(),
+        load_name,
         load_dir: args.dir,
         budget: args.budget,
         period: Period::from_rate(args.rate),

@@ -1,0 +1,101 @@
+# Scenario main-job-tools: the rest of the main job as a user runs it on 4 CPUs, each
+# command short (the behaviour only; timings under TCG mean nothing): `compare` with each
+# default scenario alone; `measure latency` (timer, rtc, hpet where the guest has it,
+# timerlat where the kernel has the tracer), `measure determinism`, `measure noise`,
+# `measure net`; `check --cpus 3`; `run --reserve`; every `load` workload (compile refused
+# in one line: this guest has no C compiler; crashme left out: QEMU's TCG cannot run its
+# random instructions); `tune` at its smallest budget. Each exits as
+# documented; the commands that write a report write it; no verdict, finding or output
+# line names a cpushield process; the machine is as found afterwards.
+# guest-test: main_job_tools_on_4_cpus_each_exit_as_documented_and_leave_the_machine_as_found
+# guest-cost: 260
+# guest-mem: 1024
+# guest-timeout: 1200
+# guest-tcg: single
+GUEST_CGROUP=v2
+
+scenario_main() {
+    lo_up
+    # ioctl's pseudo-terminal, as on any machine a user runs.
+    mkdir -p /dev/pts
+    mount -t devpts devpts /dev/pts 2>/dev/null
+    [ -e /dev/ptmx ] || ln -s pts/ptmx /dev/ptmx
+    var_tmp 400
+    snapshot /tmp/before
+    for s in idle loaded shielded shielded+advance unshielded-cpu; do
+        cs compare --scenarios "$s" --duration 1s --runs 2 --work 20ms --load fpu,ttcp --out "/tmp/c-$s"
+        check_eq "alone/$s/exit-0" 0 "$CS_RC" "exit status ($(tail -c 300 /tmp/cs.err | tr '\n' ' '))"
+        expect_report "alone/$s" "/tmp/c-$s" "$s"
+        expect_no_own_blame "alone/$s/no-own-blame" /tmp/cs.out "/tmp/c-$s/report.json"
+    done
+    expect_restored alone/restored /tmp/before
+
+    cs_ok measure/latency-timer measure latency --cpus 3 --duration 1s
+    cs_ok measure/latency-rtc measure latency --cpus 3 --duration 1s --source rtc
+    if [ -e /dev/hpet ]; then
+        # QEMU's HPET may refuse the periodic interrupt (EIO): then refused in one line.
+        cs measure latency --cpus 3 --duration 1s --source hpet
+        if [ "$CS_RC" = 0 ] || { [ "$CS_RC" = 1 ] && [ "$(wc -l </tmp/cs.err)" = 1 ]; }; then
+            pass measure/latency-hpet
+            [ "$CS_RC" = 0 ] || info "measure/latency-hpet: $(cat /tmp/cs.err)"
+        else
+            fail measure/latency-hpet "exit $CS_RC: $(head -c 300 /tmp/cs.err)"
+        fi
+    else
+        info "measure/latency-hpet: no /dev/hpet in this guest"
+    fi
+    if grep -qw timerlat /sys/kernel/tracing/available_tracers 2>/dev/null ||
+        { mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null &&
+            grep -qw timerlat /sys/kernel/tracing/available_tracers; }; then
+        cs_ok measure/latency-timerlat measure latency --cpus 3 --duration 1s --source timerlat
+    else
+        cs measure latency --cpus 3 --duration 1s --source timerlat
+        check_eq measure/latency-timerlat-refused 1 "$CS_RC"
+        check_eq measure/latency-timerlat-one-line 1 "$(wc -l </tmp/cs.err | tr -d ' ')" "$(head -c 300 /tmp/cs.err)"
+    fi
+    cs_ok measure/determinism measure determinism --cpus 3 --runs 3 --work 20ms
+    cs_ok measure/noise measure noise --cpus 3 --duration 1s
+    cs_ok measure/net measure net --cpus 2,3 --duration 200ms --sizes 64,1K
+    expect_no_own_blame measure/no-own-blame /tmp/cs.out
+
+    cs check --cpus 3 --json
+    if [ "$CS_RC" = 0 ] || [ "$CS_RC" = 3 ]; then pass check/exit; else
+        fail check/exit "check exited $CS_RC: $(head -c 300 /tmp/cs.err)"; fi
+    expect_no_own_blame check/no-own-blame /tmp/cs.out
+
+    "$CS" run --cpus 3 --allow-unshielded --reserve -- sleep 1000 >/tmp/holder.out 2>&1 &
+    runner=$!
+    holder=$(reserve_holder 3 "$runner")
+    if [ -n "$holder" ]; then
+        pass run/reserved
+        cs run --cpus 3 --allow-unshielded -- true
+        check_eq run/placement-refused 1 "$CS_RC"
+        kill "$holder"
+    else
+        fail run/reserved "CPU 3 never reserved: $(head -c 300 /tmp/holder.out)"
+        kill "$runner"
+    fi
+    wait "$runner" 2>/dev/null
+
+    # crashme runs random bytes, which QEMU's TCG cannot (see GUEST_LOAD): not here.
+    for w in ttcp fifos-mmap fpu fs disknoise launch find filemove netflood ioctl iodisk compute; do
+        cs load "$w" --duration 1s --size 64M --dir /var/tmp
+        check_eq "load/$w" 0 "$CS_RC" "exit status ($(head -c 300 /tmp/cs.err | tr '\n' ' '))"
+    done
+    cs load compile --duration 1s --dir /var/tmp
+    check_eq load/compile-refused 1 "$CS_RC"
+    check_eq load/compile-one-line 1 "$(wc -l </tmp/cs.err | tr -d ' ')" "$(head -c 300 /tmp/cs.err)"
+
+    # Its load as the compares' here, without the disk (see GUEST_LOAD).
+    cs tune --load fpu,ttcp --budget 1s --out /tmp/t0
+    least=$(sed -n 's/.*give at least --budget \([0-9]*\)s.*/\1/p' /tmp/cs.err)
+    info "tune: smallest budget ${least:-?} s"
+    if [ -n "$least" ]; then
+        cs tune --load fpu,ttcp --budget "${least}s" --out /tmp/tune
+        check_eq tune/exit-0 0 "$CS_RC" "exit status ($(tail -c 300 /tmp/cs.err | tr '\n' ' '))"
+        expect_no_own_blame tune/no-own-blame /tmp/cs.out
+    else
+        fail tune/smallest-budget "no smallest budget in: $(head -c 300 /tmp/cs.err)"
+    fi
+    expect_restored tools/restored /tmp/before
+}
