@@ -75,6 +75,16 @@ pub enum ShieldError {
         /// Namespace of this invocation.
         here: String,
     },
+    /// `reset --namespace-gone` while the shield's namespace still exists.
+    #[error("the shield in {dir} was set up in PID namespace {saved}, which still exists ({alive}): a reset from outside it would pull the cgroups from under its running tasks, so nothing was changed; run `cpushield reset` in that namespace, or end its tasks and run `cpushield reset --namespace-gone` again")]
+    NamespaceAlive {
+        /// The state directory.
+        dir: String,
+        /// Namespace of the saved state.
+        saved: String,
+        /// What shows it alive: this process in it, or a process in it.
+        alive: String,
+    },
     /// The saved state holds values that cannot be restored on this machine.
     #[error("the shield state {path} cannot be restored exactly, so nothing was changed and it is kept: {}; correct those values by hand (docs/RELIABILITY.md), then run reset again", problems.join("; "))]
     BadState {
@@ -264,6 +274,74 @@ fn same_namespace(
         saved: saved.pid_namespace.clone(),
         here,
     })
+}
+
+/// Refuses, before any change, a `reset --namespace-gone` of a state whose
+/// PID namespace still exists: this process is in it, or a process this
+/// process can see is (its `/proc/PID/ns/pid` names the same inode). A
+/// namespace that is neither this one nor one below it shows no process
+/// here; its tasks are then looked for where they would be, in cpushield's
+/// cgroups.
+fn namespace_is_gone(
+    kernel: &dyn Kernel,
+    store: &dyn StateStore,
+    saved: &SavedState,
+) -> Result<(), ShieldError> {
+    if saved.pid_namespace.is_empty() {
+        return Ok(());
+    }
+    let alive = |what: String| ShieldError::NamespaceAlive {
+        dir: store.dir().display().to_string(),
+        saved: saved.pid_namespace.clone(),
+        alive: what,
+    };
+    if snapshot::pid_namespace(kernel) == saved.pid_namespace {
+        return Err(alive("this command runs in it".into()));
+    }
+    let proc_dir = std::path::Path::new("/proc");
+    for entry in kernel.read_dir(proc_dir).unwrap_or_default() {
+        if entry.parse::<u32>().is_err() {
+            continue;
+        }
+        let link = proc_dir.join(&entry).join("ns/pid");
+        if kernel
+            .read_link(&link)
+            .is_ok_and(|ns| ns.to_string_lossy() == saved.pid_namespace)
+        {
+            return Err(alive(format!("process {entry} here is in it")));
+        }
+    }
+    // cgroup v2 says whether a cgroup holds a task anywhere on the machine,
+    // whichever namespace reads it (v1 lists only the tasks the reader sees).
+    for dir in &saved.created_cgroups {
+        let events = kernel.read(&dir.join("cgroup.events")).unwrap_or_default();
+        if events.lines().any(|l| l.trim() == "populated 1") {
+            return Err(alive(format!("{} holds tasks", dir.display())));
+        }
+    }
+    Ok(())
+}
+
+/// Removes the run directories of a load that the state records
+/// ([`SavedState::load_dirs`]); notes what it could not remove.
+fn remove_load_dirs(kernel: &dyn Kernel, saved: &SavedState) -> Vec<Note> {
+    let mut notes = Vec::new();
+    for dir in &saved.load_dirs {
+        if !state::is_load_dir(dir) || !kernel.exists(dir) {
+            continue;
+        }
+        if let Err(e) = kernel.remove_tree(dir) {
+            notes.push(Note {
+                severity: steps::Severity::Warn,
+                text: format!(
+                    "the load's files in {} could not be removed: {e}",
+                    dir.display()
+                ),
+                remedy: Some(format!("rm -r {}", dir.display())),
+            });
+        }
+    }
+    notes
 }
 
 /// A snapshot to compare with `saved`, each task's start time in the
@@ -713,7 +791,9 @@ fn reset_locked(
         };
     };
     let mut saved = loaded.state;
-    if !namespace_gone {
+    if namespace_gone {
+        namespace_is_gone(kernel, store, &saved)?;
+    } else {
         same_namespace(kernel, store, &saved)?;
     }
     let path = store.dir().join(state::STATE_FILE).display().to_string();
@@ -780,6 +860,7 @@ fn reset_locked(
             break;
         }
     }
+    let load_notes = remove_load_dirs(kernel, &saved);
     let removed = state::remove_from(store);
     removed.map_err(|e| {
         std::io::Error::new(
@@ -792,6 +873,7 @@ fn reset_locked(
     notes.extend(followed_notes(kernel, &followed));
     notes.extend(recovered_note(loaded.recovered));
     notes.extend(runtime_notes);
+    notes.extend(load_notes);
     notes.extend(left_to_tuned.map(|text| Note {
         severity: steps::Severity::Info,
         text,

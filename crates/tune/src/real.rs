@@ -53,18 +53,32 @@ pub enum TuneError {
     /// Bad input or an unusable machine, with the remedy; nothing changed.
     #[error("{0}")]
     Refused(String),
+    // The load's and the shield's errors are part of the message, not its
+    // `source`: a chain printed whole (`{:#}`) would say them twice.
     /// The load failed.
     #[error("load: {0}")]
-    Load(#[from] cpushield_load::LoadError),
+    Load(cpushield_load::LoadError),
     /// Shielding failed.
     #[error("shield: {0}")]
-    Shield(#[from] cpushield_shield::ShieldError),
+    Shield(cpushield_shield::ShieldError),
     /// A trial failed.
     #[error("measuring: {0}")]
     Measure(String),
     /// Reading the system failed.
     #[error("{0}")]
     Io(#[from] io::Error),
+}
+
+impl From<cpushield_load::LoadError> for TuneError {
+    fn from(e: cpushield_load::LoadError) -> Self {
+        TuneError::Load(e)
+    }
+}
+
+impl From<cpushield_shield::ShieldError> for TuneError {
+    fn from(e: cpushield_shield::ShieldError) -> Self {
+        TuneError::Shield(e)
+    }
 }
 
 fn root() -> Options {
@@ -159,7 +173,10 @@ fn reach_debugfs() -> (Option<Debugfs>, Option<String>) {
         ),
         Err(e) => (
             None,
-            Some(format!("mounting debugfs on {}: {e}", knob::DEBUGFS)),
+            Some(format!(
+                "mounting debugfs: {}",
+                cpushield_shield::runtime::debugfs_error(&kernel, Path::new(knob::DEBUGFS), e)
+            )),
         ),
     }
 }
@@ -250,6 +267,10 @@ pub fn run(
     };
     let store = FileStore::from_env();
     let shield = HeldShield::raise(&RealKernel, &store, &ShieldMasks::all(&config.cpus), root())?;
+    // A run killed from here on leaves the load's files to reset.
+    if let Some(load) = &load {
+        let _ = cpushield_shield::state::record_load_dir_in(&store, load.run_dir());
+    }
     let mut machine = Machine::read(&RealKernel, &config.cpus);
     machine.debugfs_problem = machine.debugfs_problem.take().or(debugfs_problem);
     let mut knobs = catalog(&machine, &config.cpus, config.priority);
