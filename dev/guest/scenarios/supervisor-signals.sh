@@ -85,7 +85,7 @@ scenario_main() {
     for sig in INT TERM KILL; do
         for target in started init; do
             one_case "tune/$sig-$target" "$sig" "$target" \
-                tune --cpus 3 --load fpu --knobs rt-throttling --budget 60s
+                tune --cpus 3 --load fpu --knobs rt-throttling --budget 22s
             one_case "compare/$sig-$target" "$sig" "$target" \
                 compare --cpus 3 --load fpu --scenarios loaded,shielded --duration 3s --runs 0 \
                 --idle halt --no-attribute --no-anchor
