@@ -150,11 +150,13 @@ fn stop_one(program: &[&str], window: std::ops::Range<u64>, signal: &str, target
     }
     let text =
         String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
-    // At most one command, the one printed.
+    // At most one command, the one printed: a reset (other advice a run
+    // prints is not a restore, and is never run here).
     let commands: Vec<&str> = text
         .lines()
         .filter_map(|l| l.split_once("run `").and_then(|(_, r)| r.split_once('`')))
         .map(|(c, _)| c)
+        .filter(|c| c.contains("cpushield reset"))
         .collect();
     assert!(commands.len() <= 1, "{what}: more than one command: {text}");
     if let Some(command) = commands.first() {

@@ -56,7 +56,7 @@ one_case() {
         pass "$_name/init-ended"
     fi
     # At most one command, the one printed.
-    _commands=$(sed -n 's/.*run `\([^`]*\)`.*/\1/p' /tmp/run.out)
+    _commands=$(sed -n 's/.*run `\(cpushield reset[^`]*\)`.*/\1/p' /tmp/run.out)
     _count=$(printf '%s' "$_commands" | grep -c .)
     if [ "$_count" -le 1 ]; then
         pass "$_name/at-most-one-command"
