@@ -512,10 +512,11 @@ fn an_access_group_that_does_not_exist_is_refused_at_validation_with_file_line_a
     let file = dir.path().join("access.toml");
     std::fs::write(
         &file,
-        "[[access.grant]]\ngroup = \"nosuchgroup_zz\"\ncpus = \"1\"\nmax_priority = 10\n",
+        "[shield]\nall = \"1\"\n\n[[access.grant]]\ngroup = \"nosuchgroup_zz\"\ncpus = \"1\"\nmax_priority = 10\n",
     )
     .unwrap();
     let file = file.display().to_string();
+    // Only --dry-run: where the group is not refused, apply would shield.
     let err = refused_within(
         &["apply", "--dry-run", "--config", &file],
         dir.path(),
@@ -523,7 +524,7 @@ fn an_access_group_that_does_not_exist_is_refused_at_validation_with_file_line_a
     );
     assert!(
         err.contains(&format!(
-            "{file}:2: key `access.grant.group`: group \"nosuchgroup_zz\" does not exist on this machine"
+            "{file}:5: key `access.grant.group`: group \"nosuchgroup_zz\" does not exist on this machine"
         )),
         "{err}"
     );
