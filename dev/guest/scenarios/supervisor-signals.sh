@@ -55,6 +55,15 @@ one_case() {
     else
         pass "$_name/init-ended"
     fi
+    # The signal reached the work, which stopped early (a run left to its end restores
+    # too, and proves nothing); or, its init killed, the started process restored.
+    case "$_sig-$_target" in
+        KILL-init) _stopped="cpushield: the run was killed by SIGKILL" ;;
+        *) _stopped="cpushield: interrupted" ;;
+    esac
+    if grep -qF "$_stopped" /tmp/run.out; then pass "$_name/stopped-early"; else
+        fail "$_name/stopped-early" "no [$_stopped]: $(tr '\n' '|' </tmp/run.out | tail -c 400)"
+    fi
     # At most one command, the one printed.
     _commands=$(sed -n 's/.*run `\(cpushield reset[^`]*\)`.*/\1/p' /tmp/run.out)
     _count=$(printf '%s' "$_commands" | grep -c .)
