@@ -16,7 +16,7 @@ LOAD_DIR=/tmp/load
 STATE_DIR=/run/cpushield
 
 # one_case NAME SIGNAL TARGET ARGS...: runs cpushield ARGS in the background, sends SIGNAL
-# to TARGET (started or init) 1-6 s after the init exists, waits for both to end, runs
+# to TARGET (started or init) 0.2-3 s after the shield is up, waits for both to end, runs
 # the one command the run printed (if any), and compares the machine with /tmp/before.
 one_case() {
     _name=$1 _sig=$2 _target=$3; shift 3
@@ -25,8 +25,14 @@ one_case() {
     _started=$!
     _init=
     _waited=0
-    while [ -z "$_init" ] && [ "$_waited" -lt 100 ]; do
-        _init=$(cat /proc/$_started/task/$_started/children 2>/dev/null | awk '{ print $1 }')
+    # The init is the child in another PID namespace (a check the run makes first, such
+    # as a tool's --version, is a child too).
+    _own=$(readlink "/proc/$_started/ns/pid")
+    while [ -z "$_init" ] && [ "$_waited" -lt 300 ]; do
+        for _c in $(cat "/proc/$_started/task/$_started/children" 2>/dev/null); do
+            _ns=$(readlink "/proc/$_c/ns/pid" 2>/dev/null)
+            [ -n "$_ns" ] && [ "$_ns" != "$_own" ] && _init=$_c
+        done
         [ -n "$_init" ] || { usleep 100000; _waited=$((_waited + 1)); }
     done
     if [ -z "$_init" ]; then
@@ -34,7 +40,14 @@ one_case() {
         wait "$_started" 2>/dev/null
         return
     fi
-    usleep $(( 1000000 + $(od -An -N2 -tu2 /dev/urandom) % 5000 * 1000 ))
+    # A random moment 0.2-3 s after the shield is up (its state written): a stop before
+    # it would leave nothing to restore.
+    _waited=0
+    while [ ! -e "$STATE_DIR/state.json" ] && [ "$_waited" -lt 600 ]; do
+        usleep 100000
+        _waited=$((_waited + 1))
+    done
+    usleep $(( 200000 + $(od -An -N2 -tu2 /dev/urandom) % 2800 * 1000 ))
     case $_target in
         started) _to=$_started ;;
         init) _to=$_init ;;
