@@ -276,6 +276,36 @@ fn same_namespace(
     })
 }
 
+/// How long `reset --namespace-gone` waits for the tasks of a namespace
+/// being torn down to end before it calls the namespace alive.
+const NAMESPACE_END_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// A process visible here, not a zombie, whose PID namespace is `ns`.
+fn process_in_namespace(kernel: &dyn Kernel, ns: &str) -> Option<String> {
+    let proc_dir = std::path::Path::new("/proc");
+    kernel
+        .read_dir(proc_dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|entry| entry.parse::<u32>().is_ok())
+        .find(|entry| {
+            let dir = proc_dir.join(entry);
+            let in_ns = kernel
+                .read_link(&dir.join("ns/pid"))
+                .is_ok_and(|link| link.to_string_lossy() == ns);
+            // A zombie has ended: only its exit status is left to collect.
+            let zombie = kernel
+                .read(&dir.join("stat"))
+                .ok()
+                .and_then(|stat| {
+                    stat.rsplit_once(") ")
+                        .and_then(|(_, rest)| rest.chars().next())
+                })
+                .is_some_and(|state| state == 'Z' || state == 'X');
+            in_ns && !zombie
+        })
+}
+
 /// Refuses, before any change, a `reset --namespace-gone` of a state whose
 /// PID namespace still exists: this process is in it, or a process this
 /// process can see is (its `/proc/PID/ns/pid` names the same inode). A
@@ -298,26 +328,30 @@ fn namespace_is_gone(
     if snapshot::pid_namespace(kernel) == saved.pid_namespace {
         return Err(alive("this command runs in it".into()));
     }
-    let proc_dir = std::path::Path::new("/proc");
-    for entry in kernel.read_dir(proc_dir).unwrap_or_default() {
-        if entry.parse::<u32>().is_err() {
-            continue;
-        }
-        let link = proc_dir.join(&entry).join("ns/pid");
-        if kernel
-            .read_link(&link)
-            .is_ok_and(|ns| ns.to_string_lossy() == saved.pid_namespace)
-        {
-            return Err(alive(format!("process {entry} here is in it")));
-        }
-    }
     // cgroup v2 says whether a cgroup holds a task anywhere on the machine,
     // whichever namespace reads it (v1 lists only the tasks the reader sees).
-    for dir in &saved.created_cgroups {
-        let events = kernel.read(&dir.join("cgroup.events")).unwrap_or_default();
-        if events.lines().any(|l| l.trim() == "populated 1") {
-            return Err(alive(format!("{} holds tasks", dir.display())));
+    let populated = || {
+        saved.created_cgroups.iter().find(|dir| {
+            kernel
+                .read(&dir.join("cgroup.events"))
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l.trim() == "populated 1")
+        })
+    };
+    let evidence = || {
+        process_in_namespace(kernel, &saved.pid_namespace)
+            .map(|pid| format!("process {pid} here is in it"))
+            .or_else(|| populated().map(|dir| format!("{} holds tasks", dir.display())))
+    };
+    // A namespace whose init was just killed takes a moment to end its other
+    // tasks (each gets SIGKILL, then exits): they are waited for a while.
+    let deadline = std::time::Instant::now() + NAMESPACE_END_WAIT;
+    while let Some(what) = evidence() {
+        if std::time::Instant::now() >= deadline {
+            return Err(alive(what));
         }
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
     Ok(())
 }
