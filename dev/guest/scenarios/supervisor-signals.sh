@@ -8,7 +8,7 @@
 # workqueue mask, sysctl and the load's run directory are as found, with at most one
 # command run: the one the run printed. Timings under TCG mean nothing.
 # guest-test: a_supervisors_signal_to_either_pid_of_tune_or_compare_leaves_the_machine_as_found
-# guest-cost: 200
+# guest-cost: 90
 # guest-timeout: 900
 GUEST_CGROUP=v2
 
