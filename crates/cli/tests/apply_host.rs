@@ -135,7 +135,10 @@ fn apply_holds_the_state_lock_from_its_shield_to_its_runtime_settings() {
         // shield up without its [runtime] part, where a reset could come in.
         while apply.try_wait().unwrap().is_none() {
             with_free_lock(&state, || {
-                if shield_dir.exists() && read(TIMER_MIGRATION) == original {
+                if shield_dir.exists()
+                    && read(TIMER_MIGRATION) == original
+                    && gaps.last() != Some(&round)
+                {
                     gaps.push(round);
                 }
             });
