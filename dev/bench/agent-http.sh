@@ -4,8 +4,11 @@
 # send nothing; with --slow, each trickles a request head one byte every
 # 2 s, slowloris), reopening any the agent closes, while a scraper GETs
 # /metrics once a second for SECS seconds. Each second prints the scrape's
-# status and time, the agent's resident memory and thread count, and the
-# client's established connections. Passes when every scrape answered 200
+# status and time, the agent's resident memory and thread count, the
+# client's established connections and the ones the agent holds (accepted:
+# the server-side sockets its process owns; a connection still in the
+# kernel's accept queue, or whose SYN the kernel dropped, is established for
+# the client but not held). Passes when every scrape answered 200
 # within 100 ms and the resident memory at the end is within 1 MB of the
 # memory 5 s in (flat: the connections cost no growth).
 #
@@ -49,6 +52,7 @@ done
 rss_kb() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$AGENT/status"; }
 threads() { sed -n 's/^Threads:[[:space:]]*//p' "/proc/$AGENT/status"; }
 established() { ss -Htn state established "( dport = :$PORT )" 2>/dev/null | wc -l; }
+held() { ss -Htnp state established "( sport = :$PORT )" 2>/dev/null | grep -c "pid=$AGENT,"; }
 RSS0=$(rss_kb)
 
 # The holder: CONNS connections, each reopened when the agent closes it.
@@ -87,7 +91,7 @@ mode=idle
 [ "$SLOW" = 1 ] && mode="slowloris (a byte every 2 s)"
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), $CONNS $mode connections held, a /metrics scrape every second for $SECS s"
 echo "# before the connections: RSS $RSS0 kB, $(threads) threads"
-printf '%4s %6s %10s %9s %8s %12s\n' s status scrape_ms rss_kb threads established
+printf '%4s %6s %10s %9s %8s %12s %6s\n' s status scrape_ms rss_kb threads established held
 fails=0
 worst=0
 RSS5=
@@ -98,7 +102,7 @@ for t in $(seq 1 "$SECS"); do
     ms=$(awk -v s="${out#* }" 'BEGIN { printf "%.1f", s * 1000 }')
     rss=$(rss_kb)
     [ "$t" = 5 ] && RSS5=$rss
-    printf '%4s %6s %10s %9s %8s %12s\n' "$t" "$code" "$ms" "$rss" "$(threads)" "$(established)"
+    printf '%4s %6s %10s %9s %8s %12s %6s\n' "$t" "$code" "$ms" "$rss" "$(threads)" "$(established)" "$(held)"
     if [ "$code" != 200 ] || awk -v m="$ms" 'BEGIN { exit !(m > 100) }'; then
         fails=$((fails + 1))
     fi

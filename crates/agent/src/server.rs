@@ -64,6 +64,16 @@ impl Default for Limits {
 /// placement socket, the probe) besides the connections.
 const RESERVED_FDS: u64 = 128;
 
+/// The listen backlog: how many connections the kernel completes and holds
+/// for the loop while it is busy (answering a scrape, or descheduled). A
+/// burst beyond it loses its SYNs, which the clients resend only after a
+/// second or more (the kernel logs "Possible SYN flooding"); within it,
+/// every connection waits in the queue and is accepted at the loop's next
+/// turn. 1,024 matches [`Limits::max_connections`]' default, so a burst of
+/// as many connections as the agent keeps is taken whole. The kernel caps it
+/// at `net.core.somaxconn` (4,096 by default since Linux 5.4, 128 before).
+pub const LISTEN_BACKLOG: i32 = 1024;
+
 /// Raises the soft limit of open descriptors towards the hard one, enough for
 /// `wanted` connections; returns how many connections the limit allows.
 fn room_for_connections(wanted: usize) -> usize {
@@ -491,6 +501,13 @@ pub fn start(addr: SocketAddr, shared: Arc<Shared>, mut limits: Limits) -> io::R
             ),
         )
     })?;
+    // std listens with a backlog of 128; listen again on the same socket
+    // sets the one chosen.
+    nix::sys::socket::listen(
+        &std_listener,
+        nix::sys::socket::Backlog::new(LISTEN_BACKLOG).map_err(io::Error::from)?,
+    )
+    .map_err(io::Error::from)?;
     std_listener.set_nonblocking(true)?;
     let addr = std_listener.local_addr()?;
     let mut listener = TcpListener::from_std(std_listener);
@@ -594,6 +611,58 @@ mod tests {
         );
         assert!(server.connections() <= 8, "{} open", server.connections());
         drop(idle);
+        server.stop();
+    }
+
+    #[test]
+    fn a_burst_of_a_thousand_connects_while_the_loop_is_busy_is_accepted_whole_by_the_server() {
+        const BURST: usize = 1000;
+        let somaxconn: usize = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0);
+        assert!(
+            somaxconn > BURST,
+            "net.core.somaxconn {somaxconn} caps the backlog below the burst"
+        );
+        let shared = Shared::new("7.7.7");
+        let server = start(
+            "127.0.0.1:0".parse().unwrap(),
+            Arc::clone(&shared),
+            Limits {
+                max_connections: BURST + 10,
+                ..Limits::default()
+            },
+        )
+        .unwrap();
+        // The loop answers this scrape and waits for the metrics meanwhile:
+        // it accepts nothing until they are let go.
+        let held = shared.metrics.lock().unwrap();
+        let mut busy = client(&server);
+        busy.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while server.connections() < 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        // Each connect completes in the kernel's queue or loses its SYN; a
+        // lost SYN is resent only after a second, so 200 ms tells them apart.
+        let mut burst = Vec::new();
+        for n in 0..BURST {
+            match Client::connect_timeout(&server.addr, Duration::from_millis(200)) {
+                Ok(c) => burst.push(c),
+                Err(e) => panic!("connection {n} of the burst was not queued: {e}"),
+            }
+        }
+        drop(held);
+        read_answer(&mut busy);
+        // Counted on the server's side: every connection of the burst accepted.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while server.connections() < BURST + 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(server.connections(), BURST + 1);
+        drop(burst);
         server.stop();
     }
 

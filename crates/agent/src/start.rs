@@ -47,8 +47,9 @@ fn read_config(choices: &Choices) -> io::Result<Option<Config>> {
         .config
         .clone()
         .unwrap_or_else(|| PathBuf::from(cpushield_config::DEFAULT_PATH));
-    match std::fs::read(&path) {
+    match cpushield_config::read_file(&path) {
         Ok(bytes) => Config::from_bytes(&path.display().to_string(), &bytes)
+            .and_then(|c| c.check_groups(&cpushield_kernel::group_exists).map(|()| c))
             .map(Some)
             .map_err(|e| invalid(e.to_string())),
         Err(e) if e.kind() == io::ErrorKind::NotFound && choices.config.is_none() => Ok(None),

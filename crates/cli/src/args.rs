@@ -36,6 +36,17 @@ pub fn cpu_set_on(text: &str, online: Option<&CpuSet>) -> Result<CpuSet, String>
     }
     let (set, reading) = CpuSet::parse_user_reading(text)
         .map_err(|e| format!("{e}; use a list like 1,3-4 or a mask like 0x8"))?;
+    if set.is_empty() {
+        let t = text.trim();
+        let read = match reading {
+            Reading::List => format!("read '{t}' as a CPU list, which names no CPU"),
+            Reading::PrefixedMask => format!("read '{t}' as a hex mask with no bit set"),
+            Reading::BareMask => format!("read '{t}' as the hex mask 0x{t}, with no bit set"),
+        };
+        return Err(format!(
+            "{read}: name at least one CPU, with a list like 1,3-4 or a mask like 0x8"
+        ));
+    }
     if reading == Reading::BareMask {
         if let Some(online) = online {
             let missing = set.difference(online);

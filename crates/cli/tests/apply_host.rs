@@ -82,3 +82,84 @@ fn apply_twice_is_a_no_op_dry_run_changes_nothing_and_reset_restores_everything(
     assert!(!text.contains("ASSERT-FAIL"), "{text}");
     assert!(text.contains("SCENARIO-DONE"), "{text}");
 }
+
+/// Whether the lock of the state in `state` is free this instant; if so,
+/// `while_held` runs while this test holds it (as a `reset` would).
+fn with_free_lock(state: &std::path::Path, while_held: impl FnOnce()) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(file) = std::fs::File::open(state.join("lock")) else {
+        return false;
+    };
+    // SAFETY: flock on a descriptor this function owns; closing it unlocks.
+    let got = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    if got {
+        while_held();
+    }
+    got
+}
+
+#[test]
+fn apply_holds_the_state_lock_from_its_shield_to_its_runtime_settings() {
+    if let Err(why) = can_shield_here(&["unshare"]) {
+        skip(&why);
+        return;
+    }
+    const TIMER_MIGRATION: &str = "/proc/sys/kernel/timer_migration";
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let original = read(TIMER_MIGRATION);
+    let flipped = if original.trim() == "0" { 1 } else { 0 };
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let cfg = dir.path().join("cpushield.toml");
+    std::fs::write(
+        &cfg,
+        format!("[shield]\nall = \"1\"\n\n[runtime]\ntimer_migration = {flipped}\n"),
+    )
+    .unwrap();
+    let before = system_state();
+    let shield_dir = support::cpuset_root().join("cpushield-shield");
+    let mut gaps = Vec::new();
+    let mut failures = Vec::new();
+    for round in 0..10 {
+        let mut apply = std::process::Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc", support::bin(), "apply"])
+            .arg("--config")
+            .arg(&cfg)
+            .env("CPUSHIELD_STATE_DIR", &state)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Whenever the lock is free while apply runs, the machine must be
+        // before apply (no shield) or after it (the setting made): never the
+        // shield up without its [runtime] part, where a reset could come in.
+        while apply.try_wait().unwrap().is_none() {
+            with_free_lock(&state, || {
+                if shield_dir.exists()
+                    && read(TIMER_MIGRATION) == original
+                    && gaps.last() != Some(&round)
+                {
+                    gaps.push(round);
+                }
+            });
+        }
+        let out = apply.wait_with_output().unwrap();
+        if !out.status.success() {
+            failures.push(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        let reset = std::process::Command::new(support::bin())
+            .args(["reset", "--namespace-gone"])
+            .env("CPUSHIELD_STATE_DIR", &state)
+            .output()
+            .unwrap();
+        assert!(reset.status.success(), "{reset:?}");
+    }
+    assert_eq!(before, system_state(), "IRQs or sysctls differ after reset");
+    assert_eq!(read(TIMER_MIGRATION), original);
+    support::assert_no_shield_cgroups();
+    assert!(failures.is_empty(), "apply failed: {failures:?}");
+    assert!(
+        gaps.is_empty(),
+        "the lock was free with the shield up and its [runtime] part not made, in rounds {gaps:?}"
+    );
+}

@@ -412,3 +412,160 @@ fn a_config_file_that_is_a_directory_or_not_utf8_says_so_not_create_it() {
         );
     }
 }
+
+/// Runs `args` with at most 1 GiB of address space (a command that reads
+/// without end fails on its own instead of filling the machine's memory),
+/// killed after `limit`; expects what [`refused`] expects.
+fn refused_within(args: &[&str], state: &std::path::Path, limit: Duration) -> String {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .env("CPUSHIELD_STATE_DIR", state)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let gib = 1 << 30;
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_AS, gib, gib)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut child = cmd.spawn().expect("run cpushield");
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?} still ran after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: not one line: {err}");
+    assert!(out.stdout.is_empty(), "{args:?} printed on stdout");
+    err
+}
+
+#[test]
+fn a_config_that_is_a_fifo_or_a_device_is_refused_as_not_a_regular_file_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.toml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let fifo = fifo.display().to_string();
+    for path in [fifo.as_str(), "/dev/zero"] {
+        for args in [
+            vec!["apply", "--dry-run", "--config", path],
+            vec!["agent", "--once", "--config", path],
+        ] {
+            let err = refused_within(&args, dir.path(), Duration::from_secs(5));
+            assert!(
+                err.contains(&format!("the config file {path} is not a regular file")),
+                "{args:?}: {err}"
+            );
+            assert!(err.contains("--config PATH"), "{args:?}: {err}");
+        }
+    }
+}
+
+#[test]
+fn a_config_over_one_mib_is_refused_naming_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.toml");
+    // Valid TOML throughout: only its size is wrong.
+    std::fs::write(&big, "# a comment line\n".repeat(128 * 1024)).unwrap();
+    let big = big.display().to_string();
+    for args in [
+        vec!["apply", "--dry-run", "--config", &big],
+        vec!["agent", "--once", "--config", &big],
+    ] {
+        let err = refused_within(&args, dir.path(), Duration::from_secs(5));
+        assert!(
+            err.contains(&format!("the config file {big} holds more than 1024 KiB")),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_key_a_megabyte_long_is_cut_to_a_readable_length_in_its_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("long.toml");
+    let key = "k".repeat(1_000_000);
+    std::fs::write(&file, format!("[shield]\n{key} = 1\n")).unwrap();
+    let file = file.display().to_string();
+    let err = refused_within(
+        &["apply", "--dry-run", "--config", &file],
+        dir.path(),
+        Duration::from_secs(5),
+    );
+    assert!(err.len() < 1000, "{} bytes: {:.300}", err.len(), err);
+    assert!(err.contains(&format!("{file}:2: key `")), "{err}");
+    assert!(err.contains(" bytes)"), "the length not said: {err}");
+}
+
+#[test]
+fn an_access_group_that_does_not_exist_is_refused_at_validation_with_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("access.toml");
+    std::fs::write(
+        &file,
+        "[shield]\nall = \"1\"\n\n[[access.grant]]\ngroup = \"nosuchgroup_zz\"\ncpus = \"1\"\nmax_priority = 10\n",
+    )
+    .unwrap();
+    let file = file.display().to_string();
+    // Only --dry-run: where the group is not refused, apply would shield.
+    let err = refused_within(
+        &["apply", "--dry-run", "--config", &file],
+        dir.path(),
+        Duration::from_secs(5),
+    );
+    assert!(
+        err.contains(&format!(
+            "{file}:5: key `access.grant.group`: group \"nosuchgroup_zz\" does not exist on this machine"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("groupadd nosuchgroup_zz"), "{err}");
+}
+
+#[test]
+fn cpu_lists_that_name_no_cpu_say_what_was_typed_and_how_it_was_read() {
+    for (typed, read) in [
+        ("0x0", "read '0x0' as a hex mask with no bit set"),
+        ("1:0/2", "read '1:0/2' as a CPU list, which names no CPU"),
+    ] {
+        let err = refused(&["shield", "--all", typed]);
+        assert!(err.contains(read), "{typed}: {err}");
+        assert!(err.contains("name at least one CPU"), "{typed}: {err}");
+    }
+}
+
+#[test]
+fn tune_with_a_load_directory_that_does_not_exist_says_so_once() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: tune checks its load directory only as root");
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let err = refused_within(
+        &[
+            "tune",
+            "--cpus",
+            "1",
+            "--load",
+            "fs",
+            "--dir",
+            "/nonexistent/dir",
+        ],
+        state.path(),
+        Duration::from_secs(10),
+    );
+    assert_eq!(
+        err.matches("--dir /nonexistent/dir").count(),
+        1,
+        "not once: {err}"
+    );
+}

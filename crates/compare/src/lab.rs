@@ -55,6 +55,13 @@ impl Lab {
         }
     }
 
+    /// Records a load's run directory in the shield's state, so that a
+    /// reset after a run killed before it stopped its load removes its
+    /// files. Nothing when no shield is up.
+    pub(crate) fn record_load_dir(&self, dir: &std::path::Path) {
+        let _ = cpushield_shield::state::record_load_dir_in(self.store.as_ref(), dir);
+    }
+
     /// Shields `cpus` from processes, IRQs and the local timer until the
     /// returned shield is lowered or dropped.
     pub(crate) fn raise_shield(&self, cpus: &CpuSet) -> Result<HeldShield<'_>, CompareError> {
@@ -109,6 +116,10 @@ pub trait Runs {
 pub trait LoadRun {
     /// Operations done so far, by workload.
     fn counters(&self) -> Vec<(String, u64)>;
+    /// The directory of its files, if it writes any.
+    fn run_dir(&self) -> Option<PathBuf> {
+        None
+    }
     /// Stops it and waits until it is gone.
     fn stop(self: Box<Self>);
 }
@@ -116,6 +127,9 @@ pub trait LoadRun {
 impl LoadRun for RunningLoad {
     fn counters(&self) -> Vec<(String, u64)> {
         RunningLoad::counters(self)
+    }
+    fn run_dir(&self) -> Option<PathBuf> {
+        Some(RunningLoad::run_dir(self).to_path_buf())
     }
     fn stop(self: Box<Self>) {
         let _ = RunningLoad::stop(*self);

@@ -512,6 +512,9 @@ impl<'a> Experiment<'a> {
                 crate::pending::WAIT,
             );
         }
+        if let (Some(_), Some(dir)) = (&self.shield, self.load.as_ref().and_then(|l| l.run_dir())) {
+            self.lab.record_load_dir(&dir);
+        }
         Ok(())
     }
 

@@ -391,19 +391,42 @@ pub struct ConfigError {
     pub remedy: String,
 }
 
+/// The longest word of a file's text an error repeats: a key a megabyte
+/// long is named by its start and its size, so the message stays one line
+/// a person can read.
+const LONGEST_QUOTED: usize = 64;
+
+/// `word` cut to [`LONGEST_QUOTED`] characters, with its length in bytes.
+fn cut(word: &str) -> std::borrow::Cow<'_, str> {
+    match word.char_indices().nth(LONGEST_QUOTED) {
+        Some((at, _)) => format!("{}… ({} bytes)", &word[..at], word.len()).into(),
+        None => word.into(),
+    }
+}
+
+/// `text` with each of its words cut as [`cut`] cuts one.
+fn cut_words(text: &str) -> String {
+    text.split(' ').map(cut).collect::<Vec<_>>().join(" ")
+}
+
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let problem = cut_words(&self.problem);
         if self.key.is_empty() {
             return write!(
                 f,
                 "{}:{}: {}; {}",
-                self.file, self.line, self.problem, self.remedy
+                self.file, self.line, problem, self.remedy
             );
         }
         write!(
             f,
             "{}:{}: key `{}`: {}; {}",
-            self.file, self.line, self.key, self.problem, self.remedy
+            self.file,
+            self.line,
+            cut(&self.key),
+            problem,
+            self.remedy
         )
     }
 }
@@ -463,6 +486,19 @@ fn key_at(text: &str, span: &Range<usize>) -> String {
 /// reading it): what is wrong and what to do.
 pub fn unreadable(path: &Path, error: &io::Error) -> String {
     let file = path.display();
+    if let Some(not) = error.get_ref().and_then(|e| e.downcast_ref::<NotAConfig>()) {
+        return match not {
+            NotAConfig::NotRegular => format!(
+                "the config file {file} is not a regular file (a FIFO, a device or a socket \
+                 would block or never end): name the config file itself with --config PATH"
+            ),
+            NotAConfig::TooLarge => format!(
+                "the config file {file} holds more than {} KiB, far more than any config: \
+                 name the config file itself with --config PATH",
+                MAX_CONFIG_BYTES / 1024
+            ),
+        };
+    }
     match error.kind() {
         io::ErrorKind::NotFound => format!(
             "the config file {file} does not exist: create it (every key is described in \
@@ -482,6 +518,59 @@ pub fn unreadable(path: &Path, error: &io::Error) -> String {
              --config PATH"
         ),
     }
+}
+
+/// The most a config file may hold: a config is a page of settings, and a
+/// file without end (`/dev/zero`) must not be read until memory runs out.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Why a path cannot be a config file, though it can be opened.
+#[derive(Debug)]
+enum NotAConfig {
+    /// A FIFO, a device or a socket: its read may block or never end.
+    NotRegular,
+    /// Over [`MAX_CONFIG_BYTES`].
+    TooLarge,
+}
+
+impl fmt::Display for NotAConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NotAConfig::NotRegular => write!(f, "not a regular file"),
+            NotAConfig::TooLarge => write!(f, "larger than {MAX_CONFIG_BYTES} bytes"),
+        }
+    }
+}
+
+impl std::error::Error for NotAConfig {}
+
+/// Reads a config file: a regular file (a directory is
+/// `ErrorKind::IsADirectory`; a FIFO, device or socket is refused before it
+/// is opened, since opening a FIFO blocks) of at most [`MAX_CONFIG_BYTES`].
+/// [`unreadable`] words each error.
+pub fn read_file(path: &Path) -> io::Result<Vec<u8>> {
+    let meta = std::fs::metadata(path)?;
+    if meta.is_dir() {
+        return Err(io::Error::from(io::ErrorKind::IsADirectory));
+    }
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            NotAConfig::NotRegular,
+        ));
+    }
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(
+        &mut io::Read::take(std::fs::File::open(path)?, MAX_CONFIG_BYTES + 1),
+        &mut bytes,
+    )?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            NotAConfig::TooLarge,
+        ));
+    }
+    Ok(bytes)
 }
 
 impl Config {
@@ -666,6 +755,37 @@ impl Config {
                 "write a CPU list such as \"1\" or \"2-3,6\"",
             )
         })
+    }
+
+    /// Refuses a group of `[access]` (a grant's, or `socket_group`) that
+    /// `exists` does not know, naming file, line and key. Parsing checks a
+    /// group's spelling; whether it exists is this machine's to say, so
+    /// every command that uses the file (`apply`, its `--dry-run`, the
+    /// agent) asks here, before any change.
+    pub fn check_groups(&self, exists: &dyn Fn(&str) -> bool) -> Result<(), ConfigError> {
+        let access = &self.content.access;
+        let named = access
+            .grant
+            .iter()
+            .map(|g| (&g.group, "access.grant.group"))
+            .chain(
+                access
+                    .socket_group
+                    .iter()
+                    .map(|g| (g, "access.socket_group")),
+            );
+        for (group, key) in named {
+            let name = group.get_ref();
+            if !exists(name) {
+                return Err(self.error(
+                    &group.span(),
+                    key,
+                    format!("group {name:?} does not exist on this machine"),
+                    &format!("create it (groupadd {name}) or name a group that exists"),
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn check_access_and_agent(&self) -> Result<(), ConfigError> {

@@ -582,3 +582,28 @@ fn isolated_tuned_unread_or_tuned_variables_alone_is_refused() {
     assert_eq!((err.line, err.key.as_str()), (3, "shield.isolated"));
     assert!(err.to_string().contains("does not exist"), "{err}");
 }
+
+#[test]
+fn a_group_the_machine_lacks_is_refused_with_file_line_and_key() {
+    let config =
+        parse("[[access.grant]]\ngroup = \"nosuchgroup_zz\"\ncpus = \"1\"\nmax_priority = 10\n")
+            .unwrap();
+    let err = config.check_groups(&|name| name == "rt").unwrap_err();
+    assert_eq!((err.line, err.key.as_str()), (2, "access.grant.group"));
+    assert!(
+        err.problem.contains("\"nosuchgroup_zz\" does not exist"),
+        "{err}"
+    );
+    assert!(err.remedy.contains("groupadd nosuchgroup_zz"), "{err}");
+    assert!(config.check_groups(&|_| true).is_ok());
+}
+
+#[test]
+fn a_key_a_megabyte_long_is_named_by_its_start_and_its_length() {
+    let key = "k".repeat(1_000_000);
+    let err = parse(&format!("[shield]\n{key} = 1\n")).unwrap_err();
+    let text = err.to_string();
+    assert!(text.len() < 600, "{} bytes", text.len());
+    assert!(text.contains("bytes)"), "{text}");
+    assert!(text.contains("cpushield.toml:2: key `"), "{text}");
+}

@@ -34,7 +34,8 @@ struct FakeState {
     sequences: BTreeMap<PathBuf, std::collections::VecDeque<String>>,
     dirs: BTreeSet<PathBuf>,
     affinity: BTreeMap<i32, CpuSet>,
-    refused: BTreeSet<PathBuf>,
+    /// Paths whose write fails, with the errno.
+    refused: BTreeMap<PathBuf, i32>,
     /// File systems not mounted, by mount point: their files appear on
     /// [`Kernel::mount`] and go again on [`Kernel::unmount`].
     unmounted: BTreeMap<PathBuf, FakeFiles>,
@@ -118,11 +119,16 @@ impl FakeKernel {
 
     /// Makes writes to `path` fail with EIO.
     pub fn refuse_writes(&self, path: impl AsRef<Path>) {
+        self.refuse_writes_with(path, libc::EIO);
+    }
+
+    /// Makes writes to `path` fail with `errno` (EPERM: a kernel's lockdown).
+    pub fn refuse_writes_with(&self, path: impl AsRef<Path>, errno: i32) {
         self.state
             .lock()
             .expect("fake lock")
             .refused
-            .insert(path.as_ref().to_path_buf());
+            .insert(path.as_ref().to_path_buf(), errno);
     }
 
     /// A copy of the current text of a file.
@@ -258,8 +264,8 @@ impl Kernel for FakeKernel {
 
     fn write(&self, path: &Path, data: &str) -> io::Result<()> {
         let mut st = self.state.lock().expect("fake lock");
-        if st.refused.contains(path) {
-            return Err(io::Error::from_raw_os_error(libc::EIO));
+        if let Some(&errno) = st.refused.get(path) {
+            return Err(io::Error::from_raw_os_error(errno));
         }
         if !st.files.contains_key(path) {
             return Err(not_found(path));
@@ -429,6 +435,17 @@ impl Kernel for FakeKernel {
         st.dirs.remove(path);
         st.files.retain(|p, _| p.parent() != Some(path));
         st.xattrs.retain(|(p, _), _| p != path);
+        Ok(())
+    }
+
+    fn remove_tree(&self, path: &Path) -> io::Result<()> {
+        let mut st = self.state.lock().expect("fake lock");
+        if !st.dirs.contains(path) {
+            return Err(io::Error::from_raw_os_error(libc::ENOENT));
+        }
+        st.files.retain(|p, _| !p.starts_with(path));
+        st.raw.retain(|p, _| !p.starts_with(path));
+        st.dirs.retain(|p| !p.starts_with(path));
         Ok(())
     }
 

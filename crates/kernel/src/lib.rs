@@ -65,6 +65,8 @@ pub trait Kernel: Send + Sync {
     fn mkdir(&self, path: &Path) -> io::Result<()>;
     /// Removes an empty directory (a cgroup).
     fn rmdir(&self, path: &Path) -> io::Result<()>;
+    /// Removes a directory and everything in it (the files a load left).
+    fn remove_tree(&self, path: &Path) -> io::Result<()>;
     /// The CPUs a thread may run on (sched_getaffinity).
     fn get_affinity(&self, tid: i32) -> io::Result<CpuSet>;
     /// Sets the CPUs a thread may run on (sched_setaffinity).
@@ -334,6 +336,8 @@ pub enum Change {
     Mkdir(PathBuf),
     /// A directory removal.
     Rmdir(PathBuf),
+    /// A directory removed with everything in it.
+    RemoveTree(PathBuf),
     /// An affinity change.
     Affinity(i32, CpuSet),
     /// An extended attribute set (name, value).
@@ -401,6 +405,13 @@ impl Kernel for RecordingKernel<'_> {
             .push(Change::Rmdir(path.to_path_buf()));
         self.inner.rmdir(path)
     }
+    fn remove_tree(&self, path: &Path) -> io::Result<()> {
+        self.log
+            .lock()
+            .expect("log lock")
+            .push(Change::RemoveTree(path.to_path_buf()));
+        self.inner.remove_tree(path)
+    }
     fn get_affinity(&self, tid: i32) -> io::Result<CpuSet> {
         self.inner.get_affinity(tid)
     }
@@ -459,6 +470,12 @@ impl Kernel for RecordingKernel<'_> {
 
 /// Files of a fake system, keyed by absolute path. Used to build a [`FakeKernel`].
 pub type FakeFiles = BTreeMap<PathBuf, String>;
+
+/// Whether this machine has the Unix group `name` (getgrnam_r, so the
+/// groups of every NSS source count).
+pub fn group_exists(name: &str) -> bool {
+    matches!(nix::unistd::Group::from_name(name), Ok(Some(_)))
+}
 
 #[cfg(test)]
 mod tests {

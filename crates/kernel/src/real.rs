@@ -128,6 +128,10 @@ impl Kernel for RealKernel {
         std::fs::remove_dir(path)
     }
 
+    fn remove_tree(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_dir_all(path)
+    }
+
     fn get_affinity(&self, tid: i32) -> io::Result<CpuSet> {
         // Large enough for 8192 CPUs.
         let mut words = [0u64; 128];

@@ -33,3 +33,10 @@ pub fn stop_on_signals(second: SecondSignal) -> io::Result<&'static AtomicBool> 
     }
     Ok(&STOP)
 }
+
+/// Sets the flag [`stop_on_signals`] returns, as a signal would: for a stop
+/// whose signal could not arrive (a parent that died before the child could
+/// hear of it).
+pub fn request_stop() {
+    STOP.store(true, Ordering::SeqCst);
+}

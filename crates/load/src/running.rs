@@ -106,10 +106,18 @@ impl Load {
     }
 }
 
+/// `cpushield-load-TAG-PID-N`: TAG is the started process's PID on the
+/// machine ([`cpushield_kernel::namespace::run_tag`]), so that the process a
+/// user started in a private namespace can find what its killed run left, and
+/// two runs in two namespaces (each its own PID 1) never share a directory.
 fn unique_run_dir(dir: &Path) -> PathBuf {
     static RUNS: AtomicU32 = AtomicU32::new(0);
     let n = RUNS.fetch_add(1, Ordering::Relaxed);
-    dir.join(format!("cpushield-load-{}-{n}", std::process::id()))
+    dir.join(format!(
+        "cpushield-load-{}-{}-{n}",
+        cpushield_kernel::namespace::run_tag(),
+        std::process::id()
+    ))
 }
 
 fn labels(plan: &Plan) -> Vec<(String, String)> {

@@ -76,6 +76,7 @@ pub fn saved_state(masks: crate::ShieldMasks, online: &str) -> crate::state::Sav
         set: Default::default(),
         unread_start_before: None,
         runtime: Default::default(),
+        load_dirs: Vec::new(),
     }
 }
 

@@ -75,6 +75,16 @@ pub enum ShieldError {
         /// Namespace of this invocation.
         here: String,
     },
+    /// `reset --namespace-gone` while the shield's namespace still exists.
+    #[error("the shield in {dir} was set up in PID namespace {saved}, which still exists ({alive}): a reset from outside it would pull the cgroups from under its running tasks, so nothing was changed; run `cpushield reset` in that namespace, or end its tasks and run `cpushield reset --namespace-gone` again")]
+    NamespaceAlive {
+        /// The state directory.
+        dir: String,
+        /// Namespace of the saved state.
+        saved: String,
+        /// What shows it alive: this process in it, or a process in it.
+        alive: String,
+    },
     /// The saved state holds values that cannot be restored on this machine.
     #[error("the shield state {path} cannot be restored exactly, so nothing was changed and it is kept: {}; correct those values by hand (docs/RELIABILITY.md), then run reset again", problems.join("; "))]
     BadState {
@@ -264,6 +274,108 @@ fn same_namespace(
         saved: saved.pid_namespace.clone(),
         here,
     })
+}
+
+/// How long `reset --namespace-gone` waits for the tasks of a namespace
+/// being torn down to end before it calls the namespace alive.
+const NAMESPACE_END_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// A process visible here, not a zombie, whose PID namespace is `ns`.
+fn process_in_namespace(kernel: &dyn Kernel, ns: &str) -> Option<String> {
+    let proc_dir = std::path::Path::new("/proc");
+    kernel
+        .read_dir(proc_dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|entry| entry.parse::<u32>().is_ok())
+        .find(|entry| {
+            let dir = proc_dir.join(entry);
+            let in_ns = kernel
+                .read_link(&dir.join("ns/pid"))
+                .is_ok_and(|link| link.to_string_lossy() == ns);
+            // A zombie has ended: only its exit status is left to collect.
+            let zombie = kernel
+                .read(&dir.join("stat"))
+                .ok()
+                .and_then(|stat| {
+                    stat.rsplit_once(") ")
+                        .and_then(|(_, rest)| rest.chars().next())
+                })
+                .is_some_and(|state| state == 'Z' || state == 'X');
+            in_ns && !zombie
+        })
+}
+
+/// Refuses, before any change, a `reset --namespace-gone` of a state whose
+/// PID namespace still exists: this process is in it, or a process this
+/// process can see is (its `/proc/PID/ns/pid` names the same inode). A
+/// namespace that is neither this one nor one below it shows no process
+/// here; its tasks are then looked for where they would be, in cpushield's
+/// cgroups.
+fn namespace_is_gone(
+    kernel: &dyn Kernel,
+    store: &dyn StateStore,
+    saved: &SavedState,
+) -> Result<(), ShieldError> {
+    if saved.pid_namespace.is_empty() {
+        return Ok(());
+    }
+    let alive = |what: String| ShieldError::NamespaceAlive {
+        dir: store.dir().display().to_string(),
+        saved: saved.pid_namespace.clone(),
+        alive: what,
+    };
+    if snapshot::pid_namespace(kernel) == saved.pid_namespace {
+        return Err(alive("this command runs in it".into()));
+    }
+    // cgroup v2 says whether a cgroup holds a task anywhere on the machine,
+    // whichever namespace reads it (v1 lists only the tasks the reader sees).
+    let populated = || {
+        saved.created_cgroups.iter().find(|dir| {
+            kernel
+                .read(&dir.join("cgroup.events"))
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l.trim() == "populated 1")
+        })
+    };
+    let evidence = || {
+        process_in_namespace(kernel, &saved.pid_namespace)
+            .map(|pid| format!("process {pid} here is in it"))
+            .or_else(|| populated().map(|dir| format!("{} holds tasks", dir.display())))
+    };
+    // A namespace whose init was just killed takes a moment to end its other
+    // tasks (each gets SIGKILL, then exits): they are waited for a while.
+    let deadline = std::time::Instant::now() + NAMESPACE_END_WAIT;
+    while let Some(what) = evidence() {
+        if std::time::Instant::now() >= deadline {
+            return Err(alive(what));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// Removes the run directories of a load that the state records
+/// ([`SavedState::load_dirs`]); notes what it could not remove.
+fn remove_load_dirs(kernel: &dyn Kernel, saved: &SavedState) -> Vec<Note> {
+    let mut notes = Vec::new();
+    for dir in &saved.load_dirs {
+        if !state::is_load_dir(dir) || !kernel.exists(dir) {
+            continue;
+        }
+        if let Err(e) = kernel.remove_tree(dir) {
+            notes.push(Note {
+                severity: steps::Severity::Warn,
+                text: format!(
+                    "the load's files in {} could not be removed: {e}",
+                    dir.display()
+                ),
+                remedy: Some(format!("rm -r {}", dir.display())),
+            });
+        }
+    }
+    notes
 }
 
 /// A snapshot to compare with `saved`, each task's start time in the
@@ -713,7 +825,9 @@ fn reset_locked(
         };
     };
     let mut saved = loaded.state;
-    if !namespace_gone {
+    if namespace_gone {
+        namespace_is_gone(kernel, store, &saved)?;
+    } else {
         same_namespace(kernel, store, &saved)?;
     }
     let path = store.dir().join(state::STATE_FILE).display().to_string();
@@ -780,6 +894,7 @@ fn reset_locked(
             break;
         }
     }
+    let load_notes = remove_load_dirs(kernel, &saved);
     let removed = state::remove_from(store);
     removed.map_err(|e| {
         std::io::Error::new(
@@ -792,6 +907,7 @@ fn reset_locked(
     notes.extend(followed_notes(kernel, &followed));
     notes.extend(recovered_note(loaded.recovered));
     notes.extend(runtime_notes);
+    notes.extend(load_notes);
     notes.extend(left_to_tuned.map(|text| Note {
         severity: steps::Severity::Info,
         text,

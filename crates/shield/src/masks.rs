@@ -34,6 +34,26 @@ impl ShieldMasks {
         self.procs.union(&self.irqs).union(&self.ltmr)
     }
 
+    /// The masks in words, for a message: `procs 1, irqs 1, ltmr 1` (a
+    /// kind with no CPU is left out).
+    pub fn describe(&self) -> String {
+        let kinds = [
+            ("procs", &self.procs),
+            ("irqs", &self.irqs),
+            ("ltmr", &self.ltmr),
+        ];
+        let named: Vec<String> = kinds
+            .iter()
+            .filter(|(_, set)| !set.is_empty())
+            .map(|(name, set)| format!("{name} {}", set.to_list()))
+            .collect();
+        if named.is_empty() {
+            "nothing".into()
+        } else {
+            named.join(", ")
+        }
+    }
+
     /// These masks with `other`'s CPUs added (a second `shield` call).
     pub fn union(&self, other: &Self) -> Self {
         Self {

@@ -138,6 +138,45 @@ pub fn is_runtime_file(path: &Path) -> bool {
     setting_of(path).is_some()
 }
 
+/// Where the kernel says its lockdown mode: the word in brackets
+/// (`none [integrity] confidentiality`).
+pub const LOCKDOWN: &str = "/sys/kernel/security/lockdown";
+
+/// The kernel's lockdown mode when it is on (`integrity`,
+/// `confidentiality`); `None` when it is off or the file is not there.
+pub fn lockdown(kernel: &dyn Kernel) -> Option<String> {
+    let text = kernel.read(Path::new(LOCKDOWN)).ok()?;
+    let mode = text
+        .split_once('[')?
+        .1
+        .split_once(']')?
+        .0
+        .trim()
+        .to_string();
+    (mode != "none").then_some(mode)
+}
+
+/// `error`, an access to `path` in debugfs, with its cause named when the
+/// kernel's lockdown refused it: EPERM then reads as a want of root, while
+/// the kernel's log names the lockdown ("Lockdown: …: debugfs access is
+/// restricted").
+pub fn debugfs_error(kernel: &dyn Kernel, path: &Path, error: io::Error) -> io::Error {
+    match (cpushield_kernel::os_errno(&error), lockdown(kernel)) {
+        (Some(libc::EPERM), Some(mode)) if path.starts_with(DEBUGFS) => {
+            cpushield_kernel::with_path_and_remedy(
+                error,
+                path,
+                format!(
+                    "the kernel's lockdown ({mode}, {LOCKDOWN}) restricts debugfs, as its log says; \
+                     boot without lockdown to change this at run time, or choose the preemption \
+                     model at boot (preempt=full on the kernel command line)"
+                ),
+            )
+        }
+        _ => cpushield_kernel::with_path(error, path),
+    }
+}
+
 /// Writes `value` to a run-time setting file; a debugfs file when debugfs is
 /// not mounted is reached by mounting it for the write, then unmounting it.
 pub fn write_setting(kernel: &dyn Kernel, path: &Path, value: &str) -> io::Result<()> {
@@ -145,15 +184,15 @@ pub fn write_setting(kernel: &dyn Kernel, path: &Path, value: &str) -> io::Resul
     if path.starts_with(debugfs) && !kernel.exists(path) {
         kernel
             .mount("debugfs", debugfs)
-            .map_err(|e| cpushield_kernel::with_path(e, debugfs))?;
+            .map_err(|e| debugfs_error(kernel, debugfs, e))?;
         let written = kernel.write(path, value);
         let unmounted = kernel.unmount(debugfs);
-        written.map_err(|e| cpushield_kernel::with_path(e, path))?;
+        written.map_err(|e| debugfs_error(kernel, path, e))?;
         return unmounted.map_err(|e| cpushield_kernel::with_path(e, debugfs));
     }
     kernel
         .write(path, value)
-        .map_err(|e| cpushield_kernel::with_path(e, path))
+        .map_err(|e| debugfs_error(kernel, path, e))
 }
 
 /// Writes back every journaled value, last changed first. A file that
@@ -286,5 +325,24 @@ mod tests {
             k.file("/proc/sys/kernel/timer_migration").as_deref(),
             Some("1")
         );
+    }
+
+    #[test]
+    fn a_debugfs_write_the_lockdown_refuses_names_the_lockdown_not_just_eperm() {
+        let k = FakeKernel::new();
+        let preempt = "/sys/kernel/debug/sched/preempt";
+        k.set_file(preempt, "none (voluntary) full");
+        k.refuse_writes_with(preempt, libc::EPERM);
+        let plain = write_setting(&k, Path::new(preempt), "full").unwrap_err();
+        assert!(!plain.to_string().contains("lockdown"), "{plain}");
+        k.set_file(LOCKDOWN, "none [integrity] confidentiality\n");
+        let e = write_setting(&k, Path::new(preempt), "full").unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("lockdown (integrity"), "{text}");
+        assert!(text.contains("preempt=full"), "{text}");
+        assert_eq!(cpushield_kernel::os_errno(&e), Some(libc::EPERM));
+        k.set_file(LOCKDOWN, "[none] integrity confidentiality\n");
+        let off = write_setting(&k, Path::new(preempt), "full").unwrap_err();
+        assert!(!off.to_string().contains("lockdown"), "{off}");
     }
 }

@@ -17,9 +17,11 @@ use std::path::{Path, PathBuf};
 /// (what the shield last set); version 3 tasks saved without their start time
 /// ([`SavedState::unread_start_before`]); version 4 wrote each task and each
 /// record of what was set as an array in field order. Version 5 writes every
-/// type as the object its fields derive. Versions 1 to 4 still load and reset
-/// (serde reads an array into a struct in field order).
-pub const STATE_VERSION: u32 = 5;
+/// type as the object its fields derive. Version 6 added
+/// [`SavedState::load_dirs`]. Versions 1 to 5 still load and reset (serde
+/// reads an array into a struct in field order; a field a version lacks is
+/// empty).
+pub const STATE_VERSION: u32 = 6;
 
 /// The oldest state format this cpushield still reads.
 pub const OLDEST_STATE_VERSION: u32 = 1;
@@ -194,6 +196,11 @@ pub struct SavedState {
     /// the values reset writes back (see [`crate::runtime`]).
     #[serde(default)]
     pub runtime: crate::runtime::RuntimeJournal,
+    /// The run directories of a load started beside the shield (`tune`,
+    /// `compare`): a run killed before it could stop its load leaves its
+    /// files there, and reset removes them (version 6).
+    #[serde(default)]
+    pub load_dirs: Vec<PathBuf>,
 }
 
 impl SavedState {
@@ -252,6 +259,7 @@ impl SavedState {
             set: SetRecords::default(),
             unread_start_before: None,
             runtime: Default::default(),
+            load_dirs: Vec::new(),
         }
     }
 
@@ -450,6 +458,14 @@ impl SavedState {
                 ));
             }
         }
+        for dir in &self.load_dirs {
+            if !is_load_dir(dir) {
+                out.push(format!(
+                    "load directory '{}' is not an absolute path named cpushield-load-*, so reset will not remove it",
+                    dir.display()
+                ));
+            }
+        }
         for (tid, a) in &self.adopted {
             if !cpu_set_ok(&a.requested) {
                 out.push(format!(
@@ -601,6 +617,50 @@ pub trait StateStore: Send + Sync {
     fn lock_for_reset(&self) -> io::Result<StateLock>;
 }
 
+/// A store whose lock the caller already holds: every read and write goes
+/// to `inner`, and taking the lock again (which `flock` would refuse the same
+/// process on a new descriptor until the first is released) is a no-op. For
+/// a command made of several steps that must be one locked operation
+/// (`apply`: shield, then its `[runtime]` settings).
+pub struct Locked<'a> {
+    inner: &'a dyn StateStore,
+    _lock: StateLock,
+}
+
+impl<'a> Locked<'a> {
+    /// Takes `inner`'s lock until the returned store is dropped.
+    pub fn take(inner: &'a dyn StateStore) -> io::Result<Self> {
+        Ok(Self {
+            inner,
+            _lock: inner.lock()?,
+        })
+    }
+}
+
+impl StateStore for Locked<'_> {
+    fn dir(&self) -> PathBuf {
+        self.inner.dir()
+    }
+    fn read(&self, name: &str) -> io::Result<Vec<u8>> {
+        self.inner.read(name)
+    }
+    fn exists(&self, name: &str) -> bool {
+        self.inner.exists(name)
+    }
+    fn write_atomically(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        self.inner.write_atomically(name, bytes)
+    }
+    fn remove(&self, name: &str) -> io::Result<()> {
+        self.inner.remove(name)
+    }
+    fn lock(&self) -> io::Result<StateLock> {
+        Ok(StateLock { _file: None })
+    }
+    fn lock_for_reset(&self) -> io::Result<StateLock> {
+        Ok(StateLock { _file: None })
+    }
+}
+
 enum StateCopy {
     Missing,
     Bad(String),
@@ -748,6 +808,38 @@ pub fn forget_runtime_in(store: &dyn StateStore, paths: &[PathBuf]) -> io::Resul
         store_in(store, &saved)?;
     }
     Ok(())
+}
+
+/// Whether `dir` may be a load's run directory: an absolute path without
+/// `..` whose last part is named as a load names it (`cpushield-load-*`).
+pub fn is_load_dir(dir: &Path) -> bool {
+    dir.is_absolute()
+        && !has_dot_dot(dir)
+        && dir
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("cpushield-load-"))
+}
+
+/// Records `dir`, a load's run directory, in the saved state of `store`, so
+/// that reset removes what a run killed before it stopped its load left
+/// there. Nothing when there is no state (the run then removes its own).
+pub fn record_load_dir_in(store: &dyn StateStore, dir: &Path) -> io::Result<()> {
+    if !is_load_dir(dir) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: not a load's run directory", dir.display()),
+        ));
+    }
+    let _lock = store.lock()?;
+    let Some(loaded) = load_from(store)? else {
+        return Ok(());
+    };
+    let mut saved = loaded.state;
+    if saved.load_dirs.iter().any(|d| d == dir) {
+        return Ok(());
+    }
+    saved.load_dirs.push(dir.to_path_buf());
+    store_in(store, &saved)
 }
 
 /// Removes the state file and its copy from `store` (after a complete reset).
@@ -1045,6 +1137,7 @@ mod tests {
             set: SetRecords::default(),
             unread_start_before: None,
             runtime: Default::default(),
+            load_dirs: Vec::new(),
         }
     }
 
@@ -1280,5 +1373,22 @@ mod tests {
             p.contains("file /proc/sys/kernel/timer_migration: saved value '7'"),
             "{p}"
         );
+    }
+
+    #[test]
+    fn a_version_5_state_loads_with_no_load_directory_and_a_bad_one_is_refused() {
+        let mut v5: serde_json::Value = serde_json::from_str(&encode(&sample())).unwrap();
+        v5["version"] = 5.into();
+        v5.as_object_mut().unwrap().remove("load_dirs");
+        let state = decode(v5.to_string().as_bytes()).unwrap();
+        assert!(state.load_dirs.is_empty());
+        let mut bad = sample();
+        bad.load_dirs = vec![
+            PathBuf::from("/home/user"),
+            PathBuf::from("/var/tmp/cpushield-load-1-1-0"),
+        ];
+        let problems = bad.problems();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("/home/user"), "{problems:?}");
     }
 }

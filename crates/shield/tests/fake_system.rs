@@ -1264,3 +1264,83 @@ fn what_tuned_sets_is_no_evidence_of_a_shield_whose_state_is_lost() {
         "7"
     );
 }
+
+#[test]
+fn reset_namespace_gone_while_that_namespace_lives_is_refused_before_any_change() {
+    let k = machine(&[(100, "0-3")]);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    let mut saved = saved_in(&store);
+    saved.pid_namespace = "pid:[1]".into();
+    put(&store, &saved);
+    // A process this reset can see is still in the shield's namespace.
+    k.set_file("/proc/100/ns/pid", "pid:[1]");
+    let shielded = k.files();
+    let state_before = store.copy(state::STATE_FILE);
+    let err = cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap_err();
+    assert!(
+        matches!(err, cpushield_shield::ShieldError::NamespaceAlive { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("process 100"), "{err}");
+    assert_eq!(k.files(), shielded, "nothing changed");
+    assert_eq!(
+        store.copy(state::STATE_FILE),
+        state_before,
+        "the state is not marked as being applied"
+    );
+    // Run from inside that namespace itself: refused too.
+    k.set_file("/proc/100/ns/pid", "pid:[4026531836]");
+    k.set_file("/proc/self/ns/pid", "pid:[1]");
+    let shielded = k.files();
+    let err = cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap_err();
+    assert!(err.to_string().contains("this command runs in it"), "{err}");
+    assert_eq!(k.files(), shielded, "nothing changed");
+    // Gone: no process in it, and this one elsewhere.
+    k.set_file("/proc/self/ns/pid", "pid:[4026531836]");
+    cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
+    assert!(state::load_from(&store).unwrap().is_none());
+}
+
+#[test]
+fn a_cgroup_v2_shield_cgroup_still_populated_shows_its_namespace_alive() {
+    let k = machine(&[(100, "0-3")]);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    let mut saved = saved_in(&store);
+    saved.pid_namespace = "pid:[1]".into();
+    put(&store, &saved);
+    let system = saved.created_cgroups[0].join("cgroup.events");
+    k.set_file(&system, "populated 1\nfrozen 0\n");
+    let shielded = k.files();
+    let err = cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap_err();
+    assert!(err.to_string().contains("holds tasks"), "{err}");
+    assert_eq!(k.files(), shielded, "nothing changed");
+}
+
+#[test]
+fn reset_removes_the_load_directories_the_state_records_and_only_those() {
+    let k = machine(&[(100, "0-3")]);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    let load = std::path::Path::new("/var/tmp/cpushield-load-4242-1-0");
+    k.set_file(load.join("fs/0/big"), "x");
+    k.set_file("/var/tmp/cpushield-load-5151-1-0/fs/0/big", "y");
+    state::record_load_dir_in(&store, load).unwrap();
+    assert!(
+        state::record_load_dir_in(&store, std::path::Path::new("/var/tmp/precious")).is_err(),
+        "a directory not named as a load's is never recorded"
+    );
+    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert!(
+        !k.has_dir(load.display().to_string()),
+        "the load's files are left"
+    );
+    assert!(
+        k.file("/var/tmp/cpushield-load-5151-1-0/fs/0/big")
+            .is_some(),
+        "another run's files were removed"
+    );
+    assert!(state::load_from(&store).unwrap().is_none());
+}

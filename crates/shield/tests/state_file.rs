@@ -39,6 +39,7 @@ fn sample() -> SavedState {
         set: Default::default(),
         unread_start_before: None,
         runtime: Default::default(),
+        load_dirs: Vec::new(),
     }
 }
 

@@ -20,18 +20,20 @@ pub enum RuntimeError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// Reading or writing the machine or the saved state failed.
-    #[error("{context}: {source}")]
+    // The error is part of the message and not a `source`: a chain printed
+    // whole (`{:#}`) would say it twice.
+    #[error("{context}: {error}")]
     Io {
         /// What was being done, with what the user can do about it.
         context: String,
         /// The error, errno kept.
-        source: io::Error,
+        error: io::Error,
     },
 }
 
 fn io_error(context: impl Into<String>) -> impl FnOnce(io::Error) -> RuntimeError {
     let context = context.into();
-    move |source| RuntimeError::Io { context, source }
+    move |error| RuntimeError::Io { context, error }
 }
 
 /// The `[runtime]` changes against the machine as it is now.

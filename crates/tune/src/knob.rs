@@ -259,6 +259,14 @@ impl Machine {
         let preempt_read = kernel.read(Path::new(PREEMPT_FILE));
         let debugfs_problem = match &preempt_read {
             Err(e) if kernel.exists(Path::new(PREEMPT_FILE)) => {
+                let e = cpushield_shield::runtime::debugfs_error(
+                    kernel,
+                    Path::new(PREEMPT_FILE),
+                    cpushield_kernel::os_errno(e).map_or_else(
+                        || std::io::Error::new(e.kind(), e.to_string()),
+                        std::io::Error::from_raw_os_error,
+                    ),
+                );
                 Some(format!("the kernel refuses to read it ({e})"))
             }
             _ => None,

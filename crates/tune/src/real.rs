@@ -53,6 +53,8 @@ pub enum TuneError {
     /// Bad input or an unusable machine, with the remedy; nothing changed.
     #[error("{0}")]
     Refused(String),
+    // The load's and the shield's errors are part of the message, not its
+    // `source`: a chain printed whole (`{:#}`) would say them twice.
     /// The load failed.
     #[error("load: {0}")]
     Load(cpushield_load::LoadError),
@@ -82,6 +84,18 @@ impl From<cpushield_shield::ShieldError> for TuneError {
 impl From<io::Error> for TuneError {
     fn from(e: io::Error) -> Self {
         TuneError::Io(e)
+    }
+}
+
+impl From<cpushield_load::LoadError> for TuneError {
+    fn from(e: cpushield_load::LoadError) -> Self {
+        TuneError::Load(e)
+    }
+}
+
+impl From<cpushield_shield::ShieldError> for TuneError {
+    fn from(e: cpushield_shield::ShieldError) -> Self {
+        TuneError::Shield(e)
     }
 }
 
@@ -177,7 +191,10 @@ fn reach_debugfs() -> (Option<Debugfs>, Option<String>) {
         ),
         Err(e) => (
             None,
-            Some(format!("mounting debugfs on {}: {e}", knob::DEBUGFS)),
+            Some(format!(
+                "mounting debugfs: {}",
+                cpushield_shield::runtime::debugfs_error(&kernel, Path::new(knob::DEBUGFS), e)
+            )),
         ),
     }
 }
@@ -270,6 +287,10 @@ pub fn run(
     };
     let store = FileStore::from_env();
     let shield = HeldShield::raise(&RealKernel, &store, &ShieldMasks::all(&config.cpus), root())?;
+    // A run killed from here on leaves the load's files to reset.
+    if let Some(load) = &load {
+        let _ = cpushield_shield::state::record_load_dir_in(&store, load.run_dir());
+    }
     // On cgroup v2 the probe's thread joins the shield alone only from the
     // root cgroup (placement::enter_root_cgroup); back where it was after.
     let own_cgroup = cpushield_shield::layout::detect(&RealKernel).and_then(|layout| {

@@ -150,6 +150,13 @@ pub fn files_for(
             .filter_map(|c| machine.cpus.get(&c).map(|f| f.siblings.clone()))
             .fold(CpuSet::new(), |a, s| a.union(&s))
             .difference(cpus);
+        if siblings.is_empty() {
+            return Err(refuse(
+                "runtime.smt_siblings_offline",
+                format!("the shielded CPUs {cpus} have no SMT sibling on this machine (SMT is off or absent)"),
+                "remove the key",
+            ));
+        }
         if siblings.contains(0) {
             return Err(refuse(
                 "runtime.smt_siblings_offline",
@@ -324,5 +331,20 @@ mod tests {
             .unwrap_err()
             .problem
             .contains("cgroup v1"));
+    }
+
+    #[test]
+    fn smt_siblings_offline_on_a_machine_without_smt_is_refused_naming_its_key() {
+        let mut m = machine();
+        for files in m.cpus.values_mut() {
+            files.siblings = CpuSet::new();
+        }
+        let s = RuntimeSettings {
+            smt_siblings_offline: true,
+            ..Default::default()
+        };
+        let err = files_for(&m, &CpuSet::from_cpus([3]), &s).unwrap_err();
+        assert_eq!(err.key, "runtime.smt_siblings_offline");
+        assert!(err.problem.contains("no SMT sibling"), "{}", err.problem);
     }
 }

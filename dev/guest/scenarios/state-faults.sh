@@ -145,6 +145,11 @@ scenario_main() {
         CS_RC=$?
         refused "second-scope-${verb%% *}" /tmp/shielded "PID namespace"
     done
+    # reset --namespace-gone from that second scope while the shield's namespace lives:
+    # refused before any change (cgroup v2 shows our cgroups populated to any reader).
+    unshare -p -f -m --mount-proc sh -c "$CS reset --namespace-gone" >/tmp/cs.out 2>/tmp/cs.err
+    CS_RC=$?
+    refused second-scope-reset-namespace-gone /tmp/shielded "which still exists"
 
     # --- run --pid --fifo, then a reset killed half way, then reset. ---
     cs_ok fifo/run run --cpus 3 --pid "$S" --fifo 10

@@ -25,13 +25,14 @@ pub struct ApplyArgs {
 
 /// Reads and checks the file; every problem is one line naming file, line and key.
 fn load(
-    path: &PathBuf,
+    path: &std::path::Path,
     online: &cpushield_cpuset::CpuSet,
 ) -> anyhow::Result<(ShieldMasks, Config)> {
     let file = path.display().to_string();
-    let bytes =
-        std::fs::read(path).map_err(|e| anyhow::anyhow!(cpushield_config::unreadable(path, &e)))?;
+    let bytes = cpushield_config::read_file(path)
+        .map_err(|e| anyhow::anyhow!(cpushield_config::unreadable(path, &e)))?;
     let mut config = Config::from_bytes(&file, &bytes)?;
+    config.check_groups(&cpushield_kernel::group_exists)?;
     // `isolated = "tuned"`: tuned's variables file holds the CPUs.
     if let Some(vars) = config.tuned_variables_path() {
         let text = std::fs::read_to_string(&vars)
@@ -52,12 +53,16 @@ fn load(
     Ok((desired.masks, config))
 }
 
-/// Runs `cpushield apply`.
+/// Runs `cpushield apply`: one operation under the state lock, from reading
+/// the saved masks to the last `[runtime]` setting, so that no other
+/// cpushield command (a `reset`) can come between its steps. An error after
+/// a change names what did change.
 pub fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     let kernel = RealKernel;
     let online = cpushield_kernel::online_cpus(&kernel).context("reading the online CPUs")?;
     let (desired, config) = load(&args.config, &online)?;
-    let store = state::FileStore::from_env();
+    let files = state::FileStore::from_env();
+    let store = state::Locked::take(&files)?;
     let current = state::load_from(&store)?
         .map(|l| l.state.masks)
         .unwrap_or_default();
@@ -81,20 +86,36 @@ pub fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         is_root: nix::unistd::geteuid().is_root(),
         whole_cores: false,
     };
+    // What changed so far, for an error that comes after it.
+    let mut changed: Vec<String> = Vec::new();
+    let after = |changed: &[String], e: &dyn std::fmt::Display| {
+        if changed.is_empty() {
+            anyhow::anyhow!("{e}")
+        } else {
+            anyhow::anyhow!(
+                "{e}; before this, apply changed: {} (`cpushield reset` undoes it, or run apply again)",
+                changed.join("; ")
+            )
+        }
+    };
     for change in &plan.changes {
-        let (mut report, verb) = match change {
-            Change::Shield(m) => (cpushield_shield::shield(&kernel, m, options)?, "shielded"),
-            Change::Unshield(m) => (
-                cpushield_shield::unshield(&kernel, m, options)?,
-                "shield now",
-            ),
-            Change::Reset => (cpushield_shield::reset(&kernel, options)?, "reset"),
+        let done = match change {
+            Change::Shield(m) => cpushield_shield::shield_in(&kernel, &store, m, options)
+                .map(|r| (r, "shielded", format!("shielded {}", m.describe()))),
+            Change::Unshield(m) => cpushield_shield::unshield_in(&kernel, &store, m, options)
+                .map(|r| (r, "shield now", format!("unshielded {}", m.describe()))),
+            Change::Reset => cpushield_shield::reset_in(&kernel, &store, options)
+                .map(|r| (r, "reset", "reset the shield".to_string())),
         };
+        let (mut report, verb, what) = done.map_err(|e| after(&changed, &e))?;
         cpushield_shield::irq_moves::note_pending(&kernel, &mut report);
         print!("{}", render::render_report(&report, verb));
+        changed.push(what);
     }
     if !desired.is_empty() {
-        for applied in runtime::apply(&kernel, &store, &config, &desired.procs)? {
+        let applied = runtime::apply(&kernel, &store, &config, &desired.procs)
+            .map_err(|e| after(&changed, &e))?;
+        for applied in applied {
             println!("{applied}");
         }
     }

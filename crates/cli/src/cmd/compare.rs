@@ -8,7 +8,6 @@ use cpushield_compare::check_audit::CheckAudit;
 use cpushield_compare::idle::IdleMode;
 use cpushield_compare::{runner, CompareConfig, Scenario, Scope};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::namespace;
 use cpushield_kernel::RealKernel;
 use cpushield_measure::Period;
 use cpushield_report::human_ns;
@@ -408,7 +407,10 @@ fn execute(
             printing,
         )));
     }
-    let code = namespace::run_private(|| experiment(&config, &out, max_latency, printing).into())?;
+    let code = super::private::run(
+        || experiment(&config, &out, max_latency, printing).into(),
+        &config.load_dir,
+    )?;
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(EXIT_ERROR)))
 }
 

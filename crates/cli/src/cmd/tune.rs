@@ -6,7 +6,6 @@ use crate::args::{cpu_set, duration, EXIT_ERROR, EXIT_OK};
 use crate::progress;
 use clap::Args;
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::namespace;
 use cpushield_kernel::RealKernel;
 use cpushield_measure::Period;
 use cpushield_tune::real::{self, TuneConfig};
@@ -110,7 +109,7 @@ pub fn tune(args: TuneArgs) -> anyhow::Result<ExitCode> {
     crate::output::check_dir(&out, "--out")?;
     real::preflight(&config)?;
     super::reserved::guard("tune", &config.cpus, cpushield_rt::reserve::CpuUse::Place)?;
-    let code = namespace::run_private(|| session(&config, &out).into())?;
+    let code = super::private::run(|| session(&config, &out).into(), &config.load_dir)?;
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(EXIT_ERROR)))
 }
 
