@@ -53,8 +53,6 @@ pub enum TuneError {
     /// Bad input or an unusable machine, with the remedy; nothing changed.
     #[error("{0}")]
     Refused(String),
-    // The load's and the shield's errors are part of the message, not its
-    // `source`: a chain printed whole (`{:#}`) would say them twice.
     /// The load failed.
     #[error("load: {0}")]
     Load(cpushield_load::LoadError),
@@ -84,18 +82,6 @@ impl From<cpushield_shield::ShieldError> for TuneError {
 impl From<io::Error> for TuneError {
     fn from(e: io::Error) -> Self {
         TuneError::Io(e)
-    }
-}
-
-impl From<cpushield_load::LoadError> for TuneError {
-    fn from(e: cpushield_load::LoadError) -> Self {
-        TuneError::Load(e)
-    }
-}
-
-impl From<cpushield_shield::ShieldError> for TuneError {
-    fn from(e: cpushield_shield::ShieldError) -> Self {
-        TuneError::Shield(e)
     }
 }
 

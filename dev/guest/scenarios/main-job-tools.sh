@@ -7,11 +7,14 @@
 # random instructions); `tune` at its smallest budget. Each exits as
 # documented; the commands that write a report write it; no verdict, finding or output
 # line names a cpushield process; the machine is as found afterwards.
+# On 6.12 PREEMPT_RT only, to keep the suite under CI's 40 minutes: the defaults'
+# compare runs on both kernels (main-job-4).
 # guest-test: main_job_tools_on_4_cpus_each_exit_as_documented_and_leave_the_machine_as_found
 # guest-cost: 260
 # guest-mem: 1024
 # guest-timeout: 1200
 # guest-tcg: single
+# guest-kernels: 6.12-rt
 GUEST_CGROUP=v2
 
 scenario_main() {
