@@ -59,8 +59,17 @@ kill $ALL
 echo SCENARIO-DONE
 "#;
 
+/// One shield on this machine at a time: the tests of this file run on
+/// threads of one process, and two shields with two state directories
+/// refuse each other (the second finds the first's cgroups without its state).
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 #[test]
 fn apply_twice_is_a_no_op_dry_run_changes_nothing_and_reset_restores_everything() {
+    let _serial = serial();
     if let Err(why) = can_shield_here(&["unshare"]) {
         skip(&why);
         return;
@@ -100,6 +109,7 @@ fn with_free_lock(state: &std::path::Path, while_held: impl FnOnce()) -> bool {
 
 #[test]
 fn apply_holds_the_state_lock_from_its_shield_to_its_runtime_settings() {
+    let _serial = serial();
     if let Err(why) = can_shield_here(&["unshare"]) {
         skip(&why);
         return;
