@@ -494,17 +494,20 @@ impl<'a> Experiment<'a> {
             // from the root cgroup. Should the move fail, the placement says
             // so with its remedy.
             let kernel = self.lab.kernel.as_ref();
-            // A partition's change makes some kernels (6.1) give every task
-            // of the cgroup its CPUs, this thread's pin included.
-            if let Some(cpus) = &self.housekeeping {
-                let _ = kernel.set_affinity(0, cpus);
-            }
             if let Some(layout) = cpushield_shield::layout::detect(kernel) {
                 if let Ok(Some(cgroup)) =
                     cpushield_shield::placement::enter_root_cgroup(kernel, &layout)
                 {
                     self.own_cgroup = Some((layout, cgroup));
                 }
+            }
+            // The partition's change (6.1) and the move to the root cgroup
+            // gave this process's threads the root's CPUs, the unshielded one
+            // that unshielded-cpu measures included (the tracer's reader was
+            // seen running there on 6.12): pinned again after both. No
+            // measuring thread runs yet; each scenario starts its own later.
+            if let Some(cpus) = &self.housekeeping {
+                cpushield_shield::placement::pin_own_threads(kernel, cpus);
             }
             self.shield_notes = crate::pending::settle(
                 self.lab.kernel.as_ref(),

@@ -171,6 +171,20 @@ pub fn enter_root_cgroup(
     Ok(Some(cgroup))
 }
 
+/// Sets every thread of this process to `cpus`. A move between cgroups gives
+/// each thread moved its new cgroup's CPUs, and so, on some kernels (6.1),
+/// does a change of the partition the process is in: a caller that keeps
+/// its threads off CPUs it measures sets them again after either. Threads
+/// that exit meanwhile are passed over.
+pub fn pin_own_threads(kernel: &dyn Kernel, cpus: &CpuSet) {
+    let _ = kernel.set_affinity(0, cpus);
+    if let Ok(tids) = kernel.read_dir(std::path::Path::new("/proc/self/task")) {
+        for tid in tids.iter().filter_map(|t| t.parse::<i32>().ok()) {
+            let _ = kernel.set_affinity(tid, cpus);
+        }
+    }
+}
+
 /// Gives this process back the cgroup [`enter_root_cgroup`] took it from.
 pub fn leave_root_cgroup(
     kernel: &dyn Kernel,
