@@ -452,7 +452,7 @@ impl TraceSession {
                     started_ns: cpushield_kernel::clock::now_ns(),
                     tracker: opts.watch.clone().map(watch::WakeupTracker::new),
                 };
-                let housekeeping = online_minus(kernel.as_ref(), cpus);
+                let housekeeping = reader_cpus(kernel.as_ref(), cpus);
                 let pin_kernel = kernel.clone();
                 let handle = std::thread::Builder::new()
                     .name("cpushield-trace".into())
@@ -854,4 +854,51 @@ fn remove_stale_instances(k: &dyn Kernel, root: &Path) {
 fn online_minus(k: &dyn Kernel, cpus: &CpuSet) -> Option<CpuSet> {
     let hk = cpushield_kernel::online_cpus(k).ok()?.difference(cpus);
     (!hk.is_empty()).then_some(hk)
+}
+
+/// Where the reader reads: the CPUs not traced, within the CPUs of the
+/// thread that starts the session when they share any. A caller that keeps
+/// its own threads off more CPUs than these (compare keeps off every CPU one
+/// of its scenarios measures, not only the one traced now) keeps its reader
+/// there too.
+fn reader_cpus(k: &dyn Kernel, traced: &CpuSet) -> Option<CpuSet> {
+    let hk = online_minus(k, traced)?;
+    let within_caller = k
+        .get_affinity(0)
+        .map(|caller| caller.intersection(&hk))
+        .unwrap_or_default();
+    Some(if within_caller.is_empty() {
+        hk
+    } else {
+        within_caller
+    })
+}
+
+#[cfg(test)]
+mod reader_cpus_tests {
+    use super::reader_cpus;
+    use cpushield_cpuset::CpuSet;
+    use cpushield_kernel::FakeKernel;
+
+    fn machine(caller: &str) -> FakeKernel {
+        let k = FakeKernel::new();
+        k.set_file("/sys/devices/system/cpu/online", "0-3\n");
+        k.set_thread_affinity(0, CpuSet::parse_list(caller).unwrap());
+        k
+    }
+
+    #[test]
+    fn the_reader_keeps_to_the_callers_cpus_within_those_not_traced() {
+        let traced = CpuSet::parse_list("3").unwrap();
+        // compare's runner keeps to 0-1 (CPU 2 is measured by another of its
+        // scenarios): the reader does not widen onto CPU 2.
+        let got = reader_cpus(&machine("0-1"), &traced).unwrap();
+        assert_eq!(got.to_list(), "0-1");
+        // A caller on every CPU (measure latency): every CPU not traced.
+        let got = reader_cpus(&machine("0-3"), &traced).unwrap();
+        assert_eq!(got.to_list(), "0-2");
+        // A caller only on the traced CPU: never there.
+        let got = reader_cpus(&machine("3"), &traced).unwrap();
+        assert_eq!(got.to_list(), "0-2");
+    }
 }
