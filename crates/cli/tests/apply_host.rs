@@ -4,6 +4,7 @@
 //! ends where the file says, and `reset` restores everything.
 
 mod support;
+use support::serial;
 
 use support::{can_shield_here, run_scenario_in_pid_namespace, skip, system_state};
 
@@ -58,14 +59,6 @@ after="$(aff $ALL) $(cg $ALL) $(aff $$) $(cg $$)"
 kill $ALL
 echo SCENARIO-DONE
 "#;
-
-/// One shield on this machine at a time: the tests of this file run on
-/// threads of one process, and two shields with two state directories
-/// refuse each other (the second finds the first's cgroups without its state).
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 #[test]
 fn apply_twice_is_a_no_op_dry_run_changes_nothing_and_reset_restores_everything() {

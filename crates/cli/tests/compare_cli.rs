@@ -3,6 +3,7 @@
 //! resets the shield, stops the load and restores every IRQ.
 
 mod support;
+use support::serial;
 
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -18,13 +19,6 @@ fn is_root() -> bool {
         .unwrap_or_default()
         .lines()
         .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-}
-
-/// One shielding compare at a time: two in parallel move the same IRQs, and
-/// one test's "after" would read the other's shield.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn assert_machine_restored(before: &[(String, String)], state: &Path) {

@@ -6,13 +6,8 @@ use std::path::Path;
 use std::process::Command;
 
 mod support;
+use support::serial;
 use support::{bin, skip, system_state};
-
-/// The host tests shield the same cpuset hierarchy: one at a time.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// Root, unshare(1) and a second CPU: or why not.
 fn can_shield_here() -> Result<(), String> {

@@ -287,8 +287,7 @@ const COMPARE: &[&str] = &[
 
 fn every_stop(program: &[&str], window: std::ops::Range<u64>) {
     // One shield at a time: both tests shield CPU 1.
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = support::serial();
     if let Err(why) = can_run_here() {
         skip(&why);
         return;

@@ -9,12 +9,8 @@ use std::process::Command;
 use std::time::Duration;
 
 mod support;
+use support::serial;
 use support::{bin, skip};
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// What tune may change, read from the machine: the IRQ masks and the
 /// local-timer sysctls (support), the sysctls of its knobs, the workqueue

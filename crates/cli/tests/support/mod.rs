@@ -6,6 +6,15 @@
 
 use std::process::Command;
 
+/// One shield on this machine at a time: the tests of a file run on threads
+/// of one process, and two shields at once move the same IRQs and cpusets
+/// (the second finds the first's cgroups without its state, or one test's
+/// "after" reads the other's shield). Each test that shields holds this.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// The cpushield binary under test.
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_cpushield")
