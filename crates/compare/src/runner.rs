@@ -502,10 +502,9 @@ impl<'a> Experiment<'a> {
                 }
             }
             // The partition's change (6.1) and the move to the root cgroup
-            // gave this process's threads the root's CPUs, the unshielded one
-            // that unshielded-cpu measures included (the tracer's reader was
-            // seen running there on 6.12): pinned again after both. No
-            // measuring thread runs yet; each scenario starts its own later.
+            // give this process's threads the root's CPUs, the unshielded one
+            // that unshielded-cpu measures included: pinned again after both.
+            // No measuring thread runs yet; each scenario starts its own later.
             if let Some(cpus) = &self.housekeeping {
                 cpushield_shield::placement::pin_own_threads(kernel, cpus);
             }
