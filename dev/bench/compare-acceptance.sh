@@ -59,7 +59,7 @@ for i in $(seq 1 "$RUNS"); do
       ($v.remains[] | "remains, needs \(.needs): \(.what | join(", ")) (fix: \(.fix))"),
       (.scenarios[] | "  \(.name): max \(.latency.max_ns | ms) ms, idle \(.idle.policy) (halt \((.idle.halt_max_ns // 0) | ms) / poll \((.idle.poll_max_ns // 0) | ms) ms)"
         + (if .attribution then
-             ", above \(.attribution.threshold_ns / 1000 | floor) us: \(.attribution.samples_above) samples (\(.attribution.samples_with_outside) with time outside), named \((.attribution.named_ns * 1000 / ([.attribution.latency_ns, 1] | max) | round) / 10)%"
+             ", above \(.attribution.threshold_ns / 1000 | floor) us: \(.attribution.samples_above) samples (\(.attribution.samples_with_outside) with time outside), named \(if .attribution.latency_ns == 0 then "- (nothing above)" else "\((.attribution.named_ns * 1000 / .attribution.latency_ns | round) / 10)%" end)"
              + ", guest worst \(.attribution.guest_worst_ns | ms) ms (low \((.attribution.guest_worst_low_ns // .attribution.guest_worst_ns) | ms)), outside max \(.attribution.outside_worst_ns | ms) ms"
              + ", outside total \(.attribution.outside_ns | ms) ms vs steal \(.attribution.steal_ns | ms) ms"
            else "" end)
@@ -71,7 +71,7 @@ for i in $(seq 1 "$RUNS"); do
       | select(.guest and .worst_ns > 100000)
       | "  shielded guest cause > 100 us: \(.kind) \(.name), worst \(.worst_ns / 1000 | floor) us, fix: \(.fix // "NONE")"' \
         "$WORK/run$i/report.json"
-    jq -c '{category: .verdict.category, raw: .verdict.loaded_over_shielded, guest: .verdict.guest_loaded_over_shielded, guest_low: .verdict.guest_loaded_over_shielded_low, anchors: [.verdict.anchors[] | {tool, terms, ratio, agrees}], agrees: .verdict.anchor_agrees, shielded_guest_ns: (.scenarios[] | select(.name=="shielded") | .attribution.guest_worst_ns), min_named: ([.scenarios[] | .attribution | select(.) | (.named_ns / ([.latency_ns,1]|max))] | min)}' \
+    jq -c '{category: .verdict.category, raw: .verdict.loaded_over_shielded, guest: .verdict.guest_loaded_over_shielded, guest_low: .verdict.guest_loaded_over_shielded_low, anchors: [.verdict.anchors[] | {tool, terms, ratio, agrees}], agrees: .verdict.anchor_agrees, shielded_guest_ns: (.scenarios[] | select(.name=="shielded") | .attribution.guest_worst_ns), min_named: ([.scenarios[] | .attribution | select(. and .latency_ns > 0) | (.named_ns / .latency_ns)] | min)}' \
         "$WORK/run$i/report.json" >>"$WORK/summary.jsonl"
 done
 
@@ -85,7 +85,7 @@ if [ -s "$WORK/summary.jsonl" ]; then
       "anchors: \([.[].anchors[]] | group_by(.tool) | map("\(.[0].tool): agrees \(map(select(.agrees == true)) | length), DISAGREES \(map(select(.agrees == false)) | length), not compared \(map(select(.agrees == null)) | length), in the guest \(map(select(.terms == "in the guest")) | length)/\(length)") | join("; "))",
       "effect in the guest: median \(map(.guest) | median | r) (low ends: median \(map(.guest_low // .guest) | median | r)); raw: median \(map(.raw) | median | r); cyclictest in the guest: median \([.[].anchors[] | select(.tool == "cyclictest") | .ratio] | median | r)",
       "shielded guest-caused worst: median \(map(.shielded_guest_ns) | median / 1000 | floor) us, max \(map(.shielded_guest_ns) | max / 1000 | floor) us",
-      "lowest share of latency above the threshold charged to a named cause, per run: \(map(.min_named * 1000 | round / 10) | join("%, "))%"
+      "lowest share of latency above the threshold charged to a named cause, per run: \(map(if .min_named == null then "-" else "\(.min_named * 1000 | round / 10)%" end) | join(", "))"
     ' "$WORK/summary.jsonl"
 else
     echo "no run wrote a report"
