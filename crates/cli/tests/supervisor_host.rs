@@ -17,33 +17,6 @@ use std::time::{Duration, Instant};
 mod support;
 use support::{bin, skip};
 
-/// What a run may change: IRQ masks, the local-timer sysctls (support), the
-/// knobs' sysctls, the workqueue mask and the cpuset tree.
-fn machine_state() -> Vec<(String, String)> {
-    let mut out = support::system_state();
-    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_else(|e| format!("<{e}>"));
-    for p in [
-        "/proc/sys/kernel/sched_rt_runtime_us",
-        "/proc/sys/kernel/timer_migration",
-        "/sys/devices/virtual/workqueue/cpumask",
-        "/sys/devices/system/cpu/online",
-    ] {
-        out.push((p.into(), read(p)));
-    }
-    let root = support::cpuset_root();
-    for e in std::fs::read_dir(&root).unwrap().flatten() {
-        if e.path().is_dir() {
-            let cpus = e.path().join("cpuset.cpus");
-            out.push((
-                cpus.display().to_string(),
-                read(&cpus.display().to_string()),
-            ));
-        }
-    }
-    out.sort();
-    out
-}
-
 /// The files under `dir`, by path.
 fn files_under(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
@@ -144,7 +117,7 @@ fn stop_one(program: &[&str], window: std::ops::Range<u64>, signal: &str, target
     let state = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let load = tempfile::tempdir().unwrap();
-    let before = machine_state();
+    let before = support::tunable_state();
     let child = Command::new(bin())
         .args(program)
         .arg("--out")
@@ -239,7 +212,7 @@ fn stop_one(program: &[&str], window: std::ops::Range<u64>, signal: &str, target
             "{what}: `{command}` failed: {done:?}"
         );
     }
-    assert_eq!(before, machine_state(), "{what}: {text}");
+    assert_eq!(before, support::tunable_state(), "{what}: {text}");
     assert!(
         !state.path().join("state.json").exists(),
         "{what}: a state is left: {text}"

@@ -12,45 +12,6 @@ mod support;
 use support::serial;
 use support::{bin, skip};
 
-/// What tune may change, read from the machine: the IRQ masks and the
-/// local-timer sysctls (support), the sysctls of its knobs, the workqueue
-/// mask, the cpuset tree, and the idle, frequency and online files of CPU 1.
-fn machine_state() -> Vec<(String, String)> {
-    let mut out = support::system_state();
-    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_else(|e| format!("<{e}>"));
-    for p in [
-        "/proc/sys/kernel/sched_rt_runtime_us",
-        "/proc/sys/kernel/timer_migration",
-        "/sys/devices/virtual/workqueue/cpumask",
-        "/sys/devices/system/cpu/online",
-        "/sys/kernel/debug/sched/preempt",
-        "/sys/devices/system/cpu/cpu1/cpufreq/scaling_governor",
-    ] {
-        out.push((p.into(), read(p)));
-    }
-    let mut dirs = vec![std::path::PathBuf::from("/sys/fs/cgroup")];
-    while let Some(dir) = dirs.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let path = e.path();
-            let name = e.file_name().to_string_lossy().into_owned();
-            if path.is_dir() && path.components().count() < 7 {
-                out.push((path.display().to_string(), "dir".into()));
-                dirs.push(path);
-            } else if name.starts_with("cpuset.cpus") || name == "cpuset.cpus.partition" {
-                out.push((
-                    path.display().to_string(),
-                    read(&path.display().to_string()),
-                ));
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 fn can_tune_here() -> Result<(), String> {
     support::can_shield_here(&["unshare"])?;
     if std::fs::read_to_string("/sys/devices/system/cpu/online")
@@ -87,13 +48,13 @@ fn a_short_tune_leaves_the_machine_as_found_and_writes_a_config_apply_accepts() 
     }
     let state = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
-    let before = machine_state();
+    let before = support::tunable_state();
     let started = std::time::Instant::now();
     let run = tune(state.path(), out.path()).output().unwrap();
     let took = started.elapsed();
     let text =
         String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
-    assert_eq!(before, machine_state(), "{text}");
+    assert_eq!(before, support::tunable_state(), "{text}");
     assert_eq!(run.status.code(), Some(0), "{text}");
     assert!(
         took <= Duration::from_secs(45).mul_f64(1.1),
@@ -125,7 +86,7 @@ fn a_short_tune_leaves_the_machine_as_found_and_writes_a_config_apply_accepts() 
     );
     assert!(String::from_utf8_lossy(&dry.stdout).contains("shield CPU 1 from processes"));
     assert!(out.path().join("report.html").exists() && out.path().join("tune.json").exists());
-    assert_eq!(before, machine_state());
+    assert_eq!(before, support::tunable_state());
 }
 
 #[test]
@@ -137,7 +98,7 @@ fn a_tune_killed_half_way_is_undone_by_reset() {
     }
     let state = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
-    let before = machine_state();
+    let before = support::tunable_state();
     let mut child = tune(state.path(), out.path())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -172,7 +133,7 @@ fn a_tune_killed_half_way_is_undone_by_reset() {
         "{}",
         String::from_utf8_lossy(&reset.stderr)
     );
-    assert_eq!(before, machine_state());
+    assert_eq!(before, support::tunable_state());
 }
 
 #[test]
@@ -197,7 +158,7 @@ fn apply_sets_the_runtime_section_after_the_shield_and_reset_restores_it() {
         format!("[shield]\nall = \"1\"\n\n[runtime]\ntimer_migration = {flipped}\nstat_interval = 120\n"),
     )
     .unwrap();
-    let before = machine_state();
+    let before = support::tunable_state();
     let script = format!(
         r#"
 set -u
@@ -212,7 +173,7 @@ echo SCENARIO-DONE
         config = config.display()
     );
     let out = support::run_scenario_in_pid_namespace(&script, &[], &state);
-    assert_eq!(before, machine_state(), "{out}");
+    assert_eq!(before, support::tunable_state(), "{out}");
     assert!(!out.contains("ASSERT-FAIL"), "{out}");
     assert!(out.contains("SCENARIO-DONE"), "{out}");
 }

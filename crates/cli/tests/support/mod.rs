@@ -84,6 +84,46 @@ pub fn system_state() -> Vec<(String, String)> {
     out
 }
 
+/// What `tune`, `compare` and the supervisor's restore may change, read from
+/// the machine: the IRQ masks and the
+/// local-timer sysctls (`system_state`), the sysctls of its knobs, the workqueue
+/// mask, the cpuset tree, and the idle, frequency and online files of CPU 1.
+pub fn tunable_state() -> Vec<(String, String)> {
+    let mut out = system_state();
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_else(|e| format!("<{e}>"));
+    for p in [
+        "/proc/sys/kernel/sched_rt_runtime_us",
+        "/proc/sys/kernel/timer_migration",
+        "/sys/devices/virtual/workqueue/cpumask",
+        "/sys/devices/system/cpu/online",
+        "/sys/kernel/debug/sched/preempt",
+        "/sys/devices/system/cpu/cpu1/cpufreq/scaling_governor",
+    ] {
+        out.push((p.into(), read(p)));
+    }
+    let mut dirs = vec![std::path::PathBuf::from("/sys/fs/cgroup")];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if path.is_dir() && path.components().count() < 7 {
+                out.push((path.display().to_string(), "dir".into()));
+                dirs.push(path);
+            } else if name.starts_with("cpuset.cpus") || name == "cpuset.cpus.partition" {
+                out.push((
+                    path.display().to_string(),
+                    read(&path.display().to_string()),
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Where this machine's cpuset hierarchy is mounted (cgroup v1 or v2, from
 /// /proc/self/mountinfo, as the shield finds it). Scripts get it as
 /// `$CPUSET_ROOT`.
