@@ -55,7 +55,9 @@ batch_state() {
     snapshot "$1"
     batch_processes >"$1/processes"
     awk '{ print $2, $3, $4 }' /proc/mounts | sort >"$1/mounts"
-    { find /run /var 2>/dev/null | sort
+    # cpushield's run directory and its lock file stay once made, and mean nothing: a
+    # state file, a reservation or anything else there does.
+    { find /run /var 2>/dev/null | grep -v -x -e /run/cpushield -e /run/cpushield/lock | sort
       for _t in /sys/kernel/tracing /sys/kernel/debug/tracing; do
           [ -r "$_t/current_tracer" ] || continue
           echo "$_t current_tracer $(cat "$_t/current_tracer")"
