@@ -17,7 +17,7 @@
 //!   before left the machine changed) is booted again with the rest, so none is hidden;
 //! - every other scenario boots alone.
 //!
-//! Boots run side by side, `GUEST_JOBS` at once (else `--test-threads`, else one per host
+//! Boots run side by side, `--test-threads` at once (else `GUEST_JOBS`, else one per host
 //! CPU: two on the 2-CPU CI machine), the costliest first, so that the long ones do not
 //! finish last. A scenario with `# guest-exclusive: WHY` (timing it measures, or the host
 //! pinning or stalling QEMU's threads) boots with no other guest beside it: such boots run
@@ -655,9 +655,9 @@ fn main() -> ExitCode {
         .filter(|(_, trial)| !args.is_filtered_out(trial) && !args.is_ignored(trial))
         .map(|(i, _)| i)
         .collect();
-    let jobs = env_number("GUEST_JOBS")
-        .map(|n| n as usize)
-        .or(args.test_threads)
+    let jobs = args
+        .test_threads
+        .or_else(|| env_number("GUEST_JOBS").map(|n| n as usize))
         .or_else(|| std::thread::available_parallelism().ok().map(Into::into))
         .unwrap_or(1)
         .max(1);
