@@ -55,9 +55,9 @@ batch_state() {
     snapshot "$1"
     batch_processes >"$1/processes"
     awk '{ print $2, $3, $4 }' /proc/mounts | sort >"$1/mounts"
-    # cpushield's run directory and its lock file stay once made, and mean nothing: a
-    # state file, a reservation or anything else there does.
-    { find /run /var 2>/dev/null | grep -v -x -e /run/cpushield -e /run/cpushield/lock | sort
+    # cpushield's run directory, its lock file and its reservations' directory stay once
+    # made, and mean nothing: a state file, a reservation or anything else there does.
+    { find /run /var 2>/dev/null | grep -v -x -e /run/cpushield -e /run/cpushield/lock -e /run/cpushield/reserve | sort
       for _t in /sys/kernel/tracing /sys/kernel/debug/tracing; do
           [ -r "$_t/current_tracer" ] || continue
           echo "$_t current_tracer $(cat "$_t/current_tracer")"
@@ -72,14 +72,15 @@ batch_state() {
 # which its own boot would have kept until poweroff.
 batch_reap() {
     batch_processes >/.batch-left
-    awk 'NR == FNR { found[$1]; next } !($1 in found)' "$1/processes" /.batch-left >/.batch-kill
+    # (FILENAME, not NR == FNR: the first file is empty when the boot found no process.)
+    awk 'FILENAME == ARGV[1] { found[$1]; next } !($1 in found)' "$1/processes" /.batch-left >/.batch-kill
     [ -s /.batch-kill ] || return 0
     info "left running by the scenario, ended before the next: $(tr '\n' ' ' </.batch-kill | head -c 300)"
     kill -9 $(cut -d' ' -f1 /.batch-kill) 2>/dev/null
     _i=0
     while [ "$_i" -lt 50 ]; do
         batch_processes >/.batch-left
-        awk 'NR == FNR { found[$1]; next } !($1 in found)' "$1/processes" /.batch-left | grep -q . || break
+        awk 'FILENAME == ARGV[1] { found[$1]; next } !($1 in found)' "$1/processes" /.batch-left | grep -q . || break
         usleep 100000
         _i=$((_i + 1))
     done
@@ -87,7 +88,13 @@ batch_reap() {
 
 # batch_unclean FOUND NOW: prints what differs between the two batch_state directories.
 batch_unclean() {
-    same_snapshot "$1" "$2" || echo "the snapshot (affinities, cgroups, IRQs, workqueues, sysctls, cgroup tree)"
+    _d=$(diff_movable "$1" "$2")
+    [ -z "$_d" ] || echo "task affinities: $(echo "$_d" | head -n 3 | tr '\n' ' ')"
+    _d=$(diff_cgroups_pids "$1/cgroups" "$2/cgroups" "$1/procs" "$2/procs")
+    [ -z "$_d" ] || echo "task cgroups: $(echo "$_d" | head -n 3 | tr '\n' ' ')"
+    for _p in irqs irqmasks irqdefault wq sysctl cgtree; do
+        cmp -s "$1/$_p" "$2/$_p" || echo "$_p: $(diff "$1/$_p" "$2/$_p" | grep '^[-+][^-+]' | head -n 4 | tr '\n' ' ')"
+    done
     for _p in processes mounts other; do
         cmp -s "$1/$_p" "$2/$_p" || echo "$_p: $(diff "$1/$_p" "$2/$_p" | grep '^[-+][^-+]' | head -n 4 | tr '\n' ' ')"
     done
@@ -132,15 +139,20 @@ else
                 fi
             fi
             echo "GUEST-BEGIN $name"
+            # The subshell's exit status is its failure count (to 255), and GUEST-END is
+            # said out here: a scenario may use any variable, `name` included.
             (
                 GUEST_CGROUP=v2
                 GUEST_FAILURES=0
                 . "/guest/scenarios/$name.sh"
                 info "scenario $name, kernel $(uname -r), cpus online $(cat /sys/devices/system/cpu/online), cgroup $GUEST_CGROUP"
                 scenario_main
-                echo "GUEST-END $name failures=$GUEST_FAILURES"
-                [ "$GUEST_FAILURES" = 0 ]
-            ) || GUEST_FAILURES=$((GUEST_FAILURES + 1))
+                [ "$GUEST_FAILURES" -gt 255 ] && GUEST_FAILURES=255
+                exit "$GUEST_FAILURES"
+            )
+            failed=$?
+            echo "GUEST-END $name failures=$failed"
+            [ "$failed" = 0 ] || GUEST_FAILURES=$((GUEST_FAILURES + 1))
             prev=$name
         done
     fi
