@@ -71,6 +71,10 @@ struct GuestTest {
     /// The boot headers of a scenario that may share its boot (`# guest-boot: shared`):
     /// those of one kernel with the same key share one.
     boot: Option<String>,
+    /// Shares a boot only as its last scenario (`# guest-boot: shared-last`): it leaves
+    /// what it set up itself (an IRQ it moved, a cgroup it made), which would end the boot
+    /// anywhere else.
+    last: bool,
 }
 
 /// The value of the first `# KEY: value` line of a scenario file.
@@ -171,12 +175,13 @@ fn discover(root: &Path) -> Result<Vec<GuestTest>, String> {
                 path.display()
             ));
         }
-        let shared = match header(&text, "guest-boot") {
-            None | Some("own") => false,
-            Some("shared") => true,
+        let (shared, last) = match header(&text, "guest-boot") {
+            None | Some("own") => (false, false),
+            Some("shared") => (true, false),
+            Some("shared-last") => (true, true),
             Some(other) => {
                 return Err(format!(
-                    "{}: guest-boot: shared or own, got '{other}'",
+                    "{}: guest-boot: shared, shared-last or own, got '{other}'",
                     path.display()
                 ))
             }
@@ -217,6 +222,7 @@ fn discover(root: &Path) -> Result<Vec<GuestTest>, String> {
                 cost,
                 exclusive: exclusive.clone(),
                 boot: boot.clone(),
+                last,
             });
         }
     }
@@ -335,6 +341,9 @@ fn plan_units(tests: &[GuestTest], chosen: &[usize], batch_cost: u64) -> Vec<Uni
         }
     }
     for (_, members) in groups {
+        let (lasts, members): (Vec<usize>, Vec<usize>) =
+            members.into_iter().partition(|&i| tests[i].last);
+        let mut batches: Vec<Unit> = Vec::new();
         // `chosen` is costliest first: each boot takes the costliest left, then fills up
         // with the cheapest that fit, so that boots come out of about the same length.
         let mut left: std::collections::VecDeque<usize> = members.into();
@@ -352,8 +361,32 @@ fn plan_units(tests: &[GuestTest], chosen: &[usize], batch_cost: u64) -> Vec<Uni
                 unit.members.push(next);
                 left.pop_back();
             }
-            units.push(unit);
+            batches.push(unit);
         }
+        // Each boot takes at most one scenario that must come last: the costliest to the
+        // shortest boot.
+        let mut ended = vec![false; batches.len()];
+        for i in lasts {
+            let shortest = (0..batches.len())
+                .filter(|&b| !ended[b] && batches[b].cost + tests[i].cost <= batch_cost * 3 / 2)
+                .min_by_key(|&b| batches[b].cost);
+            match shortest {
+                Some(b) => {
+                    batches[b].members.push(i);
+                    batches[b].cost += tests[i].cost;
+                    ended[b] = true;
+                }
+                None => {
+                    batches.push(Unit {
+                        members: vec![i],
+                        cost: tests[i].cost,
+                        exclusive: false,
+                    });
+                    ended.push(true);
+                }
+            }
+        }
+        units.extend(batches);
     }
     units.sort_by(|a, b| {
         b.exclusive

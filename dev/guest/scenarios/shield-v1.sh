@@ -3,7 +3,7 @@
 # controllers at /sys/fs/cgroup/unified.
 # guest-test: cgroup_v1_shield_follows_rule_enforces_and_resets_exactly
 # guest-cost: 37
-# guest-boot: shared
+# guest-boot: shared-last
 # guest-timeout: 400
 # guest-kernels: 6.1
 # (cgroup v1 cpuset: Debian's 6.12-rt is built without CONFIG_CPUSETS_V1)

@@ -2,7 +2,7 @@
 # the root, tasks in the root and in a systemd-like slice).
 # guest-test: cgroup_v2_shield_follows_rule_enforces_and_resets_exactly
 # guest-cost: 32
-# guest-boot: shared
+# guest-boot: shared-last
 # guest-timeout: 400
 GUEST_CGROUP=v2
 
