@@ -67,7 +67,8 @@
 #                           the longest first (not read here)
 #   # guest-boot: shared    the scenario leaves the machine as it found it, and may share
 #                           one boot with others of the same boot headers (guest.rs
-#                           batches them; not read here)
+#                           batches them; not read here); shared-last: only as the last
+#                           of its boot (it leaves what it set up itself)
 #   # guest-exclusive: WHY  guest.rs boots it with no other guest running beside it
 #                           (not read here)
 #   # guest-runner: SCRIPT  the test is dev/guest/SCRIPT, which boots it (and others) with
