@@ -107,7 +107,7 @@ fn all_kernels(root: &Path) -> Result<Vec<String>, String> {
 fn cgroup_of(text: &str) -> &str {
     text.lines()
         .filter_map(|line| line.strip_prefix("GUEST_CGROUP="))
-        .last()
+        .next_back()
         .map_or("v2", str::trim)
 }
 
@@ -299,6 +299,9 @@ struct Unit {
 /// What each test's trial waits for: its outcome, once its boot has ended.
 type Outcome = Result<(), String>;
 
+/// A test a boot did not reach, and why.
+type NotRun<'a> = (&'a GuestTest, String);
+
 /// The boots of the chosen tests and their progress, shared by the trials and the guest
 /// slots that run the boots.
 struct Plan {
@@ -485,7 +488,7 @@ fn run_unit(tests: &[GuestTest], unit: &Unit) -> Vec<(String, Outcome)> {
 
 /// Boots `tests` (one, or several sharing one boot) with their runner; returns the outcome
 /// of each test the boot settled and, with why, those it did not run.
-fn boot<'a>(tests: &[&'a GuestTest]) -> (Vec<(String, Outcome)>, Vec<(&'a GuestTest, String)>) {
+fn boot<'a>(tests: &[&'a GuestTest]) -> (Vec<(String, Outcome)>, Vec<NotRun<'a>>) {
     let first = tests[0];
     let root = repo_root();
     let script = root.join("dev/guest").join(&first.runner);
