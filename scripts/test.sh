@@ -111,7 +111,8 @@ stage unit-fake-kernel-and-host-tests env CPUSHIELD_GUEST=0 cargo test --workspa
 stage packages scripts/check-packages.sh
 
 # The real-kernel tests boot Debian's 6.1 and 6.12 PREEMPT_RT kernels under QEMU
-# (dev/guest/), two or more at once (crates/cli/tests/guest.rs); CPUSHIELD_GUEST=1 makes
+# (dev/guest/), two at once (GUEST_JOBS), the short scenarios several to a boot
+# (crates/cli/tests/guest.rs, dev/guest/README.md); CPUSHIELD_GUEST=1 makes
 # a missing QEMU or kernel a failure, not a skip. The test binary was built above.
 # (--workspace, not -p cpushield: the same features as above, so nothing is rebuilt.)
 stage guest-tests env CPUSHIELD_GUEST="${CPUSHIELD_GUEST:-1}" \

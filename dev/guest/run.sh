@@ -3,12 +3,26 @@
 #
 #   dev/guest/run.sh SCENARIO [KERNEL_ARG...]
 #   GUEST_KERNEL=6.12-rt dev/guest/run.sh SCENARIO
+#   dev/guest/run.sh SCENARIO,SCENARIO,...      # several in one boot (a batch)
 #
 # SCENARIO is a file dev/guest/scenarios/SCENARIO.sh; extra kernel arguments (for example
 # nohz_full=3 rcu_nocbs=3) are appended to the command line. GUEST_KERNEL names the kernel
-# (dev/guest/kernels.sh; default GUEST_KERNEL_DEFAULT). Exit status 0 only if the guest
-# printed GUEST-DONE and no GUEST-FAIL line. The console log is kept in
+# (dev/guest/kernels.sh; default GUEST_KERNEL_DEFAULT). The console log is kept in
 # target/guest/logs/KERNEL/SCENARIO.log.
+#
+# A comma-separated list boots the kernel once and runs the scenarios one after another
+# (init.sh): they must agree on every header that shapes the boot (mem, smp, cpu, tcg,
+# append, the cgroup hierarchy) and have neither guest-net nor guest-stall. The whole
+# console is kept in target/guest/logs/KERNEL/batch-FIRST.log, each scenario's part of it
+# in its own SCENARIO.log. init.sh stops a batch when a scenario left the machine changed
+# (GUEST-UNCLEAN); a scenario that did not start is said NOT RUN, to be booted again.
+#
+# One closing line on stderr per scenario, which crates/cli/tests/guest.rs reads:
+#   run.sh: SCENARIO on KERNEL: ok, N passed (...)
+#   run.sh: SCENARIO on KERNEL: FAILED: why
+#   run.sh: SCENARIO on KERNEL: NOT RUN: why
+# Exit status 0 only if every scenario is ok: it printed GUEST-END with at least one
+# GUEST-PASS and no GUEST-FAIL line.
 #
 # A scenario file may carry headers read here:
 #   # guest-mem: MiB        guest memory (default 512)
@@ -51,6 +65,12 @@
 #                           guest_NAME::on_KERNEL, once per kernel it runs on (not read here)
 #   # guest-cost: SEC       about how long it runs alone on a 2-CPU host; guest.rs starts
 #                           the longest first (not read here)
+#   # guest-boot: shared    the scenario leaves the machine as it found it, and may share
+#                           one boot with others of the same boot headers (guest.rs
+#                           batches them; not read here); shared-last: only as the last
+#                           of its boot (it leaves what it set up itself)
+#   # guest-exclusive: WHY  guest.rs boots it with no other guest running beside it
+#                           (not read here)
 #   # guest-runner: SCRIPT  the test is dev/guest/SCRIPT, which boots it (and others) with
 #                           this script or, for a file with no scenario_main, its own way
 #                           (not read here)
@@ -72,27 +92,62 @@ export GUEST_CACHE="$CACHE"
 . "$HERE/kernels.sh"
 guest_kernel "${GUEST_KERNEL:-$GUEST_KERNEL_DEFAULT}" || exit 1
 
-[ $# -ge 1 ] || { echo "usage: $0 SCENARIO [KERNEL_ARG...]" >&2; exit 1; }
-SCENARIO=$1; shift
+[ $# -ge 1 ] || { echo "usage: $0 SCENARIO[,SCENARIO...] [KERNEL_ARG...]" >&2; exit 1; }
+SCENARIOS=$(echo "$1" | tr ',' ' '); shift
+# shellcheck disable=SC2086 # a list of names
+set -- $SCENARIOS -- "$@"
+SCENARIO=$1
+NUM=0
+for _s in $SCENARIOS; do
+    NUM=$((NUM + 1))
+    [ -f "$HERE/scenarios/$_s.sh" ] || { echo "run.sh: no scenario $HERE/scenarios/$_s.sh; have: $(cd "$HERE/scenarios" && ls | sed 's/\.sh$//' | tr '\n' ' ')" >&2; exit 1; }
+done
+while [ "$1" != -- ]; do shift; done
+shift
 FILE="$HERE/scenarios/$SCENARIO.sh"
-[ -f "$FILE" ] || { echo "run.sh: no scenario $FILE; have: $(cd "$HERE/scenarios" && ls | sed 's/\.sh$//' | tr '\n' ' ')" >&2; exit 1; }
 
-header() { sed -n "s/^# $1: *//p" "$FILE" | head -n 1; }
-# A file that only declares a test booted its own way (guest-runner, no scenario_main:
-# systemd.sh) is not a scenario of this initramfs. One that sources another scenario
-# (run-v1.sh) has no guest-runner.
-RUNNER=$(header guest-runner)
-if [ -n "$RUNNER" ] && [ "$RUNNER" != run.sh ] && ! grep -q '^scenario_main()' "$FILE"; then
-    echo "run.sh: $SCENARIO is not booted from the initramfs: run dev/guest/$RUNNER (its guest-runner header)" >&2
-    exit 1
-fi
-KERNELS=$(header guest-kernels)
-case " ${KERNELS:-$GUEST_KERNELS} " in
-    *" $KERNEL_NAME "*) ;;
-    *) echo "run.sh: $SCENARIO runs only on kernels $KERNELS (its guest-kernels header), not on $KERNEL_NAME" >&2; exit 1 ;;
-esac
+# header KEY [FILE]: the value of FILE's (default the first scenario's) `# KEY:` line.
+header() { sed -n "s/^# $1: *//p" "${2:-$FILE}" | head -n 1; }
+# The cgroup hierarchy a scenario mounts: its last GUEST_CGROUP= line (run-v1.sh sources
+# run.sh's scenario, then sets v1), else v2.
+cgroup_of() { sed -n 's/^GUEST_CGROUP=//p' "$1" | tail -n 1 | grep . || echo v2; }
+TIMEOUT_SUM=0
+for _s in $SCENARIOS; do
+    _f="$HERE/scenarios/$_s.sh"
+    # A file that only declares a test booted its own way (guest-runner, no scenario_main:
+    # systemd.sh) is not a scenario of this initramfs. One that sources another scenario
+    # (run-v1.sh) has no guest-runner.
+    RUNNER=$(header guest-runner "$_f")
+    if [ -n "$RUNNER" ] && [ "$RUNNER" != run.sh ] && ! grep -q '^scenario_main()' "$_f"; then
+        echo "run.sh: $_s is not booted from the initramfs: run dev/guest/$RUNNER (its guest-runner header)" >&2
+        exit 1
+    fi
+    KERNELS=$(header guest-kernels "$_f")
+    case " ${KERNELS:-$GUEST_KERNELS} " in
+        *" $KERNEL_NAME "*) ;;
+        *) echo "run.sh: $_s runs only on kernels $KERNELS (its guest-kernels header), not on $KERNEL_NAME" >&2; exit 1 ;;
+    esac
+    if [ "$NUM" -gt 1 ]; then
+        for _h in guest-mem guest-smp guest-cpu guest-tcg guest-append; do
+            if [ "$(header "$_h" "$_f")" != "$(header "$_h")" ]; then
+                echo "run.sh: $_s and $SCENARIO differ in # $_h: they cannot share one boot" >&2
+                exit 1
+            fi
+        done
+        if [ "$(cgroup_of "$_f")" != "$(cgroup_of "$FILE")" ]; then
+            echo "run.sh: $_s and $SCENARIO mount different cgroup hierarchies: they cannot share one boot" >&2
+            exit 1
+        fi
+        if [ -n "$(header guest-net "$_f")$(header guest-stall "$_f")" ]; then
+            echo "run.sh: $_s has the host take part (guest-net or guest-stall): it boots alone" >&2
+            exit 1
+        fi
+    fi
+    _t=${GUEST_TIMEOUT:-$(header guest-timeout "$_f")}
+    TIMEOUT_SUM=$((TIMEOUT_SUM + ${_t:-300}))
+done
 MEM=${GUEST_MEM:-$(header guest-mem)}; MEM=${MEM:-512}
-TIMEOUT=${GUEST_TIMEOUT:-$(header guest-timeout)}; TIMEOUT=${TIMEOUT:-300}
+TIMEOUT=$TIMEOUT_SUM
 BOOT_LIMIT=${GUEST_BOOT_LIMIT:-90}
 APPEND_SCENARIO=$(header guest-append)
 SMP=${GUEST_SMP:-$(header guest-smp)}; SMP=${SMP:-4}
@@ -135,11 +190,12 @@ fi
 
 LOGS="$CACHE/logs/$KERNEL_NAME"
 mkdir -p "$LOGS"
-LOG="$LOGS/$SCENARIO.log"
+if [ "$NUM" = 1 ]; then LOG="$LOGS/$SCENARIO.log"; else LOG="$LOGS/batch-$SCENARIO.log"; fi
+LIST=$(echo $SCENARIOS | tr ' ' ',')
 # no_timer_check: under emulation on a busy host the kernel's IO-APIC timer check can fail
 # ("IO-APIC + timer doesn't work!") and panic at boot.
-APPEND="console=ttyS0 quiet panic=-1 no_timer_check cpushield.scenario=$SCENARIO $APPEND_SCENARIO $*"
-echo "run.sh: booting $SCENARIO on $KERNEL_NAME (smp $SMP, tcg $TCG, ${MEM}M, timeout ${TIMEOUT}s): $APPEND" >&2
+APPEND="console=ttyS0 quiet panic=-1 no_timer_check cpushield.scenario=$LIST $APPEND_SCENARIO $*"
+echo "run.sh: booting $LIST on $KERNEL_NAME (smp $SMP, tcg $TCG, ${MEM}M, timeout ${TIMEOUT}s): $APPEND" >&2
 
 # flood_hook QEMU_PID: while QEMU runs, answer each new `GUEST-FLOOD SECS` console line
 # with a UDP flood of the forwarded port (guest-net).
@@ -303,7 +359,9 @@ while :; do
     # boots. A hang costs BOOT_LIMIT: two.
     [ "$BOOTED" = 2 ] && DIED=$((DIED + 1)) || HUNG=$((HUNG + 1))
     if [ "$DIED" -ge 6 ] || [ "$HUNG" -ge 2 ]; then
-        echo "run.sh: $SCENARIO on $KERNEL_NAME: FAILED: the guest kernel died at boot $DIED times and hung $HUNG times" >&2
+        for _s in $SCENARIOS; do
+            echo "run.sh: $_s on $KERNEL_NAME: FAILED: the guest kernel died at boot $DIED times and hung $HUNG times" >&2
+        done
         exit 1
     fi
     ATTEMPT=$((ATTEMPT + 1))
@@ -312,33 +370,76 @@ done
 
 if [ "${GUEST_QUIET:-0}" = 1 ]; then grep 'GUEST-' "$LOG" || true; else cat "$LOG"; fi
 
-PASSES=$(grep -c 'GUEST-PASS ' "$LOG" || true)
-FAILS=$(grep -c 'GUEST-FAIL ' "$LOG" || true)
-if [ "$QEMU_RC" = 124 ] || [ "$QEMU_RC" = 137 ]; then
-    echo "run.sh: $SCENARIO on $KERNEL_NAME: FAILED: guest did not finish within ${TIMEOUT}s (log: $LOG), its last lines:" >&2
-    tail -n 15 "$LOG" | sed 's/^/run.sh:   | /' >&2
-    exit 1
+# The host CPU time of QEMU and the floods (the shell's children), beside the wall time:
+# how much of a CPU the boot keeps busy, for packing guests side by side.
+# (`times` redirected, not piped: a pipeline would run it in a subshell with no children.)
+times >"$LOG.times"
+CPU_S=$(tail -n 1 "$LOG.times" | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, t, /m/); n += t[1] * 60 + t[2] } printf "%d", n }')
+WALL_S=$(($(date +%s) - STARTED))
+if [ "$NUM" = 1 ]; then
+    SPENT="$WALL_S s, host CPU ${CPU_S} s, booted in ${BOOT_S} s"
+else
+    SPENT="in one boot with $((NUM - 1)) more: $WALL_S s, host CPU ${CPU_S} s for all, booted in ${BOOT_S} s"
 fi
-if ! grep -q 'GUEST-DONE' "$LOG"; then
-    echo "run.sh: $SCENARIO on $KERNEL_NAME: FAILED: guest stopped without GUEST-DONE (qemu exit $QEMU_RC; kernel panic or /init died; log: $LOG), its last lines:" >&2
-    # The oops, if there was one, is what the CI log needs: the log file stays on the CI
-    # machine.
+
+# What ended the guest early, for the scenario that was running then.
+ended_early() {
+    if [ "$QEMU_RC" = 124 ] || [ "$QEMU_RC" = 137 ]; then
+        echo "guest did not finish within ${TIMEOUT}s (log: $LOG)"
+    else
+        echo "guest stopped without GUEST-END (qemu exit $QEMU_RC; kernel panic or /init died; log: $LOG)"
+    fi
+}
+# last_lines: the oops, if there was one, and the console's last lines (the log file
+# stays on the CI machine).
+last_lines() {
     grep -a -m 1 -A 12 -e 'Oops' -e 'Kernel panic' -e 'BUG:' "$LOG" | sed 's/^/run.sh:   | /' >&2 || true
     tail -n 15 "$LOG" | sed 's/^/run.sh:   | /' >&2
-    exit 1
-fi
-if [ "$FAILS" != 0 ]; then
-    echo "run.sh: $SCENARIO on $KERNEL_NAME: FAILED: $FAILS failed, $PASSES passed (log: $LOG)" >&2
-    grep 'GUEST-FAIL ' "$LOG" >&2
-    exit 1
-fi
-if [ "$PASSES" = 0 ]; then
-    echo "run.sh: $SCENARIO on $KERNEL_NAME: FAILED: no check ran (log: $LOG)" >&2
-    exit 1
-fi
-# The host CPU time of QEMU and the floods (the shell's children), beside the wall time:
-# how much of a CPU the scenario keeps busy, for packing guests side by side.
-# (`times` redirected, not piped: a pipeline would run it in a subshell with no children.)
-times >"$LOGS/$SCENARIO.times"
-CPU_S=$(tail -n 1 "$LOGS/$SCENARIO.times" | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, t, /m/); n += t[1] * 60 + t[2] } printf "%d", n }')
-echo "run.sh: $SCENARIO on $KERNEL_NAME: ok, $PASSES passed ($(( $(date +%s) - STARTED )) s, host CPU ${CPU_S} s, booted in ${BOOT_S} s)" >&2
+}
+
+# Each scenario's verdict from its part of the console. A GUEST-FAIL outside every
+# scenario's part (init.sh's `boot` checks) fails them all.
+OUTSIDE=$(awk '/GUEST-BEGIN /{ inside = 1 } !inside && /GUEST-FAIL /{ print } /GUEST-END /{ inside = 0 }' "$LOG")
+ANY_BEGUN=$(grep -c 'GUEST-BEGIN ' "$LOG" || true)
+UNCLEAN=$(grep -a -m 1 'GUEST-UNCLEAN ' "$LOG" | sed 's/.*GUEST-UNCLEAN //' || true)
+ALL_OK=1
+for _s in $SCENARIOS; do
+    _part="$LOGS/$_s.log"
+    [ "$_part" = "$LOG" ] || awk -v s="$_s" '$0 ~ "GUEST-BEGIN " s "$" { on = 1 } on { print } on && $0 ~ "GUEST-END " s " " { exit }' "$LOG" >"$_part"
+    if [ -n "$OUTSIDE" ]; then
+        echo "run.sh: $_s on $KERNEL_NAME: FAILED: the guest's /init failed before any scenario (log: $LOG)" >&2
+        printf '%s\n' "$OUTSIDE" >&2
+        ALL_OK=0
+        continue
+    fi
+    if ! grep -q "GUEST-BEGIN $_s\$" "$_part" 2>/dev/null; then
+        ALL_OK=0
+        if [ "$ANY_BEGUN" = 0 ]; then
+            echo "run.sh: $_s on $KERNEL_NAME: FAILED: no scenario started: $(ended_early), its last lines:" >&2
+            last_lines
+        elif [ -n "$UNCLEAN" ]; then
+            echo "run.sh: $_s on $KERNEL_NAME: NOT RUN: $UNCLEAN" >&2
+        else
+            echo "run.sh: $_s on $KERNEL_NAME: NOT RUN: the guest ended before it (log: $LOG)" >&2
+        fi
+        continue
+    fi
+    PASSES=$(grep -c 'GUEST-PASS ' "$_part" || true)
+    FAILS=$(grep -c 'GUEST-FAIL ' "$_part" || true)
+    if ! grep -q "GUEST-END $_s " "$_part"; then
+        ALL_OK=0
+        echo "run.sh: $_s on $KERNEL_NAME: FAILED: $(ended_early), $FAILS failed and $PASSES passed before, its last lines:" >&2
+        last_lines
+        grep 'GUEST-FAIL ' "$_part" >&2 || true
+    elif [ "$FAILS" != 0 ]; then
+        ALL_OK=0
+        echo "run.sh: $_s on $KERNEL_NAME: FAILED: $FAILS failed, $PASSES passed (log: $_part)" >&2
+        grep 'GUEST-FAIL ' "$_part" >&2
+    elif [ "$PASSES" = 0 ]; then
+        ALL_OK=0
+        echo "run.sh: $_s on $KERNEL_NAME: FAILED: no check ran (log: $_part)" >&2
+    else
+        echo "run.sh: $_s on $KERNEL_NAME: ok, $PASSES passed ($SPENT)" >&2
+    fi
+done
+[ "$ALL_OK" = 1 ]

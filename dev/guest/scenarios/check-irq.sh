@@ -2,6 +2,8 @@
 # by `cpushield check` with the runtime remedy, and break the shield (exit 3). The source
 # is the serial console's IRQ (ttyS0): writing to the console raises it.
 # guest-test: check_names_an_irq_bound_to_a_shielded_cpu_with_its_remedy
+# guest-cost: 9
+# guest-boot: shared
 # guest-timeout: 200
 GUEST_CGROUP=v2
 

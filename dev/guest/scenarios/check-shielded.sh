@@ -6,6 +6,8 @@
 # sends to CPU 3 (the tick, IPIs) says what the shield already does; it exits 0 (clean).
 # Then a CPU that is not shielded, with movable tasks busy on it: exit 3.
 # guest-test: check_finds_a_real_shield_clean
+# guest-cost: 17
+# guest-boot: shared
 # guest-timeout: 300
 GUEST_CGROUP=v2
 

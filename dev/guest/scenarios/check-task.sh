@@ -2,6 +2,8 @@
 # by `cpushield check` (pinned: a shield keeps it there; remedy taskset), and a movable
 # task that ran there must break the shield with the `shield --procs` remedy.
 # guest-test: check_names_a_task_pinned_to_a_shielded_cpu
+# guest-cost: 14
+# guest-boot: shared
 # guest-timeout: 200
 GUEST_CGROUP=v2
 

@@ -5,6 +5,8 @@
 # report.json carries the batch job (SCHED_IDLE, ops > 0, a CPU share > 0) in
 # shielded+shared only and the sharing rows; the shield is reset afterwards.
 # guest-test: shared_job_is_sched_idle_in_the_shield_and_compare_reports_table_2
+# guest-cost: 21
+# guest-boot: shared
 # guest-timeout: 400
 # guest-tcg: single
 GUEST_CGROUP=v2

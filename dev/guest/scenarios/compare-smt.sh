@@ -5,6 +5,8 @@
 # afterwards, everything restored. Then `run --reserve --smt-siblings` on CPU 3 holds
 # CPU 2 too: a placement there is refused naming the holder.
 # guest-test: compare_smt_measures_the_sibling_busy_idle_and_offline_and_brings_it_back
+# guest-cost: 18
+# guest-boot: shared
 # guest-smp: 4,threads=2
 # guest-cpu: max,vendor=GenuineIntel
 # guest-timeout: 400

@@ -3,6 +3,8 @@
 # clamps the affinity of tasks outside it, refuses sched_setaffinity onto CPU 3 from
 # outside, and undoes cleanly. If this fails the kernel, not cpushield, has changed.
 # guest-test: kernel_isolated_partition_behaves_as_cpushield_assumes
+# guest-cost: 5
+# guest-boot: shared
 # guest-timeout: 120
 GUEST_CGROUP=v2
 

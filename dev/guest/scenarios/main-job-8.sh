@@ -4,8 +4,8 @@
 # up; it exits 0 with its report, no thread of cpushield but the measuring ones and the
 # pollers may run on CPUs 5-7 meanwhile, no verdict or finding names a cpushield process,
 # and the machine is as found afterwards. Then `compare --smt` measures CPU 7 beside its
-# sibling busy, idle and offline, and brings the sibling back. One kernel: the 8-CPU half
-# of the main-job matrix (main-job-4 runs on both).
+# sibling busy, idle and offline, and brings the sibling back. One kernel, for CI's time:
+# the 8-CPU half of the main-job matrix (main-job-4 and main-job-tools run on both).
 # guest-test: main_job_defaults_on_8_cpus_with_smt_siblings_run_and_keep_cpushield_off_the_measured_cpus
 # guest-cost: 240
 # guest-smp: 8,threads=2

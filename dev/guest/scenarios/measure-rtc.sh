@@ -4,6 +4,8 @@
 # (lenient: at least 500/s), the RTC's IRQ (rtc0 in /proc/interrupts) is bound to the
 # measured CPU 1 during the run and its affinity is restored after.
 # guest-test: measure_latency_source_rtc_reads_realfeel_at_the_rate_and_restores_the_rtc_irq
+# guest-cost: 12
+# guest-boot: shared
 # guest-timeout: 200
 # guest-tcg: single
 GUEST_CGROUP=v2

@@ -1,7 +1,8 @@
 # Scenario reset-idempotent: reset with nothing shielded is a successful no-op, reset twice
 # after a shield gives the same state, and concurrent invocations are serialised.
 # guest-test: reset_is_idempotent_and_serialised
-# guest-cost: 35
+# guest-cost: 23
+# guest-boot: shared
 # guest-timeout: 400
 GUEST_CGROUP=v2
 

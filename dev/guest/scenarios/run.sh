@@ -5,6 +5,8 @@
 # placement naming the holder and is released when the holder is SIGKILLed;
 # --pid moves an existing task into the shield; unshielded CPUs are refused.
 # guest-test: run_places_a_task_on_the_v2_shield_binds_irqs_and_reserves
+# guest-cost: 8
+# guest-boot: shared
 # guest-timeout: 300
 GUEST_CGROUP=v2
 

@@ -2,7 +2,8 @@
 # (with a foreign cpuset "existing" on CPUs 0-1 holding tasks) plus cgroup2 without
 # controllers at /sys/fs/cgroup/unified.
 # guest-test: cgroup_v1_shield_follows_rule_enforces_and_resets_exactly
-# guest-cost: 45
+# guest-cost: 37
+# guest-boot: shared-last
 # guest-timeout: 400
 # guest-kernels: 6.1
 # (cgroup v1 cpuset: Debian's 6.12-rt is built without CONFIG_CPUSETS_V1)

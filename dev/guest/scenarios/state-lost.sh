@@ -7,6 +7,8 @@
 # removes cpushield's cgroups, gives the tasks it confined every CPU, the IRQs and settings
 # the kernel's defaults, and says what it cannot know; a plain `reset` then finds nothing.
 # guest-test: a_shield_whose_state_is_gone_is_said_refused_and_undone_without_it
+# guest-cost: 14
+# guest-boot: shared
 # guest-timeout: 300
 GUEST_CGROUP=v2
 

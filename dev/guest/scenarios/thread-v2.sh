@@ -4,6 +4,8 @@
 # the housekeeping CPUs; a process in another cgroup is refused in one line; a later
 # shield keeps the thread; reset is exact.
 # guest-test: v2_cps_place_and_rt_thread_put_one_thread_alone_in_the_threaded_shield
+# guest-cost: 13
+# guest-boot: shared
 # guest-timeout: 300
 GUEST_CGROUP=v2
 

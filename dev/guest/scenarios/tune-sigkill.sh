@@ -7,6 +7,8 @@
 # journaled in the shield's state, at a random moment after, while that knob may be in
 # place; whatever it left, reset writes back. Timings under TCG mean nothing.
 # guest-test: tune_killed_half_way_is_restored_byte_for_byte_by_reset
+# guest-cost: 19
+# guest-boot: shared
 # guest-smp: 4,threads=2
 # guest-cpu: max,vendor=GenuineIntel
 # guest-timeout: 600

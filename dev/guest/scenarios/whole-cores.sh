@@ -4,6 +4,8 @@
 # processes, IRQs and the local timer, every task and IRQ following Brosky's rule against
 # 2-3; reset restores everything exactly.
 # guest-test: whole_cores_shields_every_smt_sibling_and_reset_restores
+# guest-cost: 12
+# guest-boot: shared
 # guest-smp: 4,threads=2
 # guest-cpu: max,vendor=GenuineIntel
 # guest-timeout: 300
