@@ -358,7 +358,8 @@ pub enum ProbePlacement {
     /// No requested CPU is shielded: plain sched_setaffinity.
     Plain,
     /// Some requested CPUs are shielded: each thread goes through
-    /// [`place_task`] (into the shield's cpuset when its CPU is shielded).
+    /// [`place_own_thread_from_anywhere`] (alone into the shield's cpuset
+    /// when its CPU is shielded).
     Shield,
 }
 
@@ -408,9 +409,11 @@ pub fn probe_placement_now(cpus: &CpuSet, is_root: bool) -> Result<ProbePlacemen
     }
 }
 
-/// [`place_task`] on the real kernel, in the shape of a probe's thread placer.
+/// [`place_own_thread_from_anywhere`] on the real kernel, in the shape of a
+/// probe's thread placer: `cpushield measure`'s measuring threads enter the
+/// shield alone, never the process that waits for them.
 pub fn place_thread(tid: i32, cpus: &CpuSet) -> io::Result<()> {
-    place_task(&cpushield_kernel::RealKernel, tid, cpus)
+    place_own_thread_from_anywhere(&cpushield_kernel::RealKernel, tid, cpus)
 }
 
 #[cfg(test)]
