@@ -40,7 +40,10 @@ pub fn spawn(
         let cpus = CpuSet::from_iter([settings.cpu]);
         let tid = gettid();
         let placed =
-            cpushield_shield::placement::place_task(&RealKernel, tid, &cpus).and_then(|()| {
+            // The probe's thread alone: the agent's other threads (its
+            // server, its samplers) stay off the CPU it probes.
+            cpushield_shield::placement::place_own_thread_from_anywhere(&RealKernel, tid, &cpus)
+                .and_then(|()| {
                 RealKernel.set_sched(
                     tid,
                     &SchedParams {

@@ -282,3 +282,111 @@ fn tune_stopped_by_any_signal_to_either_pid_leaves_the_machine_and_its_files_as_
 fn compare_stopped_by_any_signal_to_either_pid_leaves_the_machine_and_its_files_as_found() {
     every_stop(COMPARE, 200..3_000);
 }
+
+#[test]
+fn reset_namespace_gone_from_a_sibling_pid_namespace_is_refused_while_the_shielding_one_lives() {
+    // One shield at a time: this test shields CPU 1 as the others do.
+    let _serial = support::serial();
+    if let Err(why) = can_run_here() {
+        skip(&why);
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let load = tempfile::tempdir().unwrap();
+    let before = machine_state();
+    // The shielding namespace: the one compare makes for itself, a child of
+    // this test's.
+    let child = Command::new(bin())
+        .args([
+            "compare",
+            "--cpus",
+            "1",
+            "--load",
+            "fpu",
+            "--scenarios",
+            "shielded",
+            "--duration",
+            "30s",
+            "--runs",
+            "0",
+            "--idle",
+            "halt",
+            "--no-attribute",
+            "--no-anchor",
+        ])
+        .arg("--out")
+        .arg(out.path().join("report"))
+        .arg("--dir")
+        .arg(load.path())
+        .env("CPUSHIELD_STATE_DIR", state.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = child.id();
+    let init = init_of(started).expect("compare made no PID namespace");
+    let _cleanup = Cleanup {
+        started,
+        init,
+        state: state.path(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // Up once the state no longer says it is being applied.
+    while !std::fs::read_to_string(state.path().join("state.json"))
+        .is_ok_and(|t| t.contains(r#""applying":false"#))
+    {
+        assert!(Instant::now() < deadline, "the shield never went up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let layout = cpushield_shield::layout::detect(&cpushield_kernel::RealKernel).unwrap();
+    let shielded = machine_state();
+    // Its sibling: another child of this test's namespace, which sees none
+    // of the shielding namespace's tasks (nor, on cgroup v1, any trace of
+    // them in the cgroups).
+    let reset = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", bin()])
+        .args(["reset", "--namespace-gone"])
+        .env("CPUSHIELD_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&reset.stderr);
+    assert_eq!(reset.status.code(), Some(1), "not refused: {reset:?}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(
+        err.contains("which still exists") && err.contains("holds its lock"),
+        "{err}"
+    );
+    assert!(layout.shield_dir().is_dir() && layout.system_dir().is_dir());
+    assert_eq!(
+        shielded,
+        machine_state(),
+        "the refused reset changed the machine"
+    );
+    let text = std::fs::read_to_string(state.path().join("state.json")).unwrap();
+    assert!(
+        !text.contains(r#""applying":true"#),
+        "the state is marked as being applied: {text}"
+    );
+    // Then the run is stopped as a supervisor stops it, and restores.
+    assert!(Command::new("kill")
+        .args(["-INT", &started.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let run = child.wait_with_output().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !ended(init) {
+        assert!(Instant::now() < deadline, "the init never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        before,
+        machine_state(),
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(!state.path().join("state.json").exists());
+}

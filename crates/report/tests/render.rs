@@ -819,6 +819,34 @@ fn a_traced_anchor_refutes_works_when_a_task_reached_the_shielded_cpu_while_it_r
 }
 
 #[test]
+fn the_cpushield_run_that_starts_cyclictest_seen_on_the_shielded_cpu_is_named_a_bug_in_cpushield() {
+    // `cpushield run` waits on the housekeeping CPUs: its main thread on the
+    // measured CPU while cyclictest ran is neither the anchor's own time nor
+    // a leak of the shield.
+    let mut r = traced(30_000_000, 600_000, 0, 0);
+    let runner = CauseRow {
+        kind: "task".into(),
+        name: "cpushield (377)".into(),
+        guest: true,
+        count: 2,
+        total_ns: 40_000,
+        worst_ns: 30_000,
+        fix: None,
+    };
+    with_traced_anchor(&mut r, 4_200_000, 200_000, vec![runner]);
+    r.judge();
+    assert!(r.verdict.pass, "{}", r.verdict.line);
+    assert_eq!(r.verdict.anchor_agrees, Some(true));
+    assert!(
+        r.verdict.notes.iter().any(|n| n.contains("cpushield (377)")
+            && n.contains("cyclictest anchor")
+            && n.contains("a bug in cpushield, not a leak of the shield")),
+        "{:?}",
+        r.verdict.notes
+    );
+}
+
+#[test]
 fn an_untraced_anchor_says_it_counts_the_hosts_stalls_and_is_not_set_against_a_traced_verdict() {
     let mut r = traced(5_600_000, 400_000, 0, 0);
     with_anchor(&mut r, 29_600_000, 18_500_000);

@@ -307,7 +307,9 @@ fn process_in_namespace(kernel: &dyn Kernel, ns: &str) -> Option<String> {
 }
 
 /// Refuses, before any change, a `reset --namespace-gone` of a state whose
-/// PID namespace still exists: this process is in it, or a process this
+/// PID namespace still exists: its init holds its lock in the state
+/// directory ([`state::FileStore::hold_namespace_alive`], seen from any PID
+/// namespace), this process is in it, or a process this
 /// process can see is (its `/proc/PID/ns/pid` names the same inode). A
 /// namespace that is neither this one nor one below it shows no process
 /// here; its tasks are then looked for where they would be, in cpushield's
@@ -339,9 +341,16 @@ fn namespace_is_gone(
                 .any(|l| l.trim() == "populated 1")
         })
     };
+    // Its init's lock crosses PID namespaces: it tells of a namespace whose
+    // tasks this one cannot see (a sibling's, on cgroup v1).
     let evidence = || {
-        process_in_namespace(kernel, &saved.pid_namespace)
-            .map(|pid| format!("process {pid} here is in it"))
+        store
+            .namespace_alive(&saved.pid_namespace)
+            .then(|| "its init still holds its lock in the state directory".to_string())
+            .or_else(|| {
+                process_in_namespace(kernel, &saved.pid_namespace)
+                    .map(|pid| format!("process {pid} here is in it"))
+            })
             .or_else(|| populated().map(|dir| format!("{} holds tasks", dir.display())))
     };
     // A namespace whose init was just killed takes a moment to end its other

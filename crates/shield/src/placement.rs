@@ -129,6 +129,38 @@ pub fn place_own_thread_in(
     kernel.set_affinity(tid, cpus)
 }
 
+/// Places thread `tid` of this process alone on `cpus` (see
+/// [`place_own_thread_in`]) for a caller whose process may be in any cgroup
+/// (`measure`, the agent's probe, `run --idle-poll`): when the thread must
+/// enter a cgroup v2 shield, this process first moves to the root cgroup,
+/// the shield's threaded domain ([`enter_root_cgroup`]), and stays there.
+/// So only the thread enters the shield; the process's main thread, which
+/// only waits, stays on the CPUs the shield leaves to the system.
+pub fn place_own_thread_from_anywhere(
+    kernel: &dyn Kernel,
+    tid: i32,
+    cpus: &CpuSet,
+) -> io::Result<()> {
+    place_own_thread_from_anywhere_in(kernel, state::load()?.as_ref(), tid, cpus)
+}
+
+/// [`place_own_thread_from_anywhere`] under the shield `saved`.
+pub fn place_own_thread_from_anywhere_in(
+    kernel: &dyn Kernel,
+    saved: Option<&state::SavedState>,
+    tid: i32,
+    cpus: &CpuSet,
+) -> io::Result<()> {
+    if let Some(saved) = saved {
+        if !cpus.is_empty() && cpus.is_subset(&saved.masks.procs) {
+            // Idempotent: the first thread moves the process, the others
+            // find it in the root cgroup.
+            enter_root_cgroup(kernel, &saved.layout)?;
+        }
+    }
+    place_own_thread_in(kernel, saved, tid, cpus)
+}
+
 /// Whether thread `tid` is in the shield's cgroup now.
 fn thread_in_shield(kernel: &dyn Kernel, layout: &crate::layout::CgroupLayout, tid: i32) -> bool {
     kernel
@@ -326,7 +358,8 @@ pub enum ProbePlacement {
     /// No requested CPU is shielded: plain sched_setaffinity.
     Plain,
     /// Some requested CPUs are shielded: each thread goes through
-    /// [`place_task`] (into the shield's cpuset when its CPU is shielded).
+    /// [`place_own_thread_from_anywhere`] (alone into the shield's cpuset
+    /// when its CPU is shielded).
     Shield,
 }
 
@@ -376,9 +409,11 @@ pub fn probe_placement_now(cpus: &CpuSet, is_root: bool) -> Result<ProbePlacemen
     }
 }
 
-/// [`place_task`] on the real kernel, in the shape of a probe's thread placer.
+/// [`place_own_thread_from_anywhere`] on the real kernel, in the shape of a
+/// probe's thread placer: `cpushield measure`'s measuring threads enter the
+/// shield alone, never the process that waits for them.
 pub fn place_thread(tid: i32, cpus: &CpuSet) -> io::Result<()> {
-    place_task(&cpushield_kernel::RealKernel, tid, cpus)
+    place_own_thread_from_anywhere(&cpushield_kernel::RealKernel, tid, cpus)
 }
 
 #[cfg(test)]
@@ -478,6 +513,31 @@ mod tests {
         assert_eq!(enter_root_cgroup(&k, &saved.layout).unwrap(), None);
         let v1 = CgroupLayout::v1("/sys/fs/cgroup/cpuset");
         assert_eq!(enter_root_cgroup(&k, &v1).unwrap(), None);
+    }
+
+    #[test]
+    fn a_probe_thread_from_another_cgroup_enters_a_v2_shield_alone_and_its_process_waits_in_the_root(
+    ) {
+        let (k, saved) = v2_shielded(700, 701, "/user.slice");
+        place_own_thread_from_anywhere_in(&k, Some(&saved), 701, &set("3")).unwrap();
+        assert_eq!(
+            lines(&k, "/cgroup.procs"),
+            ["0"],
+            "the process moves to the root cgroup"
+        );
+        assert_eq!(lines(&k, "/cpushield-shield/cgroup.threads"), ["701"]);
+        assert!(
+            lines(&k, "/cpushield-shield/cgroup.procs").is_empty(),
+            "the process must not join the shield: its main thread would wait on the shielded CPU"
+        );
+        assert_eq!(k.get_affinity(701).unwrap(), set("3"));
+
+        // Outside the shield: plain affinity, the process left where it is.
+        let (k, saved) = v2_shielded(710, 711, "/user.slice");
+        place_own_thread_from_anywhere_in(&k, Some(&saved), 711, &set("1")).unwrap();
+        assert!(lines(&k, "/cgroup.procs").is_empty());
+        assert!(lines(&k, "/cpushield-shield/cgroup.threads").is_empty());
+        assert_eq!(k.get_affinity(711).unwrap(), set("1"));
     }
 
     #[test]

@@ -615,6 +615,13 @@ pub trait StateStore: Send + Sync {
     fn lock(&self) -> io::Result<StateLock>;
     /// Takes the lock for a reset, which also works where the store is read-only.
     fn lock_for_reset(&self) -> io::Result<StateLock>;
+    /// Whether the init of PID namespace `ns` (as `/proc/self/ns/pid` names
+    /// it) holds its liveness lock here ([`FileStore::hold_namespace_alive`]):
+    /// a namespace this process cannot see (a sibling, on cgroup v1) is
+    /// still known to live. By default no namespace holds one.
+    fn namespace_alive(&self, _ns: &str) -> bool {
+        false
+    }
 }
 
 /// A store whose lock the caller already holds: every read and write goes
@@ -658,6 +665,9 @@ impl StateStore for Locked<'_> {
     }
     fn lock_for_reset(&self) -> io::Result<StateLock> {
         Ok(StateLock { _file: None })
+    }
+    fn namespace_alive(&self, ns: &str) -> bool {
+        self.inner.namespace_alive(ns)
     }
 }
 
@@ -868,6 +878,46 @@ impl FileStore {
     pub fn from_env() -> Self {
         Self::new(state_dir())
     }
+
+    /// The file whose lock the init of PID namespace `ns` holds: named after
+    /// the namespace's inode (`pid:[4026532204]` → `namespace-4026532204.alive`).
+    fn alive_file(&self, ns: &str) -> PathBuf {
+        let inode: String = ns.chars().filter(char::is_ascii_digit).collect();
+        self.dir.join(format!("namespace-{inode}.alive"))
+    }
+
+    /// For the init of a private PID namespace (`compare`, `tune`, `demo`),
+    /// before it changes anything: an exclusive lock on a file here named
+    /// after its namespace `ns`, held as long as the returned file is open
+    /// (the init's whole life; a child it forks shares it until it ends,
+    /// and the kernel ends them all with the init). A lock crosses PID
+    /// namespaces where a process list does not: `reset --namespace-gone`
+    /// run where this namespace's tasks cannot be seen still finds it alive
+    /// ([`StateStore::namespace_alive`]).
+    pub fn hold_namespace_alive(&self, ns: &str) -> io::Result<File> {
+        self.prepare()?;
+        let path = self.alive_file(ns);
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| store_error(e, &path))?;
+        // SAFETY: flock on a descriptor `file` owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(cpushield_kernel::with_path(
+                io::Error::last_os_error(),
+                &path,
+            ));
+        }
+        Ok(file)
+    }
+
+    /// Removes the liveness file of namespace `ns` (its init's end); a
+    /// missing file is not an error.
+    pub fn release_namespace_alive(&self, ns: &str) {
+        let _ = std::fs::remove_file(self.alive_file(ns));
+    }
 }
 
 impl StateStore for FileStore {
@@ -952,6 +1002,18 @@ impl StateStore for FileStore {
             Err(e) => Err(e),
         }
     }
+
+    fn namespace_alive(&self, ns: &str) -> bool {
+        // Read-only is enough to test a lock: a reset may run where the
+        // store cannot be written.
+        let Ok(file) = File::open(self.alive_file(ns)) else {
+            return false;
+        };
+        // SAFETY: flock on a descriptor `file` owns; a lock taken here is
+        // released when `file` closes at the end of this function.
+        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+        r != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+    }
 }
 
 /// A state store in memory, for tests: the same protocol as [`FileStore`]
@@ -964,6 +1026,7 @@ pub struct MemoryStore {
 #[derive(Debug, Default)]
 struct MemoryInner {
     copies: BTreeMap<String, Vec<u8>>,
+    alive: std::collections::BTreeSet<String>,
     fail_writes: Option<i32>,
     writes: usize,
 }
@@ -992,6 +1055,16 @@ impl MemoryStore {
             Some(b) => inner.copies.insert(name.to_string(), b),
             None => inner.copies.remove(name),
         };
+    }
+
+    /// Marks PID namespace `ns` as holding its liveness lock (or not).
+    pub fn set_namespace_alive(&self, ns: &str, alive: bool) {
+        let mut inner = self.inner.lock().unwrap();
+        if alive {
+            inner.alive.insert(ns.to_string());
+        } else {
+            inner.alive.remove(ns);
+        }
     }
 
     /// How many copies were written successfully so far.
@@ -1044,6 +1117,9 @@ impl StateStore for MemoryStore {
 
     fn lock_for_reset(&self) -> io::Result<StateLock> {
         Ok(StateLock { _file: None })
+    }
+    fn namespace_alive(&self, ns: &str) -> bool {
+        self.inner.lock().unwrap().alive.contains(ns)
     }
 }
 
@@ -1139,6 +1215,23 @@ mod tests {
             runtime: Default::default(),
             load_dirs: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_namespace_holds_its_liveness_lock_until_its_file_is_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStore::new(dir.path().join("state"));
+        let ns = "pid:[4026532204]";
+        assert!(!store.namespace_alive(ns), "no lock file: not alive");
+        let held = store.hold_namespace_alive(ns).unwrap();
+        assert!(dir.path().join("state/namespace-4026532204.alive").exists());
+        // Another open of the file, as another PID namespace's reset makes.
+        assert!(FileStore::new(dir.path().join("state")).namespace_alive(ns));
+        assert!(!store.namespace_alive("pid:[4026532205]"));
+        drop(held);
+        assert!(!store.namespace_alive(ns), "the init's end releases it");
+        store.release_namespace_alive(ns);
+        assert!(!dir.path().join("state/namespace-4026532204.alive").exists());
     }
 
     #[test]

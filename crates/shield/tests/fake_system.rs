@@ -1304,6 +1304,34 @@ fn reset_namespace_gone_while_that_namespace_lives_is_refused_before_any_change(
 }
 
 #[test]
+fn a_namespace_this_reset_cannot_see_is_alive_while_its_init_holds_its_lock() {
+    // A sibling PID namespace on cgroup v1: none of its processes shows
+    // here, and v1 cgroups tell nothing of tasks this reader cannot see.
+    let k = machine(&[(100, "0-3")]);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    let mut saved = saved_in(&store);
+    saved.pid_namespace = "pid:[4026532999]".into();
+    put(&store, &saved);
+    store.set_namespace_alive("pid:[4026532999]", true);
+    let shielded = k.files();
+    let state_before = store.copy(state::STATE_FILE);
+    let err = cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap_err();
+    assert!(
+        matches!(err, cpushield_shield::ShieldError::NamespaceAlive { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("holds its lock"), "{err}");
+    assert!(!err.to_string().contains('\n'), "one line: {err}");
+    assert_eq!(k.files(), shielded, "nothing changed");
+    assert_eq!(store.copy(state::STATE_FILE), state_before);
+    // Its init ended: the lock with it.
+    store.set_namespace_alive("pid:[4026532999]", false);
+    cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap();
+    assert!(state::load_from(&store).unwrap().is_none());
+}
+
+#[test]
 fn a_cgroup_v2_shield_cgroup_still_populated_shows_its_namespace_alive() {
     let k = machine(&[(100, "0-3")]);
     let store = MemoryStore::new();

@@ -2,14 +2,16 @@
 # command short (the behaviour only; timings under TCG mean nothing): `compare` with each
 # default scenario alone; `measure latency` (timer, rtc, hpet where the guest has it,
 # timerlat where the kernel has the tracer), `measure determinism`, `measure noise`,
-# `measure net`; `check --cpus 3`; `run --reserve`; every `load` workload (compile refused
+# `measure net`; `measure latency`, `measure determinism` and `run --idle-poll` under
+# `shield --all 3`, with no thread of cpushield but the measuring ones and the pollers on
+# CPU 3 (sampled from /proc/*/task); `check --cpus 3`; `run --reserve`; every `load` workload (compile refused
 # in one line: this guest has no C compiler; crashme left out: QEMU's TCG cannot run its
 # random instructions); `tune` at its smallest budget. Each exits as
 # documented; the commands that write a report write it; no verdict, finding or output
 # line names a cpushield process; the machine is as found afterwards. On both kernels:
 # the tracers, timerlat and the partition's clamping differ between 6.1 and 6.12-rt.
 # guest-test: main_job_tools_on_4_cpus_each_exit_as_documented_and_leave_the_machine_as_found
-# guest-cost: 260
+# guest-cost: 280
 # guest-mem: 1024
 # guest-timeout: 1200
 # guest-tcg: single
@@ -58,6 +60,17 @@ scenario_main() {
     cs_ok measure/noise measure noise --cpus 3 --duration 1s
     cs_ok measure/net measure net --cpus 2,3 --duration 200ms --sizes 64,1K
     expect_no_own_blame measure/no-own-blame /tmp/cs.out
+
+    # Under a shield (cgroup v2 here) the measuring threads and run's idle pollers enter it
+    # alone: no other thread of cpushield (measure's or run's main thread) runs on CPU 3.
+    cs_ok shielded/shield shield --all 3
+    own_watch_start
+    cs_ok shielded/measure-latency measure latency --cpus 3 --duration 3s
+    cs_ok shielded/measure-determinism measure determinism --cpus 3 --runs 3 --work 500ms
+    cs_ok shielded/run-idle-poll run --cpus 3 --idle-poll -- sleep 3
+    own_watch_stop
+    expect_own_threads_off shielded/own-threads-off 3
+    cs_ok shielded/reset reset
 
     cs check --cpus 3 --json
     if [ "$CS_RC" = 0 ] || [ "$CS_RC" = 3 ]; then pass check/exit; else

@@ -124,6 +124,11 @@ pub struct DemoArgs {
     /// Latency probe time per scenario.
     #[arg(long, value_parser = duration, default_value = "15s")]
     duration: Duration,
+    /// Load profile or workloads (comma-separated), as `cpushield load --list`
+    /// shows, as `compare --load` takes them (default: stress-kernel; without
+    /// compile where no C compiler is installed).
+    #[arg(long)]
+    load: Option<String>,
     /// Print every table after the answer (all of it is in report.html and
     /// report.json anyway).
     #[arg(long, short)]
@@ -138,15 +143,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
         args.rate > 0,
         "--rate must be above 0: use e.g. --rate 2048"
     );
-    let (load, load_name) = match &args.load {
-        Some(named) => {
-            let names: Vec<&str> = named.split(',').map(str::trim).collect();
-            let load = cpushield_load::parse_selection(&names)
-                .map_err(|e| anyhow::anyhow!("--load: {e}"))?;
-            (load, named.clone())
-        }
-        None => default_load(has_c_compiler()),
-    };
+    let (load, load_name) = load_selection(args.load.as_deref())?;
     let config = CompareConfig {
         cpus: args.cpus,
         scenarios,
@@ -178,7 +175,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
 
 /// Runs `cpushield demo`: every scenario, the stress-kernel load, short runs.
 pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
-    let (load, load_name) = default_load(has_c_compiler());
+    let (load, load_name) = load_selection(args.load.as_deref())?;
     let config = CompareConfig {
         cpus: args.cpus,
         scenarios: Scenario::ALL.to_vec(),
@@ -222,6 +219,20 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     )
 }
 
+/// The load `--load` names (`compare`'s and `demo`'s), and its name for the
+/// report; without `--load`, [`default_load`].
+fn load_selection(named: Option<&str>) -> anyhow::Result<(Vec<cpushield_load::Workload>, String)> {
+    match named {
+        Some(named) => {
+            let names: Vec<&str> = named.split(',').map(str::trim).collect();
+            let load = cpushield_load::parse_selection(&names)
+                .map_err(|e| anyhow::anyhow!("--load: {e}"))?;
+            Ok((load, named.to_string()))
+        }
+        None => Ok(default_load(has_c_compiler())),
+    }
+}
+
 /// Whether a C compiler (the `compile` workload's) is in PATH.
 pub(crate) fn has_c_compiler() -> bool {
     ["cc", "gcc", "clang"]
@@ -255,8 +266,8 @@ pub(crate) fn default_load(cc: bool) -> (Vec<cpushield_load::Workload>, String) 
 }
 
 /// A load that cannot start, in one line with a remedy that `command`
-/// (`compare` or `demo`) has: `demo` has no --dir and no --load, and
-/// neither has --size or --scale (`cpushield load`'s). `dir` is the load's
+/// (`compare` or `demo`) has: `demo` has no --dir, and neither has --size
+/// or --scale (`cpushield load`'s); both have --load. `dir` is the load's
 /// directory, `load_name` what was asked for.
 fn load_refusal(command: &str, load_name: &str, e: &cpushield_load::LoadError) -> String {
     use cpushield_load::LoadError;
@@ -287,7 +298,7 @@ fn load_refusal(command: &str, load_name: &str, e: &cpushield_load::LoadError) -
             let d = dir.display();
             if demo {
                 format!(
-                    "{d}: the demo's load needs {need_mib} MiB there but only {free_mib} MiB are free; free {} MiB in {d}, or run `cpushield compare --dir DIR` with a DIR that has {need_mib} MiB free",
+                    "{d}: the demo's load needs {need_mib} MiB there but only {free_mib} MiB are free; free {} MiB in {d}, or run `cpushield compare --dir DIR` with a DIR that has {need_mib} MiB free, or a load that writes no files (e.g. --load ttcp,fifos-mmap,fpu,crashme)",
                     need_mib.saturating_sub(*free_mib)
                 )
             } else {
@@ -302,7 +313,7 @@ fn load_refusal(command: &str, load_name: &str, e: &cpushield_load::LoadError) -
                 .into_iter()
                 .filter(|w| w != workload)
                 .collect();
-            if demo || rest.is_empty() {
+            if rest.is_empty() {
                 format!("the load's workload '{workload}' needs {tool}, which is not in PATH: install it")
             } else {
                 format!(
@@ -552,7 +563,10 @@ mod tests {
             assert!(m.contains("free 1029 MiB in /var/tmp"), "{m}");
         }
         let demo = load_refusal("demo", "stress-kernel", &e);
-        assert!(!demo.contains("--load"), "demo has no --load: {demo}");
+        assert!(
+            demo.contains("--load ttcp,fifos-mmap,fpu,crashme"),
+            "demo takes --load: {demo}"
+        );
     }
 
     #[test]
@@ -562,9 +576,14 @@ mod tests {
             tool: "a C compiler (cc, gcc or clang)",
             remedy: "install one (apt-get install gcc) or leave out 'compile'",
         };
-        let m = load_refusal("compare", "stress-kernel", &e);
-        assert!(!m.contains("leave out"), "{m}");
-        assert!(m.contains("--load ttcp,fifos-mmap,fpu,fs,crashme"), "{m}");
+        for command in ["compare", "demo"] {
+            let m = load_refusal(command, "stress-kernel", &e);
+            assert!(!m.contains("leave out"), "{command}: {m}");
+            assert!(
+                m.contains("--load ttcp,fifos-mmap,fpu,fs,crashme"),
+                "{command}: {m}"
+            );
+        }
     }
 
     #[test]

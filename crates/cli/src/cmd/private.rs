@@ -5,12 +5,29 @@
 
 use cpushield_kernel::namespace;
 use cpushield_kernel::RealKernel;
+use cpushield_shield::state::FileStore;
 use std::path::Path;
 
 /// Runs `body` as the init of a private PID namespace
 /// ([`namespace::run_private`]); the load's files go under `load_dir`.
+/// The init holds its namespace's liveness lock in the state directory all
+/// along, so that `reset --namespace-gone` refuses while it lives, from
+/// wherever it is run (a state directory it cannot write means no shield
+/// either: then there is no lock).
 pub fn run<F: FnOnce() -> i32>(body: F, load_dir: &Path) -> std::io::Result<i32> {
-    namespace::run_private(body, |sig| after_init_killed(sig, load_dir))
+    namespace::run_private(
+        || {
+            let store = FileStore::from_env();
+            let ns = cpushield_shield::snapshot::pid_namespace(&RealKernel);
+            let alive = store.hold_namespace_alive(&ns);
+            let code = body();
+            if alive.is_ok() {
+                store.release_namespace_alive(&ns);
+            }
+            code
+        },
+        |sig| after_init_killed(sig, load_dir),
+    )
 }
 
 /// The command that restores what a killed run left, as the user types it

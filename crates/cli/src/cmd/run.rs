@@ -170,6 +170,14 @@ fn place_in_shield(tid: i32, cpus: &CpuSet) -> io::Result<()> {
     placement::place_task(&RealKernel, tid, cpus)
 }
 
+/// An `--idle-poll` thread enters the shield alone: this process, which
+/// only waits for the command, stays on the CPUs the shield leaves to the
+/// system (moved whole into a v2 shield, it would wake on the shielded CPU
+/// beside the task it serves).
+fn place_poller(tid: i32, cpus: &CpuSet) -> io::Result<()> {
+    placement::place_own_thread_from_anywhere(&RealKernel, tid, cpus)
+}
+
 impl Placer for ShieldPlacer {
     fn place(&self, tid: i32, cpus: &CpuSet) -> io::Result<()> {
         place_in_shield(tid, cpus)
@@ -178,7 +186,7 @@ impl Placer for ShieldPlacer {
         placement::record_sched(&RealKernel, pid, tids)
     }
     fn poller_placement(&self) -> Option<PlaceFn> {
-        Some(place_in_shield)
+        Some(place_poller)
     }
 }
 
