@@ -6,7 +6,7 @@
 
 use crate::{lock, Shared};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{clock::now_ns, gettid, Kernel, RealKernel, SchedParams};
+use cpushield_kernel::{clock::now_ns, gettid, Host, SchedParams};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,25 +31,26 @@ const PERIOD_NS: u64 = 1_000_000;
 /// Starts the probe thread; it stops when `stop` is set. A probe that
 /// cannot be placed logs why and ends (the agent goes on).
 pub fn spawn(
+    host: &Host,
     settings: ProbeSettings,
     shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<()> {
     lock(&shared.metrics).enable_latency();
+    let host = host.clone();
     std::thread::spawn(move || {
         let cpus = CpuSet::from_iter([settings.cpu]);
         let tid = gettid();
-        let placed =
-            cpushield_shield::placement::place_task(&RealKernel, tid, &cpus).and_then(|()| {
-                RealKernel.set_sched(
-                    tid,
-                    &SchedParams {
-                        policy: libc::SCHED_FIFO as u32,
-                        priority: settings.priority as u32,
-                        ..SchedParams::default()
-                    },
-                )
-            });
+        let placed = cpushield_shield::placement::place_task(&host, tid, &cpus).and_then(|()| {
+            host.kernel().set_sched(
+                tid,
+                &SchedParams {
+                    policy: libc::SCHED_FIFO as u32,
+                    priority: settings.priority as u32,
+                    ..SchedParams::default()
+                },
+            )
+        });
         if let Err(e) = placed {
             println!(
                 "cpushield agent: the latency probe cannot run on CPU {} at SCHED_FIFO {} ({e}); no latency metric",

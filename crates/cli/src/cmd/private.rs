@@ -4,7 +4,6 @@
 //! records; where that fails, the one command that finishes it is printed.
 
 use cpushield_kernel::namespace;
-use cpushield_kernel::RealKernel;
 use std::path::Path;
 
 /// Runs `body` as the init of a private PID namespace
@@ -51,7 +50,7 @@ fn after_init_killed(sig: i32, load_dir: &Path) -> i32 {
         is_root: nix::unistd::geteuid().is_root(),
         whole_cores: false,
     };
-    match cpushield_shield::reset_namespace_gone(&RealKernel, options) {
+    match cpushield_shield::reset_namespace_gone(&crate::host::real(), options) {
         Ok(report) => eprintln!(
             "cpushield: restored: {} IRQs, {} tasks moved, {} settings; {dirs} load director{} removed",
             report.outcome.irqs,
