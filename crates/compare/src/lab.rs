@@ -178,7 +178,7 @@ impl Runs for RealRuns {
         run.run()
     }
     fn rtla(&self, notes: &mut Vec<String>) -> Option<PathBuf> {
-        crate::anchor::rtla_anchor(notes)
+        crate::anchor::rtla_anchor(self.host.kernel(), crate::anchor::find_rtla(), notes)
     }
     fn run_rtla(&self, run: &RtlaRun, poll: Option<Option<PlaceFn>>) -> Result<Anchor, String> {
         let poller = poll.and_then(|place| {
