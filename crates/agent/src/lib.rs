@@ -22,9 +22,9 @@ pub mod socket;
 pub mod start;
 pub mod status;
 
-use cpushield_kernel::Kernel;
+use cpushield_kernel::{Host, Kernel};
 use cpushield_shield::snapshot::is_kubepods;
-use cpushield_shield::state::{self, StateStore};
+use cpushield_shield::state;
 use cpushield_shield::{snapshot, Options, ShieldMasks};
 use std::io;
 use std::path::PathBuf;
@@ -106,8 +106,7 @@ impl Shared {
 
 /// The agent's loop state.
 pub struct Agent<'a> {
-    kernel: &'a dyn Kernel,
-    store: &'a dyn StateStore,
+    host: &'a Host,
     watch: drift::Watch,
     tasks: drift::TaskWatch,
     online: drift::OnlineWatch,
@@ -123,16 +122,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl<'a> Agent<'a> {
-    /// An agent over `kernel` with the shield's state in `store`.
-    pub fn new(
-        kernel: &'a dyn Kernel,
-        store: &'a dyn StateStore,
-        shared: Arc<Shared>,
-        options: Options,
-    ) -> Self {
+    /// An agent over `host` (its kernel and the shield's state).
+    pub fn new(host: &'a Host, shared: Arc<Shared>, options: Options) -> Self {
         Self {
-            kernel,
-            store,
+            host,
             watch: drift::Watch::new(),
             tasks: drift::TaskWatch::new(),
             online: drift::OnlineWatch::default(),
@@ -168,20 +161,21 @@ impl<'a> Agent<'a> {
     /// log lines (one per correction, and one per failure).
     pub fn tick(&mut self) -> io::Result<Vec<String>> {
         let mut log = Vec::new();
-        let loaded = state::load_from(self.store)?.map(|l| l.state);
+        let loaded = state::load_from(self.host.store())?.map(|l| l.state);
         let masks = loaded.as_ref().map(|s| s.masks.clone()).unwrap_or_default();
-        let online = cpushield_kernel::online_cpus(self.kernel)?;
+        let online = cpushield_kernel::online_cpus(self.host.kernel())?;
         let came_online = self.online.observe(&online);
         let shielded_irqs = masks.irqs.intersection(&online);
         let shielded_procs = masks.procs.intersection(&online);
-        let irqs = snapshot::read_irqs(self.kernel);
+        let irqs = snapshot::read_irqs(self.host.kernel());
         let drifts = self.watch.observe(&irqs, &shielded_irqs);
         let tasks = match &loaded {
-            Some(s) if !shielded_procs.is_empty() => snapshot::read_tasks(self.kernel, &s.layout)
-                .unwrap_or_else(|e| {
+            Some(s) if !shielded_procs.is_empty() => {
+                snapshot::read_tasks(self.host.kernel(), &s.layout).unwrap_or_else(|e| {
                     log.push(format!("reading the tasks failed: {e}"));
                     Vec::new()
-                }),
+                })
+            }
             _ => Vec::new(),
         };
         let drift::TaskLook {
@@ -208,8 +202,8 @@ impl<'a> Agent<'a> {
         let mut corrected = None;
         let drifted = !drifts.is_empty() || !task_drifts.is_empty() || !came_online.is_empty();
         if drifted && !masks.is_empty() {
-            let result = cpushield_shield::shield_in(self.kernel, self.store, &masks, self.options);
-            let after = snapshot::read_irqs(self.kernel);
+            let result = cpushield_shield::shield(self.host, &masks, self.options);
+            let after = snapshot::read_irqs(self.host.kernel());
             let outcome = |what: String| match &result {
                 Ok(_) => format!("re-applied the shield, {what}"),
                 Err(e) => format!("re-applying the shield failed: {e}"),
@@ -262,7 +256,7 @@ impl<'a> Agent<'a> {
             if !task_drifts.is_empty() {
                 let layout = loaded.as_ref().map(|s| s.layout.clone());
                 let tasks_after = layout
-                    .and_then(|l| snapshot::read_tasks(self.kernel, &l).ok())
+                    .and_then(|l| snapshot::read_tasks(self.host.kernel(), &l).ok())
                     .unwrap_or_default();
                 for d in &task_drifts {
                     let now_aff = tasks_after
@@ -302,14 +296,17 @@ impl<'a> Agent<'a> {
         let shield = loaded
             .as_ref()
             .map(cpushield_check::ShieldInForce::from_saved);
-        if let Some(outcome) = self.checker.look(self.kernel, &watched, shield.as_ref()) {
+        if let Some(outcome) = self
+            .checker
+            .look(self.host.kernel(), &watched, shield.as_ref())
+        {
             lock(&self.shared.metrics)
                 .set_findings(outcome.counts.iter().map(|(s, n)| (severity_label(*s), *n)));
             self.breaks = outcome.breaks;
         } else if watched.is_empty() {
             self.breaks = None;
         }
-        let sample = sample::read(self.kernel, &watched);
+        let sample = sample::read(self.host.kernel(), &watched);
         {
             let mut m = lock(&self.shared.metrics);
             m.set_shield(&masks);
@@ -450,20 +447,21 @@ pub fn stop_on_signals() -> io::Result<&'static AtomicBool> {
 /// Runs the loop until `stop` is set (or once), printing each log line, then
 /// leaves or resets the shield as `settings.on_stop` says.
 pub fn run(
-    kernel: &dyn Kernel,
-    store: &dyn StateStore,
+    host: &Host,
     shared: Arc<Shared>,
     settings: &Settings,
     stop: &AtomicBool,
 ) -> io::Result<()> {
-    let mut agent = Agent::new(kernel, store, Arc::clone(&shared), settings.options)
-        .check_every(settings.check_every);
+    let kernel = host.kernel();
+    let mut agent =
+        Agent::new(host, Arc::clone(&shared), settings.options).check_every(settings.check_every);
     if let Some(n) = settings.fast_forward {
         return fast_forward(&mut agent, &shared, settings, kernel, n);
     }
     let probe_stop = Arc::new(AtomicBool::new(false));
     let probe = match (settings.probe, settings.once) {
         (Some(p), false) => Some(probe::spawn(
+            host,
             p,
             Arc::clone(&shared),
             Arc::clone(&probe_stop),
@@ -513,7 +511,7 @@ pub fn run(
     }
     result?;
     if !settings.once && settings.on_stop == OnStop::Reset {
-        cpushield_shield::reset_in(kernel, store, settings.options).map_err(io::Error::other)?;
+        cpushield_shield::reset(host, settings.options).map_err(io::Error::other)?;
         println!("cpushield agent: stopped; shield reset (on_stop = \"reset\")");
     } else if !settings.once {
         println!("cpushield agent: stopped; shield left up (on_stop = \"keep\")");

@@ -6,7 +6,7 @@
 
 use crate::{lock, Shared};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{clock::now_ns, gettid, Kernel, RealKernel, SchedParams};
+use cpushield_kernel::{clock::now_ns, gettid, Host, SchedParams};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,20 +31,21 @@ const PERIOD_NS: u64 = 1_000_000;
 /// Starts the probe thread; it stops when `stop` is set. A probe that
 /// cannot be placed logs why and ends (the agent goes on).
 pub fn spawn(
+    host: &Host,
     settings: ProbeSettings,
     shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<()> {
     lock(&shared.metrics).enable_latency();
+    let host = host.clone();
     std::thread::spawn(move || {
         let cpus = CpuSet::from_iter([settings.cpu]);
         let tid = gettid();
-        let placed =
-            // The probe's thread alone: the agent's other threads (its
-            // server, its samplers) stay off the CPU it probes.
-            cpushield_shield::placement::place_own_thread_from_anywhere(&RealKernel, tid, &cpus)
-                .and_then(|()| {
-                RealKernel.set_sched(
+        // The probe's thread alone: the agent's other threads (its server,
+        // its samplers) stay off the CPU it probes.
+        let placed = cpushield_shield::placement::place_own_thread_from_anywhere(&host, tid, &cpus)
+            .and_then(|()| {
+                host.kernel().set_sched(
                     tid,
                     &SchedParams {
                         policy: libc::SCHED_FIFO as u32,

@@ -6,7 +6,7 @@
 
 use crate::access::{self, Peer, Place, Policy, Rule};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{Kernel, SchedParams};
+use cpushield_kernel::{Host, Kernel, SchedParams};
 use cpushield_rt::reserve::ReserveDir;
 use cpushield_shield::placement;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
@@ -64,7 +64,8 @@ fn sched_params(policy: Policy, priority: u32) -> SchedParams {
 /// Places every thread of `pid` on `cpus` with the policy: the shield's
 /// journal records each thread's policy first, then each thread enters the
 /// shield and gets the policy.
-pub fn place(kernel: &dyn Kernel, pid: i32, cpus: &CpuSet, place: &Place) -> io::Result<usize> {
+pub fn place(host: &Host, pid: i32, cpus: &CpuSet, place: &Place) -> io::Result<usize> {
+    let kernel = host.kernel();
     let task_dir = PathBuf::from(format!("/proc/{pid}/task"));
     let mut tids: Vec<i32> = kernel
         .read_dir(&task_dir)?
@@ -72,11 +73,10 @@ pub fn place(kernel: &dyn Kernel, pid: i32, cpus: &CpuSet, place: &Place) -> io:
         .filter_map(|t| t.parse().ok())
         .collect();
     tids.sort_unstable();
-    placement::record_sched(kernel, pid, &tids)?;
+    placement::record_sched(host, pid, &tids)?;
     let params = sched_params(place.policy, place.priority);
     for &tid in &tids {
-        match placement::place_task(kernel, tid, cpus).and_then(|()| kernel.set_sched(tid, &params))
-        {
+        match placement::place_task(host, tid, cpus).and_then(|()| kernel.set_sched(tid, &params)) {
             Ok(()) => {}
             Err(e) if cpushield_kernel::is_gone(&e) => {}
             Err(e) => return Err(e),
@@ -101,7 +101,7 @@ fn groups_of(kernel: &dyn Kernel, pid: i32, gid: u32) -> Vec<u32> {
 /// one checked (a pidfd on the real kernel). CPUs another process reserved
 /// (`run --reserve`) are refused as `run` refuses them.
 pub fn answer(
-    kernel: &dyn Kernel,
+    host: &Host,
     rules: &[Rule],
     reserves: &ReserveDir,
     peer: &Peer,
@@ -116,7 +116,8 @@ pub fn answer(
     let Ok(held) = hold(pid) else {
         return format!("refused: there is no process {pid}");
     };
-    let owner = kernel
+    let owner = host
+        .kernel()
         .read(Path::new(&format!("/proc/{pid}/status")))
         .ok()
         .and_then(|s| access::owner_of(&s));
@@ -136,7 +137,7 @@ pub fn answer(
     if !held() {
         return format!("refused: process {pid} exited while it was checked");
     }
-    match place(kernel, pid, &cpus, &req) {
+    match place(host, pid, &cpus, &req) {
         Ok(_) if !held() => format!("refused: process {pid} exited while it was placed"),
         Ok(n) => format!(
             "ok: placed process {pid} ({n} thread{}) on CPU {} with {:?} {} (by {})",
@@ -271,26 +272,26 @@ impl Running {
     }
 }
 
-fn serve_one(kernel: &dyn Kernel, rules: &[Rule], stream: UnixStream) -> Option<String> {
+fn serve_one(
+    host: &Host,
+    reserves: &ReserveDir,
+    rules: &[Rule],
+    stream: UnixStream,
+) -> Option<String> {
     let cred = getsockopt(&stream, PeerCredentials).ok()?;
     let peer = Peer {
         pid: cred.pid(),
         uid: cred.uid(),
-        groups: groups_of(kernel, cred.pid(), cred.gid()),
+        groups: groups_of(host.kernel(), cred.pid(), cred.gid()),
     };
     let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
     let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
     let mut line = String::new();
     let mut reader = BufReader::new((&stream).take(access::MAX_REQUEST as u64));
     let reply = match reader.read_line(&mut line) {
-        Ok(_) if line.ends_with('\n') => answer(
-            kernel,
-            rules,
-            &ReserveDir::from_env(),
-            &peer,
-            &line,
-            &hold_by_pidfd,
-        ),
+        Ok(_) if line.ends_with('\n') => {
+            answer(host, rules, reserves, &peer, &line, &hold_by_pidfd)
+        }
         _ => format!(
             "refused: a request is one line of at most {} bytes",
             access::MAX_REQUEST
@@ -306,7 +307,8 @@ fn serve_one(kernel: &dyn Kernel, rules: &[Rule], stream: UnixStream) -> Option<
 /// Listens on `path` (mode 0660, group `gid`) and answers placement requests
 /// against `rules` in a thread, printing one log line per request.
 pub fn start(
-    kernel: &'static (dyn Kernel + Sync),
+    host: &Host,
+    reserves: ReserveDir,
     path: &Path,
     gid: u32,
     rules: Vec<Rule>,
@@ -347,13 +349,14 @@ pub fn start(
         .map_err(|e| remedy(e, "chmod"))?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
+    let host = host.clone();
     let thread = std::thread::spawn(move || {
         for stream in listener.incoming() {
             if flag.load(Ordering::SeqCst) {
                 break;
             }
             let Ok(stream) = stream else { continue };
-            if let Some(line) = serve_one(kernel, &rules, stream) {
+            if let Some(line) = serve_one(&host, &reserves, &rules, stream) {
                 println!("cpushield agent: {line}");
             }
         }

@@ -4,8 +4,8 @@
 
 use crate::{access, probe, server, socket, OnStop, Settings, Shared};
 use cpushield_config::Config;
-use cpushield_kernel::RealKernel;
-use cpushield_shield::state::FileStore;
+use cpushield_kernel::Host;
+use cpushield_rt::reserve::ReserveDir;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -131,15 +131,18 @@ fn settings(choices: &Choices, config: Option<&Config>) -> io::Result<Settings> 
 /// `--once`, or the looks of `--fast-forward`). Returns the metrics to print
 /// after a `--once` look. Every error is one line naming the input and the
 /// remedy, with nothing started.
-pub fn run(choices: &Choices, version: &str) -> io::Result<Option<String>> {
+pub fn run(
+    host: &Host,
+    reserves: ReserveDir,
+    choices: &Choices,
+    version: &str,
+) -> io::Result<Option<String>> {
     let config = read_config(choices)?;
     let settings = settings(choices, config.as_ref())?;
     let shared = Shared::new(version);
-    let store = FileStore::from_env();
-    let kernel = RealKernel;
     if settings.once || settings.fast_forward.is_some() {
         let stop = AtomicBool::new(false);
-        crate::run(&kernel, &store, shared.clone(), &settings, &stop)?;
+        crate::run(host, shared.clone(), &settings, &stop)?;
         return Ok(settings.once.then(|| crate::lock(&shared.metrics).render()));
     }
     let listen = choices.listen.unwrap_or_else(|| match &config {
@@ -158,7 +161,7 @@ pub fn run(choices: &Choices, version: &str) -> io::Result<Option<String>> {
     let stop = crate::stop_on_signals()?;
     let server = server::start(listen, shared.clone(), server::Limits::default())?;
     let socket = match access {
-        Some(((rules, gid), path)) => match socket::start(&RealKernel, &path, gid, rules) {
+        Some(((rules, gid), path)) => match socket::start(host, reserves, &path, gid, rules) {
             Ok(running) => {
                 println!(
                     "cpushield agent: placing callers' own processes as [access] grants, on {}",
@@ -178,7 +181,7 @@ pub fn run(choices: &Choices, version: &str) -> io::Result<Option<String>> {
         server.addr,
         humantime::format_duration(settings.interval)
     );
-    let result = crate::run(&kernel, &store, shared, &settings, stop);
+    let result = crate::run(host, shared, &settings, stop);
     server.stop();
     if let Some(s) = socket {
         s.stop();

@@ -2,7 +2,8 @@
 
 use super::*;
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::FakeKernel;
+use cpushield_kernel::{FakeKernel, Host};
+use cpushield_shield::state::MemoryStore;
 use drift::{Cause, Watch};
 use std::io;
 
@@ -85,7 +86,8 @@ fn a_tick_without_a_shield_corrects_nothing_and_says_no_shield() {
     );
     let store = state::MemoryStore::new();
     let shared = Shared::new("0");
-    let mut agent = Agent::new(&k, &store, Arc::clone(&shared), Options::default());
+    let host = Host::fake(&k, &store);
+    let mut agent = Agent::new(&host, Arc::clone(&shared), Options::default());
     assert!(agent.tick().unwrap().is_empty());
     let json = lock(&shared.conditions).to_json();
     assert!(json.contains("\"NoShield\""), "{json}");
@@ -159,7 +161,7 @@ fn the_socket_places_the_callers_own_process_and_refuses_anything_else() {
     let reserves = cpushield_rt::reserve::ReserveDir::new(_dir.path().join("reserve"));
     let ask = |pid: i32, cpus: &str, prio: u32| {
         socket::answer(
-            &k,
+            &Host::fake(&k, &MemoryStore::new()),
             &rules(),
             &reserves,
             &peer,
@@ -194,7 +196,7 @@ fn the_socket_places_the_callers_own_process_and_refuses_anything_else() {
         groups: vec![100],
     };
     let e = socket::answer(
-        &k,
+        &Host::fake(&k, &MemoryStore::new()),
         &rules(),
         &reserves,
         &outsider,
@@ -258,7 +260,14 @@ fn a_process_that_exited_while_held_is_never_placed_though_its_pid_names_another
         c.wait()?;
         Ok(held)
     };
-    let answer = socket::answer(&k, &rules(), &reserves, &peer, &request, &hold_then_exit);
+    let answer = socket::answer(
+        &Host::fake(&k, &MemoryStore::new()),
+        &rules(),
+        &reserves,
+        &peer,
+        &request,
+        &hold_then_exit,
+    );
     assert_eq!(
         answer,
         format!("refused: process {pid} exited while it was checked")
@@ -267,7 +276,7 @@ fn a_process_that_exited_while_held_is_never_placed_though_its_pid_names_another
     assert!(!k.scheds().contains_key(&pid));
     let by_pidfd = |request: &str| {
         socket::answer(
-            &k,
+            &Host::fake(&k, &MemoryStore::new()),
             &rules(),
             &reserves,
             &peer,
@@ -322,10 +331,16 @@ fn machine(online: &str, tasks: &[(i32, &str)]) -> FakeKernel {
 fn a_task_widened_onto_the_shield_is_set_back_and_its_widened_mask_is_kept_as_its_request() {
     let k = machine("0-3", &[(100, "0-3"), (101, "1")]);
     let store = state::MemoryStore::new();
-    cpushield_shield::shield_in(&k, &store, &ShieldMasks::all(&cpus("3")), ROOT_OPTIONS).unwrap();
+    cpushield_shield::shield(
+        &Host::fake(&k, &store),
+        &ShieldMasks::all(&cpus("3")),
+        ROOT_OPTIONS,
+    )
+    .unwrap();
     assert_eq!(k.affinities()[&100], cpus("0-2"));
     let shared = Shared::new("0");
-    let mut agent = Agent::new(&k, &store, Arc::clone(&shared), ROOT_OPTIONS);
+    let host = Host::fake(&k, &store);
+    let mut agent = Agent::new(&host, Arc::clone(&shared), ROOT_OPTIONS);
     let first = agent.tick().unwrap();
     assert!(first.iter().all(|l| !l.contains("task")), "{first:?}");
     // Behind the shield's back: `taskset -p 0-3 101`.
@@ -351,7 +366,7 @@ fn a_task_widened_onto_the_shield_is_set_back_and_its_widened_mask_is_kept_as_it
         .iter()
         .all(|l| !l.contains("task 101")));
     // Reset gives the task what it asked for last (Brosky's rule), not 1.
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     assert_eq!(k.affinities()[&101], cpus("0-3"));
 }
 
@@ -359,9 +374,15 @@ fn a_task_widened_onto_the_shield_is_set_back_and_its_widened_mask_is_kept_as_it
 fn a_cpu_coming_online_re_applies_the_shield_and_is_logged_with_its_cause() {
     let k = machine("0-2", &[(100, "0-2")]);
     let store = state::MemoryStore::new();
-    cpushield_shield::shield_in(&k, &store, &ShieldMasks::all(&cpus("2")), ROOT_OPTIONS).unwrap();
+    cpushield_shield::shield(
+        &Host::fake(&k, &store),
+        &ShieldMasks::all(&cpus("2")),
+        ROOT_OPTIONS,
+    )
+    .unwrap();
     let shared = Shared::new("0");
-    let mut agent = Agent::new(&k, &store, Arc::clone(&shared), ROOT_OPTIONS);
+    let host = Host::fake(&k, &store);
+    let mut agent = Agent::new(&host, Arc::clone(&shared), ROOT_OPTIONS);
     assert!(agent.tick().unwrap().iter().all(|l| !l.contains("online")));
     k.set_file("/sys/devices/system/cpu/online", "0-3\n");
     k.set_file(format!("{ROOT}/cpuset.cpus"), "0-3\n");
@@ -459,14 +480,20 @@ fn a_pod_task_on_a_shielded_cpu_gets_its_own_line_and_no_reshield() {
     // Pinned to CPU 3 by the kubelet's static CPU manager.
     add_pod_task(&k, 200, "3");
     let store = state::MemoryStore::new();
-    cpushield_shield::shield_in(&k, &store, &ShieldMasks::all(&cpus("3")), ROOT_OPTIONS).unwrap();
+    cpushield_shield::shield(
+        &Host::fake(&k, &store),
+        &ShieldMasks::all(&cpus("3")),
+        ROOT_OPTIONS,
+    )
+    .unwrap();
     assert_eq!(
         k.affinities()[&200],
         cpus("3"),
         "the shield leaves pods alone"
     );
     let shared = Shared::new("0");
-    let mut agent = Agent::new(&k, &store, Arc::clone(&shared), ROOT_OPTIONS);
+    let host = Host::fake(&k, &store);
+    let mut agent = Agent::new(&host, Arc::clone(&shared), ROOT_OPTIONS);
     let writes = store.writes();
     let files = k.files();
     let log = agent.tick().unwrap();
@@ -504,9 +531,15 @@ fn a_pod_task_on_a_shielded_cpu_gets_its_own_line_and_no_reshield() {
 fn corrected_is_true_after_a_look_that_corrected_and_false_after_one_that_did_not() {
     let k = machine("0-3", &[(100, "0-3"), (101, "1")]);
     let store = state::MemoryStore::new();
-    cpushield_shield::shield_in(&k, &store, &ShieldMasks::all(&cpus("3")), ROOT_OPTIONS).unwrap();
+    cpushield_shield::shield(
+        &Host::fake(&k, &store),
+        &ShieldMasks::all(&cpus("3")),
+        ROOT_OPTIONS,
+    )
+    .unwrap();
     let shared = Shared::new("0");
-    let mut agent = Agent::new(&k, &store, Arc::clone(&shared), ROOT_OPTIONS);
+    let host = Host::fake(&k, &store);
+    let mut agent = Agent::new(&host, Arc::clone(&shared), ROOT_OPTIONS);
     let corrected = || -> serde_json::Value {
         let status: serde_json::Value =
             serde_json::from_str(&lock(&shared.conditions).to_json()).unwrap();
@@ -587,7 +620,8 @@ fn a_latency_crossing_lasts_until_a_burst_stays_under_the_limit() {
     let k = fake();
     let store = state::MemoryStore::new();
     let shared = Shared::new("0");
-    let agent = Agent::new(&k, &store, Arc::clone(&shared), Options::default());
+    let host = Host::fake(&k, &store);
+    let agent = Agent::new(&host, Arc::clone(&shared), Options::default());
     assert_eq!(agent.crossed(), None);
     shared.latency_over.store(150_000, Ordering::SeqCst);
     let why = agent.crossed().unwrap();

@@ -1569,9 +1569,8 @@ fn a_shield_whose_state_is_gone_is_named_with_reset_without_state_and_no_shield_
         whole_cores: false,
     };
     // `shield --all 1`, its state then lost: kept in a store nobody reads.
-    cpushield_shield::shield_in(
-        &k,
-        &MemoryStore::new(),
+    cpushield_shield::shield(
+        &cpushield_kernel::Host::fake(&k, &MemoryStore::new()),
         &ShieldMasks::all(&CpuSet::from_cpus([1])),
         options,
     )

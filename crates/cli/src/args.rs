@@ -23,7 +23,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 /// A mask typed without `0x` (`abc`, `1,00000000`) that names CPUs which are not
 /// online is refused with the reading that was taken.
 pub fn cpu_set(text: &str) -> Result<CpuSet, String> {
-    let online = cpushield_kernel::online_cpus(&cpushield_kernel::RealKernel).ok();
+    let online = cpushield_kernel::online_cpus(crate::host::real().kernel()).ok();
     cpu_set_on(text, online.as_ref())
 }
 

@@ -3,6 +3,7 @@
 
 mod args;
 mod cmd;
+mod host;
 mod output;
 mod progress;
 mod usage_error;

@@ -294,7 +294,7 @@ fn reset_namespace_gone_from_a_sibling_pid_namespace_is_refused_while_the_shield
     let state = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let load = tempfile::tempdir().unwrap();
-    let before = machine_state();
+    let before = support::tunable_state();
     // The shielding namespace: the one compare makes for itself, a child of
     // this test's.
     let child = Command::new(bin())
@@ -341,7 +341,7 @@ fn reset_namespace_gone_from_a_sibling_pid_namespace_is_refused_while_the_shield
     }
     std::thread::sleep(Duration::from_millis(500));
     let layout = cpushield_shield::layout::detect(&cpushield_kernel::RealKernel).unwrap();
-    let shielded = machine_state();
+    let shielded = support::tunable_state();
     // Its sibling: another child of this test's namespace, which sees none
     // of the shielding namespace's tasks (nor, on cgroup v1, any trace of
     // them in the cgroups).
@@ -361,7 +361,7 @@ fn reset_namespace_gone_from_a_sibling_pid_namespace_is_refused_while_the_shield
     assert!(layout.shield_dir().is_dir() && layout.system_dir().is_dir());
     assert_eq!(
         shielded,
-        machine_state(),
+        support::tunable_state(),
         "the refused reset changed the machine"
     );
     let text = std::fs::read_to_string(state.path().join("state.json")).unwrap();
@@ -383,7 +383,7 @@ fn reset_namespace_gone_from_a_sibling_pid_namespace_is_refused_while_the_shield
     }
     assert_eq!(
         before,
-        machine_state(),
+        support::tunable_state(),
         "{}{}",
         String::from_utf8_lossy(&run.stdout),
         String::from_utf8_lossy(&run.stderr)

@@ -7,7 +7,7 @@
 //! threads, as the probe's are placed there) while rtla itself reads the
 //! trace from the housekeeping CPUs, as the probe's control thread does.
 
-use cpushield_kernel::{Kernel, RealKernel};
+use cpushield_kernel::Kernel;
 use cpushield_report::Anchor;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -29,18 +29,14 @@ pub fn find_rtla() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// The rtla to run as the second anchor, or None with the one line saying
-/// why not added to `notes`: rtla not installed, or a kernel without the
-/// timerlat tracer (then only cyclictest anchors the verdict).
-pub fn rtla_anchor(notes: &mut Vec<String>) -> Option<PathBuf> {
-    rtla_anchor_in(&RealKernel, find_rtla(), notes)
-}
-
-/// [`rtla_anchor`] on `kernel` with rtla at `rtla` (None: not installed).
+/// The rtla to run as the second anchor on `kernel`, with rtla at `rtla`
+/// (None: not installed, see [`find_rtla`]), or None with the one line
+/// saying why not added to `notes`: rtla not installed, or a kernel without
+/// the timerlat tracer (then only cyclictest anchors the verdict).
 /// The kernel is asked first, since without its timerlat tracer no rtla
 /// helps: tracefs's list of tracers where it is mounted, else the build
 /// config (CONFIG_TIMERLAT_TRACER).
-pub fn rtla_anchor_in(
+pub fn rtla_anchor(
     kernel: &dyn Kernel,
     rtla: Option<PathBuf>,
     notes: &mut Vec<String>,

@@ -8,25 +8,21 @@ use crate::anchor::{AnchorRun, RtlaRun};
 use crate::batch::{Batch, BatchRun};
 use crate::experiment::CompareError;
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{Kernel, RealKernel};
+use cpushield_kernel::Host;
 use cpushield_load::{Load, LoadError, LoadSpec, RunningLoad};
 use cpushield_measure::determinism::{self, DeterminismConfig, DeterminismReport};
 use cpushield_measure::latency::{self, LatencyConfig, LatencyReport};
 use cpushield_measure::MeasureError;
 use cpushield_report::{Anchor, BatchWork};
 pub use cpushield_rt::sched::PlaceFn;
-use cpushield_shield::state::{FileStore, StateStore};
 use cpushield_shield::{HeldShield, Options, ShieldMasks};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 /// The machine a comparison changes and measures.
 pub struct Lab {
-    /// The kernel door (shared: a trace session keeps it).
-    pub kernel: Arc<dyn Kernel>,
-    /// Where the shield keeps the state it restores.
-    pub store: Box<dyn StateStore>,
+    /// The kernel door and the shield's state store.
+    pub host: Host,
     /// Whether this process may shield (root).
     pub is_root: bool,
     /// The probes and the background work.
@@ -34,17 +30,14 @@ pub struct Lab {
 }
 
 impl Lab {
-    /// This machine: the real kernel, the state directory
-    /// (`CPUSHIELD_STATE_DIR`), the measure crate's probes, the load crate's
-    /// workloads, cyclictest and the `cpushield` binary for the anchor and
-    /// the batch job.
-    pub fn real() -> Self {
-        let kernel: Arc<dyn Kernel> = Arc::new(RealKernel);
+    /// This machine, `host`: its kernel and state store, the measure
+    /// crate's probes, the load crate's workloads, cyclictest and the
+    /// `cpushield` binary for the anchor and the batch job.
+    pub fn real(host: &Host) -> Self {
         Self {
-            kernel: Arc::clone(&kernel),
-            store: Box::new(FileStore::from_env()),
+            host: host.clone(),
             is_root: nix::unistd::geteuid().is_root(),
-            runs: Box::new(RealRuns { kernel }),
+            runs: Box::new(RealRuns { host: host.clone() }),
         }
     }
 
@@ -59,15 +52,14 @@ impl Lab {
     /// reset after a run killed before it stopped its load removes its
     /// files. Nothing when no shield is up.
     pub(crate) fn record_load_dir(&self, dir: &std::path::Path) {
-        let _ = cpushield_shield::state::record_load_dir_in(self.store.as_ref(), dir);
+        let _ = cpushield_shield::state::record_load_dir_in(self.host.store(), dir);
     }
 
     /// Shields `cpus` from processes, IRQs and the local timer until the
     /// returned shield is lowered or dropped.
-    pub(crate) fn raise_shield(&self, cpus: &CpuSet) -> Result<HeldShield<'_>, CompareError> {
+    pub(crate) fn raise_shield(&self, cpus: &CpuSet) -> Result<HeldShield, CompareError> {
         Ok(HeldShield::raise(
-            self.kernel.as_ref(),
-            self.store.as_ref(),
+            &self.host,
             &ShieldMasks::all(cpus),
             self.shield_options(),
         )?)
@@ -150,14 +142,7 @@ impl BatchJob for Batch {
 
 /// This machine's runs (see [`Lab::real`]).
 pub struct RealRuns {
-    kernel: Arc<dyn Kernel>,
-}
-
-/// A probe thread into the shield's cpuset, on the real kernel: the probes
-/// are real threads. The thread alone, never its process: the rest of
-/// cpushield stays on the housekeeping CPUs.
-fn place_in_shield(tid: i32, cpus: &CpuSet) -> std::io::Result<()> {
-    cpushield_shield::placement::place_own_thread(&RealKernel, tid, cpus)
+    host: Host,
 }
 
 impl Runs for RealRuns {
@@ -167,7 +152,7 @@ impl Runs for RealRuns {
         stop: &AtomicBool,
         progress: &mut dyn FnMut(cpushield_measure::Progress),
     ) -> Result<LatencyReport, MeasureError> {
-        latency::run(config, stop, progress)
+        latency::run(&self.host, config, stop, progress)
     }
     fn determinism(
         &self,
@@ -175,10 +160,13 @@ impl Runs for RealRuns {
         stop: &AtomicBool,
         progress: &mut dyn FnMut(cpushield_measure::Progress),
     ) -> Result<DeterminismReport, MeasureError> {
-        determinism::run(config, stop, progress)
+        determinism::run(&self.host, config, stop, progress)
     }
+    /// The probes are real threads: each alone into the shield's cpuset,
+    /// never its process (the rest of cpushield stays on the housekeeping
+    /// CPUs).
     fn shield_placement(&self) -> PlaceFn {
-        place_in_shield
+        cpushield_shield::placement::own_thread_placer(&self.host)
     }
     fn start_load(&self, spec: &LoadSpec) -> Result<Box<dyn LoadRun>, LoadError> {
         Ok(Box::new(Load::start(spec)?))
@@ -190,7 +178,7 @@ impl Runs for RealRuns {
         run.run()
     }
     fn rtla(&self, notes: &mut Vec<String>) -> Option<PathBuf> {
-        crate::anchor::rtla_anchor(notes)
+        crate::anchor::rtla_anchor(self.host.kernel(), crate::anchor::find_rtla(), notes)
     }
     fn run_rtla(&self, run: &RtlaRun, poll: Option<Option<PlaceFn>>) -> Result<Anchor, String> {
         let poller = poll.and_then(|place| {
@@ -204,6 +192,6 @@ impl Runs for RealRuns {
         std::env::current_exe().ok()
     }
     fn start_batch(&self, run: &BatchRun) -> Result<Box<dyn BatchJob>, String> {
-        Ok(Box::new(run.start(Arc::clone(&self.kernel))?))
+        Ok(Box::new(run.start(self.host.shared_kernel())?))
     }
 }

@@ -23,5 +23,5 @@ pub mod summary;
 pub use audit::ShieldAudit;
 pub use experiment::{CompareConfig, CompareError, Progress, Scope};
 pub use lab::{Lab, Runs};
-pub use runner::{run, run_in};
+pub use runner::run;
 pub use scenario::Scenario;

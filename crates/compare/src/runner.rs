@@ -39,7 +39,6 @@ use cpushield_trace::WakeupWatch;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn siblings(kernel: &dyn Kernel, cpu: usize) -> CpuSet {
@@ -48,7 +47,7 @@ fn siblings(kernel: &dyn Kernel, cpu: usize) -> CpuSet {
 
 /// Checks everything that can be checked before the first change.
 pub fn preflight(lab: &Lab, config: &CompareConfig) -> Result<CpuSet, CompareError> {
-    let kernel = lab.kernel.as_ref();
+    let kernel = lab.host.kernel();
     if config.smt {
         crate::smt::choose_on(kernel, config.cpus.as_ref())?;
     }
@@ -74,12 +73,12 @@ pub fn preflight(lab: &Lab, config: &CompareConfig) -> Result<CpuSet, CompareErr
             ));
         }
         if !matches!(
-            cpushield_shield::state::load_from(lab.store.as_ref()),
+            cpushield_shield::state::load_from(lab.host.store()),
             Ok(None)
         ) {
             return Err(CompareError::Refused(format!(
                 "a shield is already up (state in {}): run `cpushield reset` first",
-                lab.store.dir().display()
+                lab.host.store().dir().display()
             )));
         }
         if cpushield_shield::layout::detect(kernel).is_none() {
@@ -196,18 +195,9 @@ fn keep_to(kernel: &dyn Kernel, cpus: Option<&CpuSet>) -> Option<CpuSet> {
     Some(saved)
 }
 
-/// Runs the experiment on this machine ([`Lab::real`]).
+/// Runs the experiment in `lab` ([`Lab::real`] for this machine). Stops
+/// early (with what was measured) when `stop` is set.
 pub fn run(
-    config: &CompareConfig,
-    stop: &AtomicBool,
-    progress: &mut dyn FnMut(Progress),
-) -> Result<CompareReport, CompareError> {
-    run_in(&Lab::real(), config, stop, progress)
-}
-
-/// Runs the experiment in `lab`. Stops early (with what was measured) when
-/// `stop` is set.
-pub fn run_in(
     lab: &Lab,
     config: &CompareConfig,
     stop: &AtomicBool,
@@ -217,7 +207,7 @@ pub fn run_in(
     if config.smt {
         return crate::smt::run(lab, config, stop, progress);
     }
-    let online = cpushield_kernel::online_cpus(lab.kernel.as_ref())?;
+    let online = cpushield_kernel::online_cpus(lab.host.kernel())?;
     let (planned, skipped) = plan_scenarios(&config.scenarios, &online, &shielded_cpus);
     let mut general = Vec::new();
     let housekeeping = housekeeping_cpus(&online, &planned);
@@ -227,7 +217,7 @@ pub fn run_in(
         stop,
         progress,
         shielded_cpus,
-        own_affinity: keep_to(lab.kernel.as_ref(), housekeeping.as_ref()),
+        own_affinity: keep_to(lab.host.kernel(), housekeeping.as_ref()),
         own_cgroup: None,
         online: online.clone(),
         housekeeping,
@@ -318,7 +308,7 @@ struct Experiment<'a> {
     /// Where cpushield's own threads and processes stay.
     housekeeping: Option<CpuSet>,
     total: usize,
-    shield: Option<HeldShield<'a>>,
+    shield: Option<HeldShield>,
     load: Option<Box<dyn LoadRun>>,
     /// What the scenario that raised the shield tells of pending IRQ moves.
     shield_notes: Vec<String>,
@@ -369,7 +359,7 @@ impl<'a> Experiment<'a> {
             Some(shield) => shield.lower().map(|_| ()).map_err(CompareError::from),
             None => Ok(()),
         };
-        let kernel = self.lab.kernel.as_ref();
+        let kernel = self.lab.host.kernel();
         if let Some((layout, cgroup)) = self.own_cgroup.take() {
             if let Err(e) = cpushield_shield::placement::leave_root_cgroup(kernel, &layout, &cgroup)
             {
@@ -435,7 +425,7 @@ impl<'a> Experiment<'a> {
         let mut problems = Vec::new();
         let batch = self.start_batch(at, cpus, &mut problems);
         let ops_before = self.load_counters();
-        let irqs_before = interrupts_on(self.lab.kernel.as_ref(), cpus);
+        let irqs_before = interrupts_on(self.lab.host.kernel(), cpus);
         let started = Instant::now();
         let latency = self.probe_latency(at, cpus, poll, advance, &mut notes)?;
         let max_seen = latency.report.max_ns();
@@ -444,7 +434,7 @@ impl<'a> Experiment<'a> {
         let determinism = self.probe_determinism(at, cpus, max_seen)?;
         let batch = finish_batch(batch, cpus, &mut notes, &mut problems);
         let elapsed = started.elapsed().as_secs_f64().max(1e-9);
-        let irqs_per_s = interrupts_on(self.lab.kernel.as_ref(), cpus).saturating_sub(irqs_before)
+        let irqs_per_s = interrupts_on(self.lab.host.kernel(), cpus).saturating_sub(irqs_before)
             as f64
             / elapsed;
         let load = if scenario.loaded() {
@@ -493,7 +483,7 @@ impl<'a> Experiment<'a> {
             // this process stays on the housekeeping CPUs); on cgroup v2 only
             // from the root cgroup. Should the move fail, the placement says
             // so with its remedy.
-            let kernel = self.lab.kernel.as_ref();
+            let kernel = self.lab.host.kernel();
             if let Some(layout) = cpushield_shield::layout::detect(kernel) {
                 if let Ok(Some(cgroup)) =
                     cpushield_shield::placement::enter_root_cgroup(kernel, &layout)
@@ -509,7 +499,7 @@ impl<'a> Experiment<'a> {
                 cpushield_shield::placement::pin_own_threads(kernel, cpus);
             }
             self.shield_notes = crate::pending::settle(
-                self.lab.kernel.as_ref(),
+                self.lab.host.kernel(),
                 &self.shielded_cpus,
                 crate::pending::WAIT,
             );
@@ -545,7 +535,7 @@ impl<'a> Experiment<'a> {
     ) -> Result<Calibration, CompareError> {
         let mut lat = self.latency_config(cpus, length, poll);
         lat.placer = self.placer();
-        let kernel = self.lab.kernel.as_ref();
+        let kernel = self.lab.host.kernel();
         let before = steal_mark(kernel);
         let r = self.lab.runs.latency(&lat, self.stop, &mut |_| {})?;
         let summary = latency_summary(&r);
@@ -641,13 +631,13 @@ impl<'a> Experiment<'a> {
         notes: &mut Vec<String>,
     ) -> Result<LatencyPhase, CompareError> {
         let config = self.config;
-        let kernel = self.lab.kernel.as_ref();
+        let kernel = self.lab.host.kernel();
         let mut lat = self.latency_config(cpus, config.duration, poll);
         lat.advance = advance;
         lat.placer = self.placer();
         let mut trace = self.threshold.and_then(|_| {
             ProbeTrace::start(
-                Arc::clone(&self.lab.kernel),
+                self.lab.host.shared_kernel(),
                 cpus,
                 Duration::from_secs(2),
                 config.trace_context.clone(),
@@ -734,11 +724,11 @@ impl<'a> Experiment<'a> {
         notes: &mut Vec<String>,
         run: impl FnOnce(&Lab) -> Result<Anchor, String>,
     ) -> Result<Anchor, String> {
-        let kernel = self.lab.kernel.as_ref();
+        let kernel = self.lab.host.kernel();
         let threshold = self.threshold.map(|t| t.as_nanos() as u64);
         let trace = threshold.and_then(|threshold_ns| {
             ProbeTrace::start_anchor(
-                Arc::clone(&self.lab.kernel),
+                self.lab.host.shared_kernel(),
                 cpus,
                 self.config.trace_context.clone(),
                 WakeupWatch {
@@ -853,7 +843,7 @@ impl<'a> Experiment<'a> {
         if config.determinism_runs == 0 || self.stopped() {
             return Ok(None);
         }
-        let kernel = self.lab.kernel.as_ref();
+        let kernel = self.lab.host.kernel();
         let mut det = DeterminismConfig::new(cpus.clone());
         det.runs = config.determinism_runs;
         det.priority = Some(config.priority);
@@ -864,7 +854,7 @@ impl<'a> Experiment<'a> {
         };
         let trace = self.threshold.and_then(|_| {
             ProbeTrace::start(
-                Arc::clone(&self.lab.kernel),
+                self.lab.host.shared_kernel(),
                 cpus,
                 config.determinism_work * 2 + Duration::from_secs(1),
                 config.trace_context.clone(),
@@ -969,7 +959,7 @@ fn compare_report(
     let mut report = CompareReport {
         schema: SCHEMA.into(),
         created: rfc3339_now(),
-        host: host_line(lab.kernel.as_ref(), online),
+        host: host_line(lab.host.kernel(), online),
         scope: match config.scope {
             Scope::Namespace => "namespace (private PID namespace; IRQs moved for real)".into(),
             Scope::System => "system".into(),

@@ -232,7 +232,7 @@ pub fn run(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<CompareReport, CompareError> {
-    let kernel = lab.kernel.as_ref();
+    let kernel = lab.host.kernel();
     let (cpu, sibs) = choose_on(kernel, config.cpus.as_ref())?;
     let measured = CpuSet::from_cpus([cpu]);
     let online = cpushield_kernel::online_cpus(kernel)?;
@@ -265,7 +265,7 @@ pub fn run(
         };
         progress(report(state.name(), 0.0, 0));
         let spinner = match state {
-            SiblingState::Busy => Some(Spinner::start(Arc::clone(&lab.kernel), &sibs)?),
+            SiblingState::Busy => Some(Spinner::start(lab.host.shared_kernel(), &sibs)?),
             _ => None,
         };
         let offline = match state {

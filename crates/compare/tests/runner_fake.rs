@@ -11,11 +11,9 @@ use cpushield_compare::anchor::{AnchorRun, RtlaRun};
 use cpushield_compare::batch::BatchRun;
 use cpushield_compare::idle::IdleMode;
 use cpushield_compare::lab::{BatchJob, LoadRun};
-use cpushield_compare::{
-    run_in, CompareConfig, CompareError, Lab, Runs, Scenario, Scope, ShieldAudit,
-};
+use cpushield_compare::{CompareConfig, CompareError, Lab, Runs, Scenario, Scope, ShieldAudit};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{FakeKernel, Kernel};
+use cpushield_kernel::{FakeKernel, Host, Kernel};
 use cpushield_load::{LoadError, LoadSpec, Workload};
 use cpushield_measure::determinism::{
     CpuDeterminism, DeterminismConfig, DeterminismReport, DeterminismSettings,
@@ -229,7 +227,7 @@ impl Runs for FakeRuns {
     }
 
     fn shield_placement(&self) -> cpushield_rt::sched::PlaceFn {
-        never_placed
+        cpushield_rt::sched::PlaceFn::new(never_placed)
     }
 
     fn start_load(&self, spec: &LoadSpec) -> Result<Box<dyn LoadRun>, LoadError> {
@@ -413,8 +411,10 @@ fn machine_state(k: &FakeKernel) -> (BTreeMap<PathBuf, String>, BTreeMap<i32, Cp
 
 fn lab(kernel: &Arc<FakeKernel>, seen: &Arc<Seen>) -> Lab {
     Lab {
-        kernel: Arc::clone(kernel) as Arc<dyn Kernel>,
-        store: Box::new(MemoryStore::new()),
+        host: Host::new(
+            Arc::clone(kernel) as Arc<dyn Kernel>,
+            Arc::new(MemoryStore::new()),
+        ),
         is_root: true,
         runs: Box::new(FakeRuns {
             kernel: Arc::clone(kernel),
@@ -457,7 +457,7 @@ const EVERY_SCENARIO: [Scenario; 6] = [
 ];
 
 fn run(lab: &Lab, config: &CompareConfig) -> Result<CompareReport, CompareError> {
-    run_in(lab, config, &AtomicBool::new(false), &mut |_| {})
+    cpushield_compare::run(lab, config, &AtomicBool::new(false), &mut |_| {})
 }
 
 #[test]
@@ -644,9 +644,8 @@ fn a_shield_already_up_is_refused_before_anything_changes() {
     let kernel = machine();
     let seen = Arc::new(Seen::default());
     let lab = lab(&kernel, &seen);
-    cpushield_shield::shield_in(
-        lab.kernel.as_ref(),
-        lab.store.as_ref(),
+    cpushield_shield::shield(
+        &lab.host,
         &cpushield_shield::ShieldMasks::all(&CpuSet::from_cpus([2])),
         cpushield_shield::Options {
             is_root: true,

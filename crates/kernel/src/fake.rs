@@ -52,6 +52,14 @@ impl FakeKernel {
         Self::default()
     }
 
+    /// A second handle on this same fake system (a [`crate::Host`] keeps
+    /// one while the test keeps the other, to set files and read back).
+    pub fn handle(&self) -> Self {
+        Self {
+            state: Arc::clone(&self.state),
+        }
+    }
+
     /// Adds or replaces a file (and its parent directories); a sequence set
     /// on it ends.
     pub fn set_file(&self, path: impl AsRef<Path>, text: impl Into<String>) {

@@ -13,11 +13,14 @@ use std::sync::Mutex;
 
 pub mod clock;
 mod fake;
+pub mod host;
 pub mod namespace;
 mod real;
 pub mod signal;
+pub mod store;
 
 pub use fake::FakeKernel;
+pub use host::Host;
 pub use real::RealKernel;
 
 /// The name of every idle-polling thread starts with this (`cpushield-poll3`),

@@ -17,6 +17,7 @@ use crate::spike::ProbeObserver;
 use crate::warnings::{self, Spin};
 use crate::workload;
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::Host;
 use cpushield_rt::clock::{now_ns, sleep_until_ns, thread_cpu_ns};
 use cpushield_rt::sched::PlaceFn;
 use serde::{Deserialize, Serialize};
@@ -185,11 +186,12 @@ pub struct DeterminismReport {
 /// (then reports the completed runs; a run cut short is dropped). The
 /// calibration comes first; `run.elapsed_ns` covers the measured runs only.
 pub fn run(
+    host: &Host,
     config: &DeterminismConfig,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<DeterminismReport, MeasureError> {
-    let outcome = harness::run(config, stop, progress)?;
+    let outcome = harness::run(host, config, stop, progress)?;
     let iterations = outcome.prepared.as_ref().map_or(0, |p| p.iterations);
     let work_ns = match config.work {
         Work::Iterations(_) => None,
@@ -244,13 +246,13 @@ impl Probe for DeterminismConfig {
 
     /// Calibrates the loop (unless an iteration count was given), on the first
     /// CPU at the probe's policy. None if stopped while calibrating.
-    fn prepare(&self, stop: &AtomicBool) -> Result<Option<Calibrated>, MeasureError> {
+    fn prepare(&self, _host: &Host, stop: &AtomicBool) -> Result<Option<Calibrated>, MeasureError> {
         let iterations = match self.work {
             Work::Iterations(n) => Some(n),
             Work::Duration(d) => calibrate_on(
                 self.cpus.first().expect("validated"),
                 self.priority,
-                self.placer,
+                self.placer.clone(),
                 d.as_nanos() as u64,
                 stop,
             )?,

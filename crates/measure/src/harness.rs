@@ -13,7 +13,7 @@ use crate::run_info::{kernel_release, RunInfo};
 use crate::signal::block_stop_signals;
 use crate::warnings::{self, Spin, SystemView, Warning, WarningKind};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{gettid, Kernel, RealKernel};
+use cpushield_kernel::{gettid, Host};
 use cpushield_rt::sched::{self, DmaLatencyGuard, PlaceFn, Policy};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -143,15 +143,17 @@ impl ProcessSetup {
 /// Keeps the calling (control) thread off the measured CPUs while alive, and
 /// restores its affinity afterwards.
 pub(crate) struct ControlPlacement {
+    host: Host,
     saved: Option<CpuSet>,
 }
 
 impl ControlPlacement {
     /// Moves the calling thread to `cpus` (None: leave it where it is).
-    pub(crate) fn enter(cpus: Option<&CpuSet>) -> Self {
-        let kernel = RealKernel;
+    pub(crate) fn enter(host: &Host, cpus: Option<&CpuSet>) -> Self {
+        let kernel = host.kernel();
+        let host = host.clone();
         let Some(cpus) = cpus else {
-            return Self { saved: None };
+            return Self { host, saved: None };
         };
         let saved = kernel.get_affinity(0).ok();
         let target = match &saved {
@@ -159,8 +161,8 @@ impl ControlPlacement {
             _ => cpus.clone(),
         };
         match kernel.set_affinity(0, &target) {
-            Ok(()) => Self { saved },
-            Err(_) => Self { saved: None },
+            Ok(()) => Self { host, saved },
+            Err(_) => Self { host, saved: None },
         }
     }
 }
@@ -168,7 +170,7 @@ impl ControlPlacement {
 impl Drop for ControlPlacement {
     fn drop(&mut self) {
         if let Some(saved) = &self.saved {
-            let _ = RealKernel.set_affinity(0, saved);
+            let _ = self.host.kernel().set_affinity(0, saved);
         }
     }
 }
@@ -194,7 +196,7 @@ pub(crate) fn enter_measuring_thread(
     block_stop_signals();
     let target = CpuSet::from_cpus([cpu]);
     match placer {
-        Some(place) => place(gettid(), &target),
+        Some(place) => place.place(gettid(), &target),
         None => sched::pin(0, &target),
     }
     .map_err(|source| MeasureError::Pin { cpu, source })?;
@@ -385,7 +387,7 @@ macro_rules! common_settings {
                 priority: self.priority,
                 lock_memory: self.lock_memory,
                 tick: self.tick,
-                placer: self.placer,
+                placer: self.placer.clone(),
             }
         }
 
@@ -440,7 +442,11 @@ pub(crate) trait Probe: Sync {
 
     /// Prepares the run. `Ok(None)`: `stop` was set while preparing, nothing
     /// is measured.
-    fn prepare(&self, stop: &AtomicBool) -> Result<Option<Self::Prepared>, MeasureError>;
+    fn prepare(
+        &self,
+        host: &Host,
+        stop: &AtomicBool,
+    ) -> Result<Option<Self::Prepared>, MeasureError>;
 
     /// Called on every tick of the control loop, on the control thread.
     fn on_tick(&self, _prepared: &Self::Prepared) {}
@@ -458,6 +464,7 @@ pub(crate) trait Probe: Sync {
     /// [`Probe::measured_by_kernel`].
     fn collect(
         &self,
+        _host: &Host,
         _prepared: &Self::Prepared,
         _stop: &AtomicBool,
         _control: Control<'_>,
@@ -493,21 +500,24 @@ pub(crate) struct Outcome<P: Probe> {
 /// skeleton of every probe. `elapsed_ns` covers the measurement only, not the
 /// preparation (e.g. determinism's calibration).
 pub(crate) fn run<P: Probe>(
+    host: &Host,
     probe: &P,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Outcome<P>, MeasureError> {
-    let kernel = RealKernel;
+    let kernel = host.kernel();
     let common = probe.common();
-    let view = warnings::read_view(&kernel, common.cpus)?;
+    let view = warnings::read_view(kernel, common.cpus)?;
     probe.validate(&view.online)?;
     let mut warnings = warnings::before_run(&view, common.cpus, is_root(), probe.spin());
     let setup = ProcessSetup::enter(common.lock_memory, probe.hold_dma_latency());
     warnings.extend(setup.warnings.iter().cloned());
-    let _placement =
-        ControlPlacement::enter(warnings::control_cpus(common.cpus, &view.online).as_ref());
-    let prepared = probe.prepare(stop)?;
-    let before = procstat::snapshot(&kernel).ok();
+    let _placement = ControlPlacement::enter(
+        host,
+        warnings::control_cpus(common.cpus, &view.online).as_ref(),
+    );
+    let prepared = probe.prepare(host, stop)?;
+    let before = procstat::snapshot(kernel).ok();
     let started_unix_ns = unix_now_ns();
     let started = Instant::now();
     let mut threads = Vec::new();
@@ -521,14 +531,14 @@ pub(crate) fn run<P: Probe>(
         };
         threads = if probe.measured_by_kernel() {
             probe
-                .collect(prepared, stop, control)?
+                .collect(host, prepared, stop, control)?
                 .into_iter()
                 .map(|cpu| (cpu, None))
                 .collect()
         } else {
             run_per_cpu(common.cpus, stop, control, |cpu, live, flags| {
                 let (applied, warning) =
-                    enter_measuring_thread(cpu, common.priority, common.placer)?;
+                    enter_measuring_thread(cpu, common.priority, common.placer.clone())?;
                 let thread = MeasuringThread {
                     cpu,
                     tid: gettid(),
@@ -539,7 +549,7 @@ pub(crate) fn run<P: Probe>(
         };
     }
     let elapsed_ns = started.elapsed().as_nanos() as u64;
-    if let (Some(before), Ok(after)) = (before, procstat::snapshot(&kernel)) {
+    if let (Some(before), Ok(after)) = (before, procstat::snapshot(kernel)) {
         warnings.extend(warnings::after_run(
             &view,
             common.cpus,
@@ -561,7 +571,7 @@ pub(crate) fn run<P: Probe>(
             started_unix_ns,
             elapsed_ns,
             interrupted: stop.load(Ordering::Relaxed),
-            kernel_release: kernel_release(&kernel),
+            kernel_release: kernel_release(kernel),
             warnings,
         },
     })

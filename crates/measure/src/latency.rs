@@ -30,7 +30,7 @@ use crate::spike::{ProbeObserver, Spike, SpikeRing, SpikeTap};
 use crate::timerlat::TimerlatCpu;
 use crate::warnings::{self, Spin};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{Kernel, RealKernel};
+use cpushield_kernel::{Host, Kernel};
 use cpushield_rt::clock::{now_ns, sleep_until_ns, spin_until_ns};
 use cpushield_rt::idle_poll::IdlePoller;
 use cpushield_rt::irq::{bind_irq, IrqBinding};
@@ -302,11 +302,12 @@ pub(crate) struct Plan {
 /// (then reports what was measured so far). `progress` is called on the
 /// calling thread, which is moved off the measured CPUs for the run.
 pub fn run(
+    host: &Host,
     config: &LatencyConfig,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<LatencyReport, MeasureError> {
-    let outcome = harness::run(config, stop, progress)?;
+    let outcome = harness::run(host, config, stop, progress)?;
     Ok(LatencyReport {
         settings: LatencySettings {
             cpus: config.cpus.clone(),
@@ -376,13 +377,13 @@ impl Probe for LatencyConfig {
     }
 
     /// Starts the idle pollers (if asked) and the spike ring (with a tap).
-    fn prepare(&self, _stop: &AtomicBool) -> Result<Option<Plan>, MeasureError> {
+    fn prepare(&self, host: &Host, _stop: &AtomicBool) -> Result<Option<Plan>, MeasureError> {
         let poller = if self.idle_poll {
-            Some(IdlePoller::start(&self.cpus, self.placer)?)
+            Some(IdlePoller::start(&self.cpus, self.placer.clone())?)
         } else {
             None
         };
-        let (device, irq) = self.open_device()?;
+        let (device, irq) = self.open_device(host.kernel())?;
         let end_offset_ns = match self.length {
             Length::Duration(d) => d.as_nanos().min(u64::MAX as u128) as u64,
             Length::Samples(_) => u64::MAX,
@@ -413,11 +414,12 @@ impl Probe for LatencyConfig {
     /// The timerlat records from the start until the bound, per CPU.
     fn collect(
         &self,
+        host: &Host,
         plan: &Plan,
         stop: &AtomicBool,
         control: harness::Control<'_>,
     ) -> Result<Vec<CpuLatency>, MeasureError> {
-        collect_timerlat(self, plan, stop, control)
+        collect_timerlat(host.kernel(), self, plan, stop, control)
     }
 
     /// Forwards the spikes the threads offered to the tap.
@@ -583,7 +585,10 @@ impl LatencyConfig {
     /// For a device source: binds the RTC's IRQ to the measured CPU, then
     /// opens the device and starts its periodic interrupt.
     #[allow(clippy::type_complexity)]
-    fn open_device(&self) -> Result<(Option<Device>, Option<IrqBinding<'static>>), MeasureError> {
+    fn open_device(
+        &self,
+        kernel: &dyn Kernel,
+    ) -> Result<(Option<Device>, Option<IrqBinding<'static>>), MeasureError> {
         let (Source::Rtc | Source::Hpet) = self.source else {
             return Ok((None, None));
         };
@@ -594,7 +599,7 @@ impl LatencyConfig {
             )));
         };
         let irq = if self.source == Source::Rtc {
-            let text = RealKernel
+            let text = kernel
                 .read(std::path::Path::new("/proc/interrupts"))
                 .map_err(|source| MeasureError::System {
                     what: "reading /proc/interrupts".into(),
@@ -658,6 +663,7 @@ const TIMERLAT_SETTLE: Duration = Duration::from_millis(200);
 /// bound (or `stop`): thread latency into `latency`, IRQ latency into
 /// `irq_latency`, thread latencies above the spike threshold to the tap.
 fn collect_timerlat(
+    kernel: &dyn Kernel,
     config: &LatencyConfig,
     plan: &Plan,
     stop: &AtomicBool,
@@ -727,7 +733,7 @@ fn collect_timerlat(
         .into_iter()
         .map(|(cpu, c)| CpuLatency {
             cpu,
-            applied: timerlat_policy(c.tid),
+            applied: timerlat_policy(kernel, c.tid),
             samples: c.thread.count(),
             missed_periods: c.missed,
             latency: c.thread.finish(),
@@ -739,9 +745,9 @@ fn collect_timerlat(
 
 /// The scheduling of a timerlat thread, from its stat; the kernel's own
 /// (SCHED_FIFO 95) when it cannot be read (another PID namespace).
-fn timerlat_policy(tid: Option<i32>) -> AppliedPolicy {
+fn timerlat_policy(kernel: &dyn Kernel, tid: Option<i32>) -> AppliedPolicy {
     let read = tid.and_then(|t| {
-        let text = RealKernel
+        let text = kernel
             .read(std::path::Path::new(&format!("/proc/{t}/stat")))
             .ok()?;
         cpushield_parse::pid_stat::parse_thread_stat(&text).ok()

@@ -30,7 +30,7 @@ use crate::recorder::Recorder;
 use crate::run_info::{kernel_release, RunInfo};
 use crate::warnings::{self, Warning};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::RealKernel;
+use cpushield_kernel::Host;
 use cpushield_rt::clock::now_ns;
 use cpushield_rt::sched::PlaceFn;
 use serde::{Deserialize, Serialize};
@@ -299,15 +299,16 @@ fn system(what: impl Into<String>) -> impl FnOnce(io::Error) -> MeasureError {
 
 /// Runs every protocol and size, or until `stop` is set (what was measured so
 /// far is reported).
-pub fn run(config: &NetConfig, stop: &AtomicBool) -> Result<NetReport, MeasureError> {
-    let kernel = RealKernel;
+pub fn run(host: &Host, config: &NetConfig, stop: &AtomicBool) -> Result<NetReport, MeasureError> {
+    let kernel = host.kernel();
     let cpus = config.cpus();
-    let view = warnings::read_view(&kernel, &cpus)?;
+    let view = warnings::read_view(kernel, &cpus)?;
     config.validate(&view.online)?;
     let mut warns = warnings::before_run(&view, &cpus, is_root(), None);
     let setup = ProcessSetup::enter(config.lock_memory, true);
     warns.extend(setup.warnings.iter().cloned());
-    let _placement = ControlPlacement::enter(warnings::control_cpus(&cpus, &view.online).as_ref());
+    let _placement =
+        ControlPlacement::enter(host, warnings::control_cpus(&cpus, &view.online).as_ref());
     let veth = match config.link {
         Link::Veth => Some(veth::VethPair::create().map_err(system(
             "creating the network namespaces and veth pair (--veth needs root and iproute2)",
@@ -438,7 +439,7 @@ pub fn run(config: &NetConfig, stop: &AtomicBool) -> Result<NetReport, MeasureEr
             started_unix_ns,
             elapsed_ns: started.elapsed().as_nanos() as u64,
             interrupted: stop.load(Ordering::Relaxed),
-            kernel_release: kernel_release(&kernel),
+            kernel_release: kernel_release(kernel),
             warnings: warns,
         },
         client,
@@ -455,7 +456,7 @@ fn enter_endpoint(
     ns: Option<&str>,
     role: &str,
 ) -> Result<(AppliedPolicy, Option<Warning>), MeasureError> {
-    let entered = enter_measuring_thread(cpu, config.priority, config.placer)?;
+    let entered = enter_measuring_thread(cpu, config.priority, config.placer.clone())?;
     if let Some(ns) = ns {
         veth::enter(ns).map_err(system(format!(
             "moving the {role} into its network namespace"
@@ -842,12 +843,13 @@ pub struct ServeSummary {
 /// Serves UDP and TCP echo on `config.bind` until `stop` is set; `ready` is
 /// called once both sockets are bound (with the UDP and TCP addresses).
 pub fn serve(
+    host: &Host,
     config: &ServeConfig,
     stop: &AtomicBool,
     ready: impl FnOnce(SocketAddr, SocketAddr),
 ) -> Result<ServeSummary, MeasureError> {
     let cpus = CpuSet::from_cpus([config.cpu]);
-    let view = warnings::read_view(&RealKernel, &cpus)?;
+    let view = warnings::read_view(host.kernel(), &cpus)?;
     warnings::validate_cpus(&cpus, &view.online).map_err(MeasureError::Config)?;
     let _setup = ProcessSetup::enter(config.lock_memory, true);
     let stopped = || stop.load(Ordering::Relaxed);
@@ -864,7 +866,7 @@ pub fn serve(
                 .stack_size(STACK_BYTES)
                 .spawn_scoped(scope, move || {
                     if let Err(e) =
-                        enter_measuring_thread(config.cpu, config.priority, config.placer)
+                        enter_measuring_thread(config.cpu, config.priority, config.placer.clone())
                     {
                         let _ = tx.send(Err(e));
                         return Ok(0);

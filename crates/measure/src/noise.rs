@@ -23,7 +23,7 @@ use crate::run_info::RunInfo;
 use crate::tsc::{self, GapClock, Monotonic, TscClock};
 use crate::warnings::{self, Spin};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::RealKernel;
+use cpushield_kernel::Host;
 use cpushield_rt::sched::PlaceFn;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicBool;
@@ -162,11 +162,12 @@ pub struct NoiseReport {
 
 /// Runs the noise probe for its duration or until `stop` is set.
 pub fn run(
+    host: &Host,
     config: &NoiseConfig,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<NoiseReport, MeasureError> {
-    let outcome = harness::run(config, stop, progress)?;
+    let outcome = harness::run(host, config, stop, progress)?;
     let tsc = outcome.prepared.flatten();
     Ok(NoiseReport {
         settings: NoiseSettings {
@@ -214,9 +215,13 @@ impl Probe for NoiseConfig {
     }
 
     /// Measures the TSC's rate, where it is a clock.
-    fn prepare(&self, _stop: &AtomicBool) -> Result<Option<Option<TscClock>>, MeasureError> {
+    fn prepare(
+        &self,
+        host: &Host,
+        _stop: &AtomicBool,
+    ) -> Result<Option<Option<TscClock>>, MeasureError> {
         Ok(Some(TscClock::calibrate(
-            &RealKernel,
+            host.kernel(),
             tsc::CALIBRATION_WINDOW,
         )))
     }

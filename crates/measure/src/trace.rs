@@ -7,7 +7,7 @@
 
 use crate::spike::{ProbeObserver, Spike, SpikeTap};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::RealKernel;
+use cpushield_kernel::Host;
 use cpushield_trace::{
     KernelContext, SignalMode, SpikeMarker, TimerlatFeed, TraceError, TraceOptions, TraceSession,
     TraceSummary,
@@ -69,12 +69,13 @@ impl SpikeTracer {
     /// `cpushield-trace-<unix seconds>`); `kernel` is what the attribution
     /// knows of the kernel (`cpushield_check::trace_context`).
     pub fn start(
+        host: &Host,
         cpus: &CpuSet,
         threshold: Duration,
         dir: Option<PathBuf>,
         kernel: KernelContext,
     ) -> Result<(Self, SpikeTap, Arc<dyn ProbeObserver>), SpikeTraceError> {
-        Self::start_session(cpus, threshold, dir, kernel, None)
+        Self::start_session(host, cpus, threshold, dir, kernel, None)
             .map(|(tracer, tap, observer, _)| (tracer, tap, observer))
     }
 
@@ -82,16 +83,18 @@ impl SpikeTracer {
     /// `period_us` in the same session: its records for the probe's
     /// `timerlat` field, and its osnoise events for the attribution.
     pub fn start_with_timerlat(
+        host: &Host,
         cpus: &CpuSet,
         threshold: Duration,
         dir: Option<PathBuf>,
         kernel: KernelContext,
         period_us: u32,
     ) -> Result<(Self, SpikeTap, Arc<dyn ProbeObserver>, TimerlatFeed), SpikeTraceError> {
-        Self::start_session(cpus, threshold, dir, kernel, Some(period_us))
+        Self::start_session(host, cpus, threshold, dir, kernel, Some(period_us))
     }
 
     fn start_session(
+        host: &Host,
         cpus: &CpuSet,
         threshold: Duration,
         dir: Option<PathBuf>,
@@ -120,7 +123,7 @@ impl SpikeTracer {
             timerlat_period_us,
             ..Default::default()
         };
-        let session = TraceSession::start(Arc::new(RealKernel), cpus, options).map_err(|e| {
+        let session = TraceSession::start(host.shared_kernel(), cpus, options).map_err(|e| {
             if timerlat_period_us.is_some() {
                 SpikeTraceError::Timerlat(e)
             } else {
@@ -177,7 +180,11 @@ impl TimerlatTracer {
     /// probe's `timerlat` field. The error says in one line why it cannot run
     /// (a kernel without the tracer, another user of it), with nothing left
     /// changed.
-    pub fn start(cpus: &CpuSet, period_us: u32) -> Result<(Self, TimerlatFeed), SpikeTraceError> {
+    pub fn start(
+        host: &Host,
+        cpus: &CpuSet,
+        period_us: u32,
+    ) -> Result<(Self, TimerlatFeed), SpikeTraceError> {
         let options = TraceOptions {
             signals: SignalMode::None,
             instance: std::env::var("CPUSHIELD_TRACE_INSTANCE").as_deref() != Ok("0"),
@@ -185,7 +192,7 @@ impl TimerlatTracer {
             attribution_events: false,
             ..Default::default()
         };
-        let session = TraceSession::start(Arc::new(RealKernel), cpus, options)
+        let session = TraceSession::start(host.shared_kernel(), cpus, options)
             .map_err(SpikeTraceError::Timerlat)?;
         let feed = session.timerlat_feed();
         Ok((Self { session }, feed))

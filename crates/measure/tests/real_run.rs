@@ -10,6 +10,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// This machine: these tests measure it for real (nothing shielded, so the
+/// state store is an empty one in memory).
+fn host() -> cpushield_kernel::Host {
+    cpushield_kernel::Host::new(
+        std::sync::Arc::new(cpushield_kernel::RealKernel),
+        std::sync::Arc::new(cpushield_kernel::store::MemoryStore::new()),
+    )
+}
+
 const CPU: usize = 1;
 
 fn cpu1() -> CpuSet {
@@ -29,7 +38,7 @@ fn every_period_of_the_run_is_either_a_sample_or_a_missed_period() {
     config.length = Length::Duration(Duration::from_millis(1500));
     let stop = AtomicBool::new(false);
     let mut ticks = 0;
-    let report = latency::run(&config, &stop, &mut |_| ticks += 1).unwrap();
+    let report = latency::run(&host(), &config, &stop, &mut |_| ticks += 1).unwrap();
     let cpu = &report.cpus[0];
     assert_eq!(cpu.cpu, CPU);
     assert_eq!(cpu.samples + cpu.missed_periods, 3072, "2048 Hz x 1.5 s");
@@ -52,7 +61,7 @@ fn setting_the_stop_flag_ends_the_run_and_keeps_what_was_measured() {
     config.length = Length::Duration(Duration::from_secs(60));
     let stop = AtomicBool::new(false);
     let started = Instant::now();
-    let report = latency::run(&config, &stop, &mut |p| {
+    let report = latency::run(&host(), &config, &stop, &mut |p| {
         if p.elapsed > Duration::from_millis(300) {
             stop.store(true, Ordering::Relaxed);
         }
@@ -73,7 +82,7 @@ fn samples_above_the_threshold_reach_the_spike_channel() {
         threshold: Duration::ZERO,
         sender: tx,
     });
-    let report = latency::run(&config, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    let report = latency::run(&host(), &config, &AtomicBool::new(false), &mut |_| {}).unwrap();
     let spikes: Vec<_> = rx.try_iter().collect();
     assert_eq!(report.cpus[0].samples, 500);
     assert_eq!(
@@ -95,7 +104,7 @@ fn with_an_advance_the_work_starts_within_a_clock_read_of_the_deadline() {
     config.period = Period::from_interval(Duration::from_millis(1));
     config.length = Length::Duration(Duration::from_secs(1));
     config.advance = Some(Duration::from_micros(200));
-    let report = latency::run(&config, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    let report = latency::run(&host(), &config, &AtomicBool::new(false), &mut |_| {}).unwrap();
     let cpu = &report.cpus[0];
     let adv = cpu.advance.as_ref().expect("advance stats");
     assert_eq!(adv.spin.summary.count + adv.late_wakeups, cpu.samples);
@@ -116,7 +125,7 @@ fn an_advance_not_shorter_than_the_period_is_refused_before_measuring() {
     let mut config = LatencyConfig::new(cpu1());
     config.period = Period::from_interval(Duration::from_millis(1));
     config.advance = Some(Duration::from_millis(1));
-    let err = latency::run(&config, &AtomicBool::new(false), &mut |_| {}).unwrap_err();
+    let err = latency::run(&host(), &config, &AtomicBool::new(false), &mut |_| {}).unwrap_err();
     assert!(
         err.to_string().contains("not shorter than the period"),
         "{err}"
@@ -127,7 +136,7 @@ fn an_advance_not_shorter_than_the_period_is_refused_before_measuring() {
 fn the_noise_loop_accounts_for_its_gaps_and_stolen_time() {
     let mut config = NoiseConfig::new(cpu1());
     config.duration = Duration::from_secs(1);
-    let report = noise::run(&config, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    let report = noise::run(&host(), &config, &AtomicBool::new(false), &mut |_| {}).unwrap();
     let cpu = &report.cpus[0];
     assert!(
         cpu.gaps.summary.count > 100_000,
@@ -147,7 +156,7 @@ fn determinism_times_each_run_of_the_calibrated_loop() {
     config.work = Work::Duration(Duration::from_millis(20));
     config.runs = 5;
     config.rest = Duration::from_millis(10);
-    let report = determinism::run(&config, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    let report = determinism::run(&host(), &config, &AtomicBool::new(false), &mut |_| {}).unwrap();
     let cpu = &report.cpus[0];
     assert!(report.settings.iterations > 0);
     assert_eq!(cpu.runs_ns.len(), 5);
@@ -156,7 +165,7 @@ fn determinism_times_each_run_of_the_calibrated_loop() {
     // same workload again, by iteration count
     config.work = Work::Iterations(report.settings.iterations);
     config.runs = 1;
-    let again = determinism::run(&config, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    let again = determinism::run(&host(), &config, &AtomicBool::new(false), &mut |_| {}).unwrap();
     assert_eq!(again.settings.iterations, report.settings.iterations);
     assert_eq!(again.settings.work_ns, None);
 }
@@ -177,8 +186,8 @@ fn determinism_elapsed_covers_the_measured_runs_not_the_calibration() {
     config.runs = 2;
     config.rest = Duration::ZERO;
     config.tick = Duration::from_millis(1);
-    config.placer = Some(pin_and_note);
-    let report = determinism::run(&config, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    config.placer = Some(cpushield_rt::sched::PlaceFn::new(pin_and_note));
+    let report = determinism::run(&host(), &config, &AtomicBool::new(false), &mut |_| {}).unwrap();
     let returned = Instant::now();
     let placed = PLACED.lock().unwrap().clone();
     assert_eq!(
@@ -218,7 +227,7 @@ fn the_fastest_accepted_rate_runs_no_longer_than_twice_its_duration() {
     config.length = Length::Duration(length);
     let stop = AtomicBool::new(false);
     let started = Instant::now();
-    let report = latency::run(&config, &stop, &mut |_| {}).unwrap();
+    let report = latency::run(&host(), &config, &stop, &mut |_| {}).unwrap();
     let wall = started.elapsed();
     assert!(wall < 2 * length, "ran {wall:?} for a {length:?} run");
     let cpu = &report.cpus[0];
@@ -232,7 +241,7 @@ fn a_rate_above_what_a_timer_can_keep_is_refused_before_running() {
     config.length = Length::Duration(Duration::from_secs(1));
     let stop = AtomicBool::new(false);
     let started = Instant::now();
-    let err = latency::run(&config, &stop, &mut |_| {}).unwrap_err();
+    let err = latency::run(&host(), &config, &stop, &mut |_| {}).unwrap_err();
     assert!(err.to_string().contains("--rate"), "{err}");
     assert!(started.elapsed() < Duration::from_millis(500));
 }

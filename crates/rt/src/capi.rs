@@ -16,7 +16,6 @@ use crate::run::{AlonePlacer, RtRun, RunError};
 use crate::sched::{self, Policy};
 use crate::spsc::bytes::{self, ByteConsumer, ByteProducer};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::RealKernel;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::io;
@@ -163,7 +162,11 @@ pub unsafe extern "C" fn cps_place_deadline(
 /// Places through the same orchestration as `cpushield run`, one thread
 /// alone ([`AlonePlacer`]), refusing CPUs another process has reserved.
 fn place(tid: c_int, cpus: &CpuSet, policy: Policy) -> c_int {
-    let run = RtRun::new(&RealKernel, &AlonePlacer, ReserveDir::from_env());
+    let run = RtRun::new(
+        crate::program::host().kernel(),
+        &AlonePlacer,
+        ReserveDir::from_env(),
+    );
     match run.place_now(tid, cpus, policy) {
         Ok(()) => 0,
         Err(RunError::Reserve(e)) => fail_reserve(e),
@@ -233,7 +236,7 @@ pub unsafe extern "C" fn cps_reserve_core(
         Ok(c) => c,
         Err(rc) => return rc,
     };
-    let core = crate::thread::with_siblings(&RealKernel, &cpus);
+    let core = crate::thread::with_siblings(crate::program::host().kernel(), &cpus);
     match reserve::reserve(&core) {
         Ok(r) => {
             *out = Box::into_raw(Box::new(CpsReservation(r)));

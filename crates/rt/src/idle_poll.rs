@@ -12,7 +12,6 @@
 
 use crate::sched::{self, PlaceFn, Policy};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{Kernel, RealKernel};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -53,6 +52,7 @@ impl IdlePoller {
         for cpu in cpus.iter() {
             let (ready_tx, ready_rx) = mpsc::channel();
             let stop = Arc::clone(&poller.stop);
+            let place = place.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("{POLLER_THREAD_PREFIX}{cpu}"))
                 .stack_size(POLLER_STACK_BYTES)
@@ -103,16 +103,19 @@ impl Drop for IdlePoller {
 fn enter_poller_thread(cpu: usize, place: Option<PlaceFn>) -> io::Result<()> {
     let target = CpuSet::from_cpus([cpu]);
     match place {
-        Some(place) => place(cpushield_kernel::gettid(), &target)?,
+        Some(place) => place.place(cpushield_kernel::gettid(), &target)?,
         None => sched::pin(0, &target)?,
     }
-    RealKernel.set_sched(0, &sched::sched_params(Policy::Idle { nice: 0 }))
+    crate::program::host()
+        .kernel()
+        .set_sched(0, &sched::sched_params(Policy::Idle { nice: 0 }))
 }
 
 /// Whether an idle CPU of this machine hands its time back to a hypervisor
 /// (see [`halts_into_hypervisor`]). Then [`IdlePoller`] helps.
 pub fn idle_exits_to_hypervisor() -> bool {
-    let read = |p: &str| RealKernel.read(std::path::Path::new(p)).unwrap_or_default();
+    let kernel = crate::program::host().kernel();
+    let read = |p: &str| kernel.read(std::path::Path::new(p)).unwrap_or_default();
     halts_into_hypervisor(
         runs_under_hypervisor(&read("/proc/cpuinfo")),
         read("/sys/devices/system/cpu/cpuidle/current_driver").trim(),
@@ -125,6 +128,7 @@ use cpushield_parse::cpuinfo::{halts_into_hypervisor, runs_under_hypervisor};
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cpushield_kernel::{Kernel, RealKernel};
     use std::path::Path;
 
     #[test]

@@ -3,7 +3,7 @@
 //! `old_mask` on cleanup). The old mask is restored when the binding drops.
 
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{read_trimmed, Kernel, RealKernel};
+use cpushield_kernel::{read_trimmed, Kernel};
 use std::io;
 use std::path::PathBuf;
 
@@ -93,12 +93,10 @@ impl std::fmt::Debug for IrqBinding<'_> {
     }
 }
 
-static REAL_KERNEL: RealKernel = RealKernel;
-
 /// Sends IRQ `irq` to `cpus` on the running kernel; the old mask comes back
 /// when the binding drops.
 pub fn bind_irq(irq: u32, cpus: &CpuSet) -> Result<IrqBinding<'static>, IrqError> {
-    bind_irq_with(&REAL_KERNEL, irq, cpus)
+    bind_irq_with(crate::program::host().kernel(), irq, cpus)
 }
 
 /// [`bind_irq`] through any [`Kernel`] (a fake one in tests).

@@ -22,6 +22,7 @@ pub mod idle_poll;
 pub mod irq;
 pub mod launch;
 pub mod periodic;
+pub mod program;
 pub mod reserve;
 pub mod run;
 pub mod sched;

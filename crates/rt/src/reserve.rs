@@ -47,9 +47,11 @@ impl Holder {
 
     /// Process `pid`, its command line read from /proc (empty if gone).
     pub fn of_pid(pid: i32) -> Self {
-        use cpushield_kernel::{Kernel, RealKernel};
         let path = std::path::PathBuf::from(format!("/proc/{pid}/cmdline"));
-        let raw = RealKernel.read_bytes(&path).unwrap_or_default();
+        let raw = crate::program::host()
+            .kernel()
+            .read_bytes(&path)
+            .unwrap_or_default();
         Self {
             pid,
             command: command_line(&raw),

@@ -84,7 +84,7 @@ impl Placer for AlonePlacer {
 
 /// [`AlonePlacer`] as a function: thread `tid` (0: the caller) alone onto `cpus`.
 pub fn place_thread_alone(tid: i32, cpus: &CpuSet) -> io::Result<()> {
-    cpushield_shield::placement::place_thread_alone(&cpushield_kernel::RealKernel, tid, cpus)
+    cpushield_shield::placement::place_thread_alone(crate::program::host(), tid, cpus)
 }
 
 /// Host steal time of some CPUs since a start: called when the CPUs start
@@ -823,7 +823,7 @@ mod tests {
             Ok(())
         }
         fn poller_placement(&self) -> Option<PlaceFn> {
-            self.poller_fails.then_some(refuse_poller as PlaceFn)
+            self.poller_fails.then(|| PlaceFn::new(refuse_poller))
         }
     }
 

@@ -3,7 +3,7 @@
 //! /dev/cpu_dma_latency at zero.
 
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{Kernel, RealKernel, SchedParams};
+use cpushield_kernel::{Kernel, SchedParams};
 use std::fs::File;
 use std::io::{self, Write};
 
@@ -114,7 +114,7 @@ pub(crate) fn sched_params(policy: Policy) -> SchedParams {
 /// kernel applies `sched_nice` only to SCHED_OTHER and SCHED_BATCH, and
 /// keeps the nice value when the policy then becomes SCHED_IDLE.
 pub fn set_policy(tid: i32, policy: Policy) -> io::Result<()> {
-    set_policy_with(&RealKernel, tid, policy)
+    set_policy_with(crate::program::host().kernel(), tid, policy)
 }
 
 /// [`set_policy`] through `kernel`.
@@ -129,14 +129,14 @@ pub fn set_policy_with(kernel: &dyn Kernel, tid: i32, policy: Policy) -> io::Res
 }
 
 /// How a thread reaches its CPUs where plain affinity cannot (a shield's
-/// cpuset fences them off): given the thread ID (0: the caller) and the
-/// CPUs. [`pin`] is the plain one; the shield's placement is another.
-pub type PlaceFn = fn(i32, &CpuSet) -> io::Result<()>;
+/// cpuset fences them off). [`pin`] is the plain one; the shield's
+/// placement is another.
+pub use cpushield_shield::placement::PlaceFn;
 
 /// Pins thread `tid` (0 = the calling thread) to `cpus` (sched_setaffinity
 /// through the kernel door).
 pub fn pin(tid: i32, cpus: &CpuSet) -> io::Result<()> {
-    RealKernel.set_affinity(tid, cpus)
+    crate::program::host().kernel().set_affinity(tid, cpus)
 }
 
 /// Locks all current and future memory of the process (mlockall).
@@ -337,7 +337,7 @@ mod tests {
 
     #[test]
     fn pinning_the_calling_thread_moves_it() {
-        let online = cpushield_kernel::online_cpus(&RealKernel).unwrap();
+        let online = cpushield_kernel::online_cpus(&cpushield_kernel::RealKernel).unwrap();
         let last = online.last().unwrap();
         std::thread::spawn(move || {
             pin(0, &CpuSet::from_cpus([last])).unwrap();

@@ -23,7 +23,7 @@
 
 use crate::reserve::{Holder, Reservation, ReserveDir, ReserveError};
 use crate::run::place_thread_alone;
-use crate::sched::{self, Policy};
+use crate::sched::{self, PlaceFn, Policy};
 use cpushield_cpuset::CpuSet;
 use std::io;
 use std::sync::mpsc;
@@ -64,9 +64,6 @@ pub struct RtThread {
     placer: PlaceFn,
 }
 
-/// How a thread reaches its CPUs: `(tid, cpus)`, tid 0 being the caller.
-pub type PlaceFn = fn(i32, &CpuSet) -> io::Result<()>;
-
 impl RtThread {
     /// A thread to run on `cpus`, SCHED_OTHER until [`policy`](Self::policy) says otherwise.
     pub fn on(cpus: CpuSet) -> Self {
@@ -78,14 +75,17 @@ impl RtThread {
             name: None,
             stack_size: None,
             prefault_bytes: 0,
-            placer: place_thread_alone,
+            placer: PlaceFn::new(place_thread_alone),
         }
     }
 
     /// How the thread places itself (default: into the shield when its CPUs
     /// are shielded, else by affinity; [`sched::pin`] for affinity alone).
-    pub fn placer(mut self, placer: PlaceFn) -> Self {
-        self.placer = placer;
+    pub fn placer(
+        mut self,
+        placer: impl Fn(i32, &CpuSet) -> io::Result<()> + Send + Sync + 'static,
+    ) -> Self {
+        self.placer = PlaceFn::new(placer);
         self
     }
 
@@ -151,7 +151,7 @@ impl RtThread {
         self.policy.validate().map_err(SpawnError::Invalid)?;
         let reservation: Option<Reservation> = if self.reserve {
             let cpus = if self.reserve_siblings {
-                with_siblings(&cpushield_kernel::RealKernel, &self.cpus)
+                with_siblings(crate::program::host().kernel(), &self.cpus)
             } else {
                 self.cpus.clone()
             };
@@ -208,10 +208,12 @@ pub(crate) fn with_siblings(kernel: &dyn cpushield_kernel::Kernel, cpus: &CpuSet
 
 /// Places the calling thread on `cpus` and sets its policy; returns its TID.
 fn place_current(placer: PlaceFn, cpus: &CpuSet, policy: Policy) -> Result<i32, SpawnError> {
-    placer(0, cpus).map_err(|source| SpawnError::Placement {
-        message: sched::describe_pin_error(cpus, &source),
-        source,
-    })?;
+    placer
+        .place(0, cpus)
+        .map_err(|source| SpawnError::Placement {
+            message: sched::describe_pin_error(cpus, &source),
+            source,
+        })?;
     sched::set_policy(0, policy).map_err(|source| SpawnError::Placement {
         message: sched::describe_policy_error(&policy, &source),
         source,

@@ -1,8 +1,7 @@
 //! A shield held for the length of one experiment (`compare`, `tune`).
 
-use crate::state::StateStore;
-use crate::{reset_in, shield_in, Options, Report, ShieldError, ShieldMasks};
-use cpushield_kernel::Kernel;
+use crate::{reset, shield, Options, Report, ShieldError, ShieldMasks};
+use cpushield_kernel::Host;
 
 /// A shield raised for one experiment. Lowering it, or dropping it, resets
 /// the shield, and the reset also writes back every setting journaled in its
@@ -10,26 +9,19 @@ use cpushield_kernel::Kernel;
 /// learn whether the machine came back; the drop is the path of an early
 /// return or a panic.
 #[must_use = "dropping it resets the shield at once"]
-pub struct HeldShield<'a> {
-    kernel: &'a dyn Kernel,
-    store: &'a dyn StateStore,
+pub struct HeldShield {
+    host: Host,
     options: Options,
     /// The shield is up: dropping resets it.
     up: bool,
 }
 
-impl<'a> HeldShield<'a> {
-    /// Shields as `masks` asks, the state kept in `store`.
-    pub fn raise(
-        kernel: &'a dyn Kernel,
-        store: &'a dyn StateStore,
-        masks: &ShieldMasks,
-        options: Options,
-    ) -> Result<Self, ShieldError> {
-        shield_in(kernel, store, masks, options)?;
+impl HeldShield {
+    /// Shields `host` as `masks` asks.
+    pub fn raise(host: &Host, masks: &ShieldMasks, options: Options) -> Result<Self, ShieldError> {
+        shield(host, masks, options)?;
         Ok(Self {
-            kernel,
-            store,
+            host: host.clone(),
             options,
             up: true,
         })
@@ -38,18 +30,18 @@ impl<'a> HeldShield<'a> {
     /// Resets the shield now and says whether that worked.
     pub fn lower(mut self) -> Result<Report, ShieldError> {
         self.up = false;
-        reset_in(self.kernel, self.store, self.options)
+        reset(&self.host, self.options)
     }
 }
 
-impl Drop for HeldShield<'_> {
+impl Drop for HeldShield {
     fn drop(&mut self) {
         if !self.up {
             return;
         }
         // A drop cannot return the error, and a shield left up must not go
         // unsaid: the user is the only one left to finish the reset.
-        if let Err(e) = reset_in(self.kernel, self.store, self.options) {
+        if let Err(e) = reset(&self.host, self.options) {
             eprintln!("cpushield: error: {}", reset_failed(&e));
         }
     }
@@ -81,7 +73,7 @@ mod tests {
         let store = MemoryStore::new();
         let masks = ShieldMasks::all(&CpuSet::from_cpus([1]));
         {
-            let _held = HeldShield::raise(&kernel, &store, &masks, root()).unwrap();
+            let _held = HeldShield::raise(&Host::fake(&kernel, &store), &masks, root()).unwrap();
             assert!(crate::state::load_from(&store).unwrap().is_some());
         }
         assert!(crate::state::load_from(&store).unwrap().is_none());
@@ -92,7 +84,7 @@ mod tests {
         let kernel = fake_machine::v1_machine("0-1", &[(100, "0-1"), (101, "1")]);
         let store = MemoryStore::new();
         let masks = ShieldMasks::all(&CpuSet::from_cpus([1]));
-        let held = HeldShield::raise(&kernel, &store, &masks, root()).unwrap();
+        let held = HeldShield::raise(&Host::fake(&kernel, &store), &masks, root()).unwrap();
         let report = held.lower().unwrap();
         assert!(report.masks.is_empty());
         assert!(crate::state::load_from(&store).unwrap().is_none());

@@ -29,12 +29,12 @@ pub mod tuned;
 
 use apply::Outcome;
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::Kernel;
+use cpushield_kernel::{Host, Kernel};
 pub use held::HeldShield;
 use layout::CgroupLayout;
 pub use masks::ShieldMasks;
 use serde::Serialize;
-use state::{FileStore, SavedState, StateStore};
+use state::{SavedState, StateStore};
 use steps::Note;
 
 /// Why a shield operation was refused or failed. Refusals happen before any change.
@@ -203,22 +203,21 @@ fn check_request(
 }
 
 /// Adds `request` to the shield (the first call saves the original state in
-/// the state directory).
-pub fn shield(
-    kernel: &dyn Kernel,
-    request: &ShieldMasks,
-    options: Options,
-) -> Result<Report, ShieldError> {
-    shield_in(kernel, &FileStore::from_env(), request, options)
+/// the state store). The report notes IRQs whose move to the housekeeping
+/// CPUs is still pending.
+pub fn shield(host: &Host, request: &ShieldMasks, options: Options) -> Result<Report, ShieldError> {
+    let mut report = shield_unnoted(host, request, options)?;
+    irq_moves::note_pending(host.kernel(), &mut report);
+    Ok(report)
 }
 
-/// [`shield`] with the saved state kept in `store`.
-pub fn shield_in(
-    kernel: &dyn Kernel,
-    store: &dyn StateStore,
+/// [`shield`] without the note on IRQs whose move is still pending.
+fn shield_unnoted(
+    host: &Host,
     request: &ShieldMasks,
     options: Options,
 ) -> Result<Report, ShieldError> {
+    let (kernel, store) = (host.kernel(), host.store());
     check_request(kernel, request, options)?;
     let layout = layout(kernel)?;
     let _lock = store.lock()?;
@@ -414,21 +413,24 @@ fn no_lost_shield(kernel: &dyn Kernel, store: &dyn StateStore) -> Result<(), Shi
 }
 
 /// Removes `request` from the shield; when nothing stays shielded, resets.
+/// The report notes IRQs whose move is still pending.
 pub fn unshield(
-    kernel: &dyn Kernel,
+    host: &Host,
     request: &ShieldMasks,
     options: Options,
 ) -> Result<Report, ShieldError> {
-    unshield_in(kernel, &FileStore::from_env(), request, options)
+    let mut report = unshield_unnoted(host, request, options)?;
+    irq_moves::note_pending(host.kernel(), &mut report);
+    Ok(report)
 }
 
-/// [`unshield`] with the saved state kept in `store`.
-pub fn unshield_in(
-    kernel: &dyn Kernel,
-    store: &dyn StateStore,
+/// [`unshield`] without the note on IRQs whose move is still pending.
+fn unshield_unnoted(
+    host: &Host,
     request: &ShieldMasks,
     options: Options,
 ) -> Result<Report, ShieldError> {
+    let (kernel, store) = (host.kernel(), host.store());
     check_request(kernel, request, options)?;
     let lock = store.lock()?;
     let Some(loaded) = state::load_from(store)? else {
@@ -586,16 +588,8 @@ fn empty_report(kernel: &dyn Kernel) -> Report {
 /// machine before any change: a value that cannot be restored refuses the
 /// reset, naming each object, and keeps the state. The state file is removed
 /// only when every change has been undone.
-pub fn reset(kernel: &dyn Kernel, options: Options) -> Result<Report, ShieldError> {
-    reset_in(kernel, &FileStore::from_env(), options)
-}
-
-/// [`reset`] with the saved state kept in `store`.
-pub fn reset_in(
-    kernel: &dyn Kernel,
-    store: &dyn StateStore,
-    options: Options,
-) -> Result<Report, ShieldError> {
+pub fn reset(host: &Host, options: Options) -> Result<Report, ShieldError> {
+    let (kernel, store) = (host.kernel(), host.store());
     if !options.is_root {
         return Err(ShieldError::NotRoot);
     }
@@ -606,16 +600,8 @@ pub fn reset_in(
 /// [`reset`] of a shield set up from a PID namespace that no longer exists:
 /// its tasks are gone, so cgroups, IRQs and settings are restored and task
 /// IDs (which name other tasks here) are left alone.
-pub fn reset_namespace_gone(kernel: &dyn Kernel, options: Options) -> Result<Report, ShieldError> {
-    reset_namespace_gone_in(kernel, &FileStore::from_env(), options)
-}
-
-/// [`reset_namespace_gone`] with the saved state kept in `store`.
-pub fn reset_namespace_gone_in(
-    kernel: &dyn Kernel,
-    store: &dyn StateStore,
-    options: Options,
-) -> Result<Report, ShieldError> {
+pub fn reset_namespace_gone(host: &Host, options: Options) -> Result<Report, ShieldError> {
+    let (kernel, store) = (host.kernel(), host.store());
     if !options.is_root {
         return Err(ShieldError::NotRoot);
     }
@@ -629,16 +615,8 @@ pub fn reset_namespace_gone_in(
 /// the report's notes say what it cannot know. Refused where a state exists
 /// (`reset` restores that exactly); nothing to do where nothing shows a
 /// shield.
-pub fn reset_without_state(kernel: &dyn Kernel, options: Options) -> Result<Report, ShieldError> {
-    reset_without_state_in(kernel, &FileStore::from_env(), options)
-}
-
-/// [`reset_without_state`] with the saved state looked for in `store`.
-pub fn reset_without_state_in(
-    kernel: &dyn Kernel,
-    store: &dyn StateStore,
-    options: Options,
-) -> Result<Report, ShieldError> {
+pub fn reset_without_state(host: &Host, options: Options) -> Result<Report, ShieldError> {
+    let (kernel, store) = (host.kernel(), host.store());
     if !options.is_root {
         return Err(ShieldError::NotRoot);
     }

@@ -4,12 +4,56 @@
 
 use crate::state;
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::Kernel;
+use cpushield_kernel::{Host, Kernel};
 use std::io;
+use std::sync::Arc;
+
+/// How a thread reaches its CPUs where plain affinity cannot (a shield's
+/// cpuset fences them off): given the thread ID (0: the caller) and the
+/// CPUs. Cheap to clone, so that every thread a probe starts places itself
+/// the same way on the same machine.
+#[derive(Clone)]
+pub struct PlaceFn(Arc<Place>);
+
+/// The function inside a [`PlaceFn`].
+type Place = dyn Fn(i32, &CpuSet) -> io::Result<()> + Send + Sync;
+
+impl PlaceFn {
+    /// A placer that calls `f`.
+    pub fn new(f: impl Fn(i32, &CpuSet) -> io::Result<()> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// Places thread `tid` (0: the caller) on `cpus`.
+    pub fn place(&self, tid: i32, cpus: &CpuSet) -> io::Result<()> {
+        (self.0)(tid, cpus)
+    }
+}
+
+impl std::fmt::Debug for PlaceFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PlaceFn")
+    }
+}
+
+/// [`place_task`] on `host`, as a [`PlaceFn`].
+pub fn task_placer(host: &Host) -> PlaceFn {
+    let host = host.clone();
+    PlaceFn::new(move |tid, cpus| place_task(&host, tid, cpus))
+}
+
+/// [`place_own_thread`] on `host`, as a [`PlaceFn`]: cpushield's own
+/// measuring threads, each alone, never its process.
+pub fn own_thread_placer(host: &Host) -> PlaceFn {
+    let host = host.clone();
+    PlaceFn::new(move |tid, cpus| place_own_thread(&host, tid, cpus))
+}
 
 /// The CPUs shielded from processes now (empty when nothing is shielded).
-pub fn shielded_procs(_kernel: &dyn Kernel) -> io::Result<CpuSet> {
-    Ok(state::load()?.map(|s| s.masks.procs).unwrap_or_default())
+pub fn shielded_procs(host: &Host) -> io::Result<CpuSet> {
+    Ok(state::load(host.store())?
+        .map(|s| s.masks.procs)
+        .unwrap_or_default())
 }
 
 /// Places thread `tid` on `cpus`: when they are all shielded, moves it (v1) or
@@ -20,8 +64,9 @@ pub fn shielded_procs(_kernel: &dyn Kernel) -> io::Result<CpuSet> {
 /// cpushield's own placement is not the task's request: when the shield has a
 /// record of what it set on `tid`, the record is updated, so that `reset`
 /// still gives the task its affinity from before the placement.
-pub fn place_task(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()> {
-    let saved = state::load()?;
+pub fn place_task(host: &Host, tid: i32, cpus: &CpuSet) -> io::Result<()> {
+    let kernel = host.kernel();
+    let saved = state::load(host.store())?;
     if let Some(saved) = &saved {
         if !cpus.is_empty() && cpus.is_subset(&saved.masks.procs) {
             let dir = saved.layout.shield_dir();
@@ -38,7 +83,7 @@ pub fn place_task(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()
     }
     kernel.set_affinity(tid, cpus)?;
     if saved.is_some_and(|s| s.set.tasks.contains_key(&tid)) {
-        record_placement(kernel, tid)?;
+        record_placement(host, tid)?;
     }
     Ok(())
 }
@@ -57,14 +102,15 @@ pub fn place_task(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()
 /// The thread is adopted in the shield's state with `cpus` as its request,
 /// so a later shield change keeps it there and `reset` takes it out of the
 /// shield (to its process's cgroup), leaving it the affinity it asked for.
-pub fn place_thread_alone(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()> {
+pub fn place_thread_alone(host: &Host, tid: i32, cpus: &CpuSet) -> io::Result<()> {
+    let kernel = host.kernel();
     let tid = if tid == 0 {
         // SAFETY: gettid has no preconditions.
         unsafe { libc::gettid() }
     } else {
         tid
     };
-    let saved = state::load()?;
+    let saved = state::load(host.store())?;
     let mut entered = false;
     if let Some(saved) = &saved {
         if !cpus.is_empty() && cpus.is_subset(&saved.masks.procs) {
@@ -77,23 +123,17 @@ pub fn place_thread_alone(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::R
     }
     kernel.set_affinity(tid, cpus)?;
     if entered {
-        adopt_placed(kernel, tid, cpus)?;
+        adopt_placed(host, tid, cpus)?;
     }
     if saved.is_some_and(|s| s.set.tasks.contains_key(&tid)) {
-        record_placement(kernel, tid)?;
+        record_placement(host, tid)?;
     }
     Ok(())
 }
 
-/// Places one of cpushield's own measuring threads on `cpus` (the probes
-/// of `compare`), reading the shield's saved state: see
-/// [`place_own_thread_in`].
-pub fn place_own_thread(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()> {
-    place_own_thread_in(kernel, state::load()?.as_ref(), tid, cpus)
-}
-
-/// Places thread `tid` of cpushield itself on `cpus` under the shield
-/// `saved` (None: no shield), moving that thread alone, never its process:
+/// Places thread `tid` of cpushield itself (the probes of `compare` and
+/// `tune`) on `cpus` under the shield saved in `host` (if any), moving that
+/// thread alone, never its process:
 /// the process's other threads (the main thread, the tracer's reader) and
 /// the children it starts later (the load, the anchor) must stay on the
 /// housekeeping CPUs, and a later thread must still be able to reach a CPU
@@ -106,7 +146,17 @@ pub fn place_own_thread(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Res
 /// not, a thread found in the shield is first taken out of it, into the
 /// root cgroup. Nothing is recorded in the shield's state: the thread is
 /// the shield's measurement, and ends with it.
-pub fn place_own_thread_in(
+pub fn place_own_thread(host: &Host, tid: i32, cpus: &CpuSet) -> io::Result<()> {
+    place_own_under(
+        host.kernel(),
+        state::load(host.store())?.as_ref(),
+        tid,
+        cpus,
+    )
+}
+
+/// [`place_own_thread`] under the shield `saved` (None: no shield).
+fn place_own_under(
     kernel: &dyn Kernel,
     saved: Option<&state::SavedState>,
     tid: i32,
@@ -130,22 +180,29 @@ pub fn place_own_thread_in(
 }
 
 /// Places thread `tid` of this process alone on `cpus` (see
-/// [`place_own_thread_in`]) for a caller whose process may be in any cgroup
+/// [`place_own_thread`]) for a caller whose process may be in any cgroup
 /// (`measure`, the agent's probe, `run --idle-poll`): when the thread must
 /// enter a cgroup v2 shield, this process first moves to the root cgroup,
 /// the shield's threaded domain ([`enter_root_cgroup`]), and stays there.
 /// So only the thread enters the shield; the process's main thread, which
 /// only waits, stays on the CPUs the shield leaves to the system.
-pub fn place_own_thread_from_anywhere(
-    kernel: &dyn Kernel,
-    tid: i32,
-    cpus: &CpuSet,
-) -> io::Result<()> {
-    place_own_thread_from_anywhere_in(kernel, state::load()?.as_ref(), tid, cpus)
+pub fn place_own_thread_from_anywhere(host: &Host, tid: i32, cpus: &CpuSet) -> io::Result<()> {
+    place_own_from_anywhere_under(
+        host.kernel(),
+        state::load(host.store())?.as_ref(),
+        tid,
+        cpus,
+    )
+}
+
+/// [`place_own_thread_from_anywhere`] on `host`, as a [`PlaceFn`].
+pub fn own_thread_from_anywhere_placer(host: &Host) -> PlaceFn {
+    let host = host.clone();
+    PlaceFn::new(move |tid, cpus| place_own_thread_from_anywhere(&host, tid, cpus))
 }
 
 /// [`place_own_thread_from_anywhere`] under the shield `saved`.
-pub fn place_own_thread_from_anywhere_in(
+fn place_own_from_anywhere_under(
     kernel: &dyn Kernel,
     saved: Option<&state::SavedState>,
     tid: i32,
@@ -158,7 +215,7 @@ pub fn place_own_thread_from_anywhere_in(
             enter_root_cgroup(kernel, &saved.layout)?;
         }
     }
-    place_own_thread_in(kernel, saved, tid, cpus)
+    place_own_under(kernel, saved, tid, cpus)
 }
 
 /// Whether thread `tid` is in the shield's cgroup now.
@@ -174,7 +231,7 @@ fn thread_in_shield(kernel: &dyn Kernel, layout: &crate::layout::CgroupLayout, t
 
 /// On cgroup v2, moves this process into the root cgroup, the threaded
 /// domain of the shield, so that one of its threads can join the shield
-/// alone ([`place_own_thread_in`]); returns the cgroup it was in, for
+/// alone ([`place_own_thread`]); returns the cgroup it was in, for
 /// [`leave_root_cgroup`]. Nothing to do on v1 (a thread moves alone there)
 /// or when the process is in the root cgroup already: None. (The process is
 /// named as the kernel's "0", the writer itself, and read as /proc/self:
@@ -259,15 +316,16 @@ fn thread_move_error(
 
 /// Adopts `tid` in the shield's state with `cpus` as its requested affinity
 /// (see [`place_thread_alone`]).
-fn adopt_placed(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()> {
+fn adopt_placed(host: &Host, tid: i32, cpus: &CpuSet) -> io::Result<()> {
+    let (kernel, store) = (host.kernel(), host.store());
     let stat_path = std::path::PathBuf::from(format!("/proc/{tid}/stat"));
     let stat = kernel
         .read_bytes(&stat_path)
         .map_err(|e| cpushield_kernel::with_path(e, &stat_path))?;
     let stat = cpushield_parse::pid_stat::parse_stat(&stat)
         .map_err(|e| io::Error::other(format!("{}: {e}", stat_path.display())))?;
-    let _lock = state::StateLock::acquire()?;
-    let Some(mut saved) = state::load()? else {
+    let _lock = store.lock()?;
+    let Some(mut saved) = state::load(store)? else {
         return Ok(());
     };
     let adopted = state::AdoptedTask {
@@ -278,21 +336,22 @@ fn adopt_placed(kernel: &dyn Kernel, tid: i32, cpus: &CpuSet) -> io::Result<()> 
         return Ok(());
     }
     saved.adopted.insert(tid, adopted);
-    state::store(&saved)
+    state::store_in(store, &saved)
 }
 
 /// Updates the shield's record of what was set on `tid` to its affinity now.
-fn record_placement(kernel: &dyn Kernel, tid: i32) -> io::Result<()> {
-    let _lock = state::StateLock::acquire()?;
-    let Some(mut saved) = state::load()? else {
+fn record_placement(host: &Host, tid: i32) -> io::Result<()> {
+    let store = host.store();
+    let _lock = store.lock()?;
+    let Some(mut saved) = state::load(store)? else {
         return Ok(());
     };
-    let now = kernel.get_affinity(tid)?;
+    let now = host.kernel().get_affinity(tid)?;
     match saved.set.tasks.get_mut(&tid) {
         Some(rec) if rec.cpus != now => rec.cpus = now,
         _ => return Ok(()),
     }
-    state::store(&saved)
+    state::store_in(store, &saved)
 }
 
 fn tgid_of(kernel: &dyn Kernel, tid: i32) -> io::Result<i32> {
@@ -305,9 +364,10 @@ fn tgid_of(kernel: &dyn Kernel, tid: i32) -> io::Result<i32> {
 /// `tids` before `cpushield run --pid` changes it, so that `reset` gives it
 /// back. A thread already recorded keeps its first (original) record. Does
 /// nothing when no shield is up (there is no reset to restore it).
-pub fn record_sched(kernel: &dyn Kernel, pid: i32, tids: &[i32]) -> io::Result<()> {
-    let _lock = state::StateLock::acquire()?;
-    let Some(mut saved) = state::load()? else {
+pub fn record_sched(host: &Host, pid: i32, tids: &[i32]) -> io::Result<()> {
+    let (kernel, store) = (host.kernel(), host.store());
+    let _lock = store.lock()?;
+    let Some(mut saved) = state::load(store)? else {
         return Ok(());
     };
     let mut changed = false;
@@ -347,7 +407,7 @@ pub fn record_sched(kernel: &dyn Kernel, pid: i32, tids: &[i32]) -> io::Result<(
         changed = true;
     }
     if changed {
-        state::store(&saved)?;
+        state::store_in(store, &saved)?;
     }
     Ok(())
 }
@@ -395,25 +455,22 @@ pub fn probe_placement(
 }
 
 /// How `cpushield measure` places its measuring threads on `cpus` now: reads
-/// the shield's saved state (`CPUSHIELD_STATE_DIR` or /run/cpushield).
-pub fn probe_placement_now(cpus: &CpuSet, is_root: bool) -> Result<ProbePlacement, String> {
-    let saved = state::load().map_err(|e| {
+/// the shield's saved state of `host`.
+pub fn probe_placement_now(
+    host: &Host,
+    cpus: &CpuSet,
+    is_root: bool,
+) -> Result<ProbePlacement, String> {
+    let saved = state::load(host.store()).map_err(|e| {
         format!(
             "cannot read the shield state in {} ({e}): run as root, or set CPUSHIELD_STATE_DIR to the directory `cpushield shield` used",
-            state::state_dir().display()
+            host.store().dir().display()
         )
     })?;
     match saved {
         None => Ok(ProbePlacement::Plain),
         Some(s) => probe_placement(cpus, &s.masks.procs, s.layout.moves_processes(), is_root),
     }
-}
-
-/// [`place_own_thread_from_anywhere`] on the real kernel, in the shape of a
-/// probe's thread placer: `cpushield measure`'s measuring threads enter the
-/// shield alone, never the process that waits for them.
-pub fn place_thread(tid: i32, cpus: &CpuSet) -> io::Result<()> {
-    place_own_thread_from_anywhere(&cpushield_kernel::RealKernel, tid, cpus)
 }
 
 #[cfg(test)]
@@ -465,7 +522,7 @@ mod tests {
     #[test]
     fn an_own_thread_enters_a_v2_shield_alone_and_its_process_stays_out() {
         let (k, saved) = v2_shielded(500, 501, "/");
-        place_own_thread_in(&k, Some(&saved), 501, &set("3")).unwrap();
+        place_own_under(&k, Some(&saved), 501, &set("3")).unwrap();
         assert_eq!(lines(&k, "/cpushield-shield/cgroup.threads"), ["501"]);
         assert!(
             lines(&k, "/cpushield-shield/cgroup.procs").is_empty(),
@@ -477,7 +534,7 @@ mod tests {
     #[test]
     fn an_own_thread_placed_outside_the_shield_is_not_moved_into_it() {
         let (k, saved) = v2_shielded(500, 502, "/");
-        place_own_thread_in(&k, Some(&saved), 502, &set("2")).unwrap();
+        place_own_under(&k, Some(&saved), 502, &set("2")).unwrap();
         assert!(lines(&k, "/cpushield-shield/cgroup.threads").is_empty());
         assert!(lines(&k, "/cpushield-shield/cgroup.procs").is_empty());
         assert_eq!(k.get_affinity(502).unwrap(), set("2"));
@@ -486,7 +543,7 @@ mod tests {
     #[test]
     fn an_own_thread_found_in_the_shield_goes_back_to_the_root_before_an_unshielded_cpu() {
         let (k, saved) = v2_shielded(500, 503, "/cpushield-shield");
-        place_own_thread_in(&k, Some(&saved), 503, &set("2")).unwrap();
+        place_own_under(&k, Some(&saved), 503, &set("2")).unwrap();
         assert_eq!(lines(&k, "/cgroup.threads"), ["503"]);
         assert_eq!(k.get_affinity(503).unwrap(), set("2"));
     }
@@ -494,7 +551,7 @@ mod tests {
     #[test]
     fn an_own_thread_without_a_shield_gets_plain_affinity() {
         let (k, _) = v2_shielded(500, 504, "/");
-        place_own_thread_in(&k, None, 504, &set("3")).unwrap();
+        place_own_under(&k, None, 504, &set("3")).unwrap();
         assert!(lines(&k, "/cpushield-shield/cgroup.threads").is_empty());
         assert_eq!(k.get_affinity(504).unwrap(), set("3"));
     }
@@ -519,7 +576,7 @@ mod tests {
     fn a_probe_thread_from_another_cgroup_enters_a_v2_shield_alone_and_its_process_waits_in_the_root(
     ) {
         let (k, saved) = v2_shielded(700, 701, "/user.slice");
-        place_own_thread_from_anywhere_in(&k, Some(&saved), 701, &set("3")).unwrap();
+        place_own_from_anywhere_under(&k, Some(&saved), 701, &set("3")).unwrap();
         assert_eq!(
             lines(&k, "/cgroup.procs"),
             ["0"],
@@ -534,7 +591,7 @@ mod tests {
 
         // Outside the shield: plain affinity, the process left where it is.
         let (k, saved) = v2_shielded(710, 711, "/user.slice");
-        place_own_thread_from_anywhere_in(&k, Some(&saved), 711, &set("1")).unwrap();
+        place_own_from_anywhere_under(&k, Some(&saved), 711, &set("1")).unwrap();
         assert!(lines(&k, "/cgroup.procs").is_empty());
         assert!(lines(&k, "/cpushield-shield/cgroup.threads").is_empty());
         assert_eq!(k.get_affinity(711).unwrap(), set("1"));

@@ -5,9 +5,9 @@ use crate::layout::{self, CgroupLayout};
 use crate::masks::ShieldMasks;
 use crate::orphan::{self, OrphanShield};
 use crate::snapshot::{self, Scope, Snapshot};
-use crate::state::{self, StateStore};
+use crate::state;
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{read_cpu_list, Kernel};
+use cpushield_kernel::{read_cpu_list, Host, Kernel};
 use serde::Serialize;
 use std::path::Path;
 
@@ -101,14 +101,11 @@ pub struct Status {
     pub cpus: Vec<CpuStatus>,
 }
 
-/// Reads the status, the saved state from the state directory. Read-only.
-pub fn status(kernel: &dyn Kernel) -> std::io::Result<Status> {
-    status_in(kernel, &state::FileStore::from_env())
-}
-
-/// [`status`] with the saved state read from `store`. Where there is none,
+/// Reads the status of `host`, with its saved state. Where there is none,
 /// a shield in place without it is reported from what the kernel shows.
-pub fn status_in(kernel: &dyn Kernel, store: &dyn StateStore) -> std::io::Result<Status> {
+/// Read-only.
+pub fn status(host: &Host) -> std::io::Result<Status> {
+    let (kernel, store) = (host.kernel(), host.store());
     let saved = state::load_from(store)?.map(|l| l.state);
     let without_state = match saved {
         Some(_) => None,

@@ -3,7 +3,7 @@
 //! enforcement cgroups, exact undo.
 
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::FakeKernel;
+use cpushield_kernel::{FakeKernel, Host};
 use cpushield_shield::fake_machine::v1_machine;
 use cpushield_shield::plan::{plan_reset, plan_shield};
 use cpushield_shield::snapshot;
@@ -39,7 +39,7 @@ fn machine(tasks: &[(i32, &str)]) -> FakeKernel {
 /// Shields `masks` with the real [`cpushield_shield::shield_in`] (state in
 /// `store`) and returns the report.
 fn shield(k: &FakeKernel, store: &MemoryStore, masks: &ShieldMasks) -> Report {
-    cpushield_shield::shield_in(k, store, masks, ROOT_OPTIONS).unwrap()
+    cpushield_shield::shield(&Host::fake(k, store), masks, ROOT_OPTIONS).unwrap()
 }
 
 /// The state the real shield saved in `store`.
@@ -92,8 +92,12 @@ fn whole_cores_shields_each_cpus_smt_siblings_too_and_reset_restores() {
         whole_cores: true,
         ..ROOT_OPTIONS
     };
-    let report =
-        cpushield_shield::shield_in(&k, &store, &ShieldMasks::all(&cpus("3")), options).unwrap();
+    let report = cpushield_shield::shield(
+        &Host::fake(&k, &store),
+        &ShieldMasks::all(&cpus("3")),
+        options,
+    )
+    .unwrap();
     let saved = saved_in(&store);
     assert_eq!(saved.masks, ShieldMasks::all(&cpus("2-3")));
     let aff = k.affinities();
@@ -113,7 +117,7 @@ fn whole_cores_shields_each_cpus_smt_siblings_too_and_reset_restores() {
         "a whole core leaves no sibling unshielded: {:?}",
         report.notes
     );
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     assert_eq!(k.affinities(), affinities_before);
     let files_after = k.files();
     for (path, text) in &files_before {
@@ -196,7 +200,7 @@ fn reset_restores_every_file_affinity_and_cgroup_exactly() {
     let store = MemoryStore::new();
     shield(&k, &store, &ShieldMasks::all(&cpus("3")));
     assert_ne!(k.affinities(), aff_before);
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     assert_eq!(k.affinities(), aff_before);
     let files_after = k.files();
     for (path, text) in &files_before {
@@ -278,7 +282,7 @@ fn unshielding_everything_tears_down_the_cgroups() {
     let store = MemoryStore::new();
     let all = ShieldMasks::all(&cpus("3"));
     shield(&k, &store, &all);
-    cpushield_shield::unshield_in(&k, &store, &all, ROOT_OPTIONS).unwrap();
+    cpushield_shield::unshield(&Host::fake(&k, &store), &all, ROOT_OPTIONS).unwrap();
     assert!(state::load_from(&store).unwrap().is_none());
     assert!(!k.has_dir(Path::new(ROOT).join("cpushield-shield")));
     assert_eq!(k.affinities()[&100], cpus("0-3"));
@@ -410,7 +414,7 @@ fn unshielding_the_processes_alone_tears_down_the_cgroups_and_keeps_the_irq_shie
         procs: cpus("3"),
         ..ShieldMasks::default()
     };
-    cpushield_shield::unshield_in(&k, &store, &procs, ROOT_OPTIONS).unwrap();
+    cpushield_shield::unshield(&Host::fake(&k, &store), &procs, ROOT_OPTIONS).unwrap();
     assert!(!k.has_dir(Path::new(ROOT).join("cpushield-shield")));
     assert!(!k.has_dir(Path::new(ROOT).join("cpushield-system")));
     assert_eq!(k.affinities()[&100], cpus("0-3"));
@@ -444,9 +448,14 @@ fn shield_unshield_reset_round_trip_restores_every_file_byte_for_byte() {
     let store = MemoryStore::new();
     shield(&k, &store, &ShieldMasks::all(&cpus("2-3")));
     assert_ne!(k.files(), files_before);
-    cpushield_shield::unshield_in(&k, &store, &ShieldMasks::all(&cpus("2")), ROOT_OPTIONS).unwrap();
+    cpushield_shield::unshield(
+        &Host::fake(&k, &store),
+        &ShieldMasks::all(&cpus("2")),
+        ROOT_OPTIONS,
+    )
+    .unwrap();
     assert_eq!(saved_in(&store).masks, ShieldMasks::all(&cpus("3")));
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     assert_eq!(
         as_read(k.files()),
         as_read(files_before.clone()),
@@ -457,7 +466,7 @@ fn shield_unshield_reset_round_trip_restores_every_file_byte_for_byte() {
     assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
     assert!(state::load_from(&store).unwrap().is_none(), "state removed");
     // A second reset changes nothing.
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     assert_eq!(as_read(k.files()), as_read(files_before));
 }
 
@@ -469,9 +478,12 @@ fn a_state_that_cannot_be_written_leaves_the_system_unchanged() {
         let aff_before = k.affinities();
         let store = MemoryStore::new();
         store.fail_writes(Some(errno));
-        let err =
-            cpushield_shield::shield_in(&k, &store, &ShieldMasks::all(&cpus("3")), ROOT_OPTIONS)
-                .unwrap_err();
+        let err = cpushield_shield::shield(
+            &Host::fake(&k, &store),
+            &ShieldMasks::all(&cpus("3")),
+            ROOT_OPTIONS,
+        )
+        .unwrap_err();
         let text = err.to_string();
         assert!(text.contains("cannot save the shield state"), "{text}");
         assert!(text.contains("nothing was changed"), "{text}");
@@ -496,10 +508,12 @@ fn a_second_shield_whose_state_cannot_be_written_changes_nothing_more() {
     let aff_before = k.affinities();
     let saved_before = store.copy(state::STATE_FILE);
     store.fail_writes(Some(libc::ENOSPC));
-    assert!(
-        cpushield_shield::shield_in(&k, &store, &ShieldMasks::all(&cpus("2")), ROOT_OPTIONS)
-            .is_err()
-    );
+    assert!(cpushield_shield::shield(
+        &Host::fake(&k, &store),
+        &ShieldMasks::all(&cpus("2")),
+        ROOT_OPTIONS
+    )
+    .is_err());
     assert_eq!(k.files(), files_before);
     assert_eq!(k.affinities(), aff_before);
     assert_eq!(
@@ -508,7 +522,7 @@ fn a_second_shield_whose_state_cannot_be_written_changes_nothing_more() {
         "the saved original is kept"
     );
     store.fail_writes(None);
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     assert_eq!(k.affinities()[&101], cpus("2-3"));
 }
 
@@ -519,7 +533,7 @@ fn a_damaged_state_in_the_store_is_recovered_from_its_copy_by_reset() {
     let store = MemoryStore::new();
     shield(&k, &store, &ShieldMasks::all(&cpus("3")));
     store.set_copy(state::STATE_FILE, Some(b"{".to_vec()));
-    let report = cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    let report = cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     assert!(report
         .notes
         .iter()
@@ -538,15 +552,19 @@ fn a_shield_from_another_pid_namespace_is_refused_and_reset_namespace_gone_resto
     store.set_copy(state::STATE_FILE, Some(text.clone()));
     store.set_copy(state::BACKUP_FILE, Some(text));
     let shielded = k.files();
-    let err = cpushield_shield::shield_in(&k, &store, &ShieldMasks::all(&cpus("2")), ROOT_OPTIONS)
-        .unwrap_err();
+    let err = cpushield_shield::shield(
+        &Host::fake(&k, &store),
+        &ShieldMasks::all(&cpus("2")),
+        ROOT_OPTIONS,
+    )
+    .unwrap_err();
     assert!(
         matches!(err, cpushield_shield::ShieldError::OtherNamespace { .. }),
         "{err}"
     );
-    assert!(cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).is_err());
+    assert!(cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).is_err());
     assert_eq!(k.files(), shielded, "nothing changed");
-    cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset_namespace_gone(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     assert!(!k.has_dir(format!("{ROOT}/cpushield-shield")));
     assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
     assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap(), "f");
@@ -581,7 +599,7 @@ fn an_affinity_a_task_sets_while_shielded_is_its_request_for_later_shields_and_r
         cpus("0-1"),
         "an untouched task keeps 0-3 as its request"
     );
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     let aff = k.affinities();
     assert_eq!(
         aff[&100],
@@ -614,7 +632,7 @@ fn a_mask_written_to_an_irq_while_shielded_is_its_request_for_later_shields_and_
         "0-1 minus the shield"
     );
     assert_eq!(k.file("/proc/irq/11/smp_affinity").unwrap(), "5");
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap(), "3");
     assert_eq!(
         k.file("/proc/irq/11/smp_affinity").unwrap(),
@@ -631,7 +649,7 @@ fn reset_keeps_an_affinity_set_while_shielded_and_restores_everything_else_exact
     shield(&k, &store, &ShieldMasks::all(&cpus("3")));
     k.set_thread_affinity(100, cpus("1"));
     k.set_file("/proc/irq/12/smp_affinity", "2\n");
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     let aff = k.affinities();
     assert_eq!(aff[&100], cpus("1"));
     assert_eq!(aff[&101], cpus("3"));
@@ -659,7 +677,7 @@ fn a_change_cut_short_trusts_no_record_and_reset_restores_the_saved_affinities()
     put(&store, &saved);
     k.set_thread_affinity(100, cpus("1"));
     k.set_file("/proc/irq/10/smp_affinity", "2\n");
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     assert_eq!(k.affinities()[&100], cpus("0-3"));
     assert_eq!(as_read(k.files()), as_read(files_before));
 }
@@ -684,7 +702,7 @@ fn a_version_1_state_without_records_still_resets_exactly() {
         "{text}"
     );
     k.set_thread_affinity(100, cpus("1"));
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     assert_eq!(
         k.affinities(),
         aff_before,
@@ -702,7 +720,7 @@ fn a_reset_whose_state_cannot_be_written_follows_nothing_and_restores_the_saved_
     shield(&k, &store, &ShieldMasks::all(&cpus("3")));
     k.set_thread_affinity(100, cpus("1"));
     store.fail_writes(Some(libc::EROFS));
-    let _ = cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS);
+    let _ = cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS);
     assert_eq!(k.affinities(), aff_before);
 }
 
@@ -715,7 +733,7 @@ fn a_task_widened_to_every_housekeeping_cpu_is_taken_to_request_every_cpu() {
     shield(&k, &store, &ShieldMasks::all(&cpus("3")));
     assert_eq!(k.affinities()[&100], cpus("1"));
     k.set_thread_affinity(100, cpus("0-2"));
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     let aff = k.affinities();
     assert_eq!(aff[&100], cpus("0-3"));
     assert_eq!(aff[&101], cpus("0-3"));
@@ -739,7 +757,7 @@ fn a_task_given_a_saved_tasks_id_is_told_from_it_by_its_start_time_and_restored_
     // Since: 200 exited and a child of 100 got ID 200 (by the allocator, or
     // chosen through ns_last_pid or clone3's set_tid).
     reuse_id(&k, 200, 100, 90_000, "0-2");
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     let aff = k.affinities();
     assert_eq!(aff[&100], cpus("0-3"));
     assert_eq!(aff[&101], cpus("1"));
@@ -764,7 +782,7 @@ fn a_reset_marks_the_state_as_being_applied_before_its_first_change_and_removes_
     let store = MemoryStore::new();
     shield(&k, &store, &ShieldMasks::all(&cpus("3")));
     let writes = store.writes();
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     assert_eq!(
         store.writes(),
         writes + 2,
@@ -788,7 +806,7 @@ fn a_reset_of_a_gone_namespace_takes_no_task_here_for_a_saved_one() {
     put(&store, &saved);
     // Task 100 here is another task, even with the same start time: it is
     // not taken for the saved one (whose CPU 7 would make the reset refuse).
-    cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset_namespace_gone(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
     assert!(state::load_from(&store).unwrap().is_none());
 }
@@ -814,7 +832,7 @@ fn a_version_4_state_takes_a_task_saved_without_its_start_time_by_the_tick_it_na
     // Then 101 exited and a task started at the tick the state names got
     // its ID.
     reuse_id(&k, 101, 1, 1102, "1");
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     let aff = k.affinities();
     assert_eq!(
         aff[&100],
@@ -859,7 +877,7 @@ fn run_time_settings_journaled_over_the_shield_are_undone_first_by_reset() {
         Some(shielded.trim())
     );
     // A SIGKILL here leaves the state as it is; reset finds everything in it.
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     let trimmed = |f: cpushield_kernel::FakeFiles| -> Vec<(std::path::PathBuf, String)> {
         f.into_iter()
             .map(|(p, t)| (p, t.trim_end().to_string()))
@@ -886,7 +904,7 @@ fn show_reports_a_shield_whose_state_is_gone_with_the_cpus_it_shields() {
     let k = machine(&[(100, "0-3")]);
     shield(&k, &MemoryStore::new(), &ShieldMasks::all(&cpus("3")));
     // The state is gone (removed, or in another state directory).
-    let st = cpushield_shield::status::status_in(&k, &MemoryStore::new()).unwrap();
+    let st = cpushield_shield::status::status(&Host::fake(&k, &MemoryStore::new())).unwrap();
     assert_eq!(
         (st.procs.as_str(), st.irqs.as_str(), st.ltmr.as_str()),
         ("3", "3", "3")
@@ -916,7 +934,7 @@ fn reset_without_a_state_refuses_naming_what_shows_the_shield_and_changes_nothin
     let k = machine(&[(100, "0-3"), (101, "2-3")]);
     shield(&k, &MemoryStore::new(), &ShieldMasks::all(&cpus("3")));
     let (files, affinities) = (k.files(), k.affinities());
-    let e = cpushield_shield::reset_in(&k, &MemoryStore::new(), ROOT_OPTIONS)
+    let e = cpushield_shield::reset(&Host::fake(&k, &MemoryStore::new()), ROOT_OPTIONS)
         .unwrap_err()
         .to_string();
     for part in [
@@ -939,7 +957,7 @@ fn an_irq_shield_without_its_state_is_found_by_the_default_irq_affinity() {
         ..ShieldMasks::default()
     };
     shield(&k, &MemoryStore::new(), &irqs_only);
-    let e = cpushield_shield::reset_in(&k, &MemoryStore::new(), ROOT_OPTIONS)
+    let e = cpushield_shield::reset(&Host::fake(&k, &MemoryStore::new()), ROOT_OPTIONS)
         .unwrap_err()
         .to_string();
     assert!(e.contains("default_smp_affinity leaves out CPU 3"), "{e}");
@@ -953,7 +971,8 @@ fn reset_without_state_undoes_the_shield_as_far_as_the_kernel_shows_and_says_wha
     let files_before = as_read(k.files());
     shield(&k, &MemoryStore::new(), &ShieldMasks::all(&cpus("3")));
     let lost = MemoryStore::new();
-    let report = cpushield_shield::reset_without_state_in(&k, &lost, ROOT_OPTIONS).unwrap();
+    let report =
+        cpushield_shield::reset_without_state(&Host::fake(&k, &lost), ROOT_OPTIONS).unwrap();
     assert!(!k.has_dir(format!("{ROOT}/cpushield-shield")));
     assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
     let root_tasks = k.file(format!("{ROOT}/tasks")).unwrap();
@@ -991,7 +1010,7 @@ fn reset_without_state_undoes_the_shield_as_far_as_the_kernel_shows_and_says_wha
         "{notes:?}"
     );
     // Nothing shows a shield any more: a reset now has nothing to do.
-    cpushield_shield::reset_in(&k, &lost, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset(&Host::fake(&k, &lost), ROOT_OPTIONS).unwrap();
 }
 
 #[test]
@@ -999,7 +1018,7 @@ fn reset_without_state_is_refused_while_the_state_exists() {
     let k = machine(&[(100, "0-3")]);
     let store = MemoryStore::new();
     shield(&k, &store, &ShieldMasks::all(&cpus("3")));
-    let e = cpushield_shield::reset_without_state_in(&k, &store, ROOT_OPTIONS)
+    let e = cpushield_shield::reset_without_state(&Host::fake(&k, &store), ROOT_OPTIONS)
         .unwrap_err()
         .to_string();
     assert!(e.contains("`cpushield reset` restores exactly"), "{e}");
@@ -1012,7 +1031,8 @@ fn a_cgroup_with_our_name_but_no_mark_is_named_and_left_by_reset_without_state()
     k.set_file(format!("{ROOT}/cpushield-system/tasks"), "");
     k.set_file(format!("{ROOT}/cpushield-system/cpuset.cpus"), "0-2\n");
     let report =
-        cpushield_shield::reset_without_state_in(&k, &MemoryStore::new(), ROOT_OPTIONS).unwrap();
+        cpushield_shield::reset_without_state(&Host::fake(&k, &MemoryStore::new()), ROOT_OPTIONS)
+            .unwrap();
     assert!(k.has_dir(format!("{ROOT}/cpushield-system")));
     assert!(
         report
@@ -1077,7 +1097,7 @@ fn an_irq_handler_threads_affinity_that_moved_with_its_irq_is_not_taken_for_a_re
     shield(&k, &store, &ShieldMasks::all(&cpus("3")));
     // The kernel moves the thread with its IRQ, to IRQ 10's effective CPU.
     k.set_thread_affinity(120, cpus("1"));
-    let report = cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    let report = cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     assert!(
         !report.notes.iter().any(|n| n.text.contains("irq/10-eth0")),
         "the kernel's move is not the thread's request: {:?}",
@@ -1095,9 +1115,8 @@ fn unshield_without_a_state_refuses_naming_reset_without_state_and_changes_nothi
     let k = machine(&[(100, "0-3"), (101, "2-3")]);
     shield(&k, &MemoryStore::new(), &ShieldMasks::all(&cpus("3")));
     let (files, affinities) = (k.files(), k.affinities());
-    let e = cpushield_shield::unshield_in(
-        &k,
-        &MemoryStore::new(),
+    let e = cpushield_shield::unshield(
+        &Host::fake(&k, &MemoryStore::new()),
         &ShieldMasks::all(&cpus("3")),
         ROOT_OPTIONS,
     )
@@ -1160,7 +1179,7 @@ fn reset_while_tuned_isolates_the_cpu_leaves_what_tuned_sets_and_restores_the_re
     k.set_file("/proc/sys/kernel/timer_migration", "0\n");
     k.set_file("/proc/sys/vm/stat_interval", "10\n");
     k.set_file("/sys/devices/virtual/workqueue/cpumask", "7\n");
-    let report = cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    let report = cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     // tuned's rule on each IRQ's original: f less CPU 3, and IRQ 11 (CPU 3
     // only) on every CPU tuned keeps for the system.
     assert_eq!(k.file("/proc/irq/10/smp_affinity").unwrap().trim(), "7");
@@ -1225,7 +1244,7 @@ fn with_tuned_loaded_first_the_shield_leaves_its_files_and_reset_gives_back_tune
     ] {
         assert!(!saved.files.contains_key(Path::new(path)), "{path} saved");
     }
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     let text = |path: &str| k.file(path).map(|t| t.trim().to_string());
     let was = |path: &str| before.get(Path::new(path)).map(|t| t.trim().to_string());
     for irq in 10..14 {
@@ -1252,11 +1271,11 @@ fn what_tuned_sets_is_no_evidence_of_a_shield_whose_state_is_lost() {
     k.set_file("/proc/sys/vm/stat_interval", "10\n");
     let store = MemoryStore::new();
     assert!(
-        cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).is_err(),
+        cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).is_err(),
         "without tuned these are a lost shield's traces"
     );
     load_tuned_profile(&k);
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).expect("nothing to reset");
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).expect("nothing to reset");
     assert_eq!(
         k.file("/sys/devices/virtual/workqueue/cpumask")
             .unwrap()
@@ -1277,7 +1296,8 @@ fn reset_namespace_gone_while_that_namespace_lives_is_refused_before_any_change(
     k.set_file("/proc/100/ns/pid", "pid:[1]");
     let shielded = k.files();
     let state_before = store.copy(state::STATE_FILE);
-    let err = cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap_err();
+    let err =
+        cpushield_shield::reset_namespace_gone(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap_err();
     assert!(
         matches!(err, cpushield_shield::ShieldError::NamespaceAlive { .. }),
         "{err}"
@@ -1293,12 +1313,13 @@ fn reset_namespace_gone_while_that_namespace_lives_is_refused_before_any_change(
     k.set_file("/proc/100/ns/pid", "pid:[4026531836]");
     k.set_file("/proc/self/ns/pid", "pid:[1]");
     let shielded = k.files();
-    let err = cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap_err();
+    let err =
+        cpushield_shield::reset_namespace_gone(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap_err();
     assert!(err.to_string().contains("this command runs in it"), "{err}");
     assert_eq!(k.files(), shielded, "nothing changed");
     // Gone: no process in it, and this one elsewhere.
     k.set_file("/proc/self/ns/pid", "pid:[4026531836]");
-    cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset_namespace_gone(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     assert!(!k.has_dir(format!("{ROOT}/cpushield-system")));
     assert!(state::load_from(&store).unwrap().is_none());
 }
@@ -1316,7 +1337,8 @@ fn a_namespace_this_reset_cannot_see_is_alive_while_its_init_holds_its_lock() {
     store.set_namespace_alive("pid:[4026532999]", true);
     let shielded = k.files();
     let state_before = store.copy(state::STATE_FILE);
-    let err = cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap_err();
+    let err =
+        cpushield_shield::reset_namespace_gone(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap_err();
     assert!(
         matches!(err, cpushield_shield::ShieldError::NamespaceAlive { .. }),
         "{err}"
@@ -1327,7 +1349,7 @@ fn a_namespace_this_reset_cannot_see_is_alive_while_its_init_holds_its_lock() {
     assert_eq!(store.copy(state::STATE_FILE), state_before);
     // Its init ended: the lock with it.
     store.set_namespace_alive("pid:[4026532999]", false);
-    cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset_namespace_gone(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     assert!(state::load_from(&store).unwrap().is_none());
 }
 
@@ -1342,7 +1364,8 @@ fn a_cgroup_v2_shield_cgroup_still_populated_shows_its_namespace_alive() {
     let system = saved.created_cgroups[0].join("cgroup.events");
     k.set_file(&system, "populated 1\nfrozen 0\n");
     let shielded = k.files();
-    let err = cpushield_shield::reset_namespace_gone_in(&k, &store, ROOT_OPTIONS).unwrap_err();
+    let err =
+        cpushield_shield::reset_namespace_gone(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap_err();
     assert!(err.to_string().contains("holds tasks"), "{err}");
     assert_eq!(k.files(), shielded, "nothing changed");
 }
@@ -1360,7 +1383,7 @@ fn reset_removes_the_load_directories_the_state_records_and_only_those() {
         state::record_load_dir_in(&store, std::path::Path::new("/var/tmp/precious")).is_err(),
         "a directory not named as a load's is never recorded"
     );
-    cpushield_shield::reset_in(&k, &store, ROOT_OPTIONS).unwrap();
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
     assert!(
         !k.has_dir(load.display().to_string()),
         "the load's files are left"

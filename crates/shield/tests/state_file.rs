@@ -65,7 +65,7 @@ fn a_damaged_state_file_is_recovered_from_its_verified_copy_and_never_lost() {
     let bak = state::state_dir().join(state::BACKUP_FILE);
 
     // Written twice, nothing else left behind.
-    state::store(&sample()).unwrap();
+    state::store_in(&state::FileStore::from_env(), &sample()).unwrap();
     assert_eq!(leftovers(dir.path()), ["state.json", "state.json.bak"]);
     let good = std::fs::read(&main).unwrap();
     assert_eq!(good, std::fs::read(&bak).unwrap());
@@ -101,7 +101,7 @@ fn a_damaged_state_file_is_recovered_from_its_verified_copy_and_never_lost() {
     std::fs::create_dir(&main).unwrap();
     assert!(load_checked().unwrap().unwrap().recovered.is_some());
     // The next store replaces it with a good file.
-    state::store(&sample()).unwrap();
+    state::store_in(&state::FileStore::from_env(), &sample()).unwrap();
     assert!(load_checked().unwrap().unwrap().recovered.is_none());
 
     // Both damaged: an error naming both, no advice to remove, files untouched.
@@ -123,7 +123,7 @@ fn a_damaged_state_file_is_recovered_from_its_verified_copy_and_never_lost() {
     assert!(load_checked().unwrap().unwrap().recovered.is_some());
 
     // Remove takes both, a directory state file too.
-    state::store(&sample()).unwrap();
+    state::store_in(&state::FileStore::from_env(), &sample()).unwrap();
     state::remove_from(&state::FileStore::from_env()).unwrap();
     assert!(load_checked().unwrap().is_none());
     assert_eq!(leftovers(dir.path()), Vec::<String>::new());
@@ -136,7 +136,9 @@ fn a_damaged_state_file_is_recovered_from_its_verified_copy_and_never_lost() {
     let blocked = dir.path().join("blocked");
     std::fs::write(&blocked, b"a file, not a directory").unwrap();
     std::env::set_var("CPUSHIELD_STATE_DIR", blocked.join("sub"));
-    let e = state::store(&sample()).unwrap_err().to_string();
+    let e = state::store_in(&state::FileStore::from_env(), &sample())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains(&blocked.display().to_string()), "{e}");
     assert!(e.contains("CPUSHIELD_STATE_DIR"), "{e}");
     std::env::set_var("CPUSHIELD_STATE_DIR", dir.path());

@@ -7,9 +7,9 @@ use crate::knob::{self, FileChange, Machine};
 use crate::settings;
 use cpushield_config::{Config, ConfigError};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::Kernel;
+use cpushield_kernel::{Host, Kernel};
 use cpushield_shield::runtime::write_setting;
-use cpushield_shield::state::{self, StateStore};
+use cpushield_shield::state;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -70,13 +70,10 @@ impl RuntimePlan {
 }
 
 /// Plans `config`'s `[runtime]` settings for the housekeeping CPUs `procs`,
-/// against the files as they are and the settings journaled in `store`.
-pub fn plan(
-    kernel: &dyn Kernel,
-    store: &dyn StateStore,
-    config: &Config,
-    procs: &CpuSet,
-) -> Result<RuntimePlan, RuntimeError> {
+/// against the files of `host` as they are and the settings journaled in
+/// its state.
+pub fn plan(host: &Host, config: &Config, procs: &CpuSet) -> Result<RuntimePlan, RuntimeError> {
+    let (kernel, store) = (host.kernel(), host.store());
     let journal = state::load_from(store)
         .map_err(io_error("reading the shield's saved state"))?
         .map(|l| l.state.runtime)
@@ -144,13 +141,10 @@ impl std::fmt::Display for Applied {
 /// journaled in `store` before any file changes; journaled files the config
 /// no longer names are written back and forgotten. Returns what changed, in
 /// order; on an error, what changed before it stays journaled.
-pub fn apply(
-    kernel: &dyn Kernel,
-    store: &dyn StateStore,
-    config: &Config,
-    procs: &CpuSet,
-) -> Result<Vec<Applied>, RuntimeError> {
-    let plan = plan(kernel, store, config, procs)?;
+pub fn apply(host: &Host, config: &Config, procs: &CpuSet) -> Result<Vec<Applied>, RuntimeError> {
+    let kernel = host.kernel();
+    let store = host.store();
+    let plan = plan(host, config, procs)?;
     let journal: Vec<(PathBuf, String)> = plan
         .set
         .iter()
@@ -241,7 +235,7 @@ mod tests {
             is_root: true,
             whole_cores: false,
         };
-        cpushield_shield::shield_in(&kernel, &store, &masks, root).unwrap();
+        cpushield_shield::shield(&Host::fake(&kernel, &store), &masks, root).unwrap();
         (kernel, store, cpus)
     }
 
@@ -261,12 +255,12 @@ mod tests {
     fn a_setting_is_journaled_then_set_and_dropping_it_from_the_config_writes_it_back() {
         let (kernel, store, cpus) = shielded();
         let with = config("[shield]\nprocs = \"1\"\n\n[runtime]\nsched_rt_runtime_us = -1\n");
-        let planned = plan(&kernel, &store, &with, &cpus).unwrap();
+        let planned = plan(&Host::fake(&kernel, &store), &with, &cpus).unwrap();
         assert_eq!(
             planned.lines(),
             ["set /proc/sys/kernel/sched_rt_runtime_us = -1 (now 950000)"]
         );
-        let applied = apply(&kernel, &store, &with, &cpus).unwrap();
+        let applied = apply(&Host::fake(&kernel, &store), &with, &cpus).unwrap();
         assert_eq!(
             applied.iter().map(ToString::to_string).collect::<Vec<_>>(),
             ["set /proc/sys/kernel/sched_rt_runtime_us = -1 (was 950000)"]
@@ -276,10 +270,12 @@ mod tests {
             journal(&store),
             [(PathBuf::from(knob::RT_RUNTIME), "950000".to_string())]
         );
-        assert!(plan(&kernel, &store, &with, &cpus).unwrap().is_empty());
+        assert!(plan(&Host::fake(&kernel, &store), &with, &cpus)
+            .unwrap()
+            .is_empty());
 
         let without = config("[shield]\nprocs = \"1\"\n");
-        let applied = apply(&kernel, &store, &without, &cpus).unwrap();
+        let applied = apply(&Host::fake(&kernel, &store), &without, &cpus).unwrap();
         assert_eq!(
             applied,
             [Applied::Restored {
@@ -297,7 +293,7 @@ mod tests {
         // ENOSPC: a full state directory.
         store.fail_writes(Some(28));
         let with = config("[shield]\nprocs = \"1\"\n\n[runtime]\nsched_rt_runtime_us = -1\n");
-        let error = apply(&kernel, &store, &with, &cpus)
+        let error = apply(&Host::fake(&kernel, &store), &with, &cpus)
             .unwrap_err()
             .to_string();
         assert!(error.contains("nothing was changed"), "{error}");
@@ -308,7 +304,7 @@ mod tests {
     fn a_setting_this_machine_lacks_is_a_config_error_naming_its_line() {
         let (kernel, store, cpus) = shielded();
         let with = config("[shield]\nprocs = \"1\"\n\n[runtime]\npreempt = \"full\"\n");
-        match plan(&kernel, &store, &with, &cpus) {
+        match plan(&Host::fake(&kernel, &store), &with, &cpus) {
             Err(RuntimeError::Config(e)) => {
                 assert_eq!((e.line, e.key.as_str()), (5, "runtime.preempt"));
             }

@@ -10,11 +10,10 @@ use crate::schedule::Planner;
 use crate::session::{self, Bench, ProbeSetup, Progress, SessionConfig};
 use crate::TrialSample;
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{Kernel, RealKernel};
+use cpushield_kernel::{Host, Kernel};
 use cpushield_load::{Load, LoadSpec, Workload};
 use cpushield_measure::latency::{self, LatencyConfig, Length};
 use cpushield_measure::Period;
-use cpushield_shield::state::FileStore;
 use cpushield_shield::{HeldShield, Options, ShieldMasks};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -93,9 +92,9 @@ fn root() -> Options {
 }
 
 /// Checks everything that can be checked before the first change.
-pub fn preflight(config: &TuneConfig) -> Result<(), TuneError> {
-    let kernel = RealKernel;
-    let online = cpushield_kernel::online_cpus(&kernel)?;
+pub fn preflight(host: &Host, config: &TuneConfig) -> Result<(), TuneError> {
+    let kernel = host.kernel();
+    let online = cpushield_kernel::online_cpus(kernel)?;
     let cpus = &config.cpus;
     if cpus.is_empty() || !cpus.is_subset(&online) {
         return Err(TuneError::Refused(format!(
@@ -118,13 +117,16 @@ pub fn preflight(config: &TuneConfig) -> Result<(), TuneError> {
                 .into(),
         ));
     }
-    if cpushield_shield::state::is_shielded() {
+    if cpushield_shield::state::is_shielded(host.store()) {
         return Err(TuneError::Refused(format!(
             "a shield is already up ({}): run `cpushield reset` first, so tune starts from the machine as found",
-            cpushield_shield::state::state_path().display()
+            host.store()
+                .dir()
+                .join(cpushield_shield::state::STATE_FILE)
+                .display()
         )));
     }
-    if cpushield_shield::layout::detect(&kernel).is_none() {
+    if cpushield_shield::layout::detect(kernel).is_none() {
         return Err(cpushield_shield::ShieldError::NoCpuset.into());
     }
     config.period.validate().map_err(TuneError::Refused)?;
@@ -151,18 +153,18 @@ fn load_spec(config: &TuneConfig) -> LoadSpec {
 
 /// debugfs mounted by tune (inside its private mount namespace), unmounted
 /// when dropped.
-struct Debugfs;
+struct Debugfs(Host);
 
 impl Drop for Debugfs {
     fn drop(&mut self) {
-        let _ = RealKernel.unmount(Path::new(knob::DEBUGFS));
+        let _ = self.0.kernel().unmount(Path::new(knob::DEBUGFS));
     }
 }
 
 /// Mounts debugfs when the kernel can switch its preemption model and the
 /// file is not there; the problem, when it cannot.
-fn reach_debugfs() -> (Option<Debugfs>, Option<String>) {
-    let kernel = RealKernel;
+fn reach_debugfs(host: &Host) -> (Option<Debugfs>, Option<String>) {
+    let kernel = host.kernel();
     let version = kernel
         .read(Path::new("/proc/sys/kernel/version"))
         .unwrap_or_default();
@@ -170,42 +172,38 @@ fn reach_debugfs() -> (Option<Debugfs>, Option<String>) {
         return (None, None);
     }
     match kernel.mount("debugfs", Path::new(knob::DEBUGFS)) {
-        Ok(()) if kernel.exists(Path::new(knob::PREEMPT_FILE)) => (Some(Debugfs), None),
+        Ok(()) if kernel.exists(Path::new(knob::PREEMPT_FILE)) => {
+            (Some(Debugfs(host.clone())), None)
+        }
         Ok(()) => (
-            Some(Debugfs),
+            Some(Debugfs(host.clone())),
             Some("debugfs has no sched/preempt (kernel built without it)".into()),
         ),
         Err(e) => (
             None,
             Some(format!(
                 "mounting debugfs: {}",
-                cpushield_shield::runtime::debugfs_error(&kernel, Path::new(knob::DEBUGFS), e)
+                cpushield_shield::runtime::debugfs_error(kernel, Path::new(knob::DEBUGFS), e)
             )),
         ),
     }
 }
 
-/// The probe's thread into the shield, alone: the rest of tune (its main
-/// thread, the load's supervisor) stays on the housekeeping CPUs.
-fn place_thread(tid: i32, cpus: &CpuSet) -> io::Result<()> {
-    cpushield_shield::placement::place_own_thread(&RealKernel, tid, cpus)
-}
-
 struct RealBench<'a> {
+    host: &'a Host,
     cpus: CpuSet,
     period: Period,
     stop: &'a AtomicBool,
     started: Instant,
-    store: FileStore,
 }
 
 impl Bench for RealBench<'_> {
     fn kernel(&self) -> &dyn Kernel {
-        &RealKernel
+        self.host.kernel()
     }
 
     fn journal(&mut self, files: &[(PathBuf, String)]) -> io::Result<()> {
-        cpushield_shield::state::record_runtime_in(&self.store, files)
+        cpushield_shield::state::record_runtime_in(self.host.store(), files)
     }
 
     fn irq_shield(&mut self, cpus: &CpuSet, on: bool) -> io::Result<()> {
@@ -214,9 +212,9 @@ impl Bench for RealBench<'_> {
             ..Default::default()
         };
         let done = if on {
-            cpushield_shield::shield(&RealKernel, &masks, root())
+            cpushield_shield::shield(self.host, &masks, root())
         } else {
-            cpushield_shield::unshield(&RealKernel, &masks, root())
+            cpushield_shield::unshield(self.host, &masks, root())
         };
         done.map(|_| ()).map_err(io::Error::other)
     }
@@ -228,8 +226,11 @@ impl Bench for RealBench<'_> {
         lat.priority = Some(probe.priority);
         lat.idle_poll = probe.idle_poll;
         lat.hold_dma_latency = probe.hold_dma_latency;
-        lat.placer = Some(place_thread);
-        let report = latency::run(&lat, self.stop, &mut |_| {}).map_err(|e| e.to_string())?;
+        // The probe's thread into the shield, alone: the rest of tune (its
+        // main thread, the load's supervisor) stays on the housekeeping CPUs.
+        lat.placer = Some(cpushield_shield::placement::own_thread_placer(self.host));
+        let report =
+            latency::run(self.host, &lat, self.stop, &mut |_| {}).map_err(|e| e.to_string())?;
         let max = |f: fn(&cpushield_measure::Summary) -> u64| {
             report
                 .cpus
@@ -258,12 +259,13 @@ impl Bench for RealBench<'_> {
 /// everything taken down after. `progress` gets each trial as it starts and
 /// the time since the start.
 pub fn run(
+    host: &Host,
     config: &TuneConfig,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&Progress, Duration),
 ) -> Result<TuneReport, TuneError> {
     let started = Instant::now();
-    let (debugfs, debugfs_problem) = reach_debugfs();
+    let (debugfs, debugfs_problem) = reach_debugfs(host);
     let load = if config.load.is_empty() {
         None
     } else {
@@ -271,32 +273,32 @@ pub fn run(
         std::thread::sleep(WARM_UP);
         Some(load)
     };
-    let store = FileStore::from_env();
-    let shield = HeldShield::raise(&RealKernel, &store, &ShieldMasks::all(&config.cpus), root())?;
+    let kernel = host.kernel();
+    let shield = HeldShield::raise(host, &ShieldMasks::all(&config.cpus), root())?;
     // A run killed from here on leaves the load's files to reset.
     if let Some(load) = &load {
-        let _ = cpushield_shield::state::record_load_dir_in(&store, load.run_dir());
+        let _ = cpushield_shield::state::record_load_dir_in(host.store(), load.run_dir());
     }
     // On cgroup v2 the probe's thread joins the shield alone only from the
     // root cgroup (placement::enter_root_cgroup); back where it was after.
-    let own_cgroup = cpushield_shield::layout::detect(&RealKernel).and_then(|layout| {
-        cpushield_shield::placement::enter_root_cgroup(&RealKernel, &layout)
+    let own_cgroup = cpushield_shield::layout::detect(kernel).and_then(|layout| {
+        cpushield_shield::placement::enter_root_cgroup(kernel, &layout)
             .ok()
             .flatten()
             .map(|cgroup| (layout, cgroup))
     });
-    let mut machine = Machine::read(&RealKernel, &config.cpus);
+    let mut machine = Machine::read(kernel, &config.cpus);
     machine.debugfs_problem = machine.debugfs_problem.take().or(debugfs_problem);
     let mut knobs = catalog(&machine, &config.cpus, config.priority);
     if let Some(only) = &config.knobs {
         knobs.retain(|k| only.contains(&k.id));
     }
     let mut bench = RealBench {
+        host,
         cpus: config.cpus.clone(),
         period: config.period,
         stop,
         started,
-        store: FileStore::from_env(),
     };
     let session_config = SessionConfig {
         cpus: config.cpus.clone(),
@@ -313,7 +315,7 @@ pub fn run(
     }
     let lowered = shield.lower();
     if let Some((layout, cgroup)) = own_cgroup {
-        let _ = cpushield_shield::placement::leave_root_cgroup(&RealKernel, &layout, &cgroup);
+        let _ = cpushield_shield::placement::leave_root_cgroup(kernel, &layout, &cgroup);
     }
     drop(debugfs);
     lowered?;

@@ -72,7 +72,12 @@ pub fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
         check_every: args.check_every,
         fast_forward: args.fast_forward,
     };
-    if let Some(metrics) = cpushield_agent::start::run(&choices, env!("CARGO_PKG_VERSION"))? {
+    if let Some(metrics) = cpushield_agent::start::run(
+        &crate::host::real(),
+        cpushield_rt::reserve::ReserveDir::from_env(),
+        &choices,
+        env!("CARGO_PKG_VERSION"),
+    )? {
         print!("{metrics}");
     }
     Ok(ExitCode::from(EXIT_OK))

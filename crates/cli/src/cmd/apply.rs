@@ -6,11 +6,11 @@ use crate::args::EXIT_OK;
 use anyhow::Context;
 use clap::Args;
 use cpushield_config::{Change, Config, ConfigError};
-use cpushield_kernel::RealKernel;
 use cpushield_shield::{render, state, ShieldMasks};
 use cpushield_tune::apply as runtime;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// Arguments of `cpushield apply`.
 #[derive(Args)]
@@ -58,17 +58,17 @@ fn load(
 /// cpushield command (a `reset`) can come between its steps. An error after
 /// a change names what did change.
 pub fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
-    let kernel = RealKernel;
-    let online = cpushield_kernel::online_cpus(&kernel).context("reading the online CPUs")?;
+    let host = crate::host::real();
+    let online = cpushield_kernel::online_cpus(host.kernel()).context("reading the online CPUs")?;
     let (desired, config) = load(&args.config, &online)?;
-    let files = state::FileStore::from_env();
-    let store = state::Locked::take(&files)?;
-    let current = state::load_from(&store)?
+    let host = host.with_store(Arc::new(state::Locked::take(host.shared_store())?));
+    let kernel = host.kernel();
+    let current = state::load_from(host.store())?
         .map(|l| l.state.masks)
         .unwrap_or_default();
     let plan = cpushield_config::plan(&current, &desired, &online);
-    let _debugfs = runtime::DebugfsWhile::mount_if_needed(&kernel, &config);
-    let runtime = runtime::plan(&kernel, &store, &config, &desired.procs)?;
+    let _debugfs = runtime::DebugfsWhile::mount_if_needed(kernel, &config);
+    let runtime = runtime::plan(&host, &config, &desired.procs)?;
     if plan.is_empty() && runtime.is_empty() {
         println!(
             "nothing to change: the shield already matches {}",
@@ -100,21 +100,20 @@ pub fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     };
     for change in &plan.changes {
         let done = match change {
-            Change::Shield(m) => cpushield_shield::shield_in(&kernel, &store, m, options)
+            Change::Shield(m) => cpushield_shield::shield(&host, m, options)
                 .map(|r| (r, "shielded", format!("shielded {}", m.describe()))),
-            Change::Unshield(m) => cpushield_shield::unshield_in(&kernel, &store, m, options)
+            Change::Unshield(m) => cpushield_shield::unshield(&host, m, options)
                 .map(|r| (r, "shield now", format!("unshielded {}", m.describe()))),
-            Change::Reset => cpushield_shield::reset_in(&kernel, &store, options)
+            Change::Reset => cpushield_shield::reset(&host, options)
                 .map(|r| (r, "reset", "reset the shield".to_string())),
         };
-        let (mut report, verb, what) = done.map_err(|e| after(&changed, &e))?;
-        cpushield_shield::irq_moves::note_pending(&kernel, &mut report);
+        let (report, verb, what) = done.map_err(|e| after(&changed, &e))?;
         print!("{}", render::render_report(&report, verb));
         changed.push(what);
     }
     if !desired.is_empty() {
-        let applied = runtime::apply(&kernel, &store, &config, &desired.procs)
-            .map_err(|e| after(&changed, &e))?;
+        let applied =
+            runtime::apply(&host, &config, &desired.procs).map_err(|e| after(&changed, &e))?;
         for applied in applied {
             println!("{applied}");
         }

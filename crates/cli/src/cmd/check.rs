@@ -4,7 +4,6 @@ use crate::args;
 use clap::Args;
 use cpushield_check::{run_check, CheckOptions, CpuSource};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::RealKernel;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -37,10 +36,11 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if args.sample_every.is_zero() {
         anyhow::bail!("--sample-every 0 is not a period: use e.g. --sample-every 100ms");
     }
-    let kernel = RealKernel;
+    let host = crate::host::real();
+    let kernel = host.kernel();
     // The shield in force, so that no finding advises what it already does.
     // With --cpus an unreadable state is only no knowledge of the shield.
-    let shield = match (&args.cpus, cpushield_check::shield_in_force(&kernel)) {
+    let shield = match (&args.cpus, cpushield_check::shield_in_force(kernel)) {
         (_, Ok(shield)) => shield,
         (Some(_), Err(_)) => None,
         (None, Err(e)) => anyhow::bail!(e),
@@ -48,7 +48,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let (cpus, source) = match args.cpus {
         Some(c) => (c, CpuSource::Argument),
         None => {
-            match cpushield_check::target::shielded_cpus(&kernel).map_err(anyhow::Error::msg)? {
+            match cpushield_check::target::shielded_cpus(kernel).map_err(anyhow::Error::msg)? {
                 Some(c) if !c.is_empty() => (c, CpuSource::ShieldState),
                 Some(_) => anyhow::bail!(
                     "{}: no CPU is shielded: pass --cpus, e.g. --cpus 1",
@@ -65,10 +65,9 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         interval: args.interval,
         sample_every: args.sample_every,
     };
-    let report = run_check(&kernel, &cpus, source, shield.as_ref(), opts)?;
+    let report = run_check(kernel, &cpus, source, shield.as_ref(), opts)?;
     // Which tool set the settings cpushield and tuned both set.
-    let store = cpushield_shield::state::FileStore::from_env();
-    let set_by = cpushield_shield::tuned::read_who_set_what(&kernel, &store);
+    let set_by = cpushield_shield::tuned::read_who_set_what(kernel, host.store());
     if args.json {
         let mut json = serde_json::to_value(&report)?;
         if let Some(object) = json.as_object_mut() {

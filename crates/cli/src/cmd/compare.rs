@@ -8,7 +8,6 @@ use cpushield_compare::check_audit::CheckAudit;
 use cpushield_compare::idle::IdleMode;
 use cpushield_compare::{runner, CompareConfig, Scenario, Scope};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::RealKernel;
 use cpushield_measure::Period;
 use cpushield_report::human_ns;
 use std::path::PathBuf;
@@ -137,6 +136,7 @@ pub struct DemoArgs {
 
 /// Runs `cpushield compare`.
 pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
+    let host = crate::host::real();
     let scenarios = cpushield_compare::scenario::parse_list(&args.scenarios)
         .map_err(|e| anyhow::anyhow!("--scenarios: {e}"))?;
     anyhow::ensure!(
@@ -165,8 +165,8 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
         attribute: !args.no_attribute,
         attribute_above: args.attribute_above,
         anchor: !args.no_anchor,
-        audit: Some(Arc::new(CheckAudit::new(Arc::new(RealKernel)))),
-        trace_context: cpushield_compare::check_audit::trace_context(&RealKernel),
+        audit: Some(Arc::new(CheckAudit::new(host.shared_kernel()))),
+        trace_context: cpushield_compare::check_audit::trace_context(host.kernel()),
         smt: args.smt,
     };
     let printing = Printing::new(args.verbose, 0);
@@ -175,6 +175,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
 
 /// Runs `cpushield demo`: every scenario, the stress-kernel load, short runs.
 pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let host = crate::host::real();
     let (load, load_name) = load_selection(args.load.as_deref())?;
     let config = CompareConfig {
         cpus: args.cpus,
@@ -193,8 +194,8 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         attribute: true,
         attribute_above: None,
         anchor: true,
-        audit: Some(Arc::new(CheckAudit::new(Arc::new(RealKernel)))),
-        trace_context: cpushield_compare::check_audit::trace_context(&RealKernel),
+        audit: Some(Arc::new(CheckAudit::new(host.shared_kernel()))),
+        trace_context: cpushield_compare::check_audit::trace_context(host.kernel()),
         smt: false,
     };
     let width = terminal_width();
@@ -393,7 +394,8 @@ fn execute(
     // Before any work: a run whose report cannot be written is lost.
     crate::output::check_dir(&out, "--out")?;
     config.period.validate().map_err(anyhow::Error::msg)?;
-    let cpus = match runner::preflight(&cpushield_compare::Lab::real(), &config) {
+    let host = crate::host::real();
+    let cpus = match runner::preflight(&cpushield_compare::Lab::real(&host), &config) {
         Ok(cpus) => cpus,
         Err(cpushield_compare::CompareError::Load(e)) => {
             anyhow::bail!(load_refusal(command, &config.load_name, &e))
@@ -407,8 +409,8 @@ fn execute(
     // This process, the one that runs the experiment (forked from it) and
     // everything they start keep off the measured CPUs; the probes' threads
     // place themselves there. Not being able to only costs some noise.
-    if let Ok(Some(housekeeping)) = runner::housekeeping(&RealKernel, &config, &cpus) {
-        let _ = cpushield_kernel::Kernel::set_affinity(&RealKernel, 0, &housekeeping);
+    if let Ok(Some(housekeeping)) = runner::housekeeping(host.kernel(), &config, &cpus) {
+        let _ = host.kernel().set_affinity(0, &housekeeping);
     }
     if config.scope == Scope::System {
         return Ok(ExitCode::from(experiment(
@@ -461,7 +463,8 @@ fn experiment(
             bar.set_message(progress_message(&p));
         }
     };
-    let result = runner::run(config, stop, &mut on_progress);
+    let lab = cpushield_compare::Lab::real(&crate::host::real());
+    let result = runner::run(&lab, config, stop, &mut on_progress);
     let report = match progress::finish(bar.as_ref(), result) {
         Ok(r) => r,
         Err(code) => return code,

@@ -8,7 +8,6 @@ use crate::progress;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::RealKernel;
 use cpushield_measure::determinism::{self, DeterminismConfig, Work};
 use cpushield_measure::latency::{self, LatencyConfig, Length};
 use cpushield_measure::net::{self, Link, NetConfig, Protocol, ServeConfig};
@@ -122,13 +121,17 @@ fn attribution_threshold(
     short.length = Length::Duration(Duration::from_secs(2));
     short.spikes = None;
     let tracer = if short.source == Source::Timerlat {
-        let (tracer, feed) = TimerlatTracer::start(&short.cpus, short.timerlat_period_us())?;
+        let (tracer, feed) = TimerlatTracer::start(
+            &crate::host::real(),
+            &short.cpus,
+            short.timerlat_period_us(),
+        )?;
         short.timerlat = Some(feed);
         Some(tracer)
     } else {
         None
     };
-    let r = latency::run(&short, stop, &mut |_| {});
+    let r = latency::run(&crate::host::real(), &short, stop, &mut |_| {});
     drop(short);
     if let Some(t) = tracer {
         print_trace_errors(&t.finish());
@@ -254,14 +257,15 @@ fn priority(p: u8) -> Option<u8> {
 fn placer(cpus: &CpuSet) -> anyhow::Result<Option<PlaceFn>> {
     super::reserved::guard("measure", cpus, cpushield_rt::reserve::CpuUse::Place)?;
     let is_root = nix::unistd::geteuid().is_root();
-    match placement::probe_placement_now(cpus, is_root).map_err(anyhow::Error::msg)? {
+    let host = crate::host::real();
+    match placement::probe_placement_now(&host, cpus, is_root).map_err(anyhow::Error::msg)? {
         ProbePlacement::Plain => Ok(None),
-        ProbePlacement::Shield => Ok(Some(placement::place_thread)),
+        ProbePlacement::Shield => Ok(Some(placement::own_thread_from_anywhere_placer(&host))),
     }
 }
 
 fn online() -> anyhow::Result<CpuSet> {
-    cpushield_kernel::online_cpus(&RealKernel).context("reading the online CPUs")
+    cpushield_kernel::online_cpus(crate::host::real().kernel()).context("reading the online CPUs")
 }
 
 /// An output path checked before measuring (so a bad path fails at once) and
@@ -379,9 +383,10 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
             if threshold.is_zero() {
                 bail!("--trace-above must be longer than 0: use e.g. --trace-above 100us");
             }
-            let kernel = cpushield_check::trace_context(&RealKernel, &config.cpus);
+            let kernel = cpushield_check::trace_context(crate::host::real().kernel(), &config.cpus);
             let (tracer, tap, announcer) = if config.source == Source::Timerlat {
                 let (tracer, tap, announcer, feed) = SpikeTracer::start_with_timerlat(
+                    &crate::host::real(),
                     &config.cpus,
                     threshold,
                     a.trace_dir.clone(),
@@ -391,7 +396,13 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
                 config.timerlat = Some(feed);
                 (tracer, tap, announcer)
             } else {
-                SpikeTracer::start(&config.cpus, threshold, a.trace_dir.clone(), kernel)?
+                SpikeTracer::start(
+                    &crate::host::real(),
+                    &config.cpus,
+                    threshold,
+                    a.trace_dir.clone(),
+                    kernel,
+                )?
             };
             config.spikes = Some(tap);
             config.observer = Some(announcer);
@@ -401,14 +412,18 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     };
     let timerlat = match (config.source, &tracer) {
         (Source::Timerlat, None) => {
-            let (t, feed) = TimerlatTracer::start(&config.cpus, config.timerlat_period_us())?;
+            let (t, feed) = TimerlatTracer::start(
+                &crate::host::real(),
+                &config.cpus,
+                config.timerlat_period_us(),
+            )?;
             config.timerlat = Some(feed);
             Some(t)
         }
         _ => None,
     };
     let bar = Bar::new("samples");
-    let report = latency::run(&config, stop, &mut |p| bar.update(p));
+    let report = latency::run(&crate::host::real(), &config, stop, &mut |p| bar.update(p));
     bar.finish();
     // The probe's spike sender goes with the config; the tracer then drains and restores tracefs.
     drop(config);
@@ -477,7 +492,7 @@ fn run_determinism(a: DeterminismArgs) -> anyhow::Result<ExitCode> {
     let stop =
         cpushield_measure::signal::stop_on_signals().context("installing the SIGINT handler")?;
     let bar = Bar::new("runs");
-    let report = determinism::run(&config, stop, &mut |p| bar.update(p));
+    let report = determinism::run(&crate::host::real(), &config, stop, &mut |p| bar.update(p));
     bar.finish();
     let report = report?;
     print_warnings(&report.run.warnings);
@@ -501,7 +516,7 @@ fn run_noise(a: NoiseArgs) -> anyhow::Result<ExitCode> {
     let stop =
         cpushield_measure::signal::stop_on_signals().context("installing the SIGINT handler")?;
     let bar = Bar::new("loops");
-    let report = noise::run(&config, stop, &mut |p| bar.update(p));
+    let report = noise::run(&crate::host::real(), &config, stop, &mut |p| bar.update(p));
     bar.finish();
     let report = report?;
     print_warnings(&report.run.warnings);
@@ -596,7 +611,7 @@ fn run_net(a: NetArgs) -> anyhow::Result<ExitCode> {
         };
         let stop = cpushield_measure::signal::stop_on_signals()
             .context("installing the SIGINT handler")?;
-        let summary = net::serve(&config, stop, |udp, tcp| {
+        let summary = net::serve(&crate::host::real(), &config, stop, |udp, tcp| {
             eprintln!(
                 "cpushield: echoing UDP on {udp} and TCP on {tcp} on CPU {client_cpu}; Ctrl-C stops"
             );
@@ -630,7 +645,7 @@ fn run_net(a: NetArgs) -> anyhow::Result<ExitCode> {
     let json_out = open_opt(&a.json, "--json")?;
     let stop =
         cpushield_measure::signal::stop_on_signals().context("installing the SIGINT handler")?;
-    let report = net::run(&config, stop)?;
+    let report = net::run(&crate::host::real(), &config, stop)?;
     print_warnings(&report.run.warnings);
     if !Output::is_stdout(&a.json) {
         print!("{}", render_net::report(&report));

@@ -4,8 +4,6 @@
 //! records; where that fails, the one command that finishes it is printed.
 
 use cpushield_kernel::namespace;
-use cpushield_kernel::RealKernel;
-use cpushield_shield::state::FileStore;
 use std::path::Path;
 
 /// Runs `body` as the init of a private PID namespace
@@ -17,8 +15,8 @@ use std::path::Path;
 pub fn run<F: FnOnce() -> i32>(body: F, load_dir: &Path) -> std::io::Result<i32> {
     namespace::run_private(
         || {
-            let store = FileStore::from_env();
-            let ns = cpushield_shield::snapshot::pid_namespace(&RealKernel);
+            let store = crate::host::state_files();
+            let ns = cpushield_shield::snapshot::pid_namespace(crate::host::real().kernel());
             let alive = store.hold_namespace_alive(&ns);
             let code = body();
             if alive.is_ok() {
@@ -68,7 +66,7 @@ fn after_init_killed(sig: i32, load_dir: &Path) -> i32 {
         is_root: nix::unistd::geteuid().is_root(),
         whole_cores: false,
     };
-    match cpushield_shield::reset_namespace_gone(&RealKernel, options) {
+    match cpushield_shield::reset_namespace_gone(&crate::host::real(), options) {
         Ok(report) => eprintln!(
             "cpushield: restored: {} IRQs, {} tasks moved, {} settings; {dirs} load director{} removed",
             report.outcome.irqs,

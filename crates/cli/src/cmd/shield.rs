@@ -4,8 +4,7 @@ use crate::args::{cpu_set, EXIT_OK};
 use anyhow::Context;
 use clap::Args;
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::RealKernel;
-use cpushield_shield::{irq_moves, render, status, ShieldMasks};
+use cpushield_shield::{render, status, ShieldMasks};
 use std::process::ExitCode;
 
 /// Which CPUs to (un)shield from which kind of disturbance.
@@ -113,9 +112,8 @@ fn print_report(
 
 /// Runs `cpushield shield`.
 pub fn shield(args: ShieldArgs) -> anyhow::Result<ExitCode> {
-    let mut report =
-        cpushield_shield::shield(&RealKernel, &args.masks.masks(), options(args.whole_cores))?;
-    irq_moves::note_pending(&RealKernel, &mut report);
+    let host = crate::host::real();
+    let report = cpushield_shield::shield(&host, &args.masks.masks(), options(args.whole_cores))?;
     print_report(&report, args.json, "shielded")
 }
 
@@ -127,8 +125,7 @@ pub fn unshield(args: UnshieldArgs) -> anyhow::Result<ExitCode> {
         &masks.any(),
         cpushield_rt::reserve::CpuUse::Unshield,
     )?;
-    let mut report = cpushield_shield::unshield(&RealKernel, &masks, options(false))?;
-    irq_moves::note_pending(&RealKernel, &mut report);
+    let report = cpushield_shield::unshield(&crate::host::real(), &masks, options(false))?;
     print_report(&report, args.json, "shield now")
 }
 
@@ -139,7 +136,8 @@ pub fn reset(args: ResetArgs) -> anyhow::Result<ExitCode> {
     // left to reset itself to report. The state (milliseconds to read with
     // thousands of tasks; reset reads it again under its lock) is read here
     // only when some CPU is reserved at all.
-    let possible = cpushield_kernel::possible_cpus(&RealKernel).unwrap_or_default();
+    let host = crate::host::real();
+    let possible = cpushield_kernel::possible_cpus(host.kernel()).unwrap_or_default();
     let none_reserved = matches!(
         cpushield_rt::reserve::guard(&possible, cpushield_rt::reserve::CpuUse::Reset),
         Ok(None)
@@ -147,7 +145,7 @@ pub fn reset(args: ResetArgs) -> anyhow::Result<ExitCode> {
     let saved = if none_reserved {
         None
     } else {
-        cpushield_shield::state::load().ok().flatten()
+        cpushield_shield::state::load(host.store()).ok().flatten()
     };
     if let Some(saved) = saved {
         super::reserved::guard(
@@ -157,18 +155,18 @@ pub fn reset(args: ResetArgs) -> anyhow::Result<ExitCode> {
         )?;
     }
     let report = if args.namespace_gone {
-        cpushield_shield::reset_namespace_gone(&RealKernel, options(false))?
+        cpushield_shield::reset_namespace_gone(&host, options(false))?
     } else if args.without_state {
-        cpushield_shield::reset_without_state(&RealKernel, options(false))?
+        cpushield_shield::reset_without_state(&host, options(false))?
     } else {
-        cpushield_shield::reset(&RealKernel, options(false))?
+        cpushield_shield::reset(&host, options(false))?
     };
     print_report(&report, args.json, "reset")
 }
 
 /// Runs `cpushield show`.
 pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
-    let st = status::status(&RealKernel).context("reading the shield status")?;
+    let st = status::status(&crate::host::real()).context("reading the shield status")?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&st)?);
         return Ok(ExitCode::from(EXIT_OK));
@@ -195,11 +193,11 @@ fn refuse_no_housekeeping(masks: &ShieldMasks, online: &CpuSet) -> anyhow::Resul
 
 /// Runs `cpushield boot-params`.
 pub fn boot_params(args: BootParamsArgs) -> anyhow::Result<ExitCode> {
-    let kernel = RealKernel;
-    let online = cpushield_kernel::online_cpus(&kernel)?;
+    let host = crate::host::real();
+    let online = cpushield_kernel::online_cpus(host.kernel())?;
     let mut masks = args.masks.masks();
     if masks.is_empty() {
-        let st = status::status(&kernel)?;
+        let st = status::status(&host)?;
         masks = ShieldMasks {
             procs: CpuSet::parse_list(&st.procs)?,
             irqs: CpuSet::parse_list(&st.irqs)?,

@@ -6,7 +6,6 @@ use crate::args::{cpu_set, duration, EXIT_ERROR, EXIT_OK};
 use crate::progress;
 use clap::Args;
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::RealKernel;
 use cpushield_measure::Period;
 use cpushield_tune::real::{self, TuneConfig};
 use cpushield_tune::{render, Arm, KnobId};
@@ -68,6 +67,7 @@ pub fn tune(args: TuneArgs) -> anyhow::Result<ExitCode> {
         args.rate > 0,
         "--rate must be above 0: use e.g. --rate 2048"
     );
+    let host = crate::host::real();
     let (load, load_name) = match args.load.as_deref().map(str::trim) {
         Some("none") => (Vec::new(), "none".to_string()),
         Some(named) => {
@@ -82,9 +82,9 @@ pub fn tune(args: TuneArgs) -> anyhow::Result<ExitCode> {
     let cpus = match args.cpus {
         Some(c) => c,
         None => {
-            let online = cpushield_kernel::online_cpus(&RealKernel)?;
+            let online = cpushield_kernel::online_cpus(host.kernel())?;
             cpushield_compare::plan::default_cpus(&online, &|cpu| {
-                cpushield_kernel::thread_siblings(&RealKernel, cpu)
+                cpushield_kernel::thread_siblings(host.kernel(), cpu)
                     .unwrap_or_else(|_| CpuSet::from_cpus([cpu]))
             })?
         }
@@ -107,7 +107,7 @@ pub fn tune(args: TuneArgs) -> anyhow::Result<ExitCode> {
         PathBuf::from(format!("cpushield-tune-{secs}"))
     });
     crate::output::check_dir(&out, "--out")?;
-    real::preflight(&config)?;
+    real::preflight(&host, &config)?;
     super::reserved::guard("tune", &config.cpus, cpushield_rt::reserve::CpuUse::Place)?;
     let code = super::private::run(|| session(&config, &out).into(), &config.load_dir)?;
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(EXIT_ERROR)))
@@ -143,7 +143,7 @@ fn session(config: &TuneConfig, out: &Path) -> u8 {
             ));
         }
     };
-    let result = real::run(config, stop, &mut on_progress);
+    let result = real::run(&crate::host::real(), config, stop, &mut on_progress);
     let report = match progress::finish(bar.as_ref(), result) {
         Ok(r) => r,
         Err(code) => return code,

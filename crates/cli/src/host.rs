@@ -1,0 +1,19 @@
+//! The one place the command line wires in the machine: the running kernel,
+//! the state directory (`CPUSHIELD_STATE_DIR`, else /run/cpushield) and
+//! CLOCK_MONOTONIC. Every command builds its [`Host`] here, once, and hands
+//! it to the libraries.
+
+use cpushield_kernel::store::FileStore;
+use cpushield_kernel::{Host, RealKernel};
+use std::sync::Arc;
+
+/// This machine.
+pub fn real() -> Host {
+    Host::new(Arc::new(RealKernel), Arc::new(state_files()))
+}
+
+/// The state directory itself, for what only files can do: the liveness
+/// lock a private PID namespace's init holds there.
+pub fn state_files() -> FileStore {
+    FileStore::from_env()
+}

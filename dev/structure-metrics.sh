@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Structure metrics of the workspace (issue: one composition root, one
+# process listing, a CLI that parses and prints). Usage:
+#   dev/structure-metrics.sh [TREE]     (default: the repository this script is in)
+# Counts non-test code only: crates/*/src, each file up to its first
+# `#[cfg(test)]` line; crates/fuzz, tests/, examples/ and benches/ are left
+# out. Comment lines are not counted.
+set -euo pipefail
+tree=${1:-$(cd "$(dirname "$0")/.." && pwd)}
+cd "$tree"
+
+# Every non-test, non-comment source line as FILE:LINE:TEXT.
+code_lines() {
+    find crates -path crates/fuzz -prune -o -path '*/src/*' -name '*.rs' -print | sort |
+        while read -r f; do
+            awk -v f="$f" '/^#\[cfg\(test\)\]/ { exit }
+                /^[[:space:]]*\/\// { next }
+                { print f ":" FNR ":" $0 }' "$f"
+        done
+}
+code=$(mktemp)
+trap 'rm -f "$code"' EXIT
+code_lines >"$code"
+
+# Where a command starts: the CLI's one constructor of the machine, and the
+# rt library's for programs that call it directly. The kernel crate defines
+# RealKernel and FileStore.
+entry='^(crates/cli/src/host\.rs|crates/rt/src/program\.rs):'
+defs='^(crates/kernel/src/(real|lib|store)\.rs):'
+
+# grep that is not an error when nothing matches (a count of 0).
+g() { grep "$@" || true; }
+real_lib=$(g -E 'RealKernel' "$code" | g -Ev "$defs|$entry|^crates/cli/" | wc -l)
+real_cli=$(g -E 'RealKernel' "$code" | g -E '^crates/cli/' | g -Ev "$entry" | wc -l)
+env_lib=$(g -E 'from_env\(\)' "$code" | g -Ev "$defs|$entry|^crates/cli/" | g -v 'fn from_env' | wc -l)
+env_cli=$(g -E 'from_env\(\)' "$code" | g -E '^crates/cli/' | g -Ev "$entry" | wc -l)
+store_env_lib=$(g -E 'FileStore::from_env\(\)' "$code" | g -Ev "$defs|$entry|^crates/cli/" | wc -l)
+paths=$(g -Ev '^crates/(kernel|parse)/' "$code" | g -oE '"/(proc|sys)[^"]*"' | wc -l)
+paths_distinct=$(g -Ev '^crates/(kernel|parse)/' "$code" | g -oE '"/(proc|sys)[^"]*"' | sort -u | wc -l)
+# A process/thread listing: a directory read of /proc or of a task directory.
+listings=$(g -E 'read_dir' "$code" | g -E '"/proc"|/task"|/task\b|PROC\b' | cut -d: -f1 | sort -u)
+listing_n=$(printf '%s\n' "$listings" | grep -c . || true)
+# A twin: `pub fn X_in` beside a `pub fn X` (one makes its own store, one takes it).
+shield_fns=$(g -E '^crates/shield/src/' "$code" | g -oE 'pub fn [a-z_]+\(' | sed 's/pub fn //; s/($//' | sort -u)
+twins=$(printf '%s\n' "$shield_fns" | g -E '_in$' | while read -r f; do
+    if printf "%s\n" "$shield_fns" | grep -qx "${f%_in}"; then echo "$f"; fi; done | wc -l)
+cli_lines=$(find crates/cli/src -name '*.rs' -print0 | xargs -0 cat | wc -l)
+# Functions over 100 lines: from a `fn` line to the brace that closes it.
+long_fns=$(find crates -path crates/fuzz -prune -o -path '*/src/*' -name '*.rs' -print | sort |
+    xargs awk '
+        FNR == 1 { depth = 0; open = 0; stop = 0 }
+        /^#\[cfg\(test\)\]/ { stop = 1 }
+        stop { next }
+        {
+            line = $0
+            gsub(/"([^"\\]|\\.)*"/, "", line); gsub(/'"'"'.'"'"'/, "", line); sub(/\/\/.*/, "", line)
+            if (!open && line ~ /(^|[[:space:]])fn [A-Za-z_][A-Za-z0-9_]*/ && line !~ /;[[:space:]]*$/) {
+                open = 1; start = FNR; base = depth; name = line
+                sub(/.*fn /, "", name); sub(/[(<].*/, "", name); seen = 0
+            }
+            n = gsub(/\{/, "{", line); c = gsub(/\}/, "}", line)
+            depth += n - c
+            if (open && n > 0) seen = 1
+            if (open && seen && depth <= base) {
+                if (FNR - start + 1 > 100) printf "%s:%d %s %d\n", FILENAME, start, name, FNR - start + 1
+                open = 0
+            }
+        }')
+long_n=$(printf '%s\n' "$long_fns" | grep -c . || true)
+
+printf 'RealKernel lines in library code (not the entry points, not tests): %s\n' "$real_lib"
+printf 'RealKernel lines in the CLI outside src/host.rs:                   %s\n' "$real_cli"
+printf 'from_env() calls in library code:                                  %s\n' "$env_lib"
+printf '  of them FileStore::from_env():                                   %s\n' "$store_env_lib"
+printf 'from_env() calls in the CLI outside src/host.rs:                   %s\n' "$env_cli"
+printf 'shield *_in twin functions:                                        %s\n' "$twins"
+printf '/proc and /sys path literals outside kernel and parse:             %s (%s distinct)\n' "$paths" "$paths_distinct"
+printf 'process/thread listing implementations (files):                    %s\n' "$listing_n"
+printf 'CLI lines (crates/cli/src):                                        %s\n' "$cli_lines"
+printf 'functions over 100 lines:                                          %s\n' "$long_n"
+if [ "${VERBOSE:-}" ]; then
+    echo '--- listings'; printf '%s\n' "$listings"
+    echo '--- long functions'; printf '%s\n' "$long_fns"
+    echo '--- RealKernel / from_env in library code'
+    g -E 'RealKernel|from_env\(\)' "$code" | g -Ev "$defs|$entry|^crates/cli/" | g -v 'fn from_env'
+fi
