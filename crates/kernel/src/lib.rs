@@ -14,6 +14,7 @@ use std::sync::Mutex;
 pub mod clock;
 mod fake;
 pub mod namespace;
+pub mod numa;
 mod real;
 pub mod signal;
 
