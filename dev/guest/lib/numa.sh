@@ -10,8 +10,9 @@ own_pages() {
 }
 
 # filler: a shell that keeps 16 MB of its own memory (a variable) and sleeps; prints
-# "ready" when it holds it.
-FILLER='x=$(head -c 16000000 /dev/zero | tr "\0" a); echo ready; sleep 1000'
+# "ready" when it holds it. Its last command is not `sleep`: busybox sh would exec that,
+# and the PID would then be a sleep holding none of it.
+FILLER='x=$(head -c 16000000 /dev/zero | tr "\0" a); echo ready; sleep 1000; echo "${#x}"'
 
 # wait_ready FILE: until FILE says "ready" (20 s at most).
 wait_ready() {
