@@ -4,7 +4,7 @@
 # guest-test: numa_v1_shield_takes_its_cpus_node_keeps_task_pages_local_and_resets_exactly
 # guest-numa: 2
 # guest-kernels: 6.1
-# guest-cost: 40
+# guest-cost: 35
 # guest-timeout: 300
 GUEST_CGROUP=v1
 
