@@ -128,7 +128,7 @@ for _s in $SCENARIOS; do
         *) echo "run.sh: $_s runs only on kernels $KERNELS (its guest-kernels header), not on $KERNEL_NAME" >&2; exit 1 ;;
     esac
     if [ "$NUM" -gt 1 ]; then
-        for _h in guest-mem guest-smp guest-cpu guest-tcg guest-append; do
+        for _h in guest-mem guest-smp guest-cpu guest-tcg guest-append guest-numa; do
             if [ "$(header "$_h" "$_f")" != "$(header "$_h")" ]; then
                 echo "run.sh: $_s and $SCENARIO differ in # $_h: they cannot share one boot" >&2
                 exit 1
@@ -154,6 +154,18 @@ SMP=${GUEST_SMP:-$(header guest-smp)}; SMP=${SMP:-4}
 CPU_MODEL=$(header guest-cpu); CPU_MODEL=${CPU_MODEL:-max}
 TCG=$(header guest-tcg); TCG=${TCG:-multi}
 case "$TCG" in single | multi) ;; *) echo "run.sh: $FILE: guest-tcg: single or multi, got '$TCG'" >&2; exit 1 ;; esac
+# guest-numa: N splits the vCPUs and the memory evenly into N nodes (QEMU 7.2 needs a
+# memory backend per node).
+NUMA=$(header guest-numa); NUMA_ARGS=""
+if [ -n "$NUMA" ]; then
+    case "$NUMA" in *[!0-9]* | 0) echo "run.sh: $FILE: guest-numa: a number of nodes, got '$NUMA'" >&2; exit 1 ;; esac
+    _cpus=${SMP%%,*}; _per_cpu=$((_cpus / NUMA)); _per_mem=$((MEM / NUMA)); _i=0
+    while [ "$_i" -lt "$NUMA" ]; do
+        _first=$((_i * _per_cpu)); _last=$((_first + _per_cpu - 1))
+        NUMA_ARGS="$NUMA_ARGS -object memory-backend-ram,id=mem$_i,size=${_per_mem}M -numa node,nodeid=$_i,cpus=$_first-$_last,memdev=mem$_i"
+        _i=$((_i + 1))
+    done
+fi
 STALL=$(header guest-stall)
 case "$STALL" in "" | no) STALL="" ;; yes) ;; *) echo "run.sh: $FILE: guest-stall: yes or no, got '$STALL'" >&2; exit 1 ;; esac
 NET=$(header guest-net)
@@ -317,7 +329,7 @@ while :; do
     timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 \
         -accel tcg,thread=$TCG -cpu "$CPU_MODEL" -smp "$SMP" -m "$MEM" \
         -kernel "$KERNEL" -initrd "$INITRD" -append "$APPEND" \
-        -nographic -no-reboot -monitor none -serial stdio -nodefaults $NET_ARGS \
+        -nographic -no-reboot -monitor none -serial stdio -nodefaults $NET_ARGS $NUMA_ARGS \
         ${STALL:+-name "cpushield-$SCENARIO,debug-threads=on"} \
         </dev/null >"$LOG" 2>&1 &
     QEMU_PID=$!

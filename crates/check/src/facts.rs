@@ -225,6 +225,13 @@ pub struct Facts {
     pub irqs: BTreeMap<u32, IrqFacts>,
     /// cpusets holding checked CPUs (and the roots).
     pub cpusets: Vec<CpusetInfo>,
+    /// The machine's memory nodes (none on a kernel without NUMA).
+    pub nodes: Vec<cpushield_kernel::numa::NumaNode>,
+    /// The node of the device behind each device IRQ, where known.
+    pub irq_nodes: BTreeMap<u32, usize>,
+    /// Resident pages of its own (not of files) per node of each real-time
+    /// process with a thread on checked CPUs only, by PID (its numa_maps).
+    pub rt_pages: BTreeMap<i32, BTreeMap<usize, u64>>,
     /// What the kernel's log says of RCU callback offloading (None: the
     /// log is not readable).
     #[serde(skip)]
@@ -285,6 +292,10 @@ pub fn read_facts(kernel: &dyn Kernel, checked: &CpuSet, irq_numbers: &[u32]) ->
         facts.irqs.insert(irq, read_irq(k, irq));
     }
     facts.cpusets = read_cpusets(k, checked);
+    facts.nodes = cpushield_kernel::numa::nodes(k);
+    if facts.nodes.len() > 1 {
+        facts.irq_nodes = cpushield_kernel::numa::irq_device_nodes(k);
+    }
     facts.tuned_boot_line = cpushield_shield::tuned::read_claim(k)
         .map(|c| c.boot_line)
         .unwrap_or_default();

@@ -126,6 +126,8 @@ pub enum Topic {
     Smt,
     /// Hypervisor steal time.
     Steal,
+    /// Memory nodes: CPUs, devices and pages on different nodes.
+    Numa,
 }
 
 impl Topic {
@@ -148,6 +150,7 @@ impl Topic {
             Topic::Irqbalance => "irqbalance",
             Topic::Smt => "smt",
             Topic::Steal => "steal",
+            Topic::Numa => "numa",
         }
     }
 }
@@ -243,6 +246,7 @@ mod tests {
             Topic::Irqbalance,
             Topic::Smt,
             Topic::Steal,
+            Topic::Numa,
         ] {
             assert_eq!(serde_json::to_value(t).unwrap(), t.name());
         }

@@ -152,7 +152,14 @@ pub fn analyse_snapshots(
     sampling: &str,
 ) -> CheckReport {
     let irqs: Vec<u32> = after.interrupts.iter().filter_map(|l| l.number()).collect();
-    let facts = read_facts(kernel, cpus, &irqs);
+    let mut facts = read_facts(kernel, cpus, &irqs);
+    if facts.nodes.len() > 1 {
+        for pid in crate::analyze::numa::rt_processes_on(after, cpus) {
+            if let Ok(pages) = cpushield_kernel::numa::pages_per_node(kernel, pid) {
+                facts.rt_pages.insert(pid, pages.private);
+            }
+        }
+    }
     let input = CheckInput {
         cpus,
         source,

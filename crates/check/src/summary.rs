@@ -166,6 +166,13 @@ fn items(f: &Finding) -> Vec<Item> {
         Topic::Smt => named("the SMT sibling's load"),
         Topic::Steal if t.contains("disks are busy") => named("steal that rises with disk I/O"),
         Topic::Steal => named("steal time"),
+        Topic::Numa => named(if t.contains("span") {
+            "CPUs on several memory nodes"
+        } else if t.contains("pages") {
+            "memory on a remote node"
+        } else {
+            "a device on a remote node"
+        }),
     }
 }
 

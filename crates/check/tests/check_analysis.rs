@@ -105,7 +105,17 @@ fn check_under(
     shield: Option<&ShieldInForce>,
     during: impl FnOnce(&FakeKernel),
 ) -> CheckReport {
-    let cpus = CpuSet::parse_list("1").unwrap();
+    check_cpus(k, "1", shield, during)
+}
+
+/// [`check_under`] of the CPUs `list`.
+fn check_cpus(
+    k: &FakeKernel,
+    list: &str,
+    shield: Option<&ShieldInForce>,
+    during: impl FnOnce(&FakeKernel),
+) -> CheckReport {
+    let cpus = CpuSet::parse_list(list).unwrap();
     let mut runs = RunTracker::new();
     let before = Snapshot::parse(&read_raw(k, ReadOptions::default(), 0).unwrap()).unwrap();
     runs.add(&before.threads);
@@ -1817,6 +1827,121 @@ fn a_parameter_the_loaded_tuned_profile_left_off_its_boot_line_is_named_not_brea
         titles(&r, Severity::BreaksShield)
             .iter()
             .any(|t| t.starts_with("boot parameter nohz_full=1 from")),
+        "{:#?}",
+        r.findings
+    );
+}
+
+/// [`base_system`] on two memory nodes, CPU 0 on node 0 and CPU 1 on node
+/// 1, with the virtio NIC of IRQs 38 and 39 on node 0.
+fn two_node_system() -> FakeKernel {
+    let k = base_system();
+    k.set_file("/sys/devices/system/node/node0/cpulist", "0\n");
+    k.set_file("/sys/devices/system/node/node1/cpulist", "1\n");
+    k.set_file("/sys/devices/system/node/has_memory", "0-1\n");
+    let nic = "/sys/bus/pci/devices/0000:00:03.0";
+    k.set_file(format!("{nic}/numa_node"), "0\n");
+    k.set_file(format!("{nic}/msi_irqs/38"), "msix\n");
+    k.set_file(format!("{nic}/msi_irqs/39"), "msix\n");
+    k
+}
+
+#[test]
+fn a_device_irq_delivered_to_a_checked_cpu_of_another_node_than_its_device_is_named_with_its_fix() {
+    let k = two_node_system();
+    let r = check(&k, |k| k.set_file("/proc/interrupts", INTERRUPTS_1));
+    let f = find(
+        &r,
+        Topic::Numa,
+        "IRQ 38 (virtio2-input.0) is delivered to CPU 1 on node 1, but its device sits on node 0",
+    );
+    assert_eq!((f.severity, f.cpu), (Severity::Warn, Some(1)));
+    assert!(
+        has_remedy(
+            f,
+            "echo 0 > /proc/irq/38/smp_affinity_list (CPUs of node 0)"
+        ),
+        "{f:#?}"
+    );
+    assert!(f.evidence.contains("numa_node 0"), "{f:#?}");
+    // IRQ 39 goes to CPU 0, which is not checked.
+    assert!(!r
+        .findings
+        .iter()
+        .any(|f| f.topic == Topic::Numa && f.title.contains("IRQ 39")));
+    assert!(
+        !r.findings.iter().any(|f| f.title.contains("span")),
+        "one CPU spans one node"
+    );
+}
+
+#[test]
+fn checked_cpus_that_span_memory_nodes_are_named_with_a_shield_of_one_node() {
+    let k = two_node_system();
+    let r = check_cpus(&k, "0-1", None, |_| {});
+    let f = find(
+        &r,
+        Topic::Numa,
+        "the checked CPUs 0-1 span memory nodes 0-1",
+    );
+    assert_eq!((f.severity, f.cpu), (Severity::Warn, None));
+    assert!(has_remedy(f, "cpushield shield --all 1"), "{f:#?}");
+    assert!(
+        f.evidence.contains("node0 cpulist 0, node1 cpulist 1"),
+        "{f:#?}"
+    );
+}
+
+#[test]
+fn a_real_time_task_with_its_pages_on_a_remote_node_is_named_and_file_pages_do_not_count() {
+    let k = two_node_system();
+    let base = "/proc/700/task/700";
+    k.set_file(
+        format!("{base}/stat"),
+        stat_line(700, "rt-loop", 0, 1, 50, 1),
+    );
+    k.set_file(format!("{base}/schedstat"), "0 0 1\n");
+    k.set_thread_affinity(700, CpuSet::parse_list("1").unwrap());
+    k.set_file(
+        "/proc/700/numa_maps",
+        "00400000 default file=/usr/bin/rt-loop mapped=40 N0=40\n7f0000000000 default anon=120 dirty=120 N0=100 N1=20\n",
+    );
+    let r = check(&k, |_| {});
+    let f = find(
+        &r,
+        Topic::Numa,
+        "real-time task 700 (rt-loop) runs on CPUs 1 (node 1) but 100 of its 120 resident pages",
+    );
+    assert_eq!(f.cpu, Some(1));
+    assert!(
+        f.remedies[0]
+            .action
+            .starts_with("cpushield run --cpus 1 --mlock"),
+        "{f:#?}"
+    );
+    // Its pages all local: nothing to say.
+    k.set_file(
+        "/proc/700/numa_maps",
+        "7f0000000000 default anon=120 N1=120\n00400000 default file=/usr/bin/rt-loop N0=40\n",
+    );
+    let r = check(&k, |_| {});
+    assert!(
+        !r.findings
+            .iter()
+            .any(|f| f.topic == Topic::Numa && f.title.contains("task 700")),
+        "{:#?}",
+        r.findings
+    );
+}
+
+#[test]
+fn a_machine_of_one_node_has_no_numa_finding() {
+    let k = base_system();
+    let r = check_cpus(&k, "0-1", None, |k| {
+        k.set_file("/proc/interrupts", INTERRUPTS_1)
+    });
+    assert!(
+        !r.findings.iter().any(|f| f.topic == Topic::Numa),
         "{:#?}",
         r.findings
     );

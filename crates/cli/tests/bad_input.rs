@@ -569,3 +569,12 @@ fn tune_with_a_load_directory_that_does_not_exist_says_so_once() {
         "not once: {err}"
     );
 }
+
+#[test]
+fn mems_that_are_not_a_node_list_are_refused_naming_the_option_and_the_form() {
+    for bad in ["x", "", "1-"] {
+        let err = refused(&["shield", "--all", "1", "--mems", bad]);
+        assert!(err.contains("--mems"), "{bad:?}: {err}");
+        assert!(err.contains("a list like 1 or 0-1"), "{bad:?}: {err}");
+    }
+}

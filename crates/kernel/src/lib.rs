@@ -15,6 +15,7 @@ pub mod clock;
 mod fake;
 pub mod host;
 pub mod namespace;
+pub mod numa;
 mod real;
 pub mod signal;
 pub mod store;

@@ -13,6 +13,7 @@ pub mod kconfig;
 pub mod kernel_log;
 pub mod kthread_name;
 pub mod mounts;
+pub mod numa;
 pub mod pid_cgroup;
 pub mod pid_stat;
 pub mod pid_status;

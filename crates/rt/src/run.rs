@@ -35,6 +35,7 @@ use crate::launch::{self, Exit, PidWait};
 use crate::reserve::{Holder, Reservation, ReserveDir, ReserveError};
 use crate::sched::{self, PlaceFn, Policy};
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::numa;
 use cpushield_kernel::Kernel;
 use std::fmt;
 use std::io;
@@ -317,6 +318,44 @@ pub enum Event {
         /// Why it did not.
         error: IrqError,
     },
+    /// The task's memory was bound to the nodes of its CPUs (`--mlock` on
+    /// a machine of several memory nodes).
+    MemoryBound {
+        /// The task.
+        pid: i32,
+        /// The nodes.
+        nodes: CpuSet,
+    },
+    /// The pages of an adopted task were moved to the nodes of its CPUs.
+    PagesMoved {
+        /// The task.
+        pid: i32,
+        /// The nodes.
+        nodes: CpuSet,
+        /// Pages the kernel could not move.
+        not_moved: u64,
+    },
+    /// The task's memory could not be placed on its CPUs' nodes.
+    MemoryNotPlaced {
+        /// The task (0: not started yet).
+        pid: i32,
+        /// The nodes.
+        nodes: CpuSet,
+        /// Why.
+        error: String,
+    },
+    /// Pages of the task's own (heap, stack, anonymous) sit on a node that
+    /// is not its CPUs'.
+    RemotePages {
+        /// The task.
+        pid: i32,
+        /// The nodes of its CPUs.
+        nodes: CpuSet,
+        /// Its pages elsewhere.
+        remote: u64,
+        /// All its pages of its own.
+        total: u64,
+    },
     /// The run was stopped by a signal before the adopted task exited.
     Interrupted {
         /// The task.
@@ -330,7 +369,13 @@ impl Event {
     /// Progress for standard output (else a note, warning or error for the
     /// error stream).
     pub fn is_progress(&self) -> bool {
-        matches!(self, Event::Moved { .. } | Event::Holding { .. })
+        matches!(
+            self,
+            Event::Moved { .. }
+                | Event::Holding { .. }
+                | Event::MemoryBound { .. }
+                | Event::PagesMoved { .. }
+        )
     }
 }
 
@@ -379,6 +424,35 @@ impl fmt::Display for Event {
                 old_mask,
                 error,
             } => write!(f, "error: restoring IRQ {irq} to mask {old_mask}: {error}"),
+            Event::MemoryBound { pid, nodes } => write!(
+                f,
+                "bound the memory of PID {pid} to node(s) {nodes}, the nodes of its CPUs (MPOL_BIND)"
+            ),
+            Event::PagesMoved {
+                pid,
+                nodes,
+                not_moved,
+            } => {
+                write!(f, "moved the pages of PID {pid} to node(s) {nodes}, the nodes of its CPUs")?;
+                if *not_moved > 0 {
+                    write!(f, " ({not_moved} pages could not move)")?;
+                }
+                Ok(())
+            }
+            Event::MemoryNotPlaced { pid, nodes, error } => write!(
+                f,
+                "warning: the memory of {} was not placed on node(s) {nodes}, the nodes of its CPUs: {error}; its pages come from any node (fix: `cpushield shield --procs CPUS` gives the shield those nodes)",
+                if *pid == 0 { "the task".to_string() } else { format!("PID {pid}") }
+            ),
+            Event::RemotePages {
+                pid,
+                nodes,
+                remote,
+                total,
+            } => write!(
+                f,
+                "warning: {remote} of the {total} resident pages of PID {pid}'s own sit on another node than its CPUs' ({nodes}): each access to them is remote (fix: migratepages {pid} all {nodes}, or start it with `cpushield run --mlock`)"
+            ),
             Event::Interrupted { pid, signal } => write!(
                 f,
                 "stopped by signal {signal} before PID {pid} exited; IRQs restored, reservation \
@@ -386,6 +460,24 @@ impl fmt::Display for Event {
             ),
         }
     }
+}
+
+/// The pages of task `pid`'s own (not of files) that sit off `local`, as a
+/// warning; `None` when there are none or they cannot be read.
+pub fn remote_pages(kernel: &dyn Kernel, pid: i32, local: &CpuSet) -> Option<Event> {
+    let pages = numa::pages_per_node(kernel, pid).ok()?.private;
+    let total: u64 = pages.values().sum();
+    let remote: u64 = pages
+        .iter()
+        .filter(|(node, _)| !local.contains(**node))
+        .map(|(_, n)| n)
+        .sum();
+    (remote > 0).then(|| Event::RemotePages {
+        pid,
+        nodes: local.clone(),
+        remote,
+        total,
+    })
 }
 
 /// How a run ended.
@@ -586,9 +678,27 @@ impl<'k> RtRun<'k> {
     ) -> Result<Outcome, RunError> {
         let reservation = self.reserve(req, &Holder::current())?;
         let keep: Vec<_> = reservation.iter().flat_map(Reservation::raw_fds).collect();
-        let pending =
-            launch::fork_held(program, argv, &keep).map_err(step("starting the command"))?;
+        // The child inherits this thread's memory policy through fork and
+        // exec: bound here, its every page comes from its CPUs' nodes.
+        let nodes = if req.mlock {
+            self.local_nodes(&req.cpus)
+        } else {
+            None
+        };
+        let bound = nodes.as_ref().map(numa::bind_this_thread);
+        let pending = launch::fork_held(program, argv, &keep);
+        let bound = bound.map(|b| b.map(drop));
+        let pending = pending.map_err(step("starting the command"))?;
         let child = pending.pid();
+        match (nodes, bound) {
+            (Some(nodes), Some(Ok(()))) => report(Event::MemoryBound { pid: child, nodes }),
+            (Some(nodes), Some(Err(e))) => report(Event::MemoryNotPlaced {
+                pid: child,
+                nodes,
+                error: format!("set_mempolicy: {e}"),
+            }),
+            _ => {}
+        }
         // Any error from here on drops `pending`: the child is killed before it runs.
         self.place(child, &req.cpus, req.policy)?;
         if req.mlock {
@@ -647,6 +757,7 @@ impl<'k> RtRun<'k> {
         }
         if req.mlock {
             report(self.allow_mlock(pid)?);
+            self.move_pages(pid, &req.cpus, report);
         }
         report(Event::Moved {
             pid,
@@ -704,6 +815,40 @@ impl<'k> RtRun<'k> {
             })?;
         }
         Ok(())
+    }
+
+    /// The memory nodes of `cpus` where placing memory on them means
+    /// something: `None` on a machine of one node, and where they are every
+    /// node with memory.
+    fn local_nodes(&self, cpus: &CpuSet) -> Option<CpuSet> {
+        let nodes = numa::nodes(self.kernel);
+        let with_memory = CpuSet::from_cpus(nodes.iter().filter(|n| n.memory).map(|n| n.id));
+        let local = numa::nodes_of(&nodes, cpus);
+        (nodes.len() > 1 && !local.is_empty() && local != with_memory).then_some(local)
+    }
+
+    /// Moves the pages of adopted task `pid` to the nodes of `cpus`, then
+    /// says how many of its own still sit elsewhere.
+    fn move_pages(&self, pid: i32, cpus: &CpuSet, report: &mut dyn FnMut(Event)) {
+        let Some(local) = self.local_nodes(cpus) else {
+            return;
+        };
+        let all = CpuSet::from_cpus(numa::nodes(self.kernel).iter().map(|n| n.id));
+        match numa::migrate_pages(pid, &all.difference(&local), &local) {
+            Ok(not_moved) => report(Event::PagesMoved {
+                pid,
+                nodes: local.clone(),
+                not_moved,
+            }),
+            Err(e) => report(Event::MemoryNotPlaced {
+                pid,
+                nodes: local.clone(),
+                error: format!("migrate_pages: {e}"),
+            }),
+        }
+        if let Some(event) = remote_pages(self.kernel, pid, &local) {
+            report(event);
+        }
     }
 
     /// Lets task `pid` lock all its memory: lifts its RLIMIT_MEMLOCK, or,
@@ -1276,5 +1421,35 @@ mod tests {
         );
         assert_eq!(Outcome::Interrupted(15).shell_status(), 143);
         assert_eq!(Outcome::TaskEnded.shell_status(), 0);
+    }
+
+    #[test]
+    fn a_task_whose_own_pages_sit_off_its_nodes_is_named_with_the_fix_and_file_pages_do_not_count()
+    {
+        let k = cpushield_kernel::FakeKernel::new();
+        k.set_file(
+            "/proc/9/numa_maps",
+            "00400000 default file=/bin/rt N0=50\n7f0000000000 default anon=30 N0=10 N1=20\n",
+        );
+        let local = CpuSet::from_cpus([1]);
+        let event = remote_pages(&k, 9, &local).unwrap();
+        assert_eq!(
+            event.to_string(),
+            "warning: 10 of the 30 resident pages of PID 9's own sit on another node than its \
+             CPUs' (1): each access to them is remote (fix: migratepages 9 all 1, or start it \
+             with `cpushield run --mlock`)"
+        );
+        assert!(!event.is_progress());
+        k.set_file("/proc/9/numa_maps", "7f0000000000 default anon=30 N1=30\n");
+        assert!(remote_pages(&k, 9, &local).is_none());
+        let bound = Event::MemoryBound {
+            pid: 9,
+            nodes: local,
+        };
+        assert!(bound.is_progress());
+        assert_eq!(
+            bound.to_string(),
+            "bound the memory of PID 9 to node(s) 1, the nodes of its CPUs (MPOL_BIND)"
+        );
     }
 }

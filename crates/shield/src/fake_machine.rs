@@ -55,6 +55,20 @@ pub fn v1_machine(online: &str, tasks: &[(i32, &str)]) -> FakeKernel {
     k
 }
 
+/// Gives a fake machine one memory node per entry of `node_cpus` (node N
+/// holds the CPUs of entry N), each with memory, and the root cpuset of
+/// [`v1_machine`] every node.
+pub fn add_nodes(k: &FakeKernel, node_cpus: &[&str]) {
+    let dir = cpushield_kernel::numa::NODE_DIR;
+    for (node, cpus) in node_cpus.iter().enumerate() {
+        k.set_file(format!("{dir}/node{node}/cpulist"), format!("{cpus}\n"));
+    }
+    let all = CpuSet::first_n(node_cpus.len()).to_list();
+    k.set_file(format!("{dir}/has_memory"), format!("{all}\n"));
+    k.set_file(format!("{dir}/online"), format!("{all}\n"));
+    k.set_file(format!("{V1_ROOT}/cpuset.mems"), format!("{all}\n"));
+}
+
 /// A saved state as the shield writes it for `masks` on CPUs `online` of
 /// a [`v1_machine`], with no task, IRQ or file recorded: tests add what
 /// they state.
@@ -77,6 +91,7 @@ pub fn saved_state(masks: crate::ShieldMasks, online: &str) -> crate::state::Sav
         unread_start_before: None,
         runtime: Default::default(),
         load_dirs: Vec::new(),
+        mems: None,
     }
 }
 

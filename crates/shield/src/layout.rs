@@ -52,6 +52,11 @@ pub struct Enforcement<'a> {
     pub created: &'a [PathBuf],
     /// Memory nodes of the hierarchy root.
     pub root_mems: &'a str,
+    /// Memory nodes of the shield's cgroup: `None` for every node of the
+    /// root (see [`crate::mems`]).
+    pub shield_mems: Option<&'a CpuSet>,
+    /// The text of the shield cgroup's `cpuset.mems` now, where it exists.
+    pub shield_mems_now: Option<&'a str>,
     /// Child cgroups of the root that are not ours, with their CPUs.
     pub foreign: &'a [(String, CpuSet)],
     /// Whether the whole machine is shielded (not a private PID namespace).
@@ -268,12 +273,36 @@ impl Cpusets for V1 {
         let mut plan = Plan::default();
         let (shield, system) = (self.shield_dir(), self.system_dir());
         let exists = |dir: &PathBuf| e.created.contains(dir);
+        // A v1 cpuset takes no task before it has memory nodes: the
+        // housekeeping one keeps the root's, the shield's gets its own.
+        let shield_mems = e
+            .shield_mems
+            .map_or_else(|| e.root_mems.to_string(), CpuSet::to_list);
         for dir in [&system, &shield] {
             if !exists(dir) {
                 plan.creates.push(dir.clone());
                 plan.steps.push(Step::Mkdir(dir.clone()));
-                plan.write(dir.join("cpuset.mems"), e.root_mems, WriteKind::Required);
+                let mems = if dir == &shield {
+                    shield_mems.as_str()
+                } else {
+                    e.root_mems
+                };
+                plan.write(dir.join("cpuset.mems"), mems, WriteKind::Required);
             }
+        }
+        if !exists(&shield) {
+            // The pages of a task follow it into the shield and follow the
+            // shield's nodes when they change (cgroup v2 does so always).
+            plan.write(
+                shield.join("cpuset.memory_migrate"),
+                "1",
+                WriteKind::BestEffort(
+                    "the shield cpuset could not migrate memory: pages a task had before it was shielded stay on their nodes".into(),
+                ),
+            );
+        }
+        if exists(&shield) && e.shield_mems_now != Some(shield_mems.as_str()) {
+            plan.write(shield.join("cpuset.mems"), shield_mems, WriteKind::Required);
         }
         let overlapping: Vec<&str> = e
             .foreign
@@ -450,6 +479,11 @@ impl Cpusets for V2 {
                     "the shield cgroup could not be made threaded: a single thread cannot join it (cps_place, RtThread), whole processes still can".into(),
                 ),
             );
+        }
+        // Empty takes the parent's nodes, as a new cgroup does.
+        let shield_mems = e.shield_mems.map(CpuSet::to_list).unwrap_or_default();
+        if e.shield_mems_now.unwrap_or("") != shield_mems {
+            plan.write(shield.join("cpuset.mems"), shield_mems, WriteKind::Required);
         }
         plan.write(
             shield.join("cpuset.cpus"),

@@ -15,6 +15,7 @@ pub mod irq_moves;
 pub mod irq_threads;
 pub mod layout;
 pub mod masks;
+pub mod mems;
 pub mod orphan;
 mod partition;
 pub mod placement;
@@ -107,6 +108,10 @@ pub enum ShieldError {
         /// The state directory.
         dir: String,
     },
+    /// `--mems` names nodes the shield's cpuset cannot have (the message
+    /// names them and the nodes it can).
+    #[error("{0}")]
+    BadMems(String),
     /// An I/O error, with the path and what to do.
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -125,6 +130,10 @@ pub struct Report {
     pub outcome: Outcome,
     /// Notes from planning (unmovable threads, SMT, scope).
     pub notes: Vec<Note>,
+    /// The memory nodes of the shield's cpuset, in words (`1 (the nodes of
+    /// its CPUs)`); `None` with no process shield.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mems: Option<String>,
 }
 
 /// Options common to shield operations.
@@ -206,15 +215,29 @@ fn check_request(
 /// the state store). The report notes IRQs whose move to the housekeeping
 /// CPUs is still pending.
 pub fn shield(host: &Host, request: &ShieldMasks, options: Options) -> Result<Report, ShieldError> {
-    let mut report = shield_unnoted(host, request, options)?;
+    shield_with(host, request, None, options)
+}
+
+/// [`shield`] with the memory nodes of the shield's cpuset named by hand
+/// (`--mems`): they stay in force until reset, and a later shield without
+/// them keeps them. `None` keeps what is in force (at first, the nodes of
+/// the shielded CPUs).
+pub fn shield_with(
+    host: &Host,
+    request: &ShieldMasks,
+    mems: Option<&CpuSet>,
+    options: Options,
+) -> Result<Report, ShieldError> {
+    let mut report = shield_unnoted(host, request, mems, options)?;
     irq_moves::note_pending(host.kernel(), &mut report);
     Ok(report)
 }
 
-/// [`shield`] without the note on IRQs whose move is still pending.
+/// [`shield_with`] without the note on IRQs whose move is still pending.
 fn shield_unnoted(
     host: &Host,
     request: &ShieldMasks,
+    mems: Option<&CpuSet>,
     options: Options,
 ) -> Result<Report, ShieldError> {
     let (kernel, store) = (host.kernel(), host.store());
@@ -243,7 +266,14 @@ fn shield_unnoted(
         .map(|s| s.masks.union(&request))
         .unwrap_or_else(|| request.clone());
     validate(&masks, &snap.online)?;
-    let saved = saved.unwrap_or_else(|| SavedState::from_snapshot(&snap, ShieldMasks::default()));
+    if let Some(why) = mems.and_then(|m| crate::mems::refusal(&snap, m)) {
+        return Err(ShieldError::BadMems(why));
+    }
+    let mut saved =
+        saved.unwrap_or_else(|| SavedState::from_snapshot(&snap, ShieldMasks::default()));
+    if let Some(mems) = mems {
+        saved.mems = Some(mems.clone());
+    }
     let mut report = change(kernel, store, snap, saved, masks)?;
     report.notes.extend(recovered_note(recovered));
     Ok(report)
@@ -489,7 +519,12 @@ fn change(
         apply_and_store(kernel, store, &snap, &plan, &mut saved, forget_cgroups)?;
     notes.splice(0..0, followed_notes(kernel, &followed));
     notes.splice(0..0, plan.notes);
-    Ok(report(&snap, masks, outcome, notes))
+    let procs = masks.procs.intersection(&snap.online);
+    let mems = (!procs.is_empty())
+        .then(|| crate::mems::choose(&snap, saved.mems.as_ref(), &procs).describe(&snap.root_mems));
+    let mut report = report(&snap, masks, outcome, notes);
+    report.mems = mems;
+    Ok(report)
 }
 
 /// One note per requested affinity followed (Brosky's rule over time).
@@ -568,6 +603,7 @@ fn report(
         scope: snap.scope,
         outcome,
         notes,
+        mems: None,
     }
 }
 
@@ -580,6 +616,7 @@ fn empty_report(kernel: &dyn Kernel) -> Report {
         scope: snapshot::detect_scope(kernel),
         outcome: Outcome::default(),
         notes: Vec::new(),
+        mems: None,
     }
 }
 

@@ -133,7 +133,10 @@ fn plan_cgroups(plan: &mut Plan, snap: &Snapshot, saved: &SavedState, procs: &Cp
         return;
     }
     let layout = &snap.layout;
+    let mems = crate::mems::choose(snap, saved.mems.as_ref(), procs);
     let enforced = layout.enforce(&Enforcement {
+        shield_mems: mems.nodes.as_ref(),
+        shield_mems_now: snap.shield_mems.as_deref(),
         procs,
         housekeeping: &snap.online.difference(procs),
         kept: saved.masks.procs.intersection(procs),
@@ -629,6 +632,8 @@ mod tests {
             foreign_cgroups: Vec::new(),
             siblings: BTreeMap::new(),
             pid_namespace: "pid:[1]".into(),
+            nodes: Vec::new(),
+            shield_mems: None,
         }
     }
 
@@ -669,6 +674,7 @@ mod tests {
             vec![
                 w(&format!("{system}/cpuset.mems"), "0"),
                 w(&format!("{shield}/cpuset.mems"), "0"),
+                w(&format!("{shield}/cpuset.memory_migrate"), "1"),
                 w(&format!("{system}/cpuset.cpus"), "0-2"),
                 w(&format!("{shield}/cpuset.cpus"), "3"),
                 w(&format!("{shield}/cpuset.cpu_exclusive"), "1"),
@@ -1080,6 +1086,116 @@ mod tests {
             Step::Write { path, kind: WriteKind::IsolatedPartition, .. }
                 if path.ends_with("cpuset.cpus.partition")
         )));
+    }
+
+    /// `snap` on two memory nodes: CPUs 0-1 on node 0, 2-3 on node 1.
+    fn on_two_nodes(mut snap: Snapshot) -> Snapshot {
+        snap.nodes = ["0-1", "2-3"]
+            .iter()
+            .enumerate()
+            .map(|(id, list)| cpushield_kernel::numa::NumaNode {
+                id,
+                cpus: cpus(list),
+                memory: true,
+            })
+            .collect();
+        snap.root_mems = "0-1".into();
+        snap
+    }
+
+    fn mems_writes(plan: &Plan) -> Vec<(String, String)> {
+        writes(plan)
+            .into_iter()
+            .filter(|(p, _)| p.ends_with("cpuset.mems"))
+            .collect()
+    }
+
+    #[test]
+    fn a_v1_shield_on_two_nodes_gets_its_cpus_node_and_the_rest_keeps_both() {
+        let snap = on_two_nodes(snapshot(vec![]));
+        let mut plan = Plan::default();
+        plan_cgroups(&mut plan, &snap, &original(&snap), &cpus("2-3"));
+        assert_eq!(
+            mems_writes(&plan),
+            vec![
+                w(&format!("{ROOT}/cpushield-system/cpuset.mems"), "0-1"),
+                w(&format!("{ROOT}/cpushield-shield/cpuset.mems"), "1"),
+            ]
+        );
+        let mut across = Plan::default();
+        plan_cgroups(&mut across, &snap, &original(&snap), &cpus("1-2"));
+        assert_eq!(
+            mems_writes(&across)[1],
+            w(&format!("{ROOT}/cpushield-shield/cpuset.mems"), "0-1"),
+            "a shield across both nodes keeps both"
+        );
+    }
+
+    #[test]
+    fn a_v1_shield_that_grows_onto_another_node_widens_its_nodes_and_asked_mems_win() {
+        let mut snap = on_two_nodes(snapshot(vec![]));
+        let mut saved = original(&snap);
+        saved.created_cgroups = vec![
+            PathBuf::from(format!("{ROOT}/cpushield-system")),
+            PathBuf::from(format!("{ROOT}/cpushield-shield")),
+        ];
+        saved.masks = ShieldMasks::all(&cpus("3"));
+        snap.shield_mems = Some("1".into());
+        let mut same = Plan::default();
+        plan_cgroups(&mut same, &snap, &saved, &cpus("2-3"));
+        assert!(
+            mems_writes(&same).is_empty(),
+            "unchanged nodes are not written"
+        );
+        let mut grown = Plan::default();
+        plan_cgroups(&mut grown, &snap, &saved, &cpus("1,3"));
+        assert_eq!(
+            mems_writes(&grown),
+            vec![w(&format!("{ROOT}/cpushield-shield/cpuset.mems"), "0-1")]
+        );
+        saved.mems = Some(cpus("0"));
+        let mut asked = Plan::default();
+        plan_cgroups(&mut asked, &snap, &saved, &cpus("3"));
+        assert_eq!(
+            mems_writes(&asked),
+            vec![w(&format!("{ROOT}/cpushield-shield/cpuset.mems"), "0")]
+        );
+    }
+
+    #[test]
+    fn a_v2_partition_gets_its_cpus_node_and_goes_back_to_its_parents_when_it_spans_both() {
+        let snap = on_two_nodes(snapshot_v2(vec![]));
+        let shield = "/sys/fs/cgroup/cpushield-shield";
+        let mut plan = Plan::default();
+        plan_cgroups(&mut plan, &snap, &original(&snap), &cpus("2-3"));
+        assert_eq!(
+            mems_writes(&plan),
+            vec![w(&format!("{shield}/cpuset.mems"), "1")]
+        );
+        let mut saved = original(&snap);
+        saved.created_cgroups = vec![PathBuf::from(shield)];
+        let mut wide = snap.clone();
+        wide.shield_mems = Some("1".into());
+        let mut across = Plan::default();
+        plan_cgroups(&mut across, &wide, &saved, &cpus("1-3"));
+        assert_eq!(
+            mems_writes(&across),
+            vec![w(&format!("{shield}/cpuset.mems"), "")],
+            "empty: the parent's nodes"
+        );
+    }
+
+    #[test]
+    fn a_one_node_machine_writes_no_memory_node_beyond_what_it_did_before() {
+        let mut snap = snapshot_v2(vec![]);
+        snap.nodes = vec![cpushield_kernel::numa::NumaNode {
+            id: 0,
+            cpus: cpus("0-3"),
+            memory: true,
+        }];
+        let mut plan = Plan::default();
+        plan_cgroups(&mut plan, &snap, &original(&snap), &cpus("3"));
+        assert!(mems_writes(&plan).is_empty());
     }
 
     #[test]

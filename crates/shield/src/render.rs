@@ -33,6 +33,9 @@ pub fn render_status(st: &Status) -> String {
         "mechanism: {}; {}; scope {:?}",
         st.mechanism, st.enforcement, st.scope
     );
+    if let Some(mems) = &st.mems {
+        let _ = writeln!(o, "memory nodes: {mems}");
+    }
     if let Some(found) = &st.without_state {
         let _ = writeln!(
             o,
@@ -180,6 +183,9 @@ pub fn render_report(report: &Report, verb: &str) -> String {
         report.mechanism,
         report.scope
     );
+    if let Some(mems) = &report.mems {
+        let _ = writeln!(o, "  memory nodes of the shield: {mems}");
+    }
     let out = &report.outcome;
     let _ = writeln!(
         o,
@@ -281,6 +287,7 @@ mod tests {
             enforcement: "in force".into(),
             scope: Scope::Namespace,
             state_file: None,
+            mems: None,
             without_state: None,
             cpus: vec![cpu(0, false), one],
         };
@@ -320,6 +327,7 @@ CPU 1: IRQ 9's handler thread irq/9-acpi(72) may still run here though IRQ 9 is 
             enforcement: "in force".into(),
             scope: Scope::System,
             state_file: None,
+            mems: None,
             without_state: None,
             cpus: vec![one],
         };
@@ -351,6 +359,7 @@ CPU 1: IRQ 9's handler thread irq/9-acpi(72) may still run here though IRQ 9 is 
             enforcement: "-".into(),
             scope: Scope::System,
             state_file: None,
+            mems: None,
             without_state: None,
             cpus: vec![one],
         };
@@ -389,9 +398,11 @@ CPU 1: IRQ 9's handler thread irq/9-acpi(72) may still run here though IRQ 9 is 
                 text: "CPU 1 has no SMT sibling".into(),
                 remedy: None,
             }],
+            mems: Some("1 (the nodes of its CPUs)".into()),
         };
         let expected = "\
 shielded: procs 1  irqs 1  ltmr -  (cgroup v1 cpuset, scope System)
+  memory nodes of the shield: 1 (the nodes of its CPUs)
   3 tasks moved, 4 affinities set, 5 IRQs changed, 1 tasks exited meanwhile
   note: CPU 1 has no SMT sibling
   warning: IRQ 9 is kernel-managed (fix: boot with isolcpus=managed_irq,1)

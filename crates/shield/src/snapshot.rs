@@ -93,6 +93,13 @@ pub struct Snapshot {
     pub siblings: BTreeMap<usize, CpuSet>,
     /// The PID namespace the tool runs in (link text of /proc/self/ns/pid).
     pub pid_namespace: String,
+    /// The machine's memory nodes (none where the kernel has no NUMA).
+    #[serde(default)]
+    pub nodes: Vec<cpushield_kernel::numa::NumaNode>,
+    /// The text of the shield cgroup's `cpuset.mems` where that cgroup
+    /// exists (v2: empty while it takes its parent's).
+    #[serde(default)]
+    pub shield_mems: Option<String>,
 }
 
 pub use crate::layout::{is_kubepods, is_ours, SHIELD_CGROUP, SYSTEM_CGROUP};
@@ -389,6 +396,8 @@ impl Snapshot {
             foreign_cgroups: self.foreign_cgroups.clone(),
             siblings: self.siblings.clone(),
             pid_namespace: self.pid_namespace.clone(),
+            nodes: self.nodes.clone(),
+            shield_mems: self.shield_mems.clone(),
         }
     }
 }
@@ -471,6 +480,8 @@ pub fn take(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Snaps
         root_cpus,
         root_mems,
         foreign_cgroups,
+        nodes: cpushield_kernel::numa::nodes(kernel),
+        shield_mems: read_trimmed(kernel, &layout.shield_dir().join("cpuset.mems")).ok(),
     })
 }
 

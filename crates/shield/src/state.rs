@@ -18,10 +18,10 @@ pub use cpushield_kernel::store::{FileStore, Locked, MemoryStore, StateLock, Sta
 /// ([`SavedState::unread_start_before`]); version 4 wrote each task and each
 /// record of what was set as an array in field order. Version 5 writes every
 /// type as the object its fields derive. Version 6 added
-/// [`SavedState::load_dirs`]. Versions 1 to 5 still load and reset (serde
-/// reads an array into a struct in field order; a field a version lacks is
-/// empty).
-pub const STATE_VERSION: u32 = 6;
+/// [`SavedState::load_dirs`]; version 7 [`SavedState::mems`]. Versions 1 to
+/// 6 still load and reset (serde reads an array into a struct in field
+/// order; a field a version lacks is empty).
+pub const STATE_VERSION: u32 = 7;
 
 /// The oldest state format this cpushield still reads.
 pub const OLDEST_STATE_VERSION: u32 = 1;
@@ -201,6 +201,12 @@ pub struct SavedState {
     /// files there, and reset removes them (version 6).
     #[serde(default)]
     pub load_dirs: Vec<PathBuf>,
+    /// The memory nodes asked with `shield --mems`, in force until reset;
+    /// `None` gives the shield's cpuset the nodes of its CPUs (version 7).
+    /// Only cgroups cpushield creates get nodes, and reset removes them:
+    /// the root's and every other cgroup's `cpuset.mems` are never written.
+    #[serde(default)]
+    pub mems: Option<CpuSet>,
 }
 
 impl SavedState {
@@ -260,6 +266,7 @@ impl SavedState {
             unread_start_before: None,
             runtime: Default::default(),
             load_dirs: Vec::new(),
+            mems: None,
         }
     }
 
@@ -825,6 +832,7 @@ mod tests {
             unread_start_before: None,
             runtime: Default::default(),
             load_dirs: Vec::new(),
+            mems: None,
         }
     }
 
@@ -1060,6 +1068,18 @@ mod tests {
             p.contains("file /proc/sys/kernel/timer_migration: saved value '7'"),
             "{p}"
         );
+    }
+
+    #[test]
+    fn a_version_6_state_loads_with_no_mems_and_mems_asked_by_hand_are_kept() {
+        let mut v6: serde_json::Value = serde_json::from_str(&encode(&sample())).unwrap();
+        v6["version"] = 6.into();
+        v6.as_object_mut().unwrap().remove("mems");
+        assert_eq!(decode(v6.to_string().as_bytes()).unwrap().mems, None);
+        let mut asked = sample();
+        asked.mems = Some(CpuSet::from_cpus([1]));
+        let back = decode(encode(&asked).as_bytes()).unwrap();
+        assert_eq!(back.mems, Some(CpuSet::from_cpus([1])));
     }
 
     #[test]

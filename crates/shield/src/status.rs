@@ -7,7 +7,7 @@ use crate::orphan::{self, OrphanShield};
 use crate::snapshot::{self, Scope, Snapshot};
 use crate::state;
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{read_cpu_list, Host, Kernel};
+use cpushield_kernel::{read_cpu_list, read_trimmed, Host, Kernel};
 use serde::Serialize;
 use std::path::Path;
 
@@ -92,6 +92,9 @@ pub struct Status {
     pub enforcement: String,
     /// Scope of the visible tasks.
     pub scope: Scope,
+    /// The memory nodes of the shield's cpuset, how they were chosen and
+    /// what the kernel has in force; `None` with no process shield.
+    pub mems: Option<String>,
     /// Where the original state is saved.
     pub state_file: Option<String>,
     /// A shield in place without its saved state, as the kernel shows it
@@ -137,7 +140,16 @@ pub fn status(host: &Host) -> std::io::Result<Status> {
             st
         })
         .collect();
+    let mems = match (&snap, &layout) {
+        (Some(snap), Some(layout)) if !masks.procs.is_empty() => {
+            let asked = saved.as_ref().and_then(|s| s.mems.as_ref());
+            let chosen = crate::mems::choose(snap, asked, &masks.procs.intersection(&online));
+            Some(shield_mems_text(kernel, layout, &chosen, &snap.root_mems))
+        }
+        _ => None,
+    };
     Ok(Status {
+        mems,
         procs: masks.procs.to_list(),
         irqs: masks.irqs.to_list(),
         ltmr: masks.ltmr.to_list(),
@@ -250,6 +262,22 @@ fn cpu_status(
         irq_threads_left: irq_threads.left,
         irq_threads_pending: irq_threads.pending,
     }
+}
+
+/// The shield's memory nodes for `show`: as chosen, what the kernel has in
+/// force in its cgroup, and the nodes the rest keeps.
+fn shield_mems_text(
+    kernel: &dyn Kernel,
+    layout: &CgroupLayout,
+    chosen: &crate::mems::MemsChoice,
+    root_mems: &str,
+) -> String {
+    let effective = read_trimmed(kernel, &layout.shield_dir().join(layout.root_mems_file()))
+        .unwrap_or_else(|_| "?".into());
+    format!(
+        "shield {} (in force: {effective}); the rest keeps every node ({root_mems})",
+        chosen.describe(root_mems)
+    )
 }
 
 fn enforcement(kernel: &dyn Kernel, layout: Option<&CgroupLayout>, masks: &ShieldMasks) -> String {

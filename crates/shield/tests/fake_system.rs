@@ -1395,3 +1395,118 @@ fn reset_removes_the_load_directories_the_state_records_and_only_those() {
     );
     assert!(state::load_from(&store).unwrap().is_none());
 }
+
+/// [`machine`] on two memory nodes: CPUs 0-1 on node 0, 2-3 on node 1.
+fn two_node_machine(tasks: &[(i32, &str)]) -> FakeKernel {
+    let k = machine(tasks);
+    cpushield_shield::fake_machine::add_nodes(&k, &["0-1", "2-3"]);
+    k
+}
+
+#[test]
+fn a_shield_on_two_nodes_takes_its_cpus_node_shows_it_and_reset_restores_every_file() {
+    let k = two_node_machine(&[(100, "0-3"), (101, "3")]);
+    let files_before = k.files();
+    let store = MemoryStore::new();
+    let report = shield(&k, &store, &ShieldMasks::all(&cpus("2-3")));
+    assert_eq!(report.mems.as_deref(), Some("1 (the nodes of its CPUs)"));
+    let mems = |cgroup: &str| k.file(format!("{ROOT}/{cgroup}/cpuset.mems")).unwrap();
+    assert_eq!(mems("cpushield-shield").trim(), "1");
+    assert_eq!(
+        mems("cpushield-system").trim(),
+        "0-1",
+        "the rest keeps every node"
+    );
+    assert_eq!(k.file(format!("{ROOT}/cpuset.mems")).unwrap(), "0-1\n");
+    let st = cpushield_shield::status::status(&Host::fake(&k, &store)).unwrap();
+    let shown = cpushield_shield::render::render_status(&st);
+    assert!(
+        shown.contains("memory nodes: shield 1 (the nodes of its CPUs) (in force: 1); the rest keeps every node (0-1)"),
+        "{shown}"
+    );
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
+    assert_eq!(as_read(k.files()), as_read(files_before));
+    assert!(!k.has_dir(format!("{ROOT}/cpushield-shield")));
+}
+
+#[test]
+fn mems_asked_by_hand_stay_in_force_for_the_next_shield_until_reset() {
+    let k = two_node_machine(&[(100, "0-3")]);
+    let store = MemoryStore::new();
+    let report = cpushield_shield::shield_with(
+        &Host::fake(&k, &store),
+        &ShieldMasks::all(&cpus("3")),
+        Some(&cpus("0")),
+        ROOT_OPTIONS,
+    )
+    .unwrap();
+    assert_eq!(report.mems.as_deref(), Some("0 (--mems)"));
+    let shield_mems = || {
+        k.file(format!("{ROOT}/cpushield-shield/cpuset.mems"))
+            .unwrap()
+    };
+    assert_eq!(shield_mems().trim(), "0");
+    shield(&k, &store, &ShieldMasks::all(&cpus("2")));
+    assert_eq!(
+        shield_mems().trim(),
+        "0",
+        "a shield without --mems keeps them"
+    );
+    assert_eq!(saved_in(&store).mems, Some(cpus("0")));
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    assert_eq!(shield_mems().trim(), "1", "reset forgets them");
+}
+
+#[test]
+fn a_shield_that_grows_onto_the_other_node_widens_its_nodes() {
+    let k = two_node_machine(&[(100, "0-3")]);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    shield(&k, &store, &ShieldMasks::all(&cpus("1")));
+    assert_eq!(
+        k.file(format!("{ROOT}/cpushield-shield/cpuset.mems"))
+            .unwrap()
+            .trim(),
+        "0-1"
+    );
+}
+
+#[test]
+fn mems_naming_a_node_that_does_not_exist_are_refused_in_one_line_with_no_change() {
+    let k = two_node_machine(&[(100, "0-3")]);
+    let files_before = k.files();
+    let store = MemoryStore::new();
+    let err = cpushield_shield::shield_with(
+        &Host::fake(&k, &store),
+        &ShieldMasks::all(&cpus("3")),
+        Some(&cpus("1,4")),
+        ROOT_OPTIONS,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("--mems 1,4: memory node(s) 4 do not exist"),
+        "{err}"
+    );
+    assert!(err.contains("from 0-1"), "{err}");
+    assert!(!err.contains('\n'), "{err}");
+    assert_eq!(k.files(), files_before, "nothing changed");
+    assert!(state::load_from(&store).unwrap().is_none(), "no state");
+}
+
+#[test]
+fn a_one_node_machine_shields_as_before_numa_placement() {
+    let k = machine(&[(100, "0-3")]);
+    k.set_file("/sys/devices/system/node/node0/cpulist", "0-3\n");
+    k.set_file("/sys/devices/system/node/has_memory", "0\n");
+    let store = MemoryStore::new();
+    let report = shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    assert_eq!(report.mems.as_deref(), Some("0 (every node)"));
+    assert_eq!(
+        k.file(format!("{ROOT}/cpushield-shield/cpuset.mems"))
+            .unwrap()
+            .trim(),
+        "0"
+    );
+}

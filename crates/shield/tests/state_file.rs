@@ -40,6 +40,7 @@ fn sample() -> SavedState {
         unread_start_before: None,
         runtime: Default::default(),
         load_dirs: Vec::new(),
+        mems: None,
     }
 }
 

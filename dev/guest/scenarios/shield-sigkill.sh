@@ -24,10 +24,10 @@ scenario_main() {
     t0=$(uptime_cs)
     cs_ok calibrate/shield-exit-0 shield --all 3
     t1=$(uptime_cs)
-    if grep -q '"version":6' /run/cpushield/state.json; then
-        pass calibrate/state-version-6
+    if grep -q '"version":7' /run/cpushield/state.json; then
+        pass calibrate/state-version-7
     else
-        fail calibrate/state-version-6 "$(head -c 200 /run/cpushield/state.json)"
+        fail calibrate/state-version-7 "$(head -c 200 /run/cpushield/state.json)"
     fi
     snapshot /tmp/shielded
     expect_rule calibrate /tmp/before /tmp/shielded 3 3

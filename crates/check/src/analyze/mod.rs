@@ -5,6 +5,7 @@ mod bootparams;
 mod config;
 mod interrupts;
 pub(crate) mod irqs;
+pub(crate) mod numa;
 mod rt;
 pub(crate) mod tasks;
 
@@ -222,6 +223,7 @@ pub fn analyze(input: &CheckInput<'_>, sampling: &str) -> CheckReport {
     config::analyze_system(input, &mut findings);
     rt::analyze_system(input, &mut findings);
     bootparams::analyze(input, &mut findings);
+    numa::analyze(input, &mut findings);
     let promise = partial_promise(input);
     if promise.is_some() {
         judge_by_the_shield_in_force(input, &mut findings);

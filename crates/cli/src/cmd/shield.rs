@@ -43,9 +43,23 @@ pub struct ShieldArgs {
     /// Also shield the hyperthread siblings of each CPU.
     #[arg(long)]
     whole_cores: bool,
+    /// Memory nodes of the shield's cpuset, e.g. 1 or 0-1 (default: the
+    /// nodes of the CPUs shielded from processes). Kept until reset.
+    #[arg(long, value_parser = node_list, value_name = "NODES")]
+    mems: Option<CpuSet>,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// A list of memory nodes (`0-1,3`), at least one.
+fn node_list(text: &str) -> Result<CpuSet, String> {
+    let set = cpushield_parse::numa::parse_node_list("--mems", text)
+        .map_err(|e| format!("{e}; name memory nodes with a list like 1 or 0-1"))?;
+    if set.is_empty() {
+        return Err("names no node: name memory nodes with a list like 1 or 0-1".into());
+    }
+    Ok(set)
 }
 
 /// Arguments of `cpushield unshield`.
@@ -113,7 +127,12 @@ fn print_report(
 /// Runs `cpushield shield`.
 pub fn shield(args: ShieldArgs) -> anyhow::Result<ExitCode> {
     let host = crate::host::real();
-    let report = cpushield_shield::shield(&host, &args.masks.masks(), options(args.whole_cores))?;
+    let report = cpushield_shield::shield_with(
+        &host,
+        &args.masks.masks(),
+        args.mems.as_ref(),
+        options(args.whole_cores),
+    )?;
     print_report(&report, args.json, "shielded")
 }
 

@@ -40,11 +40,50 @@ pub struct ThreadDemoArgs {
     /// How long both threads stay before the program exits.
     #[arg(long, default_value_t = 1000)]
     seconds: u64,
+    /// Instead: one thread per CPU of --cpus, each pinning itself to its
+    /// CPU (plain affinity, as a program started by `cpushield run` does
+    /// within the CPUs it was given); prints `PID TID...` in CPU order.
+    #[arg(long)]
+    per_cpu: bool,
 }
 
-/// Runs the two-thread program.
+/// One thread per CPU of `cpus`, each pinned to its own, staying `stay`.
+fn per_cpu(cpus: &CpuSet, stay: Duration) -> anyhow::Result<ExitCode> {
+    let (tx, rx) = mpsc::channel();
+    for (i, cpu) in cpus.iter().enumerate() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let pinned = cpushield_rt::sched::pin(0, &CpuSet::from_cpus([cpu]));
+            let _ = tx.send((i, pinned.map(|()| gettid()).map_err(|e| (cpu, e))));
+            std::thread::sleep(stay);
+        });
+    }
+    drop(tx);
+    let mut tids = vec![0; cpus.len()];
+    for (i, got) in rx.iter().take(cpus.len()) {
+        match got {
+            Ok(tid) => tids[i] = tid,
+            Err((cpu, e)) => {
+                eprintln!("cpushield: error: a thread could not pin itself to CPU {cpu}: {e}");
+                return Ok(ExitCode::from(crate::args::EXIT_ERROR));
+            }
+        }
+    }
+    let list: Vec<String> = tids.iter().map(i32::to_string).collect();
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{} {}", std::process::id(), list.join(" "))?;
+    out.flush()?;
+    drop(out);
+    std::thread::sleep(stay);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs the two-thread program (or, with `--per-cpu`, one thread per CPU).
 pub fn run(args: ThreadDemoArgs) -> anyhow::Result<ExitCode> {
     let stay = Duration::from_secs(args.seconds);
+    if args.per_cpu {
+        return per_cpu(&args.cpus, stay);
+    }
     let placed: Result<i32, String> = match args.api {
         Api::C => {
             let (tx, rx) = mpsc::channel();

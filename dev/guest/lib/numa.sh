@@ -1,0 +1,153 @@
+# Memory nodes: the shield's nodes, where a task's pages sit, check's findings, exact
+# reset. Sourced by the numa scenarios (a guest of two nodes: CPUs 0-1 on node 0, 2-3
+# on node 1; see the guest-numa header in dev/guest/README.md).
+
+# own_pages PID NODE: the pages of PID's own (heap, stack, anonymous: lines of its
+# numa_maps without file=) on NODE.
+own_pages() {
+    awk -v key="N$2=" '!/ file=/ { for (i = 2; i <= NF; i++) if (index($i, key) == 1) n += substr($i, length(key) + 1) }
+        END { print n + 0 }' "/proc/$1/numa_maps" 2>/dev/null || echo 0
+}
+
+# filler: a shell that keeps 16 MB of its own memory (a variable) and sleeps; prints
+# "ready" when it holds it. Its last command is not `sleep`: busybox sh would exec that,
+# and the PID would then be a sleep holding none of it.
+FILLER='x=$(head -c 16000000 /dev/zero | tr "\0" a); echo ready; sleep 1000; echo "${#x}"'
+
+# wait_ready FILE: until FILE says "ready" (20 s at most).
+wait_ready() {
+    _i=0
+    while [ "$_i" -lt 200 ]; do
+        grep -q ready "$1" 2>/dev/null && return 0
+        usleep 100000
+        _i=$((_i + 1))
+    done
+    return 1
+}
+
+# expect_local NAME PID NODE OTHER: nearly all of PID's own pages sit on NODE, at most 1%
+# on OTHER (16 MB is about 4,000 pages).
+expect_local() {
+    _here=$(own_pages "$2" "$3"); _there=$(own_pages "$2" "$4")
+    info "$1: PID $2 has $_here pages on node $3, $_there on node $4"
+    if [ "$_here" -ge 3000 ] && [ $((_there * 100)) -le "$_here" ]; then
+        pass "$1"
+    else
+        fail "$1" "PID $2: $_here pages on node $3, $_there on node $4 ($(grep -v ' file=' "/proc/$2/numa_maps" | head -n 5 | tr '\n' '|'))"
+    fi
+}
+
+# numa_topology: the guest has the two nodes the scenario needs (else FAIL and 1).
+numa_topology() {
+    _t="$(cat /sys/devices/system/node/node0/cpulist 2>/dev/null) $(cat /sys/devices/system/node/node1/cpulist 2>/dev/null)"
+    check_eq numa/topology "0-1 2-3" "$_t" "node0 and node1 cpulist"
+    [ "$_t" = "0-1 2-3" ]
+}
+
+# cpuset_root: where the cpuset hierarchy of the scenario's cgroup version is mounted.
+cpuset_root() {
+    if [ "$GUEST_CGROUP" = v1 ]; then echo "$CGROOT/cpuset"; else echo "$CGROOT"; fi
+}
+
+# shield_mems: the shield cgroup's memory nodes as the kernel has them.
+shield_mems() {
+    cat "$(cpuset_root)/cpushield-shield/cpuset.mems.effective" \
+        "$(cpuset_root)/cpushield-shield/cpuset.mems" 2>/dev/null | head -n 1
+}
+
+# numa_semantics: the whole story on the hierarchy mounted (v1 or v2).
+numa_semantics() {
+    numa_topology || return
+    : >/tmp/spawned
+    for cpus in all 0-1 2-3 3; do spawn "t-$cpus" "$cpus"; done
+    sleep 1
+    probe_irqs
+    snapshot /tmp/before
+
+    expect_refused numa/bad-mems /tmp/before shield --all 3 --mems 4
+
+    # The shield takes the nodes of its CPUs; the rest keeps both.
+    cs_ok numa/shield shield --all 2-3
+    check_eq numa/shield-mems 1 "$(shield_mems)" "shield cpuset's nodes"
+    if [ "$GUEST_CGROUP" = v1 ]; then
+        check_eq numa/system-mems 0-1 "$(cat "$(cpuset_root)/cpushield-system/cpuset.mems")" "housekeeping cpuset's nodes"
+        check_eq numa/memory-migrate 1 "$(cat "$(cpuset_root)/cpushield-shield/cpuset.memory_migrate")" "shield cpuset memory_migrate"
+    fi
+    cs show
+    if grep -q "memory nodes: shield 1 (the nodes of its CPUs)" /tmp/cs.out; then
+        pass numa/show
+    else
+        fail numa/show "$(head -c 400 /tmp/cs.out | tr '\n' '|')"
+    fi
+
+    # A task started with --mlock: its pages on its CPU's node.
+    "$CS" run --cpus 3 --mlock -- sh -c "$FILLER" >/tmp/local.out 2>&1 &
+    if wait_ready /tmp/local.out; then
+        pid=$(sed -n 's/^bound the memory of PID \([0-9]*\) to node(s) 1.*/\1/p' /tmp/local.out)
+        if [ -n "$pid" ]; then
+            pass numa/run-binds
+            expect_local numa/run-pages-local "$pid" 1 0
+            kill "$pid"
+        else
+            fail numa/run-binds "$(head -c 300 /tmp/local.out | tr '\n' '|')"
+        fi
+    else
+        fail numa/run-ready "$(head -c 300 /tmp/local.out | tr '\n' '|')"
+    fi
+
+    # An existing task with its pages on node 0, adopted with --mlock: its pages move.
+    taskset -c 0 sh -c "$FILLER" >/tmp/adopt.out 2>&1 &
+    adopted=$!
+    if wait_ready /tmp/adopt.out; then
+        cs run --cpus 3 --mlock --pid "$adopted"
+        if grep -q "moved the pages of PID $adopted to node(s) 1" /tmp/cs.out; then
+            pass numa/adopt-moves-pages
+        else
+            fail numa/adopt-moves-pages "rc $CS_RC: $(cat /tmp/cs.out /tmp/cs.err | head -c 300 | tr '\n' '|')"
+        fi
+        expect_local numa/adopted-pages-local "$adopted" 1 0
+    fi
+    kill "$adopted" 2>/dev/null
+
+    cs check --cpus 1-2 --interval 1s --json
+    cp /tmp/cs.out /tmp/check-span
+    expect_finding numa/check-spans /tmp/check-span "the checked CPUs 1-2 span memory nodes 0-1"
+
+    wait_gone
+    cs_ok numa/reset reset
+    expect_restored numa/restored /tmp/before
+
+    # --mems by hand: node 0 for CPUs of node 1; a real-time task there has remote pages.
+    cs_ok numa/mems-shield shield --all 2-3 --mems 0
+    check_eq numa/mems-asked 0 "$(shield_mems)" "shield cpuset's nodes with --mems 0"
+    "$CS" run --cpus 3 --fifo 10 -- sh -c "$FILLER" >/tmp/remote.out 2>&1 &
+    if wait_ready /tmp/remote.out; then
+        cs check --cpus 3 --interval 1s --json
+        cp /tmp/cs.out /tmp/check-remote
+        expect_finding numa/check-remote-pages /tmp/check-remote "real-time task [0-9]* (sh) runs on CPUs 3 (node 1) but"
+    else
+        fail numa/remote-ready "$(head -c 300 /tmp/remote.out | tr '\n' '|')"
+    fi
+    pkill_filler
+    wait_gone
+    cs_ok numa/mems-reset reset
+    expect_restored numa/mems-restored /tmp/before
+}
+
+# pkill_filler: ends the fillers this scenario started (their shells are the only
+# processes whose command line holds the filler's text).
+pkill_filler() {
+    for _p in /proc/[0-9]*; do
+        grep -q 'head -c 16000000' "$_p/cmdline" 2>/dev/null && kill "${_p#/proc/}" 2>/dev/null
+    done
+}
+
+# wait_gone: until the fillers and their runs have exited (5 s at most).
+wait_gone() {
+    pkill_filler
+    _i=0
+    while [ "$_i" -lt 50 ] && grep -q 'head -c 16000000' /proc/[0-9]*/cmdline 2>/dev/null; do
+        usleep 100000
+        _i=$((_i + 1))
+    done
+}
