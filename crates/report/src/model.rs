@@ -301,6 +301,56 @@ pub struct AttributionSummary {
     pub lost_events: u64,
     /// Causes, largest total first.
     pub causes: Vec<CauseRow>,
+    /// The sample that lost the most time outside the guest: where and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_worst_sample: Option<SampleWindow>,
+    /// The host's cause of that sample's time outside the guest, where a
+    /// host side (`cpushield vm watch`) answered on the virtio-serial port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cause: Option<HostCause>,
+}
+
+/// One sample's CPU and time (CLOCK_MONOTONIC ns of the machine measured).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampleWindow {
+    /// The CPU (in a guest, the vCPU).
+    pub cpu: usize,
+    /// When the thread should have woken, ns.
+    pub intended_ns: u64,
+    /// When it ran, ns.
+    pub actual_ns: u64,
+}
+
+/// What the host said kept a vCPU from running during a sample.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostCause {
+    /// The host's cause, one line.
+    pub line: String,
+    /// `preempted`, `halted`, `interrupted`, `exit`; `missing` where the
+    /// host's view does not reach that time; `nothing` where the host saw
+    /// the vCPU run throughout (a contradiction).
+    pub kind: String,
+    /// The vCPU.
+    pub vcpu: u32,
+    /// How much of the sample the host's gap covers, ns.
+    pub overlap_ns: u64,
+    /// The guest↔host clock offset's error, ns: every host time is that uncertain.
+    pub err_ns: u64,
+    /// What held the vCPU's host CPU longest (a task's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub culprit: Option<String>,
+    /// Its pid on the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub culprit_pid: Option<i32>,
+    /// The host CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu: Option<usize>,
+    /// How long it held the host CPU, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub culprit_ns: Option<u64>,
+    /// For `missing`: the guest time from which the host's view is missing, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing_from_ns: Option<u64>,
 }
 
 impl AttributionSummary {
