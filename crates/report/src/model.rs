@@ -301,14 +301,19 @@ pub struct AttributionSummary {
     pub lost_events: u64,
     /// Causes, largest total first.
     pub causes: Vec<CauseRow>,
-    /// The sample that lost the most time outside the guest: where and when.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outside_worst_sample: Option<SampleWindow>,
-    /// The host's cause of that sample's time outside the guest, where a
-    /// host side (`cpushield vm watch`) answered on the virtio-serial port.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_cause: Option<HostCause>,
+    /// The samples that lost the most time outside the guest, most first
+    /// (at most [`OUTSIDE_SAMPLES_KEPT`]): where and when.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outside_samples: Vec<SampleWindow>,
+    /// The host's cause of each of those samples' time outside the guest, in
+    /// the same order, where a host side (`cpushield vm watch`) answered on
+    /// the virtio-serial port.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_causes: Vec<HostCause>,
 }
+
+/// Samples with time outside the guest kept for the host's answer.
+pub const OUTSIDE_SAMPLES_KEPT: usize = 8;
 
 /// One sample's CPU and time (CLOCK_MONOTONIC ns of the machine measured).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -319,6 +324,8 @@ pub struct SampleWindow {
     pub intended_ns: u64,
     /// When it ran, ns.
     pub actual_ns: u64,
+    /// Its time outside the guest, ns.
+    pub outside_ns: u64,
 }
 
 /// What the host said kept a vCPU from running during a sample.

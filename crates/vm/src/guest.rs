@@ -444,9 +444,10 @@ impl HostView {
             };
         };
         let ov = overlap(g).min(to_ns.saturating_sub(from_ns) + 2 * err);
+        // The largest named occupant: idle and the summed rest say nothing.
         let top =
             g.by.iter()
-                .find(|o| o.kind != OccupantKind::Idle)
+                .find(|o| !matches!(o.kind, OccupantKind::Idle | OccupantKind::Others))
                 .or(g.by.first());
         let who = |o: &crate::timeline::Occupant| match (o.kind, o.pid, o.vcpu) {
             (OccupantKind::Vcpu, _, Some(k)) => format!("the guest's own vCPU {k}"),

@@ -173,6 +173,8 @@ pub struct VcpuWatch {
     kernel: Arc<dyn Kernel>,
     guard: SettingsGuard,
     instance: Option<PathBuf>,
+    /// tracefs, where this watch mounted it (unmounted at the end).
+    mounted: Option<PathBuf>,
     vcpus: u32,
     retention_ns: u64,
     now: fn() -> u64,
@@ -197,7 +199,22 @@ impl VcpuWatch {
         }
         let k = kernel.as_ref();
         let root = &opts.tracefs;
+        let mounted_by_us = if tracefs_mounted(k, root) {
+            false
+        } else {
+            k.mount("tracefs", root).map_err(|e| {
+                HostError::Trace(format!(
+                    "{}: cannot mount tracefs: {e}; run as root (or mount it: mount -t tracefs nodev {})",
+                    root.display(),
+                    root.display()
+                ))
+            })?;
+            true
+        };
         if !k.exists(&root.join("instances")) {
+            if mounted_by_us {
+                let _ = k.unmount(root);
+            }
             return Err(HostError::Trace(format!(
                 "{}: no tracefs instances there: mount tracefs (mount -t tracefs nodev {}) and run as root",
                 root.display(),
@@ -230,6 +247,7 @@ impl VcpuWatch {
             kernel: kernel.clone(),
             guard: SettingsGuard::new(kernel.clone()),
             instance: Some(inst.clone()),
+            mounted: mounted_by_us.then(|| root.clone()),
             vcpus: threads.iter().map(|t| t.vcpu + 1).max().unwrap_or(0),
             retention_ns: opts.limits.retention_ns,
             now,
@@ -344,6 +362,14 @@ impl VcpuWatch {
                 ));
             }
         }
+        if let Some(root) = self.mounted.take() {
+            if let Err(e) = self.kernel.unmount(&root) {
+                errors.push(format!(
+                    "{}: could not unmount tracefs: {e} (someone else is using it); unmount it later with umount",
+                    root.display()
+                ));
+            }
+        }
         errors
     }
 }
@@ -352,6 +378,13 @@ impl Drop for VcpuWatch {
     fn drop(&mut self) {
         let _ = self.stop_now();
     }
+}
+
+fn tracefs_mounted(k: &dyn Kernel, root: &Path) -> bool {
+    let mounts = k.read(Path::new("/proc/self/mounts")).unwrap_or_default();
+    cpushield_parse::mounts::parse_mounts(&mounts)
+        .iter()
+        .any(|m| m.fs_type == "tracefs" && m.mount_point == root)
 }
 
 /// Instances of host sides that died without cleaning up (SIGKILL).
@@ -536,6 +569,10 @@ mod tests {
 
     fn fake_tracefs(k: &FakeKernel) {
         let root = "/sys/kernel/tracing";
+        k.set_file(
+            "/proc/self/mounts",
+            "tracefs /sys/kernel/tracing tracefs rw,nosuid,nodev,noexec,relatime 0 0\n",
+        );
         k.set_file("/sys/devices/system/cpu/possible", "0-1\n");
         k.set_file("/sys/devices/system/cpu/online", "0-1\n");
         k.mkdir(Path::new(&format!("{root}/instances"))).unwrap();

@@ -229,9 +229,13 @@ impl Timeline {
             self.seen_from = Some(ts);
         }
         let mut st = self.cpus.remove(&ev.cpu).unwrap_or_default();
-        if st.task.is_none() {
+        match &mut st.task {
             // The line names the task current when it was recorded.
-            st.task = Some((ev.pid, ev.comm.clone()));
+            None => st.task = Some((ev.pid, ev.comm.clone())),
+            // A task that exec'd since it was switched in has a new name
+            // (a hog started through taskset and chrt ends as `sh`).
+            Some((pid, comm)) if *pid == ev.pid && *comm != ev.comm => comm.clone_from(&ev.comm),
+            _ => {}
         }
         self.charge(ev.cpu, &st, ts);
         match &ev.kind {
@@ -501,11 +505,13 @@ fn occupant(kind: OccupantKind, name: String, pid: Option<i32>, cpu: usize) -> O
 
 /// Adds `ns` of `who` to a gap's occupants, at most [`MAX_OCCUPANTS`] named.
 fn add(by: &mut Vec<Occupant>, who: &Occupant, ns: u64) {
+    // A task is its pid: its name is the latest seen (it may exec).
     if let Some(o) = by
         .iter_mut()
-        .find(|o| o.kind == who.kind && o.name == who.name && o.pid == who.pid)
+        .find(|o| o.kind == who.kind && o.pid == who.pid && (o.pid.is_some() || o.name == who.name))
     {
         o.ns += ns;
+        o.name.clone_from(&who.name);
         return;
     }
     if by.len() + 1 < MAX_OCCUPANTS {
@@ -744,6 +750,44 @@ mod tests {
         assert!(gaps[0].by.iter().any(|o| o.kind == OccupantKind::Others));
         let total: u64 = gaps[0].by.iter().map(|o| o.ns).sum();
         assert_eq!(total, gaps[0].len_ns());
+    }
+
+    #[test]
+    fn a_host_task_that_execs_is_one_occupant_under_its_latest_name() {
+        let mut t = timeline();
+        t.feed(&switch(
+            1_000,
+            1,
+            (101, "CPU 1/TCG", "R+"),
+            (4711, "taskset"),
+        ));
+        t.feed(&ev(
+            2_000,
+            1,
+            4711,
+            "sh",
+            EventKind::SoftirqEntry {
+                name: "TIMER".into(),
+            },
+        ));
+        t.feed(&ev(
+            2_010,
+            1,
+            4711,
+            "sh",
+            EventKind::SoftirqExit {
+                name: "TIMER".into(),
+            },
+        ));
+        t.feed(&switch(41_000, 1, (4711, "sh", "S"), (101, "CPU 1/TCG")));
+        let (gaps, _) = t.gaps(Some(1), 0, u64::MAX, 0, 10);
+        let task: Vec<_> = gaps[0]
+            .by
+            .iter()
+            .filter(|o| o.kind == OccupantKind::Task)
+            .map(|o| (o.name.as_str(), o.pid, o.ns))
+            .collect();
+        assert_eq!(task, [("sh", Some(4711), 39_990_000)]);
     }
 
     #[test]

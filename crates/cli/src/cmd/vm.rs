@@ -221,7 +221,7 @@ impl HostSide {
                 }
             }
         }
-        targets.retain(|(_, a)| a.outside_worst_ns > 0 && a.outside_worst_sample.is_some());
+        targets.retain(|(_, a)| !a.outside_samples.is_empty());
         match self {
             HostSide::Off => Vec::new(),
             HostSide::Absent(why) if !targets.is_empty() => vec![format!(
@@ -231,17 +231,19 @@ impl HostSide {
             HostSide::Absent(_) => Vec::new(),
             HostSide::Collecting(c) => {
                 let view = c.finish();
-                targets
-                    .into_iter()
-                    .map(|(who, a)| {
-                        let w = a.outside_worst_sample.clone().unwrap_or_default();
+                let mut lines = Vec::new();
+                for (who, a) in targets {
+                    for (i, w) in a.outside_samples.clone().into_iter().enumerate() {
                         let c = view.explain(w.cpu as u32, w.intended_ns, w.actual_ns);
-                        let line = format!(
-                            "{who}: outside the guest {}: {}",
-                            cpushield_report::human_ns(a.outside_worst_ns),
-                            c.line
-                        );
-                        a.host_cause = Some(cpushield_report::HostCause {
+                        // The worst three printed; every one in the report.
+                        if i < 3 {
+                            lines.push(format!(
+                                "{who}: outside the guest {}: {}",
+                                cpushield_report::human_ns(w.outside_ns),
+                                c.line
+                            ));
+                        }
+                        a.host_causes.push(cpushield_report::HostCause {
                             line: c.line,
                             kind: c.kind,
                             vcpu: c.vcpu,
@@ -253,9 +255,9 @@ impl HostSide {
                             culprit_ns: c.culprit_ns,
                             missing_from_ns: c.missing_from_ns,
                         });
-                        line
-                    })
-                    .collect()
+                    }
+                }
+                lines
             }
         }
     }
