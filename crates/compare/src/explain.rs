@@ -346,7 +346,7 @@ fn explain_samples<'a>(
                 outside_ns: split.outside,
             });
             s.outside_samples
-                .sort_by(|x, y| y.outside_ns.cmp(&x.outside_ns));
+                .sort_by_key(|w| std::cmp::Reverse(w.outside_ns));
             s.outside_samples.truncate(OUTSIDE_SAMPLES_KEPT);
         }
         s.outside_worst_ns = s.outside_worst_ns.max(split.outside);

@@ -164,6 +164,9 @@ impl Default for WatchOptions {
     }
 }
 
+/// Each traced CPU's trace pipe.
+type Pipes = Vec<(usize, Box<dyn TracePipe>)>;
+
 /// A trace of the vCPU threads' host CPUs feeding a [`Timeline`]. Dropping
 /// it stops tracing, restores every tracefs setting and removes its instance.
 pub struct VcpuWatch {
@@ -265,11 +268,7 @@ impl VcpuWatch {
         Ok(w)
     }
 
-    fn configure(
-        &mut self,
-        dir: &Path,
-        opts: &WatchOptions,
-    ) -> Result<Vec<(usize, Box<dyn TracePipe>)>, String> {
+    fn configure(&mut self, dir: &Path, opts: &WatchOptions) -> Result<Pipes, String> {
         let k = self.kernel.clone();
         let k = k.as_ref();
         let g = &mut self.guard;
@@ -405,7 +404,7 @@ fn remove_stale_instances(k: &dyn Kernel, root: &Path) {
 
 /// Drains every pipe each `poll`, feeds the events in time order.
 fn read_loop(
-    mut pipes: Vec<(usize, Box<dyn TracePipe>)>,
+    mut pipes: Pipes,
     timeline: Arc<Mutex<Timeline>>,
     stop: Arc<AtomicBool>,
     poll: Duration,
@@ -584,11 +583,11 @@ mod tests {
             "per_cpu/cpu1/buffer_size_kb",
             "per_cpu/cpu1/trace_pipe",
         ] {
-            k.set_file(&format!("{inst}/{f}"), "0\n");
+            k.set_file(format!("{inst}/{f}"), "0\n");
         }
-        k.set_file(&format!("{inst}/per_cpu/cpu1/trace_pipe"), "");
+        k.set_file(format!("{inst}/per_cpu/cpu1/trace_pipe"), "");
         for ev in ["sched/sched_switch", "sched/sched_wakeup"] {
-            k.set_file(&format!("{inst}/events/{ev}/enable"), "0\n");
+            k.set_file(format!("{inst}/events/{ev}/enable"), "0\n");
         }
     }
 
@@ -623,8 +622,7 @@ mod tests {
                 .trim(),
             "1"
         );
-        k.set_file(
-            &format!("{inst}/per_cpu/cpu1/trace_pipe"),
+        k.set_file(format!("{inst}/per_cpu/cpu1/trace_pipe"),
             "   CPU 1/TCG-101 [001] d..2. 1.000000: sched_switch: prev_comm=CPU 1/TCG prev_pid=101 prev_prio=120 prev_state=R+ ==> next_comm=stress-ng next_pid=4711 next_prio=49\n\
                 stress-ng-4711 [001] d..2. 1.015100: sched_switch: prev_comm=stress-ng prev_pid=4711 prev_prio=49 prev_state=S ==> next_comm=CPU 1/TCG next_pid=101 next_prio=120\n",
         );

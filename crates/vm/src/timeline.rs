@@ -430,7 +430,7 @@ impl Timeline {
         if g.len_ns() < self.limits.min_gap_ns {
             return;
         }
-        g.by.sort_by(|a, b| b.ns.cmp(&a.ns));
+        g.by.sort_by_key(|o| std::cmp::Reverse(o.ns));
         let newest = g.to_ns;
         for k in self.threads.get(&tid).cloned().unwrap_or_default() {
             let mut one = g.clone();
@@ -471,7 +471,7 @@ impl Timeline {
                     g.vcpu = k;
                     g.to_ns = seen_to.max(g.from_ns);
                     g.open = true;
-                    g.by.sort_by(|a, b| b.ns.cmp(&a.ns));
+                    g.by.sort_by_key(|o| std::cmp::Reverse(o.ns));
                     Some(g)
                 }
                 _ => None,
