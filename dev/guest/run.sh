@@ -243,6 +243,8 @@ vm_watch_hook() {
     _host=${GUEST_HOST_CPUSHIELD:-$ROOT/target/release/cpushield}
     while kill -0 "$1" 2>/dev/null && [ ! -S "$2" ]; do sleep 0.1; done
     kill -0 "$1" 2>/dev/null || return 0
+    # Whether tracefs was mounted before: a SIGKILLed host side cannot unmount what it mounted.
+    _had_tracefs=$(grep -c ' /sys/kernel/tracing tracefs ' /proc/mounts || true)
     "$_host" vm watch --qmp "$2" --channel "$3" >"$4" 2>&1 &
     _watch=$!
     echo "run.sh: host side cpushield vm watch started (pid $_watch)" >&2
@@ -256,6 +258,11 @@ vm_watch_hook() {
     done
     kill -TERM "$_watch" 2>/dev/null || true
     wait "$_watch" 2>/dev/null || true
+    # What a SIGKILLed host side left: its trace instance (tracing on), and tracefs mounted.
+    if [ -d "/sys/kernel/tracing/instances/cpushield-vm-$_watch" ]; then
+        rmdir "/sys/kernel/tracing/instances/cpushield-vm-$_watch" 2>/dev/null || true
+        [ "$_had_tracefs" != 0 ] || umount /sys/kernel/tracing 2>/dev/null || true
+    fi
 }
 
 # boot_watch QEMU_PID: waits until the scenario has started (its GUEST-INFO line) or QEMU
