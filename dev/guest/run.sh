@@ -61,6 +61,13 @@
 #                           thread its affinity back: time the guest's vCPU does not run,
 #                           as a busy hypervisor's steal. Each stall is logged in
 #                           SCENARIO.stalls.log. See stall_hook.
+#   # guest-vm-watch: yes   the host side of the guest's blame runs: QEMU gets a QMP socket
+#                           and a virtio-serial port named org.cpushield.vm.0 on a unix-socket
+#                           chardev (SCENARIO.qmp and SCENARIO.vm.sock beside the log), and
+#                           `cpushield vm watch --qmp ... --channel ...` (the host binary:
+#                           GUEST_HOST_CPUSHIELD) answers the guest on it, its output in
+#                           SCENARIO.vm-watch.log. A console line `GUEST-VM-WATCH-KILL` SIGKILLs
+#                           it (a host side that dies halfway). See vm_watch_hook.
 #   # guest-test: NAME      makes the scenario a test of crates/cli/tests/guest.rs, named
 #                           guest_NAME::on_KERNEL, once per kernel it runs on (not read here)
 #   # guest-cost: SEC       about how long it runs alone on a 2-CPU host; guest.rs starts
@@ -168,6 +175,8 @@ if [ -n "$NUMA" ]; then
 fi
 STALL=$(header guest-stall)
 case "$STALL" in "" | no) STALL="" ;; yes) ;; *) echo "run.sh: $FILE: guest-stall: yes or no, got '$STALL'" >&2; exit 1 ;; esac
+VMW=$(header guest-vm-watch)
+case "$VMW" in "" | no) VMW="" ;; yes) ;; *) echo "run.sh: $FILE: guest-vm-watch: yes or no, got '$VMW'" >&2; exit 1 ;; esac
 NET=$(header guest-net)
 NET_ARGS=""
 NET_PORT=""
@@ -295,6 +304,35 @@ stall_hook() {
     done
 }
 
+# vm_watch_hook QEMU_PID QMP SOCK LOG: once QEMU's QMP socket exists, runs the host side
+# (`cpushield vm watch`) on it and on the guest's channel SOCK until QEMU ends (then
+# SIGTERM: it restores tracefs), or SIGKILLs it at the console's `GUEST-VM-WATCH-KILL`.
+vm_watch_hook() {
+    _host=${GUEST_HOST_CPUSHIELD:-$ROOT/target/release/cpushield}
+    while kill -0 "$1" 2>/dev/null && [ ! -S "$2" ]; do sleep 0.1; done
+    kill -0 "$1" 2>/dev/null || return 0
+    # Whether tracefs was mounted before: a SIGKILLed host side cannot unmount what it mounted.
+    _had_tracefs=$(grep -c ' /sys/kernel/tracing tracefs ' /proc/mounts || true)
+    "$_host" vm watch --qmp "$2" --channel "$3" >"$4" 2>&1 &
+    _watch=$!
+    echo "run.sh: host side cpushield vm watch started (pid $_watch)" >&2
+    while kill -0 "$1" 2>/dev/null; do
+        if kill -0 "$_watch" 2>/dev/null && grep -aq 'GUEST-VM-WATCH-KILL' "$LOG" 2>/dev/null; then
+            kill -KILL "$_watch" 2>/dev/null || true
+            echo "run.sh: host side killed (SIGKILL) as the guest asked" >&2
+            echo "$(date -u +%H:%M:%S.%N) SIGKILLed as the guest asked" >>"$4"
+        fi
+        sleep 0.1
+    done
+    kill -TERM "$_watch" 2>/dev/null || true
+    wait "$_watch" 2>/dev/null || true
+    # What a SIGKILLed host side left: its trace instance (tracing on), and tracefs mounted.
+    if [ -d "/sys/kernel/tracing/instances/cpushield-vm-$_watch" ]; then
+        rmdir "/sys/kernel/tracing/instances/cpushield-vm-$_watch" 2>/dev/null || true
+        [ "$_had_tracefs" != 0 ] || umount /sys/kernel/tracing 2>/dev/null || true
+    fi
+}
+
 # boot_watch QEMU_PID: waits until the scenario has started (its GUEST-INFO line) or QEMU
 # has ended. Returns 1 and stops QEMU when neither happened within BOOT_LIMIT seconds: the
 # kernel hung before /init ran, which says nothing about the scenario.
@@ -324,6 +362,8 @@ while :; do
     # Emptied here, not by QEMU's redirection below: that happens in the background, and
     # boot_watch could otherwise find the last run's GUEST-INFO in it.
     : >"$LOG"
+    # The last boot's sockets: vm_watch_hook waits for QEMU's own.
+    [ -z "$VMW" ] || rm -f "$LOGS/$SCENARIO.qmp" "$LOGS/$SCENARIO.vm.sock"
     set +e
     # shellcheck disable=SC2086 # NET_ARGS is a list of words
     timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 \
@@ -331,8 +371,16 @@ while :; do
         -kernel "$KERNEL" -initrd "$INITRD" -append "$APPEND" \
         -nographic -no-reboot -monitor none -serial stdio -nodefaults $NET_ARGS $NUMA_ARGS \
         ${STALL:+-name "cpushield-$SCENARIO,debug-threads=on"} \
+        ${VMW:+-name "cpushield-$SCENARIO,debug-threads=on" -qmp "unix:$LOGS/$SCENARIO.qmp,server=on,wait=off"} \
+        ${VMW:+-chardev "socket,id=cpushield-vm,path=$LOGS/$SCENARIO.vm.sock,server=on,wait=off"} \
+        ${VMW:+-device virtio-serial-pci -device "virtserialport,chardev=cpushield-vm,name=org.cpushield.vm.0"} \
         </dev/null >"$LOG" 2>&1 &
     QEMU_PID=$!
+    VMW_PID=""
+    if [ -n "$VMW" ]; then
+        vm_watch_hook "$QEMU_PID" "$LOGS/$SCENARIO.qmp" "$LOGS/$SCENARIO.vm.sock" "$LOGS/$SCENARIO.vm-watch.log" &
+        VMW_PID=$!
+    fi
     HOOK_PID=""
     if [ -n "$NET_PORT" ]; then
         flood_hook "$QEMU_PID" &
@@ -350,6 +398,7 @@ while :; do
     QEMU_RC=$?
     [ -z "$HOOK_PID" ] || wait "$HOOK_PID"
     [ -z "$STALL_PID" ] || wait "$STALL_PID"
+    [ -z "$VMW_PID" ] || wait "$VMW_PID"
     set -e
     # The serial console uses CRLF line ends.
     sed -i 's/\r$//; s/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\x1bc//g' "$LOG"

@@ -60,6 +60,8 @@ enum Command {
     Install(cmd::install::InstallArgs),
     /// Remove exactly what `install` put (a config edited since stays).
     Uninstall(cmd::install::UninstallArgs),
+    /// The host side of a VM's blame: what kept each vCPU from running.
+    Vm(cmd::vm::VmArgs),
     /// Write the man pages or shell completions (for packaging).
     #[command(hide = true)]
     Generate(cmd::generate::GenerateArgs),
@@ -109,6 +111,7 @@ fn main() -> ExitCode {
         Command::Tune(a) => cmd::tune::tune(a),
         Command::Install(a) => cmd::install::install(a),
         Command::Uninstall(a) => cmd::install::uninstall(a),
+        Command::Vm(a) => cmd::vm::vm(a),
         Command::Generate(a) => cmd::generate::generate(a, Cli::command()),
         Command::ThreadDemo(a) => cmd::thread_demo::run(a),
     };

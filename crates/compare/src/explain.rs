@@ -7,7 +7,7 @@ use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Kernel;
 use cpushield_measure::determinism::DeterminismReport;
 use cpushield_measure::{ProbeObserver, SpikeTap};
-use cpushield_report::{AttributionSummary, CauseRow};
+use cpushield_report::{AttributionSummary, CauseRow, SampleWindow, OUTSIDE_SAMPLES_KEPT};
 use cpushield_trace::{
     Attribution, CauseKind, KernelContext, SignalMode, Spike, SpikeMarker, TraceOptions,
     TraceSession, TraceSummary, WakeupWatch,
@@ -337,6 +337,17 @@ fn explain_samples<'a>(
         );
         if split.outside > 0 {
             s.samples_with_outside += 1;
+        }
+        if split.outside > 0 {
+            s.outside_samples.push(SampleWindow {
+                cpu: a.spike.cpu,
+                intended_ns: a.spike.intended_ns,
+                actual_ns: a.spike.actual_ns,
+                outside_ns: split.outside,
+            });
+            s.outside_samples
+                .sort_by_key(|w| std::cmp::Reverse(w.outside_ns));
+            s.outside_samples.truncate(OUTSIDE_SAMPLES_KEPT);
         }
         s.outside_worst_ns = s.outside_worst_ns.max(split.outside);
         s.other_scope_worst_ns = s.other_scope_worst_ns.max(split.other_scope);

@@ -301,6 +301,63 @@ pub struct AttributionSummary {
     pub lost_events: u64,
     /// Causes, largest total first.
     pub causes: Vec<CauseRow>,
+    /// The samples that lost the most time outside the guest, most first
+    /// (at most [`OUTSIDE_SAMPLES_KEPT`]): where and when.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outside_samples: Vec<SampleWindow>,
+    /// The host's cause of each of those samples' time outside the guest, in
+    /// the same order, where a host side (`cpushield vm watch`) answered on
+    /// the virtio-serial port.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_causes: Vec<HostCause>,
+}
+
+/// Samples with time outside the guest kept for the host's answer.
+pub const OUTSIDE_SAMPLES_KEPT: usize = 8;
+
+/// One sample's CPU and time (CLOCK_MONOTONIC ns of the machine measured).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampleWindow {
+    /// The CPU (in a guest, the vCPU).
+    pub cpu: usize,
+    /// When the thread should have woken, ns.
+    pub intended_ns: u64,
+    /// When it ran, ns.
+    pub actual_ns: u64,
+    /// Its time outside the guest, ns.
+    pub outside_ns: u64,
+}
+
+/// What the host said kept a vCPU from running during a sample.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostCause {
+    /// The host's cause, one line.
+    pub line: String,
+    /// `preempted`, `halted`, `interrupted`, `exit`; `missing` where the
+    /// host's view does not reach that time; `nothing` where the host saw
+    /// the vCPU run throughout (a contradiction).
+    pub kind: String,
+    /// The vCPU.
+    pub vcpu: u32,
+    /// How much of the sample the host's gap covers, ns.
+    pub overlap_ns: u64,
+    /// The guest↔host clock offset's error, ns: every host time is that uncertain.
+    pub err_ns: u64,
+    /// What held the vCPU's host CPU longest (a task's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub culprit: Option<String>,
+    /// Its pid on the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub culprit_pid: Option<i32>,
+    /// The host CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu: Option<usize>,
+    /// How long it held the host CPU, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub culprit_ns: Option<u64>,
+    /// For `missing`: the guest time from which the host's view is missing, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing_from_ns: Option<u64>,
 }
 
 impl AttributionSummary {

@@ -88,6 +88,11 @@ pub struct CompareArgs {
     /// is brought back online afterwards). Refused where there is no SMT.
     #[arg(long, conflicts_with = "scenarios")]
     smt: bool,
+    /// In a VM: the virtio-serial port where the host side (`cpushield vm
+    /// watch`) answers what kept a vCPU from running (default: the port
+    /// named org.cpushield.vm.0, when there is one; `none`: do not ask).
+    #[arg(long, value_name = "PATH")]
+    host_channel: Option<PathBuf>,
 }
 
 /// What the measured CPUs do when idle.
@@ -139,6 +144,14 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let host = crate::host::real();
     let scenarios = cpushield_compare::scenario::parse_list(&args.scenarios)
         .map_err(|e| anyhow::anyhow!("--scenarios: {e}"))?;
+    if let Some(p) = &args.host_channel {
+        anyhow::ensure!(
+            p.as_os_str() == "none" || p.exists(),
+            "--host-channel {}: no such port: pass the guest's virtio-serial port (/dev/virtio-ports/{} or its /dev/vportNpM), or none",
+            p.display(),
+            cpushield_vm::protocol::PORT_NAME
+        );
+    }
     anyhow::ensure!(
         args.rate > 0,
         "--rate must be above 0: use e.g. --rate 2048"
@@ -170,7 +183,14 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
         smt: args.smt,
     };
     let printing = Printing::new(args.verbose, 0);
-    execute("compare", config, args.out, args.max_latency, printing)
+    execute(
+        "compare",
+        config,
+        args.out,
+        args.max_latency,
+        printing,
+        args.host_channel,
+    )
 }
 
 /// Runs `cpushield demo`: every scenario, the stress-kernel load, short runs.
@@ -217,6 +237,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         args.out,
         None,
         Printing::new(args.verbose, intro.len()),
+        None,
     )
 }
 
@@ -389,6 +410,7 @@ fn execute(
     out: Option<PathBuf>,
     max_latency: Option<Duration>,
     printing: Printing,
+    host_channel: Option<PathBuf>,
 ) -> anyhow::Result<ExitCode> {
     let out = out.unwrap_or_else(default_out_dir);
     // Before any work: a run whose report cannot be written is lost.
@@ -418,10 +440,20 @@ fn execute(
             &out,
             max_latency,
             printing,
+            host_channel.as_deref(),
         )));
     }
     let code = super::private::run(
-        || experiment(&config, &out, max_latency, printing).into(),
+        || {
+            experiment(
+                &config,
+                &out,
+                max_latency,
+                printing,
+                host_channel.as_deref(),
+            )
+            .into()
+        },
         &config.load_dir,
     )?;
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(EXIT_ERROR)))
@@ -441,6 +473,7 @@ fn experiment(
     out: &std::path::Path,
     max_latency: Option<Duration>,
     printing: Printing,
+    host_channel: Option<&std::path::Path>,
 ) -> u8 {
     let stop = match cpushield_measure::signal::stop_on_signals() {
         Ok(flag) => flag,
@@ -463,18 +496,26 @@ fn experiment(
             bar.set_message(progress_message(&p));
         }
     };
-    let lab = cpushield_compare::Lab::real(&crate::host::real());
+    let machine = crate::host::real();
+    let lab = cpushield_compare::Lab::real(&machine);
+    // The host's view is collected while the scenarios run: a host side
+    // that dies halfway still leaves what it said before.
+    let host_side = super::vm::HostSide::start(machine.kernel(), host_channel);
     let result = runner::run(&lab, config, stop, &mut on_progress);
-    let report = match progress::finish(bar.as_ref(), result) {
+    let mut report = match progress::finish(bar.as_ref(), result) {
         Ok(r) => r,
         Err(code) => return code,
     };
+    let host_lines = host_side.blame(&mut report);
     use cpushield_report::table;
     if printing.verbose {
         print!("{}", table::render(&report, printing.width));
     } else {
         let budget = table::ANSWER_LINES.saturating_sub(printing.lines_before);
         print!("{}", table::answer(&report, printing.width, Some(budget)));
+    }
+    for line in &host_lines {
+        println!("{line}");
     }
     match cpushield_report::write_all(&report, out) {
         Ok(_) => println!(

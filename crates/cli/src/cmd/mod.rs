@@ -14,3 +14,4 @@ pub mod run;
 pub mod shield;
 pub mod thread_demo;
 pub mod tune;
+pub mod vm;

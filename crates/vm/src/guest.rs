@@ -1,0 +1,675 @@
+//! The guest side: finds the host's port, estimates the clock offset by
+//! ping-pong, collects the host's view while a measurement runs, and
+//! explains a spike's time outside the guest from it.
+
+use crate::protocol::{GapsQuery, Op, Reply, Request, MAX_REPLY_BYTES, PORT_NAME, VERSION};
+use crate::timeline::{Gap, GapState, OccupantKind};
+use cpushield_kernel::Kernel;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The port to the host: `/dev/virtio-ports/NAME` where udev made it, else the
+/// `/dev/vportNpM` whose `/sys/class/virtio-ports/vportNpM/name` is [`PORT_NAME`].
+pub fn find_port(kernel: &dyn Kernel) -> Option<PathBuf> {
+    let by_name = Path::new("/dev/virtio-ports").join(PORT_NAME);
+    if kernel.exists(&by_name) {
+        return Some(by_name);
+    }
+    let class = Path::new("/sys/class/virtio-ports");
+    kernel.read_dir(class).ok()?.into_iter().find_map(|p| {
+        let name = kernel.read(&class.join(&p).join("name")).ok()?;
+        (name.trim() == PORT_NAME).then(|| Path::new("/dev").join(&p))
+    })
+}
+
+/// Talking to the host failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    /// The port could not be opened.
+    #[error("{0}")]
+    Open(String),
+    /// No answer in time: no host side, or it died.
+    #[error("no answer from the host side within {0:?}")]
+    Timeout(Duration),
+    /// The host answered with an error, or nonsense.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// The host − guest clock offset and its error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockOffset {
+    /// Host CLOCK_MONOTONIC − guest CLOCK_MONOTONIC, ns.
+    pub offset_ns: i64,
+    /// Half the round trip of the ping it came from, ns: the host's time
+    /// was read somewhere in it.
+    pub err_ns: u64,
+}
+
+impl ClockOffset {
+    /// The offset from one ping: sent at guest `t0`, answered at host `h`,
+    /// received at guest `t1`.
+    pub fn from_ping(t0: u64, h: u64, t1: u64) -> ClockOffset {
+        let mid = t0 + (t1.saturating_sub(t0)) / 2;
+        ClockOffset {
+            offset_ns: h as i64 - mid as i64,
+            err_ns: t1.saturating_sub(t0).div_ceil(2),
+        }
+    }
+}
+
+/// The port, opened.
+pub struct Channel {
+    file: File,
+    next_id: u64,
+    pending: Vec<u8>,
+    now: fn() -> u64,
+}
+
+impl Channel {
+    /// Opens the port (non-blocking: with no host side connected a write
+    /// would wait forever).
+    pub fn open(path: &Path, now: fn() -> u64) -> Result<Channel, ChannelError> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| ChannelError::Open(format!("{}: {e}", path.display())))?;
+        Ok(Channel {
+            file,
+            next_id: 1,
+            pending: Vec::new(),
+            now,
+        })
+    }
+
+    /// Sends `op`, waits up to `timeout` for its answer.
+    pub fn ask(&mut self, op: Op, timeout: Duration) -> Result<Reply, ChannelError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = Request { v: VERSION, id, op }.to_line();
+        let deadline = Instant::now() + timeout;
+        let mut sent = 0;
+        let bytes = line.as_bytes();
+        while sent < bytes.len() {
+            if !self.wait(libc::POLLOUT, deadline) {
+                return Err(ChannelError::Timeout(timeout));
+            }
+            match self.file.write(&bytes[sent..]) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Err(e) => return Err(ChannelError::Open(e.to_string())),
+            }
+        }
+        loop {
+            while let Some(nl) = self.pending.iter().position(|b| *b == b'\n') {
+                let l: Vec<u8> = self.pending.drain(..=nl).collect();
+                let Ok(reply) = serde_json::from_slice::<Reply>(&l[..nl]) else {
+                    continue;
+                };
+                // An answer to an earlier request that timed out is skipped.
+                if reply.id == Some(id) || (reply.id.is_none() && !reply.ok) {
+                    return if reply.ok {
+                        Ok(reply)
+                    } else {
+                        Err(ChannelError::Refused(reply.error.unwrap_or_default()))
+                    };
+                }
+            }
+            if self.pending.len() > MAX_REPLY_BYTES {
+                self.pending.clear();
+                return Err(ChannelError::Refused("answer too long".into()));
+            }
+            if !self.wait(libc::POLLIN, deadline) {
+                return Err(ChannelError::Timeout(timeout));
+            }
+            let mut chunk = [0u8; 16384];
+            match self.file.read(&mut chunk) {
+                // No host connected: the port reads as ended; wait and see.
+                Ok(0) => std::thread::sleep(Duration::from_millis(20)),
+                Ok(n) => self.pending.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                Err(e) => return Err(ChannelError::Open(e.to_string())),
+            }
+        }
+    }
+
+    /// Waits for the port to be ready for `events` until `deadline`. A port
+    /// with no host side connected reports a hang-up: the caller's read or
+    /// write then finds nothing to do, sleeps a little and waits again.
+    fn wait(&self, events: i16, deadline: Instant) -> bool {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            let mut fd = libc::pollfd {
+                fd: self.file.as_raw_fd(),
+                events,
+                revents: 0,
+            };
+            let ms = left.as_millis().clamp(1, 1000) as i32;
+            // SAFETY: one valid pollfd of a file we hold open.
+            let n = unsafe { libc::poll(&mut fd, 1, ms) };
+            if n > 0 && fd.revents & (events | libc::POLLERR | libc::POLLHUP) != 0 {
+                return true;
+            }
+            if n < 0 {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+
+    /// The best of `rounds` pings (the shortest round trip).
+    pub fn sync_clock(
+        &mut self,
+        rounds: usize,
+        timeout: Duration,
+    ) -> Result<ClockOffset, ChannelError> {
+        let mut best: Option<ClockOffset> = None;
+        for _ in 0..rounds.max(1) {
+            let t0 = (self.now)();
+            let r = self.ask(Op::Ping, timeout)?;
+            let t1 = (self.now)();
+            let h = r
+                .host_ns
+                .ok_or_else(|| ChannelError::Refused("ping answered without host_ns".into()))?;
+            let o = ClockOffset::from_ping(t0, h, t1);
+            if best.is_none_or(|b| o.err_ns < b.err_ns) {
+                best = Some(o);
+            }
+        }
+        Ok(best.expect("at least one round"))
+    }
+}
+
+/// What the host saw while the guest measured: its gaps (guest time), and
+/// when the host answered.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostView {
+    /// The host side's program and version (`hello`).
+    pub host: String,
+    /// The gaps collected, in guest time.
+    pub gaps: Vec<Gap>,
+    /// The host traced from this guest time on.
+    pub seen_from_ns: Option<u64>,
+    /// The host's last answer covered up to this guest time: after it, its
+    /// view is missing (it stopped answering, or the run ended).
+    pub seen_to_ns: Option<u64>,
+    /// The host stopped answering before the collection ended.
+    pub lost: bool,
+    /// The clock error of the answers, ns (the worst used).
+    pub err_ns: u64,
+}
+
+/// Gaps kept by the collector at most (oldest dropped first).
+pub const MAX_COLLECTED: usize = 8192;
+
+/// Asks the host for its gaps every `every` while a measurement runs.
+pub struct Collector {
+    view: Arc<Mutex<HostView>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Collector {
+    /// Greets the host side and starts collecting gaps of at least `min_ns`.
+    /// An error: there is no host side (or it does not answer).
+    pub fn start(
+        path: &Path,
+        now: fn() -> u64,
+        min_ns: u64,
+        every: Duration,
+    ) -> Result<Collector, ChannelError> {
+        let mut ch = Channel::open(path, now)?;
+        let hello = ch.ask(Op::Hello, Duration::from_secs(2))?;
+        let mut clock = ch.sync_clock(8, Duration::from_secs(2))?;
+        let view = Arc::new(Mutex::new(HostView {
+            host: hello.host.unwrap_or_default(),
+            err_ns: clock.err_ns,
+            ..HostView::default()
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (v, s) = (view.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("cpushield-hostview".into())
+            .spawn(move || {
+                let mut cursor = now().saturating_sub(1_000_000_000);
+                let mut last_sync = Instant::now();
+                let mut last_pass = false;
+                loop {
+                    let finishing = s.load(Ordering::SeqCst);
+                    if last_sync.elapsed() > Duration::from_secs(5) {
+                        if let Ok(c) = ch.sync_clock(4, Duration::from_secs(1)) {
+                            clock = c;
+                        }
+                        last_sync = Instant::now();
+                    }
+                    let to = now();
+                    // Overlapping the last pass: a gap still open then is asked again.
+                    let from = cursor
+                        .saturating_sub(2_000_000_000)
+                        .max(to.saturating_sub(crate::protocol::MAX_RANGE_NS));
+                    let q = GapsQuery {
+                        vcpu: None,
+                        from_ns: from,
+                        to_ns: to,
+                        offset_ns: clock.offset_ns,
+                        err_ns: clock.err_ns,
+                        min_ns,
+                    };
+                    match ch.ask(Op::Gaps(q), Duration::from_secs(1)) {
+                        Ok(r) => {
+                            let mut view = v.lock().expect("view");
+                            merge(&mut view, &r, clock.err_ns);
+                            cursor = to;
+                        }
+                        Err(_) => {
+                            let mut view = v.lock().expect("view");
+                            if view.seen_to_ns.is_some() {
+                                view.lost = true;
+                            }
+                        }
+                    }
+                    if last_pass {
+                        break;
+                    }
+                    if finishing {
+                        last_pass = true;
+                        continue;
+                    }
+                    let until = Instant::now() + every;
+                    while Instant::now() < until && !s.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+            })
+            .map_err(|e| ChannelError::Open(format!("cannot start the host view thread: {e}")))?;
+        Ok(Collector {
+            view,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Asks once more and returns everything collected.
+    pub fn finish(mut self) -> HostView {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.view.lock().expect("view").clone()
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Adds an answer's gaps to the view (one gap per vCPU and start: a newer
+/// answer replaces an open gap), keeps at most [`MAX_COLLECTED`].
+pub fn merge(view: &mut HostView, r: &Reply, err_ns: u64) {
+    if view.lost {
+        // It answered again: what it saw before is still good, the hole is
+        // only where it did not answer.
+        view.lost = false;
+    }
+    if view.seen_from_ns.is_none() {
+        view.seen_from_ns = r.seen_from_ns;
+    }
+    if let Some(t) = r.seen_to_ns {
+        view.seen_to_ns = Some(view.seen_to_ns.unwrap_or(t).max(t));
+    }
+    view.err_ns = view.err_ns.max(err_ns);
+    let mut kept: VecDeque<Gap> = std::mem::take(&mut view.gaps).into();
+    for g in r.gaps.iter().flatten() {
+        // Within the clock error of one start, the same gap (the offset
+        // moves between answers).
+        if let Some(old) = kept.iter_mut().find(|o| {
+            o.vcpu == g.vcpu
+                && o.from_ns.abs_diff(g.from_ns) <= 2 * err_ns.max(1)
+                && o.state == g.state
+        }) {
+            *old = g.clone();
+        } else {
+            kept.push_back(g.clone());
+        }
+    }
+    while kept.len() > MAX_COLLECTED {
+        kept.pop_front();
+    }
+    let mut gaps: Vec<Gap> = kept.into();
+    gaps.sort_by_key(|g| (g.from_ns, g.vcpu));
+    view.gaps = gaps;
+}
+
+/// The host's explanation of one spike's time outside the guest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostCause {
+    /// What the host said, one line.
+    pub line: String,
+    /// `preempted`, `halted`, `interrupted`, `exit`; `missing` where the
+    /// host's view does not reach; `nothing` where it saw the vCPU run.
+    pub kind: String,
+    /// The vCPU.
+    pub vcpu: u32,
+    /// How much of the spike the host's gaps cover, ns.
+    pub overlap_ns: u64,
+    /// The clock error, ns.
+    pub err_ns: u64,
+    /// The largest occupant's name, pid and host CPU, where one ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub culprit: Option<String>,
+    /// Its pid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub culprit_pid: Option<i32>,
+    /// The host CPU it held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu: Option<usize>,
+    /// How long it held it during the overlap, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub culprit_ns: Option<u64>,
+    /// For `missing`: the guest time from which the host's view is missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing_from_ns: Option<u64>,
+}
+
+impl HostView {
+    /// The host's cause for vCPU `vcpu` not running between `from_ns` and
+    /// `to_ns` (guest time): the gap overlapping most, within the clock error.
+    pub fn explain(&self, vcpu: u32, from_ns: u64, to_ns: u64) -> HostCause {
+        let err = self.err_ns;
+        let base = HostCause {
+            line: String::new(),
+            kind: String::new(),
+            vcpu,
+            overlap_ns: 0,
+            err_ns: err,
+            culprit: None,
+            culprit_pid: None,
+            host_cpu: None,
+            culprit_ns: None,
+            missing_from_ns: None,
+        };
+        let seen_to = self.seen_to_ns.unwrap_or(0);
+        if self.seen_from_ns.is_none_or(|f| f > to_ns) || seen_to < from_ns {
+            let since = self.seen_to_ns.or(self.seen_from_ns);
+            return HostCause {
+                line: match since {
+                    Some(t) => format!(
+                        "the host's view is missing from {} (its last answer): it stopped answering{}",
+                        fmt_s(t),
+                        if self.lost { "" } else { " before the run ended" }
+                    ),
+                    None => "the host's view is missing: the host side never answered about this time".into(),
+                },
+                kind: "missing".into(),
+                missing_from_ns: since,
+                ..base
+            };
+        }
+        let lo = from_ns.saturating_sub(err);
+        let hi = to_ns.saturating_add(err);
+        let overlap = |g: &Gap| g.to_ns.min(hi).saturating_sub(g.from_ns.max(lo));
+        let best = self
+            .gaps
+            .iter()
+            .filter(|g| g.vcpu == vcpu && overlap(g) > 0)
+            .max_by_key(|g| overlap(g));
+        let Some(g) = best else {
+            return HostCause {
+                line: format!(
+                    "the host saw vCPU {vcpu} run throughout ({} ± {}): a contradiction, the time outside the guest was not the host scheduler's (SMI, or the emulator itself)",
+                    fmt_ms(to_ns.saturating_sub(from_ns)),
+                    fmt_ms(err)
+                ),
+                kind: "nothing".into(),
+                ..base
+            };
+        };
+        let ov = overlap(g).min(to_ns.saturating_sub(from_ns) + 2 * err);
+        // The largest named occupant: idle and the summed rest say nothing.
+        let top =
+            g.by.iter()
+                .find(|o| !matches!(o.kind, OccupantKind::Idle | OccupantKind::Others))
+                .or(g.by.first());
+        let who = |o: &crate::timeline::Occupant| match (o.kind, o.pid, o.vcpu) {
+            (OccupantKind::Vcpu, _, Some(k)) => format!("the guest's own vCPU {k}"),
+            (OccupantKind::OtherVcpu, Some(p), _) => {
+                format!("another guest's vCPU thread {} (pid {p})", o.name)
+            }
+            (_, Some(p), _) => format!("{} (pid {p})", o.name),
+            _ => o.name.clone(),
+        };
+        let line = match (g.state, top) {
+            (GapState::Halted, t) => {
+                let woke = match (g.woken_ns, t) {
+                    (Some(w), Some(o)) if o.ns > 0 => format!(
+                        "; woken {} before it ran, while {} held host CPU {} for {}",
+                        fmt_ms(g.to_ns.saturating_sub(w)),
+                        who(o),
+                        o.host_cpu,
+                        fmt_ms(o.ns)
+                    ),
+                    _ => String::new(),
+                };
+                format!(
+                    "vCPU {vcpu} halted (guest idle) for {}: a wakeup path{woke}",
+                    fmt_ms(g.len_ns())
+                )
+            }
+            (GapState::Interrupted, Some(o)) => format!(
+                "on the host, {} ran on host CPU {} for {} while vCPU {vcpu}'s thread was running",
+                o.name,
+                o.host_cpu,
+                fmt_ms(o.ns)
+            ),
+            (GapState::Exit, _) => format!(
+                "a VM exit of vCPU {vcpu} took the host {} to handle",
+                fmt_ms(g.len_ns())
+            ),
+            (_, Some(o)) => format!(
+                "on the host, {} ran on host CPU {} for {} while vCPU {vcpu} was runnable",
+                who(o),
+                o.host_cpu,
+                fmt_ms(o.ns)
+            ),
+            (_, None) => format!(
+                "vCPU {vcpu} was runnable and not run for {}",
+                fmt_ms(g.len_ns())
+            ),
+        };
+        HostCause {
+            line: format!("{line} (clock offset error ± {})", fmt_ms(err)),
+            kind: serde_json::to_value(g.state)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            overlap_ns: ov,
+            culprit: top.map(|o| o.name.clone()),
+            culprit_pid: top.and_then(|o| o.pid),
+            host_cpu: top.map(|o| o.host_cpu).or(Some(g.host_cpu)),
+            culprit_ns: top.map(|o| o.ns),
+            ..base
+        }
+    }
+}
+
+fn fmt_ms(ns: u64) -> String {
+    if ns >= 1_000_000 {
+        format!("{:.1} ms", ns as f64 / 1e6)
+    } else {
+        format!("{} us", ns / 1000)
+    }
+}
+
+fn fmt_s(ns: u64) -> String {
+    format!("{:.3} s (guest clock)", ns as f64 / 1e9)
+}
+
+/// The line printed where no host side answered.
+pub const NO_HOST_HINT: &str = "for the host's side of time outside the guest, run `cpushield vm watch` on the host with a virtio-serial port named org.cpushield.vm.0 (docs/fleet.md)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timeline::Occupant;
+
+    fn gap(vcpu: u32, from: u64, to: u64, state: GapState, by: Vec<Occupant>) -> Gap {
+        Gap {
+            vcpu,
+            from_ns: from,
+            to_ns: to,
+            state,
+            host_cpu: 1,
+            woken_ns: None,
+            by,
+            open: false,
+        }
+    }
+
+    fn hog(ns: u64) -> Occupant {
+        Occupant {
+            kind: OccupantKind::Task,
+            name: "stress-ng".into(),
+            pid: Some(4711),
+            vcpu: None,
+            host_cpu: 1,
+            ns,
+        }
+    }
+
+    fn view(gaps: Vec<Gap>) -> HostView {
+        HostView {
+            host: "cpushield".into(),
+            gaps,
+            seen_from_ns: Some(0),
+            seen_to_ns: Some(100_000_000),
+            lost: false,
+            err_ns: 50_000,
+        }
+    }
+
+    #[test]
+    fn the_offset_is_the_midpoint_and_its_error_half_the_round_trip() {
+        let o = ClockOffset::from_ping(1_000, 11_000_500, 2_000);
+        assert_eq!(
+            o,
+            ClockOffset {
+                offset_ns: 10_999_000,
+                err_ns: 500
+            }
+        );
+    }
+
+    #[test]
+    fn a_spike_is_charged_to_the_host_task_that_held_the_vcpus_cpu() {
+        let v = view(vec![
+            gap(
+                0,
+                10_000_000,
+                30_000_000,
+                GapState::Preempted,
+                vec![hog(20_000_000)],
+            ),
+            gap(
+                1,
+                10_000_000,
+                25_100_000,
+                GapState::Preempted,
+                vec![hog(15_100_000)],
+            ),
+        ]);
+        let c = v.explain(1, 10_000_000, 25_300_000);
+        assert_eq!(c.kind, "preempted");
+        assert_eq!(
+            (c.culprit_pid, c.host_cpu, c.culprit_ns),
+            (Some(4711), Some(1), Some(15_100_000))
+        );
+        assert_eq!(
+            c.line,
+            "on the host, stress-ng (pid 4711) ran on host CPU 1 for 15.1 ms while vCPU 1 was runnable (clock offset error ± 50 us)"
+        );
+    }
+
+    #[test]
+    fn a_halted_vcpu_is_a_wakeup_path_not_a_preemption() {
+        let mut g = gap(1, 10_000_000, 12_000_000, GapState::Halted, vec![]);
+        g.woken_ns = Some(11_990_000);
+        let c = view(vec![g]).explain(1, 10_500_000, 12_000_000);
+        assert_eq!(c.kind, "halted");
+        assert!(
+            c.line
+                .starts_with("vCPU 1 halted (guest idle) for 2.0 ms: a wakeup path"),
+            "{}",
+            c.line
+        );
+    }
+
+    #[test]
+    fn where_the_host_stopped_answering_the_cause_says_from_when_its_view_is_missing() {
+        let mut v = view(vec![]);
+        v.lost = true;
+        let c = v.explain(1, 200_000_000, 210_000_000);
+        assert_eq!(c.kind, "missing");
+        assert_eq!(c.missing_from_ns, Some(100_000_000));
+        assert!(c.line.contains("missing from 0.100 s"), "{}", c.line);
+    }
+
+    #[test]
+    fn a_host_that_saw_the_vcpu_run_contradicts_the_guest() {
+        let c = view(vec![]).explain(1, 10_000_000, 20_000_000);
+        assert_eq!(c.kind, "nothing");
+        assert!(c.line.contains("contradiction"));
+    }
+
+    #[test]
+    fn merging_answers_replaces_an_open_gap_and_bounds_the_collection() {
+        let mut v = HostView::default();
+        let mut open = gap(1, 1_000, 5_000, GapState::Preempted, vec![]);
+        open.open = true;
+        let reply = |gaps: Vec<Gap>| Reply {
+            gaps: Some(gaps),
+            seen_from_ns: Some(0),
+            seen_to_ns: Some(9_000),
+            ..Reply::error(Some(1), "")
+        };
+        merge(&mut v, &reply(vec![open]), 10);
+        merge(
+            &mut v,
+            &reply(vec![gap(1, 1_000, 8_000, GapState::Preempted, vec![])]),
+            10,
+        );
+        assert_eq!(v.gaps.len(), 1);
+        assert_eq!((v.gaps[0].to_ns, v.gaps[0].open), (8_000, false));
+        let many: Vec<Gap> = (0..MAX_COLLECTED as u64 + 10)
+            .map(|i| {
+                gap(
+                    0,
+                    100_000 + i * 1000,
+                    100_000 + i * 1000 + 10,
+                    GapState::Preempted,
+                    vec![],
+                )
+            })
+            .collect();
+        merge(&mut v, &reply(many), 10);
+        assert_eq!(v.gaps.len(), MAX_COLLECTED);
+    }
+}

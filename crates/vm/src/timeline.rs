@@ -1,0 +1,816 @@
+//! "vCPU k not running from T1 to T2, because X", from host trace events.
+//!
+//! Fed the host's `sched_switch`, `sched_wakeup`, IRQ, softirq and (under
+//! KVM) `kvm_exit`/`kvm_entry` events of the CPUs the vCPU threads run on,
+//! in time order per CPU, the timeline keeps, per vCPU thread:
+//!
+//! - switched out runnable (`R`, `R+`): **preempted**; the gap's occupants
+//!   are what ran on its host CPU until it ran again (tasks with their pid,
+//!   IRQs, softirqs, this guest's other vCPUs, another guest's vCPUs);
+//! - switched out sleeping: **halted** (the vCPU thread waited: the guest
+//!   idled, or under TCG QEMU's own lock); occupants are charged only from
+//!   its wakeup on, the time it was runnable and not run;
+//! - running, but an IRQ or softirq took its CPU: **interrupted**;
+//! - under KVM, a VM exit the host took long to handle: **exit**.
+//!
+//! Bounded: at most [`Limits::max_gaps`] gaps, none older than
+//! [`Limits::retention_ns`] behind the newest, at most
+//! [`MAX_OCCUPANTS`] occupants per gap (the rest summed as "others").
+
+use cpushield_trace::event::{Event, EventKind};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+
+/// Occupants named per gap; the rest are summed into one "others" entry.
+pub const MAX_OCCUPANTS: usize = 8;
+
+/// Why the vCPU did not run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GapState {
+    /// Runnable, not run: something else had its host CPU.
+    Preempted,
+    /// Its thread slept (the guest idled, or QEMU's lock): then, from
+    /// `woken_ns`, runnable and not run.
+    Halted,
+    /// Its thread was current, but a host IRQ or softirq ran.
+    Interrupted,
+    /// A VM exit the host took long to handle (KVM).
+    Exit,
+}
+
+/// What held a host CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OccupantKind {
+    /// A host task.
+    Task,
+    /// Another vCPU of the same guest.
+    Vcpu,
+    /// A vCPU thread of another guest.
+    OtherVcpu,
+    /// A host device interrupt.
+    Irq,
+    /// A host softirq.
+    Softirq,
+    /// The host CPU was idle.
+    Idle,
+    /// Everything past the named occupants.
+    Others,
+}
+
+/// Something that held the vCPU's host CPU during a gap, and for how long.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Occupant {
+    /// What it is.
+    pub kind: OccupantKind,
+    /// Its name: a task's comm, `irq 24 eth0`, `softirq NET_RX`.
+    pub name: String,
+    /// A task's pid (thread ID on the host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<i32>,
+    /// For [`OccupantKind::Vcpu`], the vCPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vcpu: Option<u32>,
+    /// The host CPU it ran on.
+    pub host_cpu: usize,
+    /// How long it held it during the gap, ns.
+    pub ns: u64,
+}
+
+/// One stretch of time a vCPU did not run guest code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gap {
+    /// The vCPU (QEMU's cpu-index).
+    pub vcpu: u32,
+    /// When it stopped running, ns.
+    pub from_ns: u64,
+    /// When it ran again (for an open gap, when the host last read its trace), ns.
+    pub to_ns: u64,
+    /// Why.
+    pub state: GapState,
+    /// The host CPU it waited for (where it was switched out, or woken onto).
+    pub host_cpu: usize,
+    /// For a halted gap: when its thread was woken, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub woken_ns: Option<u64>,
+    /// What held the host CPU meanwhile, largest first.
+    pub by: Vec<Occupant>,
+    /// Still not running when the host last read its trace.
+    #[serde(default)]
+    pub open: bool,
+}
+
+impl Gap {
+    /// Its length, ns.
+    pub fn len_ns(&self) -> u64 {
+        self.to_ns.saturating_sub(self.from_ns)
+    }
+}
+
+/// The timeline's bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Gaps kept at most.
+    pub max_gaps: usize,
+    /// Gaps ending more than this before the newest event are dropped, ns.
+    pub retention_ns: u64,
+    /// Shorter gaps are not kept, ns.
+    pub min_gap_ns: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_gaps: 16_384,
+            retention_ns: 60_000_000_000,
+            min_gap_ns: 20_000,
+        }
+    }
+}
+
+/// What the CPU was doing, innermost last.
+#[derive(Debug, Clone, Default)]
+struct CpuState {
+    task: Option<(i32, String)>,
+    softirq: Option<(String, u64)>,
+    irq: Option<(u32, String, u64)>,
+    /// The CPU's last event (None before its first).
+    last_ns: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+enum VcpuState {
+    Unknown,
+    Running { exit_ns: Option<u64> },
+    Off(Gap),
+}
+
+/// The host's bounded record of the guest's vCPU gaps.
+#[derive(Debug, Clone)]
+pub struct Timeline {
+    /// Host thread → the vCPUs it runs: one each under KVM and
+    /// multi-threaded TCG, all of them under single-threaded TCG.
+    threads: BTreeMap<i32, Vec<u32>>,
+    limits: Limits,
+    cpus: BTreeMap<usize, CpuState>,
+    vcpus: BTreeMap<i32, VcpuState>,
+    gaps: VecDeque<Gap>,
+    seen_from: Option<u64>,
+    seen_to: Option<u64>,
+    dropped: u64,
+}
+
+impl Timeline {
+    /// A timeline of the vCPU threads `threads` ((host thread ID, vCPU)
+    /// pairs; one thread may run several vCPUs), default limits.
+    pub fn new(threads: impl IntoIterator<Item = (i32, u32)>) -> Self {
+        Self::with_limits(threads, Limits::default())
+    }
+
+    /// The same with chosen limits.
+    pub fn with_limits(pairs: impl IntoIterator<Item = (i32, u32)>, limits: Limits) -> Self {
+        let mut threads: BTreeMap<i32, Vec<u32>> = BTreeMap::new();
+        for (tid, k) in pairs {
+            let v = threads.entry(tid).or_default();
+            if !v.contains(&k) {
+                v.push(k);
+                v.sort_unstable();
+            }
+        }
+        let vcpus = threads.keys().map(|t| (*t, VcpuState::Unknown)).collect();
+        Self {
+            threads,
+            limits,
+            cpus: BTreeMap::new(),
+            vcpus,
+            gaps: VecDeque::new(),
+            seen_from: None,
+            seen_to: None,
+            dropped: 0,
+        }
+    }
+
+    /// The host has watched from `ns` (its trace started then).
+    pub fn started(&mut self, ns: u64) {
+        self.seen_from = Some(self.seen_from.map_or(ns, |s| s.min(ns)));
+        self.seen_to = Some(self.seen_to.unwrap_or(ns).max(ns));
+    }
+
+    /// The host has read every event up to `ns` (the reader drained its pipes then).
+    pub fn read_up_to(&mut self, ns: u64) {
+        self.seen_to = Some(self.seen_to.unwrap_or(ns).max(ns));
+    }
+
+    /// From when to when the host saw (None before it started).
+    pub fn seen(&self) -> (Option<u64>, Option<u64>) {
+        (self.seen_from, self.seen_to)
+    }
+
+    /// Gaps kept now.
+    pub fn len(&self) -> usize {
+        self.gaps.len()
+    }
+
+    /// No gap kept.
+    pub fn is_empty(&self) -> bool {
+        self.gaps.is_empty()
+    }
+
+    /// Gaps dropped by the bounds.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Takes one event (events of one CPU in time order).
+    pub fn feed(&mut self, ev: &Event) {
+        let ts = ev.ts_ns;
+        if self.seen_from.is_none() {
+            self.seen_from = Some(ts);
+        }
+        let mut st = self.cpus.remove(&ev.cpu).unwrap_or_default();
+        match &mut st.task {
+            // The line names the task current when it was recorded.
+            None => st.task = Some((ev.pid, ev.comm.clone())),
+            // A task that exec'd since it was switched in has a new name
+            // (a hog started through taskset and chrt ends as `sh`).
+            Some((pid, comm)) if *pid == ev.pid && *comm != ev.comm => comm.clone_from(&ev.comm),
+            _ => {}
+        }
+        self.charge(ev.cpu, &st, ts);
+        match &ev.kind {
+            EventKind::Switch {
+                prev_pid,
+                prev_state,
+                next_pid,
+                next_comm,
+                ..
+            } => {
+                if let Some(k) = self.first_vcpu(*prev_pid) {
+                    let halted = !prev_state.starts_with('R');
+                    self.vcpus.insert(
+                        *prev_pid,
+                        VcpuState::Off(Gap {
+                            vcpu: k,
+                            from_ns: ts,
+                            to_ns: ts,
+                            state: if halted {
+                                GapState::Halted
+                            } else {
+                                GapState::Preempted
+                            },
+                            host_cpu: ev.cpu,
+                            woken_ns: None,
+                            by: Vec::new(),
+                            open: false,
+                        }),
+                    );
+                }
+                if self.threads.contains_key(next_pid) {
+                    if let Some(VcpuState::Off(mut g)) = self.vcpus.remove(next_pid) {
+                        // Events of two CPUs read in separate drains can come
+                        // out of order: a gap never ends before it began.
+                        g.to_ns = ts.max(g.from_ns);
+                        self.keep(*next_pid, g);
+                    }
+                    self.vcpus
+                        .insert(*next_pid, VcpuState::Running { exit_ns: None });
+                }
+                st.task = Some((*next_pid, next_comm.clone()));
+                st.irq = None;
+                st.softirq = None;
+            }
+            EventKind::Wakeup {
+                pid, target_cpu, ..
+            } => {
+                if let Some(VcpuState::Off(g)) = self.vcpus.get_mut(pid) {
+                    if g.state == GapState::Halted && g.woken_ns.is_none() {
+                        g.woken_ns = Some(ts);
+                        if let Some(c) = target_cpu {
+                            g.host_cpu = *c;
+                        }
+                    }
+                }
+            }
+            EventKind::IrqEntry { irq, name } => st.irq = Some((*irq, name.clone(), ts)),
+            EventKind::IrqExit { .. } => {
+                if let Some((irq, name, from)) = st.irq.take() {
+                    let who = self.occupant_of_irq(irq, &name, ev.cpu);
+                    self.interrupted(&st, ev.cpu, from, ts, who);
+                }
+            }
+            EventKind::SoftirqEntry { name } => st.softirq = Some((name.clone(), ts)),
+            EventKind::SoftirqExit { .. } => {
+                if let Some((name, from)) = st.softirq.take() {
+                    let who = occupant(
+                        OccupantKind::Softirq,
+                        format!("softirq {name}"),
+                        None,
+                        ev.cpu,
+                    );
+                    self.interrupted(&st, ev.cpu, from, ts, who);
+                }
+            }
+            EventKind::Other { name } if name == "kvm_exit" => {
+                if let Some(VcpuState::Running { exit_ns }) = self.vcpus.get_mut(&ev.pid) {
+                    *exit_ns = Some(ts);
+                }
+            }
+            EventKind::Other { name } if name == "kvm_entry" => {
+                let exit = match self.vcpus.get_mut(&ev.pid) {
+                    Some(VcpuState::Running { exit_ns }) => exit_ns.take(),
+                    _ => None,
+                };
+                if let (Some(from), Some(k)) = (exit, self.first_vcpu(ev.pid)) {
+                    self.keep(
+                        ev.pid,
+                        Gap {
+                            vcpu: k,
+                            from_ns: from,
+                            to_ns: ts.max(from),
+                            state: GapState::Exit,
+                            host_cpu: ev.cpu,
+                            woken_ns: None,
+                            by: Vec::new(),
+                            open: false,
+                        },
+                    );
+                }
+            }
+            _ => {}
+        }
+        st.last_ns = Some(st.last_ns.map_or(ts, |l| l.max(ts)));
+        self.cpus.insert(ev.cpu, st);
+    }
+
+    /// The time since the CPU's last event, charged to what held it, in
+    /// every open gap waiting for that CPU (a halted one only once woken).
+    fn charge(&mut self, cpu: usize, st: &CpuState, ts: u64) {
+        let Some(last) = st.last_ns else { return };
+        let who = self.occupant_now(st, cpu);
+        for v in self.vcpus.values_mut() {
+            let VcpuState::Off(g) = v else { continue };
+            if g.host_cpu != cpu {
+                continue;
+            }
+            let since = match (g.state, g.woken_ns) {
+                (GapState::Halted, None) => continue,
+                (GapState::Halted, Some(w)) => w,
+                _ => g.from_ns,
+            };
+            let start = last.max(since);
+            if ts <= start {
+                continue;
+            }
+            add(&mut g.by, &who, ts - start);
+        }
+    }
+
+    fn occupant_now(&self, st: &CpuState, cpu: usize) -> Occupant {
+        if let Some((irq, name, _)) = &st.irq {
+            return self.occupant_of_irq(*irq, name, cpu);
+        }
+        if let Some((name, _)) = &st.softirq {
+            return occupant(OccupantKind::Softirq, format!("softirq {name}"), None, cpu);
+        }
+        let (pid, comm) = st.task.clone().unwrap_or((0, String::new()));
+        if pid == 0 {
+            return occupant(OccupantKind::Idle, "idle".into(), None, cpu);
+        }
+        if let Some(k) = self.first_vcpu(pid) {
+            let mut o = occupant(OccupantKind::Vcpu, comm, Some(pid), cpu);
+            o.vcpu = Some(k);
+            return o;
+        }
+        let kind = if is_vcpu_thread_name(&comm) {
+            OccupantKind::OtherVcpu
+        } else {
+            OccupantKind::Task
+        };
+        occupant(kind, comm, Some(pid), cpu)
+    }
+
+    fn occupant_of_irq(&self, irq: u32, name: &str, cpu: usize) -> Occupant {
+        occupant(OccupantKind::Irq, format!("irq {irq} {name}"), None, cpu)
+    }
+
+    /// An IRQ or softirq ran from `from` to `to` on `cpu`: a gap of the
+    /// vCPU whose thread was current there.
+    fn interrupted(&mut self, st: &CpuState, cpu: usize, from: u64, to: u64, mut who: Occupant) {
+        let Some((pid, _)) = &st.task else { return };
+        let pid = *pid;
+        let Some(k) = self.first_vcpu(pid) else {
+            return;
+        };
+        if !matches!(self.vcpus.get(&pid), Some(VcpuState::Running { .. })) {
+            return;
+        }
+        who.ns = to.saturating_sub(from);
+        self.keep(
+            pid,
+            Gap {
+                vcpu: k,
+                from_ns: from,
+                to_ns: to.max(from),
+                state: GapState::Interrupted,
+                host_cpu: cpu,
+                woken_ns: None,
+                by: vec![who],
+                open: false,
+            },
+        );
+    }
+
+    fn first_vcpu(&self, tid: i32) -> Option<u32> {
+        self.threads.get(&tid).and_then(|v| v.first().copied())
+    }
+
+    /// Keeps a gap of thread `tid`: one for each vCPU the thread runs.
+    fn keep(&mut self, tid: i32, mut g: Gap) {
+        if g.len_ns() < self.limits.min_gap_ns {
+            return;
+        }
+        g.by.sort_by_key(|o| std::cmp::Reverse(o.ns));
+        let newest = g.to_ns;
+        for k in self.threads.get(&tid).cloned().unwrap_or_default() {
+            let mut one = g.clone();
+            one.vcpu = k;
+            self.gaps.push_back(one);
+        }
+        while self.gaps.len() > self.limits.max_gaps
+            || self
+                .gaps
+                .front()
+                .is_some_and(|f| f.to_ns + self.limits.retention_ns < newest)
+        {
+            self.gaps.pop_front();
+            self.dropped += 1;
+        }
+    }
+
+    /// Gaps of `vcpu` (or every vCPU) overlapping `from..to`, at least
+    /// `min_ns` long, oldest first, open ones (up to the last read) too; at
+    /// most `max`, and whether more matched.
+    pub fn gaps(
+        &self,
+        vcpu: Option<u32>,
+        from: u64,
+        to: u64,
+        min_ns: u64,
+        max: usize,
+    ) -> (Vec<Gap>, bool) {
+        let seen_to = self.seen_to.unwrap_or(0);
+        let open = self.vcpus.iter().flat_map(|(tid, v)| {
+            let ks = match v {
+                VcpuState::Off(_) => self.threads.get(tid).cloned().unwrap_or_default(),
+                _ => Vec::new(),
+            };
+            ks.into_iter().filter_map(move |k| match v {
+                VcpuState::Off(g) => {
+                    let mut g = g.clone();
+                    g.vcpu = k;
+                    g.to_ns = seen_to.max(g.from_ns);
+                    g.open = true;
+                    g.by.sort_by_key(|o| std::cmp::Reverse(o.ns));
+                    Some(g)
+                }
+                _ => None,
+            })
+        });
+        let mut found: Vec<Gap> = self
+            .gaps
+            .iter()
+            .cloned()
+            .chain(open)
+            .filter(|g| vcpu.is_none_or(|k| g.vcpu == k))
+            .filter(|g| g.from_ns <= to && g.to_ns >= from && g.len_ns() >= min_ns)
+            .collect();
+        found.sort_by_key(|g| (g.from_ns, g.vcpu));
+        let truncated = found.len() > max;
+        found.truncate(max);
+        (found, truncated)
+    }
+}
+
+fn occupant(kind: OccupantKind, name: String, pid: Option<i32>, cpu: usize) -> Occupant {
+    Occupant {
+        kind,
+        name,
+        pid,
+        vcpu: None,
+        host_cpu: cpu,
+        ns: 0,
+    }
+}
+
+/// Adds `ns` of `who` to a gap's occupants, at most [`MAX_OCCUPANTS`] named.
+fn add(by: &mut Vec<Occupant>, who: &Occupant, ns: u64) {
+    // A task is its pid: its name is the latest seen (it may exec).
+    if let Some(o) = by
+        .iter_mut()
+        .find(|o| o.kind == who.kind && o.pid == who.pid && (o.pid.is_some() || o.name == who.name))
+    {
+        o.ns += ns;
+        o.name.clone_from(&who.name);
+        return;
+    }
+    if by.len() + 1 < MAX_OCCUPANTS {
+        let mut o = who.clone();
+        o.ns = ns;
+        by.push(o);
+        return;
+    }
+    match by.iter_mut().find(|o| o.kind == OccupantKind::Others) {
+        Some(o) => o.ns += ns,
+        None => by.push(Occupant {
+            kind: OccupantKind::Others,
+            name: "others".into(),
+            pid: None,
+            vcpu: None,
+            host_cpu: who.host_cpu,
+            ns,
+        }),
+    }
+}
+
+/// QEMU's name for a vCPU thread (`-name ...,debug-threads=on`): `CPU 1/KVM`,
+/// `CPU 1/TCG`; the vCPU number when it is one.
+pub fn vcpu_of_thread_name(comm: &str) -> Option<u32> {
+    let rest = comm.strip_prefix("CPU ")?;
+    let (n, accel) = rest.split_once('/')?;
+    matches!(accel, "KVM" | "TCG" | "HVF" | "WHPX").then_some(())?;
+    n.parse().ok()
+}
+
+fn is_vcpu_thread_name(comm: &str) -> bool {
+    vcpu_of_thread_name(comm).is_some() || comm == "ALL CPUs/TCG"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(ts_us: u64, cpu: usize, pid: i32, comm: &str, kind: EventKind) -> Event {
+        Event {
+            ts_ns: ts_us * 1000,
+            cpu,
+            pid,
+            comm: comm.into(),
+            kind,
+            need_resched: false,
+            raw: String::new(),
+        }
+    }
+
+    fn switch(ts_us: u64, cpu: usize, prev: (i32, &str, &str), next: (i32, &str)) -> Event {
+        ev(
+            ts_us,
+            cpu,
+            prev.0,
+            prev.1,
+            EventKind::Switch {
+                prev_comm: prev.1.into(),
+                prev_pid: prev.0,
+                prev_state: prev.2.into(),
+                next_comm: next.1.into(),
+                next_pid: next.0,
+                next_prio: 120,
+            },
+        )
+    }
+
+    fn timeline() -> Timeline {
+        Timeline::new(BTreeMap::from([(100, 0), (101, 1)]))
+    }
+
+    #[test]
+    fn a_host_task_that_preempts_a_vcpu_is_named_with_its_pid_and_time() {
+        let mut t = timeline();
+        t.feed(&switch(
+            1_000,
+            1,
+            (101, "CPU 1/TCG", "R+"),
+            (4711, "stress-ng"),
+        ));
+        t.feed(&switch(
+            16_100,
+            1,
+            (4711, "stress-ng", "S"),
+            (101, "CPU 1/TCG"),
+        ));
+        let (gaps, more) = t.gaps(Some(1), 0, u64::MAX, 0, 10);
+        assert!(!more);
+        assert_eq!(gaps.len(), 1);
+        let g = &gaps[0];
+        assert_eq!(
+            (g.state, g.from_ns, g.to_ns),
+            (GapState::Preempted, 1_000_000, 16_100_000)
+        );
+        assert_eq!(g.by[0].kind, OccupantKind::Task);
+        assert_eq!((g.by[0].pid, g.by[0].ns), (Some(4711), 15_100_000));
+        assert_eq!(g.by[0].name, "stress-ng");
+    }
+
+    #[test]
+    fn a_vcpu_that_slept_is_halted_and_only_its_runnable_time_is_charged() {
+        let mut t = timeline();
+        t.feed(&switch(1_000, 1, (101, "CPU 1/TCG", "S"), (0, "swapper/1")));
+        t.feed(&switch(5_000, 1, (0, "swapper/1", "R"), (77, "hog")));
+        let wake = ev(
+            9_000,
+            1,
+            77,
+            "hog",
+            EventKind::Wakeup {
+                comm: "CPU 1/TCG".into(),
+                pid: 101,
+                prio: 120,
+                target_cpu: Some(1),
+            },
+        );
+        t.feed(&wake);
+        t.feed(&switch(12_000, 1, (77, "hog", "S"), (101, "CPU 1/TCG")));
+        let (gaps, _) = t.gaps(Some(1), 0, u64::MAX, 0, 10);
+        let g = &gaps[0];
+        assert_eq!(g.state, GapState::Halted);
+        assert_eq!(g.woken_ns, Some(9_000_000));
+        assert_eq!(g.by.len(), 1, "{:?}", g.by);
+        assert_eq!((g.by[0].pid, g.by[0].ns), (Some(77), 3_000_000));
+    }
+
+    #[test]
+    fn another_vcpu_of_the_guest_and_another_guests_vcpu_are_told_apart() {
+        let mut t = timeline();
+        t.feed(&switch(0, 1, (101, "CPU 1/TCG", "R"), (100, "CPU 0/TCG")));
+        t.feed(&switch(
+            2_000,
+            1,
+            (100, "CPU 0/TCG", "R"),
+            (900, "CPU 3/KVM"),
+        ));
+        t.feed(&switch(
+            3_000,
+            1,
+            (900, "CPU 3/KVM", "R"),
+            (101, "CPU 1/TCG"),
+        ));
+        let (gaps, _) = t.gaps(Some(1), 0, u64::MAX, 0, 10);
+        let by: Vec<_> = gaps[0].by.iter().map(|o| (o.kind, o.vcpu, o.ns)).collect();
+        assert_eq!(
+            by,
+            [
+                (OccupantKind::Vcpu, Some(0), 2_000_000),
+                (OccupantKind::OtherVcpu, None, 1_000_000)
+            ]
+        );
+    }
+
+    #[test]
+    fn an_irq_while_the_vcpu_thread_runs_is_an_interrupted_gap() {
+        let mut t = timeline();
+        t.feed(&switch(0, 1, (0, "swapper/1", "R"), (101, "CPU 1/TCG")));
+        t.feed(&ev(
+            100,
+            1,
+            101,
+            "CPU 1/TCG",
+            EventKind::IrqEntry {
+                irq: 24,
+                name: "eth0".into(),
+            },
+        ));
+        t.feed(&ev(
+            400,
+            1,
+            101,
+            "CPU 1/TCG",
+            EventKind::IrqExit { irq: 24 },
+        ));
+        let (gaps, _) = t.gaps(Some(1), 0, u64::MAX, 0, 10);
+        assert_eq!(gaps.len(), 1);
+        assert_eq!(gaps[0].state, GapState::Interrupted);
+        assert_eq!(gaps[0].by[0].name, "irq 24 eth0");
+        assert_eq!(gaps[0].len_ns(), 300_000);
+    }
+
+    #[test]
+    fn a_gap_still_open_is_answered_up_to_the_last_read() {
+        let mut t = timeline();
+        t.feed(&switch(1_000, 1, (101, "CPU 1/TCG", "R+"), (4711, "hog")));
+        t.read_up_to(9_000_000);
+        let (gaps, _) = t.gaps(Some(1), 0, u64::MAX, 0, 10);
+        assert!(gaps[0].open);
+        assert_eq!(gaps[0].to_ns, 9_000_000);
+        assert!(t.gaps(Some(0), 0, u64::MAX, 0, 10).0.is_empty());
+    }
+
+    #[test]
+    fn memory_is_bounded_by_count_and_age_and_occupants_by_number() {
+        let mut t = Timeline::with_limits(
+            BTreeMap::from([(101, 1)]),
+            Limits {
+                max_gaps: 5,
+                retention_ns: 1_000_000_000,
+                min_gap_ns: 0,
+            },
+        );
+        for i in 0..100u64 {
+            t.feed(&switch(
+                i * 100,
+                1,
+                (101, "CPU 1/TCG", "R"),
+                (1000 + i as i32, "t"),
+            ));
+            t.feed(&switch(
+                i * 100 + 50,
+                1,
+                (1000 + i as i32, "t", "S"),
+                (101, "CPU 1/TCG"),
+            ));
+        }
+        assert_eq!(t.len(), 5);
+        assert_eq!(t.dropped(), 95);
+        // An old gap falls out once a gap ends a retention later.
+        t.feed(&switch(5_000_000, 1, (101, "CPU 1/TCG", "R"), (1, "late")));
+        t.feed(&switch(5_000_100, 1, (1, "late", "S"), (101, "CPU 1/TCG")));
+        assert_eq!(t.len(), 1);
+        // Twenty occupants in one gap: eight entries, the rest as "others".
+        t.feed(&switch(6_000_000, 1, (101, "CPU 1/TCG", "R"), (2000, "a")));
+        for i in 0..20i32 {
+            t.feed(&switch(
+                6_000_010 + i as u64 * 10,
+                1,
+                (2000 + i, "a", "R"),
+                (2001 + i, "a"),
+            ));
+        }
+        t.feed(&switch(6_001_000, 1, (2020, "a", "R"), (101, "CPU 1/TCG")));
+        let (gaps, _) = t.gaps(Some(1), 6_000_000_000, u64::MAX, 0, 10);
+        assert_eq!(gaps[0].by.len(), MAX_OCCUPANTS);
+        assert!(gaps[0].by.iter().any(|o| o.kind == OccupantKind::Others));
+        let total: u64 = gaps[0].by.iter().map(|o| o.ns).sum();
+        assert_eq!(total, gaps[0].len_ns());
+    }
+
+    #[test]
+    fn a_host_task_that_execs_is_one_occupant_under_its_latest_name() {
+        let mut t = timeline();
+        t.feed(&switch(
+            1_000,
+            1,
+            (101, "CPU 1/TCG", "R+"),
+            (4711, "taskset"),
+        ));
+        t.feed(&ev(
+            2_000,
+            1,
+            4711,
+            "sh",
+            EventKind::SoftirqEntry {
+                name: "TIMER".into(),
+            },
+        ));
+        t.feed(&ev(
+            2_010,
+            1,
+            4711,
+            "sh",
+            EventKind::SoftirqExit {
+                name: "TIMER".into(),
+            },
+        ));
+        t.feed(&switch(41_000, 1, (4711, "sh", "S"), (101, "CPU 1/TCG")));
+        let (gaps, _) = t.gaps(Some(1), 0, u64::MAX, 0, 10);
+        let task: Vec<_> = gaps[0]
+            .by
+            .iter()
+            .filter(|o| o.kind == OccupantKind::Task)
+            .map(|o| (o.name.as_str(), o.pid, o.ns))
+            .collect();
+        assert_eq!(task, [("sh", Some(4711), 39_990_000)]);
+    }
+
+    #[test]
+    fn one_thread_running_every_vcpu_gives_each_vcpu_the_gap() {
+        let mut t = Timeline::new([(300, 0), (300, 1)]);
+        t.feed(&switch(
+            1_000,
+            1,
+            (300, "ALL CPUs/TCG", "R+"),
+            (4711, "hog"),
+        ));
+        t.feed(&switch(2_000, 1, (4711, "hog", "S"), (300, "ALL CPUs/TCG")));
+        let (gaps, _) = t.gaps(None, 0, u64::MAX, 0, 10);
+        let who: Vec<_> = gaps.iter().map(|g| (g.vcpu, g.by[0].pid)).collect();
+        assert_eq!(who, [(0, Some(4711)), (1, Some(4711))]);
+    }
+
+    #[test]
+    fn qemu_vcpu_thread_names_give_the_vcpu() {
+        assert_eq!(vcpu_of_thread_name("CPU 1/TCG"), Some(1));
+        assert_eq!(vcpu_of_thread_name("CPU 12/KVM"), Some(12));
+        assert_eq!(vcpu_of_thread_name("CPU x/KVM"), None);
+        assert_eq!(vcpu_of_thread_name("CPU 1/foo"), None);
+        assert_eq!(vcpu_of_thread_name("qemu-system-x86"), None);
+    }
+}
