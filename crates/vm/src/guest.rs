@@ -457,7 +457,22 @@ impl HostView {
             (_, Some(p), _) => format!("{} (pid {p})", o.name),
             _ => o.name.clone(),
         };
-        let line = match (g.state, top) {
+        // A halted vCPU woken and then kept waiting spent the sample's time
+        // runnable, not idle: when more of the sample falls after its wakeup
+        // than before, what held its host CPU meanwhile is the cause.
+        let state = match (g.state, g.woken_ns, top) {
+            (GapState::Halted, Some(w), Some(o)) if o.ns > 0 => {
+                let after = g.to_ns.min(hi).saturating_sub(w.max(lo));
+                let before = w.min(hi).saturating_sub(g.from_ns.max(lo));
+                if after > before {
+                    GapState::Preempted
+                } else {
+                    GapState::Halted
+                }
+            }
+            (state, _, _) => state,
+        };
+        let line = match (state, top) {
             (GapState::Halted, t) => {
                 let woke = match (g.woken_ns, t) {
                     (Some(w), Some(o)) if o.ns > 0 => format!(
@@ -485,10 +500,17 @@ impl HostView {
                 fmt_ms(g.len_ns())
             ),
             (_, Some(o)) => format!(
-                "on the host, {} ran on host CPU {} for {} while vCPU {vcpu} was runnable",
+                "on the host, {} ran on host CPU {} for {} while vCPU {vcpu} was runnable{}",
                 who(o),
                 o.host_cpu,
-                fmt_ms(o.ns)
+                fmt_ms(o.ns),
+                match (g.state, g.woken_ns) {
+                    (GapState::Halted, Some(w)) => format!(
+                        " (woken from halt {} before it ran)",
+                        fmt_ms(g.to_ns.saturating_sub(w))
+                    ),
+                    _ => String::new(),
+                }
             ),
             (_, None) => format!(
                 "vCPU {vcpu} was runnable and not run for {}",
@@ -497,7 +519,7 @@ impl HostView {
         };
         HostCause {
             line: format!("{line} (clock offset error ± {})", fmt_ms(err)),
-            kind: serde_json::to_value(g.state)
+            kind: serde_json::to_value(state)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default(),
@@ -551,6 +573,17 @@ mod tests {
             pid: Some(4711),
             vcpu: None,
             host_cpu: 1,
+            ns,
+        }
+    }
+
+    fn occupant(name: &str, pid: Option<i32>, host_cpu: usize, ns: u64) -> Occupant {
+        Occupant {
+            kind: OccupantKind::Task,
+            name: name.into(),
+            pid,
+            vcpu: None,
+            host_cpu,
             ns,
         }
     }
@@ -619,6 +652,38 @@ mod tests {
                 .starts_with("vCPU 1 halted (guest idle) for 2.0 ms: a wakeup path"),
             "{}",
             c.line
+        );
+    }
+
+    #[test]
+    fn a_halted_vcpu_woken_and_kept_waiting_through_the_sample_names_what_held_its_cpu() {
+        let mut g = gap(
+            1,
+            10_000_000,
+            58_000_000,
+            GapState::Halted,
+            vec![occupant("sh", Some(9691), 1, 47_700_000)],
+        );
+        g.woken_ns = Some(10_000_000);
+        let c = view(vec![g]).explain(1, 7_600_000, 58_000_000);
+        assert_eq!(c.kind, "preempted", "{}", c.line);
+        assert_eq!(c.culprit_pid, Some(9691));
+        assert_eq!(
+            c.line,
+            "on the host, sh (pid 9691) ran on host CPU 1 for 47.7 ms while vCPU 1 was runnable (woken from halt 48.0 ms before it ran) (clock offset error ± 50 us)"
+        );
+        // Woken only at the end: the sample's time was the guest's idling.
+        let mut g = gap(
+            1,
+            10_000_000,
+            58_000_000,
+            GapState::Halted,
+            vec![occupant("sh", Some(9691), 1, 1_000_000)],
+        );
+        g.woken_ns = Some(57_000_000);
+        assert_eq!(
+            view(vec![g]).explain(1, 7_600_000, 58_000_000).kind,
+            "halted"
         );
     }
 
