@@ -1,7 +1,7 @@
 # Scenario main-job-demo: `cpushield demo` as a user runs it on 4 CPUs (the behaviour only;
 # timings under TCG mean nothing), at a short --duration and with a load QEMU's TCG can run
 # (`--load ttcp,fifos-mmap,fpu`: the default's crashme runs random instructions TCG cannot,
-# see lib/main-job.sh, and these write no files): it exits 0; it writes report.json, with a
+# see lib/main-job.sh): it exits 0; it writes report.json, with a
 # row for each of its scenarios, and report.html; no verdict, finding, cause row or output
 # line names a cpushield process; no thread of cpushield but the measuring ones and the
 # pollers runs on the measured CPUs (sampled from /proc/*/task); the machine is as found.
@@ -16,8 +16,8 @@ GUEST_CGROUP=v2
 
 scenario_main() {
     lo_up
-    # The demo's load directory, as on any machine a user runs.
-    var_tmp 64
+    # The demo's load directory, as on any machine a user runs (fifos-mmap maps 69 MiB there).
+    var_tmp 256
     snapshot /tmp/before
     own_watch_start
     cs demo --duration 1s --load ttcp,fifos-mmap,fpu --out /tmp/rd
