@@ -320,12 +320,12 @@ fn load_refusal(command: &str, load_name: &str, e: &cpushield_load::LoadError) -
             let d = dir.display();
             if demo {
                 format!(
-                    "{d}: the demo's load needs {need_mib} MiB there but only {free_mib} MiB are free; free {} MiB in {d}, or run `cpushield compare --dir DIR` with a DIR that has {need_mib} MiB free, or a load that writes no files (e.g. --load ttcp,fifos-mmap,fpu,crashme)",
+                    "{d}: the demo's load needs {need_mib} MiB there but only {free_mib} MiB are free; free {} MiB in {d}, or run `cpushield compare --dir DIR` with a DIR that has {need_mib} MiB free, or a load that writes no files (e.g. --load ttcp,fpu,crashme)",
                     need_mib.saturating_sub(*free_mib)
                 )
             } else {
                 format!(
-                    "--dir {d}: the load ({load_name}) needs {need_mib} MiB there but only {free_mib} MiB are free; free {} MiB in {d}, or name a directory with {need_mib} MiB free (--dir), or a load that writes no files (e.g. --load ttcp,fifos-mmap,fpu,crashme)",
+                    "--dir {d}: the load ({load_name}) needs {need_mib} MiB there but only {free_mib} MiB are free; free {} MiB in {d}, or name a directory with {need_mib} MiB free (--dir), or a load that writes no files (e.g. --load ttcp,fpu,crashme)",
                     need_mib.saturating_sub(*free_mib)
                 )
             }
@@ -608,7 +608,7 @@ mod tests {
         }
         let demo = load_refusal("demo", "stress-kernel", &e);
         assert!(
-            demo.contains("--load ttcp,fifos-mmap,fpu,crashme"),
+            demo.contains("--load ttcp,fpu,crashme"),
             "demo takes --load: {demo}"
         );
     }
