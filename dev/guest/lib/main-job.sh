@@ -5,7 +5,7 @@
 # compile (no C compiler in this initramfs; main-job-4 checks that the default says so)
 # and without crashme, whose random instructions QEMU's TCG cannot run: one crashed QEMU
 # ("gen_pinsr: Assertion `vec_len == 16' failed", 6.12-rt) and oopses filled 6.1's
-# console. `demo` is run with a --load of its own (main-job-demo).
+# console. `demo --load` takes the same list.
 GUEST_LOAD=ttcp,fifos-mmap,fpu,fs
 
 # lo_up: the loopback interface up, as on any machine a user runs (ttcp, netflood and

@@ -12,7 +12,6 @@
 # guest-smp: 2
 # guest-tcg: single
 # guest-stall: yes
-# guest-exclusive: the host pins QEMU's vCPU thread to host CPU 1 under a SCHED_FIFO hog, and the scenario tells the stall from the guest's own latency: a second guest would be stalled with it and would add host noise the figures must keep apart
 # guest-timeout: 420
 # guest-test: a_host_stall_in_the_loaded_scenario_is_charged_outside_the_guest_for_probe_and_anchor
 # guest-kernels: 6.12-rt

@@ -4,4 +4,5 @@
 # (docs/TESTING.md). This file only declares the test.
 # guest-test: systemd_unit_shields_at_boot_stop_undoes_exactly_reboot_restores
 # guest-runner: run-systemd.sh
+# guest-kernels: 6.1
 # guest-cost: 190

@@ -18,7 +18,6 @@
 # guest-tcg: single
 # guest-stall: yes
 # guest-vm-watch: yes
-# guest-exclusive: the host pins QEMU's vCPU thread to host CPU 1 under a SCHED_FIFO hog and checks the host's answer against the stall's length: a second guest's vCPUs on that CPU would be stalled with it and share the blame
 # guest-timeout: 420
 # guest-test: the_host_side_names_the_host_task_that_stalled_a_vcpu_and_says_when_its_view_ends
 # guest-kernels: 6.12-rt
