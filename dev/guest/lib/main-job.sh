@@ -16,7 +16,7 @@ lo_up() {
 
 # own_watch_start: samples every 0.2 s, until own_watch_stop, each thread named cpushield*
 # that is not a measuring thread (cpushield-cpuN) or an idle poller (cpushield-pollN), as
-# "TIME_CS TID COMM ALLOWED LAST_CPU" lines in /tmp/own.seen: where cpushield's own threads (its
+# "TIME_CS TID COMM ALLOWED LAST_CPU CPU_TICKS" lines in /tmp/own.seen: where cpushield's own threads (its
 # main thread, the tracer's reader, the load's supervisor, the anchor's runner) may run.
 own_watch_start() {
     : >/tmp/own.seen
@@ -29,9 +29,12 @@ own_watch_start() {
                 _n=$(cat "$_c" 2>/dev/null) || continue
                 case "$_n" in cpushield-cpu* | cpushield-poll*) continue ;; esac
                 _a=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "$_d/status" 2>/dev/null)
-                # The CPU it last ran on (stat field 39, counted after the comm).
-                _p=$(sed 's/^.*) //' "$_d/stat" 2>/dev/null | cut -d' ' -f37)
-                [ -n "$_a" ] && echo "$_t ${_d##*/} $_n $_a ${_p:-?}" >>/tmp/own.seen
+                # The CPU it last ran on (stat field 39, counted after the comm) and
+                # its CPU time so far (utime + stime, fields 14 and 15), in ticks.
+                _s=$(sed 's/^.*) //' "$_d/stat" 2>/dev/null | cut -d' ' -f12,13,37)
+                _p=${_s##* }
+                _r=$(echo "$_s" | awk '{ print $1 + $2 }')
+                [ -n "$_a" ] && echo "$_t ${_d##*/} $_n $_a ${_p:-?} ${_r:-0}" >>/tmp/own.seen
             done
             usleep 200000
         done
@@ -47,7 +50,8 @@ own_watch_stop() {
 # expect_own_threads_off NAME MEASURED: no thread sampled by own_watch could run and ran
 # on a CPU of MEASURED (a CPU list) for 1.5 s or more (a thread asleep all along, such as
 # the command's first process waiting for its PID namespace, keeps the CPU it last ran on
-# though a partition's change may widen its CPUs on 6.1): a misplaced thread stays so for a whole
+# though a partition's change may widen its CPUs on 6.1, so a sample counts only when the
+# thread's CPU time grew since its last one): a misplaced thread stays so for a whole
 # scenario, while a thread between its start and its placement (the command before its
 # checks chose the CPUs, `cpushield run`'s child before it becomes cyclictest) may for
 # a moment, which under emulation can last a second.
@@ -58,7 +62,11 @@ expect_own_threads_off() {
             cpus_parse($4, a); hit = 0
             for (c in a) if (c in m) hit = 1
             if (!(($5 + 0) in m)) hit = 0
-            if (!hit) next
+            # It ran there only if its CPU time grew since its last sample: a thread
+            # asleep all along keeps the CPU it last ran on without running on it.
+            ran = ($2 in ticks) && $6 > ticks[$2]
+            ticks[$2] = $6
+            if (!hit || !ran) next
             if (!($2 in first)) { first[$2] = $1; what[$2] = $3 " (" $2 ") allowed " $4 " ran on " $5 }
             last[$2] = $1
         }
