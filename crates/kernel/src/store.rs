@@ -110,6 +110,18 @@ impl FileStore {
         Self::new(crate::shield_state_dir())
     }
 
+    /// Opens (creating it if need be) a file of the state directory whose
+    /// lock is taken: the store's lock, a namespace's liveness lock.
+    fn open_lock_file(&self, path: &Path) -> io::Result<File> {
+        self.prepare()?;
+        File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(|e| store_error(e, path))
+    }
+
     /// The file whose lock the init of PID namespace `ns` holds: named after
     /// the namespace's inode (`pid:[4026532204]` → `namespace-4026532204.alive`).
     fn alive_file(&self, ns: &str) -> PathBuf {
@@ -126,14 +138,8 @@ impl FileStore {
     /// run where this namespace's tasks cannot be seen still finds it alive
     /// ([`StateStore::namespace_alive`]).
     pub fn hold_namespace_alive(&self, ns: &str) -> io::Result<File> {
-        self.prepare()?;
         let path = self.alive_file(ns);
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| store_error(e, &path))?;
+        let file = self.open_lock_file(&path)?;
         // SAFETY: flock on a descriptor `file` owns.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             return Err(crate::with_path(io::Error::last_os_error(), &path));
@@ -198,14 +204,8 @@ impl StateStore for FileStore {
     }
 
     fn lock(&self) -> io::Result<StateLock> {
-        self.prepare()?;
         let path = self.dir.join("lock");
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| store_error(e, &path))?;
+        let file = self.open_lock_file(&path)?;
         StateLock::flock(file, &path)
     }
 

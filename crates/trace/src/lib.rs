@@ -247,25 +247,8 @@ impl Cleanup {
         let errs = self.guard.restore();
         self.errors.extend(errs);
         if let Some(dir) = self.instance.take() {
-            let mut last = None;
-            for _ in 0..20 {
-                match self.kernel.rmdir(&dir) {
-                    Ok(()) => {
-                        last = None;
-                        break;
-                    }
-                    Err(e) => {
-                        last = Some(e);
-                        std::thread::sleep(Duration::from_millis(25));
-                    }
-                }
-            }
-            if let Some(e) = last {
-                self.errors.push(format!(
-                    "{}: could not remove the trace instance: {e}; remove it with rmdir",
-                    dir.display()
-                ));
-            }
+            self.errors
+                .extend(crate::remove_instance(self.kernel.as_ref(), &dir));
         }
         if self.mounted_by_us {
             if let Err(e) = self.kernel.unmount(&self.root) {
@@ -276,6 +259,28 @@ impl Cleanup {
             }
         }
     }
+}
+
+/// Removes the trace instance `dir`, retrying for half a second: the kernel
+/// refuses (EBUSY) while a reader still holds one of its files open. The
+/// error, with its remedy, where it stays.
+pub fn remove_instance(kernel: &dyn Kernel, dir: &std::path::Path) -> Option<String> {
+    let mut last = None;
+    for _ in 0..20 {
+        match kernel.rmdir(dir) {
+            Ok(()) => return None,
+            Err(e) => {
+                last = Some(e);
+                std::thread::sleep(Duration::from_millis(25));
+            }
+        }
+    }
+    last.map(|e| {
+        format!(
+            "{}: could not remove the trace instance: {e}; remove it with rmdir",
+            dir.display()
+        )
+    })
 }
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);

@@ -359,36 +359,9 @@ pub fn merge(view: &mut HostView, r: &Reply, err_ns: u64) {
     view.gaps = gaps;
 }
 
-/// The host's explanation of one spike's time outside the guest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HostCause {
-    /// What the host said, one line.
-    pub line: String,
-    /// `preempted`, `halted`, `interrupted`, `exit`; `missing` where the
-    /// host's view does not reach; `nothing` where it saw the vCPU run.
-    pub kind: String,
-    /// The vCPU.
-    pub vcpu: u32,
-    /// How much of the spike the host's gaps cover, ns.
-    pub overlap_ns: u64,
-    /// The clock error, ns.
-    pub err_ns: u64,
-    /// The largest occupant's name, pid and host CPU, where one ran.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub culprit: Option<String>,
-    /// Its pid.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub culprit_pid: Option<i32>,
-    /// The host CPU it held.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_cpu: Option<usize>,
-    /// How long it held it during the overlap, ns.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub culprit_ns: Option<u64>,
-    /// For `missing`: the guest time from which the host's view is missing.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub missing_from_ns: Option<u64>,
-}
+/// The host's explanation of one spike's time outside the guest: the
+/// report's own record of it.
+pub use cpushield_report::HostCause;
 
 impl HostView {
     /// The host's cause for vCPU `vcpu` not running between `from_ns` and

@@ -341,25 +341,7 @@ impl VcpuWatch {
         }
         let mut errors = self.guard.restore();
         if let Some(dir) = self.instance.take() {
-            let mut last = None;
-            for _ in 0..20 {
-                match self.kernel.rmdir(&dir) {
-                    Ok(()) => {
-                        last = None;
-                        break;
-                    }
-                    Err(e) => {
-                        last = Some(e);
-                        std::thread::sleep(Duration::from_millis(25));
-                    }
-                }
-            }
-            if let Some(e) = last {
-                errors.push(format!(
-                    "{}: could not remove the trace instance: {e}; remove it with rmdir",
-                    dir.display()
-                ));
-            }
+            errors.extend(cpushield_trace::remove_instance(self.kernel.as_ref(), &dir));
         }
         if let Some(root) = self.mounted.take() {
             if let Err(e) = self.kernel.unmount(&root) {

@@ -243,18 +243,7 @@ impl HostSide {
                                 c.line
                             ));
                         }
-                        a.host_causes.push(cpushield_report::HostCause {
-                            line: c.line,
-                            kind: c.kind,
-                            vcpu: c.vcpu,
-                            overlap_ns: c.overlap_ns,
-                            err_ns: c.err_ns,
-                            culprit: c.culprit,
-                            culprit_pid: c.culprit_pid,
-                            host_cpu: c.host_cpu,
-                            culprit_ns: c.culprit_ns,
-                            missing_from_ns: c.missing_from_ns,
-                        });
+                        a.host_causes.push(c);
                     }
                 }
                 lines
