@@ -128,6 +128,9 @@ pub enum Topic {
     Steal,
     /// Memory nodes: CPUs, devices and pages on different nodes.
     Numa,
+    /// A virtual machine's threads on this host: vCPU pinning, emulator
+    /// threads, vCPU policies, its kvm-pit thread.
+    Vm,
 }
 
 impl Topic {
@@ -151,6 +154,7 @@ impl Topic {
             Topic::Smt => "smt",
             Topic::Steal => "steal",
             Topic::Numa => "numa",
+            Topic::Vm => "vm",
         }
     }
 }
@@ -247,6 +251,7 @@ mod tests {
             Topic::Smt,
             Topic::Steal,
             Topic::Numa,
+            Topic::Vm,
         ] {
             assert_eq!(serde_json::to_value(t).unwrap(), t.name());
         }

@@ -173,6 +173,15 @@ fn items(f: &Finding) -> Vec<Item> {
         } else {
             "a device on a remote node"
         }),
+        Topic::Vm => named(if t.contains("emulator") {
+            "a VM's emulator threads"
+        } else if t.contains("kvm-pit") {
+            "a VM's kvm-pit thread"
+        } else if t.contains("real-time") {
+            "a VM's vCPU policies"
+        } else {
+            "a VM's vCPU pinning"
+        }),
     }
 }
 

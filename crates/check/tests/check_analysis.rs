@@ -1946,3 +1946,135 @@ fn a_machine_of_one_node_has_no_numa_finding() {
         r.findings
     );
 }
+
+/// A thread of a QEMU process (or a kernel thread of its own) in the fake
+/// /proc, with its affinity and scheduling policy.
+fn put_vm_thread(k: &FakeKernel, pid: i32, tid: i32, comm: &str, affinity: &str, rt: (u32, u32)) {
+    let flags = if comm.starts_with("kvm-pit/") {
+        0x0020_0040
+    } else {
+        0x0040_0040
+    };
+    let base = format!("/proc/{pid}/task/{tid}");
+    k.set_file(
+        format!("{base}/stat"),
+        stat_line(tid, comm, flags, 0, rt.1, rt.0),
+    );
+    k.set_file(format!("{base}/schedstat"), "0 0 0\n");
+    k.set_thread_affinity(tid, CpuSet::parse_list(affinity).unwrap());
+}
+
+/// A one-vCPU QEMU (pid 500) as started without pinning: every thread may
+/// run anywhere; its kvm-pit thread 510.
+fn unpinned_vm(k: &FakeKernel) {
+    put_vm_thread(k, 500, 500, "qemu-system-x86", "0-1", (0, 0));
+    put_vm_thread(k, 500, 501, "CPU 0/KVM", "0-1", (0, 0));
+    put_vm_thread(k, 500, 502, "IO iothread0", "0-1", (0, 0));
+    put_vm_thread(k, 510, 510, "kvm-pit/500", "0-1", (0, 0));
+}
+
+fn vm_findings(r: &CheckReport) -> Vec<&Finding> {
+    r.findings.iter().filter(|f| f.topic == Topic::Vm).collect()
+}
+
+#[test]
+fn on_a_vms_host_an_unpinned_vcpu_and_emulator_threads_on_the_checked_cpu_are_named_with_their_fixes(
+) {
+    let k = base_system();
+    unpinned_vm(&k);
+    let r = check(&k, |_| {});
+    let vcpu = find(&r, Topic::Vm, "vCPU 0 (thread 501) is not pinned");
+    assert!(
+        vcpu.title.starts_with("VM qemu-system-x86 (pid 500)"),
+        "{vcpu:#?}"
+    );
+    assert!(vcpu.evidence.contains("may run on CPUs 0-1"), "{vcpu:#?}");
+    assert!(
+        has_remedy(vcpu, "cpushield run --pid 501 --cpus 1"),
+        "{vcpu:#?}"
+    );
+    let emu = find(
+        &r,
+        Topic::Vm,
+        "2 emulator and I/O threads may run on checked CPU 1",
+    );
+    assert!(
+        emu.evidence
+            .contains("qemu-system-x86 (500), IO iothread0 (502)"),
+        "{emu:#?}"
+    );
+    assert!(
+        has_remedy(emu, "for t in 500 502; do taskset -pc 0 $t; done"),
+        "{emu:#?}"
+    );
+    // vCPU 0 is not pinned: where kvm-pit belongs is not known yet.
+    assert_eq!(vm_findings(&r).len(), 2, "{:#?}", vm_findings(&r));
+}
+
+#[test]
+fn a_vm_pinned_as_its_fixes_say_leaves_only_its_kvm_pit_thread_then_nothing() {
+    let k = base_system();
+    unpinned_vm(&k);
+    k.set_thread_affinity(501, CpuSet::parse_list("1").unwrap());
+    k.set_thread_affinity(500, CpuSet::parse_list("0").unwrap());
+    k.set_thread_affinity(502, CpuSet::parse_list("0").unwrap());
+    let r = check(&k, |_| {});
+    let pit = find(
+        &r,
+        Topic::Vm,
+        "kvm-pit/500 (510) is not with vCPU 0 on CPU 1",
+    );
+    assert!(has_remedy(pit, "taskset -pc 1 510"), "{pit:#?}");
+    assert_eq!(vm_findings(&r).len(), 1, "{:#?}", vm_findings(&r));
+    k.set_thread_affinity(510, CpuSet::parse_list("1").unwrap());
+    let r = check(&k, |_| {});
+    assert!(vm_findings(&r).is_empty(), "{:#?}", vm_findings(&r));
+}
+
+#[test]
+fn two_vcpus_on_one_checked_cpu_and_a_non_real_time_vcpu_beside_a_fifo_one_are_named() {
+    let k = base_system();
+    put_vm_thread(&k, 500, 500, "qemu-system-x86", "0", (0, 0));
+    put_vm_thread(&k, 500, 501, "CPU 0/KVM", "1", (1, 10));
+    put_vm_thread(&k, 500, 503, "CPU 1/KVM", "1", (0, 0));
+    let r = check(&k, |_| {});
+    let shared = find(&r, Topic::Vm, "vCPU 1 (thread 503) is not pinned");
+    assert!(
+        shared.evidence.contains("shares CPU 1 with vCPU 0"),
+        "{shared:#?}"
+    );
+    assert!(
+        shared
+            .evidence
+            .contains("every checked CPU (1) already holds a vCPU"),
+        "{shared:#?}"
+    );
+    assert!(shared.remedies.is_empty(), "{shared:#?}");
+    let policy = find(
+        &r,
+        Topic::Vm,
+        "vCPU 1 (thread 503) is not real-time, while vCPU 0 is",
+    );
+    assert!(has_remedy(policy, "chrt -f -p 10 503"), "{policy:#?}");
+    assert_eq!(vm_findings(&r).len(), 2, "{:#?}", vm_findings(&r));
+}
+
+#[test]
+fn a_vm_living_on_the_housekeeping_cpus_is_not_judged() {
+    let k = base_system();
+    put_vm_thread(&k, 500, 500, "qemu-system-x86", "0", (0, 0));
+    put_vm_thread(&k, 500, 501, "CPU 0/KVM", "0", (0, 0));
+    put_vm_thread(&k, 500, 502, "IO iothread0", "0-1", (0, 0));
+    let r = check(&k, |_| {});
+    assert!(vm_findings(&r).is_empty(), "{:#?}", vm_findings(&r));
+}
+
+#[test]
+fn a_vcpu_pinned_to_a_housekeeping_cpu_beside_one_pinned_to_the_checked_cpu_is_left_alone() {
+    let k = base_system();
+    put_vm_thread(&k, 500, 500, "qemu-system-x86", "0", (0, 0));
+    put_vm_thread(&k, 500, 501, "CPU 0/KVM", "0", (0, 0));
+    put_vm_thread(&k, 500, 503, "CPU 1/KVM", "1", (0, 0));
+    let r = check(&k, |_| {});
+    assert!(vm_findings(&r).is_empty(), "{:#?}", vm_findings(&r));
+}

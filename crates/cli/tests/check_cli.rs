@@ -151,3 +151,169 @@ fn skipped(why: &str) {
     );
     eprintln!("skipped: {why}");
 }
+
+/// A QEMU of two vCPUs, stopped before its first instruction (`-S`): its
+/// threads exist as on any VM's host (vCPU threads named by
+/// `debug-threads=on`), and nothing spins. Killed on drop.
+struct PausedQemu(std::process::Child);
+
+impl PausedQemu {
+    fn start() -> Self {
+        let child = Command::new("qemu-system-x86_64")
+            .args([
+                "-accel",
+                "tcg,thread=multi",
+                "-smp",
+                "2",
+                "-m",
+                "64",
+                "-S",
+                "-nodefaults",
+                "-display",
+                "none",
+                "-monitor",
+                "none",
+                "-serial",
+                "none",
+                "-name",
+                "cpushield-check-test,debug-threads=on",
+            ])
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("qemu-system-x86_64 runs (scripts/dev-setup.sh installs it)");
+        let qemu = PausedQemu(child);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while qemu.thread("CPU 1/TCG").is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "QEMU made no 'CPU 1/TCG' thread"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        qemu
+    }
+
+    fn pid(&self) -> i32 {
+        self.0.id() as i32
+    }
+
+    /// The id of its thread named `comm`.
+    fn thread(&self, comm: &str) -> Option<i32> {
+        std::fs::read_dir(format!("/proc/{}/task", self.pid()))
+            .ok()?
+            .flatten()
+            .find(|t| {
+                std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim_end() == comm)
+            })?
+            .file_name()
+            .to_str()?
+            .parse()
+            .ok()
+    }
+
+    /// Every thread id but the vCPUs'.
+    fn others(&self) -> Vec<i32> {
+        std::fs::read_dir(format!("/proc/{}/task", self.pid()))
+            .unwrap()
+            .flatten()
+            .filter(|t| {
+                !std::fs::read_to_string(t.path().join("comm"))
+                    .unwrap_or_default()
+                    .starts_with("CPU ")
+            })
+            .filter_map(|t| t.file_name().to_str()?.parse().ok())
+            .collect()
+    }
+}
+
+impl Drop for PausedQemu {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn pin(tid: i32, cpus: &str) {
+    let st = Command::new("taskset")
+        .args(["-pc", cpus, &tid.to_string()])
+        .output()
+        .expect("taskset runs");
+    assert!(st.status.success(), "taskset -pc {cpus} {tid}: {st:?}");
+}
+
+fn vm_findings(json: &serde_json::Value) -> Vec<serde_json::Value> {
+    json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["topic"] == "vm")
+        .cloned()
+        .collect()
+}
+
+fn check_json(args: &[&str]) -> serde_json::Value {
+    let out = cpushield(args);
+    assert!(
+        matches!(out.status.code(), Some(0 | 3)),
+        "check: {:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("check --json prints JSON")
+}
+
+#[test]
+fn on_a_vms_host_check_names_an_unpinned_vcpu_thread_and_the_emulator_threads_on_the_checked_cpu_each_with_its_fix(
+) {
+    if !cpu1_online() {
+        return;
+    }
+    let qemu = PausedQemu::start();
+    let pid = qemu.pid();
+    let (vcpu0, vcpu1) = (
+        qemu.thread("CPU 0/TCG").unwrap(),
+        qemu.thread("CPU 1/TCG").unwrap(),
+    );
+    let args = ["check", "--cpus", "1", "--interval", "300ms", "--json"];
+    let json = check_json(&args);
+    let vm = vm_findings(&json);
+    let titled = |text: &str| {
+        vm.iter()
+            .find(|f| f["title"].as_str().unwrap().contains(text))
+            .unwrap_or_else(|| panic!("no vm finding with '{text}' in {vm:#?}"))
+            .clone()
+    };
+    let prefix = format!("(pid {pid}): vCPU ");
+    let unpinned = titled(&format!("{prefix}0 (thread {vcpu0}) is not pinned"));
+    assert_eq!(
+        unpinned["remedies"][0]["action"],
+        format!("cpushield run --pid {vcpu0} --cpus 1")
+    );
+    // The one checked CPU is promised to vCPU 0: vCPU 1 is named with no CPU left.
+    let second = titled(&format!("{prefix}1 (thread {vcpu1}) is not pinned"));
+    assert!(
+        second["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("already holds a vCPU"),
+        "{second:#?}"
+    );
+    let emulator = titled("emulator and I/O threads may run on checked CPU 1");
+    let action = emulator["remedies"][0]["action"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        action.contains(&format!(" {pid} ")) && action.ends_with("taskset -pc 0 $t; done"),
+        "{emulator:#?}"
+    );
+
+    // As the fixes say (taskset here: no shield on this host).
+    pin(vcpu1, "1");
+    pin(vcpu0, "0");
+    for t in qemu.others() {
+        pin(t, "0");
+    }
+    let vm = vm_findings(&check_json(&args));
+    assert!(vm.is_empty(), "after pinning: {vm:#?}");
+}

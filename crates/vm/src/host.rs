@@ -2,9 +2,10 @@
 //! CPUs, and the answers to the guest on QEMU's virtio-serial chardev.
 
 use crate::protocol::{self, HostFacts, MAX_REQUEST_BYTES};
-use crate::timeline::{vcpu_of_thread_name, Limits, Timeline};
+use crate::timeline::{Limits, Timeline};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::{Kernel, TracePipe};
+use cpushield_parse::qemu_thread::vcpu_of_thread_name;
 use cpushield_trace::event::parse_line;
 use cpushield_trace::settings::SettingsGuard;
 use std::collections::BTreeMap;

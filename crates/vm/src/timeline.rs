@@ -17,6 +17,7 @@
 //! [`Limits::retention_ns`] behind the newest, at most
 //! [`MAX_OCCUPANTS`] occupants per gap (the rest summed as "others").
 
+use cpushield_parse::qemu_thread::is_vcpu_thread_name;
 use cpushield_trace::event::{Event, EventKind};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -533,19 +534,6 @@ fn add(by: &mut Vec<Occupant>, who: &Occupant, ns: u64) {
     }
 }
 
-/// QEMU's name for a vCPU thread (`-name ...,debug-threads=on`): `CPU 1/KVM`,
-/// `CPU 1/TCG`; the vCPU number when it is one.
-pub fn vcpu_of_thread_name(comm: &str) -> Option<u32> {
-    let rest = comm.strip_prefix("CPU ")?;
-    let (n, accel) = rest.split_once('/')?;
-    matches!(accel, "KVM" | "TCG" | "HVF" | "WHPX").then_some(())?;
-    n.parse().ok()
-}
-
-fn is_vcpu_thread_name(comm: &str) -> bool {
-    vcpu_of_thread_name(comm).is_some() || comm == "ALL CPUs/TCG"
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -803,14 +791,5 @@ mod tests {
         let (gaps, _) = t.gaps(None, 0, u64::MAX, 0, 10);
         let who: Vec<_> = gaps.iter().map(|g| (g.vcpu, g.by[0].pid)).collect();
         assert_eq!(who, [(0, Some(4711)), (1, Some(4711))]);
-    }
-
-    #[test]
-    fn qemu_vcpu_thread_names_give_the_vcpu() {
-        assert_eq!(vcpu_of_thread_name("CPU 1/TCG"), Some(1));
-        assert_eq!(vcpu_of_thread_name("CPU 12/KVM"), Some(12));
-        assert_eq!(vcpu_of_thread_name("CPU x/KVM"), None);
-        assert_eq!(vcpu_of_thread_name("CPU 1/foo"), None);
-        assert_eq!(vcpu_of_thread_name("qemu-system-x86"), None);
     }
 }

@@ -8,6 +8,7 @@ pub(crate) mod irqs;
 pub(crate) mod numa;
 mod rt;
 pub(crate) mod tasks;
+mod vm;
 
 use crate::facts::Facts;
 use crate::finding::{Finding, Remedy, RemedyKind, Severity, Topic};
@@ -224,6 +225,7 @@ pub fn analyze(input: &CheckInput<'_>, sampling: &str) -> CheckReport {
     rt::analyze_system(input, &mut findings);
     bootparams::analyze(input, &mut findings);
     numa::analyze(input, &mut findings);
+    vm::analyze(input, &mut findings);
     let promise = partial_promise(input);
     if promise.is_some() {
         judge_by_the_shield_in_force(input, &mut findings);
