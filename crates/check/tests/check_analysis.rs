@@ -1989,10 +1989,7 @@ fn on_a_vms_host_an_unpinned_vcpu_and_emulator_threads_on_the_checked_cpu_are_na
         "{vcpu:#?}"
     );
     assert!(vcpu.evidence.contains("may run on CPUs 0-1"), "{vcpu:#?}");
-    assert!(
-        has_remedy(vcpu, "cpushield run --pid 501 --cpus 1"),
-        "{vcpu:#?}"
-    );
+    assert!(has_remedy(vcpu, "taskset -pc 1 501"), "{vcpu:#?}");
     let emu = find(
         &r,
         Topic::Vm,

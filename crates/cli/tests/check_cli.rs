@@ -287,7 +287,7 @@ fn on_a_vms_host_check_names_an_unpinned_vcpu_thread_and_the_emulator_threads_on
     let unpinned = titled(&format!("{prefix}0 (thread {vcpu0}) is not pinned"));
     assert_eq!(
         unpinned["remedies"][0]["action"],
-        format!("cpushield run --pid {vcpu0} --cpus 1")
+        format!("taskset -pc 1 {vcpu0}")
     );
     // The one checked CPU is promised to vCPU 0: vCPU 1 is named with no CPU left.
     let second = titled(&format!("{prefix}1 (thread {vcpu1}) is not pinned"));

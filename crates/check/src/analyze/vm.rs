@@ -192,8 +192,11 @@ fn vcpu_pinning(
         );
         let finding = Finding::new(Severity::Warn, Topic::Vm, None, title, evidence);
         findings.push(match free.pop() {
-            Some(cpu) => finding.remedy(Remedy::cpushield(format!(
-                "cpushield run --pid {} --cpus {cpu}",
+            // sched_setaffinity, as libvirt's vcpupin does: `cpushield run
+            // --pid` would move the whole QEMU process into a v2 shield,
+            // emulator threads with it.
+            Some(cpu) => finding.remedy(Remedy::runtime(format!(
+                "taskset -pc {cpu} {}",
                 t.stat.tid
             ))),
             None => Finding {
