@@ -26,9 +26,12 @@ pub mod program;
 pub mod reserve;
 pub mod run;
 pub mod sched;
+pub mod shield_placer;
 pub mod spsc;
 pub mod thread;
 
 #[cfg(not(loom))]
 pub mod capi;
+#[cfg(not(loom))]
+pub mod demo;
 mod sync;

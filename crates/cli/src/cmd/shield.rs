@@ -194,68 +194,9 @@ pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(EXIT_OK))
 }
 
-/// A boot command line that isolates every online CPU (e.g. `--procs 1 --irqs 0`
-/// on two CPUs gives `isolcpus=managed_irq,domain,0-1`) leaves the kernel no
-/// housekeeping CPU: refused, naming the remedy.
-fn refuse_no_housekeeping(masks: &ShieldMasks, online: &CpuSet) -> anyhow::Result<()> {
-    let shielded = masks.procs.union(&masks.irqs).union(&masks.ltmr);
-    if !online.is_empty() && online.is_subset(&shielded) {
-        anyhow::bail!(
-            "--procs/--irqs/--ltmr together cover every online CPU ({online}): the boot \
-             parameters would leave the kernel no housekeeping CPU; leave at least one CPU \
-             unshielded, e.g. CPU {}",
-            online.first().unwrap_or(0)
-        );
-    }
-    Ok(())
-}
-
 /// Runs `cpushield boot-params`.
 pub fn boot_params(args: BootParamsArgs) -> anyhow::Result<ExitCode> {
-    let host = crate::host::real();
-    let online = cpushield_kernel::online_cpus(host.kernel())?;
-    let mut masks = args.masks.masks();
-    if masks.is_empty() {
-        let st = status::status(&host)?;
-        masks = ShieldMasks {
-            procs: CpuSet::parse_list(&st.procs)?,
-            irqs: CpuSet::parse_list(&st.irqs)?,
-            ltmr: CpuSet::parse_list(&st.ltmr)?,
-        };
-        anyhow::ensure!(
-            !masks.is_empty(),
-            "nothing is shielded: name CPUs, e.g. `cpushield boot-params --all 3`"
-        );
-    }
-    cpushield_shield::validate(&masks, &online)?;
-    refuse_no_housekeeping(&masks, &online)?;
-    println!(
-        "{}",
-        cpushield_shield::bootparams::boot_params(&masks, &online)
-    );
+    let line = cpushield_shield::bootparams::for_host(&crate::host::real(), &args.masks.masks())?;
+    println!("{line}");
     Ok(ExitCode::from(EXIT_OK))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn boot_params_covering_every_cpu_together_are_refused() {
-        let online = CpuSet::first_n(2);
-        let c = |s: &str| CpuSet::parse_list(s).unwrap();
-        let split = ShieldMasks {
-            procs: c("1"),
-            irqs: c("0"),
-            ..Default::default()
-        };
-        let err = refuse_no_housekeeping(&split, &online).unwrap_err();
-        assert!(err.to_string().contains("no housekeeping CPU"), "{err}");
-        let fine = ShieldMasks {
-            procs: c("1"),
-            irqs: c("1"),
-            ..Default::default()
-        };
-        assert!(refuse_no_housekeeping(&fine, &online).is_ok());
-    }
 }
