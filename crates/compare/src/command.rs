@@ -2,10 +2,53 @@
 //! load refused with the remedies that command has, the progress line, and
 //! the shielded scenarios over `--max-latency`.
 
-use crate::experiment::Progress;
+use crate::experiment::{CompareConfig, CompareError, Progress};
+use crate::{runner, Lab};
+use cpushield_cpuset::CpuSet;
+use cpushield_kernel::Host;
 use cpushield_load::LoadError;
 use cpushield_report::{human_ns, CompareReport};
+use cpushield_rt::reserve::{CpuUse, ReserveDir};
 use std::path::Path;
+
+/// What `command` (`compare` or `demo`) does on `host` before the experiment
+/// of `config`: the preflight (a load that cannot start is refused with the
+/// remedies the command has), the reservation check of the measured CPUs in
+/// `reserved`, and this process moved off them, so that the one that runs
+/// the experiment (forked from it) and everything they start keep off them;
+/// the probes' threads place themselves there (not being able to move only
+/// costs some noise). `say` is told the default load's name when it lacks
+/// `compile`. Returns the measured CPUs.
+pub fn prepare(
+    host: &Host,
+    config: &CompareConfig,
+    command: &str,
+    reserved: &ReserveDir,
+    say: &mut dyn FnMut(&str),
+) -> Result<CpuSet, CompareError> {
+    let cpus = match runner::preflight(&Lab::real(host), config) {
+        Ok(cpus) => cpus,
+        Err(CompareError::Load(e)) => {
+            return Err(CompareError::Refused(load_refusal(
+                command,
+                &config.load_name,
+                &e,
+            )))
+        }
+        Err(e) => return Err(e),
+    };
+    if config.load_name.contains("no C compiler") && config.scenarios.iter().any(|s| s.loaded()) {
+        say(&format!("the default load: {}", config.load_name));
+    }
+    let pid = std::process::id() as i32;
+    if let Err(e) = reserved.guard(&cpus, pid, CpuUse::Place) {
+        return Err(CompareError::Refused(format!("{command}: {e}")));
+    }
+    if let Ok(Some(housekeeping)) = runner::housekeeping(host.kernel(), config, &cpus) {
+        let _ = host.kernel().set_affinity(0, &housekeeping);
+    }
+    Ok(cpus)
+}
 
 /// A load that cannot start, in one line with a remedy that `command`
 /// (`compare` or `demo`) has: `demo` has no --dir, and neither has --size

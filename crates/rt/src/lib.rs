@@ -18,6 +18,7 @@
 //! - `capi`: the same for C (`include/cpushield.h`).
 
 pub mod clock;
+pub mod guard;
 pub mod idle_poll;
 pub mod irq;
 pub mod launch;

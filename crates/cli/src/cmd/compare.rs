@@ -263,23 +263,10 @@ fn execute(
     output::check_dir(&out, "--out")?;
     config.period.validate().map_err(anyhow::Error::msg)?;
     let host = crate::host::real();
-    let cpus = match runner::preflight(&cpushield_compare::Lab::real(&host), &config) {
-        Ok(cpus) => cpus,
-        Err(cpushield_compare::CompareError::Load(e)) => {
-            anyhow::bail!(command::load_refusal(name, &config.load_name, &e))
-        }
-        Err(e) => return Err(e.into()),
-    };
-    if config.load_name.contains("no C compiler") && config.scenarios.iter().any(|s| s.loaded()) {
-        eprintln!("cpushield: the default load: {}", config.load_name);
-    }
-    super::reserved::guard(name, &cpus, cpushield_rt::reserve::CpuUse::Place)?;
-    // This process, the one that runs the experiment (forked from it) and
-    // everything they start keep off the measured CPUs; the probes' threads
-    // place themselves there. Not being able to only costs some noise.
-    if let Ok(Some(housekeeping)) = runner::housekeeping(host.kernel(), &config, &cpus) {
-        let _ = host.kernel().set_affinity(0, &housekeeping);
-    }
+    let reserved = cpushield_rt::reserve::ReserveDir::from_env();
+    command::prepare(&host, &config, name, &reserved, &mut |line| {
+        eprintln!("cpushield: {line}")
+    })?;
     if config.scope == Scope::System {
         return Ok(ExitCode::from(experiment(
             &config,

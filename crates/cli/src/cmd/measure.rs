@@ -23,6 +23,7 @@ use indicatif::ProgressBar;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 /// Arguments of `cpushield measure`.
@@ -272,6 +273,30 @@ fn print_warnings(warnings: &[Warning]) {
     }
 }
 
+/// The flag SIGINT and SIGTERM set to end a probe early.
+fn stop_flag() -> anyhow::Result<&'static AtomicBool> {
+    cpushield_measure::signal::stop_on_signals().context("installing the SIGINT handler")
+}
+
+/// How determinism, noise and net end: the warnings, the text unless the
+/// JSON goes to stdout, the JSON.
+fn finish<R: json::Kind>(
+    report: &R,
+    warnings: &[Warning],
+    text: String,
+    json: &Option<PathBuf>,
+    json_out: Option<Output>,
+) -> anyhow::Result<ExitCode> {
+    print_warnings(warnings);
+    if !is_stdout(json) {
+        print!("{text}");
+    }
+    if let Some(out) = json_out {
+        out.write(&json::to_string(report))?;
+    }
+    Ok(ExitCode::from(EXIT_OK))
+}
+
 fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     let mut config = LatencyConfig::new(a.cpus);
     config.period = match (a.rate, a.interval) {
@@ -295,8 +320,7 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     config.validate(&online()?)?;
     let json_out = Output::open(a.json.as_deref(), "--json")?;
     let hist_out = Output::open(a.histogram.as_deref(), "--histogram")?;
-    let stop =
-        cpushield_measure::signal::stop_on_signals().context("installing the SIGINT handler")?;
+    let stop = stop_flag()?;
     let host = crate::host::real();
     let above = match (a.trace_above, a.attribute) {
         (Some(t), _) => Some(TraceAbove::Fixed(t)),
@@ -364,20 +388,13 @@ fn run_determinism(a: DeterminismArgs) -> anyhow::Result<ExitCode> {
     config.placer = placer(&config.cpus)?;
     config.validate(&online()?)?;
     let json_out = Output::open(a.json.as_deref(), "--json")?;
-    let stop =
-        cpushield_measure::signal::stop_on_signals().context("installing the SIGINT handler")?;
+    let stop = stop_flag()?;
     let bar = Bar::new("runs");
     let report = determinism::run(&crate::host::real(), &config, stop, &mut |p| bar.update(p));
     bar.finish();
     let report = report?;
-    print_warnings(&report.run.warnings);
-    if !is_stdout(&a.json) {
-        print!("{}", text::determinism(&report));
-    }
-    if let Some(out) = json_out {
-        out.write(&json::to_string(&report))?;
-    }
-    Ok(ExitCode::from(EXIT_OK))
+    let text = text::determinism(&report);
+    finish(&report, &report.run.warnings, text, &a.json, json_out)
 }
 
 fn run_noise(a: NoiseArgs) -> anyhow::Result<ExitCode> {
@@ -388,20 +405,13 @@ fn run_noise(a: NoiseArgs) -> anyhow::Result<ExitCode> {
     config.placer = placer(&config.cpus)?;
     config.validate(&online()?)?;
     let json_out = Output::open(a.json.as_deref(), "--json")?;
-    let stop =
-        cpushield_measure::signal::stop_on_signals().context("installing the SIGINT handler")?;
+    let stop = stop_flag()?;
     let bar = Bar::new("loops");
     let report = noise::run(&crate::host::real(), &config, stop, &mut |p| bar.update(p));
     bar.finish();
     let report = report?;
-    print_warnings(&report.run.warnings);
-    if !is_stdout(&a.json) {
-        print!("{}", text::noise(&report));
-    }
-    if let Some(out) = json_out {
-        out.write(&json::to_string(&report))?;
-    }
-    Ok(ExitCode::from(EXIT_OK))
+    let text = text::noise(&report);
+    finish(&report, &report.run.warnings, text, &a.json, json_out)
 }
 
 #[derive(Args)]
@@ -467,8 +477,7 @@ fn run_net(a: NetArgs) -> anyhow::Result<ExitCode> {
             lock_memory: true,
             placer: placer(&CpuSet::from_cpus([client_cpu]))?,
         };
-        let stop = cpushield_measure::signal::stop_on_signals()
-            .context("installing the SIGINT handler")?;
+        let stop = stop_flag()?;
         let summary = net::serve(&crate::host::real(), &config, stop, |udp, tcp| {
             eprintln!(
                 "cpushield: echoing UDP on {udp} and TCP on {tcp} on CPU {client_cpu}; Ctrl-C stops"
@@ -501,15 +510,8 @@ fn run_net(a: NetArgs) -> anyhow::Result<ExitCode> {
     config.placer = placer(&config.cpus())?;
     config.validate(&online()?)?;
     let json_out = Output::open(a.json.as_deref(), "--json")?;
-    let stop =
-        cpushield_measure::signal::stop_on_signals().context("installing the SIGINT handler")?;
+    let stop = stop_flag()?;
     let report = net::run(&crate::host::real(), &config, stop)?;
-    print_warnings(&report.run.warnings);
-    if !is_stdout(&a.json) {
-        print!("{}", render_net::report(&report));
-    }
-    if let Some(out) = json_out {
-        out.write(&json::to_string(&report))?;
-    }
-    Ok(ExitCode::from(EXIT_OK))
+    let text = render_net::report(&report);
+    finish(&report, &report.run.warnings, text, &a.json, json_out)
 }

@@ -150,29 +150,9 @@ pub fn unshield(args: UnshieldArgs) -> anyhow::Result<ExitCode> {
 
 /// Runs `cpushield reset`.
 pub fn reset(args: ResetArgs) -> anyhow::Result<ExitCode> {
-    // Reset is the way back from anything: a reservation never stops it, but
-    // the holders that lose their shield are named. An unreadable state is
-    // left to reset itself to report. The state (milliseconds to read with
-    // thousands of tasks; reset reads it again under its lock) is read here
-    // only when some CPU is reserved at all.
     let host = crate::host::real();
-    let possible = cpushield_kernel::possible_cpus(host.kernel()).unwrap_or_default();
-    let none_reserved = matches!(
-        cpushield_rt::reserve::guard(&possible, cpushield_rt::reserve::CpuUse::Reset),
-        Ok(None)
-    );
-    let saved = if none_reserved {
-        None
-    } else {
-        cpushield_shield::state::load(host.store()).ok().flatten()
-    };
-    if let Some(saved) = saved {
-        super::reserved::guard(
-            "reset",
-            &saved.masks.any(),
-            cpushield_rt::reserve::CpuUse::Reset,
-        )?;
-    }
+    let dir = cpushield_rt::reserve::ReserveDir::from_env();
+    super::reserved::print_note(cpushield_rt::guard::reset_check(&dir, &host))?;
     let report = if args.namespace_gone {
         cpushield_shield::reset_namespace_gone(&host, options(false))?
     } else if args.without_state {
