@@ -26,3 +26,9 @@ pub fn run_private<F: FnOnce() -> i32>(body: F, load_dir: &Path) -> std::io::Res
     let say = |line: &str| eprintln!("{line}");
     cpushield_shield::private_run::run(&real(), &state_files(), body, load_dir, &say)
 }
+
+/// Where CPU reservations are kept: `CPUSHIELD_RESERVE_DIR`, else
+/// /run/cpushield/reserve.
+pub fn reserve_dir() -> cpushield_rt::reserve::ReserveDir {
+    cpushield_rt::reserve::ReserveDir::from_env()
+}

@@ -263,7 +263,7 @@ fn execute(
     output::check_dir(&out, "--out")?;
     config.period.validate().map_err(anyhow::Error::msg)?;
     let host = crate::host::real();
-    let reserved = cpushield_rt::reserve::ReserveDir::from_env();
+    let reserved = crate::host::reserve_dir();
     command::prepare(&host, &config, name, &reserved, &mut |line| {
         eprintln!("cpushield: {line}")
     })?;

@@ -2,12 +2,12 @@
 //! their shield runs before it changes anything ([`cpushield_rt::guard`]).
 
 use cpushield_cpuset::CpuSet;
-use cpushield_rt::reserve::{CpuUse, ReserveDir};
+use cpushield_rt::reserve::CpuUse;
 
 /// Refuses `command` on `cpus` when another process reserved one of them;
 /// for `reset` prints why it proceeds instead.
 pub fn guard(command: &str, cpus: &CpuSet, usage: CpuUse) -> anyhow::Result<()> {
-    let dir = ReserveDir::from_env();
+    let dir = crate::host::reserve_dir();
     let note = cpushield_rt::guard::guard_command(&dir, command, cpus, usage);
     print_note(note)
 }

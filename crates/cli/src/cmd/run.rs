@@ -12,7 +12,6 @@ use anyhow::Context;
 use clap::Args;
 use cpushield_cpuset::CpuSet;
 use cpushield_measure::procstat;
-use cpushield_rt::reserve::ReserveDir;
 use cpushield_rt::run::{RtRun, RunSpec};
 use cpushield_rt::sched::Policy;
 use cpushield_rt::shield_placer::ShieldPlacer;
@@ -179,8 +178,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let host = crate::host::real();
     let shielded = placement::shielded_procs(&host).context("reading the shield state")?;
     let placer = ShieldPlacer(host.clone());
-    let run =
-        RtRun::new(host.kernel(), &placer, ReserveDir::from_env()).with_steal_meter(steal_meter);
+    let run = RtRun::new(host.kernel(), &placer, crate::host::reserve_dir())
+        .with_steal_meter(steal_meter);
     let req = run.check(args.spec(), &shielded)?;
     let outcome = run.run(&req, &mut |event| {
         if event.is_progress() {

@@ -151,7 +151,7 @@ pub fn unshield(args: UnshieldArgs) -> anyhow::Result<ExitCode> {
 /// Runs `cpushield reset`.
 pub fn reset(args: ResetArgs) -> anyhow::Result<ExitCode> {
     let host = crate::host::real();
-    let dir = cpushield_rt::reserve::ReserveDir::from_env();
+    let dir = crate::host::reserve_dir();
     super::reserved::print_note(cpushield_rt::guard::reset_check(&dir, &host))?;
     let report = if args.namespace_gone {
         cpushield_shield::reset_namespace_gone(&host, options(false))?
