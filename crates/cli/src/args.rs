@@ -3,7 +3,7 @@
 //! the option's own parser, naming the option and its range).
 
 use clap::Command;
-use cpushield_cpuset::{CpuSet, Reading};
+use cpushield_cpuset::CpuSet;
 use std::time::Duration;
 
 /// Exit code: success.
@@ -24,41 +24,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 /// online is refused with the reading that was taken.
 pub fn cpu_set(text: &str) -> Result<CpuSet, String> {
     let online = cpushield_kernel::online_cpus(crate::host::real().kernel()).ok();
-    cpu_set_on(text, online.as_ref())
-}
-
-/// [`cpu_set`] against a given set of online CPUs (`None`: unknown).
-pub fn cpu_set_on(text: &str, online: Option<&CpuSet>) -> Result<CpuSet, String> {
-    if text.trim_start().starts_with('-') {
-        return Err(format!(
-            "'{text}' is negative: CPU numbers start at 0; use a list like 1,3-4 or a mask like 0x8"
-        ));
-    }
-    let (set, reading) = CpuSet::parse_user_reading(text)
-        .map_err(|e| format!("{e}; use a list like 1,3-4 or a mask like 0x8"))?;
-    if set.is_empty() {
-        let t = text.trim();
-        let read = match reading {
-            Reading::List => format!("read '{t}' as a CPU list, which names no CPU"),
-            Reading::PrefixedMask => format!("read '{t}' as a hex mask with no bit set"),
-            Reading::BareMask => format!("read '{t}' as the hex mask 0x{t}, with no bit set"),
-        };
-        return Err(format!(
-            "{read}: name at least one CPU, with a list like 1,3-4 or a mask like 0x8"
-        ));
-    }
-    if reading == Reading::BareMask {
-        if let Some(online) = online {
-            let missing = set.difference(online);
-            if !missing.is_empty() {
-                let why = reading.explain(text, &set).unwrap_or_default();
-                return Err(format!(
-                    "CPU(s) {missing} not online (online: {online}): {why}"
-                ));
-            }
-        }
-    }
-    Ok(set)
+    CpuSet::parse_user_for(text, online.as_ref())
 }
 
 /// clap value parser for a duration: `60s`, `1ms`, `20us`, `500ns`, `2m`, `1h`;
@@ -130,26 +96,7 @@ mod tests {
     }
 
     #[test]
-    fn negative_durations_and_cpus_name_the_problem() {
+    fn negative_durations_name_the_problem() {
         assert!(duration("-1s").unwrap_err().contains("negative"));
-        assert!(cpu_set_on("-1", None).unwrap_err().contains("negative"));
-    }
-
-    #[test]
-    fn a_bare_mask_naming_offline_cpus_says_how_it_was_read() {
-        let online = CpuSet::first_n(2);
-        let err = cpu_set_on("abc", Some(&online)).unwrap_err();
-        assert!(
-            err.contains(
-                "read 'abc' as the hex mask 0xabc = CPUs 2-5,7,9,11; write 0xabc or a list"
-            ),
-            "{err}"
-        );
-        let err = cpu_set_on("1,00000000", Some(&online)).unwrap_err();
-        assert!(err.contains("= CPUs 32;"), "{err}");
-        // Unambiguous inputs pass through to the command's own check.
-        assert_eq!(cpu_set_on("0x3", Some(&online)).unwrap().to_list(), "0-1");
-        assert_eq!(cpu_set_on("5", Some(&online)).unwrap().to_list(), "5");
-        assert_eq!(cpu_set_on("3", Some(&online)).unwrap().to_list(), "3");
     }
 }

@@ -5,6 +5,7 @@
 
 use cpushield_kernel::store::FileStore;
 use cpushield_kernel::{Host, RealKernel};
+use std::path::Path;
 use std::sync::Arc;
 
 /// This machine.
@@ -16,4 +17,18 @@ pub fn real() -> Host {
 /// lock a private PID namespace's init holds there.
 pub fn state_files() -> FileStore {
     FileStore::from_env()
+}
+
+/// Runs `body` as the init of a private PID namespace on this machine
+/// ([`cpushield_shield::private_run::run`]), the load's files under
+/// `load_dir`; what a killed init leaves is restored and said on stderr.
+pub fn run_private<F: FnOnce() -> i32>(body: F, load_dir: &Path) -> std::io::Result<i32> {
+    let say = |line: &str| eprintln!("{line}");
+    cpushield_shield::private_run::run(&real(), &state_files(), body, load_dir, &say)
+}
+
+/// Where CPU reservations are kept: `CPUSHIELD_RESERVE_DIR`, else
+/// /run/cpushield/reserve.
+pub fn reserve_dir() -> cpushield_rt::reserve::ReserveDir {
+    cpushield_rt::reserve::ReserveDir::from_env()
 }

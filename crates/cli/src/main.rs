@@ -4,7 +4,6 @@
 mod args;
 mod cmd;
 mod host;
-mod output;
 mod progress;
 mod usage_error;
 

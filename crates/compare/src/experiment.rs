@@ -3,9 +3,11 @@
 //! scenario runner and `compare --smt`.
 
 use crate::audit::ShieldAudit;
+use crate::check_audit::CheckAudit;
 use crate::idle::IdleMode;
 use crate::scenario::Scenario;
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::Host;
 use cpushield_load::Workload;
 use cpushield_measure::Period;
 use std::path::PathBuf;
@@ -105,6 +107,38 @@ pub struct CompareConfig {
     pub smt: bool,
 }
 
+impl CompareConfig {
+    /// The comparison `demo` runs on `host` with `load` (named `load_name`
+    /// in the report): every scenario, 15 s each at realfeel's 2048 Hz and
+    /// SCHED_FIFO 95, 10 determinism runs of 200 ms, in a private PID
+    /// namespace, idle mode chosen by measurement, traced and attributed,
+    /// with the anchors and the check's audit of the shielded scenarios.
+    /// `compare` starts from it and sets what its options name.
+    pub fn new(host: &Host, load: Vec<Workload>, load_name: String) -> Self {
+        CompareConfig {
+            cpus: None,
+            scenarios: Scenario::ALL.to_vec(),
+            load,
+            load_name,
+            load_dir: PathBuf::from("/var/tmp"),
+            duration: Duration::from_secs(15),
+            period: Period::from_rate(2048),
+            priority: 95,
+            advance: None,
+            determinism_runs: 10,
+            determinism_work: Duration::from_millis(200),
+            scope: Scope::Namespace,
+            idle: IdleMode::Auto,
+            attribute: true,
+            attribute_above: None,
+            anchor: true,
+            audit: Some(Arc::new(CheckAudit::new(host.shared_kernel()))),
+            trace_context: crate::check_audit::trace_context(host.kernel()),
+            smt: false,
+        }
+    }
+}
+
 /// Progress of the whole experiment, for a progress bar.
 #[derive(Debug, Clone)]
 pub struct Progress {
@@ -137,6 +171,17 @@ mod tests {
             next = s.source();
         }
         text
+    }
+
+    #[test]
+    fn the_default_comparison_runs_every_scenario_with_the_check_audit() {
+        let kernel = cpushield_kernel::FakeKernel::new();
+        let store = cpushield_kernel::store::MemoryStore::default();
+        let config = CompareConfig::new(&Host::fake(&kernel, &store), Vec::new(), "x".into());
+        assert_eq!(config.scenarios, Scenario::ALL.to_vec());
+        assert_eq!(config.scope, Scope::Namespace);
+        assert_eq!((config.priority, config.determinism_runs), (95, 10));
+        assert!(config.audit.is_some() && config.attribute && config.anchor);
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod anchor;
 pub mod audit;
 pub mod batch;
 pub mod check_audit;
+pub mod command;
 pub mod experiment;
 pub mod explain;
 pub mod idle;

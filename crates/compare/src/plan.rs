@@ -70,10 +70,7 @@ pub fn plan_scenarios(
     (planned, skipped)
 }
 
-/// The spike threshold: four times the unloaded machine's p99, 20 us to 1 ms.
-pub fn threshold_from_idle_p99(p99_ns: u64) -> Duration {
-    Duration::from_nanos((p99_ns.saturating_mul(4)).clamp(20_000, 1_000_000))
-}
+pub use cpushield_measure::trace::threshold_from_idle_p99;
 
 /// The advance of the shielded+advance scenario from the shielded
 /// scenario's wakeup latency: its 99.999th percentile (so nearly every

@@ -188,6 +188,44 @@ impl CpuSet {
         Ok((set, reading))
     }
 
+    /// What a user typed as CPUs for an option, read by [`CpuSet::parse_user`]
+    /// against the `online` CPUs (`None`: unknown): refused, in one line
+    /// naming the forms that work, when negative, unreadable or naming no
+    /// CPU, and when a mask typed without `0x` (`abc`, `1,00000000`) names
+    /// CPUs that are not online (with the reading that was taken).
+    pub fn parse_user_for(text: &str, online: Option<&CpuSet>) -> Result<Self, String> {
+        if text.trim_start().starts_with('-') {
+            return Err(format!(
+                "'{text}' is negative: CPU numbers start at 0; use a list like 1,3-4 or a mask like 0x8"
+            ));
+        }
+        let (set, reading) = CpuSet::parse_user_reading(text)
+            .map_err(|e| format!("{e}; use a list like 1,3-4 or a mask like 0x8"))?;
+        if set.is_empty() {
+            let t = text.trim();
+            let read = match reading {
+                Reading::List => format!("read '{t}' as a CPU list, which names no CPU"),
+                Reading::PrefixedMask => format!("read '{t}' as a hex mask with no bit set"),
+                Reading::BareMask => format!("read '{t}' as the hex mask 0x{t}, with no bit set"),
+            };
+            return Err(format!(
+                "{read}: name at least one CPU, with a list like 1,3-4 or a mask like 0x8"
+            ));
+        }
+        if reading == Reading::BareMask {
+            if let Some(online) = online {
+                let missing = set.difference(online);
+                if !missing.is_empty() {
+                    let why = reading.explain(text, &set).unwrap_or_default();
+                    return Err(format!(
+                        "CPU(s) {missing} not online (online: {online}): {why}"
+                    ));
+                }
+            }
+        }
+        Ok(set)
+    }
+
     /// Adds a CPU.
     pub fn insert(&mut self, cpu: usize) {
         let word = cpu / 64;
@@ -539,6 +577,32 @@ impl<'de> serde::Deserialize<'de> for CpuSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_negative_cpu_names_the_problem() {
+        assert!(CpuSet::parse_user_for("-1", None)
+            .unwrap_err()
+            .contains("negative"));
+    }
+
+    #[test]
+    fn a_bare_mask_naming_offline_cpus_says_how_it_was_read() {
+        let online = CpuSet::first_n(2);
+        let err = CpuSet::parse_user_for("abc", Some(&online)).unwrap_err();
+        assert!(
+            err.contains(
+                "read 'abc' as the hex mask 0xabc = CPUs 2-5,7,9,11; write 0xabc or a list"
+            ),
+            "{err}"
+        );
+        let err = CpuSet::parse_user_for("1,00000000", Some(&online)).unwrap_err();
+        assert!(err.contains("= CPUs 32;"), "{err}");
+        // Unambiguous inputs pass through to the command's own check.
+        let ok = |t: &str| CpuSet::parse_user_for(t, Some(&online)).unwrap().to_list();
+        assert_eq!(ok("0x3"), "0-1");
+        assert_eq!(ok("5"), "5");
+        assert_eq!(ok("3"), "3");
+    }
 
     #[test]
     fn a_set_of_up_to_128_cpus_is_held_without_a_heap_allocation() {

@@ -31,6 +31,7 @@ pub mod plan;
 pub mod preflight;
 mod procs;
 pub mod report;
+pub mod request;
 pub mod running;
 mod shm;
 pub mod stressng;

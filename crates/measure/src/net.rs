@@ -207,6 +207,35 @@ pub fn validate_sizes(sizes: &[usize]) -> Result<(), String> {
     Ok(())
 }
 
+/// Parses `--cpus A,B` (the client's and the server's CPU) or `A` (both on A).
+pub fn parse_endpoint_cpus(text: &str) -> Result<(usize, usize), String> {
+    let bad = || {
+        format!("'{text}' is not an endpoint pair: give the client's and the server's CPU, e.g. --cpus 1,1 or --cpus 2,3")
+    };
+    let mut parts = text.split(',').map(|p| p.trim().parse::<usize>());
+    let a = parts.next().ok_or_else(bad)?.map_err(|_| bad())?;
+    let b = match parts.next() {
+        Some(b) => b.map_err(|_| bad())?,
+        None => a,
+    };
+    if parts.next().is_some() {
+        return Err(bad());
+    }
+    Ok((a, b))
+}
+
+/// `--peer HOST:PORT` to an address (the first the name resolves to).
+pub fn resolve_peer(text: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    let bad = || {
+        format!(
+            "--peer '{text}' is not HOST:PORT: give the machine running `cpushield measure net --listen PORT`, e.g. --peer 192.0.2.7:7000"
+        )
+    };
+    let mut addrs = text.to_socket_addrs().map_err(|_| bad())?;
+    addrs.next().ok_or_else(bad)
+}
+
 /// Parses a size list such as `64,256,1K,4K,16K,64K` (K = 1024 bytes).
 pub fn parse_sizes(text: &str) -> Result<Vec<usize>, String> {
     let bad = |item: &str| {
@@ -934,6 +963,27 @@ pub fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn endpoint_cpus_take_one_or_two_cpus() {
+        assert_eq!(parse_endpoint_cpus("1"), Ok((1, 1)));
+        assert_eq!(parse_endpoint_cpus("2,3"), Ok((2, 3)));
+        assert!(parse_endpoint_cpus("1,2,3")
+            .unwrap_err()
+            .contains("e.g. --cpus 1,1"));
+        assert!(parse_endpoint_cpus("x").is_err());
+        assert!(parse_endpoint_cpus("-1").is_err());
+    }
+
+    #[test]
+    fn a_peer_without_a_port_is_refused_with_the_form() {
+        let err = resolve_peer("192.0.2.7").unwrap_err();
+        assert!(err.contains("HOST:PORT"), "{err}");
+        assert_eq!(
+            resolve_peer("192.0.2.7:7000").unwrap(),
+            "192.0.2.7:7000".parse().unwrap()
+        );
+    }
 
     #[test]
     fn sizes_parse_with_k_and_refuse_what_a_message_cannot_be() {

@@ -32,6 +32,21 @@ pub fn snapshot(kernel: &dyn Kernel) -> io::Result<CpuTimes> {
     Ok(parse(&text))
 }
 
+/// A meter of the steal time of `cpus` on `host`, from now to when it is
+/// read; None when /proc/stat cannot be read now (and the reading is None
+/// when it cannot be read then).
+pub fn steal_meter(
+    host: &cpushield_kernel::Host,
+    cpus: &cpushield_cpuset::CpuSet,
+) -> Option<Box<dyn FnOnce() -> Option<u64>>> {
+    let before = snapshot(host.kernel()).ok()?;
+    let (host, cpus) = (host.clone(), cpus.clone());
+    Some(Box::new(move || {
+        let after = snapshot(host.kernel()).ok()?;
+        Some(steal_ns(&before, &after, &cpus))
+    }))
+}
+
 /// Steal time of `cpus` between two snapshots, in nanoseconds (USER_HZ
 /// resolution; a CPU missing from either snapshot counts nothing).
 pub fn steal_ns(before: &CpuTimes, after: &CpuTimes, cpus: &cpushield_cpuset::CpuSet) -> u64 {

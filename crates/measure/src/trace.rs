@@ -5,7 +5,10 @@
 //! its records ([`SpikeTracer::start_with_timerlat`], or [`TimerlatTracer`]
 //! without `--trace-above`).
 
+use crate::latency::{self, LatencyConfig, LatencyReport, Length};
+use crate::source::Source;
 use crate::spike::{ProbeObserver, Spike, SpikeTap};
+use crate::{MeasureError, Progress};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Host;
 use cpushield_trace::{
@@ -13,6 +16,7 @@ use cpushield_trace::{
     TraceSummary,
 };
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -38,6 +42,9 @@ pub enum SpikeTraceError {
     /// The thread that forwards spikes to the trace could not start.
     #[error("starting the spike forwarding thread: {0}")]
     Spawn(std::io::Error),
+    /// A threshold of 0 would trace every sample.
+    #[error("--trace-above must be longer than 0: use e.g. --trace-above 100us")]
+    ZeroThreshold,
 }
 
 /// A running trace fed by the probe's spike tap.
@@ -201,5 +208,195 @@ impl TimerlatTracer {
     /// Stops the tracer and restores tracefs; the summary lists any problem.
     pub fn finish(self) -> TraceSummary {
         self.session.finish()
+    }
+}
+
+/// The spike threshold: four times the unloaded machine's p99, 20 us to 1 ms.
+pub fn threshold_from_idle_p99(p99_ns: u64) -> Duration {
+    Duration::from_nanos((p99_ns.saturating_mul(4)).clamp(20_000, 1_000_000))
+}
+
+/// Which samples a traced latency run explains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceAbove {
+    /// Every sample above this latency (`--trace-above`).
+    Fixed(Duration),
+    /// Every sample above four times the p99 of a 2-second run with the same
+    /// settings, made first ([`threshold_from_idle_p99`]; `--attribute`).
+    ShortRunP99,
+}
+
+/// The kernel trace a latency run asks for.
+pub struct SpikeTracing {
+    /// Which samples are explained.
+    pub above: TraceAbove,
+    /// Where the raw trace windows go (default `cpushield-trace-<unix seconds>`).
+    pub dir: Option<PathBuf>,
+    /// What the attribution knows of the kernel (`cpushield_check::trace_context`).
+    pub kernel: KernelContext,
+}
+
+/// A latency run whose tracers have finished and restored tracefs.
+pub struct TracedLatency {
+    /// The probe's report.
+    pub report: LatencyReport,
+    /// The spike trace's summary and the directory of its windows, when traced.
+    pub spikes: Option<(TraceSummary, PathBuf)>,
+}
+
+/// Why a traced latency run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TracedRunError {
+    /// A tracer could not start.
+    #[error(transparent)]
+    Trace(#[from] SpikeTraceError),
+    /// The probe failed.
+    #[error(transparent)]
+    Measure(#[from] MeasureError),
+}
+
+/// `measure latency` from start to finish: the threshold (measured first
+/// for [`TraceAbove::ShortRunP99`]), the spike tracer and, for the timerlat
+/// source, the kernel's timerlat tracer started around the probe, and all of
+/// them finished (tracefs restored) before the report is returned, on an
+/// error of the probe too. `trace_error` hears, as it is met, each problem of
+/// a timerlat tracer's run or restore.
+pub fn run_latency(
+    host: &Host,
+    mut config: LatencyConfig,
+    tracing: Option<SpikeTracing>,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress),
+    trace_error: &mut dyn FnMut(&str),
+) -> Result<TracedLatency, TracedRunError> {
+    let threshold = match tracing.as_ref().map(|t| t.above) {
+        Some(TraceAbove::Fixed(t)) => Some(t),
+        Some(TraceAbove::ShortRunP99) => {
+            Some(short_run_threshold(host, &config, stop, trace_error)?)
+        }
+        None => None,
+    };
+    let tracer = match (threshold, tracing) {
+        (Some(threshold), Some(tracing)) => {
+            if threshold.is_zero() {
+                return Err(SpikeTraceError::ZeroThreshold.into());
+            }
+            let (tracer, tap, announcer) = if config.source == Source::Timerlat {
+                let (tracer, tap, announcer, feed) = SpikeTracer::start_with_timerlat(
+                    host,
+                    &config.cpus,
+                    threshold,
+                    tracing.dir,
+                    tracing.kernel,
+                    config.timerlat_period_us(),
+                )?;
+                config.timerlat = Some(feed);
+                (tracer, tap, announcer)
+            } else {
+                SpikeTracer::start(host, &config.cpus, threshold, tracing.dir, tracing.kernel)?
+            };
+            config.spikes = Some(tap);
+            config.observer = Some(announcer);
+            Some(tracer)
+        }
+        _ => None,
+    };
+    let timerlat = match (config.source, &tracer) {
+        (Source::Timerlat, None) => {
+            let (t, feed) = TimerlatTracer::start(host, &config.cpus, config.timerlat_period_us())?;
+            config.timerlat = Some(feed);
+            Some(t)
+        }
+        _ => None,
+    };
+    let report = latency::run(host, &config, stop, progress);
+    // The probe's spike sender goes with the config; the tracer then drains and restores tracefs.
+    drop(config);
+    if let Some(t) = timerlat {
+        for e in &t.finish().errors {
+            trace_error(e);
+        }
+    }
+    let spikes = tracer.map(SpikeTracer::finish);
+    Ok(TracedLatency {
+        report: report?,
+        spikes,
+    })
+}
+
+/// [`TraceAbove::ShortRunP99`]'s threshold: a 2-second run of `config`,
+/// untraced (but with its timerlat tracer for that source).
+fn short_run_threshold(
+    host: &Host,
+    config: &LatencyConfig,
+    stop: &AtomicBool,
+    trace_error: &mut dyn FnMut(&str),
+) -> Result<Duration, TracedRunError> {
+    let mut short = config.clone();
+    short.length = Length::Duration(Duration::from_secs(2));
+    short.spikes = None;
+    let tracer = if short.source == Source::Timerlat {
+        let (tracer, feed) = TimerlatTracer::start(host, &short.cpus, short.timerlat_period_us())?;
+        short.timerlat = Some(feed);
+        Some(tracer)
+    } else {
+        None
+    };
+    let r = latency::run(host, &short, stop, &mut |_| {});
+    drop(short);
+    if let Some(t) = tracer {
+        for e in &t.finish().errors {
+            trace_error(e);
+        }
+    }
+    let p99 = r?
+        .cpus
+        .iter()
+        .map(|c| c.latency.summary.percentiles.p99_ns)
+        .max()
+        .unwrap_or(0);
+    Ok(threshold_from_idle_p99(p99))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_short_run_threshold_is_four_times_its_p99_within_20us_and_1ms() {
+        assert_eq!(threshold_from_idle_p99(10_000), Duration::from_micros(40));
+        assert_eq!(threshold_from_idle_p99(1_000), Duration::from_micros(20));
+        assert_eq!(threshold_from_idle_p99(u64::MAX), Duration::from_millis(1));
+    }
+
+    #[test]
+    fn a_zero_threshold_is_refused_before_any_trace_starts() {
+        let kernel = cpushield_kernel::FakeKernel::new();
+        let store = cpushield_kernel::store::MemoryStore::default();
+        let host = Host::fake(&kernel, &store);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("windows");
+        let tracing = SpikeTracing {
+            above: TraceAbove::Fixed(Duration::ZERO),
+            dir: Some(dir.clone()),
+            kernel: KernelContext::default(),
+        };
+        let stop = AtomicBool::new(false);
+        let config = LatencyConfig::new(CpuSet::from_cpus([1]));
+        let err = run_latency(
+            &host,
+            config,
+            Some(tracing),
+            &stop,
+            &mut |_| {},
+            &mut |_| {},
+        )
+        .err()
+        .expect("refused");
+        assert_eq!(
+            err.to_string(),
+            "--trace-above must be longer than 0: use e.g. --trace-above 100us"
+        );
+        assert!(!dir.exists(), "no trace directory made");
     }
 }

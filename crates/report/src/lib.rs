@@ -7,6 +7,7 @@ pub mod answer;
 pub mod cells;
 pub mod html;
 pub mod model;
+pub mod output;
 pub mod plot;
 pub mod sharing;
 pub mod table;

@@ -18,6 +18,7 @@
 //! - `capi`: the same for C (`include/cpushield.h`).
 
 pub mod clock;
+pub mod guard;
 pub mod idle_poll;
 pub mod irq;
 pub mod launch;
@@ -26,9 +27,12 @@ pub mod program;
 pub mod reserve;
 pub mod run;
 pub mod sched;
+pub mod shield_placer;
 pub mod spsc;
 pub mod thread;
 
 #[cfg(not(loom))]
 pub mod capi;
+#[cfg(not(loom))]
+pub mod demo;
 mod sync;

@@ -3,6 +3,65 @@
 
 use crate::masks::ShieldMasks;
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::Host;
+
+/// Why no boot command line could be given.
+#[derive(Debug, thiserror::Error)]
+pub enum BootParamsError {
+    /// Reading the machine or the shield's state failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The saved shield names CPUs that are not a list.
+    #[error(transparent)]
+    Cpus(#[from] cpushield_cpuset::ParseError),
+    /// The masks do not fit this machine.
+    #[error(transparent)]
+    Shield(#[from] crate::ShieldError),
+    /// Nothing to isolate, or nothing left for the kernel; with the remedy.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// `cpushield boot-params`: the command line for `masks` on `host`, or for
+/// the shield in force when `masks` is empty; refused when nothing is
+/// shielded, when the masks do not fit the online CPUs, and when they
+/// would leave the kernel no housekeeping CPU.
+pub fn for_host(host: &Host, masks: &ShieldMasks) -> Result<String, BootParamsError> {
+    let online = cpushield_kernel::online_cpus(host.kernel())?;
+    let mut masks = masks.clone();
+    if masks.is_empty() {
+        let st = crate::status::status(host)?;
+        masks = ShieldMasks {
+            procs: CpuSet::parse_list(&st.procs)?,
+            irqs: CpuSet::parse_list(&st.irqs)?,
+            ltmr: CpuSet::parse_list(&st.ltmr)?,
+        };
+        if masks.is_empty() {
+            return Err(BootParamsError::Refused(
+                "nothing is shielded: name CPUs, e.g. `cpushield boot-params --all 3`".into(),
+            ));
+        }
+    }
+    crate::validate(&masks, &online)?;
+    refuse_no_housekeeping(&masks, &online)?;
+    Ok(boot_params(&masks, &online))
+}
+
+/// A boot command line that isolates every online CPU (e.g. `--procs 1 --irqs 0`
+/// on two CPUs gives `isolcpus=managed_irq,domain,0-1`) leaves the kernel no
+/// housekeeping CPU: refused, naming the remedy.
+fn refuse_no_housekeeping(masks: &ShieldMasks, online: &CpuSet) -> Result<(), BootParamsError> {
+    let shielded = masks.procs.union(&masks.irqs).union(&masks.ltmr);
+    if !online.is_empty() && online.is_subset(&shielded) {
+        return Err(BootParamsError::Refused(format!(
+            "--procs/--irqs/--ltmr together cover every online CPU ({online}): the boot \
+             parameters would leave the kernel no housekeeping CPU; leave at least one CPU \
+             unshielded, e.g. CPU {}",
+            online.first().unwrap_or(0)
+        )));
+    }
+    Ok(())
+}
 
 /// The command-line fragment for these masks on a machine with `online` CPUs:
 /// `nohz_full` and `rcu_nocbs` for the local-timer shield, `isolcpus` with
@@ -37,6 +96,38 @@ pub fn boot_params(masks: &ShieldMasks, online: &CpuSet) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn with_nothing_shielded_and_no_cpus_named_boot_params_say_so() {
+        let k = crate::fake_machine::v1_machine("0-1", &[(100, "0-1")]);
+        let store = cpushield_kernel::store::MemoryStore::default();
+        let e = for_host(&Host::fake(&k, &store), &ShieldMasks::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("nothing is shielded: name CPUs"), "{e}");
+        let masks = ShieldMasks::all(&CpuSet::from_cpus([1]));
+        let line = for_host(&Host::fake(&k, &store), &masks).unwrap();
+        assert!(line.contains("nohz_full=1"), "{line}");
+    }
+
+    #[test]
+    fn boot_params_covering_every_cpu_together_are_refused() {
+        let online = CpuSet::first_n(2);
+        let c = |s: &str| CpuSet::parse_list(s).unwrap();
+        let split = ShieldMasks {
+            procs: c("1"),
+            irqs: c("0"),
+            ..Default::default()
+        };
+        let err = refuse_no_housekeeping(&split, &online).unwrap_err();
+        assert!(err.to_string().contains("no housekeeping CPU"), "{err}");
+        let fine = ShieldMasks {
+            procs: c("1"),
+            irqs: c("1"),
+            ..Default::default()
+        };
+        assert!(refuse_no_housekeeping(&fine, &online).is_ok());
+    }
 
     #[test]
     fn all_three_shields_give_the_full_fragment() {

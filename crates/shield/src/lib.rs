@@ -20,6 +20,7 @@ pub mod orphan;
 mod partition;
 pub mod placement;
 pub mod plan;
+pub mod private_run;
 pub mod render;
 pub mod runtime;
 pub mod snapshot;

@@ -473,12 +473,30 @@ pub fn probe_placement_now(
     }
 }
 
+/// How `cpushield measure`'s threads reach `cpus`: plain affinity (`None`)
+/// where no shield fences them off, else the shield's own-thread placer (the
+/// one `compare` uses). The error is one line naming the fix.
+pub fn probe_placer(host: &Host, cpus: &CpuSet, is_root: bool) -> Result<Option<PlaceFn>, String> {
+    match probe_placement_now(host, cpus, is_root)? {
+        ProbePlacement::Plain => Ok(None),
+        ProbePlacement::Shield => Ok(Some(own_thread_from_anywhere_placer(host))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn set(text: &str) -> CpuSet {
         CpuSet::parse_list(text).unwrap()
+    }
+
+    #[test]
+    fn without_a_saved_shield_the_probe_places_by_plain_affinity() {
+        let k = cpushield_kernel::FakeKernel::new();
+        let store = cpushield_kernel::store::MemoryStore::default();
+        let host = Host::fake(&k, &store);
+        assert!(probe_placer(&host, &set("1"), false).unwrap().is_none());
     }
 
     use crate::layout::CgroupLayout;

@@ -5,13 +5,14 @@
 
 use crate::knob::{self, FileChange, Machine};
 use crate::settings;
-use cpushield_config::{Config, ConfigError};
+use cpushield_config::{Change, Config, ConfigError};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::{Host, Kernel};
 use cpushield_shield::runtime::write_setting;
-use cpushield_shield::state;
+use cpushield_shield::{render, state, Options, ShieldMasks};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Why the `[runtime]` settings could not be planned or made true.
 #[derive(Debug, thiserror::Error)]
@@ -180,6 +181,126 @@ pub fn apply(host: &Host, config: &Config, procs: &CpuSet) -> Result<Vec<Applied
     Ok(applied)
 }
 
+/// Why `cpushield apply` stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The online CPUs could not be read.
+    #[error("reading the online CPUs: {0}")]
+    OnlineCpus(io::Error),
+    /// The file cannot be read, or a step failed (with what changed before it).
+    #[error("{0}")]
+    Refused(String),
+    /// The file is wrong (file, line, key, remedy).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The state could not be locked or read.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    /// The `[runtime]` settings could not be planned.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+/// Reads and checks the config file at `path` against the `online` CPUs
+/// (its groups, tuned's variables file for `isolated = "tuned"`, and no
+/// `[[irq]]` pins, which apply does not set); every problem is one line
+/// naming file, line and key.
+pub fn load_config(path: &Path, online: &CpuSet) -> Result<(ShieldMasks, Config), ApplyError> {
+    let file = path.display().to_string();
+    let bytes = cpushield_config::read_file(path)
+        .map_err(|e| ApplyError::Refused(cpushield_config::unreadable(path, &e)))?;
+    let mut config = Config::from_bytes(&file, &bytes)?;
+    config.check_groups(&cpushield_kernel::group_exists)?;
+    if let Some(vars) = config.tuned_variables_path() {
+        let text = std::fs::read_to_string(&vars)
+            .map_err(|e| config.tuned_variables_unreadable(&vars, &e))?;
+        config.read_tuned_variables(&vars.display().to_string(), &text)?;
+    }
+    let desired = config.resolve(online)?;
+    if let Some(line) = desired.first_irq_line {
+        return Err(ConfigError {
+            file,
+            line,
+            key: "irq".into(),
+            problem: "IRQ pins are checked but this version of apply does not set them".into(),
+            remedy: "remove the [[irq]] tables".into(),
+        }
+        .into());
+    }
+    Ok((desired.masks, config))
+}
+
+/// `cpushield apply`: makes the shield and the `[runtime]` settings of
+/// `host` match the config file at `path`, through the same shield, unshield
+/// and reset calls (and so the same saved state) as the `shield` commands.
+/// One operation under the state lock, from reading the saved masks to the
+/// last setting, so that no other cpushield command (a `reset`) comes
+/// between its steps. With `dry_run`, the plan is said, one change a line,
+/// and nothing changes. `say` is given the text to print, each piece ending
+/// in a newline; an error after a change names what did change.
+pub fn apply_file(
+    host: &Host,
+    path: &Path,
+    dry_run: bool,
+    options: Options,
+    say: &mut dyn FnMut(&str),
+) -> Result<(), ApplyError> {
+    let online = cpushield_kernel::online_cpus(host.kernel()).map_err(ApplyError::OnlineCpus)?;
+    let (desired, config) = load_config(path, &online)?;
+    let host = host.with_store(Arc::new(state::Locked::take(host.shared_store())?));
+    let current = state::load_from(host.store())?
+        .map(|l| l.state.masks)
+        .unwrap_or_default();
+    let plan_ = cpushield_config::plan(&current, &desired, &online);
+    let _debugfs = DebugfsWhile::mount_if_needed(host.kernel(), &config);
+    let runtime = plan(&host, &config, &desired.procs)?;
+    if plan_.is_empty() && runtime.is_empty() {
+        say(&format!(
+            "nothing to change: the shield already matches {}\n",
+            path.display()
+        ));
+        return Ok(());
+    }
+    if dry_run {
+        for line in plan_.lines().into_iter().chain(runtime.lines()) {
+            say(&format!("{line}\n"));
+        }
+        return Ok(());
+    }
+    // What changed so far, for an error that comes after it.
+    let mut changed: Vec<String> = Vec::new();
+    let after = |changed: &[String], e: &dyn std::fmt::Display| {
+        ApplyError::Refused(if changed.is_empty() {
+            e.to_string()
+        } else {
+            format!(
+                "{e}; before this, apply changed: {} (`cpushield reset` undoes it, or run apply again)",
+                changed.join("; ")
+            )
+        })
+    };
+    for change in &plan_.changes {
+        let done = match change {
+            Change::Shield(m) => cpushield_shield::shield(&host, m, options)
+                .map(|r| (r, "shielded", format!("shielded {}", m.describe()))),
+            Change::Unshield(m) => cpushield_shield::unshield(&host, m, options)
+                .map(|r| (r, "shield now", format!("unshielded {}", m.describe()))),
+            Change::Reset => cpushield_shield::reset(&host, options)
+                .map(|r| (r, "reset", "reset the shield".to_string())),
+        };
+        let (report, verb, what) = done.map_err(|e| after(&changed, &e))?;
+        say(&render::render_report(&report, verb));
+        changed.push(what);
+    }
+    if !desired.is_empty() {
+        let applied = apply(&host, &config, &desired.procs).map_err(|e| after(&changed, &e))?;
+        for applied in applied {
+            say(&format!("{applied}\n"));
+        }
+    }
+    Ok(())
+}
+
 /// debugfs, mounted while a config's preemption model is read and written
 /// when the kernel can switch it and debugfs is not mounted; unmounted when
 /// dropped.
@@ -310,5 +431,58 @@ mod tests {
             }
             other => panic!("expected a config error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn apply_shields_from_the_file_then_finds_nothing_to_change() {
+        let kernel = v1_machine("0-1", &[(100, "0-1")]);
+        kernel.set_file(knob::RT_RUNTIME, "950000\n");
+        let store = MemoryStore::new();
+        let host = Host::fake(&kernel, &store);
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("cpushield.toml");
+        std::fs::write(&path, "[shield]\nprocs = \"1\"\n").unwrap();
+        let root = Options {
+            is_root: true,
+            whole_cores: false,
+        };
+        let mut said = String::new();
+        apply_file(&host, &path, true, root, &mut |t| said.push_str(t)).unwrap();
+        assert!(
+            state::load(&store).unwrap().is_none(),
+            "a dry run changes nothing"
+        );
+        assert!(!said.is_empty() && said.ends_with('\n'), "{said}");
+        let mut said = String::new();
+        apply_file(&host, &path, false, root, &mut |t| said.push_str(t)).unwrap();
+        let saved = state::load(&store).unwrap().expect("shielded");
+        assert_eq!(saved.masks.procs.to_list(), "1");
+        let mut said = String::new();
+        apply_file(&host, &path, false, root, &mut |t| said.push_str(t)).unwrap();
+        assert!(
+            said.starts_with("nothing to change: the shield already matches"),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn an_unreadable_config_file_is_one_line_naming_it() {
+        let kernel = v1_machine("0-1", &[(100, "0-1")]);
+        let store = MemoryStore::new();
+        let root = Options {
+            is_root: true,
+            whole_cores: false,
+        };
+        let e = apply_file(
+            &Host::fake(&kernel, &store),
+            Path::new("/nonexistent/cpushield.toml"),
+            false,
+            root,
+            &mut |_| {},
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("/nonexistent/cpushield.toml"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
     }
 }

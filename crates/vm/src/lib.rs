@@ -19,7 +19,9 @@
 //!
 //! The protocol is described in docs/ARCHITECTURE.md ("VM blame channel").
 
+pub mod blame;
 pub mod guest;
 pub mod host;
 pub mod protocol;
 pub mod timeline;
+pub mod watch;

@@ -4,15 +4,15 @@
 use crate::args::{cpu_set, duration, EXIT_ERROR, EXIT_OK, EXIT_THRESHOLD};
 use crate::progress;
 use clap::Args;
-use cpushield_compare::check_audit::CheckAudit;
 use cpushield_compare::idle::IdleMode;
-use cpushield_compare::{runner, CompareConfig, Scenario, Scope};
+use cpushield_compare::{command, runner, CompareConfig, Scope};
 use cpushield_cpuset::CpuSet;
+use cpushield_load::request;
 use cpushield_measure::Period;
-use cpushield_report::human_ns;
+use cpushield_report::{human_ns, output};
+use cpushield_vm::blame::HostSide;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Arguments of `cpushield compare`.
@@ -156,32 +156,24 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
         args.rate > 0,
         "--rate must be above 0: use e.g. --rate 2048"
     );
-    let (load, load_name) = load_selection(args.load.as_deref())?;
-    let config = CompareConfig {
-        cpus: args.cpus,
-        scenarios,
-        load,
-        load_name,
-        load_dir: args.dir,
-        duration: args.duration,
-        period: Period::from_rate(args.rate),
-        priority: 95,
-        advance: args.advance,
-        determinism_runs: args.runs,
-        determinism_work: args.work,
-        scope: if args.system {
-            Scope::System
-        } else {
-            Scope::Namespace
-        },
-        idle: args.idle.into(),
-        attribute: !args.no_attribute,
-        attribute_above: args.attribute_above,
-        anchor: !args.no_anchor,
-        audit: Some(Arc::new(CheckAudit::new(host.shared_kernel()))),
-        trace_context: cpushield_compare::check_audit::trace_context(host.kernel()),
-        smt: args.smt,
-    };
+    let (load, load_name) = request::choose(args.load.as_deref()).map_err(anyhow::Error::msg)?;
+    let mut config = CompareConfig::new(&host, load, load_name);
+    config.cpus = args.cpus;
+    config.scenarios = scenarios;
+    config.load_dir = args.dir;
+    config.duration = args.duration;
+    config.period = Period::from_rate(args.rate);
+    config.advance = args.advance;
+    config.determinism_runs = args.runs;
+    config.determinism_work = args.work;
+    if args.system {
+        config.scope = Scope::System;
+    }
+    config.idle = args.idle.into();
+    config.attribute = !args.no_attribute;
+    config.attribute_above = args.attribute_above;
+    config.anchor = !args.no_anchor;
+    config.smt = args.smt;
     let printing = Printing::new(args.verbose, 0);
     execute(
         "compare",
@@ -196,28 +188,10 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
 /// Runs `cpushield demo`: every scenario, the stress-kernel load, short runs.
 pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let host = crate::host::real();
-    let (load, load_name) = load_selection(args.load.as_deref())?;
-    let config = CompareConfig {
-        cpus: args.cpus,
-        scenarios: Scenario::ALL.to_vec(),
-        load,
-        load_name,
-        load_dir: PathBuf::from("/var/tmp"),
-        duration: args.duration,
-        period: Period::from_rate(2048),
-        priority: 95,
-        advance: None,
-        determinism_runs: 10,
-        determinism_work: Duration::from_millis(200),
-        scope: Scope::Namespace,
-        idle: IdleMode::Auto,
-        attribute: true,
-        attribute_above: None,
-        anchor: true,
-        audit: Some(Arc::new(CheckAudit::new(host.shared_kernel()))),
-        trace_context: cpushield_compare::check_audit::trace_context(host.kernel()),
-        smt: false,
-    };
+    let (load, load_name) = request::choose(args.load.as_deref()).map_err(anyhow::Error::msg)?;
+    let mut config = CompareConfig::new(&host, load, load_name);
+    config.cpus = args.cpus;
+    config.duration = args.duration;
     let width = terminal_width();
     let intro = cpushield_report::table::wrap(
         &format!(
@@ -238,134 +212,6 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         None,
         Printing::new(args.verbose, intro.len()),
         None,
-    )
-}
-
-/// The load `--load` names (`compare`'s and `demo`'s), and its name for the
-/// report; without `--load`, [`default_load`].
-fn load_selection(named: Option<&str>) -> anyhow::Result<(Vec<cpushield_load::Workload>, String)> {
-    match named {
-        Some(named) => {
-            let names: Vec<&str> = named.split(',').map(str::trim).collect();
-            let load = cpushield_load::parse_selection(&names)
-                .map_err(|e| anyhow::anyhow!("--load: {e}"))?;
-            Ok((load, named.to_string()))
-        }
-        None => Ok(default_load(has_c_compiler())),
-    }
-}
-
-/// Whether a C compiler (the `compile` workload's) is in PATH.
-pub(crate) fn has_c_compiler() -> bool {
-    ["cc", "gcc", "clang"]
-        .into_iter()
-        .any(|c| cpushield_load::preflight::which(c).is_some())
-}
-
-/// The default load (stress-kernel) and its name for the report. Without a
-/// C compiler it runs the profile's other workloads, and its name says so:
-/// the user named no workload, so none is theirs to leave out.
-pub(crate) fn default_load(cc: bool) -> (Vec<cpushield_load::Workload>, String) {
-    let profile = cpushield_load::Profile::StressKernel;
-    let all = profile.workloads().to_vec();
-    if cc {
-        return (all, profile.name().into());
-    }
-    let without: Vec<_> = all
-        .into_iter()
-        .filter(|w| *w != cpushield_load::Workload::Compile)
-        .collect();
-    let name = format!(
-        "{} without compile (no C compiler here: {})",
-        profile.name(),
-        without
-            .iter()
-            .map(|w| w.name())
-            .collect::<Vec<_>>()
-            .join(",")
-    );
-    (without, name)
-}
-
-/// A load that cannot start, in one line with a remedy that `command`
-/// (`compare` or `demo`) has: `demo` has no --dir, and neither has --size
-/// or --scale (`cpushield load`'s); both have --load. `dir` is the load's
-/// directory, `load_name` what was asked for.
-fn load_refusal(command: &str, load_name: &str, e: &cpushield_load::LoadError) -> String {
-    use cpushield_load::LoadError;
-    let demo = command == "demo";
-    match e {
-        LoadError::BadDir { dir, reason } => {
-            let d = dir.display();
-            if demo {
-                format!(
-                    "{d}: {reason}: the demo's load writes its files there; create it (mkdir -m 1777 {d}), or run `cpushield compare --dir DIR` with a writable DIR"
-                )
-            } else {
-                let other = if dir == std::path::Path::new("/tmp") {
-                    "/var/tmp"
-                } else {
-                    "/tmp"
-                };
-                format!(
-                    "--dir {d}: {reason}; create it (mkdir -m 1777 {d}), or name another directory for the load's files, e.g. --dir {other}"
-                )
-            }
-        }
-        LoadError::NoSpace {
-            dir,
-            need_mib,
-            free_mib,
-        } => {
-            let d = dir.display();
-            if demo {
-                format!(
-                    "{d}: the demo's load needs {need_mib} MiB there but only {free_mib} MiB are free; free {} MiB in {d}, or run `cpushield compare --dir DIR` with a DIR that has {need_mib} MiB free, or a load that writes no files (e.g. --load ttcp,fpu,crashme)",
-                    need_mib.saturating_sub(*free_mib)
-                )
-            } else {
-                format!(
-                    "--dir {d}: the load ({load_name}) needs {need_mib} MiB there but only {free_mib} MiB are free; free {} MiB in {d}, or name a directory with {need_mib} MiB free (--dir), or a load that writes no files (e.g. --load ttcp,fpu,crashme)",
-                    need_mib.saturating_sub(*free_mib)
-                )
-            }
-        }
-        LoadError::ToolMissing { workload, tool, .. } => {
-            let rest: Vec<&str> = workload_names(load_name)
-                .into_iter()
-                .filter(|w| w != workload)
-                .collect();
-            if rest.is_empty() {
-                format!("the load's workload '{workload}' needs {tool}, which is not in PATH: install it")
-            } else {
-                format!(
-                    "--load {load_name}: its workload '{workload}' needs {tool}, which is not in PATH: install it, or run the others: --load {}",
-                    rest.join(",")
-                )
-            }
-        }
-        other => format!("load: {other}"),
-    }
-}
-
-/// The workload names a `--load` list stands for (profiles expanded).
-fn workload_names(load_name: &str) -> Vec<&'static str> {
-    let names: Vec<&str> = load_name.split(',').map(str::trim).collect();
-    cpushield_load::parse_selection(&names)
-        .map(|ws| ws.into_iter().map(|w| w.name()).collect())
-        .unwrap_or_default()
-}
-
-/// What the progress bar says: the scenario, which of how many, the phase,
-/// and the worst latency so far.
-fn progress_message(p: &cpushield_compare::Progress) -> String {
-    format!(
-        "scenario {}/{} {}: {}, max {}",
-        p.index + 1,
-        p.total,
-        p.scenario,
-        p.phase,
-        human_ns(p.max_ns)
     )
 }
 
@@ -405,35 +251,22 @@ fn terminal_width() -> Option<usize> {
 /// Runs the experiment `config` for the command named `command` (`compare`
 /// or `demo`, as a refusal names it).
 fn execute(
-    command: &str,
+    name: &str,
     config: CompareConfig,
     out: Option<PathBuf>,
     max_latency: Option<Duration>,
     printing: Printing,
     host_channel: Option<PathBuf>,
 ) -> anyhow::Result<ExitCode> {
-    let out = out.unwrap_or_else(default_out_dir);
+    let out = out.unwrap_or_else(|| output::default_dir("cpushield-report"));
     // Before any work: a run whose report cannot be written is lost.
-    crate::output::check_dir(&out, "--out")?;
+    output::check_dir(&out, "--out")?;
     config.period.validate().map_err(anyhow::Error::msg)?;
     let host = crate::host::real();
-    let cpus = match runner::preflight(&cpushield_compare::Lab::real(&host), &config) {
-        Ok(cpus) => cpus,
-        Err(cpushield_compare::CompareError::Load(e)) => {
-            anyhow::bail!(load_refusal(command, &config.load_name, &e))
-        }
-        Err(e) => return Err(e.into()),
-    };
-    if config.load_name.contains("no C compiler") && config.scenarios.iter().any(|s| s.loaded()) {
-        eprintln!("cpushield: the default load: {}", config.load_name);
-    }
-    super::reserved::guard(command, &cpus, cpushield_rt::reserve::CpuUse::Place)?;
-    // This process, the one that runs the experiment (forked from it) and
-    // everything they start keep off the measured CPUs; the probes' threads
-    // place themselves there. Not being able to only costs some noise.
-    if let Ok(Some(housekeeping)) = runner::housekeeping(host.kernel(), &config, &cpus) {
-        let _ = host.kernel().set_affinity(0, &housekeeping);
-    }
+    let reserved = crate::host::reserve_dir();
+    command::prepare(&host, &config, name, &reserved, &mut |line| {
+        eprintln!("cpushield: {line}")
+    })?;
     if config.scope == Scope::System {
         return Ok(ExitCode::from(experiment(
             &config,
@@ -443,7 +276,7 @@ fn execute(
             host_channel.as_deref(),
         )));
     }
-    let code = super::private::run(
+    let code = crate::host::run_private(
         || {
             experiment(
                 &config,
@@ -457,14 +290,6 @@ fn execute(
         &config.load_dir,
     )?;
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(EXIT_ERROR)))
-}
-
-fn default_out_dir() -> PathBuf {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    PathBuf::from(format!("cpushield-report-{secs}"))
 }
 
 /// The experiment proper; returns the exit code (it may run as a namespace's init).
@@ -493,14 +318,14 @@ fn experiment(
         if let Some(bar) = &bar {
             let done = (p.index as f64 + p.fraction) / p.total.max(1) as f64;
             bar.set_position((done * 1000.0) as u64);
-            bar.set_message(progress_message(&p));
+            bar.set_message(p.message());
         }
     };
     let machine = crate::host::real();
     let lab = cpushield_compare::Lab::real(&machine);
     // The host's view is collected while the scenarios run: a host side
     // that dies halfway still leaves what it said before.
-    let host_side = super::vm::HostSide::start(machine.kernel(), host_channel);
+    let host_side = HostSide::start(machine.kernel(), host_channel);
     let result = runner::run(&lab, config, stop, &mut on_progress);
     let mut report = match progress::finish(bar.as_ref(), result) {
         Ok(r) => r,
@@ -535,112 +360,13 @@ fn experiment(
     }
     if let Some(limit) = max_latency {
         let limit_ns = limit.as_nanos() as u64;
-        let over: Vec<String> = report
-            .scenarios
-            .iter()
-            .filter(|s| s.shielded && s.latency.max_ns > limit_ns)
-            .map(|s| format!("{} ({})", s.name, human_ns(s.latency.max_ns)))
-            .collect();
-        if !over.is_empty() {
+        if let Some(over) = command::over_limit(&report, limit_ns) {
             eprintln!(
-                "cpushield: --max-latency {} exceeded in {}",
-                human_ns(limit_ns),
-                over.join(", ")
+                "cpushield: --max-latency {} exceeded in {over}",
+                human_ns(limit_ns)
             );
             return EXIT_THRESHOLD;
         }
     }
     EXIT_OK
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use cpushield_load::{LoadError, Workload};
-
-    #[test]
-    fn without_a_c_compiler_the_default_load_leaves_out_compile_and_says_so() {
-        let (all, name) = default_load(true);
-        assert!(all.contains(&Workload::Compile));
-        assert_eq!(name, "stress-kernel");
-        let (without, name) = default_load(false);
-        assert!(!without.contains(&Workload::Compile));
-        assert!(without.contains(&Workload::Fs), "{without:?}");
-        assert!(
-            name.contains("without compile (no C compiler here"),
-            "{name}"
-        );
-    }
-
-    #[test]
-    fn a_missing_load_directory_is_refused_without_suggesting_it_or_an_option_the_command_lacks() {
-        let e = LoadError::BadDir {
-            dir: "/var/tmp".into(),
-            reason: "does not exist".into(),
-        };
-        let compare = load_refusal("compare", "stress-kernel", &e);
-        assert!(!compare.contains("e.g. --dir /var/tmp"), "{compare}");
-        assert!(compare.contains("e.g. --dir /tmp"), "{compare}");
-        assert!(compare.contains("mkdir -m 1777 /var/tmp"), "{compare}");
-        assert_eq!(compare.matches("does not exist").count(), 1, "{compare}");
-        let demo = load_refusal("demo", "stress-kernel", &e);
-        assert!(!demo.starts_with("--dir"), "{demo}");
-        assert!(demo.contains("cpushield compare --dir DIR"), "{demo}");
-        for m in [compare, demo] {
-            assert!(!m.contains('\n'), "{m}");
-        }
-    }
-
-    #[test]
-    fn too_little_disk_is_refused_with_remedies_compare_and_demo_have() {
-        let e = LoadError::NoSpace {
-            dir: "/var/tmp".into(),
-            need_mib: 1093,
-            free_mib: 64,
-        };
-        for command in ["compare", "demo"] {
-            let m = load_refusal(command, "stress-kernel", &e);
-            for absent in ["--size", "--scale", "lower"] {
-                assert!(!m.contains(absent), "{command}: {m}");
-            }
-            assert!(m.contains("1093 MiB") && m.contains("64 MiB"), "{m}");
-            assert!(m.contains("free 1029 MiB in /var/tmp"), "{m}");
-        }
-        let demo = load_refusal("demo", "stress-kernel", &e);
-        assert!(
-            demo.contains("--load ttcp,fpu,crashme"),
-            "demo takes --load: {demo}"
-        );
-    }
-
-    #[test]
-    fn a_missing_compiler_for_a_named_profile_offers_its_other_workloads_not_leaving_out() {
-        let e = LoadError::ToolMissing {
-            workload: "compile",
-            tool: "a C compiler (cc, gcc or clang)",
-            remedy: "install one (apt-get install gcc) or leave out 'compile'",
-        };
-        for command in ["compare", "demo"] {
-            let m = load_refusal(command, "stress-kernel", &e);
-            assert!(!m.contains("leave out"), "{command}: {m}");
-            assert!(
-                m.contains("--load ttcp,fifos-mmap,fpu,fs,crashme"),
-                "{command}: {m}"
-            );
-        }
-    }
-
-    #[test]
-    fn progress_names_the_scenario_and_which_of_how_many() {
-        let p = cpushield_compare::Progress {
-            scenario: Scenario::UnshieldedCpu,
-            index: 4,
-            total: 5,
-            phase: "latency",
-            fraction: 0.5,
-            max_ns: 12_000,
-        };
-        let m = progress_message(&p);
-        assert!(m.starts_with("scenario 5/5 unshielded-cpu: latency"), "{m}");
-    }
 }

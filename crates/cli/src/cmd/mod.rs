@@ -8,7 +8,6 @@ pub mod generate;
 pub mod install;
 pub mod load;
 pub mod measure;
-pub mod private;
 pub mod reserved;
 pub mod run;
 pub mod shield;

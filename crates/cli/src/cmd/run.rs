@@ -11,14 +11,11 @@ use crate::args::{cpu_set, duration};
 use anyhow::Context;
 use clap::Args;
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::Host;
 use cpushield_measure::procstat;
-use cpushield_rt::reserve::ReserveDir;
-use cpushield_rt::run::{Placer, RtRun, RunSpec};
-use cpushield_rt::sched::PlaceFn;
+use cpushield_rt::run::{RtRun, RunSpec};
 use cpushield_rt::sched::Policy;
+use cpushield_rt::shield_placer::ShieldPlacer;
 use cpushield_shield::placement;
-use std::io;
 use std::process::ExitCode;
 
 /// Arguments of `cpushield run`.
@@ -162,35 +159,9 @@ impl RunArgs {
     }
 }
 
-/// Places into the shield's cpuset when the CPUs are shielded, and records a
-/// task's policy in the shield state before it changes (`reset` restores it).
-struct ShieldPlacer(Host);
-
-impl Placer for ShieldPlacer {
-    fn place(&self, tid: i32, cpus: &CpuSet) -> io::Result<()> {
-        placement::place_task(&self.0, tid, cpus)
-    }
-    fn record_sched(&self, pid: i32, tids: &[i32]) -> io::Result<()> {
-        placement::record_sched(&self.0, pid, tids)
-    }
-    fn poller_placement(&self) -> Option<PlaceFn> {
-        // An `--idle-poll` thread enters the shield alone: this process,
-        // which only waits for the command, stays on the CPUs the shield
-        // leaves to the system (moved whole into a v2 shield, it would wake
-        // on the shielded CPU beside the task it serves).
-        Some(placement::own_thread_from_anywhere_placer(&self.0))
-    }
-}
-
 /// Steal time of `cpus` from /proc/stat, from now to when it is asked.
 fn steal_meter(cpus: &CpuSet) -> Option<Box<dyn FnOnce() -> Option<u64>>> {
-    let host = crate::host::real();
-    let before = procstat::snapshot(host.kernel()).ok()?;
-    let cpus = cpus.clone();
-    Some(Box::new(move || {
-        let after = procstat::snapshot(host.kernel()).ok()?;
-        Some(procstat::steal_ns(&before, &after, &cpus))
-    }))
+    procstat::steal_meter(&crate::host::real(), cpus)
 }
 
 /// Runs `cpushield run`.
@@ -207,8 +178,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let host = crate::host::real();
     let shielded = placement::shielded_procs(&host).context("reading the shield state")?;
     let placer = ShieldPlacer(host.clone());
-    let run =
-        RtRun::new(host.kernel(), &placer, ReserveDir::from_env()).with_steal_meter(steal_meter);
+    let run = RtRun::new(host.kernel(), &placer, crate::host::reserve_dir())
+        .with_steal_meter(steal_meter);
     let req = run.check(args.spec(), &shielded)?;
     let outcome = run.run(&req, &mut |event| {
         if event.is_progress() {

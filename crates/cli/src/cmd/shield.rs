@@ -150,29 +150,9 @@ pub fn unshield(args: UnshieldArgs) -> anyhow::Result<ExitCode> {
 
 /// Runs `cpushield reset`.
 pub fn reset(args: ResetArgs) -> anyhow::Result<ExitCode> {
-    // Reset is the way back from anything: a reservation never stops it, but
-    // the holders that lose their shield are named. An unreadable state is
-    // left to reset itself to report. The state (milliseconds to read with
-    // thousands of tasks; reset reads it again under its lock) is read here
-    // only when some CPU is reserved at all.
     let host = crate::host::real();
-    let possible = cpushield_kernel::possible_cpus(host.kernel()).unwrap_or_default();
-    let none_reserved = matches!(
-        cpushield_rt::reserve::guard(&possible, cpushield_rt::reserve::CpuUse::Reset),
-        Ok(None)
-    );
-    let saved = if none_reserved {
-        None
-    } else {
-        cpushield_shield::state::load(host.store()).ok().flatten()
-    };
-    if let Some(saved) = saved {
-        super::reserved::guard(
-            "reset",
-            &saved.masks.any(),
-            cpushield_rt::reserve::CpuUse::Reset,
-        )?;
-    }
+    let dir = crate::host::reserve_dir();
+    super::reserved::print_note(cpushield_rt::guard::reset_check(&dir, &host))?;
     let report = if args.namespace_gone {
         cpushield_shield::reset_namespace_gone(&host, options(false))?
     } else if args.without_state {
@@ -194,68 +174,9 @@ pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(EXIT_OK))
 }
 
-/// A boot command line that isolates every online CPU (e.g. `--procs 1 --irqs 0`
-/// on two CPUs gives `isolcpus=managed_irq,domain,0-1`) leaves the kernel no
-/// housekeeping CPU: refused, naming the remedy.
-fn refuse_no_housekeeping(masks: &ShieldMasks, online: &CpuSet) -> anyhow::Result<()> {
-    let shielded = masks.procs.union(&masks.irqs).union(&masks.ltmr);
-    if !online.is_empty() && online.is_subset(&shielded) {
-        anyhow::bail!(
-            "--procs/--irqs/--ltmr together cover every online CPU ({online}): the boot \
-             parameters would leave the kernel no housekeeping CPU; leave at least one CPU \
-             unshielded, e.g. CPU {}",
-            online.first().unwrap_or(0)
-        );
-    }
-    Ok(())
-}
-
 /// Runs `cpushield boot-params`.
 pub fn boot_params(args: BootParamsArgs) -> anyhow::Result<ExitCode> {
-    let host = crate::host::real();
-    let online = cpushield_kernel::online_cpus(host.kernel())?;
-    let mut masks = args.masks.masks();
-    if masks.is_empty() {
-        let st = status::status(&host)?;
-        masks = ShieldMasks {
-            procs: CpuSet::parse_list(&st.procs)?,
-            irqs: CpuSet::parse_list(&st.irqs)?,
-            ltmr: CpuSet::parse_list(&st.ltmr)?,
-        };
-        anyhow::ensure!(
-            !masks.is_empty(),
-            "nothing is shielded: name CPUs, e.g. `cpushield boot-params --all 3`"
-        );
-    }
-    cpushield_shield::validate(&masks, &online)?;
-    refuse_no_housekeeping(&masks, &online)?;
-    println!(
-        "{}",
-        cpushield_shield::bootparams::boot_params(&masks, &online)
-    );
+    let line = cpushield_shield::bootparams::for_host(&crate::host::real(), &args.masks.masks())?;
+    println!("{line}");
     Ok(ExitCode::from(EXIT_OK))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn boot_params_covering_every_cpu_together_are_refused() {
-        let online = CpuSet::first_n(2);
-        let c = |s: &str| CpuSet::parse_list(s).unwrap();
-        let split = ShieldMasks {
-            procs: c("1"),
-            irqs: c("0"),
-            ..Default::default()
-        };
-        let err = refuse_no_housekeeping(&split, &online).unwrap_err();
-        assert!(err.to_string().contains("no housekeeping CPU"), "{err}");
-        let fine = ShieldMasks {
-            procs: c("1"),
-            irqs: c("1"),
-            ..Default::default()
-        };
-        assert!(refuse_no_housekeeping(&fine, &online).is_ok());
-    }
 }

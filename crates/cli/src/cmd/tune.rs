@@ -6,6 +6,7 @@ use crate::args::{cpu_set, duration, EXIT_ERROR, EXIT_OK};
 use crate::progress;
 use clap::Args;
 use cpushield_cpuset::CpuSet;
+use cpushield_load::request;
 use cpushield_measure::Period;
 use cpushield_tune::real::{self, TuneConfig};
 use cpushield_tune::{render, Arm, KnobId};
@@ -70,13 +71,7 @@ pub fn tune(args: TuneArgs) -> anyhow::Result<ExitCode> {
     let host = crate::host::real();
     let (load, load_name) = match args.load.as_deref().map(str::trim) {
         Some("none") => (Vec::new(), "none".to_string()),
-        Some(named) => {
-            let names: Vec<&str> = named.split(',').map(str::trim).collect();
-            let load = cpushield_load::parse_selection(&names)
-                .map_err(|e| anyhow::anyhow!("--load: {e}"))?;
-            (load, named.to_string())
-        }
-        None => super::compare::default_load(super::compare::has_c_compiler()),
+        named => request::choose(named).map_err(anyhow::Error::msg)?,
     };
     let knobs = args.knobs.as_deref().map(parse_knobs).transpose()?;
     let cpus = match args.cpus {
@@ -99,17 +94,13 @@ pub fn tune(args: TuneArgs) -> anyhow::Result<ExitCode> {
         priority: 95,
         knobs,
     };
-    let out = args.out.unwrap_or_else(|| {
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        PathBuf::from(format!("cpushield-tune-{secs}"))
-    });
-    crate::output::check_dir(&out, "--out")?;
+    let out = args
+        .out
+        .unwrap_or_else(|| cpushield_report::output::default_dir("cpushield-tune"));
+    cpushield_report::output::check_dir(&out, "--out")?;
     real::preflight(&host, &config)?;
     super::reserved::guard("tune", &config.cpus, cpushield_rt::reserve::CpuUse::Place)?;
-    let code = super::private::run(|| session(&config, &out).into(), &config.load_dir)?;
+    let code = crate::host::run_private(|| session(&config, &out).into(), &config.load_dir)?;
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(EXIT_ERROR)))
 }
 

@@ -70,6 +70,18 @@ pub fn largest(dist: &Distribution, what: &str) -> String {
     out
 }
 
+/// The CPUs of `report` whose worst latency is above `limit_ns`, as
+/// `CPU 1 (12.3 us), CPU 3 (40.0 us)`; None when no CPU is.
+pub fn over_limit(report: &LatencyReport, limit_ns: u64) -> Option<String> {
+    let over: Vec<String> = report
+        .cpus
+        .iter()
+        .filter(|c| c.latency.summary.max_ns > limit_ns)
+        .map(|c| format!("CPU {} ({})", c.cpu, fmt_ns(c.latency.summary.max_ns)))
+        .collect();
+    (!over.is_empty()).then(|| over.join(", "))
+}
+
 /// A latency report as text.
 pub fn latency(report: &LatencyReport) -> String {
     let st = &report.settings;

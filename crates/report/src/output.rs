@@ -3,9 +3,20 @@
 //! through a temporary file in the same directory and a rename (so a failed or
 //! interrupted run leaves no empty or half-written file).
 
-use anyhow::Context;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+/// An output path that cannot be written: one line naming the option, the
+/// path and the remedy.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct OutputError(String);
+
+macro_rules! refuse {
+    ($($arg:tt)*) => {
+        return Err(OutputError(format!($($arg)*)))
+    };
+}
 
 /// Whether `path` means standard output (`-`).
 pub fn is_stdout(path: &Path) -> bool {
@@ -36,7 +47,7 @@ fn probe(dir: &Path) -> Result<(), String> {
 /// Checks that files can be created in `dir`, or in the nearest existing
 /// directory above it when `dir` does not exist yet (it would be created),
 /// by creating and removing a probe file. Changes nothing.
-fn check_creatable_dir(dir: &Path, flag: &str, shown: &Path) -> anyhow::Result<()> {
+fn check_creatable_dir(dir: &Path, flag: &str, shown: &Path) -> Result<(), OutputError> {
     let mut existing = dir.to_path_buf();
     while !existing.exists() {
         existing = match existing.parent() {
@@ -45,30 +56,30 @@ fn check_creatable_dir(dir: &Path, flag: &str, shown: &Path) -> anyhow::Result<(
         };
     }
     if !existing.is_dir() {
-        anyhow::bail!(
+        refuse!(
             "cannot write {flag} {}: {} is not a directory; pick a writable path",
             shown.display(),
             existing.display()
         );
     }
     probe(&existing).map_err(|e| {
-        anyhow::anyhow!(
+        OutputError(format!(
             "cannot write {flag} {}: cannot create files in {} ({e}); pick a writable path",
             shown.display(),
             existing.display()
-        )
+        ))
     })
 }
 
 /// Checks, before any work, that the file `path` can be written (`-` is stdout
 /// and always can): its directory must exist (a missing one is most likely a
 /// typo) and take new files. Creates nothing.
-pub fn check_file(path: &Path, flag: &str) -> anyhow::Result<()> {
+pub fn check_file(path: &Path, flag: &str) -> Result<(), OutputError> {
     if is_stdout(path) {
         return Ok(());
     }
     if path.is_dir() {
-        anyhow::bail!(
+        refuse!(
             "cannot write {flag} {}: it is a directory; name a file, e.g. {}/result.json",
             path.display(),
             path.display()
@@ -76,26 +87,26 @@ pub fn check_file(path: &Path, flag: &str) -> anyhow::Result<()> {
     }
     let dir = parent_of(path);
     if !dir.is_dir() {
-        anyhow::bail!(
+        refuse!(
             "cannot write {flag} {}: {} is not a directory; pick a writable path",
             path.display(),
             dir.display()
         );
     }
     probe(&dir).map_err(|e| {
-        anyhow::anyhow!(
+        OutputError(format!(
             "cannot write {flag} {}: cannot create files in {} ({e}); pick a writable path",
             path.display(),
             dir.display()
-        )
+        ))
     })
 }
 
 /// Checks, before any work, that `dir` is or can become a directory files can
 /// be written into. Creates nothing.
-pub fn check_dir(dir: &Path, flag: &str) -> anyhow::Result<()> {
+pub fn check_dir(dir: &Path, flag: &str) -> Result<(), OutputError> {
     if dir.exists() && !dir.is_dir() {
-        anyhow::bail!(
+        refuse!(
             "cannot write {flag} {}: it exists and is not a directory; name a new or existing directory",
             dir.display()
         );
@@ -105,18 +116,19 @@ pub fn check_dir(dir: &Path, flag: &str) -> anyhow::Result<()> {
 
 /// Writes `bytes` to `path` (`-`: stdout) through a temporary file in the same
 /// directory and a rename, creating the directory if needed.
-pub fn write_file(path: &Path, flag: &str, bytes: &[u8]) -> anyhow::Result<()> {
+pub fn write_file(path: &Path, flag: &str, bytes: &[u8]) -> Result<(), OutputError> {
     if is_stdout(path) {
         let mut out = std::io::stdout().lock();
-        out.write_all(bytes).context("writing to stdout")?;
-        return out.flush().context("writing to stdout");
+        let stdout_error = |e: std::io::Error| OutputError(format!("writing to stdout: {e}"));
+        out.write_all(bytes).map_err(stdout_error)?;
+        return out.flush().map_err(stdout_error);
     }
     let dir = parent_of(path);
     let fail = |e: &dyn std::fmt::Display| {
-        anyhow::anyhow!(
+        OutputError(format!(
             "{flag} {}: cannot write it ({e}); pick a writable path",
             path.display()
-        )
+        ))
     };
     std::fs::create_dir_all(&dir).map_err(|e| fail(&e))?;
     let mut tmp = tempfile::Builder::new()
@@ -127,6 +139,47 @@ pub fn write_file(path: &Path, flag: &str, bytes: &[u8]) -> anyhow::Result<()> {
     tmp.as_file().sync_all().map_err(|e| fail(&e))?;
     tmp.persist(path).map_err(|e| fail(&e.error))?;
     Ok(())
+}
+
+/// An output file checked before any work (so a bad path fails at once) and
+/// written only at the end, whole (so a failed run leaves no empty file);
+/// `-` is stdout.
+pub enum Output {
+    /// Standard output.
+    Stdout,
+    /// A file, and the option that named it.
+    File(PathBuf, &'static str),
+}
+
+impl Output {
+    /// Checks `path` (named by `flag`) now; `None` for no path.
+    pub fn open(path: Option<&Path>, flag: &'static str) -> Result<Option<Self>, OutputError> {
+        let Some(path) = path else {
+            return Ok(None);
+        };
+        if is_stdout(path) {
+            return Ok(Some(Output::Stdout));
+        }
+        check_file(path, flag)?;
+        Ok(Some(Output::File(path.to_path_buf(), flag)))
+    }
+
+    /// Writes `text` whole.
+    pub fn write(self, text: &str) -> Result<(), OutputError> {
+        match self {
+            Output::Stdout => write_file(Path::new("-"), "", text.as_bytes()),
+            Output::File(path, flag) => write_file(&path, flag, text.as_bytes()),
+        }
+    }
+}
+
+/// A new report directory's default name: `PREFIX-<unix seconds>`.
+pub fn default_dir(prefix: &str) -> PathBuf {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    PathBuf::from(format!("{prefix}-{secs}"))
 }
 
 #[cfg(test)]

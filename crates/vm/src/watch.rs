@@ -1,0 +1,169 @@
+//! `cpushield vm watch` from start to finish: the guest's vCPU threads found
+//! (QMP first, thread names where QMP is not given or does not answer), the
+//! host CPUs they may run on traced, the guest answered on its channel until
+//! a signal or the duration, and the tracer stopped.
+
+use crate::host::{self, HostError, VcpuThread, VcpuWatch, WatchOptions};
+use crate::timeline::Limits;
+use cpushield_cpuset::CpuSet;
+use cpushield_kernel::signal::{stop_on_signals, SecondSignal};
+use cpushield_kernel::Kernel;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What `vm watch` is asked.
+#[derive(Debug, Clone)]
+pub struct WatchRequest {
+    /// QEMU's QMP socket.
+    pub qmp: Option<PathBuf>,
+    /// QEMU's pid, for the vCPU threads by name.
+    pub pid: Option<i32>,
+    /// The unix socket of the guest's channel.
+    pub channel: PathBuf,
+    /// How long gaps are kept.
+    pub retention: Duration,
+    /// Stop after this long (None: at SIGINT/SIGTERM).
+    pub duration: Option<Duration>,
+}
+
+/// Why the watch could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    /// No vCPU thread found, or the tracer refused.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// Reading the online CPUs or installing the signal handlers failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// What a finished watch did.
+#[derive(Debug)]
+pub struct WatchSummary {
+    /// Requests answered.
+    pub answered: u64,
+    /// Gaps kept in the timeline at the end.
+    pub kept: usize,
+    /// Gaps dropped by the timeline's bounds.
+    pub dropped: u64,
+    /// Problems met while tracing or restoring tracefs.
+    pub errors: Vec<String>,
+}
+
+/// The vCPU threads: QMP first; thread names (`/proc`) where QMP is not
+/// given or does not answer.
+pub fn find_vcpus(
+    kernel: &dyn Kernel,
+    qmp: Option<&Path>,
+    pid: Option<i32>,
+) -> Result<Vec<VcpuThread>, HostError> {
+    let qmp = qmp.map(|s| host::vcpus_from_qmp(s, Duration::from_secs(3)));
+    match (qmp, pid) {
+        (Some(Ok(t)), _) => Ok(t),
+        (Some(Err(_)), Some(pid)) | (None, Some(pid)) => {
+            // The proc root is a parameter of the reader for its tests.
+            host::vcpus_by_name(kernel, Path::new("/proc"), pid)
+        }
+        (Some(Err(e)), None) => Err(e),
+        (None, None) => Err(HostError::Vcpus(
+            "pass --qmp SOCKET or --pid QEMU_PID".into(),
+        )),
+    }
+}
+
+/// The online CPUs that can hold one of `threads` (an affinity that cannot
+/// be read counts as every online CPU).
+pub fn vcpu_cpus(kernel: &dyn Kernel, threads: &[VcpuThread], online: &CpuSet) -> CpuSet {
+    let mut cpus = CpuSet::new();
+    for t in threads {
+        let allowed = kernel
+            .get_affinity(t.tid)
+            .unwrap_or_else(|_| online.clone());
+        cpus = cpus.union(&allowed);
+    }
+    cpus.intersection(online)
+}
+
+/// Runs the watch of `request`; `started` is told, once tracing runs, the
+/// line that says what is watched.
+pub fn watch(
+    kernel: Arc<dyn Kernel>,
+    request: &WatchRequest,
+    started: &mut dyn FnMut(&str),
+) -> Result<WatchSummary, WatchError> {
+    let threads = find_vcpus(kernel.as_ref(), request.qmp.as_deref(), request.pid)?;
+    let online = cpushield_kernel::online_cpus(kernel.as_ref())?;
+    let cpus = vcpu_cpus(kernel.as_ref(), &threads, &online);
+    let opts = WatchOptions {
+        limits: Limits {
+            retention_ns: request.retention.as_nanos() as u64,
+            ..Limits::default()
+        },
+        ..WatchOptions::default()
+    };
+    let stop = stop_on_signals(SecondSignal::Caught)?;
+    let w = VcpuWatch::start(
+        kernel.clone(),
+        &threads,
+        &cpus,
+        opts,
+        cpushield_kernel::clock::now_ns,
+    )?;
+    let list: Vec<String> = threads
+        .iter()
+        .map(|t| format!("vCPU {} = thread {}", t.vcpu, t.tid))
+        .collect();
+    started(&format!(
+        "watching {} on host CPUs {} ({}); answering on {}",
+        list.join(", "),
+        w.cpus.to_list(),
+        w.events.join(" "),
+        request.channel.display()
+    ));
+    if let Some(d) = request.duration {
+        std::thread::spawn(move || {
+            std::thread::sleep(d);
+            cpushield_kernel::signal::request_stop();
+        });
+    }
+    let answered = host::serve(&w, &request.channel, stop);
+    let (kept, dropped) = {
+        let tl = w.timeline();
+        let tl = tl.lock().expect("timeline");
+        (tl.len(), tl.dropped())
+    };
+    let errors = w.finish();
+    Ok(WatchSummary {
+        answered,
+        kept,
+        dropped,
+        errors,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cpushield_kernel::FakeKernel;
+
+    #[test]
+    fn without_qmp_or_pid_the_watch_names_both() {
+        let k = FakeKernel::new();
+        let e = find_vcpus(&k, None, None).unwrap_err().to_string();
+        assert_eq!(e, "pass --qmp SOCKET or --pid QEMU_PID");
+    }
+
+    #[test]
+    fn the_traced_cpus_are_the_online_ones_the_vcpus_may_use() {
+        let k = FakeKernel::new();
+        k.set_thread_affinity(101, CpuSet::from_cpus([2, 3]));
+        k.set_thread_affinity(102, CpuSet::from_cpus([3, 9]));
+        let threads = [
+            VcpuThread { vcpu: 0, tid: 101 },
+            VcpuThread { vcpu: 1, tid: 102 },
+        ];
+        let online = CpuSet::first_n(4);
+        assert_eq!(vcpu_cpus(&k, &threads, &online).to_list(), "2-3");
+    }
+}
