@@ -12,7 +12,7 @@
 # default compare on 8 CPUs.
 # guest-test: main_job_defaults_on_4_cpus_run_keep_cpushield_off_the_measured_cpus_and_leave_the_machine_as_found
 # guest-kernels: 6.1
-# guest-cost: 130
+# guest-cost: 150
 # guest-mem: 2048
 # guest-timeout: 1200
 # guest-tcg: single

@@ -8,7 +8,7 @@
 # (sampled from /proc/*/task); the machine is as found. On both kernels: it is the
 # default compare's experiment, which main-job-4 runs on 6.1 alone.
 # guest-test: demo_on_4_cpus_exits_0_with_its_report_names_no_cpushield_process_and_leaves_the_machine_as_found
-# guest-cost: 150
+# guest-cost: 220
 # guest-mem: 1024
 # guest-timeout: 1200
 # guest-tcg: single

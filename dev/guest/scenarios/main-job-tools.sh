@@ -14,7 +14,7 @@
 # below). On both kernels: the tracers, timerlat, the knobs tune finds and the
 # partition's clamping differ between 6.1 and 6.12-rt.
 # guest-test: main_job_tools_on_4_cpus_each_exit_as_documented_and_leave_the_machine_as_found
-# guest-cost: 230
+# guest-cost: 200
 # guest-mem: 1024
 # guest-timeout: 1200
 # guest-tcg: single
