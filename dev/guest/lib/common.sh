@@ -423,10 +423,19 @@ writable_irqs() {
 # --- running cpushield ----------------------------------------------------------------------
 
 # cs ARGS...: run cpushield, output in /tmp/cs.out and /tmp/cs.err, exit status in CS_RC.
+# With CS_TIMES set (a scenario that watches its cost), each run's wall time is said too.
 cs() {
+    [ -n "${CS_TIMES:-}" ] && _cs_t0=$(uptime_cs)
     "$CS" "$@" >/tmp/cs.out 2>/tmp/cs.err
     CS_RC=$?
+    [ -n "${CS_TIMES:-}" ] && cs_time "cpushield $*" "$_cs_t0"
     return 0
+}
+
+# cs_time WHAT START_CS: says how long WHAT took since START_CS (uptime_cs), in seconds.
+cs_time() {
+    _dt=$(($(uptime_cs) - $2))
+    info "took $((_dt / 100)).$(printf '%02d' $((_dt % 100))) s: $(echo "$1" | head -c 120)"
 }
 
 # cs_ok NAME ARGS...: run cpushield and PASS NAME if it exits 0, else FAIL with its stderr.

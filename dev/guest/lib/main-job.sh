@@ -148,7 +148,8 @@ expect_one_line_refusal() {
     else
         pass "$_n/said-once"
     fi
-    if grep -q -E "$_bad" /tmp/cs.err; then
+    # (-e: a pattern may start with a dash, such as --size.)
+    if grep -q -E -e "$_bad" /tmp/cs.err; then
         fail "$_n/remedy-exists" "$_msg"
     else
         pass "$_n/remedy-exists"

@@ -1,55 +1,31 @@
-# Scenario main-job-4: the main job as a user runs it, with the defaults, on 4 CPUs
-# (the behaviour only; timings under TCG mean nothing). This initramfs is a minimal
-# system: no /var/tmp, no C compiler, and as little disk as /var/tmp is given.
-#  1. No /var/tmp: `compare` and `demo` refuse before the first scenario, in one line said
-#     once, suggesting neither the missing directory nor an option the command lacks.
-#  2. Too little disk for the default load's fs workload: the same, naming the MiB.
-#  3. With room: the default `compare` (every default scenario; the shield on CPU 3, the
-#     unshielded-cpu scenario on CPU 2, measured with the shield up) exits 0 with its
-#     report; the default load runs without compile (no compiler here) and says so; meanwhile
-#     no thread of cpushield but the measuring ones and the pollers may run on CPUs 2-3
-#     (sampled from /proc/*/task); no verdict or finding names a cpushield process; the
-#     machine is as found afterwards. (Its load: GUEST_LOAD, lib/main-job.sh.) On 6.1 only,
-#     for CI's time: main-job-tools runs each scenario of compare alone on 6.12-rt.
-# guest-test: main_job_defaults_on_4_cpus_run_keep_cpushield_off_the_measured_cpus_and_refuse_a_minimal_system_in_one_line
+# Scenario main-job-4: the main job as a user runs it, with the defaults, on 4 CPUs (the
+# behaviour only; timings under TCG mean nothing): the default `compare` (every default
+# scenario; the shield on CPU 3, the unshielded-cpu scenario on CPU 2, measured with the
+# shield up), at a short --duration, with the default load as it runs here (GUEST_LOAD,
+# lib/main-job.sh: stress-kernel less compile and crashme), exits 0 with its report;
+# meanwhile no thread of cpushield but the measuring ones and the pollers runs on CPUs 2-3
+# (sampled from /proc/*/task); no verdict or finding names a cpushield process; the
+# machine is as found afterwards. The minimal system's refusals are main-job-minimal's.
+# On 6.1 only, for CI's time (on 6.12-rt it took 400 s of a loaded CI host): on 6.12-rt
+# the same experiment over the default scenarios on 4 CPUs is main-job-demo's (`demo` is
+# `compare` on its defaults), each scenario alone main-job-tools'; main-job-8 runs the
+# default compare on 8 CPUs.
+# guest-test: main_job_defaults_on_4_cpus_run_keep_cpushield_off_the_measured_cpus_and_leave_the_machine_as_found
 # guest-kernels: 6.1
-# guest-cost: 270
+# guest-cost: 150
 # guest-mem: 2048
 # guest-timeout: 1200
 # guest-tcg: single
 GUEST_CGROUP=v2
+CS_TIMES=1
 
 scenario_main() {
     lo_up
-    snapshot /tmp/before
-    # 1. No /var/tmp.
-    var_tmp none
-    expect_one_line_refusal minimal/no-var-tmp/compare /tmp/before \
-        'e\.g\. --dir /var/tmp|--size|--scale|leave out' compare --duration 2s --out /tmp/r0
-    if grep -q 'mkdir' /tmp/cs.err; then pass minimal/no-var-tmp/names-mkdir; else
-        fail minimal/no-var-tmp/names-mkdir "$(cat /tmp/cs.err)"; fi
-    expect_one_line_refusal minimal/no-var-tmp/demo /tmp/before \
-        'cpushield demo .*--dir|--size|--scale|leave out|^[^`]*--dir ' demo --duration 2s --out /tmp/r0
-    # 2. Too little disk.
-    var_tmp 64
-    expect_one_line_refusal minimal/little-disk/compare /tmp/before \
-        '--size|--scale|leave out|lower' compare --duration 2s --out /tmp/r0
-    if grep -q 'MiB' /tmp/cs.err; then pass minimal/little-disk/names-mib; else
-        fail minimal/little-disk/names-mib "$(cat /tmp/cs.err)"; fi
-    # The default load here: stress-kernel without compile, said so.
-    if grep -q 'stress-kernel without compile (no C compiler here' /tmp/cs.err; then
-        pass minimal/default-load-without-compiler-said
-    else
-        fail minimal/default-load-without-compiler-said "$(cat /tmp/cs.err)"
-    fi
-    expect_one_line_refusal minimal/little-disk/demo /tmp/before \
-        '--size|--scale|leave out|lower' demo --duration 2s --out /tmp/r0
-
-    # 3. The default compare, with room for its load.
+    # The default load's directory, with room for its fs workload (1,093 MiB).
     var_tmp 1400
     snapshot /tmp/before
     own_watch_start
-    cs compare --duration 2s --runs 2 --work 20ms --load "$GUEST_LOAD" --out /tmp/r4
+    cs compare --duration 1s --runs 2 --work 20ms --load "$GUEST_LOAD" --out /tmp/r4
     own_watch_stop
     check_eq compare/exit-0 0 "$CS_RC" "exit status ($(tail -c 400 /tmp/cs.err | tr '\n' ' '))"
     sed 's/^/GUEST-INFO compare-out: /' /tmp/cs.out
