@@ -74,7 +74,7 @@ pub fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
     };
     if let Some(metrics) = cpushield_agent::start::run(
         &crate::host::real(),
-        cpushield_rt::reserve::ReserveDir::from_env(),
+        crate::host::reserves(),
         &choices,
         env!("CARGO_PKG_VERSION"),
     )? {

@@ -78,7 +78,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
         crate::output::check_file(path, "--json")?;
     }
     install_stop_handlers();
-    let load = Load::start(&spec)?;
+    let load = Load::start(crate::host::real().shared_kernel(), &spec)?;
     eprintln!(
         "cpushield: load running: {} on {} for {}; supervisor pid {}, files under {}; Ctrl-C stops it",
         describe(&spec, &args),

@@ -13,10 +13,12 @@ use std::path::Path;
 /// wherever it is run (a state directory it cannot write means no shield
 /// either: then there is no lock).
 pub fn run<F: FnOnce() -> i32>(body: F, load_dir: &Path) -> std::io::Result<i32> {
+    let host = crate::host::real();
     namespace::run_private(
+        host.kernel(),
         || {
             let store = crate::host::state_files();
-            let ns = cpushield_shield::snapshot::pid_namespace(crate::host::real().kernel());
+            let ns = cpushield_shield::snapshot::pid_namespace(host.kernel());
             let alive = store.hold_namespace_alive(&ns);
             let code = body();
             if alive.is_ok() {

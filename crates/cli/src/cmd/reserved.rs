@@ -10,7 +10,7 @@ use cpushield_rt::reserve::{CpuUse, ReserveDir};
 /// (one line naming the holder and the remedy, exit 1, nothing changed); for
 /// `reset` prints why it proceeds instead.
 pub fn guard(command: &str, cpus: &CpuSet, usage: CpuUse) -> anyhow::Result<()> {
-    guard_in(&ReserveDir::from_env(), command, cpus, usage)
+    guard_in(&crate::host::reserves(), command, cpus, usage)
 }
 
 /// [`guard`] with reservations kept in `dir`.

@@ -13,7 +13,6 @@ use clap::Args;
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Host;
 use cpushield_measure::procstat;
-use cpushield_rt::reserve::ReserveDir;
 use cpushield_rt::run::{Placer, RtRun, RunSpec};
 use cpushield_rt::sched::PlaceFn;
 use cpushield_rt::sched::Policy;
@@ -208,7 +207,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let shielded = placement::shielded_procs(&host).context("reading the shield state")?;
     let placer = ShieldPlacer(host.clone());
     let run =
-        RtRun::new(host.kernel(), &placer, ReserveDir::from_env()).with_steal_meter(steal_meter);
+        RtRun::new(host.kernel(), &placer, crate::host::reserves()).with_steal_meter(steal_meter);
     let req = run.check(args.spec(), &shielded)?;
     let outcome = run.run(&req, &mut |event| {
         if event.is_progress() {

@@ -158,7 +158,11 @@ pub fn reset(args: ResetArgs) -> anyhow::Result<ExitCode> {
     let host = crate::host::real();
     let possible = cpushield_kernel::possible_cpus(host.kernel()).unwrap_or_default();
     let none_reserved = matches!(
-        cpushield_rt::reserve::guard(&possible, cpushield_rt::reserve::CpuUse::Reset),
+        crate::host::reserves().guard(
+            &possible,
+            std::process::id() as i32,
+            cpushield_rt::reserve::CpuUse::Reset
+        ),
         Ok(None)
     );
     let saved = if none_reserved {
