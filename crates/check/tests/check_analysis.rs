@@ -80,8 +80,8 @@ fn base_system() -> FakeKernel {
         k.add_dir(format!("/proc/irq/{irq}/{name}"));
     }
     k.set_file(
-        "/proc/mounts",
-        "cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n",
+        "/proc/self/mountinfo",
+        "26 25 0:23 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset\n",
     );
     k.set_file("/sys/fs/cgroup/cpuset/cpuset.cpus", "0-1\n");
     k.set_file("/sys/fs/cgroup/cpuset/cpuset.cpu_exclusive", "1\n");
@@ -418,7 +418,10 @@ fn a_halting_virtual_cpu_is_named_with_the_idle_poll_remedy() {
 #[test]
 fn an_isolated_v2_partition_counts_as_enforcement_and_a_quiet_cpu_is_clean() {
     let k = base_system();
-    k.set_file("/proc/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n");
+    k.set_file(
+        "/proc/self/mountinfo",
+        "27 25 0:24 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw\n",
+    );
     k.set_file("/sys/fs/cgroup/cgroup.controllers", "cpuset cpu\n");
     k.set_file("/sys/fs/cgroup/cpuset.cpus.effective", "0-1\n");
     k.set_file("/sys/fs/cgroup/shield/cpuset.cpus.effective", "1\n");
