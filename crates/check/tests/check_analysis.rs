@@ -449,6 +449,35 @@ fn an_isolated_v2_partition_counts_as_enforcement_and_a_quiet_cpu_is_clean() {
 }
 
 #[test]
+fn an_exclusive_unbalanced_v1_cpuset_under_an_unbalanced_root_counts_as_enforcement() {
+    let k = base_system();
+    let root = "/sys/fs/cgroup/cpuset";
+    k.set_file(format!("{root}/cpuset.sched_load_balance"), "0\n");
+    k.set_file(format!("{root}/tasks"), "");
+    k.set_file(format!("{root}/shield/cpuset.cpus"), "1\n");
+    k.set_file(format!("{root}/shield/cpuset.cpu_exclusive"), "1\n");
+    k.set_file(format!("{root}/shield/cpuset.sched_load_balance"), "0\n");
+    k.set_file(format!("{root}/shield/tasks"), "");
+    let r = check(&k, |_| {});
+    let enf = find(
+        &r,
+        Topic::Enforcement,
+        "exclusive cgroup v1 cpuset /sys/fs/cgroup/cpuset/shield",
+    );
+    assert_eq!(enf.severity, Severity::Info);
+    // Load balancing on in the shield's cpuset: nothing enforces CPU 1.
+    k.set_file(format!("{root}/shield/cpuset.sched_load_balance"), "1\n");
+    let r = check(&k, |_| {});
+    let enf = find(&r, Topic::Enforcement, "does not keep new tasks off CPU 1");
+    assert!(
+        enf.evidence
+            .contains("v1 /sys/fs/cgroup/cpuset/shield cpus=1 exclusive=1 sched_load_balance=1"),
+        "{}",
+        enf.evidence
+    );
+}
+
+#[test]
 fn the_report_serialises_to_json_with_the_documented_fields() {
     let k = base_system();
     let r = check(&k, |k| k.set_file("/proc/interrupts", INTERRUPTS_1));
