@@ -6,7 +6,6 @@ use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Kernel;
 use std::collections::BTreeMap;
 use std::io;
-use std::path::Path;
 
 /// Counters since boot, per shielded CPU.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -29,7 +28,7 @@ pub fn read(kernel: &dyn Kernel, cpus: &CpuSet) -> io::Result<Sample> {
     if cpus.is_empty() {
         return Ok(sample);
     }
-    let text = kernel.read(Path::new("/proc/interrupts"))?;
+    let text = cpushield_kernel::Procfs::new(kernel).interrupts()?;
     for line in cpushield_parse::interrupts::parse_interrupts(&text).map_err(parse_error)? {
         for cpu in cpus.iter() {
             if let Some(n) = line.per_cpu.get(&cpu) {
@@ -37,7 +36,7 @@ pub fn read(kernel: &dyn Kernel, cpus: &CpuSet) -> io::Result<Sample> {
             }
         }
     }
-    let text = kernel.read(Path::new("/proc/softirqs"))?;
+    let text = cpushield_kernel::Procfs::new(kernel).softirqs()?;
     for (kind, per_cpu) in cpushield_parse::softirqs::parse_softirqs(&text).map_err(parse_error)? {
         for cpu in cpus.iter() {
             if let Some(n) = per_cpu.get(&cpu) {
@@ -45,7 +44,7 @@ pub fn read(kernel: &dyn Kernel, cpus: &CpuSet) -> io::Result<Sample> {
             }
         }
     }
-    let text = kernel.read(Path::new("/proc/stat"))?;
+    let text = cpushield_kernel::Procfs::new(kernel).stat()?;
     for (cpu, times) in cpushield_parse::stat::parse_cpu_times(&text).map_err(parse_error)? {
         if cpus.contains(cpu) {
             sample.steal_ticks.insert(cpu, times.steal);

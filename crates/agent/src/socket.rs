@@ -6,7 +6,7 @@
 
 use crate::access::{self, Peer, Place, Policy, Rule};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{Host, Kernel, SchedParams};
+use cpushield_kernel::{Host, Kernel, Procfs, SchedParams};
 use cpushield_rt::reserve::ReserveDir;
 use cpushield_shield::placement;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
@@ -66,13 +66,9 @@ fn sched_params(policy: Policy, priority: u32) -> SchedParams {
 /// shield and gets the policy.
 pub fn place(host: &Host, pid: i32, cpus: &CpuSet, place: &Place) -> io::Result<usize> {
     let kernel = host.kernel();
-    let task_dir = PathBuf::from(format!("/proc/{pid}/task"));
-    let mut tids: Vec<i32> = kernel
-        .read_dir(&task_dir)?
-        .iter()
-        .filter_map(|t| t.parse().ok())
-        .collect();
-    tids.sort_unstable();
+    let tids = Procfs::new(kernel)
+        .threads(pid)?
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?;
     placement::record_sched(host, pid, &tids)?;
     let params = sched_params(place.policy, place.priority);
     for &tid in &tids {
@@ -88,8 +84,10 @@ pub fn place(host: &Host, pid: i32, cpus: &CpuSet, place: &Place) -> io::Result<
 /// The caller's groups: the primary group from SO_PEERCRED and the
 /// supplementary ones of its process.
 fn groups_of(kernel: &dyn Kernel, pid: i32, gid: u32) -> Vec<u32> {
-    let mut groups = kernel
-        .read(Path::new(&format!("/proc/{pid}/status")))
+    let mut groups = Procfs::new(kernel)
+        .process_file(pid, "status")
+        .ok()
+        .flatten()
         .map(|s| access::parse_groups(&s))
         .unwrap_or_default();
     groups.push(gid);
@@ -116,10 +114,10 @@ pub fn answer(
     let Ok(held) = hold(pid) else {
         return format!("refused: there is no process {pid}");
     };
-    let owner = host
-        .kernel()
-        .read(Path::new(&format!("/proc/{pid}/status")))
+    let owner = Procfs::new(host.kernel())
+        .process_file(pid, "status")
         .ok()
+        .flatten()
         .and_then(|s| access::owner_of(&s));
     let Some(owner) = owner else {
         return format!("refused: there is no process {pid}");

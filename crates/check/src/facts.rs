@@ -4,6 +4,7 @@
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Kernel;
 use cpushield_parse::kconfig::parse_kconfig;
+use cpushield_shield::layout::{self, Isolation};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -58,21 +59,15 @@ pub struct IrqFacts {
 /// A cpuset cgroup that holds some of the checked CPUs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CpusetInfo {
-    /// 1 for cgroup v1, 2 for v2.
-    pub version: u8,
     /// Directory.
     pub path: PathBuf,
     /// Whether it is the hierarchy's root.
     pub is_root: bool,
-    /// cpuset.cpus (v1) or cpuset.cpus.effective (v2).
+    /// The CPUs it has in effect ([`layout::Cpusets::cpus_file`]).
     pub cpus: CpuSet,
-    /// v1 cpuset.cpu_exclusive.
-    pub exclusive: Option<bool>,
-    /// v1 cpuset.sched_load_balance.
-    pub sched_load_balance: Option<bool>,
-    /// v2 cpuset.cpus.partition (`member`, `root`, `isolated`, `... invalid ...`).
-    pub partition: Option<String>,
-    /// Number of tasks in it (v1 `tasks` / v2 `cgroup.threads`), when readable.
+    /// How it keeps them to itself (v1 exclusive, v2 partition).
+    pub isolation: Isolation,
+    /// Its threads ([`layout::Cpusets::thread_list`]), when readable.
     pub tasks: Option<Vec<i32>>,
 }
 
@@ -250,10 +245,6 @@ fn read_mask(k: &dyn Kernel, p: &str) -> Option<CpuSet> {
     read_opt(k, p).and_then(|s| CpuSet::parse_mask(&s).ok())
 }
 
-fn read_bool(k: &dyn Kernel, p: &Path) -> Option<bool> {
-    k.read(p).ok().map(|s| s.trim() == "1")
-}
-
 /// Reads the facts for the checked CPUs (the thin layer; read-only).
 pub fn read_facts(kernel: &dyn Kernel, checked: &CpuSet, irq_numbers: &[u32]) -> Facts {
     let k = kernel;
@@ -406,82 +397,42 @@ pub fn looks_like_managed_queue(name: &str) -> bool {
     false
 }
 
-/// The cgroup mounts in /proc/mounts: (version, mount point) of those with cpuset.
-fn cpuset_mounts(k: &dyn Kernel) -> Vec<(u8, PathBuf)> {
-    let text = read_opt(k, "/proc/mounts").unwrap_or_default();
-    let mut out = Vec::new();
-    for mount in cpushield_parse::mounts::parse_mounts(&text) {
-        if mount.fs_type == "cgroup" && mount.has_option("cpuset") {
-            out.push((1, mount.mount_point));
-        } else if mount.fs_type == "cgroup2" {
-            let controllers = read_opt(
-                k,
-                &mount
-                    .mount_point
-                    .join("cgroup.controllers")
-                    .to_string_lossy(),
-            )
-            .unwrap_or_default();
-            if controllers.split_whitespace().any(|c| c == "cpuset") {
-                out.push((2, mount.mount_point));
-            }
-        }
-    }
-    out
-}
-
+/// The cpusets of the hierarchy the shield uses ([`layout::detect`]) that
+/// hold some of `checked`, and its root.
 fn read_cpusets(k: &dyn Kernel, checked: &CpuSet) -> Vec<CpusetInfo> {
     let mut out = Vec::new();
-    for (version, root) in cpuset_mounts(k) {
-        let mut stack = vec![(root.clone(), 0usize)];
-        let mut visited = 0usize;
-        while let Some((dir, depth)) = stack.pop() {
-            visited += 1;
-            if visited > 2000 {
-                break;
-            }
-            let is_root = dir == root;
-            let cpus_file = if version == 1 {
-                "cpuset.cpus"
-            } else {
-                "cpuset.cpus.effective"
-            };
-            let cpus = read_list(k, &dir.join(cpus_file).to_string_lossy()).unwrap_or_default();
-            if is_root || cpus.intersects(checked) {
-                let f = |name: &str| dir.join(name);
-                let tasks_file = if version == 1 {
-                    "tasks"
-                } else {
-                    "cgroup.threads"
-                };
-                out.push(CpusetInfo {
-                    version,
-                    path: dir.clone(),
-                    is_root,
-                    cpus: cpus.clone(),
-                    exclusive: (version == 1)
-                        .then(|| read_bool(k, &f("cpuset.cpu_exclusive")))
-                        .flatten(),
-                    sched_load_balance: (version == 1)
-                        .then(|| read_bool(k, &f("cpuset.sched_load_balance")))
-                        .flatten(),
-                    partition: (version == 2)
-                        .then(|| read_opt(k, &f("cpuset.cpus.partition").to_string_lossy()))
-                        .flatten(),
-                    tasks: k
-                        .read(&f(tasks_file))
-                        .ok()
-                        .and_then(|t| cpushield_parse::id_list::parse_ids(tasks_file, &t).ok()),
-                });
-            }
-            if depth < 4 {
-                if let Ok(mut names) = k.read_dir(&dir) {
-                    names.sort();
-                    for n in names {
-                        let child = dir.join(&n);
-                        if k.exists(&child.join(cpus_file)) {
-                            stack.push((child, depth + 1));
-                        }
+    let Some(layout) = layout::detect(k) else {
+        return out;
+    };
+    let (root, cpus_file, list) = (layout.root(), layout.cpus_file(), layout.thread_list());
+    let mut stack = vec![(root.to_path_buf(), 0usize)];
+    let mut visited = 0usize;
+    while let Some((dir, depth)) = stack.pop() {
+        visited += 1;
+        if visited > 2000 {
+            break;
+        }
+        let is_root = dir == root;
+        let cpus = read_list(k, &dir.join(cpus_file).to_string_lossy()).unwrap_or_default();
+        if is_root || cpus.intersects(checked) {
+            out.push(CpusetInfo {
+                path: dir.clone(),
+                is_root,
+                cpus: cpus.clone(),
+                isolation: layout.isolation(k, &dir),
+                tasks: k
+                    .read(&dir.join(list))
+                    .ok()
+                    .and_then(|t| cpushield_parse::id_list::parse_ids(list, &t).ok()),
+            });
+        }
+        if depth < 4 {
+            if let Ok(mut names) = k.read_dir(&dir) {
+                names.sort();
+                for n in names {
+                    let child = dir.join(&n);
+                    if k.exists(&child.join(cpus_file)) {
+                        stack.push((child, depth + 1));
                     }
                 }
             }

@@ -2,7 +2,7 @@
 //! one from the kernel. Parsing is separate from reading, so fixtures work.
 
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::Kernel;
+use cpushield_kernel::{Kernel, Procfs};
 use cpushield_parse::interrupts::{parse_interrupts, IrqLine};
 use cpushield_parse::irq_affinity::{IrqAffinity, IrqAffinityText};
 use cpushield_parse::pid_stat::{parse_thread_stat, ThreadStat};
@@ -11,7 +11,6 @@ use cpushield_parse::softirqs::{parse_softirqs, SoftirqCounts};
 use cpushield_parse::stat::{parse_cpu_times, CpuTimes};
 use cpushield_parse::ParseError;
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// The text of the files a snapshot is made of, as read.
 #[derive(Debug, Clone, Default)]
@@ -152,16 +151,12 @@ pub fn read_raw(
     opts: ReadOptions,
     now_ns: u64,
 ) -> std::io::Result<RawSnapshot> {
-    let read = |p: &str| {
-        kernel
-            .read(Path::new(p))
-            .map_err(|e| cpushield_kernel::with_path(e, Path::new(p)))
-    };
+    let proc = Procfs::new(kernel);
     Ok(RawSnapshot {
         at_ns: now_ns,
-        interrupts: read("/proc/interrupts")?,
-        softirqs: read("/proc/softirqs")?,
-        stat: read("/proc/stat")?,
+        interrupts: proc.interrupts()?,
+        softirqs: proc.softirqs()?,
+        stat: proc.stat()?,
         threads: read_threads(kernel, opts),
         user_hz: user_hz(),
         irq_affinity: cpushield_shield::irq_moves::read_affinity_texts(kernel),
@@ -169,33 +164,25 @@ pub fn read_raw(
 }
 
 /// Reads the stat and schedstat files of every thread of every process.
+/// A thread that cannot be read (it ended, or belongs to another user under
+/// hidepid) is passed over: a sample is what could be seen.
 pub fn read_threads(kernel: &dyn Kernel, opts: ReadOptions) -> Vec<RawThread> {
+    let proc = Procfs::new(kernel);
     let mut out = Vec::new();
-    let Ok(entries) = kernel.read_dir(Path::new("/proc")) else {
-        return out;
-    };
-    for name in entries {
-        let Ok(pid) = name.parse::<i32>() else {
+    for pid in proc.pids().unwrap_or_default() {
+        let Ok(Some(tids)) = proc.threads(pid) else {
             continue;
         };
-        let task_dir = format!("/proc/{pid}/task");
-        let Ok(tids) = kernel.read_dir(Path::new(&task_dir)) else {
-            continue; // exited
-        };
         let cgroup = if opts.affinities {
-            kernel.read(Path::new(&format!("/proc/{pid}/cgroup"))).ok()
+            proc.process_file(pid, "cgroup").ok().flatten()
         } else {
             None
         };
-        for tid_name in tids {
-            let Ok(tid) = tid_name.parse::<i32>() else {
+        for tid in tids {
+            let Ok(Some(stat)) = proc.thread_file(pid, tid, "stat") else {
                 continue;
             };
-            let base = format!("{task_dir}/{tid}");
-            let Ok(stat) = kernel.read(Path::new(&format!("{base}/stat"))) else {
-                continue;
-            };
-            let schedstat = kernel.read(Path::new(&format!("{base}/schedstat"))).ok();
+            let schedstat = proc.thread_file(pid, tid, "schedstat").ok().flatten();
             let affinity = if opts.affinities {
                 kernel.get_affinity(tid).ok()
             } else {

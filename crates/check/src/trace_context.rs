@@ -42,8 +42,8 @@ pub fn trace_context(k: &dyn Kernel, cpus: &CpuSet) -> KernelContext {
     KernelContext {
         tick_ns,
         preempt_model: Some(model),
-        virtual_cpu: k
-            .read(Path::new("/proc/cpuinfo"))
+        virtual_cpu: cpushield_kernel::Procfs::new(k)
+            .cpuinfo()
             .is_ok_and(|c| cpushield_parse::cpuinfo::runs_under_hypervisor(&c)),
         user_hz: crate::snapshot::user_hz(),
     }

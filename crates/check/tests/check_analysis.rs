@@ -80,8 +80,8 @@ fn base_system() -> FakeKernel {
         k.add_dir(format!("/proc/irq/{irq}/{name}"));
     }
     k.set_file(
-        "/proc/mounts",
-        "cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n",
+        "/proc/self/mountinfo",
+        "26 25 0:23 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset\n",
     );
     k.set_file("/sys/fs/cgroup/cpuset/cpuset.cpus", "0-1\n");
     k.set_file("/sys/fs/cgroup/cpuset/cpuset.cpu_exclusive", "1\n");
@@ -418,7 +418,10 @@ fn a_halting_virtual_cpu_is_named_with_the_idle_poll_remedy() {
 #[test]
 fn an_isolated_v2_partition_counts_as_enforcement_and_a_quiet_cpu_is_clean() {
     let k = base_system();
-    k.set_file("/proc/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n");
+    k.set_file(
+        "/proc/self/mountinfo",
+        "27 25 0:24 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw\n",
+    );
     k.set_file("/sys/fs/cgroup/cgroup.controllers", "cpuset cpu\n");
     k.set_file("/sys/fs/cgroup/cpuset.cpus.effective", "0-1\n");
     k.set_file("/sys/fs/cgroup/shield/cpuset.cpus.effective", "1\n");
@@ -443,6 +446,35 @@ fn an_isolated_v2_partition_counts_as_enforcement_and_a_quiet_cpu_is_clean() {
         .findings
         .iter()
         .any(|f| f.topic == Topic::Workqueue || f.title.contains("new IRQs")));
+}
+
+#[test]
+fn an_exclusive_unbalanced_v1_cpuset_under_an_unbalanced_root_counts_as_enforcement() {
+    let k = base_system();
+    let root = "/sys/fs/cgroup/cpuset";
+    k.set_file(format!("{root}/cpuset.sched_load_balance"), "0\n");
+    k.set_file(format!("{root}/tasks"), "");
+    k.set_file(format!("{root}/shield/cpuset.cpus"), "1\n");
+    k.set_file(format!("{root}/shield/cpuset.cpu_exclusive"), "1\n");
+    k.set_file(format!("{root}/shield/cpuset.sched_load_balance"), "0\n");
+    k.set_file(format!("{root}/shield/tasks"), "");
+    let r = check(&k, |_| {});
+    let enf = find(
+        &r,
+        Topic::Enforcement,
+        "exclusive cgroup v1 cpuset /sys/fs/cgroup/cpuset/shield",
+    );
+    assert_eq!(enf.severity, Severity::Info);
+    // Load balancing on in the shield's cpuset: nothing enforces CPU 1.
+    k.set_file(format!("{root}/shield/cpuset.sched_load_balance"), "1\n");
+    let r = check(&k, |_| {});
+    let enf = find(&r, Topic::Enforcement, "does not keep new tasks off CPU 1");
+    assert!(
+        enf.evidence
+            .contains("v1 /sys/fs/cgroup/cpuset/shield cpus=1 exclusive=1 sched_load_balance=1"),
+        "{}",
+        enf.evidence
+    );
 }
 
 #[test]

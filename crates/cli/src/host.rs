@@ -1,16 +1,21 @@
 //! The one place the command line wires in the machine: the running kernel,
-//! the state directory (`CPUSHIELD_STATE_DIR`, else /run/cpushield) and
-//! CLOCK_MONOTONIC. Every command builds its [`Host`] here, once, and hands
-//! it to the libraries.
+//! the state directory (`CPUSHIELD_STATE_DIR`, else /run/cpushield),
+//! CLOCK_MONOTONIC, and the directory of CPU reservations
+//! (`CPUSHIELD_RESERVE_DIR`). The [`Host`] is built once per process (one
+//! command) and handed to the libraries; every later [`real`] is a clone of
+//! it.
 
 use cpushield_kernel::store::FileStore;
 use cpushield_kernel::{Host, RealKernel};
+use cpushield_rt::reserve::ReserveDir;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// This machine.
 pub fn real() -> Host {
-    Host::new(Arc::new(RealKernel), Arc::new(state_files()))
+    static HOST: OnceLock<Host> = OnceLock::new();
+    HOST.get_or_init(|| Host::new(Arc::new(RealKernel), Arc::new(state_files())))
+        .clone()
 }
 
 /// The state directory itself, for what only files can do: the liveness
@@ -27,8 +32,8 @@ pub fn run_private<F: FnOnce() -> i32>(body: F, load_dir: &Path) -> std::io::Res
     cpushield_shield::private_run::run(&real(), &state_files(), body, load_dir, &say)
 }
 
-/// Where CPU reservations are kept: `CPUSHIELD_RESERVE_DIR`, else
-/// /run/cpushield/reserve.
-pub fn reserve_dir() -> cpushield_rt::reserve::ReserveDir {
-    cpushield_rt::reserve::ReserveDir::from_env()
+/// Where the CPU reservations of `run`, the agent and the C API are kept:
+/// `CPUSHIELD_RESERVE_DIR`, else /run/cpushield/reserve.
+pub fn reserve_dir() -> ReserveDir {
+    ReserveDir::from_env()
 }

@@ -12,7 +12,7 @@
 //! between the moment it counted and the stop.
 
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::Kernel;
+use cpushield_kernel::{Kernel, Procfs};
 use cpushield_parse::schedstat::parse_schedstat_runtime;
 use cpushield_report::BatchWork;
 use std::collections::{BTreeMap, BTreeSet};
@@ -155,6 +155,7 @@ fn shell_words(words: &[String]) -> String {
 /// Run time (ns, from schedstat) of every thread of process `pid` and of
 /// its descendants, by thread ID.
 pub fn tree_runtime(kernel: &dyn Kernel, pid: i32) -> BTreeMap<i32, u64> {
+    let proc = Procfs::new(kernel);
     let mut out = BTreeMap::new();
     let mut seen = BTreeSet::new();
     let mut stack = vec![pid];
@@ -162,19 +163,19 @@ pub fn tree_runtime(kernel: &dyn Kernel, pid: i32) -> BTreeMap<i32, u64> {
         if !seen.insert(p) {
             continue;
         }
-        let Ok(tids) = kernel.read_dir(Path::new(&format!("/proc/{p}/task"))) else {
+        let Ok(Some(tids)) = proc.threads(p) else {
             continue;
         };
-        for tid in tids.iter().filter_map(|t| t.parse::<i32>().ok()) {
-            let task = format!("/proc/{p}/task/{tid}");
-            if let Some(ns) = kernel
-                .read(Path::new(&format!("{task}/schedstat")))
+        for tid in tids {
+            if let Some(ns) = proc
+                .thread_file(p, tid, "schedstat")
                 .ok()
+                .flatten()
                 .and_then(|t| parse_schedstat_runtime(&t))
             {
                 out.insert(tid, ns);
             }
-            if let Ok(children) = kernel.read(Path::new(&format!("{task}/children"))) {
+            if let Ok(Some(children)) = proc.thread_file(p, tid, "children") {
                 stack.extend(
                     children
                         .split_whitespace()
@@ -238,10 +239,10 @@ impl Batch {
 
     /// The `cpushield load` process under `cpushield run` (its only child).
     fn load_pid(&self) -> Option<i32> {
-        let pid = self.child.id();
-        self.kernel
-            .read(Path::new(&format!("/proc/{pid}/task/{pid}/children")))
-            .ok()?
+        let pid = self.child.id() as i32;
+        Procfs::new(self.kernel.as_ref())
+            .thread_file(pid, pid, "children")
+            .ok()??
             .split_whitespace()
             .next()?
             .parse()

@@ -378,7 +378,7 @@ fn host_may_hide(split: &Split, guest_ns: u64, tick_ns: Option<u64>) -> u64 {
 
 /// The machine's /proc: the one trace events' thread IDs belong to.
 fn machine_proc() -> &'static Path {
-    cpushield_kernel::namespace::host_proc().unwrap_or(Path::new("/proc"))
+    cpushield_kernel::namespace::host_proc().unwrap_or(Path::new(cpushield_kernel::procfs::PROC))
 }
 
 /// Each run's time inside the guest (other code on the CPU) and outside it.

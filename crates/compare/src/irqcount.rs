@@ -2,12 +2,11 @@
 
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Kernel;
-use std::path::Path;
 
 /// [`total_on`] of the kernel's /proc/interrupts now (0 when unreadable).
 pub fn interrupts_on(kernel: &dyn Kernel, cpus: &CpuSet) -> u64 {
-    let text = kernel
-        .read(Path::new("/proc/interrupts"))
+    let text = cpushield_kernel::Procfs::new(kernel)
+        .interrupts()
         .unwrap_or_default();
     total_on(&text, cpus)
 }

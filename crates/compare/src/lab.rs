@@ -169,7 +169,7 @@ impl Runs for RealRuns {
         cpushield_shield::placement::own_thread_placer(&self.host)
     }
     fn start_load(&self, spec: &LoadSpec) -> Result<Box<dyn LoadRun>, LoadError> {
-        Ok(Box::new(Load::start(spec)?))
+        Ok(Box::new(Load::start(self.host.shared_kernel(), spec)?))
     }
     fn cyclictest(&self) -> Option<PathBuf> {
         crate::anchor::find_cyclictest()

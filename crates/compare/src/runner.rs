@@ -87,7 +87,7 @@ pub fn preflight(lab: &Lab, config: &CompareConfig) -> Result<CpuSet, CompareErr
     }
     if !config.smt && config.scenarios.iter().any(|s| s.loaded()) {
         // Its workloads, directory and disk; the CPUs are the door's own.
-        Load::validate(&base_load_spec(config))?;
+        Load::validate(lab.host.kernel(), &base_load_spec(config))?;
     }
     if config.duration.is_zero() {
         return Err(CompareError::Refused(

@@ -91,7 +91,9 @@ pub fn host_line(kernel: &dyn Kernel, online: &CpuSet) -> String {
     let release = kernel
         .read(Path::new("/proc/sys/kernel/osrelease"))
         .unwrap_or_default();
-    let cpuinfo = kernel.read(Path::new("/proc/cpuinfo")).unwrap_or_default();
+    let cpuinfo = cpushield_kernel::Procfs::new(kernel)
+        .cpuinfo()
+        .unwrap_or_default();
     let model = cpushield_parse::cpuinfo::model_name(&cpuinfo).unwrap_or_default();
     let vm = if cpushield_parse::cpuinfo::runs_under_hypervisor(&cpuinfo) {
         ", virtual machine"

@@ -16,12 +16,14 @@ mod fake;
 pub mod host;
 pub mod namespace;
 pub mod numa;
+pub mod procfs;
 mod real;
 pub mod signal;
 pub mod store;
 
 pub use fake::FakeKernel;
 pub use host::Host;
+pub use procfs::Procfs;
 pub use real::RealKernel;
 
 /// The name of every idle-polling thread starts with this (`cpushield-poll3`),

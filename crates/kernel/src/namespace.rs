@@ -8,7 +8,7 @@
 //! ^C does, and a SIGKILL of either leaves at most one command to run, which
 //! the parent prints ([`run_private`]).
 
-use crate::{Kernel, RealKernel};
+use crate::Kernel;
 use nix::fcntl::OFlag;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{unshare, CloneFlags};
@@ -92,8 +92,8 @@ fn writer_gone(pipe: &OwnedFd) -> bool {
     ready > 0 && fds.revents & (libc::POLLHUP | libc::POLLIN) != 0
 }
 
-/// Runs `body` as PID 1 of a new PID and mount namespace and returns its exit
-/// code. Must be called while the process is single-threaded (before any
+/// Runs `body` as PID 1 of a new PID and mount namespace, whose /proc is
+/// mounted through `kernel`, and returns its exit code. Must be called while the process is single-threaded (before any
 /// thread is spawned).
 ///
 /// A supervisor stops the process it started (`kill PID`, `timeout`,
@@ -104,7 +104,7 @@ fn writer_gone(pipe: &OwnedFd) -> bool {
 /// init die without restoring (SIGKILL), the kernel ends every task of the
 /// namespace, and the parent, which is outside it, calls `after_kill` with
 /// the signal, back on the machine's own /proc, and returns what it returns.
-pub fn run_private<F, K>(body: F, after_kill: K) -> io::Result<i32>
+pub fn run_private<F, K>(kernel: &dyn Kernel, body: F, after_kill: K) -> io::Result<i32>
 where
     F: FnOnce() -> i32,
     K: FnOnce(i32) -> i32,
@@ -177,7 +177,7 @@ where
                 let fd = std::os::fd::IntoRawFd::into_raw_fd(dir);
                 let _ = HOST_PROC.set(std::path::PathBuf::from(format!("/proc/self/fd/{fd}")));
             }
-            let code = match RealKernel.mount("proc", std::path::Path::new("/proc")) {
+            let code = match kernel.mount("proc", std::path::Path::new(crate::procfs::PROC)) {
                 Ok(()) => body(),
                 Err(e) => {
                     eprintln!("cpushield: error: mounting /proc in the private namespace: {e}");

@@ -11,7 +11,8 @@
 //! use cpushield_load::{parse_selection, Load, LoadSpec};
 //! let mut spec = LoadSpec::new(parse_selection(&["stress-kernel"])?);
 //! spec.cpus = Some("0".parse()?);
-//! let load = Load::start(&spec)?;            // validated first; refuses clearly
+//! let kernel = std::sync::Arc::new(cpushield_kernel::RealKernel);
+//! let load = Load::start(kernel, &spec)?;    // validated first; refuses clearly
 //! std::thread::sleep(std::time::Duration::from_secs(10));
 //! println!("{:?}", load.counters());         // live ops per workload
 //! let report = load.stop();                  // every process and file gone

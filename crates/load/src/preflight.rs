@@ -5,7 +5,7 @@
 
 use crate::error::LoadError;
 use crate::plan::{plan, LoadSpec, Plan, SystemFacts};
-use cpushield_kernel::{online_cpus, RealKernel};
+use cpushield_kernel::{online_cpus, Kernel};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
@@ -14,8 +14,8 @@ use std::process::{Command, Stdio};
 
 /// Checks everything a load needs and returns what it would run, without
 /// starting anything.
-pub fn validate(spec: &LoadSpec) -> Result<Plan, LoadError> {
-    let facts = probe(spec)?;
+pub fn validate(kernel: &dyn Kernel, spec: &LoadSpec) -> Result<Plan, LoadError> {
+    let facts = probe(kernel, spec)?;
     let plan = plan(spec, &facts)?;
     if let Some(run) = &plan.stress_ng {
         stress_ng_dry_run(&run.path, &run.args)?;
@@ -24,9 +24,8 @@ pub fn validate(spec: &LoadSpec) -> Result<Plan, LoadError> {
 }
 
 /// Snapshots the facts about the system that `spec` depends on.
-pub fn probe(spec: &LoadSpec) -> Result<SystemFacts, LoadError> {
-    let online =
-        online_cpus(&RealKernel).map_err(|e| LoadError::io("reading the online CPUs", e))?;
+pub fn probe(kernel: &dyn Kernel, spec: &LoadSpec) -> Result<SystemFacts, LoadError> {
+    let online = online_cpus(kernel).map_err(|e| LoadError::io("reading the online CPUs", e))?;
     let (dir_problem, free_bytes) = match dir_status(&spec.dir) {
         Ok(free) => (None, free),
         Err(reason) => (Some(reason), 0),

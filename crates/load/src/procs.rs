@@ -8,7 +8,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use cpushield_kernel::{Kernel, SchedParams};
+use cpushield_kernel::{Kernel, Procfs, SchedParams};
 
 /// Turns a -1 return into the errno.
 pub fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
@@ -210,20 +210,18 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
 
 /// Every process on the system, from /proc read through `kernel`.
 pub fn all_processes(kernel: &dyn Kernel) -> Vec<ProcStat> {
-    let Ok(names) = kernel.read_dir(Path::new("/proc")) else {
-        return Vec::new();
-    };
-    names
-        .iter()
-        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        .filter_map(|n| stat_of(kernel, n.parse().ok()?))
+    Procfs::new(kernel)
+        .pids()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|pid| stat_of(kernel, pid))
         .collect()
 }
 
 /// The stat line of process `pid`, read through `kernel`; `None` when it
 /// is gone or unreadable.
 pub fn stat_of(kernel: &dyn Kernel, pid: libc::pid_t) -> Option<ProcStat> {
-    let text = kernel.read(Path::new(&format!("/proc/{pid}/stat"))).ok()?;
+    let text = Procfs::new(kernel).process_file(pid, "stat").ok()??;
     parse_stat(&text)
 }
 

@@ -10,8 +10,10 @@ use crate::report::{summarize, Entry, LoadReport};
 use crate::shm::{Shared, SLOT_EXITED, SLOT_FAILED, SLOT_RUNNING, SUP_FAILED};
 use crate::supervisor::{self, Job, STRESS_NG_SLOTS};
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::Kernel;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Longest a load may take to get every worker running.
@@ -27,6 +29,8 @@ pub struct Load;
 /// that called [`Load::start`] (PR_SET_PDEATHSIG follows the forking
 /// thread): start a load from a thread that outlives it, e.g. the main one.
 pub struct RunningLoad {
+    /// The kernel door the supervisor's end is watched through.
+    kernel: Arc<dyn Kernel>,
     shared: Shared,
     supervisor: libc::pid_t,
     run_dir: PathBuf,
@@ -52,15 +56,15 @@ impl Load {
     /// Checks everything `spec` needs (names, CPUs, directory, free space
     /// against the size caps, tools, stress-ng's acceptance of its
     /// arguments) without starting anything.
-    pub fn validate(spec: &LoadSpec) -> Result<(), LoadError> {
-        preflight::validate(spec).map(|_| ())
+    pub fn validate(kernel: &dyn Kernel, spec: &LoadSpec) -> Result<(), LoadError> {
+        preflight::validate(kernel, spec).map(|_| ())
     }
 
     /// Validates `spec`, then starts the load and waits until every worker
     /// is set up and counting. On any failure nothing is left running and
     /// no file is left behind.
-    pub fn start(spec: &LoadSpec) -> Result<RunningLoad, LoadError> {
-        let plan = preflight::validate(spec)?;
+    pub fn start(kernel: Arc<dyn Kernel>, spec: &LoadSpec) -> Result<RunningLoad, LoadError> {
+        let plan = preflight::validate(kernel.as_ref(), spec)?;
         let run_dir = unique_run_dir(&spec.dir);
         let extra = if plan.stress_ng.is_some() {
             STRESS_NG_SLOTS
@@ -76,6 +80,7 @@ impl Load {
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
         let job = Job {
+            kernel: kernel.as_ref(),
             plan: &plan,
             run_dir: &run_dir,
             size_cap: spec.size_cap,
@@ -87,6 +92,7 @@ impl Load {
         let supervisor = procs::fork_child(|| supervisor::supervise(&job))
             .map_err(|e| LoadError::io("forking the load supervisor", e))?;
         let mut load = RunningLoad {
+            kernel,
             shared,
             supervisor,
             run_dir,
@@ -210,7 +216,7 @@ impl RunningLoad {
                 });
             }
         }
-        if !self.stopped && process_gone(self.supervisor) {
+        if !self.stopped && process_gone(self.kernel.as_ref(), self.supervisor) {
             return Err(LoadError::Start(
                 "the load supervisor ended unexpectedly".to_string(),
             ));
@@ -312,7 +318,8 @@ impl RunningLoad {
         if procs::wait(self.supervisor).is_err() {
             // Someone else reaped it (SIGCHLD ignored?): wait for it to vanish.
             let deadline = Instant::now() + Duration::from_secs(30);
-            while !process_gone(self.supervisor) && Instant::now() < deadline {
+            while !process_gone(self.kernel.as_ref(), self.supervisor) && Instant::now() < deadline
+            {
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
@@ -329,6 +336,6 @@ impl Drop for RunningLoad {
 }
 
 /// Whether our child `pid` has ended (zombie or reaped).
-fn process_gone(pid: libc::pid_t) -> bool {
-    procs::stat_of(&cpushield_kernel::RealKernel, pid).is_none_or(|s| s.state == 'Z')
+fn process_gone(kernel: &dyn Kernel, pid: libc::pid_t) -> bool {
+    procs::stat_of(kernel, pid).is_none_or(|s| s.state == 'Z')
 }

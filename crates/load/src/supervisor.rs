@@ -19,7 +19,7 @@ use crate::shm::{
 use crate::stressng;
 use crate::workloads::{self, Ctx};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{Kernel, RealKernel};
+use cpushield_kernel::Kernel;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
@@ -38,6 +38,8 @@ const STOP_SIGNALS: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHU
 
 /// What the supervisor needs, prepared by the caller before the fork.
 pub struct Job<'a> {
+    /// The kernel door every process of the load goes through.
+    pub kernel: &'a dyn Kernel,
     /// The plan.
     pub plan: &'a Plan,
     /// The per-run directory to make (and remove).
@@ -74,12 +76,12 @@ pub fn supervise(job: &Job) -> i32 {
     procs::set_name("cpushield-load");
     procs::detach_fds();
     let header = job.shared.header();
-    if let Err(e) = procs::set_sched_other(&RealKernel) {
+    if let Err(e) = procs::set_sched_other(job.kernel) {
         header.fail(&format!("cannot set SCHED_OTHER: {e}"));
         return 1;
     }
     if let Some(cpus) = &job.plan.cpus {
-        if let Err(e) = RealKernel.set_affinity(0, cpus) {
+        if let Err(e) = job.kernel.set_affinity(0, cpus) {
             header.fail(&format!("cannot confine the load to CPUs {cpus}: {e}"));
             return 1;
         }
@@ -88,7 +90,7 @@ pub fn supervise(job: &Job) -> i32 {
         // It only forks, waits and reaps, off the CPUs a caller measures;
         // each worker confines itself to the load's CPUs. Not being able to
         // is no reason to stop the load.
-        let _ = RealKernel.set_affinity(0, cpus);
+        let _ = job.kernel.set_affinity(0, cpus);
     }
     if let Err(e) = make_dirs(job) {
         header.fail(&e);
@@ -200,7 +202,7 @@ fn shutdown(job: &Job, workers: &[libc::pid_t]) {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
-    reap_all(workers);
+    reap_all(job.kernel, workers);
     if job.plan.stress_ng.is_some() {
         record_stress_ng_metrics(job);
     }
@@ -223,7 +225,7 @@ fn has_exited(pid: libc::pid_t) -> bool {
 }
 
 /// Reaps until we have no children left, SIGKILLing any still alive.
-fn reap_all(workers: &[libc::pid_t]) {
+fn reap_all(kernel: &dyn Kernel, workers: &[libc::pid_t]) {
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() };
     let deadline = Instant::now() + REAP_LIMIT;
@@ -242,7 +244,7 @@ fn reap_all(workers: &[libc::pid_t]) {
             for &w in workers {
                 procs::kill_group(w, libc::SIGKILL);
             }
-            for p in procs::all_processes(&cpushield_kernel::RealKernel)
+            for p in procs::all_processes(kernel)
                 .into_iter()
                 .filter(|p| p.ppid == me)
             {
@@ -301,13 +303,20 @@ fn worker(job: &Job, index: usize, inst: &Instance, supervisor: libc::pid_t) -> 
         slot.fail(&format!("panicked: {info}"));
     }));
     let dir = job.run_dir.join(inst.dir_name());
-    if let Err(message) = enter(inst, &dir) {
+    if let Err(message) = enter(job.kernel, inst, &dir) {
         slot.fail(&message);
         return 1;
     }
     match inst.workload {
         Some(w) => {
-            let mut ctx = Ctx::new(&dir, job.size_cap, &job.plan.tools, seed(index), slot);
+            let mut ctx = Ctx::new(
+                job.kernel,
+                &dir,
+                job.size_cap,
+                &job.plan.tools,
+                seed(index),
+                slot,
+            );
             ctx.remote = job.remote;
             match workloads::run(w, &ctx) {
                 Ok(never) => match never {},
@@ -326,9 +335,9 @@ fn worker(job: &Job, index: usize, inst: &Instance, supervisor: libc::pid_t) -> 
 }
 
 /// Confines, names and places the worker.
-fn enter(inst: &Instance, dir: &Path) -> Result<(), String> {
+fn enter(kernel: &dyn Kernel, inst: &Instance, dir: &Path) -> Result<(), String> {
     if let Some(cpus) = &inst.cpus {
-        RealKernel
+        kernel
             .set_affinity(0, cpus)
             .map_err(|e| format!("cannot confine it to CPUs {cpus}: {e}"))?;
     }

@@ -6,7 +6,13 @@ use cpushield_cpuset::CpuSet;
 use cpushield_load::{Load, LoadError, LoadSpec, Workload};
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
+
+/// The running kernel: these tests start real loads.
+fn machine() -> Arc<dyn cpushield_kernel::Kernel> {
+    Arc::new(cpushield_kernel::RealKernel)
+}
 
 const RUN: Duration = Duration::from_millis(1500);
 
@@ -63,7 +69,7 @@ fn cpus_allowed(pid: i32) -> String {
 
 fn run_one(workload: Workload) {
     let dir = tempfile::tempdir().unwrap();
-    let load = Load::start(&spec(vec![workload], dir.path()))
+    let load = Load::start(machine(), &spec(vec![workload], dir.path()))
         .unwrap_or_else(|e| panic!("{}: {e}", workload.name()));
     let pids = load.pids();
     let run_dir = load.run_dir().to_path_buf();
@@ -124,7 +130,7 @@ fn compute_runs_one_pinned_instance_per_cpu_of_the_set() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = spec(vec![Workload::Compute], dir.path());
     s.scale = 2;
-    let load = Load::start(&s).unwrap();
+    let load = Load::start(machine(), &s).unwrap();
     let pids = load.pids();
     assert_eq!(pids.len(), 3, "supervisor + 2 instances on CPU 1");
     let report = load.stop();
@@ -135,7 +141,11 @@ fn compute_runs_one_pinned_instance_per_cpu_of_the_set() {
 #[test]
 fn a_worker_that_dies_is_reported_and_the_rest_cleaned_up() {
     let dir = tempfile::tempdir().unwrap();
-    let load = Load::start(&spec(vec![Workload::Fpu, Workload::Ioctl], dir.path())).unwrap();
+    let load = Load::start(
+        machine(),
+        &spec(vec![Workload::Fpu, Workload::Ioctl], dir.path()),
+    )
+    .unwrap();
     let pids = load.pids();
     // SAFETY: killing a worker of our own load.
     unsafe { libc::kill(pids[1], libc::SIGKILL) };
@@ -158,7 +168,11 @@ fn a_worker_that_dies_is_reported_and_the_rest_cleaned_up() {
 #[test]
 fn dropping_a_running_load_stops_and_cleans_it() {
     let dir = tempfile::tempdir().unwrap();
-    let load = Load::start(&spec(vec![Workload::Disknoise, Workload::Ttcp], dir.path())).unwrap();
+    let load = Load::start(
+        machine(),
+        &spec(vec![Workload::Disknoise, Workload::Ttcp], dir.path()),
+    )
+    .unwrap();
     let pids = load.pids();
     drop(load);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
@@ -170,14 +184,16 @@ fn not_enough_space_is_refused_before_anything_is_made() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = spec(vec![Workload::Fs], dir.path());
     s.size_cap = 1 << 60;
-    let err = Load::start(&s).err().expect("a 1 EiB cap cannot fit");
+    let err = Load::start(machine(), &s)
+        .err()
+        .expect("a 1 EiB cap cannot fit");
     assert!(matches!(err, LoadError::NoSpace { .. }), "{err}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
 #[test]
 fn an_unwritable_dir_is_refused() {
-    let err = Load::start(&spec(vec![Workload::Fpu], Path::new("/proc")))
+    let err = Load::start(machine(), &spec(vec![Workload::Fpu], Path::new("/proc")))
         .err()
         .expect("/proc cannot hold files");
     assert!(
@@ -196,7 +212,7 @@ fn stress_ng_runs_in_the_run_dir_and_reports_bogo_ops() {
         "--hdd-bytes".into(),
         "4m".into(),
     ]);
-    let load = Load::start(&s).unwrap();
+    let load = Load::start(machine(), &s).unwrap();
     let pids = load.pids();
     std::thread::sleep(RUN);
     let report = load.stop();
@@ -211,7 +227,7 @@ fn stress_ng_arguments_it_rejects_are_refused_up_front() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = spec(vec![], dir.path());
     s.stress_ng = Some(vec!["--no-such-stressor".into(), "1".into()]);
-    let err = Load::start(&s)
+    let err = Load::start(machine(), &s)
         .err()
         .expect("stress-ng must reject it")
         .to_string();

@@ -599,8 +599,8 @@ impl LatencyConfig {
             )));
         };
         let irq = if self.source == Source::Rtc {
-            let text = kernel
-                .read(std::path::Path::new("/proc/interrupts"))
+            let text = cpushield_kernel::Procfs::new(kernel)
+                .interrupts()
                 .map_err(|source| MeasureError::System {
                     what: "reading /proc/interrupts".into(),
                     error: source,
@@ -747,9 +747,9 @@ fn collect_timerlat(
 /// (SCHED_FIFO 95) when it cannot be read (another PID namespace).
 fn timerlat_policy(kernel: &dyn Kernel, tid: Option<i32>) -> AppliedPolicy {
     let read = tid.and_then(|t| {
-        let text = kernel
-            .read(std::path::Path::new(&format!("/proc/{t}/stat")))
-            .ok()?;
+        let text = cpushield_kernel::Procfs::new(kernel)
+            .process_file(t, "stat")
+            .ok()??;
         cpushield_parse::pid_stat::parse_thread_stat(&text).ok()
     });
     match read {

@@ -5,7 +5,6 @@
 use cpushield_kernel::Kernel;
 use std::collections::BTreeMap;
 use std::io;
-use std::path::Path;
 
 pub use cpushield_parse::stat::CpuTicks;
 
@@ -25,11 +24,7 @@ pub fn parse(text: &str) -> CpuTimes {
 
 /// Reads and parses /proc/stat.
 pub fn snapshot(kernel: &dyn Kernel) -> io::Result<CpuTimes> {
-    let path = Path::new("/proc/stat");
-    let text = kernel
-        .read(path)
-        .map_err(|e| cpushield_kernel::with_path(e, path))?;
-    Ok(parse(&text))
+    Ok(parse(&cpushield_kernel::Procfs::new(kernel).stat()?))
 }
 
 /// A meter of the steal time of `cpus` on `host`, from now to when it is

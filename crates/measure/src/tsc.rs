@@ -8,7 +8,6 @@
 
 use cpushield_kernel::Kernel;
 use cpushield_rt::clock::now_ns;
-use std::path::Path;
 use std::time::Duration;
 
 /// How long the rate is measured against CLOCK_MONOTONIC: with each end of the
@@ -75,7 +74,7 @@ impl TscClock {
         if !cfg!(target_arch = "x86_64") {
             return None;
         }
-        let cpuinfo = kernel.read(Path::new("/proc/cpuinfo")).ok()?;
+        let cpuinfo = cpushield_kernel::Procfs::new(kernel).cpuinfo().ok()?;
         if !cpushield_parse::cpuinfo::has_invariant_tsc(&cpuinfo) {
             return None;
         }
@@ -146,6 +145,7 @@ fn paired_read() -> Option<(u64, u64)> {
 mod tests {
     use super::*;
     use cpushield_kernel::RealKernel;
+    use std::path::Path;
 
     #[test]
     fn ticks_scale_to_nanoseconds_and_back() {

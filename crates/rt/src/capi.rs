@@ -11,7 +11,7 @@
 
 use crate::irq::{self, IrqBinding, IrqError};
 use crate::periodic::{Periodic, PeriodicStats};
-use crate::reserve::{self, Reservation, ReserveDir, ReserveError};
+use crate::reserve::{self, Reservation, ReserveError};
 use crate::run::{AlonePlacer, RtRun, RunError};
 use crate::sched::{self, Policy};
 use crate::spsc::bytes::{self, ByteConsumer, ByteProducer};
@@ -165,7 +165,7 @@ fn place(tid: c_int, cpus: &CpuSet, policy: Policy) -> c_int {
     let run = RtRun::new(
         crate::program::host().kernel(),
         &AlonePlacer,
-        ReserveDir::from_env(),
+        crate::program::reserves(),
     );
     match run.place_now(tid, cpus, policy) {
         Ok(()) => 0,

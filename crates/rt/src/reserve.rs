@@ -245,18 +245,18 @@ pub enum CpuUse {
 
 /// [`ReserveDir::guard`] in the default directory for the calling process.
 pub fn guard(cpus: &CpuSet, usage: CpuUse) -> Result<Option<String>, ReserveError> {
-    ReserveDir::from_env().guard(cpus, std::process::id() as i32, usage)
+    crate::program::reserves().guard(cpus, std::process::id() as i32, usage)
 }
 
 /// Reserves `cpus` for the calling process in the default directory.
 pub fn reserve(cpus: &CpuSet) -> Result<Reservation, ReserveError> {
-    ReserveDir::from_env().reserve(cpus, &Holder::current())
+    crate::program::reserves().reserve(cpus, &Holder::current())
 }
 
 /// Refuses placing the calling process on `cpus` if another process holds any
 /// of them (default directory).
 pub fn check(cpus: &CpuSet) -> Result<(), ReserveError> {
-    ReserveDir::from_env().check(cpus, std::process::id() as i32)
+    crate::program::reserves().check(cpus, std::process::id() as i32)
 }
 
 /// Held CPUs. Dropping it releases them (and removes the lock files).

@@ -36,7 +36,7 @@ use crate::reserve::{Holder, Reservation, ReserveDir, ReserveError};
 use crate::sched::{self, PlaceFn, Policy};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::numa;
-use cpushield_kernel::Kernel;
+use cpushield_kernel::{Kernel, Procfs};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -630,24 +630,21 @@ impl<'k> RtRun<'k> {
 
     /// The threads of `pid` to move: all of them, or just `pid`.
     fn task_threads(&self, pid: i32, all: bool) -> Result<Vec<i32>, RunError> {
-        let dir = PathBuf::from(format!("/proc/{pid}/task"));
-        if pid <= 0 || !self.kernel.exists(&dir) {
-            return Err(refuse(format!(
+        let proc = Procfs::new(self.kernel);
+        let no_task = || {
+            refuse(format!(
                 "no task with PID {pid}: check the PID (ps -eLf lists tasks and threads)"
-            )));
+            ))
+        };
+        if pid <= 0 || !self.kernel.exists(&proc.process_dir(pid).join("task")) {
+            return Err(no_task());
         }
         if !all {
             return Ok(vec![pid]);
         }
-        let mut tids: Vec<i32> = self
-            .kernel
-            .read_dir(&dir)
+        proc.threads(pid)
             .map_err(step(format!("listing the threads of PID {pid}")))?
-            .iter()
-            .filter_map(|name| name.parse().ok())
-            .collect();
-        tids.sort_unstable();
-        Ok(tids)
+            .ok_or_else(no_task)
     }
 
     /// Carries out a checked request to its end, telling `report` what
@@ -751,7 +748,7 @@ impl<'k> RtRun<'k> {
                     if tid != pid
                         && !self
                             .kernel
-                            .exists(Path::new(&format!("/proc/{pid}/task/{tid}"))) => {}
+                            .exists(&Procfs::new(self.kernel).thread_dir(pid, tid)) => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -872,9 +869,10 @@ impl<'k> RtRun<'k> {
     /// Whether task `pid` has CAP_IPC_LOCK (locks memory beyond RLIMIT_MEMLOCK).
     fn has_ipc_lock(&self, pid: i32) -> bool {
         const CAP_IPC_LOCK: u32 = 14;
-        self.kernel
-            .read(Path::new(&format!("/proc/{pid}/status")))
+        Procfs::new(self.kernel)
+            .process_file(pid, "status")
             .ok()
+            .flatten()
             .and_then(|s| cpushield_parse::pid_status::parse_cap_eff(&s))
             .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0)
     }

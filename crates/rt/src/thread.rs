@@ -134,7 +134,7 @@ impl RtThread {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.spawn_in(&ReserveDir::from_env(), f)
+        self.spawn_in(&crate::program::reserves(), f)
     }
 
     /// [`spawn`](Self::spawn) with reservations kept in `dir`.

@@ -86,8 +86,8 @@ pub fn pending_off(
 /// [`pending_off`] as the kernel reports it now.
 pub fn read_pending_off(kernel: &dyn Kernel, cpus: &CpuSet) -> Vec<PendingMove> {
     let names = cpushield_parse::interrupts::irq_names(
-        &kernel
-            .read(Path::new("/proc/interrupts"))
+        &cpushield_kernel::Procfs::new(kernel)
+            .interrupts()
             .unwrap_or_default(),
     );
     pending_off(&read_affinities(kernel), &names, cpus)

@@ -102,6 +102,103 @@ impl Placing<'_> {
     }
 }
 
+/// How one cpuset cgroup keeps its CPUs to itself, as read from the kernel
+/// (`check` weighs it): each version has its own settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum Isolation {
+    /// cgroup v1: whether the cpuset is exclusive (`cpuset.cpu_exclusive`)
+    /// and the scheduler balances load across it
+    /// (`cpuset.sched_load_balance`); `None` where unreadable.
+    Exclusive {
+        /// `cpuset.cpu_exclusive` is 1.
+        exclusive: Option<bool>,
+        /// `cpuset.sched_load_balance` is 1.
+        load_balance: Option<bool>,
+    },
+    /// cgroup v2: the partition type (`cpuset.cpus.partition`: `member`,
+    /// `root`, `isolated`, or `... invalid ...`); `None` where unreadable
+    /// (the root cgroup has no such file).
+    Partition(Option<String>),
+}
+
+impl Isolation {
+    /// A v2 partition that takes its CPUs from every other cgroup
+    /// (`isolated`, or a load-balanced `root`).
+    pub fn is_valid_partition(&self) -> bool {
+        matches!(self, Isolation::Partition(Some(p)) if p == "isolated" || p == "root")
+    }
+
+    /// A v2 partition the kernel made invalid (it enforces nothing).
+    pub fn is_invalid_partition(&self) -> bool {
+        matches!(self, Isolation::Partition(Some(p)) if p.contains("invalid"))
+    }
+
+    /// Whether the scheduler balances load across a v1 cpuset; `None` on v2
+    /// or where unreadable.
+    pub fn load_balance(&self) -> Option<bool> {
+        match self {
+            Isolation::Exclusive { load_balance, .. } => *load_balance,
+            Isolation::Partition(_) => None,
+        }
+    }
+
+    /// The v2 partition type; `None` on v1 or where unreadable.
+    pub fn partition(&self) -> Option<&str> {
+        match self {
+            Isolation::Partition(p) => p.as_deref(),
+            Isolation::Exclusive { .. } => None,
+        }
+    }
+
+    /// The cgroup version (1 or 2) these settings belong to.
+    pub fn version(&self) -> u8 {
+        match self {
+            Isolation::Exclusive { .. } => 1,
+            Isolation::Partition(_) => 2,
+        }
+    }
+
+    /// A v1 exclusive cpuset without load balancing.
+    pub fn is_exclusive_unbalanced(&self) -> bool {
+        matches!(
+            self,
+            Isolation::Exclusive {
+                exclusive: Some(true),
+                load_balance: Some(false)
+            }
+        )
+    }
+
+    /// Its settings as `check` prints them (` exclusive=1
+    /// sched_load_balance=0`, ` partition=isolated`; empty when unread).
+    pub fn settings(&self) -> String {
+        match self {
+            Isolation::Exclusive {
+                exclusive,
+                load_balance,
+            } => {
+                let mut out = String::new();
+                if let Some(e) = exclusive {
+                    out.push_str(&format!(" exclusive={}", *e as u8));
+                }
+                if let Some(lb) = load_balance {
+                    out.push_str(&format!(" sched_load_balance={}", *lb as u8));
+                }
+                out
+            }
+            Isolation::Partition(p) => p
+                .as_ref()
+                .map(|p| format!(" partition={p}"))
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// The trimmed text of a file; `None` where unreadable.
+fn read_setting(kernel: &dyn Kernel, path: &Path) -> Option<String> {
+    kernel.read(path).ok().map(|s| s.trim().to_string())
+}
+
 /// What differs between the cgroup versions' cpuset hierarchies, as the
 /// shield uses them. Pure but for [`Cpusets::enforcement_status`].
 pub trait Cpusets {
@@ -175,6 +272,15 @@ pub trait Cpusets {
 
     /// How the shield's cgroup `dir` enforces it now, read from the kernel.
     fn enforcement_status(&self, kernel: &dyn Kernel, dir: &Path) -> String;
+
+    /// The cgroup version (1 or 2), as messages name it.
+    fn version(&self) -> u8;
+
+    /// The file of the CPUs a cgroup of the hierarchy has in effect.
+    fn cpus_file(&self) -> &'static str;
+
+    /// How cgroup `dir` keeps its CPUs to itself, read from the kernel.
+    fn isolation(&self, kernel: &dyn Kernel, dir: &Path) -> Isolation;
 
     /// The shield's cgroup.
     fn shield_dir(&self) -> PathBuf {
@@ -392,6 +498,22 @@ impl Cpusets for V1 {
         top_cgroup(cgroup) == SYSTEM_CGROUP
     }
 
+    fn version(&self) -> u8 {
+        1
+    }
+
+    fn cpus_file(&self) -> &'static str {
+        "cpuset.cpus"
+    }
+
+    fn isolation(&self, kernel: &dyn Kernel, dir: &Path) -> Isolation {
+        let flag = |name: &str| read_setting(kernel, &dir.join(name)).map(|s| s == "1");
+        Isolation::Exclusive {
+            exclusive: flag("cpuset.cpu_exclusive"),
+            load_balance: flag("cpuset.sched_load_balance"),
+        }
+    }
+
     fn enforcement_status(&self, kernel: &dyn Kernel, dir: &Path) -> String {
         let excl = read_trimmed(kernel, &dir.join("cpuset.cpu_exclusive")).unwrap_or_default();
         let lb = read_trimmed(kernel, &dir.join("cpuset.sched_load_balance")).unwrap_or_default();
@@ -556,6 +678,18 @@ impl Cpusets for V2 {
 
     fn in_housekeeping(&self, cgroup: &str) -> bool {
         top_cgroup(cgroup) != SHIELD_CGROUP
+    }
+
+    fn version(&self) -> u8 {
+        2
+    }
+
+    fn cpus_file(&self) -> &'static str {
+        "cpuset.cpus.effective"
+    }
+
+    fn isolation(&self, kernel: &dyn Kernel, dir: &Path) -> Isolation {
+        Isolation::Partition(read_setting(kernel, &dir.join("cpuset.cpus.partition")))
     }
 
     fn enforcement_status(&self, kernel: &dyn Kernel, dir: &Path) -> String {

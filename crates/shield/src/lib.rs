@@ -315,21 +315,19 @@ const NAMESPACE_END_WAIT: std::time::Duration = std::time::Duration::from_secs(1
 
 /// A process visible here, not a zombie, whose PID namespace is `ns`.
 fn process_in_namespace(kernel: &dyn Kernel, ns: &str) -> Option<String> {
-    let proc_dir = std::path::Path::new("/proc");
-    kernel
-        .read_dir(proc_dir)
+    let proc = cpushield_kernel::Procfs::new(kernel);
+    proc.pids()
         .unwrap_or_default()
         .into_iter()
-        .filter(|entry| entry.parse::<u32>().is_ok())
-        .find(|entry| {
-            let dir = proc_dir.join(entry);
-            let in_ns = kernel
-                .read_link(&dir.join("ns/pid"))
-                .is_ok_and(|link| link.to_string_lossy() == ns);
+        .find(|&pid| {
+            let in_ns = proc
+                .process_link(pid, "ns/pid")
+                .is_ok_and(|link| link.is_some_and(|l| l.to_string_lossy() == ns));
             // A zombie has ended: only its exit status is left to collect.
-            let zombie = kernel
-                .read(&dir.join("stat"))
+            let zombie = proc
+                .process_file(pid, "stat")
                 .ok()
+                .flatten()
                 .and_then(|stat| {
                     stat.rsplit_once(") ")
                         .and_then(|(_, rest)| rest.chars().next())
@@ -337,6 +335,7 @@ fn process_in_namespace(kernel: &dyn Kernel, ns: &str) -> Option<String> {
                 .is_some_and(|state| state == 'Z' || state == 'X');
             in_ns && !zombie
         })
+        .map(|pid| pid.to_string())
 }
 
 /// Refuses, before any change, a `reset --namespace-gone` of a state whose

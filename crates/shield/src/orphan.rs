@@ -57,7 +57,9 @@ pub struct OrphanShield {
 
 /// The kernel's defaults on this boot (see [`KernelDefaults`]).
 fn kernel_defaults(kernel: &dyn Kernel, possible: &CpuSet) -> KernelDefaults {
-    let cmdline = kernel.read(Path::new("/proc/cmdline")).unwrap_or_default();
+    let cmdline = cpushield_kernel::Procfs::new(kernel)
+        .cmdline()
+        .unwrap_or_default();
     let sysfs = kernel
         .read(Path::new("/sys/devices/system/cpu/nohz_full"))
         .ok();

@@ -4,7 +4,7 @@
 
 use crate::state;
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{Host, Kernel};
+use cpushield_kernel::{Host, Kernel, Procfs};
 use std::io;
 use std::sync::Arc;
 
@@ -220,11 +220,10 @@ fn place_own_from_anywhere_under(
 
 /// Whether thread `tid` is in the shield's cgroup now.
 fn thread_in_shield(kernel: &dyn Kernel, layout: &crate::layout::CgroupLayout, tid: i32) -> bool {
-    kernel
-        .read(std::path::Path::new(&format!(
-            "/proc/{tid}/task/{tid}/cgroup"
-        )))
+    Procfs::new(kernel)
+        .thread_file(tid, tid, "cgroup")
         .ok()
+        .flatten()
         .and_then(|t| crate::layout::cgroup_of(layout, &t))
         .is_some_and(|cg| cg.trim_start_matches('/') == crate::layout::SHIELD_CGROUP)
 }
@@ -243,10 +242,7 @@ pub fn enter_root_cgroup(
     if !layout.moves_processes() {
         return Ok(None);
     }
-    let path = std::path::PathBuf::from("/proc/self/cgroup");
-    let text = kernel
-        .read(&path)
-        .map_err(|e| cpushield_kernel::with_path(e, &path))?;
+    let text = Procfs::new(kernel).own_file("cgroup")?;
     let Some(cgroup) = crate::layout::cgroup_of(layout, &text) else {
         return Ok(None);
     };
@@ -267,10 +263,8 @@ pub fn enter_root_cgroup(
 /// that exit meanwhile are passed over.
 pub fn pin_own_threads(kernel: &dyn Kernel, cpus: &CpuSet) {
     let _ = kernel.set_affinity(0, cpus);
-    if let Ok(tids) = kernel.read_dir(std::path::Path::new("/proc/self/task")) {
-        for tid in tids.iter().filter_map(|t| t.parse::<i32>().ok()) {
-            let _ = kernel.set_affinity(tid, cpus);
-        }
+    for tid in Procfs::new(kernel).own_threads().unwrap_or_default() {
+        let _ = kernel.set_affinity(tid, cpus);
     }
 }
 
@@ -299,9 +293,10 @@ fn thread_move_error(
     if cpushield_kernel::os_errno(&error) != Some(libc::EOPNOTSUPP) {
         return cpushield_kernel::with_path(error, file);
     }
-    let cgroup = kernel
-        .read(std::path::Path::new(&format!("/proc/{tid}/cgroup")))
+    let cgroup = Procfs::new(kernel)
+        .process_file(tid, "cgroup")
         .ok()
+        .flatten()
         .and_then(|t| crate::layout::cgroup_of(layout, &t))
         .unwrap_or_else(|| "?".into());
     let tgid = tgid_of(kernel, tid).unwrap_or(tid);
@@ -318,7 +313,7 @@ fn thread_move_error(
 /// (see [`place_thread_alone`]).
 fn adopt_placed(host: &Host, tid: i32, cpus: &CpuSet) -> io::Result<()> {
     let (kernel, store) = (host.kernel(), host.store());
-    let stat_path = std::path::PathBuf::from(format!("/proc/{tid}/stat"));
+    let stat_path = Procfs::new(kernel).process_dir(tid).join("stat");
     let stat = kernel
         .read_bytes(&stat_path)
         .map_err(|e| cpushield_kernel::with_path(e, &stat_path))?;
@@ -355,9 +350,16 @@ fn record_placement(host: &Host, tid: i32) -> io::Result<()> {
 }
 
 fn tgid_of(kernel: &dyn Kernel, tid: i32) -> io::Result<i32> {
-    let status = kernel.read(std::path::Path::new(&format!("/proc/{tid}/status")))?;
-    cpushield_parse::pid_status::parse_tgid(&status)
-        .ok_or_else(|| io::Error::other(format!("/proc/{tid}/status has no Tgid")))
+    let proc = Procfs::new(kernel);
+    let status = proc
+        .process_file(tid, "status")?
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?;
+    cpushield_parse::pid_status::parse_tgid(&status).ok_or_else(|| {
+        io::Error::other(format!(
+            "{}: no Tgid",
+            proc.process_dir(tid).join("status").display()
+        ))
+    })
 }
 
 /// Records, in the shield's state, the scheduling policy of each thread in
@@ -371,14 +373,15 @@ pub fn record_sched(host: &Host, pid: i32, tids: &[i32]) -> io::Result<()> {
         return Ok(());
     };
     let mut changed = false;
+    let proc = Procfs::new(kernel);
     for &tid in tids {
-        let stat_path = std::path::PathBuf::from(format!("/proc/{pid}/task/{tid}/stat"));
-        let stat = match kernel.read_bytes(&stat_path) {
-            Ok(b) => cpushield_parse::pid_stat::parse_stat(&b)
-                .map_err(|e| io::Error::other(format!("{}: {e}", stat_path.display())))?,
-            Err(e) if cpushield_kernel::is_gone(&e) => continue,
-            Err(e) => return Err(cpushield_kernel::with_path(e, &stat_path)),
+        let Some(stat) = proc.thread_bytes(pid, tid, "stat")? else {
+            continue;
         };
+        let stat = cpushield_parse::pid_stat::parse_stat(&stat).map_err(|e| {
+            let path = proc.thread_dir(pid, tid).join("stat");
+            io::Error::other(format!("{}: {e}", path.display()))
+        })?;
         // In the terms of the saved tasks, which reset's snapshot compares.
         let starttime = saved.start_as_saved(tid, stat.starttime);
         if saved

@@ -25,6 +25,7 @@ pub fn run<F: FnOnce() -> i32>(
     say: &dyn Fn(&str),
 ) -> std::io::Result<i32> {
     namespace::run_private(
+        host.kernel(),
         || {
             let ns = crate::snapshot::pid_namespace(host.kernel());
             let alive = files.hold_namespace_alive(&ns);

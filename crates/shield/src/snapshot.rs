@@ -3,7 +3,7 @@
 
 use crate::layout::{cgroup_of, CgroupLayout};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{is_gone, read_cpu_list, read_trimmed, with_path, Kernel};
+use cpushield_kernel::{is_gone, read_cpu_list, read_trimmed, Kernel, Procfs};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -112,12 +112,21 @@ fn unreadable(tid: i32, what: &str, path: &Path, error: impl std::fmt::Display) 
     ))
 }
 
+/// [`unreadable`] for a read through [`Procfs`], whose error names the path.
+fn unreadable_read(tid: i32, what: &str, error: std::io::Error) -> std::io::Error {
+    std::io::Error::other(format!(
+        "thread {tid}: cannot read {what} ({error}); the shield would miss this task, so nothing was changed"
+    ))
+}
+
 /// How a message names task `tid`: with its command name, read now where the
 /// snapshot did not read it (the first shield reads leaders without it).
 pub fn task_label(kernel: &dyn Kernel, tid: i32, comm: &str) -> String {
     let comm = if comm.is_empty() {
-        kernel
-            .read(std::path::Path::new(&format!("/proc/{tid}/comm")))
+        Procfs::new(kernel)
+            .process_file(tid, "comm")
+            .ok()
+            .flatten()
             .map(|c| c.trim_end().to_string())
             .unwrap_or_default()
     } else {
@@ -136,47 +145,42 @@ pub fn task_name(tid: i32, comm: &str) -> String {
     }
 }
 
-/// Reads and parses a stat file; `Ok(None)` if the task vanished meanwhile.
-fn read_stat(
-    kernel: &dyn Kernel,
+/// Parses the stat file of thread `tid` as [`Procfs`] read it (in `dir`);
+/// `Ok(None)` if the task vanished meanwhile.
+fn parse_stat(
+    read: std::io::Result<Option<Vec<u8>>>,
     tid: i32,
-    stat_path: &Path,
+    dir: impl FnOnce() -> PathBuf,
 ) -> std::io::Result<Option<cpushield_parse::pid_stat::ProcStat>> {
-    let stat_bytes = match kernel.read_bytes(stat_path) {
-        Ok(b) => b,
-        Err(e) if is_gone(&e) => return Ok(None),
-        Err(e) => return Err(unreadable(tid, "its stat", stat_path, e)),
-    };
-    if stat_bytes.is_empty() {
-        // An exiting thread shows an empty file for a moment.
+    let Some(stat_bytes) = read.map_err(|e| unreadable_read(tid, "its stat", e))? else {
         return Ok(None);
-    }
+    };
     cpushield_parse::pid_stat::parse_stat(&stat_bytes)
         .map(Some)
-        .map_err(|e| unreadable(tid, "its stat", stat_path, e))
+        .map_err(|e| unreadable(tid, "its stat", &dir().join("stat"), e))
 }
 
 /// Reads thread `tid` of process `pid`; `Ok(None)` if it vanished meanwhile
 /// (ENOENT, ESRCH). Any other failure is an error naming the thread and the
 /// path: a task the tool cannot see would escape the shield.
 fn read_task(
-    kernel: &dyn Kernel,
+    proc: &Procfs,
     layout: &CgroupLayout,
     cgroups: &CgroupMembers,
     pid: i32,
     tid: i32,
 ) -> std::io::Result<Option<TaskInfo>> {
-    let base = PathBuf::from(format!("/proc/{pid}/task/{tid}"));
-    let Some(stat) = read_stat(kernel, tid, &base.join("stat"))? else {
+    let read = proc.thread_bytes(pid, tid, "stat");
+    let Some(stat) = parse_stat(read, tid, || proc.thread_dir(pid, tid))? else {
         return Ok(None);
     };
-    task_from_stat(kernel, layout, cgroups, pid, tid, stat)
+    task_from_stat(proc, layout, cgroups, pid, tid, stat)
 }
 
 /// Completes a thread from its parsed stat: its cgroup (from `cgroups`, or
 /// its own cgroup file where no list named it) and its affinity.
 fn task_from_stat(
-    kernel: &dyn Kernel,
+    proc: &Procfs,
     layout: &CgroupLayout,
     cgroups: &CgroupMembers,
     pid: i32,
@@ -186,16 +190,15 @@ fn task_from_stat(
     let cgroup = match cgroups.get(&tid) {
         Some(c) => c.to_string(),
         None => {
-            let cgroup_path = PathBuf::from(format!("/proc/{pid}/task/{tid}/cgroup"));
-            let cgroup_text = match kernel.read(&cgroup_path) {
-                Ok(t) => t,
-                Err(e) if is_gone(&e) => return Ok(None),
-                Err(e) => return Err(unreadable(tid, "its cgroup", &cgroup_path, e)),
+            let cgroup_text = match proc.thread_file(pid, tid, "cgroup") {
+                Ok(Some(t)) => t,
+                Ok(None) => return Ok(None),
+                Err(e) => return Err(unreadable_read(tid, "its cgroup", e)),
             };
             cgroup_of(layout, &cgroup_text).unwrap_or_else(|| "/".into())
         }
     };
-    let affinity = match kernel.get_affinity(tid) {
+    let affinity = match proc.kernel().get_affinity(tid) {
         Ok(a) => a,
         Err(e) if is_gone(&e) => return Ok(None),
         Err(e) => {
@@ -282,38 +285,32 @@ fn hierarchy_cgroups(kernel: &dyn Kernel, layout: &CgroupLayout) -> Vec<(PathBuf
 /// ([`cgroup_members`]). A thread that cannot be read (other than one that
 /// exited meanwhile) is an error, never skipped in silence.
 pub fn read_tasks(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Vec<TaskInfo>> {
+    let proc = Procfs::new(kernel);
     let hierarchy = hierarchy_cgroups(kernel, layout);
     let cgroups = cgroup_members(kernel, layout, &hierarchy);
-    let entries = kernel
-        .read_dir(Path::new("/proc"))
-        .map_err(|e| with_path(e, Path::new("/proc")))?;
-    let mut pids: Vec<i32> = entries.iter().filter_map(|e| e.parse().ok()).collect();
-    pids.sort_unstable();
+    let pids = proc.pids()?;
     let mut tasks = Vec::with_capacity(pids.len());
     for pid in pids {
         // Anything but a stat of one thread (several threads, no such
         // file, an error) is read thread by thread.
-        if let Ok(Some(stat)) = read_stat(kernel, pid, Path::new(&format!("/proc/{pid}/stat"))) {
+        let read = proc.process_bytes(pid, "stat");
+        if let Ok(Some(stat)) = parse_stat(read, pid, || proc.process_dir(pid)) {
             if stat.num_threads == 1 {
-                tasks.extend(task_from_stat(kernel, layout, &cgroups, pid, pid, stat)?);
+                tasks.extend(task_from_stat(&proc, layout, &cgroups, pid, pid, stat)?);
                 continue;
             }
         }
-        let dir = PathBuf::from(format!("/proc/{pid}/task"));
-        let tids = match kernel.read_dir(&dir) {
-            Ok(t) => t,
-            Err(e) if is_gone(&e) => continue,
+        let tids = match proc.threads(pid) {
+            Ok(Some(t)) => t,
+            Ok(None) => continue,
             Err(e) => {
                 return Err(std::io::Error::other(format!(
-                    "process {pid}: cannot list its threads ({}); the shield would miss them, so nothing was changed",
-                    with_path(e, &dir)
+                    "process {pid}: cannot list its threads ({e}); the shield would miss them, so nothing was changed"
                 )))
             }
         };
-        let mut tids: Vec<i32> = tids.iter().filter_map(|t| t.parse().ok()).collect();
-        tids.sort_unstable();
         for tid in tids {
-            tasks.extend(read_task(kernel, layout, &cgroups, pid, tid)?);
+            tasks.extend(read_task(&proc, layout, &cgroups, pid, tid)?);
         }
     }
     Ok(tasks)
@@ -322,9 +319,7 @@ pub fn read_tasks(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result
 /// Reads every IRQ that has an affinity file, with names from /proc/interrupts.
 pub fn read_irqs(kernel: &dyn Kernel) -> Vec<IrqInfo> {
     let names = cpushield_parse::interrupts::irq_names(
-        &kernel
-            .read(Path::new("/proc/interrupts"))
-            .unwrap_or_default(),
+        &Procfs::new(kernel).interrupts().unwrap_or_default(),
     );
     let mut irqs = Vec::new();
     let Ok(entries) = kernel.read_dir(Path::new("/proc/irq")) else {

@@ -170,7 +170,9 @@ pub fn status(host: &Host) -> std::io::Result<Status> {
 /// `show` reports them: the rule is `cpushield_parse::cmdline`'s, the one
 /// `check` uses too (a nohz_full CPU is offloaded).
 pub fn tick_and_rcu_offload(kernel: &dyn Kernel) -> (CpuSet, CpuSet) {
-    let cmdline = kernel.read(Path::new("/proc/cmdline")).unwrap_or_default();
+    let cmdline = cpushield_kernel::Procfs::new(kernel)
+        .cmdline()
+        .unwrap_or_default();
     let sysfs = kernel
         .read(Path::new("/sys/devices/system/cpu/nohz_full"))
         .ok();

@@ -406,7 +406,9 @@ pub fn read_who_set_what(kernel: &dyn Kernel, store: &dyn crate::state::StateSto
         .into_iter()
         .filter_map(|p| kernel.read(&p).ok().map(|t| (p, t.trim().to_string())))
         .collect();
-    let cmdline = kernel.read(Path::new("/proc/cmdline")).unwrap_or_default();
+    let cmdline = cpushield_kernel::Procfs::new(kernel)
+        .cmdline()
+        .unwrap_or_default();
     who_set_what(claim.as_ref(), saved.as_ref(), &snap, &files, &cmdline)
 }
 

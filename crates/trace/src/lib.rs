@@ -203,7 +203,7 @@ impl Default for TraceOptions {
             queue: 4096,
             signals: SignalMode::RestoreAndReraise,
             instance: true,
-            proc_root: PathBuf::from("/proc"),
+            proc_root: PathBuf::from(cpushield_kernel::procfs::PROC),
             namespace_scope: false,
             kernel: KernelContext::default(),
             timerlat_period_us: None,

@@ -12,7 +12,7 @@ use cpushield_parse::pid_stat::parse_thread_stat;
 use cpushield_parse::pid_status::parse_nspid;
 use cpushield_parse::stat::parse_cpu_times;
 
-use cpushield_kernel::{Kernel, TracePipe, TRACE_PIPE_READ_BUDGET};
+use cpushield_kernel::{Kernel, Procfs, TracePipe, TRACE_PIPE_READ_BUDGET};
 use crossbeam_queue::ArrayQueue;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
@@ -288,7 +288,7 @@ impl Reader {
                 r.unparsed += bad;
                 r.lost += lost;
             }
-            if let Ok(text) = self.kernel.read(Path::new("/proc/stat")) {
+            if let Ok(text) = Procfs::new(self.kernel.as_ref()).stat() {
                 if let Ok(times) = parse_cpu_times(&text) {
                     let steal_ticks = times.iter().map(|(cpu, t)| (*cpu, t.steal)).collect();
                     steal.push_back((t0, steal_ticks));
@@ -407,9 +407,10 @@ impl Reader {
                 return true;
             }
             *cache.borrow_mut().entry(pid).or_insert_with(|| {
-                kernel
-                    .read(&self.proc_root.join(format!("{pid}/stat")))
+                Procfs::at(kernel.as_ref(), &self.proc_root)
+                    .process_file(pid, "stat")
                     .ok()
+                    .flatten()
                     .and_then(|t| parse_thread_stat(&t).ok())
                     .map(|stat| stat.is_kthread())
                     .unwrap_or(false)
@@ -433,9 +434,9 @@ impl Reader {
             }
             // Gone before it could be read: not known as a pod's.
             *pods.borrow_mut().entry(pid).or_insert_with(|| {
-                self.kernel
-                    .read(&self.proc_root.join(format!("{pid}/cgroup")))
-                    .is_ok_and(|t| in_kubepods(&t))
+                Procfs::at(self.kernel.as_ref(), &self.proc_root)
+                    .process_file(pid, "cgroup")
+                    .is_ok_and(|t| t.is_some_and(|t| in_kubepods(&t)))
             })
         };
         let ctx = AttributionContext {
@@ -553,9 +554,10 @@ impl Reader {
 /// measuring one: a task of the measuring namespace has two IDs in NSpid (the
 /// machine's and its own). `None` when it cannot be read (it is gone).
 fn other_namespace(kernel: &dyn Kernel, proc_root: &Path, pid: i32) -> Option<bool> {
-    kernel
-        .read(&proc_root.join(format!("{pid}/status")))
+    Procfs::at(kernel, proc_root)
+        .process_file(pid, "status")
         .ok()
+        .flatten()
         .and_then(|t| parse_nspid(&t))
         .map(|ids| ids.len() < 2)
 }
@@ -564,17 +566,15 @@ fn other_namespace(kernel: &dyn Kernel, proc_root: &Path, pid: i32) -> Option<bo
 /// process whose NSpid has an entry below the machine's namespace. Reads the
 /// machine's /proc at `proc_root`; a process gone meanwhile is skipped.
 fn namespace_threads(kernel: &dyn Kernel, proc_root: &Path) -> Vec<i32> {
-    let Ok(entries) = kernel.read_dir(proc_root) else {
-        return Vec::new();
-    };
+    let proc = Procfs::at(kernel, proc_root);
     let mut out = Vec::new();
-    for pid in entries.iter().filter_map(|e| e.parse::<i32>().ok()) {
+    for pid in proc.pids().unwrap_or_default() {
         if other_namespace(kernel, proc_root, pid) != Some(false) {
             continue;
         }
-        match kernel.read_dir(&proc_root.join(format!("{pid}/task"))) {
-            Ok(tids) => out.extend(tids.iter().filter_map(|t| t.parse::<i32>().ok())),
-            Err(_) => out.push(pid),
+        match proc.threads(pid) {
+            Ok(Some(tids)) => out.extend(tids),
+            _ => out.push(pid),
         }
     }
     out

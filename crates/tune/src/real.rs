@@ -131,7 +131,7 @@ pub fn preflight(host: &Host, config: &TuneConfig) -> Result<(), TuneError> {
     }
     config.period.validate().map_err(TuneError::Refused)?;
     if !config.load.is_empty() {
-        Load::validate(&load_spec(config))?;
+        Load::validate(host.kernel(), &load_spec(config))?;
     }
     let knobs = config.knobs.as_ref().map_or(KnobId::ALL.len(), Vec::len);
     let minimum = Planner::minimum_budget(knobs, SETUP);
@@ -269,7 +269,7 @@ pub fn run(
     let load = if config.load.is_empty() {
         None
     } else {
-        let load = Load::start(&load_spec(config))?;
+        let load = Load::start(host.shared_kernel(), &load_spec(config))?;
         std::thread::sleep(WARM_UP);
         Some(load)
     };

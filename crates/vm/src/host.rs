@@ -4,7 +4,7 @@
 use crate::protocol::{self, HostFacts, MAX_REQUEST_BYTES};
 use crate::timeline::{Limits, Timeline};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{Kernel, TracePipe};
+use cpushield_kernel::{Kernel, Procfs, TracePipe};
 use cpushield_parse::qemu_thread::vcpu_of_thread_name;
 use cpushield_trace::event::parse_line;
 use cpushield_trace::settings::SettingsGuard;
@@ -105,15 +105,22 @@ pub fn vcpus_by_name(
     proc_root: &Path,
     pid: i32,
 ) -> Result<Vec<VcpuThread>, HostError> {
-    let dir = proc_root.join(pid.to_string()).join("task");
-    let tasks = kernel
-        .read_dir(&dir)
-        .map_err(|e| HostError::Vcpus(format!("{}: {e}; is {pid} QEMU's pid?", dir.display())))?;
+    let proc = Procfs::at(kernel, proc_root);
+    let tasks = match proc.threads(pid) {
+        Ok(Some(tids)) => tids,
+        Ok(None) => {
+            let dir = proc.process_dir(pid).join("task");
+            return Err(HostError::Vcpus(format!(
+                "{}: no such process; is {pid} QEMU's pid?",
+                dir.display()
+            )));
+        }
+        Err(e) => return Err(HostError::Vcpus(format!("{e}; is {pid} QEMU's pid?"))),
+    };
     let mut out: Vec<VcpuThread> = tasks
-        .iter()
-        .filter_map(|t| {
-            let tid: i32 = t.parse().ok()?;
-            let comm = kernel.read(&dir.join(t).join("comm")).ok()?;
+        .into_iter()
+        .filter_map(|tid| {
+            let comm = proc.thread_file(pid, tid, "comm").ok()??;
             Some(VcpuThread {
                 vcpu: vcpu_of_thread_name(comm.trim_end_matches('\n'))?,
                 tid,
@@ -363,7 +370,7 @@ impl Drop for VcpuWatch {
 }
 
 fn tracefs_mounted(k: &dyn Kernel, root: &Path) -> bool {
-    let mounts = k.read(Path::new("/proc/self/mounts")).unwrap_or_default();
+    let mounts = Procfs::new(k).own_file("mounts").unwrap_or_default();
     cpushield_parse::mounts::parse_mounts(&mounts)
         .iter()
         .any(|m| m.fs_type == "tracefs" && m.mount_point == root)
@@ -379,7 +386,7 @@ fn remove_stale_instances(k: &dyn Kernel, root: &Path) {
         else {
             continue;
         };
-        if pid != std::process::id() && !k.exists(Path::new(&format!("/proc/{pid}"))) {
+        if pid != std::process::id() && !k.exists(&Procfs::new(k).process_dir(pid as i32)) {
             let _ = k.rmdir(&dir.join(&name));
         }
     }

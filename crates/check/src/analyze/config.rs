@@ -356,14 +356,10 @@ fn enforcement(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>) 
     });
     let procs_in_place = input.in_place(ShieldKind::Procs, cpu);
     // cgroup v2: an isolated (or root) partition holding the CPU.
-    if let Some(p) = sets.iter().find(|c| {
-        c.version == 2
-            && !c.is_root
-            && c.cpus.contains(cpu)
-            && c.partition
-                .as_deref()
-                .is_some_and(|p| p == "isolated" || p == "root")
-    }) {
+    if let Some(p) = sets
+        .iter()
+        .find(|c| !c.is_root && c.cpus.contains(cpu) && c.isolation.is_valid_partition())
+    {
         findings.push(Finding::new(
             Severity::Info,
             Topic::Enforcement,
@@ -374,25 +370,22 @@ fn enforcement(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>) 
             ),
             format!(
                 "cpuset.cpus.partition = {}",
-                p.partition.as_deref().unwrap_or("")
+                p.isolation.partition().unwrap_or("")
             ),
         ));
         return;
     }
-    if let Some(p) = sets.iter().find(|c| {
-        c.version == 2
-            && c.cpus.contains(cpu)
-            && c.partition
-                .as_deref()
-                .is_some_and(|p| p.contains("invalid"))
-    }) {
+    if let Some(p) = sets
+        .iter()
+        .find(|c| c.cpus.contains(cpu) && c.isolation.is_invalid_partition())
+    {
         findings.push(
             Finding::new(
                 Severity::BreaksShield,
                 Topic::Enforcement,
                 Some(cpu),
                 format!("the cgroup v2 partition {} holding CPU {cpu} is invalid: the kernel does not enforce it", p.path.display()),
-                format!("cpuset.cpus.partition = {}", p.partition.as_deref().unwrap_or("")),
+                format!("cpuset.cpus.partition = {}", p.isolation.partition().unwrap_or("")),
             )
             .in_place(procs_in_place)
             .remedy_if(procs),
@@ -400,21 +393,14 @@ fn enforcement(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>) 
         return;
     }
     // cgroup v1: an exclusive cpuset without load balancing, and the root not balancing either.
-    let root_lb = sets
+    let root = sets.iter().find(|c| c.is_root);
+    let root_lb = root.and_then(|c| c.isolation.load_balance());
+    if let Some(s) = sets
         .iter()
-        .find(|c| c.version == 1 && c.is_root)
-        .and_then(|c| c.sched_load_balance);
-    if let Some(s) = sets.iter().find(|c| {
-        c.version == 1
-            && !c.is_root
-            && c.cpus.contains(cpu)
-            && c.exclusive == Some(true)
-            && c.sched_load_balance == Some(false)
-    }) {
+        .find(|c| !c.is_root && c.cpus.contains(cpu) && c.isolation.is_exclusive_unbalanced())
+    {
         if root_lb == Some(false) {
-            let root_tasks = sets
-                .iter()
-                .find(|c| c.version == 1 && c.is_root)
+            let root_tasks = root
                 .and_then(|c| c.tasks.as_ref())
                 .map(|t| {
                     t.iter()
@@ -434,7 +420,7 @@ fn enforcement(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>) 
                         Topic::Enforcement,
                         Some(cpu),
                         format!("{root_tasks} user threads are still in the root cpuset, which spans CPU {cpu}"),
-                        format!("{}/tasks", sets.iter().find(|c| c.is_root && c.version == 1).map(|c| c.path.display().to_string()).unwrap_or_default()),
+                        format!("{}/tasks", root.map(|c| c.path.display().to_string()).unwrap_or_default()),
                     )
                     .in_place(procs_in_place)
                     .remedy(match procs {
@@ -466,20 +452,11 @@ fn enforcement(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>) 
         .filter(|c| c.cpus.contains(cpu))
         .map(|c| {
             format!(
-                "v{} {} cpus={}{}{}{}",
-                c.version,
+                "v{} {} cpus={}{}",
+                c.isolation.version(),
                 c.path.display(),
                 c.cpus.to_list(),
-                c.exclusive
-                    .map(|e| format!(" exclusive={}", e as u8))
-                    .unwrap_or_default(),
-                c.sched_load_balance
-                    .map(|e| format!(" sched_load_balance={}", e as u8))
-                    .unwrap_or_default(),
-                c.partition
-                    .as_ref()
-                    .map(|p| format!(" partition={p}"))
-                    .unwrap_or_default()
+                c.isolation.settings()
             )
         })
         .collect();
@@ -489,7 +466,7 @@ fn enforcement(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>) 
             Topic::Enforcement,
             Some(cpu),
             format!("the kernel does not keep new tasks off CPU {cpu}: no isolated cpuset partition or exclusive non-balancing cpuset holds it"),
-            if seen.is_empty() { "no cpuset hierarchy found in /proc/mounts".to_string() } else { seen.join("; ") },
+            if seen.is_empty() { "no cpuset hierarchy found in /proc/self/mountinfo".to_string() } else { seen.join("; ") },
         )
         .in_place(procs_in_place)
         .remedy_if(procs),

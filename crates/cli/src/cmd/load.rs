@@ -75,7 +75,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
         cpushield_report::output::check_file(path, "--json")?;
     }
     let stop = request::stop_on_signals();
-    let load = Load::start(&spec)?;
+    let load = Load::start(crate::host::real().shared_kernel(), &spec)?;
     eprintln!(
         "cpushield: load running: {} on {} for {}; supervisor pid {}, files under {}; Ctrl-C stops it",
         request::describe(&spec),

@@ -13,7 +13,7 @@
 
 use super::{context, Ctx};
 use crate::procs::{self, Exit};
-use cpushield_kernel::{Kernel, RealKernel};
+use cpushield_kernel::{Kernel, Procfs};
 use rand::{RngCore, SeedableRng};
 use std::convert::Infallible;
 use std::io;
@@ -23,7 +23,7 @@ pub const CODE_BYTES: usize = 4096;
 
 /// Spawns crashing children forever.
 pub fn run(ctx: &Ctx) -> io::Result<Infallible> {
-    let shared = shared_writable_mappings()?;
+    let shared = shared_writable_mappings(ctx.kernel)?;
     // A child that only enters strict mode and exits proves the sandbox works here.
     match run_child(&[], &shared, false)? {
         Exit::Code(0) => {}
@@ -133,9 +133,9 @@ unsafe fn sandboxed(code: &[u8], shared: &[(usize, usize)], jump: bool) -> ! {
 }
 
 /// Address ranges of the writable shared mappings of this process.
-fn shared_writable_mappings() -> io::Result<Vec<(usize, usize)>> {
-    let maps = RealKernel
-        .read(std::path::Path::new("/proc/self/maps"))
+fn shared_writable_mappings(kernel: &dyn Kernel) -> io::Result<Vec<(usize, usize)>> {
+    let maps = Procfs::new(kernel)
+        .own_file("maps")
         .map_err(context("reading /proc/self/maps"))?;
     Ok(parse_shared_writable(&maps))
 }
@@ -240,7 +240,7 @@ mod tests {
         let mut code = vec![0x48, 0xb8];
         code.extend_from_slice(&addr.to_le_bytes());
         code.extend_from_slice(&[0x48, 0xc7, 0x00, 0x01, 0x00, 0x00, 0x00, 0x0f, 0x0b]);
-        let maps = shared_writable_mappings().unwrap();
+        let maps = shared_writable_mappings(&cpushield_kernel::RealKernel).unwrap();
         assert!(maps
             .iter()
             .any(|&(s, l)| (s..s + l).contains(&(addr as usize))));

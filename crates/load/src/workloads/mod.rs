@@ -28,6 +28,8 @@ mod ttcp;
 
 /// What a workload gets to work with.
 pub struct Ctx<'a> {
+    /// The kernel door.
+    pub kernel: &'a dyn cpushield_kernel::Kernel,
     /// Its private directory (also the current directory).
     pub dir: &'a Path,
     /// Bytes it may use under `dir`.
@@ -43,8 +45,16 @@ pub struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     /// A context reporting into `slot`.
-    pub fn new(dir: &'a Path, size_cap: u64, tools: &'a Tools, seed: u64, slot: &'a Slot) -> Self {
+    pub fn new(
+        kernel: &'a dyn cpushield_kernel::Kernel,
+        dir: &'a Path,
+        size_cap: u64,
+        tools: &'a Tools,
+        seed: u64,
+        slot: &'a Slot,
+    ) -> Self {
         Ctx {
+            kernel,
             dir,
             size_cap,
             tools,
