@@ -10,6 +10,10 @@ use std::fmt::Write;
 /// How many task names a CPU's "may still run" line lists before "… N in all".
 const TASKS_LISTED: usize = 12;
 
+/// Up to this many online CPUs `show` prints a row and a block per CPU;
+/// above it, CPUs that read alike share one (a list of ranges).
+const FOLD_ABOVE: usize = 16;
+
 /// Renders the shield status for a terminal (`cpushield show`).
 pub fn render_status(st: &Status) -> String {
     let mut o = String::new();
@@ -46,6 +50,9 @@ pub fn render_status(st: &Status) -> String {
     // One row per group of CPUs that read the same (the tasks column as the
     // range of their counts): a machine of 512 CPUs prints a few rows.
     let yn = |b: bool| if b { "yes" } else { "-" };
+    // The CPU itself is part of the key where nothing folds.
+    let fold = st.cpus.len() > FOLD_ABOVE;
+    let alone = |cpu: usize| if fold { None } else { Some(cpu) };
     let rows = cpushield_cpuset::group_cpus(st.cpus.iter().map(|c| {
         let irqs = if c.procs || c.irqs || c.ltmr {
             c.irqs_here.len().to_string()
@@ -60,7 +67,7 @@ pub fn render_status(st: &Status) -> String {
             c.rcu_nocbs,
             c.isolated,
         ];
-        (c.cpu, (flags, irqs))
+        (c.cpu, (alone(c.cpu), flags, irqs))
     }));
     let tasks_of = |cpus: &CpuSet| {
         let counts = st
@@ -77,7 +84,7 @@ pub fn render_status(st: &Status) -> String {
     };
     let rows: Vec<(String, [bool; 6], String, String)> = rows
         .into_iter()
-        .map(|(cpus, (flags, irqs))| (cpus.to_list(), flags, tasks_of(&cpus), irqs))
+        .map(|(cpus, (_, flags, irqs))| (cpus.to_list(), flags, tasks_of(&cpus), irqs))
         .collect();
     let w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(4);
     let _ = writeln!(
@@ -104,11 +111,12 @@ pub fn render_status(st: &Status) -> String {
         .iter()
         .filter(|c| c.procs || c.irqs || c.ltmr)
         .collect();
-    let groups = cpushield_cpuset::group_cpus(
-        shielded
-            .iter()
-            .map(|c| (c.cpu, cpu_details(c, "#", &CpuSet::new(), true))),
-    );
+    let groups = cpushield_cpuset::group_cpus(shielded.iter().map(|c| {
+        (
+            c.cpu,
+            (alone(c.cpu), cpu_details(c, "#", &CpuSet::new(), true)),
+        )
+    }));
     for (cpus, _) in groups {
         let first = shielded
             .iter()
@@ -405,6 +413,30 @@ CPU 1: IRQ 9's handler thread irq/9-acpi(72) may still run here though IRQ 9 is 
             text.contains("CPU 3 still takes IRQs: 0 timer, 2 (no handler in /proc/interrupts)\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_small_machine_keeps_a_row_per_cpu_even_where_cpus_read_alike() {
+        let st = Status {
+            procs: "3".into(),
+            irqs: "3".into(),
+            ltmr: String::new(),
+            online: "0-3".into(),
+            mechanism: "cgroup v2 cpuset".into(),
+            enforcement: "in force".into(),
+            scope: Scope::System,
+            state_file: None,
+            mems: None,
+            without_state: None,
+            cpus: vec![cpu(0, false), cpu(1, false), cpu(2, false), cpu(3, true)],
+        };
+        let text = render_status(&st);
+        let rows: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|w| w.chars().all(|c| c.is_ascii_digit()))
+            .collect();
+        assert_eq!(rows, ["0", "1", "2", "3"], "{text}");
     }
 
     #[test]
