@@ -22,9 +22,10 @@
 #
 # No root; it reads and changes nothing on this machine (everything is in the fake kernel).
 # Run the table on a quiet machine: nothing else building or testing.
-# How long, on a quiet 2-CPU machine once built: --ci about 25 s; the table with REPEAT 1
-# about 3 minutes (the 4x size most of it), each more REPEAT as much again. Memory: the 4x
-# child peaks near 2 GB (1x: 0.5 GB).
+# How long, once built: --ci about 25 s of CPU (28 s wall on this 2-CPU host while shared);
+# the table with REPEAT 1 about 20 s of CPU for 0.25x and 1x, and several minutes more for
+# 4x (its machine alone takes minutes to build), each more REPEAT as much again. Memory:
+# the 1x child peaks near 0.5 GB, the 4x child above 4 GB.
 #
 # What is measured per step: wall time and CPU time (getrusage) of the step alone; the most
 # heap it held above what was held when it started (a counting allocator: the fake
