@@ -36,7 +36,8 @@ source "$(dirname "$0")/lib.sh"
 bench_args "REPEAT=0 +CI" "$@"
 cd "$BENCH_ROOT"
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
-cargo build --release -q -p cpushield-scale
+# --workspace: the features of scripts/test.sh's release build, so CI rebuilds nothing.
+cargo build --release -q --workspace --bin cpushield-scale
 BIN="${CARGO_TARGET_DIR:-target}/release/cpushield-scale"
 if [ "$CI" = 1 ]; then
     [ "$REPEAT" != 0 ] || REPEAT=1
