@@ -22,10 +22,11 @@
 #
 # No root; it reads and changes nothing on this machine (everything is in the fake kernel).
 # Run the table on a quiet machine: nothing else building or testing.
-# How long, once built: --ci about 25 s of CPU (28 s wall on this 2-CPU host while shared);
-# the table with REPEAT 1 about 20 s of CPU for 0.25x and 1x, and several minutes more for
-# 4x (its machine alone takes minutes to build), each more REPEAT as much again. Memory:
-# the 1x child peaks near 0.5 GB, the 4x child above 4 GB.
+# How long, once built: --ci about 25 s of CPU (28 s wall on this 2-CPU host while shared).
+# The table with REPEAT 1: about 5 minutes of CPU, most of it the 4x size (its check step
+# alone about 2 minutes); it took 24 minutes of wall time here while the host was shared.
+# Each more REPEAT adds as much again, less the machines' building. Memory: the 1x child
+# peaks near 0.6 GB, the 4x child near 4.9 GB (leave 6 GB free).
 #
 # What is measured per step: wall time and CPU time (getrusage) of the step alone; the most
 # heap it held above what was held when it started (a counting allocator: the fake
