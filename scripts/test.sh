@@ -106,6 +106,12 @@ echo "test.sh: waiting for the guest downloads took $((SECONDS - t0)) s" >&2
 # else runs while the host tests measure.
 stage unit-fake-kernel-and-host-tests env CPUSHIELD_GUEST=0 cargo test --workspace --release
 
+# How shield, reset, show, check and the agent's look grow (dev/bench/scale.sh --ci): each on
+# fake machines of a quarter and all of 512 CPUs, 4,096 IRQs and 100,000 threads, in one run;
+# a step that grows faster than linear from one to the other, or misses its budget at the
+# full size, fails. CPU time and heap, not wall time: this machine is shared. About 30 s.
+stage scale-bench dev/bench/scale.sh --ci
+
 # The RPM beside the .deb: rpmlint, installed into a scratch root, the same files as the
 # .deb (about 30 s on the release build above).
 stage packages scripts/check-packages.sh

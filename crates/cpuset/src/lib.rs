@@ -503,6 +503,27 @@ pub fn shielded_affinity(requested: &CpuSet, online: &CpuSet, shielded: &CpuSet)
     }
 }
 
+/// Groups CPUs by what is said of each: every distinct `key` with the set
+/// of CPUs that have it, in the order of each key's first CPU. A report of a
+/// machine of 512 CPUs then prints one line per group (`CPU 2-255: idle`),
+/// its CPUs as a range list, instead of one per CPU.
+pub fn group_cpus<K: Eq + std::hash::Hash + Clone>(
+    items: impl IntoIterator<Item = (usize, K)>,
+) -> Vec<(CpuSet, K)> {
+    let mut groups: Vec<(CpuSet, K)> = Vec::new();
+    let mut index: std::collections::HashMap<K, usize> = std::collections::HashMap::new();
+    for (cpu, key) in items {
+        match index.get(&key) {
+            Some(&i) => groups[i].0.insert(cpu),
+            None => {
+                index.insert(key.clone(), groups.len());
+                groups.push((CpuSet::from_cpus([cpu]), key));
+            }
+        }
+    }
+    groups
+}
+
 fn parse_num(s: &str, token: &str) -> Result<usize, ParseError> {
     let s = s.trim();
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
@@ -602,6 +623,27 @@ mod tests {
         assert_eq!(ok("0x3"), "0-1");
         assert_eq!(ok("5"), "5");
         assert_eq!(ok("3"), "3");
+    }
+
+    #[test]
+    fn cpus_with_the_same_key_group_into_one_range_list_in_first_cpu_order() {
+        let keys = [
+            (0, "busy"),
+            (1, "idle"),
+            (2, "idle"),
+            (3, "idle"),
+            (4, "busy"),
+            (5, "idle"),
+        ];
+        let groups = group_cpus(keys);
+        let shown: Vec<(String, &str)> = groups.iter().map(|(c, k)| (c.to_list(), *k)).collect();
+        assert_eq!(
+            shown,
+            vec![("0,4".to_string(), "busy"), ("1-3,5".to_string(), "idle")]
+        );
+        let many = group_cpus((0..512).map(|cpu| (cpu, cpu < 2)));
+        assert_eq!(many.len(), 2);
+        assert_eq!(many[1].0.to_list(), "2-511");
     }
 
     #[test]

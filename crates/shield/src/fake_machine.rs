@@ -95,6 +95,336 @@ pub fn saved_state(masks: crate::ShieldMasks, online: &str) -> crate::state::Sav
     }
 }
 
+/// The size of a [`big_machine`]: online (and possible) CPUs, IRQs with an
+/// affinity file, and threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MachineSize {
+    /// CPUs, all online.
+    pub cpus: usize,
+    /// IRQs.
+    pub irqs: usize,
+    /// Threads, kernel threads included.
+    pub threads: usize,
+}
+
+impl MachineSize {
+    /// A big real-time server: 512 CPUs, 4,096 IRQ vectors (multi-queue NICs
+    /// and NVMe) and 100,000 threads.
+    pub const BIG: MachineSize = MachineSize {
+        cpus: 512,
+        irqs: 4096,
+        threads: 100_000,
+    };
+
+    /// This size times `factor` (each count at least 8, CPUs even).
+    pub fn scaled(self, factor: f64) -> MachineSize {
+        let times = |n: usize| ((n as f64 * factor).round() as usize).max(8);
+        MachineSize {
+            cpus: times(self.cpus) / 2 * 2,
+            irqs: times(self.irqs),
+            threads: times(self.threads),
+        }
+    }
+
+    /// The CPUs of memory node 1 of a [`big_machine`] of this size (the
+    /// second socket, both hyperthreads of each core): what a shield of one
+    /// socket names.
+    pub fn second_socket(self) -> CpuSet {
+        let (half, quarter) = (self.cpus / 2, self.cpus / 4);
+        (quarter..half).chain(half + quarter..self.cpus).collect()
+    }
+}
+
+/// Per-CPU kernel threads of a [`big_machine`], per CPU (cpuhp, migration,
+/// ksoftirqd, kworker), each bound to its CPU by the kernel.
+const PER_CPU_KTHREADS: [&str; 4] = ["cpuhp", "migration", "ksoftirqd", "kworker"];
+
+/// Threads per process of the multi-threaded half of a [`big_machine`]'s user threads.
+const THREADS_PER_PROCESS: usize = 16;
+
+/// A stat line as /proc/PID/task/TID/stat shows it (52 fields).
+fn stat_line(
+    tid: i32,
+    comm: &str,
+    ppid: i32,
+    tgid: i32,
+    flags: u64,
+    threads: usize,
+    cpu: usize,
+) -> String {
+    format!(
+        "{tid} ({comm}) S {ppid} {tgid} {tgid} 0 -1 {flags} 0 0 0 0 {u} {s} 0 0 20 0 {threads} 0 {start} 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 {cpu} 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+        u = tid % 97,
+        s = tid % 13,
+        start = 1000 + tid
+    )
+}
+
+/// A fake machine of `size` with cgroup-v1 cpusets at [`V1_ROOT`], seen
+/// from the initial PID namespace (kernel threads visible), for measuring
+/// how the shield, `show`, `check` and the agent grow:
+///
+/// - CPUs `0-(N-1)`, SMT siblings `i` and `i + N/2`, two memory nodes (the
+///   lower and upper quarter of each sibling half: two sockets);
+/// - four per-CPU kernel threads per CPU, bound by the kernel, children of
+///   kthreadd (PID 2); the other threads are user threads, half of them
+///   single-threaded processes and half in processes of 16 threads; one in
+///   a hundred is pinned by its owner to one CPU, the rest may use every CPU;
+/// - IRQs 32 and up, three in four on every CPU and one in four a
+///   kernel-managed queue vector bound to one CPU (its mask cannot be
+///   written), all with counts in a full `/proc/interrupts` (one column per
+///   CPU, as the kernel prints it), and `/proc/softirqs` and `/proc/stat`
+///   with a column or line per CPU.
+pub fn big_machine(size: MachineSize) -> FakeKernel {
+    use std::fmt::Write;
+    use std::path::PathBuf;
+    let MachineSize {
+        cpus,
+        irqs,
+        threads,
+    } = size;
+    let k = FakeKernel::new();
+    let all = CpuSet::first_n(cpus);
+    let list = all.to_list();
+    let mask = all.to_mask_padded(cpus);
+    let mut files: Vec<(PathBuf, String)> = Vec::new();
+    let mut put = |path: String, text: String| files.push((PathBuf::from(path), text));
+    put("/proc/self/ns/pid".into(), "pid:[4026531836]".into());
+    put(
+        "/proc/self/mountinfo".into(),
+        format!("26 25 0:23 / {V1_ROOT} rw - cgroup cgroup rw,cpuset\n"),
+    );
+    put("/sys/devices/system/cpu/online".into(), format!("{list}\n"));
+    put(
+        "/sys/devices/system/cpu/possible".into(),
+        format!("{list}\n"),
+    );
+    put("/sys/devices/system/cpu/isolated".into(), "\n".into());
+    put(
+        "/sys/devices/system/cpu/nohz_full".into(),
+        "(null)\n".into(),
+    );
+    put(
+        "/proc/cmdline".into(),
+        "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro quiet\n".into(),
+    );
+    put("/proc/2/comm".into(), "kthreadd\n".into());
+    let half = cpus / 2;
+    for cpu in 0..cpus {
+        let sibling = if cpu < half { cpu + half } else { cpu - half };
+        let pair = CpuSet::from_cpus([cpu, sibling]).to_list();
+        put(
+            format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"),
+            format!("{pair}\n"),
+        );
+    }
+    let node_dir = cpushield_kernel::numa::NODE_DIR;
+    let second = size.second_socket();
+    for (node, cpus) in [(0, all.difference(&second)), (1, second)] {
+        put(
+            format!("{node_dir}/node{node}/cpulist"),
+            format!("{}\n", cpus.to_list()),
+        );
+    }
+    put(format!("{node_dir}/has_memory"), "0-1\n".into());
+    put(format!("{node_dir}/online"), "0-1\n".into());
+    put("/proc/irq/default_smp_affinity".into(), format!("{mask}\n"));
+    put(
+        "/sys/devices/virtual/workqueue/cpumask".into(),
+        format!("{mask}\n"),
+    );
+    put(
+        "/proc/sys/kernel/watchdog_cpumask".into(),
+        format!("{list}\n"),
+    );
+    put("/proc/sys/kernel/timer_migration".into(), "1\n".into());
+    put("/proc/sys/vm/stat_interval".into(), "1\n".into());
+    for (file, value) in [
+        ("cgroup.procs", String::new()),
+        ("cpuset.cpus", format!("{list}\n")),
+        ("cpuset.mems", "0-1\n".to_string()),
+        ("cpuset.cpu_exclusive", "1\n".to_string()),
+        ("cpuset.sched_load_balance", "1\n".to_string()),
+    ] {
+        put(format!("{V1_ROOT}/{file}"), value);
+    }
+
+    // Threads: the per-CPU kernel threads first, then user processes.
+    let mut affinities = Vec::with_capacity(threads);
+    let mut listed = String::with_capacity(threads * 7);
+    let mut thread = |put: &mut dyn FnMut(String, String),
+                      tid: i32,
+                      tgid: i32,
+                      comm: &str,
+                      ppid: i32,
+                      flags: u64,
+                      in_process: usize,
+                      affinity: CpuSet| {
+        let base = format!("/proc/{tgid}/task/{tid}");
+        let cpu = affinity.first().unwrap_or(0);
+        let stat = stat_line(tid, comm, ppid, tgid, flags, in_process, cpu);
+        if tid == tgid {
+            put(format!("/proc/{tgid}/stat"), stat.clone());
+            put(format!("/proc/{tgid}/cgroup"), "3:cpuset:/\n".into());
+        }
+        put(format!("{base}/stat"), stat);
+        put(
+            format!("{base}/schedstat"),
+            format!("{} 0 {}\n", tid as u64 * 1000, tid % 7),
+        );
+        put(format!("{base}/cgroup"), "3:cpuset:/\n".into());
+        let _ = writeln!(listed, "{tid}");
+        affinities.push((tid, affinity));
+    };
+    let kthread_flags = cpushield_parse::pid_stat::PF_KTHREAD;
+    let bound_flags = kthread_flags | cpushield_parse::pid_stat::PF_NO_SETAFFINITY;
+    thread(&mut put, 2, 2, "kthreadd", 0, kthread_flags, 1, all.clone());
+    let mut tid = 10;
+    let kthreads = (PER_CPU_KTHREADS.len() * cpus).min(threads.saturating_sub(1));
+    for n in 0..kthreads {
+        let (cpu, kind) = (
+            n / PER_CPU_KTHREADS.len(),
+            PER_CPU_KTHREADS[n % PER_CPU_KTHREADS.len()],
+        );
+        let comm = if kind == "kworker" {
+            format!("kworker/{cpu}:0")
+        } else {
+            format!("{kind}/{cpu}")
+        };
+        thread(
+            &mut put,
+            tid,
+            tid,
+            &comm,
+            2,
+            bound_flags,
+            1,
+            CpuSet::from_cpus([cpu]),
+        );
+        tid += 1;
+    }
+    let mut left = threads.saturating_sub(1 + kthreads);
+    let mut user = 0usize;
+    while left > 0 {
+        let in_process = if user.is_multiple_of(2) {
+            1
+        } else {
+            THREADS_PER_PROCESS.min(left)
+        };
+        let tgid = tid;
+        for _ in 0..in_process {
+            let affinity = if tid % 100 == 0 {
+                CpuSet::from_cpus([tid as usize % cpus])
+            } else {
+                all.clone()
+            };
+            thread(
+                &mut put,
+                tid,
+                tgid,
+                &format!("app{tgid}"),
+                1,
+                0,
+                in_process,
+                affinity,
+            );
+            tid += 1;
+        }
+        left -= in_process;
+        user += 1;
+    }
+    put(format!("{V1_ROOT}/tasks"), listed);
+
+    // IRQs, with the counters of every CPU.
+    let mut interrupts = String::with_capacity((irqs + 8) * (cpus * 11 + 48));
+    interrupts.push_str("          ");
+    for cpu in 0..cpus {
+        let _ = write!(interrupts, " {:>10}", format!("CPU{cpu}"));
+    }
+    interrupts.push('\n');
+    for n in 0..irqs {
+        let irq = 32 + n;
+        let managed = n % 4 == 3;
+        let affinity = if managed {
+            CpuSet::from_cpus([n % cpus])
+        } else {
+            all.clone()
+        };
+        let dir = format!("/proc/irq/{irq}");
+        put(
+            format!("{dir}/smp_affinity"),
+            format!("{}\n", affinity.to_mask_padded(cpus)),
+        );
+        put(
+            format!("{dir}/smp_affinity_list"),
+            format!("{}\n", affinity.to_list()),
+        );
+        put(
+            format!("{dir}/effective_affinity_list"),
+            format!("{}\n", n % cpus),
+        );
+        let _ = write!(interrupts, "{:>4}:", irq);
+        for cpu in 0..cpus {
+            let count = if cpu == n % cpus { 1000 + n } else { 0 };
+            let _ = write!(interrupts, " {count:>10}");
+        }
+        let name = if managed {
+            format!("nvme{}q{}", n / 256, n % 256)
+        } else {
+            format!("eth{}-TxRx-{}", n / 1024, n % 1024)
+        };
+        let _ = writeln!(
+            interrupts,
+            "  IR-PCI-MSIX-0000:{:02x}:00.0 {n}-edge      {name}",
+            n / 256
+        );
+        if managed {
+            k.refuse_writes(format!("{dir}/smp_affinity"));
+        }
+    }
+    for (id, what) in [
+        ("NMI", "Non-maskable interrupts"),
+        ("LOC", "Local timer interrupts"),
+        ("RES", "Rescheduling interrupts"),
+        ("CAL", "Function call interrupts"),
+    ] {
+        let _ = write!(interrupts, "{id:>4}:");
+        for cpu in 0..cpus {
+            let _ = write!(interrupts, " {:>10}", 5000 + cpu);
+        }
+        let _ = writeln!(interrupts, "   {what}");
+    }
+    put("/proc/interrupts".into(), interrupts);
+    let mut softirqs = String::from("          ");
+    for cpu in 0..cpus {
+        let _ = write!(softirqs, " {:>10}", format!("CPU{cpu}"));
+    }
+    softirqs.push('\n');
+    for kind in [
+        "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER",
+        "RCU",
+    ] {
+        let _ = write!(softirqs, "{kind:>9}:");
+        for cpu in 0..cpus {
+            let _ = write!(softirqs, " {:>10}", 100 + cpu);
+        }
+        softirqs.push('\n');
+    }
+    put("/proc/softirqs".into(), softirqs);
+    let mut stat = String::from("cpu  1000 0 1000 100000 0 0 0 0 0 0\n");
+    for cpu in 0..cpus {
+        let _ = writeln!(stat, "cpu{cpu} 10 0 10 1000 0 0 0 0 0 0");
+    }
+    stat.push_str(
+        "intr 0\nctxt 0\nbtime 1700000000\nprocesses 1\nprocs_running 1\nprocs_blocked 0\n",
+    );
+    put("/proc/stat".into(), stat);
+    put("/proc/diskstats".into(), String::new());
+    k.set_files(files);
+    k.set_thread_affinities(affinities);
+    k
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,6 +443,35 @@ mod tests {
         assert_eq!(
             snap.tasks.iter().map(|t| t.tid).collect::<Vec<_>>(),
             vec![100, 101]
+        );
+    }
+
+    #[test]
+    fn a_big_machine_has_the_cpus_irqs_and_threads_of_its_size() {
+        let size = MachineSize {
+            cpus: 8,
+            irqs: 12,
+            threads: 100,
+        };
+        let k = big_machine(size);
+        let snap = crate::snapshot::take(&k, &crate::layout::detect(&k).unwrap()).unwrap();
+        assert_eq!(snap.online.len(), 8);
+        assert_eq!(snap.irqs.len(), 12);
+        assert_eq!(snap.tasks.len(), 100);
+        assert_eq!(snap.scope, crate::snapshot::Scope::System);
+        let bound = snap.tasks.iter().filter(|t| t.pinned_by_kernel).count();
+        assert_eq!(bound, 4 * 8, "four per-CPU kernel threads per CPU");
+        assert!(
+            snap.tasks.iter().any(|t| t.tgid != t.tid),
+            "multi-threaded processes"
+        );
+        assert_eq!(size.second_socket().to_list(), "2-3,6-7");
+        assert_eq!(
+            k.read(std::path::Path::new("/proc/interrupts"))
+                .unwrap()
+                .lines()
+                .count(),
+            1 + 12 + 4
         );
     }
 }

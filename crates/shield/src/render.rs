@@ -1,7 +1,7 @@
 //! Human-readable text of `cpushield show` (a [`Status`]) and of the reports of
 //! `shield`, `unshield` and `reset` (a [`Report`]); JSON is their serde form.
 
-use crate::status::Status;
+use crate::status::{CpuStatus, Status, TaskOnCpu};
 use crate::steps::Severity;
 use crate::Report;
 use cpushield_cpuset::CpuSet;
@@ -9,6 +9,10 @@ use std::fmt::Write;
 
 /// How many task names a CPU's "may still run" line lists before "… N in all".
 const TASKS_LISTED: usize = 12;
+
+/// Up to this many online CPUs `show` prints a row and a block per CPU;
+/// above it, CPUs that read alike share one (a list of ranges).
+const FOLD_ABOVE: usize = 16;
 
 /// Renders the shield status for a terminal (`cpushield show`).
 pub fn render_status(st: &Status) -> String {
@@ -43,111 +47,184 @@ pub fn render_status(st: &Status) -> String {
             found.evidence.join("; ")
         );
     }
-    let _ = writeln!(
-        o,
-        "{:>4}  {:5} {:4} {:4}  {:9} {:9} {:8}  {:>6}  {:>4}",
-        "CPU", "procs", "irqs", "ltmr", "nohz_full", "rcu_nocbs", "isolated", "tasks", "IRQs"
-    );
+    // One row per group of CPUs that read the same (the tasks column as the
+    // range of their counts): a machine of 512 CPUs prints a few rows.
     let yn = |b: bool| if b { "yes" } else { "-" };
-    for c in &st.cpus {
+    // The CPU itself is part of the key where nothing folds.
+    let fold = st.cpus.len() > FOLD_ABOVE;
+    let alone = |cpu: usize| if fold { None } else { Some(cpu) };
+    let rows = cpushield_cpuset::group_cpus(st.cpus.iter().map(|c| {
         let irqs = if c.procs || c.irqs || c.ltmr {
             c.irqs_here.len().to_string()
         } else {
             String::new()
         };
+        let flags = [
+            c.procs,
+            c.irqs,
+            c.ltmr,
+            c.nohz_full,
+            c.rcu_nocbs,
+            c.isolated,
+        ];
+        (c.cpu, (alone(c.cpu), flags, irqs))
+    }));
+    let tasks_of = |cpus: &CpuSet| {
+        let counts = st
+            .cpus
+            .iter()
+            .filter(|c| cpus.contains(c.cpu))
+            .map(|c| c.task_count);
+        let (lo, hi) = counts.fold((usize::MAX, 0), |(lo, hi), n| (lo.min(n), hi.max(n)));
+        if lo == hi {
+            lo.to_string()
+        } else {
+            format!("{lo}-{hi}")
+        }
+    };
+    let rows: Vec<(String, [bool; 6], String, String)> = rows
+        .into_iter()
+        .map(|(cpus, (_, flags, irqs))| (cpus.to_list(), flags, tasks_of(&cpus), irqs))
+        .collect();
+    let w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(4);
+    let _ = writeln!(
+        o,
+        "{:>w$}  {:5} {:4} {:4}  {:9} {:9} {:8}  {:>6}  {:>4}",
+        "CPU", "procs", "irqs", "ltmr", "nohz_full", "rcu_nocbs", "isolated", "tasks", "IRQs"
+    );
+    for (cpus, f, tasks, irqs) in &rows {
         let _ = writeln!(
             o,
-            "{:>4}  {:5} {:4} {:4}  {:9} {:9} {:8}  {:>6}  {:>4}",
-            c.cpu,
-            yn(c.procs),
-            yn(c.irqs),
-            yn(c.ltmr),
-            yn(c.nohz_full),
-            yn(c.rcu_nocbs),
-            yn(c.isolated),
-            c.task_count,
-            irqs
+            "{cpus:>w$}  {:5} {:4} {:4}  {:9} {:9} {:8}  {tasks:>6}  {irqs:>4}",
+            yn(f[0]),
+            yn(f[1]),
+            yn(f[2]),
+            yn(f[3]),
+            yn(f[4]),
+            yn(f[5]),
         );
     }
-    for c in st.cpus.iter().filter(|c| c.procs || c.irqs || c.ltmr) {
-        if !c.tasks.is_empty() {
-            let names: Vec<String> = c
-                .tasks
-                .iter()
-                .take(TASKS_LISTED)
-                .map(|t| {
-                    format!(
-                        "{}({}){}",
-                        t.comm,
-                        t.tid,
-                        if t.pinned_by_kernel { "*" } else { "" }
-                    )
-                })
-                .collect();
-            let more = if c.tasks.len() > TASKS_LISTED {
-                format!(" … {} in all", c.tasks.len())
-            } else {
-                String::new()
-            };
-            let _ = writeln!(
-                o,
-                "CPU {} may still run: {}{more}   (* = bound by the kernel)",
-                c.cpu,
-                names.join(" ")
-            );
-        }
-        if !c.irqs_here.is_empty() {
-            let irqs: Vec<String> = c.irqs_here.iter().map(irq_label).collect();
-            let _ = writeln!(o, "CPU {} still takes IRQs: {}", c.cpu, irqs.join(", "));
-        }
-        if !c.irq_moves_pending.is_empty() {
-            let irqs: Vec<String> = c.irq_moves_pending.iter().map(irq_label).collect();
-            let _ = writeln!(
-                o,
-                "CPU {} move pending for IRQs {}: {}",
-                c.cpu,
-                irqs.join(", "),
-                crate::irq_moves::meaning(&CpuSet::from_cpus([c.cpu]))
-            );
-        }
-        if !c.irq_threads_followed.is_empty() {
-            let names: Vec<&str> = c
-                .irq_threads_followed
-                .iter()
-                .map(|t| t.comm.as_str())
-                .collect();
-            let _ = writeln!(
-                o,
-                "CPU {}: {} IRQ handler thread{} followed {} IRQ{} off it: {}",
-                c.cpu,
-                names.len(),
-                if names.len() == 1 { "" } else { "s" },
-                if names.len() == 1 { "its" } else { "their" },
-                if names.len() == 1 { "" } else { "s" },
-                names.join(" ")
-            );
-        }
-        for t in &c.irq_threads_pending {
-            let _ = writeln!(
-                o,
-                "CPU {}: IRQ {}'s handler thread {}({}) stays here with its IRQ until the IRQ's next interrupt moves both to {}",
-                c.cpu, t.irq, t.comm, t.tid, t.irq_affinity
-            );
-        }
-        for t in &c.irq_threads_left {
-            let _ = writeln!(
-                o,
-                "CPU {}: IRQ {}'s handler thread {}({}) may still run here though IRQ {} is on {} (pinned by hand): taskset -pc {} {}",
-                c.cpu,
-                t.irq,
+    // What still reaches each shielded CPU; CPUs that differ only in their
+    // own per-CPU kernel threads (an idle shielded CPU) share one block.
+    let shielded: Vec<&CpuStatus> = st
+        .cpus
+        .iter()
+        .filter(|c| c.procs || c.irqs || c.ltmr)
+        .collect();
+    let groups = cpushield_cpuset::group_cpus(shielded.iter().map(|c| {
+        (
+            c.cpu,
+            (alone(c.cpu), cpu_details(c, "#", &CpuSet::new(), true)),
+        )
+    }));
+    for (cpus, _) in groups {
+        let first = shielded
+            .iter()
+            .find(|c| cpus.contains(c.cpu))
+            .expect("a group has a CPU");
+        o.push_str(&cpu_details(first, &cpus.to_list(), &cpus, cpus.len() > 1));
+    }
+    o
+}
+
+/// Whether `t` is one of `cpu`'s own per-CPU kernel threads (bound there,
+/// and only there, by the kernel): what an idle shielded CPU still runs.
+fn own_kthread(t: &TaskOnCpu, cpu: usize) -> bool {
+    t.pinned_by_kernel && t.affinity.len() == 1 && t.affinity.contains(cpu)
+}
+
+/// The lines of what still reaches shielded CPU `c`, said of CPUs `label`
+/// (`cpus`); `folded` counts its own per-CPU kernel threads instead of
+/// naming them, so that CPUs alike but for those share the lines.
+fn cpu_details(c: &CpuStatus, label: &str, cpus: &CpuSet, folded: bool) -> String {
+    let mut o = String::new();
+    if !c.tasks.is_empty() {
+        let name = |t: &TaskOnCpu| {
+            format!(
+                "{}({}){}",
                 t.comm,
                 t.tid,
-                t.irq,
-                t.irq_affinity,
-                t.irq_affinity,
-                t.tid
-            );
+                if t.pinned_by_kernel { "*" } else { "" }
+            )
+        };
+        let (own, others): (Vec<&TaskOnCpu>, Vec<&TaskOnCpu>) = if folded {
+            c.tasks.iter().partition(|t| own_kthread(t, c.cpu))
+        } else {
+            (Vec::new(), c.tasks.iter().collect())
+        };
+        let mut names: Vec<String> = Vec::new();
+        if !own.is_empty() {
+            names.push(format!(
+                "its own {} per-CPU kernel thread{}*",
+                own.len(),
+                if own.len() == 1 { "" } else { "s" }
+            ));
         }
+        names.extend(others.iter().take(TASKS_LISTED).map(|t| name(t)));
+        let more = if others.len() > TASKS_LISTED {
+            format!(" … {} in all", others.len())
+        } else {
+            String::new()
+        };
+        let each = if folded && cpus.len() > 1 {
+            " each"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            o,
+            "CPU {label} may still run{each}: {}{more}   (* = bound by the kernel)",
+            names.join(" ")
+        );
+    }
+    if !c.irqs_here.is_empty() {
+        let irqs: Vec<String> = c.irqs_here.iter().map(irq_label).collect();
+        let _ = writeln!(o, "CPU {label} still takes IRQs: {}", irqs.join(", "));
+    }
+    if !c.irq_moves_pending.is_empty() {
+        let irqs: Vec<String> = c.irq_moves_pending.iter().map(irq_label).collect();
+        let _ = writeln!(
+            o,
+            "CPU {label} move pending for IRQs {}: {}",
+            irqs.join(", "),
+            crate::irq_moves::meaning(cpus)
+        );
+    }
+    if !c.irq_threads_followed.is_empty() {
+        let names: Vec<&str> = c
+            .irq_threads_followed
+            .iter()
+            .map(|t| t.comm.as_str())
+            .collect();
+        let _ = writeln!(
+            o,
+            "CPU {label}: {} IRQ handler thread{} followed {} IRQ{} off it: {}",
+            names.len(),
+            if names.len() == 1 { "" } else { "s" },
+            if names.len() == 1 { "its" } else { "their" },
+            if names.len() == 1 { "" } else { "s" },
+            names.join(" ")
+        );
+    }
+    for t in &c.irq_threads_pending {
+        let _ = writeln!(
+            o,
+            "CPU {label}: IRQ {}'s handler thread {}({}) stays here with its IRQ until the IRQ's next interrupt moves both to {}",
+            t.irq, t.comm, t.tid, t.irq_affinity
+        );
+    }
+    for t in &c.irq_threads_left {
+        let _ = writeln!(
+            o,
+            "CPU {label}: IRQ {}'s handler thread {}({}) may still run here though IRQ {} is on {} (pinned by hand): taskset -pc {} {}",
+            t.irq,
+            t.comm,
+            t.tid,
+            t.irq,
+            t.irq_affinity,
+            t.irq_affinity,
+            t.tid
+        );
     }
     o
 }
@@ -339,6 +416,30 @@ CPU 1: IRQ 9's handler thread irq/9-acpi(72) may still run here though IRQ 9 is 
     }
 
     #[test]
+    fn a_small_machine_keeps_a_row_per_cpu_even_where_cpus_read_alike() {
+        let st = Status {
+            procs: "3".into(),
+            irqs: "3".into(),
+            ltmr: String::new(),
+            online: "0-3".into(),
+            mechanism: "cgroup v2 cpuset".into(),
+            enforcement: "in force".into(),
+            scope: Scope::System,
+            state_file: None,
+            mems: None,
+            without_state: None,
+            cpus: vec![cpu(0, false), cpu(1, false), cpu(2, false), cpu(3, true)],
+        };
+        let text = render_status(&st);
+        let rows: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|w| w.chars().all(|c| c.is_ascii_digit()))
+            .collect();
+        assert_eq!(rows, ["0", "1", "2", "3"], "{text}");
+    }
+
+    #[test]
     fn a_long_task_list_is_cut_at_twelve_names_with_the_total() {
         let mut one = cpu(1, true);
         one.tasks = (0..15)
@@ -366,6 +467,56 @@ CPU 1: IRQ 9's handler thread irq/9-acpi(72) may still run here though IRQ 9 is 
         let text = render_status(&st);
         assert!(text.contains("w(111) … 15 in all   (*"), "{text}");
         assert!(!text.contains("w(112)"), "{text}");
+    }
+
+    #[test]
+    fn show_on_512_cpus_prints_cpu_ranges_and_folds_alike_and_idle_cpus_into_one_line() {
+        use crate::fake_machine::{big_machine, MachineSize};
+        let size = MachineSize {
+            cpus: 512,
+            irqs: 64,
+            threads: 3000,
+        };
+        let k = big_machine(size);
+        let store = cpushield_kernel::store::MemoryStore::new();
+        let host = cpushield_kernel::Host::fake(&k, &store);
+        let options = crate::Options {
+            is_root: true,
+            whole_cores: false,
+        };
+        crate::shield(
+            &host,
+            &crate::ShieldMasks::all(&size.second_socket()),
+            options,
+        )
+        .unwrap();
+        let text = render_status(&crate::status::status(&host).unwrap());
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.len() < 40, "{} lines:\n{text}", lines.len());
+        // The table: the housekeeping socket and the shielded one, each a
+        // range list, tasks as the range of their counts.
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.trim_start().starts_with("0-127,256-383  -     -    -  ")),
+            "{text}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("128-255,384-511  yes   yes  yes ")),
+            "{text}"
+        );
+        // Idle shielded CPUs (only their own per-CPU kernel threads) share one line.
+        let idle = lines
+            .iter()
+            .find(|l| l.contains("may still run each: its own 4 per-CPU kernel threads*"))
+            .unwrap_or_else(|| panic!("no folded line:\n{text}"));
+        let cpus = idle
+            .strip_prefix("CPU ")
+            .and_then(|l| l.split(' ').next())
+            .unwrap();
+        assert!(CpuSet::parse_list(cpus).unwrap().len() > 200, "{idle}");
     }
 
     #[test]

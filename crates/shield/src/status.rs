@@ -132,10 +132,19 @@ pub fn status(host: &Host) -> std::io::Result<Status> {
     let (nohz, nocbs) = tick_and_rcu_offload(kernel);
     let isolated =
         read_cpu_list(kernel, Path::new("/sys/devices/system/cpu/isolated")).unwrap_or_default();
+    let on_cpus = snap.as_ref().map(|s| OnCpus::of(s, &masks.any()));
     let cpus = online
         .iter()
         .map(|cpu| {
-            let mut st = cpu_status(kernel, cpu, &masks, snap.as_ref(), &nohz, &nocbs, &isolated);
+            let mut st = cpu_status(
+                kernel,
+                cpu,
+                &masks,
+                snap.as_ref().zip(on_cpus.as_ref()),
+                &nohz,
+                &nocbs,
+                &isolated,
+            );
             st.irq_moves_pending = moves_pending_on(cpu, &masks, &pending);
             st
         })
@@ -201,11 +210,59 @@ fn moves_pending_on(
         .collect()
 }
 
+/// What may run on each CPU, from one pass over the tasks and IRQs: a
+/// pass per CPU would cost CPUs x tasks (51 million affinity tests for 512
+/// CPUs and 100,000 threads).
+#[derive(Default)]
+struct OnCpus {
+    /// Tasks that may run on each CPU, by CPU.
+    task_count: std::collections::HashMap<usize, usize>,
+    /// The tasks that may run on each shielded CPU.
+    tasks: std::collections::HashMap<usize, Vec<TaskOnCpu>>,
+    /// The IRQs whose affinity includes each shielded CPU.
+    irqs: std::collections::HashMap<usize, Vec<IrqOnCpu>>,
+}
+
+impl OnCpus {
+    fn of(snap: &Snapshot, shielded: &CpuSet) -> OnCpus {
+        let mut out = OnCpus::default();
+        // Tasks mostly share a few affinities: count each affinity once.
+        let mut by_affinity: std::collections::HashMap<&CpuSet, usize> = Default::default();
+        for t in &snap.tasks {
+            *by_affinity.entry(&t.affinity).or_default() += 1;
+            for cpu in t.affinity.intersection(shielded).iter() {
+                out.tasks.entry(cpu).or_default().push(TaskOnCpu {
+                    tid: t.tid,
+                    comm: t.comm.to_string(),
+                    kthread: t.kthread,
+                    pinned_by_kernel: t.pinned_by_kernel,
+                    affinity: t.affinity.clone(),
+                });
+            }
+        }
+        for (affinity, n) in by_affinity {
+            for cpu in affinity.iter() {
+                *out.task_count.entry(cpu).or_default() += n;
+            }
+        }
+        for i in &snap.irqs {
+            for cpu in i.affinity.intersection(shielded).iter() {
+                out.irqs.entry(cpu).or_default().push(IrqOnCpu {
+                    irq: i.irq,
+                    name: i.name.clone(),
+                    affinity: i.affinity.clone(),
+                });
+            }
+        }
+        out
+    }
+}
+
 fn cpu_status(
     kernel: &dyn Kernel,
     cpu: usize,
     masks: &ShieldMasks,
-    snap: Option<&Snapshot>,
+    snap: Option<(&Snapshot, &OnCpus)>,
     nohz: &CpuSet,
     nocbs: &CpuSet,
     isolated: &CpuSet,
@@ -215,30 +272,11 @@ fn cpu_status(
     let mut task_count = 0;
     let mut irqs_here = Vec::new();
     let mut irq_threads = irq_threads::OffCpu::default();
-    if let Some(snap) = snap {
-        for t in snap.tasks.iter().filter(|t| t.affinity.contains(cpu)) {
-            task_count += 1;
-            if shielded {
-                tasks.push(TaskOnCpu {
-                    tid: t.tid,
-                    comm: t.comm.to_string(),
-                    kthread: t.kthread,
-                    pinned_by_kernel: t.pinned_by_kernel,
-                    affinity: t.affinity.clone(),
-                });
-            }
-        }
+    if let Some((snap, on)) = snap {
+        task_count = on.task_count.get(&cpu).copied().unwrap_or(0);
         if shielded {
-            irqs_here = snap
-                .irqs
-                .iter()
-                .filter(|i| i.affinity.contains(cpu))
-                .map(|i| IrqOnCpu {
-                    irq: i.irq,
-                    name: i.name.clone(),
-                    affinity: i.affinity.clone(),
-                })
-                .collect();
+            tasks = on.tasks.get(&cpu).cloned().unwrap_or_default();
+            irqs_here = on.irqs.get(&cpu).cloned().unwrap_or_default();
             irq_threads = irq_threads::off_cpu(snap, cpu, |irq| {
                 read_cpu_list(
                     kernel,

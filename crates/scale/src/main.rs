@@ -1,0 +1,582 @@
+//! `cpushield-scale`: how `shield`, `reset`, `show`, `check` and the agent's
+//! look grow with the machine, on a fake machine of 512 CPUs, 4,096 IRQs and
+//! 100,000 threads ([`cpushield_shield::fake_machine::big_machine`]) and
+//! multiples of it. dev/bench/scale.sh runs it; its header says how.
+//!
+//! Each step runs in a child process of its own (`step STEP FACTOR`), which
+//! builds the machine, sets up what the step starts from (a shield for all
+//! but `shield`), then times the step: wall time, CPU time (getrusage), the
+//! most heap the step held above what was held before it (a counting
+//! allocator: the fake machine's own memory is not the step's), and the
+//! child's maxrss for context. The parent (`table`, `ci`) collects the
+//! children's lines, fits each step's growth exponent (least squares of
+//! log time against log size) and prints a markdown table or checks budgets.
+
+mod alloc;
+
+use anyhow::{bail, Context};
+use cpushield_agent::{Agent, Shared};
+use cpushield_check::{render::render_text, run_check, CheckOptions, CpuSource, ShieldInForce};
+use cpushield_kernel::store::MemoryStore;
+use cpushield_kernel::{FakeKernel, Host};
+use cpushield_shield::fake_machine::{big_machine, MachineSize};
+use cpushield_shield::{render, state, status, Options, ShieldMasks};
+use serde::{Deserialize, Serialize};
+use std::process::{Command, ExitCode};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[global_allocator]
+static COUNTING: alloc::Counting = alloc::Counting;
+
+const ROOT: Options = Options {
+    is_root: true,
+    whole_cores: false,
+};
+
+/// The steps measured, in table order.
+const STEPS: [&str; 6] = ["shield", "reset", "show", "check", "look", "look+check"];
+
+/// The targets at 1x (issue "Big machines", section Scale): shield and reset
+/// each within 1 s and 200 MB; a look within 50 ms of CPU and a /metrics
+/// body under 1 MB.
+const SHIELD_WALL: Duration = Duration::from_secs(1);
+const SHIELD_HEAP_MB: f64 = 200.0;
+const LOOK_CPU: Duration = Duration::from_millis(50);
+const METRICS_BYTES: usize = 1 << 20;
+
+/// One step measured at one size.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Measured {
+    step: String,
+    factor: f64,
+    cpus: usize,
+    irqs: usize,
+    threads: usize,
+    /// Fastest of the repetitions.
+    wall_ms: f64,
+    /// Least of the repetitions.
+    cpu_ms: f64,
+    /// Most heap held above the start of the step.
+    heap_mb: f64,
+    /// The child's peak resident memory, fake machine included.
+    maxrss_mb: f64,
+    /// What the step printed or served (bytes): the text of show and
+    /// check, the /metrics body of a look.
+    out_bytes: usize,
+    /// Its lines.
+    out_lines: usize,
+}
+
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage writes one rusage into the zeroed struct we own.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+fn maxrss_mb() -> f64 {
+    // SAFETY: as in cpu_time.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    usage.ru_maxrss as f64 / 1024.0
+}
+
+/// The fake machine at `factor` with its state store.
+struct Machine {
+    kernel: FakeKernel,
+    store: MemoryStore,
+    size: MachineSize,
+}
+
+impl Machine {
+    fn new(factor: f64) -> Self {
+        let size = MachineSize::BIG.scaled(factor);
+        Self {
+            kernel: big_machine(size),
+            store: MemoryStore::new(),
+            size,
+        }
+    }
+
+    fn host(&self) -> Host {
+        Host::fake(&self.kernel, &self.store)
+    }
+
+    /// One socket shielded from everything: half the CPUs, most IRQs moved
+    /// off them, every user thread but the pinned ones moved.
+    fn masks(&self) -> ShieldMasks {
+        ShieldMasks::all(&self.size.second_socket())
+    }
+
+    fn shield(&self) -> anyhow::Result<String> {
+        let report = cpushield_shield::shield(&self.host(), &self.masks(), ROOT)?;
+        Ok(render::render_report(&report, "shielded"))
+    }
+
+    fn reset(&self) -> anyhow::Result<String> {
+        let report = cpushield_shield::reset(&self.host(), ROOT)?;
+        Ok(render::render_report(&report, "reset"))
+    }
+}
+
+/// What one timed run of a step gives.
+struct Run {
+    wall: Duration,
+    cpu: Duration,
+    heap: usize,
+    out: String,
+}
+
+fn timed(f: impl FnOnce() -> anyhow::Result<String>) -> anyhow::Result<Run> {
+    let base = alloc::reset_peak();
+    let (cpu0, t0) = (cpu_time(), Instant::now());
+    let out = f()?;
+    let (wall, cpu) = (t0.elapsed(), cpu_time() - cpu0);
+    Ok(Run {
+        wall,
+        cpu,
+        heap: alloc::peak().saturating_sub(base),
+        out,
+    })
+}
+
+/// Runs every step in [`STEPS`] order on one machine at `factor` (shield,
+/// then show, check and the looks on the shielded machine, then reset),
+/// `repeat` times, and prints one JSON line per step: the least time and the
+/// most heap of the repetitions.
+fn run_steps(factor: f64, repeat: u32) -> anyhow::Result<()> {
+    let m = Machine::new(factor);
+    let mut runs: Vec<(&str, Vec<Run>)> = STEPS.iter().map(|s| (*s, Vec::new())).collect();
+    let mut record = |step: &str, run: Run| {
+        if let Some((_, v)) = runs.iter_mut().find(|(s, _)| *s == step) {
+            v.push(run);
+        }
+    };
+    for _ in 0..repeat.max(1) {
+        record("shield", timed(|| m.shield())?);
+        let host = m.host();
+        record(
+            "show",
+            timed(|| Ok(render::render_status(&status::status(&host)?)))?,
+        );
+        let saved = state::load_from(&m.store)?
+            .context("no state after shield")?
+            .state;
+        let shield = ShieldInForce::from_saved(&saved);
+        let cpus = m.masks().any();
+        // No sampling between the two snapshots: the step is one check's
+        // reading and analysis, not its waiting.
+        let opts = CheckOptions {
+            interval: Duration::from_millis(1),
+            sample_every: Duration::from_millis(1),
+        };
+        record(
+            "check",
+            timed(|| {
+                let report = run_check(
+                    &m.kernel,
+                    &cpus,
+                    CpuSource::ShieldState,
+                    Some(&shield),
+                    opts,
+                )?;
+                Ok(render_text(&report, false))
+            })?,
+        );
+        for (step, every) in [("look", u32::MAX), ("look+check", 1)] {
+            // A look without check's analysis, or (look+check) the look that
+            // runs it too (every tenth, by default). The first look sets the
+            // baselines and corrects what it finds at start; the second is a
+            // steady one, and a scrape of /metrics after it.
+            let shared = Shared::new("scale");
+            let mut agent = Agent::new(&host, Arc::clone(&shared), ROOT).check_every(every);
+            agent.tick()?;
+            record(
+                step,
+                timed(|| {
+                    agent.tick()?;
+                    Ok(shared.metrics.lock().expect("metrics lock").render())
+                })?,
+            );
+        }
+        record("reset", timed(|| m.reset())?);
+    }
+    for (step, runs) in &runs {
+        let best = |f: fn(&Run) -> Duration| runs.iter().map(f).min().unwrap_or_default();
+        let out = runs.first().map(|r| r.out.as_str()).unwrap_or("");
+        let measured = Measured {
+            step: step.to_string(),
+            factor,
+            cpus: m.size.cpus,
+            irqs: m.size.irqs,
+            threads: m.size.threads,
+            wall_ms: best(|r| r.wall).as_secs_f64() * 1e3,
+            cpu_ms: best(|r| r.cpu).as_secs_f64() * 1e3,
+            heap_mb: runs.iter().map(|r| r.heap).max().unwrap_or(0) as f64 / 1048576.0,
+            maxrss_mb: maxrss_mb(),
+            out_bytes: out.len(),
+            out_lines: out.lines().count(),
+        };
+        println!("{}", serde_json::to_string(&measured)?);
+    }
+    Ok(())
+}
+
+/// Runs every step at `factor` in a child process and reads its lines.
+fn child(factor: f64, repeat: u32) -> anyhow::Result<Vec<Measured>> {
+    let exe = std::env::current_exe()?;
+    let out = Command::new(exe)
+        .args(["steps", &factor.to_string(), &repeat.to_string()])
+        .output()
+        .with_context(|| format!("running the steps at {factor}x"))?;
+    if !out.status.success() {
+        bail!(
+            "the steps at {factor}x failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).with_context(|| format!("step output {line}")))
+        .collect()
+}
+
+/// The least-squares slope of log(y) against log(x): 1 is linear growth.
+fn exponent(points: &[(f64, f64)]) -> Option<f64> {
+    let pts: Vec<(f64, f64)> = points
+        .iter()
+        .filter(|(x, y)| *x > 0.0 && *y > 0.0)
+        .map(|(x, y)| (x.ln(), y.ln()))
+        .collect();
+    if pts.len() < 2 {
+        return None;
+    }
+    let n = pts.len() as f64;
+    let (mx, my) = (
+        pts.iter().map(|p| p.0).sum::<f64>() / n,
+        pts.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (sxx > 0.0).then(|| sxy / sxx)
+}
+
+fn fmt_exp(e: Option<f64>) -> String {
+    e.map(|e| format!("{e:.2}")).unwrap_or_else(|| "-".into())
+}
+
+/// The markdown table of every step at every size, then each step's
+/// fitted exponents.
+fn table(results: &[Measured], factors: &[f64]) -> String {
+    let mut o = String::new();
+    o.push_str("| step | size | CPUs | IRQs | threads | wall ms | CPU ms | heap MB | maxrss MB | output |\n");
+    o.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    for step in STEPS {
+        for r in results.iter().filter(|r| r.step == step) {
+            o.push_str(&format!(
+                "| {} | {}x | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.0} | {} B, {} lines |\n",
+                r.step,
+                r.factor,
+                r.cpus,
+                r.irqs,
+                r.threads,
+                r.wall_ms,
+                r.cpu_ms,
+                r.heap_mb,
+                r.maxrss_mb,
+                r.out_bytes,
+                r.out_lines
+            ));
+        }
+    }
+    o.push('\n');
+    o.push_str(&format!(
+        "Growth exponent per step, fitted over {} (1 = linear in CPUs + IRQs + threads, 2 = quadratic):\n\n",
+        factors
+            .iter()
+            .map(|f| format!("{f}x"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    o.push_str(
+        "| step | CPU time exponent | heap exponent | output exponent |\n|---|---:|---:|---:|\n",
+    );
+    for step in STEPS {
+        let of = |f: fn(&Measured) -> f64| -> Vec<(f64, f64)> {
+            results
+                .iter()
+                .filter(|r| r.step == step)
+                .map(|r| (r.factor, f(r)))
+                .collect()
+        };
+        o.push_str(&format!(
+            "| {step} | {} | {} | {} |\n",
+            fmt_exp(exponent(&of(|r| r.cpu_ms))),
+            fmt_exp(exponent(&of(|r| r.heap_mb))),
+            fmt_exp(exponent(&of(|r| r.out_bytes as f64)))
+        ));
+    }
+    o
+}
+
+/// What misses a target at 1x (`at1`), each a line.
+fn budget_misses(at1: &[Measured], margin: f64) -> Vec<String> {
+    let mut misses = Vec::new();
+    for r in at1 {
+        match r.step.as_str() {
+            "shield" | "reset" => {
+                // CPU time, not wall: a shared machine's other load stretches
+                // the wall time of a step that does not wait.
+                let limit = SHIELD_WALL.as_secs_f64() * 1e3 * margin;
+                if r.cpu_ms > limit {
+                    misses.push(format!(
+                        "{} took {:.0} ms of CPU at 1x, over its budget of {:.0} ms (1 s x {margin} margin)",
+                        r.step, r.cpu_ms, limit
+                    ));
+                }
+                if r.heap_mb > SHIELD_HEAP_MB {
+                    misses.push(format!(
+                        "{} held {:.0} MB at 1x, over its budget of {SHIELD_HEAP_MB} MB",
+                        r.step, r.heap_mb
+                    ));
+                }
+            }
+            "look" => {
+                let limit = LOOK_CPU.as_secs_f64() * 1e3 * margin;
+                if r.cpu_ms > limit {
+                    misses.push(format!(
+                        "a look took {:.0} ms of CPU at 1x, over its budget of {:.0} ms (50 ms x {margin} margin)",
+                        r.cpu_ms, limit
+                    ));
+                }
+                if r.out_bytes >= METRICS_BYTES {
+                    misses.push(format!(
+                        "the /metrics body is {} bytes at 1x, over its budget of 1 MB",
+                        r.out_bytes
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    misses
+}
+
+fn parse_factors(text: &str) -> anyhow::Result<Vec<f64>> {
+    text.split(',')
+        .map(|f| {
+            f.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|f| *f > 0.0)
+                .with_context(|| {
+                    format!("--factors: '{f}' is not a positive number; give e.g. 1,4,16")
+                })
+        })
+        .collect()
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cpushield-scale: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn usage() -> anyhow::Error {
+    anyhow::anyhow!(
+        "usage: cpushield-scale table [FACTORS [REPEAT]] | ci [REPEAT] | steps FACTOR [REPEAT] (dev/bench/scale.sh says more)"
+    )
+}
+
+fn run() -> anyhow::Result<ExitCode> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize| args.get(i).map(String::as_str);
+    match arg(0) {
+        Some("steps") => {
+            let factor: f64 = arg(1).ok_or_else(usage)?.parse().map_err(|_| usage())?;
+            let repeat: u32 = arg(2).unwrap_or("1").parse().map_err(|_| usage())?;
+            run_steps(factor, repeat)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some("table") => {
+            let factors = parse_factors(arg(1).unwrap_or("0.25,1,4"))?;
+            let repeat: u32 = arg(2).unwrap_or("3").parse().map_err(|_| usage())?;
+            let mut results = Vec::new();
+            for &factor in &factors {
+                for r in child(factor, repeat)? {
+                    eprintln!(
+                        "cpushield-scale: {} at {factor}x: {:.0} ms wall, {:.0} ms CPU, {:.1} MB heap",
+                        r.step, r.wall_ms, r.cpu_ms, r.heap_mb
+                    );
+                    results.push(r);
+                }
+            }
+            print!("{}", table(&results, &factors));
+            let at1: Vec<Measured> = results
+                .iter()
+                .filter(|r| r.factor == 1.0)
+                .cloned()
+                .collect();
+            for miss in budget_misses(&at1, 1.0) {
+                println!("\nMISSES ITS TARGET: {miss}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some("ci") => ci(arg(1).unwrap_or("2").parse().map_err(|_| usage())?),
+        _ => Err(usage()),
+    }
+}
+
+/// CI's check: every step at a quarter of the size and at 1x, in the same
+/// run. A step whose CPU time or heap grows more than its ratio limit from
+/// the quarter to 1x grows faster than allowed (linear is 4x, quadratic 16x);
+/// a step over its 1x budget times [`CI_MARGIN`] fails too.
+fn ci(repeat: u32) -> anyhow::Result<ExitCode> {
+    let small = child(0.25, repeat)?;
+    let big = child(1.0, repeat)?;
+    let mut failures = Vec::new();
+    for step in STEPS {
+        let (Some(s), Some(b)) = (
+            small.iter().find(|r| r.step == step),
+            big.iter().find(|r| r.step == step),
+        ) else {
+            bail!("step {step} missing from the children's output");
+        };
+        let cpu_ratio = b.cpu_ms / s.cpu_ms.max(1.0);
+        let heap_ratio = b.heap_mb / s.heap_mb.max(0.5);
+        eprintln!(
+            "cpushield-scale ci: {step}: {:.0} -> {:.0} ms CPU (x{cpu_ratio:.1}), {:.1} -> {:.1} MB heap (x{heap_ratio:.1}) from 0.25x to 1x",
+            s.cpu_ms, b.cpu_ms, s.heap_mb, b.heap_mb
+        );
+        for (what, ratio) in [("CPU time", cpu_ratio), ("heap", heap_ratio)] {
+            let (limit, why) = ratio_limit(step, what);
+            if ratio > limit {
+                failures.push(format!(
+                    "{step}: its {what} grew x{ratio:.1} from a quarter of the machine to the whole, over its limit of x{limit} (linear is x4, quadratic x16){why}"
+                ));
+            }
+        }
+    }
+    for miss in budget_misses(&big, CI_MARGIN) {
+        match known_miss(&big, &miss) {
+            Some(ceiling) => eprintln!(
+                "cpushield-scale ci: known miss, not failing (its ceiling is {ceiling:.0} ms of CPU): {miss}"
+            ),
+            None => failures.push(miss),
+        }
+    }
+    if failures.is_empty() {
+        eprintln!("cpushield-scale ci: every step within its budget and growth limit");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for f in &failures {
+        eprintln!("cpushield-scale ci: FAILED: {f}");
+    }
+    Ok(ExitCode::from(1))
+}
+
+/// Growth from a quarter of the machine to all of it above which a step
+/// fails CI, and why where it is not [`CI_RATIO`].
+fn ratio_limit(step: &str, what: &str) -> (f64, &'static str) {
+    match (step, what) {
+        // Both read /proc/interrupts twice and analyse it per shielded CPU:
+        // its size is CPUs x IRQs, so x16 from a quarter; x13 measured.
+        // x24 still fails a step that turns cubic (x64).
+        ("check" | "look+check", "CPU time") => (
+            24.0,
+            " (check reads /proc/interrupts, CPUs x IRQs in size: x16 is its floor)",
+        ),
+        // Each task's affinity is a bitmap of every CPU, and /proc/interrupts
+        // is parsed into a count per CPU and IRQ: heap of CPUs x (tasks +
+        // IRQs); x8.9 measured.
+        ("show" | "look" | "check" | "look+check", "heap") => (
+            12.0,
+            " (affinity bitmaps and /proc/interrupts counts are CPUs x (tasks + IRQs))",
+        ),
+        _ => (CI_RATIO, ""),
+    }
+}
+
+/// Targets the code misses today, each with the CPU-time ceiling (ms) CI
+/// still holds its step to at 1x, so that it cannot get worse unseen:
+/// shield and reset take about 2.4 s of CPU at 1x on the fake kernel (target
+/// 1 s; half of it is the fake kernel's own path-keyed bookkeeping), and the
+/// agent's look about 1 s (target 50 ms; it reads every task and
+/// /proc/interrupts twice).
+const KNOWN_MISSES: [(&str, &str, f64); 3] = [
+    ("shield took", "shield", 5000.0),
+    ("reset took", "reset", 5000.0),
+    ("a look took", "look", 3000.0),
+];
+
+/// The known miss `miss` is, if it stays under its ceiling.
+fn known_miss(at1: &[Measured], miss: &str) -> Option<f64> {
+    let (_, step, ceiling) = KNOWN_MISSES.iter().find(|(m, _, _)| miss.starts_with(m))?;
+    at1.iter()
+        .find(|r| r.step == *step)
+        .filter(|r| r.cpu_ms <= *ceiling)
+        .map(|_| *ceiling)
+}
+
+/// Growth from a quarter of the machine to all of it above which a step
+/// counts as superlinear: linear is 4, quadratic 16; 8 leaves a shared CI
+/// machine's noise (and fixed costs that shrink the ratio) room either way.
+const CI_RATIO: f64 = 8.0;
+
+/// How far over its 1x time budget a step may go in CI before it fails: the
+/// budgets are for a quiet machine, and CI's is shared.
+const CI_MARGIN: f64 = 3.0;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fitted_exponent_of_linear_and_quadratic_growth_is_one_and_two() {
+        let linear = [(1.0, 10.0), (4.0, 40.0), (16.0, 160.0)];
+        let quadratic = [(1.0, 10.0), (4.0, 160.0), (16.0, 2560.0)];
+        assert!((exponent(&linear).unwrap() - 1.0).abs() < 1e-9);
+        assert!((exponent(&quadratic).unwrap() - 2.0).abs() < 1e-9);
+        assert_eq!(exponent(&[(1.0, 5.0)]), None);
+    }
+
+    #[test]
+    fn a_step_over_its_budget_at_1x_is_named() {
+        let m = |step: &str, cpu_ms: f64, heap_mb: f64, out_bytes: usize| Measured {
+            step: step.into(),
+            factor: 1.0,
+            cpus: 512,
+            irqs: 4096,
+            threads: 100_000,
+            wall_ms: cpu_ms,
+            cpu_ms,
+            heap_mb,
+            maxrss_mb: 0.0,
+            out_bytes,
+            out_lines: 0,
+        };
+        assert!(budget_misses(
+            &[m("shield", 900.0, 150.0, 0), m("look", 40.0, 1.0, 1000)],
+            1.0
+        )
+        .is_empty());
+        let misses = budget_misses(
+            &[m("reset", 1200.0, 250.0, 0), m("look", 60.0, 1.0, 2 << 20)],
+            1.0,
+        );
+        assert_eq!(misses.len(), 4, "{misses:?}");
+        assert!(budget_misses(&[m("reset", 1200.0, 150.0, 0)], 3.0).is_empty());
+    }
+}
