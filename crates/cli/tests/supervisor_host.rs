@@ -240,6 +240,10 @@ const TUNE: &[&str] = &[
     "22s",
 ];
 
+/// The shielded scenario alone: its load starts first and the shield goes
+/// up on it, so every stop (which comes once the shield is up) finds the
+/// load, the shield and the moved IRQs to restore; a scenario before it would
+/// only delay the shield.
 const COMPARE: &[&str] = &[
     "compare",
     "--cpus",
@@ -247,7 +251,7 @@ const COMPARE: &[&str] = &[
     "--load",
     "fpu",
     "--scenarios",
-    "loaded,shielded",
+    "shielded",
     "--duration",
     "4s",
     "--runs",

@@ -14,7 +14,13 @@ fn machine() -> Arc<dyn cpushield_kernel::Kernel> {
     Arc::new(cpushield_kernel::RealKernel)
 }
 
-const RUN: Duration = Duration::from_millis(1500);
+/// How long a workload runs at least: long enough for a worker that fails
+/// soon after its start to be seen failed.
+const RUN: Duration = Duration::from_millis(500);
+
+/// How long a workload may take to count its first operation (a compile on
+/// a busy machine takes seconds).
+const FIRST_OP_WITHIN: Duration = Duration::from_secs(30);
 
 fn spec(workloads: Vec<Workload>, dir: &Path) -> LoadSpec {
     let mut spec = LoadSpec::new(workloads);
@@ -77,7 +83,19 @@ fn run_one(workload: Workload) {
     for &pid in &pids[1..] {
         assert_eq!(cpus_allowed(pid), "1", "worker {pid} is not confined");
     }
-    std::thread::sleep(RUN);
+    // At least RUN, and until it has counted work: the test waits for the
+    // work, not for a time that a slow machine may not give it.
+    let started = std::time::Instant::now();
+    while started.elapsed() < RUN || load.counters()[0].1 == 0 {
+        load.check()
+            .unwrap_or_else(|e| panic!("{}: {e}", workload.name()));
+        assert!(
+            started.elapsed() < FIRST_OP_WITHIN,
+            "{} did no work in {FIRST_OP_WITHIN:?}",
+            workload.name()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     load.check()
         .unwrap_or_else(|e| panic!("{}: {e}", workload.name()));
     let live = load.counters();
@@ -85,7 +103,7 @@ fn run_one(workload: Workload) {
     let report = load.stop();
     assert!(report.failures.is_empty(), "{:?}", report.failures);
     let ops = report.ops(workload.name()).unwrap();
-    assert!(ops > 0, "{} did no work in {RUN:?}", workload.name());
+    assert!(ops > 0, "{} did no work", workload.name());
     assert!(ops >= live[0].1, "final ops below live ops");
     assert!(report.seconds >= RUN.as_secs_f64());
     assert!(
@@ -214,7 +232,8 @@ fn stress_ng_runs_in_the_run_dir_and_reports_bogo_ops() {
     ]);
     let load = Load::start(machine(), &s).unwrap();
     let pids = load.pids();
-    std::thread::sleep(RUN);
+    // stress-ng counts its bogo ops when a stressor ends: a fixed while.
+    std::thread::sleep(Duration::from_millis(1500));
     let report = load.stop();
     assert_eq!(report.source, "stress-ng");
     assert!(report.ops("hdd").unwrap_or(0) > 0, "{report:?}");
