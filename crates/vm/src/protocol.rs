@@ -350,7 +350,7 @@ pub fn answer(line: &[u8], timeline: &Timeline, facts: HostFacts) -> Reply {
                 }
             }
             let to_host = |t: u64| shift(t, q.offset_ns);
-            let to_guest = |t: u64| shift(t, -q.offset_ns);
+            let to_guest = |t: u64| shift(t, q.offset_ns.saturating_neg());
             // The range widened by the clock error: a gap the error could
             // place inside it is in.
             let from = to_host(q.from_ns).saturating_sub(q.err_ns);
