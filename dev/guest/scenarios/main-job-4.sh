@@ -6,12 +6,8 @@
 # meanwhile no thread of cpushield but the measuring ones and the pollers runs on CPUs 2-3
 # (sampled from /proc/*/task); no verdict or finding names a cpushield process; the
 # machine is as found afterwards. The minimal system's refusals are main-job-minimal's.
-# On 6.1 only, for CI's time (on 6.12-rt it took 400 s of a loaded CI host): on 6.12-rt
-# the same experiment over the default scenarios on 4 CPUs is main-job-demo's (`demo` is
-# `compare` on its defaults), each scenario alone main-job-tools'; main-job-8 runs the
-# default compare on 8 CPUs.
+# On both kernels; main-job-8 runs the default compare on 8 CPUs.
 # guest-test: main_job_defaults_on_4_cpus_run_keep_cpushield_off_the_measured_cpus_and_leave_the_machine_as_found
-# guest-kernels: 6.1
 # guest-cost: 150
 # guest-mem: 2048
 # guest-timeout: 1200
