@@ -37,8 +37,9 @@ env_cli=$(g -E 'from_env\(\)' "$code" | g -E '^crates/cli/' | g -Ev "$entry" | w
 store_env_lib=$(g -E 'FileStore::from_env\(\)' "$code" | g -Ev "$defs|$entry|^crates/cli/" | wc -l)
 paths=$(g -Ev '^crates/(kernel|parse)/' "$code" | g -oE '"/(proc|sys)[^"]*"' | wc -l)
 paths_distinct=$(g -Ev '^crates/(kernel|parse)/' "$code" | g -oE '"/(proc|sys)[^"]*"' | sort -u | wc -l)
-# A process/thread listing: a directory read of /proc or of a task directory.
-listings=$(g -E 'read_dir' "$code" | g -E '"/proc"|/task"|/task\b|PROC\b' | cut -d: -f1 | sort -u)
+# A process/thread listing: a directory read of /proc or of a task directory
+# (the kernel door's Procfs reads the /proc root it is given: `self.root`).
+listings=$(g -E 'read_dir' "$code" | g -E '"/proc"|/task"|/task\b|PROC\b|self\.root' | cut -d: -f1 | sort -u)
 listing_n=$(printf '%s\n' "$listings" | grep -c . || true)
 # A twin: `pub fn X_in` beside a `pub fn X` (one makes its own store, one takes it).
 shield_fns=$(g -E '^crates/shield/src/' "$code" | g -oE 'pub fn [a-z_]+\(' | sed 's/pub fn //; s/($//' | sort -u)
