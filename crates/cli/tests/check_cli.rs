@@ -197,31 +197,35 @@ impl PausedQemu {
         self.0.id() as i32
     }
 
+    /// Its threads: (id, name).
+    fn threads(&self) -> Vec<(i32, String)> {
+        std::fs::read_dir(format!("/proc/{}/task", self.pid()))
+            .map(|dir| {
+                dir.flatten()
+                    .filter_map(|t| {
+                        let tid = t.file_name().to_str()?.parse().ok()?;
+                        let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+                        Some((tid, comm.trim_end().to_string()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The id of its thread named `comm`.
     fn thread(&self, comm: &str) -> Option<i32> {
-        std::fs::read_dir(format!("/proc/{}/task", self.pid()))
-            .ok()?
-            .flatten()
-            .find(|t| {
-                std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim_end() == comm)
-            })?
-            .file_name()
-            .to_str()?
-            .parse()
-            .ok()
+        self.threads()
+            .into_iter()
+            .find(|(_, c)| c == comm)
+            .map(|(tid, _)| tid)
     }
 
     /// Every thread id but the vCPUs'.
     fn others(&self) -> Vec<i32> {
-        std::fs::read_dir(format!("/proc/{}/task", self.pid()))
-            .unwrap()
-            .flatten()
-            .filter(|t| {
-                !std::fs::read_to_string(t.path().join("comm"))
-                    .unwrap_or_default()
-                    .starts_with("CPU ")
-            })
-            .filter_map(|t| t.file_name().to_str()?.parse().ok())
+        self.threads()
+            .into_iter()
+            .filter(|(_, c)| !c.starts_with("CPU "))
+            .map(|(tid, _)| tid)
             .collect()
     }
 }

@@ -283,6 +283,11 @@ impl ThreadStat {
     pub fn no_setaffinity(&self) -> bool {
         self.flags & PF_NO_SETAFFINITY != 0
     }
+    /// Whether it runs at a real-time policy: SCHED_FIFO (1), SCHED_RR (2)
+    /// or SCHED_DEADLINE (6).
+    pub fn is_realtime(&self) -> bool {
+        matches!(self.policy, 1 | 2 | 6)
+    }
 }
 
 /// Parses a thread's `stat` line into the fields `check` uses (see

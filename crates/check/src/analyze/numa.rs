@@ -10,9 +10,6 @@ use crate::snapshot::Snapshot;
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::numa::NumaNode;
 
-/// SCHED_FIFO, SCHED_RR and SCHED_DEADLINE, as /proc/PID/stat numbers them.
-const RT_POLICIES: [u32; 3] = [1, 2, 6];
-
 /// The nodes that hold one of `cpus` (with memory or not).
 fn nodes_with(nodes: &[NumaNode], cpus: &CpuSet) -> CpuSet {
     CpuSet::from_cpus(
@@ -38,7 +35,7 @@ pub(crate) fn rt_processes_on(after: &Snapshot, cpus: &CpuSet) -> Vec<i32> {
     let mut pids: Vec<i32> = after
         .threads
         .iter()
-        .filter(|t| !t.stat.is_kthread() && RT_POLICIES.contains(&t.stat.policy))
+        .filter(|t| !t.stat.is_kthread() && t.stat.is_realtime())
         .filter(|t| {
             t.affinity
                 .as_ref()
@@ -168,7 +165,7 @@ fn remote_pages(input: &CheckInput<'_>, nodes: &[NumaNode], findings: &mut Vec<F
             .after
             .threads
             .iter()
-            .filter(|t| t.pid == *pid && RT_POLICIES.contains(&t.stat.policy))
+            .filter(|t| t.pid == *pid && t.stat.is_realtime())
             .collect();
         let cpus = threads
             .iter()

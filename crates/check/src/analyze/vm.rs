@@ -24,9 +24,6 @@ use cpushield_cpuset::CpuSet;
 use cpushield_parse::qemu_thread::{is_vcpu_thread_name, kvm_pit_owner, vcpu_of_thread_name};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// SCHED_FIFO, SCHED_RR and SCHED_DEADLINE, as /proc/PID/stat numbers them.
-const RT_POLICIES: [u32; 3] = [1, 2, 6];
-
 /// One VM process on this host, as its threads show it.
 struct VmProcess<'a> {
     /// The process id.
@@ -105,6 +102,11 @@ fn vm_processes(threads: &[ThreadSample]) -> Vec<VmProcess<'_>> {
     out
 }
 
+/// Whether the thread may run on one of `cpus`.
+fn may_run_on(t: &ThreadSample, cpus: &CpuSet) -> bool {
+    t.affinity.as_ref().is_some_and(|a| a.intersects(cpus))
+}
+
 /// The one CPU a thread may run on.
 fn pinned_cpu(t: &ThreadSample) -> Option<usize> {
     let a = t.affinity.as_ref()?;
@@ -116,13 +118,7 @@ pub(super) fn analyze(input: &CheckInput<'_>, findings: &mut Vec<Finding>) {
     let vms = vm_processes(&input.after.threads);
     let relevant: Vec<&VmProcess<'_>> = vms
         .iter()
-        .filter(|vm| {
-            vm.vcpus.iter().any(|(_, t)| {
-                t.affinity
-                    .as_ref()
-                    .is_some_and(|a| a.intersects(input.cpus))
-            })
-        })
+        .filter(|vm| vm.vcpus.iter().any(|(_, t)| may_run_on(t, input.cpus)))
         .collect();
     if relevant.is_empty() {
         return;
@@ -217,11 +213,7 @@ fn emulator_threads(input: &CheckInput<'_>, vm: &VmProcess<'_>, findings: &mut V
         .others
         .iter()
         .copied()
-        .filter(|t| {
-            t.affinity
-                .as_ref()
-                .is_some_and(|a| a.intersects(input.cpus))
-        })
+        .filter(|t| may_run_on(t, input.cpus))
         .collect();
     if on.is_empty() {
         return;
@@ -280,12 +272,12 @@ fn vcpu_policies(vm: &VmProcess<'_>, findings: &mut Vec<Finding>) {
     let Some((rt_n, rt)) = vm
         .vcpus
         .iter()
-        .find(|(_, t)| RT_POLICIES.contains(&t.stat.policy) && t.stat.policy != 6)
+        .find(|(_, t)| matches!(t.stat.policy, 1 | 2))
     else {
         return;
     };
     for (n, t) in &vm.vcpus {
-        if RT_POLICIES.contains(&t.stat.policy) {
+        if t.stat.is_realtime() {
             continue;
         }
         findings.push(
