@@ -167,31 +167,6 @@ fn batch_limit(config: &CompareConfig) -> Duration {
         + Duration::from_secs(120)
 }
 
-/// The nice value of the thread that runs the experiment once the load
-/// runs, as the trace reader's.
-const OWN_NICE: i32 = -10;
-
-/// Raises the calling thread, which has just started the load, to nice
-/// [`OWN_NICE`] (still SCHED_OTHER, never real-time) and returns its
-/// scheduling before, to give back; None if it was not SCHED_OTHER at a
-/// higher nice or could not rise. The load shares the housekeeping CPUs with
-/// this thread, and what it does there between the probes (setting up and
-/// reading tracefs, explaining a trace, running the anchors, which inherit
-/// its nice) was starved by the load's workers: minutes on a loaded virtual
-/// machine. The probes set their own policy, the idle pollers and the batch
-/// job theirs, and the load, started before, keeps its own.
-fn rise_beside_load(kernel: &dyn Kernel) -> Option<cpushield_kernel::SchedParams> {
-    let before = kernel.get_sched(0).ok()?;
-    if before.policy != 0 || before.nice <= OWN_NICE {
-        return None;
-    }
-    let raised = cpushield_kernel::SchedParams {
-        nice: OWN_NICE,
-        ..before
-    };
-    kernel.set_sched(0, &raised).ok().map(|()| before)
-}
-
 /// Steal time of `cpus` since `before`, ns (/proc/stat, USER_HZ resolution).
 fn steal_since(kernel: &dyn Kernel, before: &Option<procstat::CpuTimes>, cpus: &CpuSet) -> u64 {
     match (before, procstat::snapshot(kernel)) {
@@ -243,7 +218,6 @@ pub fn run(
         progress,
         shielded_cpus,
         own_affinity: keep_to(lab.host.kernel(), housekeeping.as_ref()),
-        own_sched: None,
         own_cgroup: None,
         online: online.clone(),
         housekeeping,
@@ -327,9 +301,6 @@ struct Experiment<'a> {
     /// The calling thread's affinity before it kept to the housekeeping
     /// CPUs (given back at the end).
     own_affinity: Option<CpuSet>,
-    /// The calling thread's scheduling before it rose to [`OWN_NICE`] beside
-    /// the load (given back at the end).
-    own_sched: Option<cpushield_kernel::SchedParams>,
     /// On cgroup v2, the cgroup this process was in before it moved to the
     /// root cgroup, from where one of its threads can join the shield alone.
     own_cgroup: Option<(cpushield_shield::layout::CgroupLayout, String)>,
@@ -399,9 +370,6 @@ impl<'a> Experiment<'a> {
         }
         if let Some(saved) = self.own_affinity.take() {
             let _ = kernel.set_affinity(0, &saved);
-        }
-        if let Some(saved) = self.own_sched.take() {
-            let _ = kernel.set_sched(0, &saved);
         }
         lowered
     }
@@ -505,7 +473,6 @@ impl<'a> Experiment<'a> {
             self.tell(at.progress("load", 0.0, 0));
             let spec = load_spec(self.config, &self.online, self.housekeeping.as_ref());
             self.load = Some(self.lab.runs.start_load(&spec)?);
-            self.own_sched = rise_beside_load(self.lab.host.kernel());
             // Let the load reach its steady state before measuring.
             std::thread::sleep(Duration::from_secs(2));
         }

@@ -56,9 +56,6 @@ struct Seen {
     /// The runner's own thread's affinity (thread 0 of the fake) when each
     /// probe ran, and the load's CPUs and its supervisor's.
     own: Mutex<Vec<String>>,
-    /// The runner's own thread's nice value (thread 0 of the fake) when the
-    /// load started and when each anchor ran.
-    nice: Mutex<Vec<String>>,
 }
 
 impl Seen {
@@ -76,15 +73,6 @@ struct FakeRuns {
 }
 
 impl FakeRuns {
-    fn note_nice(&self, what: &str) {
-        let nice = self.kernel.get_sched(0).map(|p| p.nice);
-        self.seen
-            .nice
-            .lock()
-            .unwrap()
-            .push(format!("{what} nice={nice:?}"));
-    }
-
     fn shield_up(&self) -> bool {
         self.kernel.has_dir(format!("{V1_ROOT}/cpushield-shield"))
     }
@@ -243,7 +231,6 @@ impl Runs for FakeRuns {
     }
 
     fn start_load(&self, spec: &LoadSpec) -> Result<Box<dyn LoadRun>, LoadError> {
-        self.note_nice("load");
         self.seen.own.lock().unwrap().push(format!(
             "load cpus={:?} supervisor={:?}",
             spec.cpus.as_ref().map(|c| c.to_list()),
@@ -266,7 +253,6 @@ impl Runs for FakeRuns {
     }
 
     fn run_anchor(&self, run: &AnchorRun) -> Result<Anchor, String> {
-        self.note_nice("anchor");
         self.seen.note(format!(
             "anchor cpu={} shield={} shielded={}",
             run.cpu,
@@ -511,35 +497,6 @@ fn cpushield_keeps_its_own_threads_and_the_load_supervisor_off_every_measured_cp
         kernel.get_affinity(0).unwrap(),
         CpuSet::parse_list("0-3").unwrap(),
         "the runner's thread gets its affinity back"
-    );
-}
-
-#[test]
-fn the_runners_thread_starts_the_load_at_its_own_nice_then_rises_to_nice_minus_10_for_the_anchors_and_gets_its_nice_back(
-) {
-    let kernel = machine();
-    kernel.set_thread_affinity(0, CpuSet::parse_list("0-3").unwrap());
-    let seen = Arc::new(Seen::default());
-    let lab = lab(&kernel, &seen);
-    let dir = tempfile::tempdir().unwrap();
-    let scenarios = vec![Scenario::Idle, Scenario::Loaded, Scenario::Shielded];
-    run(&lab, &config(dir.path(), scenarios)).unwrap();
-
-    // The load's workers inherit the nice of the thread that starts them:
-    // they start at the user's; the anchors, started beside the load,
-    // inherit the runner's raised one.
-    assert_eq!(
-        *seen.nice.lock().unwrap(),
-        [
-            "load nice=Ok(0)",
-            "anchor nice=Ok(-10)",
-            "anchor nice=Ok(-10)"
-        ]
-    );
-    assert_eq!(
-        kernel.get_sched(0).unwrap().nice,
-        0,
-        "the runner's thread gets its nice back"
     );
 }
 
