@@ -46,6 +46,30 @@ pub struct TuneConfig {
     pub knobs: Option<Vec<KnobId>>,
 }
 
+/// The knobs a `--knobs` list names, each once, in the order given; an
+/// unknown or empty list is refused naming the knobs there are.
+pub fn parse_knobs(text: &str) -> Result<Vec<KnobId>, String> {
+    let mut out = Vec::new();
+    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let Some(id) = KnobId::from_name(name) else {
+            let all: Vec<&str> = KnobId::ALL.iter().map(|k| k.name()).collect();
+            return Err(format!(
+                "--knobs: no knob {name:?}; name some of {}",
+                all.join(", ")
+            ));
+        };
+        if !out.contains(&id) {
+            out.push(id);
+        }
+    }
+    if out.is_empty() {
+        return Err(
+            "--knobs names no knob: name some, e.g. --knobs timer-migration,preempt".into(),
+        );
+    }
+    Ok(out)
+}
+
 /// Why a tune run could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum TuneError {
@@ -333,4 +357,29 @@ pub fn run(
         config.period.hz(),
         config.priority,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_knob_list_keeps_each_knob_once_and_refuses_unknown_or_no_names() {
+        assert_eq!(
+            parse_knobs("preempt, timer-migration,preempt").unwrap(),
+            [
+                KnobId::from_name("preempt").unwrap(),
+                KnobId::from_name("timer-migration").unwrap()
+            ]
+        );
+        let e = parse_knobs("preempt,turbo").unwrap_err();
+        assert!(
+            e.starts_with("--knobs: no knob \"turbo\"; name some of "),
+            "{e}"
+        );
+        assert!(e.contains("timer-migration"), "{e}");
+        assert!(parse_knobs(" , ")
+            .unwrap_err()
+            .starts_with("--knobs names no knob"));
+    }
 }
