@@ -7,8 +7,8 @@ use crate::knob::{self, FileChange, Machine};
 use crate::settings;
 use cpushield_config::{Change, Config, ConfigError};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{Host, Kernel};
-use cpushield_shield::runtime::write_setting;
+use cpushield_kernel::Host;
+use cpushield_shield::runtime::{write_setting, MountedDebugfs};
 use cpushield_shield::{render, state, Options, ShieldMasks};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -252,7 +252,7 @@ pub fn apply_file(
         .map(|l| l.state.masks)
         .unwrap_or_default();
     let plan_ = cpushield_config::plan(&current, &desired, &online);
-    let _debugfs = DebugfsWhile::mount_if_needed(host.kernel(), &config);
+    let _debugfs = debugfs_for(&host, &config);
     let runtime = plan(&host, &config, &desired.procs)?;
     if plan_.is_empty() && runtime.is_empty() {
         say(&format!(
@@ -301,31 +301,15 @@ pub fn apply_file(
     Ok(())
 }
 
-/// debugfs, mounted while a config's preemption model is read and written
-/// when the kernel can switch it and debugfs is not mounted; unmounted when
-/// dropped.
-pub struct DebugfsWhile<'a> {
-    kernel: &'a dyn Kernel,
-    mounted: bool,
-}
-
-impl<'a> DebugfsWhile<'a> {
-    /// Mounts debugfs if `config` sets the preemption model and its file is
-    /// not there; a failed mount is left for the plan to report.
-    pub fn mount_if_needed(kernel: &'a dyn Kernel, config: &Config) -> Self {
-        let wanted =
-            config.runtime().preempt.is_some() && !kernel.exists(Path::new(knob::PREEMPT_FILE));
-        let mounted = wanted && kernel.mount("debugfs", Path::new(knob::DEBUGFS)).is_ok();
-        Self { kernel, mounted }
-    }
-}
-
-impl Drop for DebugfsWhile<'_> {
-    fn drop(&mut self) {
-        if self.mounted {
-            let _ = self.kernel.unmount(Path::new(knob::DEBUGFS));
-        }
-    }
+/// debugfs, mounted while `config`'s preemption model is read and written
+/// when the config sets it and its file is not there (unmounted when
+/// dropped); a failed mount is left for the plan to report.
+fn debugfs_for(host: &Host, config: &Config) -> Option<MountedDebugfs> {
+    let wanted = config.runtime().preempt.is_some()
+        && !host.kernel().exists(Path::new(knob::PREEMPT_FILE));
+    wanted
+        .then(|| MountedDebugfs::mount(host.shared_kernel()).ok())
+        .flatten()
 }
 
 #[cfg(test)]

@@ -14,8 +14,6 @@ use std::path::{Path, PathBuf};
 
 /// The preemption model file of a `PREEMPT_DYNAMIC` kernel (debugfs).
 pub const PREEMPT_FILE: &str = "/sys/kernel/debug/sched/preempt";
-/// Where debugfs is mounted.
-pub const DEBUGFS: &str = "/sys/kernel/debug";
 /// kernel.sched_rt_runtime_us.
 pub const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
 /// kernel.timer_migration.

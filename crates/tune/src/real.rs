@@ -14,6 +14,7 @@ use cpushield_kernel::{Host, Kernel};
 use cpushield_load::{Load, LoadSpec, Workload};
 use cpushield_measure::latency::{self, LatencyConfig, Length};
 use cpushield_measure::Period;
+use cpushield_shield::runtime::MountedDebugfs;
 use cpushield_shield::{HeldShield, Options, ShieldMasks};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -175,19 +176,10 @@ fn load_spec(config: &TuneConfig) -> LoadSpec {
     spec
 }
 
-/// debugfs mounted by tune (inside its private mount namespace), unmounted
-/// when dropped.
-struct Debugfs(Host);
-
-impl Drop for Debugfs {
-    fn drop(&mut self) {
-        let _ = self.0.kernel().unmount(Path::new(knob::DEBUGFS));
-    }
-}
-
-/// Mounts debugfs when the kernel can switch its preemption model and the
-/// file is not there; the problem, when it cannot.
-fn reach_debugfs(host: &Host) -> (Option<Debugfs>, Option<String>) {
+/// Mounts debugfs (inside tune's private mount namespace) when the kernel
+/// can switch its preemption model and the file is not there; the problem,
+/// when it cannot.
+fn reach_debugfs(host: &Host) -> (Option<MountedDebugfs>, Option<String>) {
     let kernel = host.kernel();
     let version = kernel
         .read(Path::new("/proc/sys/kernel/version"))
@@ -195,21 +187,13 @@ fn reach_debugfs(host: &Host) -> (Option<Debugfs>, Option<String>) {
     if !version.contains("PREEMPT_DYNAMIC") || kernel.exists(Path::new(knob::PREEMPT_FILE)) {
         return (None, None);
     }
-    match kernel.mount("debugfs", Path::new(knob::DEBUGFS)) {
-        Ok(()) if kernel.exists(Path::new(knob::PREEMPT_FILE)) => {
-            (Some(Debugfs(host.clone())), None)
-        }
-        Ok(()) => (
-            Some(Debugfs(host.clone())),
+    match MountedDebugfs::mount(host.shared_kernel()) {
+        Ok(mounted) if kernel.exists(Path::new(knob::PREEMPT_FILE)) => (Some(mounted), None),
+        Ok(mounted) => (
+            Some(mounted),
             Some("debugfs has no sched/preempt (kernel built without it)".into()),
         ),
-        Err(e) => (
-            None,
-            Some(format!(
-                "mounting debugfs: {}",
-                cpushield_shield::runtime::debugfs_error(kernel, Path::new(knob::DEBUGFS), e)
-            )),
-        ),
+        Err(e) => (None, Some(format!("mounting debugfs: {e}"))),
     }
 }
 
