@@ -9,6 +9,7 @@
 
 pub mod apply;
 pub mod bootparams;
+#[cfg(any(test, feature = "fake"))]
 pub mod fake_machine;
 pub mod held;
 pub mod irq_moves;
