@@ -446,7 +446,8 @@ impl<'a> Runner<'a> {
             "measured on its first trial"
         };
         Some(format!(
-            "switching {what} took {}{back} ({when}); its {} trials and {count} switches left needed {}, and {} of the budget were left for it ({} when it began)",
+            "switching {} took {}{back} ({when}); its {} trials and {count} switches left needed {}, and {} of the budget were left for it ({} when it began)",
+            what.trim_start_matches("together: "),
             secs(p.apply),
             rest.len(),
             secs(need),
@@ -1205,5 +1206,30 @@ mod tests {
         assert_eq!(p.switches(&order[2..], true), (3, Duration::from_secs(13)));
         // A last trial with the candidate in place still switches back.
         assert_eq!(p.switches(&[B], true), (1, Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn the_winning_set_is_planned_with_the_switch_cost_measured_alone() {
+        // timer_migration = 0 quarters the latency; each switch of it takes 2 s.
+        let mut b = bench(|k, _, t| {
+            if file(k, TIMER_MIGRATION) == "0" {
+                noise(t) / 4
+            } else {
+                noise(t)
+            }
+        });
+        b.door
+            .slow
+            .insert(PathBuf::from(TIMER_MIGRATION), Duration::from_secs(2));
+        let knobs = knobs(&b);
+        let r = run(&mut b, &config(), knobs, &mut |_| {}).unwrap();
+        assert!(b.elapsed() <= config().budget, "{:?}", b.elapsed());
+        assert_eq!(
+            r.choice.knobs,
+            vec![KnobId::TimerMigration],
+            "{:?}",
+            r.choice
+        );
+        assert_eq!(file(&b.kernel, TIMER_MIGRATION), "1");
     }
 }
