@@ -227,109 +227,11 @@ fn per_cpu(
 }
 
 fn knob(machine: &Machine, cpus: &CpuSet, priority: u8, id: KnobId) -> Knob {
-    let list = cpus.to_list();
     match id {
-        KnobId::IdlePoll => {
-            if cpushield_parse::cmdline::param(&machine.cmdline, "idle").as_deref() == Some("poll")
-            {
-                return Knob::lacking(
-                    id,
-                    "poll",
-                    "idle=poll is on the kernel command line: every CPU polls already",
-                );
-            }
-            Knob {
-                id,
-                starting: "halt".into(),
-                candidate: "poll (SCHED_IDLE spinner)".into(),
-                change: Ok(Change::Probe(ProbeChange::IdlePoll)),
-            }
-        }
-        KnobId::DmaLatency => {
-            if !machine.dma_latency {
-                return Knob::lacking(
-                    id,
-                    "-",
-                    format!("{DMA_LATENCY} does not exist (kernel without PM QoS)"),
-                );
-            }
-            Knob {
-                id,
-                starting: "no request".into(),
-                candidate: "held at 0 us".into(),
-                change: Ok(Change::Probe(ProbeChange::HoldDmaLatency)),
-            }
-        }
-        KnobId::IdleStates => {
-            let mut changes = Vec::new();
-            for cpu in cpus.iter() {
-                let states = machine
-                    .cpus
-                    .get(&cpu)
-                    .map(|c| c.idle_states.clone())
-                    .unwrap_or_default();
-                if states.is_empty() {
-                    let driver = machine.idle_driver.as_deref().unwrap_or("none");
-                    return Knob::lacking(id, "-", format!("CPU {cpu} has no cpuidle states (cpuidle driver: {driver}): it halts, there is no C-state to limit"));
-                }
-                for s in states
-                    .iter()
-                    .filter(|s| s.latency_us > 0 && s.disable == "0")
-                {
-                    changes.push(file(s.dir.join("disable"), "0", "1"));
-                }
-            }
-            if changes.is_empty() {
-                return Knob::lacking(
-                    id,
-                    "no state with an exit latency enabled",
-                    "every idle state with an exit latency is disabled already",
-                );
-            }
-            Knob {
-                id,
-                starting: "every state enabled".into(),
-                candidate: format!("states with an exit latency disabled on CPU {list}"),
-                change: Ok(Change::Files(changes)),
-            }
-        }
-        KnobId::Preempt => {
-            let dynamic = machine.kernel_version.contains("PREEMPT_DYNAMIC");
-            let Some(models) = &machine.preempt else {
-                let why = if !dynamic {
-                    "the kernel is not PREEMPT_DYNAMIC: its preemption model is fixed when it is built".to_string()
-                } else {
-                    match &machine.debugfs_problem {
-                        Some(p) => format!("{PREEMPT_FILE} cannot be reached: {p}"),
-                        None => format!("{PREEMPT_FILE} cannot be read"),
-                    }
-                };
-                return Knob::lacking(id, "-", why);
-            };
-            if models.current == "full" {
-                return Knob::lacking(id, "full", "the kernel preempts fully already");
-            }
-            if !models.choices.iter().any(|c| c == "full") {
-                return Knob::lacking(
-                    id,
-                    models.current.clone(),
-                    format!(
-                        "the kernel offers no full preemption (it offers {})",
-                        models.choices.join(", ")
-                    ),
-                );
-            }
-            Knob {
-                id,
-                starting: models.current.clone(),
-                candidate: "full".into(),
-                change: Ok(Change::Files(vec![file(
-                    PREEMPT_FILE,
-                    &models.current,
-                    "full",
-                )])),
-            }
-        }
+        KnobId::IdlePoll => idle_poll(machine),
+        KnobId::DmaLatency => dma_latency(machine),
+        KnobId::IdleStates => idle_states(machine, cpus),
+        KnobId::Preempt => preempt(machine),
         KnobId::RtThrottling => sysctl_knob(machine, id, RT_RUNTIME, |v| {
             (v != "-1")
                 .then(|| "-1".to_string())
@@ -347,108 +249,248 @@ fn knob(machine: &Machine, cpus: &CpuSet, priority: u8, id: KnobId) -> Knob {
                 Err(_) => Err("its value is not a number of seconds"),
             })
         }
-        KnobId::Governor => {
-            let (starting, change) = per_cpu(
+        KnobId::Governor => cpufreq_knob(
+            id,
+            per_cpu(
                 machine,
                 cpus,
                 "performance",
                 "scaling_governor",
                 |c| (c.governor.as_ref(), &c.governors),
                 "no cpufreq driver, so the clock is set by the firmware or the hypervisor",
-            );
-            Knob {
-                id,
-                starting,
-                candidate: "performance".into(),
-                change,
-            }
-        }
-        KnobId::EnergyPerformance => {
-            let (starting, change) = per_cpu(
+            ),
+        ),
+        KnobId::EnergyPerformance => cpufreq_knob(
+            id,
+            per_cpu(
                 machine,
                 cpus,
                 "performance",
                 "energy_performance_preference",
                 |c| (c.epp.as_ref(), &c.epps),
                 "its cpufreq driver has no energy-performance preference",
-            );
-            Knob {
-                id,
-                starting,
-                candidate: "performance".into(),
-                change,
-            }
+            ),
+        ),
+        KnobId::SmtOffline => smt_offline(machine, cpus),
+        KnobId::IrqSiblings => irq_siblings(machine, cpus),
+        KnobId::ProbePriority => probe_priority(priority),
+    }
+}
+
+/// The measured CPUs poll when idle (a SCHED_IDLE spinner), unless the
+/// kernel command line makes every CPU poll already.
+fn idle_poll(machine: &Machine) -> Knob {
+    let id = KnobId::IdlePoll;
+    if cpushield_parse::cmdline::param(&machine.cmdline, "idle").as_deref() == Some("poll") {
+        return Knob::lacking(
+            id,
+            "poll",
+            "idle=poll is on the kernel command line: every CPU polls already",
+        );
+    }
+    Knob {
+        id,
+        starting: "halt".into(),
+        candidate: "poll (SCHED_IDLE spinner)".into(),
+        change: Ok(Change::Probe(ProbeChange::IdlePoll)),
+    }
+}
+
+/// /dev/cpu_dma_latency held at 0 during the probe, where the kernel has
+/// PM QoS.
+fn dma_latency(machine: &Machine) -> Knob {
+    let id = KnobId::DmaLatency;
+    if !machine.dma_latency {
+        return Knob::lacking(
+            id,
+            "-",
+            format!("{DMA_LATENCY} does not exist (kernel without PM QoS)"),
+        );
+    }
+    Knob {
+        id,
+        starting: "no request".into(),
+        candidate: "held at 0 us".into(),
+        change: Ok(Change::Probe(ProbeChange::HoldDmaLatency)),
+    }
+}
+
+/// Every enabled idle state with an exit latency disabled on the measured
+/// CPUs.
+fn idle_states(machine: &Machine, cpus: &CpuSet) -> Knob {
+    let id = KnobId::IdleStates;
+    let mut changes = Vec::new();
+    for cpu in cpus.iter() {
+        let states = machine
+            .cpus
+            .get(&cpu)
+            .map(|c| c.idle_states.clone())
+            .unwrap_or_default();
+        if states.is_empty() {
+            let driver = machine.idle_driver.as_deref().unwrap_or("none");
+            return Knob::lacking(id, "-", format!("CPU {cpu} has no cpuidle states (cpuidle driver: {driver}): it halts, there is no C-state to limit"));
         }
-        KnobId::SmtOffline => {
-            let others = siblings_outside(machine, cpus);
-            if others.is_empty() {
-                return Knob::lacking(
-                    id,
-                    "-",
-                    format!("no CPU shares a core with CPU {list} (no SMT)"),
-                );
-            }
-            if others.contains(0) {
-                return Knob::lacking(
-                    id,
-                    "online",
-                    format!("CPU 0 shares a core with CPU {list}, and tune leaves CPU 0 alone"),
-                );
-            }
-            if machine.cgroup_v1 {
-                return Knob::lacking(id, "online", "on cgroup v1 a CPU taken offline leaves every cpuset for good, so they could not be restored exactly");
-            }
-            Knob {
-                id,
-                starting: format!("CPU {others} online"),
-                candidate: format!("CPU {others} offline"),
-                change: Ok(Change::Files(
-                    others
-                        .iter()
-                        .map(|c| file(format!("/sys/devices/system/cpu/cpu{c}/online"), "1", "0"))
-                        .collect(),
-                )),
-            }
+        for s in states
+            .iter()
+            .filter(|s| s.latency_us > 0 && s.disable == "0")
+        {
+            changes.push(file(s.dir.join("disable"), "0", "1"));
         }
-        KnobId::IrqSiblings => {
-            let others = siblings_outside(machine, cpus);
-            if others.is_empty() {
-                return Knob::lacking(id, "-", format!("no housekeeping CPU shares a core with CPU {list}: their IRQs reach the measured cores only through shared caches"));
+    }
+    if changes.is_empty() {
+        return Knob::lacking(
+            id,
+            "no state with an exit latency enabled",
+            "every idle state with an exit latency is disabled already",
+        );
+    }
+    Knob {
+        id,
+        starting: "every state enabled".into(),
+        candidate: format!(
+            "states with an exit latency disabled on CPU {}",
+            cpus.to_list()
+        ),
+        change: Ok(Change::Files(changes)),
+    }
+}
+
+/// Full preemption on a PREEMPT_DYNAMIC kernel whose debugfs shows the
+/// models.
+fn preempt(machine: &Machine) -> Knob {
+    let id = KnobId::Preempt;
+    let dynamic = machine.kernel_version.contains("PREEMPT_DYNAMIC");
+    let Some(models) = &machine.preempt else {
+        let why = if !dynamic {
+            "the kernel is not PREEMPT_DYNAMIC: its preemption model is fixed when it is built"
+                .to_string()
+        } else {
+            match &machine.debugfs_problem {
+                Some(p) => format!("{PREEMPT_FILE} cannot be reached: {p}"),
+                None => format!("{PREEMPT_FILE} cannot be read"),
             }
-            let movable = others.difference(&CpuSet::from_cpus([0]));
-            if movable.is_empty() {
-                return Knob::lacking(id, "-", format!("CPU 0 is the housekeeping CPU sharing a core with CPU {list}, and tune leaves CPU 0's interrupts alone"));
-            }
-            if machine
-                .online
-                .difference(cpus)
-                .difference(&movable)
-                .is_empty()
-            {
-                return Knob::lacking(id, "-", format!("CPU {movable} are the only housekeeping CPUs: IRQs have nowhere else to go"));
-            }
-            Knob {
-                id,
-                starting: format!("IRQs allowed on CPU {movable}"),
-                candidate: format!("IRQs kept off CPU {movable} (sibling of CPU {list})"),
-                change: Ok(Change::IrqShield(movable)),
-            }
-        }
-        KnobId::ProbePriority => {
-            if priority >= TOP_PRIORITY {
-                return Knob::lacking(
-                    id,
-                    priority.to_string(),
-                    "the probe runs at the top priority already",
-                );
-            }
-            Knob {
-                id,
-                starting: format!("SCHED_FIFO {priority}"),
-                candidate: format!("SCHED_FIFO {TOP_PRIORITY}"),
-                change: Ok(Change::Probe(ProbeChange::Priority(TOP_PRIORITY))),
-            }
-        }
+        };
+        return Knob::lacking(id, "-", why);
+    };
+    if models.current == "full" {
+        return Knob::lacking(id, "full", "the kernel preempts fully already");
+    }
+    if !models.choices.iter().any(|c| c == "full") {
+        return Knob::lacking(
+            id,
+            models.current.clone(),
+            format!(
+                "the kernel offers no full preemption (it offers {})",
+                models.choices.join(", ")
+            ),
+        );
+    }
+    Knob {
+        id,
+        starting: models.current.clone(),
+        candidate: "full".into(),
+        change: Ok(Change::Files(vec![file(
+            PREEMPT_FILE,
+            &models.current,
+            "full",
+        )])),
+    }
+}
+
+/// A cpufreq knob set to `performance`, from [`per_cpu`]'s answer.
+fn cpufreq_knob(id: KnobId, (starting, change): (String, Result<Change, String>)) -> Knob {
+    Knob {
+        id,
+        starting,
+        candidate: "performance".into(),
+        change,
+    }
+}
+
+/// The measured CPUs' SMT siblings offline, where that can be undone
+/// exactly and CPU 0 is not one of them.
+fn smt_offline(machine: &Machine, cpus: &CpuSet) -> Knob {
+    let id = KnobId::SmtOffline;
+    let list = cpus.to_list();
+    let others = siblings_outside(machine, cpus);
+    if others.is_empty() {
+        return Knob::lacking(
+            id,
+            "-",
+            format!("no CPU shares a core with CPU {list} (no SMT)"),
+        );
+    }
+    if others.contains(0) {
+        return Knob::lacking(
+            id,
+            "online",
+            format!("CPU 0 shares a core with CPU {list}, and tune leaves CPU 0 alone"),
+        );
+    }
+    if machine.cgroup_v1 {
+        return Knob::lacking(id, "online", "on cgroup v1 a CPU taken offline leaves every cpuset for good, so they could not be restored exactly");
+    }
+    Knob {
+        id,
+        starting: format!("CPU {others} online"),
+        candidate: format!("CPU {others} offline"),
+        change: Ok(Change::Files(
+            others
+                .iter()
+                .map(|c| file(format!("/sys/devices/system/cpu/cpu{c}/online"), "1", "0"))
+                .collect(),
+        )),
+    }
+}
+
+/// IRQs kept off the measured CPUs' SMT siblings too, where another
+/// housekeeping CPU can take them.
+fn irq_siblings(machine: &Machine, cpus: &CpuSet) -> Knob {
+    let id = KnobId::IrqSiblings;
+    let list = cpus.to_list();
+    let others = siblings_outside(machine, cpus);
+    if others.is_empty() {
+        return Knob::lacking(id, "-", format!("no housekeeping CPU shares a core with CPU {list}: their IRQs reach the measured cores only through shared caches"));
+    }
+    let movable = others.difference(&CpuSet::from_cpus([0]));
+    if movable.is_empty() {
+        return Knob::lacking(id, "-", format!("CPU 0 is the housekeeping CPU sharing a core with CPU {list}, and tune leaves CPU 0's interrupts alone"));
+    }
+    if machine
+        .online
+        .difference(cpus)
+        .difference(&movable)
+        .is_empty()
+    {
+        return Knob::lacking(
+            id,
+            "-",
+            format!("CPU {movable} are the only housekeeping CPUs: IRQs have nowhere else to go"),
+        );
+    }
+    Knob {
+        id,
+        starting: format!("IRQs allowed on CPU {movable}"),
+        candidate: format!("IRQs kept off CPU {movable} (sibling of CPU {list})"),
+        change: Ok(Change::IrqShield(movable)),
+    }
+}
+
+/// The probe at the top SCHED_FIFO priority, unless it runs there already.
+fn probe_priority(priority: u8) -> Knob {
+    let id = KnobId::ProbePriority;
+    if priority >= TOP_PRIORITY {
+        return Knob::lacking(
+            id,
+            priority.to_string(),
+            "the probe runs at the top priority already",
+        );
+    }
+    Knob {
+        id,
+        starting: format!("SCHED_FIFO {priority}"),
+        candidate: format!("SCHED_FIFO {TOP_PRIORITY}"),
+        change: Ok(Change::Probe(ProbeChange::Priority(TOP_PRIORITY))),
     }
 }
 
@@ -486,6 +528,7 @@ fn sysctl_knob(
 mod tests {
     use super::*;
     use cpushield_kernel::FakeKernel;
+    use cpushield_parse::preempt::parse_preempt;
 
     fn set(text: &str) -> CpuSet {
         CpuSet::parse_list(text).unwrap()
@@ -718,5 +761,99 @@ mod tests {
         for id in KnobId::ALL {
             assert_eq!(KnobId::from_name(id.name()), Some(id));
         }
+    }
+
+    #[test]
+    fn idle_poll_changes_the_probe_unless_the_command_line_polls_already() {
+        let mut m = Machine::default();
+        assert_eq!(
+            idle_poll(&m).change,
+            Ok(Change::Probe(ProbeChange::IdlePoll))
+        );
+        m.cmdline = "quiet idle=poll".into();
+        assert!(idle_poll(&m).change.unwrap_err().contains("idle=poll"));
+    }
+
+    #[test]
+    fn dma_latency_needs_the_pm_qos_device() {
+        let mut m = Machine::default();
+        assert!(dma_latency(&m).change.unwrap_err().contains("PM QoS"));
+        m.dma_latency = true;
+        assert_eq!(
+            dma_latency(&m).change,
+            Ok(Change::Probe(ProbeChange::HoldDmaLatency))
+        );
+    }
+
+    #[test]
+    fn preempt_is_lacking_where_the_kernel_offers_no_full_model() {
+        let m = Machine {
+            kernel_version: "#1 SMP PREEMPT_DYNAMIC".into(),
+            preempt: parse_preempt("none (voluntary)\n"),
+            ..Machine::default()
+        };
+        let why = preempt(&m).change.unwrap_err();
+        assert!(
+            why.contains("offers no full preemption (it offers none, voluntary)"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_cpufreq_knob_tries_performance_with_what_per_cpu_found() {
+        let k = cpufreq_knob(KnobId::Governor, ("1: powersave".into(), Err("x".into())));
+        assert_eq!(
+            (k.starting.as_str(), k.candidate.as_str()),
+            ("1: powersave", "performance")
+        );
+        assert_eq!(k.change, Err("x".into()));
+    }
+
+    #[test]
+    fn irq_siblings_needs_another_housekeeping_cpu_to_take_the_irqs() {
+        let k = smt_box();
+        let mut m = Machine::read(&k, &set("3"));
+        assert!(irq_siblings(&m, &set("3")).change.is_ok());
+        // Only CPU 1 (3's sibling) besides the measured one: nowhere to go.
+        m.online = set("1,3");
+        let why = irq_siblings(&m, &set("3")).change.unwrap_err();
+        assert!(why.contains("nowhere else to go"), "{why}");
+    }
+
+    #[test]
+    fn smt_offline_takes_only_the_measured_cpus_siblings_offline() {
+        let k = smt_box();
+        let m = Machine::read(&k, &set("3"));
+        assert_eq!(
+            smt_offline(&m, &set("3")).change,
+            Ok(Change::Files(vec![file(
+                "/sys/devices/system/cpu/cpu1/online",
+                "1",
+                "0"
+            )]))
+        );
+    }
+
+    #[test]
+    fn idle_states_disables_only_enabled_states_with_an_exit_latency() {
+        let k = smt_box();
+        let m = Machine::read(&k, &set("3"));
+        let Ok(Change::Files(files)) = idle_states(&m, &set("3")).change else {
+            panic!("no files");
+        };
+        assert_eq!(files.len(), 2, "C1 and C6, not POLL nor the disabled C10");
+        assert!(idle_states(&Machine::default(), &set("3"))
+            .change
+            .unwrap_err()
+            .contains("no cpuidle states"));
+    }
+
+    #[test]
+    fn probe_priority_tries_the_top_priority_from_below_it() {
+        assert_eq!(
+            probe_priority(95).change,
+            Ok(Change::Probe(ProbeChange::Priority(TOP_PRIORITY)))
+        );
+        assert!(probe_priority(TOP_PRIORITY).change.is_err());
     }
 }

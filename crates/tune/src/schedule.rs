@@ -25,6 +25,13 @@ pub fn teardown(budget: Duration) -> Duration {
     Duration::from_secs(5) + budget / 50
 }
 
+/// The smallest comparison: [`MIN_TRIALS_PER_ARM`] trials per arm of
+/// [`MIN_TRIAL`].
+pub const SMALLEST: Slot = Slot {
+    trial: MIN_TRIAL,
+    per_arm: MIN_TRIALS_PER_ARM,
+};
+
 /// One comparison's trials.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Slot {
@@ -107,14 +114,17 @@ impl Planner {
         slot(self.left(elapsed) / (sets_left.max(1) as u32), overhead)
     }
 
+    /// The time kept for `comparisons` still to come, each at its smallest
+    /// with `overhead` per trial: what a comparison whose switches turn out
+    /// slow may not take from the others.
+    pub fn kept_for(comparisons: usize, overhead: Duration) -> Duration {
+        SMALLEST.time(overhead) * comparisons as u32
+    }
+
     /// The smallest budget that measures `knobs` and the final sets with the
     /// shortest trials, after `setup` (shield, load, warm-up).
     pub fn minimum_budget(knobs: usize, setup: Duration) -> Duration {
-        let smallest = Slot {
-            trial: MIN_TRIAL,
-            per_arm: MIN_TRIALS_PER_ARM,
-        }
-        .time(FIRST_OVERHEAD);
+        let smallest = SMALLEST.time(FIRST_OVERHEAD);
         let work = setup + smallest * (knobs as u32 + FINAL_SHARE);
         // teardown(b) = 5 s + b/50: solve b = work + teardown(b).
         (work + Duration::from_secs(5)).mul_f64(50.0 / 49.0)

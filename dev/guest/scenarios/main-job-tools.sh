@@ -115,9 +115,14 @@ scenario_main() {
 
     # A load without files (see GUEST_LOAD): its budget is fixed, its load does not
     # lengthen it. Every knob but, where the kernel can switch it (PREEMPT_DYNAMIC: 6.1),
-    # the preemption model: each switch patches the kernel's text, which under TCG took
-    # minutes (a 6.1 tune of an 81 s budget took 376 s, 300 of them in preempt's trials).
-    # tune-sigkill switches it on 6.1 and checks it is restored.
+    # the preemption model: each switch patches the kernel's text, which under TCG takes
+    # minutes. tune times each switch and leaves a knob unmeasured once its switches no
+    # longer fit, but a knob's first switch cannot be foreseen: a run ends within its
+    # budget plus one first switch there and back. Here that is most of the run: with
+    # the preemption model, a 6.1 tune of an 81 s budget took 413 s, its first switch
+    # 188 s and the switch back about as long (the scenario 649 s and 186 s of host CPU,
+    # against 223 s and 103 s without it, on a loaded host). tune-sigkill switches it on
+    # 6.1 and checks it is restored.
     _knobs=
     if grep -q PREEMPT_DYNAMIC /proc/sys/kernel/version; then
         _knobs="--knobs idle-poll,dma-latency,idle-states,rt-throttling,timer-migration,stat-interval,governor,epp,smt-offline,irq-siblings,probe-priority"

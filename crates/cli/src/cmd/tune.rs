@@ -25,7 +25,11 @@ pub struct TuneArgs {
     /// compiler is installed).
     #[arg(long)]
     load: Option<String>,
-    /// The whole run's time, setup and teardown included.
+    /// The whole run's time, setup and teardown included. Each knob's switch
+    /// is timed and a knob whose switches no longer fit is left unmeasured;
+    /// only a knob's first switch cannot be foreseen, so a run may end later
+    /// by at most one first switch there and back (the machine is always
+    /// restored).
     #[arg(long, value_parser = duration, default_value = "10m")]
     budget: Duration,
     /// Report directory (default ./cpushield-tune-<time>/).
