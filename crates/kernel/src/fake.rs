@@ -373,6 +373,60 @@ impl TraceMarker for FakeTraceFile {
     }
 }
 
+/// Paths that can be looked up in order: the keys of a map, or a set.
+trait OrderedPaths {
+    /// The first path after `from` (after it and all below it when
+    /// `skip_below`), if any.
+    fn next_after(&self, from: &Path, skip_below: bool) -> Option<&PathBuf>;
+}
+
+/// A name that sorts after every name a fake file has, so that
+/// `dir/LAST` sorts after everything below `dir`.
+const LAST: &str = "\u{10FFFF}";
+
+fn bound(from: &Path, skip_below: bool) -> (Bound<PathBuf>, Bound<PathBuf>) {
+    let start = if skip_below {
+        from.join(LAST)
+    } else {
+        from.to_path_buf()
+    };
+    (Bound::Excluded(start), Bound::Unbounded)
+}
+
+impl<V> OrderedPaths for BTreeMap<PathBuf, V> {
+    fn next_after(&self, from: &Path, skip_below: bool) -> Option<&PathBuf> {
+        self.range(bound(from, skip_below)).next().map(|(p, _)| p)
+    }
+}
+
+impl OrderedPaths for BTreeSet<PathBuf> {
+    fn next_after(&self, from: &Path, skip_below: bool) -> Option<&PathBuf> {
+        self.range(bound(from, skip_below)).next()
+    }
+}
+
+/// The names of the entries of `paths` directly in `dir` (not those only
+/// below one, as [`FakeKernel::read_dir`] always had it). Each child is
+/// found by one search past the last one and all below it: a walk of
+/// everything below `dir` made a listing of /proc cost every file of every
+/// thread.
+fn children(paths: &impl OrderedPaths, dir: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut at = paths.next_after(dir, false);
+    while let Some(p) = at.filter(|p| p.starts_with(dir)) {
+        // The child of `dir` that `p` is, or is below.
+        let depth = dir.components().count() + 1;
+        let child: PathBuf = p.components().take(depth).collect();
+        if *p == child {
+            if let Some(n) = child.file_name() {
+                names.push(n.to_string_lossy().into_owned());
+            }
+        }
+        at = paths.next_after(&child, true);
+    }
+    names
+}
+
 fn add_parents(dirs: &mut BTreeSet<PathBuf>, path: &Path) {
     let mut p = path.parent();
     while let Some(dir) = p {
@@ -456,13 +510,8 @@ impl Kernel for FakeKernel {
             return Err(not_found(path));
         }
         let mut names = BTreeSet::new();
-        for p in st.files_below(path).chain(st.dirs_below(path)) {
-            if p.parent() == Some(path) {
-                if let Some(n) = p.file_name() {
-                    names.insert(n.to_string_lossy().into_owned());
-                }
-            }
-        }
+        names.extend(children(&st.files, path));
+        names.extend(children(&st.dirs, path));
         Ok(names.into_iter().collect())
     }
 
@@ -751,6 +800,24 @@ fn cgroup_hierarchy_root(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_lists_its_own_files_and_directories_not_what_is_below_them() {
+        let k = FakeKernel::new();
+        k.set_file("/proc/12/stat", "s");
+        k.set_file("/proc/12/task/12/stat", "s");
+        k.set_file("/proc/123/stat", "s");
+        k.set_file("/proc/1230/task/1230/comm", "c");
+        k.set_file("/proc/interrupts", "i");
+        k.add_dir("/proc/9");
+        k.set_file("/proc-x/1", "x");
+        let list = |p: &str| k.read_dir(Path::new(p)).unwrap();
+        assert_eq!(list("/proc"), ["12", "123", "1230", "9", "interrupts"]);
+        assert_eq!(list("/proc/12"), ["stat", "task"]);
+        assert_eq!(list("/proc/1230/task"), ["1230"]);
+        assert!(list("/proc/9").is_empty());
+        assert!(k.read_dir(Path::new("/proc/13")).is_err());
+    }
 
     #[test]
     fn writing_a_tid_to_a_tasks_file_moves_it_between_cgroups() {
