@@ -109,6 +109,12 @@ impl CpuSet {
             if hi >= MAX_CPUS {
                 return Err(ParseError::OutOfRange(hi));
             }
+            if used == group {
+                // A plain range: whole words at once (a task's affinity of
+                // every CPU is 512 inserts otherwise).
+                set.insert_range(lo, hi);
+                continue;
+            }
             for base in (lo..=hi).step_by(group) {
                 for cpu in base..(base + used).min(hi + 1) {
                     set.insert(cpu);
@@ -233,6 +239,20 @@ impl CpuSet {
             self.bits.resize(word + 1, 0);
         }
         self.bits[word] |= 1 << (cpu % 64);
+    }
+
+    /// Adds the CPUs `lo` to `hi` (inclusive), a word at a time.
+    fn insert_range(&mut self, lo: usize, hi: usize) {
+        if self.bits.len() <= hi / 64 {
+            self.bits.resize(hi / 64 + 1, 0);
+        }
+        for word in lo / 64..=hi / 64 {
+            let from = if word == lo / 64 { lo % 64 } else { 0 };
+            let to = if word == hi / 64 { hi % 64 } else { 63 };
+            // Bits from..=to of the word.
+            let mask = (u64::MAX >> (63 - to)) & (u64::MAX << from);
+            self.bits[word] |= mask;
+        }
     }
 
     /// Removes a CPU.
@@ -598,6 +618,26 @@ impl<'de> serde::Deserialize<'de> for CpuSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_parsed_range_holds_exactly_its_cpus_across_word_edges() {
+        for (lo, hi) in [
+            (0, 0),
+            (0, 63),
+            (63, 64),
+            (1, 130),
+            (64, 127),
+            (5, 511),
+            (200, 200),
+        ] {
+            let parsed = CpuSet::parse_list(&format!("{lo}-{hi}")).unwrap();
+            assert_eq!(parsed, CpuSet::from_cpus(lo..=hi), "{lo}-{hi}");
+        }
+        assert_eq!(
+            CpuSet::parse_list("0-3,62-66,100").unwrap(),
+            CpuSet::from_cpus([0, 1, 2, 3, 62, 63, 64, 65, 66, 100])
+        );
+    }
 
     #[test]
     fn a_negative_cpu_names_the_problem() {

@@ -373,56 +373,40 @@ impl TraceMarker for FakeTraceFile {
     }
 }
 
-/// Paths that can be looked up in order: the keys of a map, or a set.
-trait OrderedPaths {
-    /// The first path after `from` (after it and all below it when
-    /// `skip_below`), if any.
-    fn next_after(&self, from: &Path, skip_below: bool) -> Option<&PathBuf>;
-}
-
 /// A name that sorts after every name a fake file has, so that
 /// `dir/LAST` sorts after everything below `dir`.
 const LAST: &str = "\u{10FFFF}";
 
-fn bound(from: &Path, skip_below: bool) -> (Bound<PathBuf>, Bound<PathBuf>) {
-    let start = if skip_below {
-        from.join(LAST)
-    } else {
-        from.to_path_buf()
-    };
-    (Bound::Excluded(start), Bound::Unbounded)
-}
+/// How many entries below one child a listing walks before it searches
+/// past them instead.
+const WALK: usize = 8;
 
-impl<V> OrderedPaths for BTreeMap<PathBuf, V> {
-    fn next_after(&self, from: &Path, skip_below: bool) -> Option<&PathBuf> {
-        self.range(bound(from, skip_below)).next().map(|(p, _)| p)
-    }
-}
-
-impl OrderedPaths for BTreeSet<PathBuf> {
-    fn next_after(&self, from: &Path, skip_below: bool) -> Option<&PathBuf> {
-        self.range(bound(from, skip_below)).next()
-    }
-}
-
-/// The names of the entries of `paths` directly in `dir` (not those only
-/// below one, as [`FakeKernel::read_dir`] always had it). Each child is
-/// found by one search past the last one and all below it: a walk of
-/// everything below `dir` made a listing of /proc cost every file of every
-/// thread.
-fn children(paths: &impl OrderedPaths, dir: &Path) -> Vec<String> {
+/// The names of the entries of `paths` (a map's keys or a set, in order)
+/// directly in `dir` (not those only below one, as [`FakeKernel::read_dir`]
+/// always had it). It walks `dir`'s entries in order, and past a child with
+/// many entries below it searches for the next child: a walk of everything
+/// below `dir` made a listing of /proc cost every file of every thread.
+fn children<'a, I>(range: impl Fn(Bound<PathBuf>) -> I, dir: &Path) -> Vec<String>
+where
+    I: Iterator<Item = &'a PathBuf>,
+{
     let mut names = Vec::new();
-    let mut at = paths.next_after(dir, false);
-    while let Some(p) = at.filter(|p| p.starts_with(dir)) {
-        // The child of `dir` that `p` is, or is below.
-        let depth = dir.components().count() + 1;
-        let child: PathBuf = p.components().take(depth).collect();
-        if *p == child {
-            if let Some(n) = child.file_name() {
+    let mut walk = range(Bound::Excluded(dir.to_path_buf()));
+    let mut below = 0;
+    while let Some(p) = walk.next().filter(|p| p.starts_with(dir)) {
+        if p.parent() == Some(dir) {
+            if let Some(n) = p.file_name() {
                 names.push(n.to_string_lossy().into_owned());
             }
+            below = 0;
+            continue;
         }
-        at = paths.next_after(&child, true);
+        below += 1;
+        if below > WALK {
+            let child: PathBuf = p.components().take(dir.components().count() + 1).collect();
+            walk = range(Bound::Excluded(child.join(LAST)));
+            below = 0;
+        }
     }
     names
 }
@@ -510,8 +494,14 @@ impl Kernel for FakeKernel {
             return Err(not_found(path));
         }
         let mut names = BTreeSet::new();
-        names.extend(children(&st.files, path));
-        names.extend(children(&st.dirs, path));
+        names.extend(children(
+            |from| st.files.range((from, Bound::Unbounded)).map(|(p, _)| p),
+            path,
+        ));
+        names.extend(children(
+            |from| st.dirs.range((from, Bound::Unbounded)),
+            path,
+        ));
         Ok(names.into_iter().collect())
     }
 
@@ -811,8 +801,17 @@ mod tests {
         k.set_file("/proc/interrupts", "i");
         k.add_dir("/proc/9");
         k.set_file("/proc-x/1", "x");
+        // Past a child with many entries below it, the listing searches on.
+        for tid in 0..30 {
+            k.set_file(format!("/proc/5/task/{tid}/stat"), "s");
+        }
+        k.set_file("/proc/50/stat", "s");
         let list = |p: &str| k.read_dir(Path::new(p)).unwrap();
-        assert_eq!(list("/proc"), ["12", "123", "1230", "9", "interrupts"]);
+        assert_eq!(
+            list("/proc"),
+            ["12", "123", "1230", "5", "50", "9", "interrupts"]
+        );
+        assert_eq!(list("/proc/5/task").len(), 30);
         assert_eq!(list("/proc/12"), ["stat", "task"]);
         assert_eq!(list("/proc/1230/task"), ["1230"]);
         assert!(list("/proc/9").is_empty());
