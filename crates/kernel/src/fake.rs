@@ -53,6 +53,10 @@ struct FakeState {
     lists: HashMap<PathBuf, ThreadList>,
     /// Lists whose text in `files` is behind their [`ThreadList`].
     lists_dirty: BTreeSet<PathBuf>,
+    /// Every cgroup thread list file ever put (some may be gone since: a
+    /// write checks `files`), so that a move finds the lists of its
+    /// hierarchy without a walk of every file in it.
+    list_paths: BTreeSet<PathBuf>,
     /// The `/proc/*/task/TID/cgroup` files of each thread, so that a thread
     /// joining a v1 cpuset updates its own files without a scan of /proc.
     cgroup_files: HashMap<i32, Vec<PathBuf>>,
@@ -140,6 +144,9 @@ impl FakeState {
     /// Adds or replaces a file (and its parent directories).
     fn put_file(&mut self, path: PathBuf, text: String) {
         add_parents(&mut self.dirs, &path);
+        if is_thread_list(&path) {
+            self.list_paths.insert(path.clone());
+        }
         self.sequences.remove(&path);
         self.forget_list(&path);
         if let Some(tid) = thread_cgroup_file_tid(&path) {
@@ -166,6 +173,15 @@ impl FakeState {
             .range::<Path, _>((Bound::Included(dir), Bound::Unbounded))
             .take_while(move |p| p.starts_with(dir))
     }
+}
+
+/// Whether `path` is a cgroup thread list (`tasks`, `cgroup.procs`,
+/// `cgroup.threads`), which a write of a TID moves it into.
+fn is_thread_list(path: &Path) -> bool {
+    matches!(
+        path.file_name().and_then(|n| n.to_str()),
+        Some("tasks" | "cgroup.procs" | "cgroup.threads")
+    )
 }
 
 /// The thread ID of a `/proc/PID/task/TID/cgroup` path.
@@ -464,12 +480,14 @@ impl Kernel for FakeKernel {
             return Err(not_found(path));
         }
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name == "tasks" || name == "cgroup.procs" || name == "cgroup.threads" {
+        if is_thread_list(path) {
             let tid = data.trim().to_string();
             let hierarchy_root = cgroup_hierarchy_root(path);
             let keys: Vec<PathBuf> = st
-                .files_below(&hierarchy_root)
-                .filter(|p| p.file_name() == path.file_name())
+                .list_paths
+                .range::<Path, _>((Bound::Included(hierarchy_root.as_path()), Bound::Unbounded))
+                .take_while(|p| p.starts_with(&hierarchy_root))
+                .filter(|p| p.file_name() == path.file_name() && st.files.contains_key(*p))
                 .cloned()
                 .collect();
             for key in keys {
@@ -520,6 +538,9 @@ impl Kernel for FakeKernel {
         };
         for (path, text) in files {
             add_parents(&mut st.dirs, &path);
+            if is_thread_list(&path) {
+                st.list_paths.insert(path.clone());
+            }
             st.files.insert(path, text);
         }
         st.mounted.insert(target.to_path_buf());
