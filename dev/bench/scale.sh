@@ -17,7 +17,7 @@
 #                                   more than 8x from 0.25x to 1x (linear is 4x, quadratic
 #                                   16x; the heap of steps that hold every task's affinity
 #                                   bitmap has a higher limit, named), or at 1x takes more CPU
-#                                   than its ceiling (about 1.6x what it takes on this host:
+#                                   than its ceiling (about 1.8x what it takes on this host:
 #                                   crates/scale CPU_CEILINGS), holds more heap than its
 #                                   budget, serves /metrics of 1 MB or more, or takes more
 #                                   than 3x its CPU budget (targets missed today have the

@@ -516,20 +516,21 @@ const KNOWN_MISSES: [(&str, &str, f64); 3] = [
     ("a look took", "look", LOOK_CEILING),
 ];
 
-const SHIELD_CEILING: f64 = 3500.0;
-const LOOK_CEILING: f64 = 1300.0;
+const SHIELD_CEILING: f64 = 4000.0;
+const LOOK_CEILING: f64 = 1500.0;
 
-/// The most CPU time (ms) each step may take at 1x in CI: about 1.6 times
-/// what it took on this project's shared 2-CPU host (shield 2.2 s, reset
-/// 2.0 s, show 0.8 s, check 1.75 s, look 0.72 s, look and check 1.9 s), room
-/// for a loaded CI machine; a step that doubles fails.
+/// The most CPU time (ms) each step may take at 1x in CI: about 1.8 times
+/// what it took on this project's 2-CPU host (shield 2.2 s, reset 2.0 s,
+/// show 0.8 s, check 1.75 s, look 0.72 s, look and check 1.9 s), and 1.4
+/// times what it took there while six other builds ran: room for a loaded
+/// CI machine, and a step that doubles fails.
 const CPU_CEILINGS: [(&str, f64); 6] = [
     ("shield", SHIELD_CEILING),
     ("reset", SHIELD_CEILING),
-    ("show", 1300.0),
-    ("check", 2800.0),
+    ("show", 1500.0),
+    ("check", 3200.0),
     ("look", LOOK_CEILING),
-    ("look+check", 3000.0),
+    ("look+check", 3500.0),
 ];
 
 /// The steps over their CPU ceiling at 1x ([`CPU_CEILINGS`]), each a line.
