@@ -169,6 +169,7 @@ pub fn analyse_snapshots(
         facts: &facts,
         self_pid: std::process::id() as i32,
         shield,
+        derived: Default::default(),
     };
     analyze(&input, sampling)
 }

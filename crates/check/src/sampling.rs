@@ -80,8 +80,7 @@ impl RunTracker {
     pub fn ran_on(&self, cpu: usize) -> Vec<ThreadRun> {
         let mut v: Vec<ThreadRun> = self
             .per_cpu
-            .iter()
-            .filter(|((c, _), _)| *c == cpu)
+            .range((cpu, i32::MIN)..=(cpu, i32::MAX))
             .map(|(_, r)| r.clone())
             .collect();
         v.sort_by(|a, b| b.run_ns.cmp(&a.run_ns).then(a.tid.cmp(&b.tid)));

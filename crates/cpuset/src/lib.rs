@@ -109,6 +109,12 @@ impl CpuSet {
             if hi >= MAX_CPUS {
                 return Err(ParseError::OutOfRange(hi));
             }
+            if used == group {
+                // A plain range: whole words at once (a task's affinity of
+                // every CPU is 512 inserts otherwise).
+                set.insert_range(lo, hi);
+                continue;
+            }
             for base in (lo..=hi).step_by(group) {
                 for cpu in base..(base + used).min(hi + 1) {
                     set.insert(cpu);
@@ -235,6 +241,20 @@ impl CpuSet {
         self.bits[word] |= 1 << (cpu % 64);
     }
 
+    /// Adds the CPUs `lo` to `hi` (inclusive), a word at a time.
+    fn insert_range(&mut self, lo: usize, hi: usize) {
+        if self.bits.len() <= hi / 64 {
+            self.bits.resize(hi / 64 + 1, 0);
+        }
+        for word in lo / 64..=hi / 64 {
+            let from = if word == lo / 64 { lo % 64 } else { 0 };
+            let to = if word == hi / 64 { hi % 64 } else { 63 };
+            // Bits from..=to of the word.
+            let mask = (u64::MAX >> (63 - to)) & (u64::MAX << from);
+            self.bits[word] |= mask;
+        }
+    }
+
     /// Removes a CPU.
     pub fn remove(&mut self, cpu: usize) {
         if let Some(w) = self.bits.get_mut(cpu / 64) {
@@ -348,16 +368,14 @@ impl CpuSet {
     }
 
     /// Writes the list format (see [`CpuSet::to_list`]) without building it
-    /// first: runs of CPUs as `start-end`, one pass over the bits.
+    /// first: runs of CPUs as `start-end`, found a word at a time (a set of
+    /// 512 CPUs is 8 words, not 512 bits).
     fn write_list(&self, out: &mut impl fmt::Write) -> fmt::Result {
-        let mut cpus = self.iter().peekable();
         let mut first = true;
-        while let Some(start) = cpus.next() {
-            let mut end = start;
-            while cpus.peek() == Some(&(end + 1)) {
-                end += 1;
-                cpus.next();
-            }
+        let mut at = 0;
+        while let Some(start) = self.next_bit(at, true) {
+            let end = self.next_bit(start, false).unwrap_or(self.bits.len() * 64) - 1;
+            at = end + 1;
             if !first {
                 out.write_char(',')?;
             }
@@ -369,6 +387,20 @@ impl CpuSet {
             }
         }
         Ok(())
+    }
+
+    /// The first CPU from `from` on that is in the set (`set`) or not, within
+    /// the set's words.
+    fn next_bit(&self, from: usize, set: bool) -> Option<usize> {
+        (from / 64..self.bits.len()).find_map(|w| {
+            let word = if set { self.bits[w] } else { !self.bits[w] };
+            let word = if w == from / 64 {
+                word & (u64::MAX << (from % 64))
+            } else {
+                word
+            };
+            (word != 0).then(|| w * 64 + word.trailing_zeros() as usize)
+        })
     }
 
     /// The kernel's hex mask format with 32-bit groups: `ff,00000001`; `0` when empty.
@@ -598,6 +630,57 @@ impl<'de> serde::Deserialize<'de> for CpuSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_list_of_a_set_names_each_run_once_across_word_edges() {
+        for cpus in [
+            vec![],
+            vec![0],
+            vec![63, 64],
+            vec![0, 2, 4],
+            (0..128).collect(),
+            (1..=130).chain([200, 255]).collect::<Vec<_>>(),
+            (60..70).chain(127..129).collect(),
+        ] {
+            let set = CpuSet::from_cpus(cpus.iter().copied());
+            // The list, built one CPU at a time.
+            let mut want: Vec<String> = Vec::new();
+            let mut i = 0;
+            while i < cpus.len() {
+                let mut j = i;
+                while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+                    j += 1;
+                }
+                want.push(if i == j {
+                    cpus[i].to_string()
+                } else {
+                    format!("{}-{}", cpus[i], cpus[j])
+                });
+                i = j + 1;
+            }
+            assert_eq!(set.to_list(), want.join(","), "{cpus:?}");
+        }
+    }
+
+    #[test]
+    fn a_parsed_range_holds_exactly_its_cpus_across_word_edges() {
+        for (lo, hi) in [
+            (0, 0),
+            (0, 63),
+            (63, 64),
+            (1, 130),
+            (64, 127),
+            (5, 511),
+            (200, 200),
+        ] {
+            let parsed = CpuSet::parse_list(&format!("{lo}-{hi}")).unwrap();
+            assert_eq!(parsed, CpuSet::from_cpus(lo..=hi), "{lo}-{hi}");
+        }
+        assert_eq!(
+            CpuSet::parse_list("0-3,62-66,100").unwrap(),
+            CpuSet::from_cpus([0, 1, 2, 3, 62, 63, 64, 65, 66, 100])
+        );
+    }
 
     #[test]
     fn a_negative_cpu_names_the_problem() {

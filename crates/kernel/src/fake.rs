@@ -53,6 +53,10 @@ struct FakeState {
     lists: HashMap<PathBuf, ThreadList>,
     /// Lists whose text in `files` is behind their [`ThreadList`].
     lists_dirty: BTreeSet<PathBuf>,
+    /// Every cgroup thread list file ever put (some may be gone since: a
+    /// write checks `files`), so that a move finds the lists of its
+    /// hierarchy without a walk of every file in it.
+    list_paths: BTreeSet<PathBuf>,
     /// The `/proc/*/task/TID/cgroup` files of each thread, so that a thread
     /// joining a v1 cpuset updates its own files without a scan of /proc.
     cgroup_files: HashMap<i32, Vec<PathBuf>>,
@@ -140,6 +144,9 @@ impl FakeState {
     /// Adds or replaces a file (and its parent directories).
     fn put_file(&mut self, path: PathBuf, text: String) {
         add_parents(&mut self.dirs, &path);
+        if is_thread_list(&path) {
+            self.list_paths.insert(path.clone());
+        }
         self.sequences.remove(&path);
         self.forget_list(&path);
         if let Some(tid) = thread_cgroup_file_tid(&path) {
@@ -166,6 +173,15 @@ impl FakeState {
             .range::<Path, _>((Bound::Included(dir), Bound::Unbounded))
             .take_while(move |p| p.starts_with(dir))
     }
+}
+
+/// Whether `path` is a cgroup thread list (`tasks`, `cgroup.procs`,
+/// `cgroup.threads`), which a write of a TID moves it into.
+fn is_thread_list(path: &Path) -> bool {
+    matches!(
+        path.file_name().and_then(|n| n.to_str()),
+        Some("tasks" | "cgroup.procs" | "cgroup.threads")
+    )
 }
 
 /// The thread ID of a `/proc/PID/task/TID/cgroup` path.
@@ -373,6 +389,44 @@ impl TraceMarker for FakeTraceFile {
     }
 }
 
+/// A name that sorts after every name a fake file has, so that
+/// `dir/LAST` sorts after everything below `dir`.
+const LAST: &str = "\u{10FFFF}";
+
+/// How many entries below one child a listing walks before it searches
+/// past them instead.
+const WALK: usize = 8;
+
+/// The names of the entries of `paths` (a map's keys or a set, in order)
+/// directly in `dir` (not those only below one, as [`FakeKernel::read_dir`]
+/// always had it). It walks `dir`'s entries in order, and past a child with
+/// many entries below it searches for the next child: a walk of everything
+/// below `dir` made a listing of /proc cost every file of every thread.
+fn children<'a, I>(range: impl Fn(Bound<PathBuf>) -> I, dir: &Path) -> Vec<String>
+where
+    I: Iterator<Item = &'a PathBuf>,
+{
+    let mut names = Vec::new();
+    let mut walk = range(Bound::Excluded(dir.to_path_buf()));
+    let mut below = 0;
+    while let Some(p) = walk.next().filter(|p| p.starts_with(dir)) {
+        if p.parent() == Some(dir) {
+            if let Some(n) = p.file_name() {
+                names.push(n.to_string_lossy().into_owned());
+            }
+            below = 0;
+            continue;
+        }
+        below += 1;
+        if below > WALK {
+            let child: PathBuf = p.components().take(dir.components().count() + 1).collect();
+            walk = range(Bound::Excluded(child.join(LAST)));
+            below = 0;
+        }
+    }
+    names
+}
+
 fn add_parents(dirs: &mut BTreeSet<PathBuf>, path: &Path) {
     let mut p = path.parent();
     while let Some(dir) = p {
@@ -426,12 +480,14 @@ impl Kernel for FakeKernel {
             return Err(not_found(path));
         }
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name == "tasks" || name == "cgroup.procs" || name == "cgroup.threads" {
+        if is_thread_list(path) {
             let tid = data.trim().to_string();
             let hierarchy_root = cgroup_hierarchy_root(path);
             let keys: Vec<PathBuf> = st
-                .files_below(&hierarchy_root)
-                .filter(|p| p.file_name() == path.file_name())
+                .list_paths
+                .range::<Path, _>((Bound::Included(hierarchy_root.as_path()), Bound::Unbounded))
+                .take_while(|p| p.starts_with(&hierarchy_root))
+                .filter(|p| p.file_name() == path.file_name() && st.files.contains_key(*p))
                 .cloned()
                 .collect();
             for key in keys {
@@ -456,13 +512,14 @@ impl Kernel for FakeKernel {
             return Err(not_found(path));
         }
         let mut names = BTreeSet::new();
-        for p in st.files_below(path).chain(st.dirs_below(path)) {
-            if p.parent() == Some(path) {
-                if let Some(n) = p.file_name() {
-                    names.insert(n.to_string_lossy().into_owned());
-                }
-            }
-        }
+        names.extend(children(
+            |from| st.files.range((from, Bound::Unbounded)).map(|(p, _)| p),
+            path,
+        ));
+        names.extend(children(
+            |from| st.dirs.range((from, Bound::Unbounded)),
+            path,
+        ));
         Ok(names.into_iter().collect())
     }
 
@@ -481,6 +538,9 @@ impl Kernel for FakeKernel {
         };
         for (path, text) in files {
             add_parents(&mut st.dirs, &path);
+            if is_thread_list(&path) {
+                st.list_paths.insert(path.clone());
+            }
             st.files.insert(path, text);
         }
         st.mounted.insert(target.to_path_buf());
@@ -751,6 +811,33 @@ fn cgroup_hierarchy_root(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_lists_its_own_files_and_directories_not_what_is_below_them() {
+        let k = FakeKernel::new();
+        k.set_file("/proc/12/stat", "s");
+        k.set_file("/proc/12/task/12/stat", "s");
+        k.set_file("/proc/123/stat", "s");
+        k.set_file("/proc/1230/task/1230/comm", "c");
+        k.set_file("/proc/interrupts", "i");
+        k.add_dir("/proc/9");
+        k.set_file("/proc-x/1", "x");
+        // Past a child with many entries below it, the listing searches on.
+        for tid in 0..30 {
+            k.set_file(format!("/proc/5/task/{tid}/stat"), "s");
+        }
+        k.set_file("/proc/50/stat", "s");
+        let list = |p: &str| k.read_dir(Path::new(p)).unwrap();
+        assert_eq!(
+            list("/proc"),
+            ["12", "123", "1230", "5", "50", "9", "interrupts"]
+        );
+        assert_eq!(list("/proc/5/task").len(), 30);
+        assert_eq!(list("/proc/12"), ["stat", "task"]);
+        assert_eq!(list("/proc/1230/task"), ["1230"]);
+        assert!(list("/proc/9").is_empty());
+        assert!(k.read_dir(Path::new("/proc/13")).is_err());
+    }
 
     #[test]
     fn writing_a_tid_to_a_tasks_file_moves_it_between_cgroups() {

@@ -1,8 +1,63 @@
 //! /proc/interrupts: per-IRQ, per-CPU counts.
 
 use crate::{cpu_columns, ParseError};
-use serde::Serialize;
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The counts of one line per CPU, in the header's column order. The CPU
+/// numbers are shared by every line: a map per line cost a node per CPU and
+/// IRQ (two million on 512 CPUs with 4,096 IRQs).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PerCpu {
+    /// The header's CPU numbers (shared by every line of one parse).
+    cpus: Arc<[usize]>,
+    /// One count per column; empty for a line with one total.
+    counts: Vec<u64>,
+}
+
+impl PerCpu {
+    /// The count of `cpu`, when the line has a column for it.
+    pub fn get(&self, cpu: &usize) -> Option<&u64> {
+        if self.counts.is_empty() {
+            return None;
+        }
+        // All CPUs online: column i is CPU i. Else the header's order,
+        // ascending as the kernel prints it (searched in full if not).
+        let at = if self.cpus.get(*cpu) == Some(cpu) {
+            Some(*cpu)
+        } else if self.cpus.windows(2).all(|w| w[0] < w[1]) {
+            self.cpus.binary_search(cpu).ok()
+        } else {
+            self.cpus.iter().position(|c| c == cpu)
+        };
+        self.counts.get(at?)
+    }
+
+    /// Whether the line has no per-CPU counts (ERR, MIS).
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+
+    /// (CPU, count) in column order.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.cpus.iter().copied().zip(self.counts.iter().copied())
+    }
+}
+
+impl Serialize for PerCpu {
+    /// As a map of CPU to count, the form it had as a map.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.counts.len()))?;
+        let mut pairs: Vec<(usize, u64)> = self.iter().collect();
+        pairs.sort_unstable();
+        for (cpu, count) in pairs {
+            map.serialize_entry(&cpu, &count)?;
+        }
+        map.end()
+    }
+}
 
 /// One line of /proc/interrupts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -10,7 +65,7 @@ pub struct IrqLine {
     /// `36` for a device IRQ, `LOC`, `RES`, `CAL`, `TLB`, ... for the others.
     pub id: String,
     /// Count per CPU (CPUs without a column, or kinds with one total, are absent).
-    pub per_cpu: BTreeMap<usize, u64>,
+    pub per_cpu: PerCpu,
     /// The rest of the line: chip, hardware IRQ and handler names for a device
     /// IRQ; a description (`Local timer interrupts`) for the others.
     pub description: String,
@@ -45,7 +100,7 @@ pub fn parse_interrupts(text: &str) -> Result<Vec<IrqLine>, ParseError> {
     const FILE: &str = "/proc/interrupts";
     let mut lines = text.lines();
     let header = lines.next().ok_or_else(|| ParseError::new(FILE, "empty"))?;
-    let cols = cpu_columns(header, FILE)?;
+    let cols: Arc<[usize]> = cpu_columns(header, FILE)?.into();
     let mut out = Vec::new();
     for line in lines {
         let Some((id, rest)) = line.split_once(':') else {
@@ -53,7 +108,7 @@ pub fn parse_interrupts(text: &str) -> Result<Vec<IrqLine>, ParseError> {
         };
         let id = id.trim().to_string();
         let mut words = rest.split_whitespace().peekable();
-        let mut counts = Vec::new();
+        let mut counts = Vec::with_capacity(cols.len());
         while counts.len() < cols.len() {
             match words.peek().and_then(|w| w.parse::<u64>().ok()) {
                 Some(n) => {
@@ -66,9 +121,12 @@ pub fn parse_interrupts(text: &str) -> Result<Vec<IrqLine>, ParseError> {
         let description = words.collect::<Vec<_>>().join(" ");
         // Lines with one total (ERR, MIS) are not per CPU.
         let per_cpu = if counts.len() == cols.len() {
-            cols.iter().copied().zip(counts).collect()
+            PerCpu {
+                cpus: Arc::clone(&cols),
+                counts,
+            }
         } else {
-            BTreeMap::new()
+            PerCpu::default()
         };
         out.push(IrqLine {
             id,
@@ -80,13 +138,40 @@ pub fn parse_interrupts(text: &str) -> Result<Vec<IrqLine>, ParseError> {
 }
 
 /// IRQ number → device names, from the text of /proc/interrupts (empty
-/// when the text has no CPU header).
+/// when the text has no CPU header). The counts are skipped, not kept: the
+/// names are read wherever IRQs are listed, and the counts are CPUs x IRQs.
 pub fn irq_names(text: &str) -> BTreeMap<u32, String> {
-    parse_interrupts(text)
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|line| Some((line.number()?, line.name())))
-        .collect()
+    let mut lines = text.lines();
+    let Some(cols) = lines
+        .next()
+        .and_then(|h| cpu_columns(h, "/proc/interrupts").ok())
+    else {
+        return BTreeMap::new();
+    };
+    let mut names = BTreeMap::new();
+    for line in lines {
+        let Some((id, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let Ok(irq) = id.trim().parse::<u32>() else {
+            continue;
+        };
+        let mut words = rest.split_whitespace().peekable();
+        let mut counted = 0;
+        while counted < cols.len() && words.peek().is_some_and(|w| w.parse::<u64>().is_ok()) {
+            words.next();
+            counted += 1;
+        }
+        // As IrqLine::name: the words after the chip and hardware IRQ.
+        let words: Vec<&str> = words.collect();
+        let name = if words.len() > 2 {
+            words[2..].join(" ")
+        } else {
+            words.join(" ")
+        };
+        names.entry(irq).or_insert(name);
+    }
+    names
 }
 
 #[cfg(test)]
@@ -131,6 +216,30 @@ ERR:          0\n";
         assert_eq!(names[&4], "ttyS0");
         assert_eq!(names[&36], "virtio0-req.0");
         assert_eq!(names.len(), 2);
+    }
+
+    #[test]
+    fn irq_names_are_the_names_of_the_parsed_lines() {
+        let text = "   CPU0 CPU1\n  4: 1 2 IO-APIC 4-edge ttyS0\n  4: 3 4 IO-APIC 4-edge dup\n  7: 5 x\n 36: 1 2 PCI-MSIX 0-edge virtio0-req.0 more\nLOC: 1 2 Local\n";
+        let parsed: BTreeMap<u32, String> = parse_interrupts(text)
+            .unwrap()
+            .into_iter()
+            .rev()
+            .filter_map(|l| Some((l.number()?, l.name())))
+            .collect();
+        assert_eq!(irq_names(text), parsed);
+        assert_eq!(irq_names(text)[&4], "ttyS0");
+    }
+
+    #[test]
+    fn a_count_is_found_by_cpu_number_with_cpus_offline() {
+        let lines = parse_interrupts("   CPU0   CPU2\n LOC: 5 7 Local timer interrupts\n").unwrap();
+        assert_eq!(
+            lines[0].per_cpu.iter().collect::<Vec<_>>(),
+            [(0, 5), (2, 7)]
+        );
+        assert_eq!(lines[0].per_cpu.get(&2), Some(&7));
+        assert_eq!(lines[0].per_cpu.get(&1), None);
     }
 
     #[test]

@@ -62,6 +62,15 @@ impl IrqAffinity {
             .unwrap_or_default()
     }
 
+    /// Whether its move off `cpu` is pending ([`IrqAffinity::pending_off`]
+    /// holds it), without building the set: a check asks this of every IRQ
+    /// on every checked CPU.
+    pub fn is_pending_off(&self, cpu: usize) -> bool {
+        self.effective
+            .as_ref()
+            .is_some_and(|e| e.contains(cpu) && !self.requested.contains(cpu))
+    }
+
     /// The CPUs its next interrupt may arrive on: the effective CPUs when the
     /// kernel reports them, else the requested ones.
     pub fn delivered_to(&self) -> &CpuSet {

@@ -79,7 +79,8 @@ pub struct Snapshot {
     pub scope: Scope,
     /// All visible threads.
     pub tasks: Vec<TaskInfo>,
-    /// All IRQs with an affinity file.
+    /// All IRQs with an affinity file, in IRQ order (as [`read_irqs`]
+    /// gives them: a lookup by number is a binary search).
     pub irqs: Vec<IrqInfo>,
     /// Current text of each file shielding may write (absent files omitted).
     pub files: BTreeMap<PathBuf, String>,

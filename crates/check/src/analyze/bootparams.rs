@@ -248,7 +248,7 @@ fn nohz_full(input: &CheckInput<'_>, wanted: &str) -> Verdict {
 /// without `rcu_nocbs=` whose CPUs are offloaded is in effect. Without
 /// proof the parameter is not verified, neither in effect nor broken.
 fn rcu_nocbs(input: &CheckInput<'_>, wanted: &str) -> Verdict {
-    let offload = input.rcu_offload();
+    let offload = input.rcu_offload().clone();
     let all = input.cpus.is_subset(&offload.cpus);
     let result = match given(input, "rcu_nocbs") {
         Ok(_) if !offload.proven => Err(Why::Unverified(offload.evidence)),

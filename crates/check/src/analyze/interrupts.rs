@@ -8,19 +8,7 @@ pub(super) fn analyze_cpu(input: &CheckInput<'_>, act: &mut CpuActivity) -> Vec<
     let cpu = act.cpu;
     let mut findings = Vec::new();
     let list = input.list();
-    // The earlier line of each IRQ found by its id once: a search per line
-    // made every CPU cost lines x lines (16 million for 4,096 IRQs).
-    let earlier: std::collections::HashMap<&str, &cpushield_parse::interrupts::IrqLine> = input
-        .before
-        .interrupts
-        .iter()
-        .rev() // the first line of an id wins, as a search finds it
-        .map(|l| (l.id.as_str(), l))
-        .collect();
-    for line in &input.after.interrupts {
-        let Some(before) = earlier.get(line.id.as_str()) else {
-            continue;
-        };
+    for (before, line) in input.irq_lines().pairs.iter().copied() {
         let delta = line.on(cpu).saturating_sub(before.on(cpu));
         if delta == 0 {
             continue;

@@ -65,8 +65,8 @@ pub(crate) fn classify(
     managed: Managed,
     shield: Option<&ShieldInForce>,
 ) -> Option<IrqClass> {
-    let pending_before = before.is_some_and(|a| a.pending_off().contains(cpu));
-    let pending_now = after.is_some_and(|a| a.pending_off().contains(cpu));
+    let pending_before = before.is_some_and(|a| a.is_pending_off(cpu));
+    let pending_now = after.is_some_and(|a| a.is_pending_off(cpu));
     let allowed_now = after.is_some_and(|a| a.requested.contains(cpu));
     if pending_now || (pending_before && !allowed_now) {
         return match arrived {
@@ -334,21 +334,8 @@ pub(super) fn may_be_delivered(input: &CheckInput<'_>, cpu: usize) -> Vec<Findin
     let list = input.list();
     let (mut pending, mut movable, mut managed, mut kept, mut again) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    // Each IRQ's line found by number once: a search of the lines for each
-    // IRQ made every CPU cost IRQs x lines (4,096 x 4,100 on a big machine).
-    let by_number = |s: &'_ crate::snapshot::Snapshot| -> std::collections::HashMap<u32, u64> {
-        s.interrupts
-            .iter()
-            .rev() // the first line of an IRQ wins, as a search finds it
-            .filter_map(|l| Some((l.number()?, l.on(cpu))))
-            .collect()
-    };
-    let (before, after) = (by_number(input.before), by_number(input.after));
-    let arrived_here = |irq: u32| {
-        let count =
-            |counts: &std::collections::HashMap<u32, u64>| counts.get(&irq).copied().unwrap_or(0);
-        count(&after).saturating_sub(count(&before))
-    };
+    let lines = input.irq_lines();
+    let arrived_here = |irq: u32| lines.arrived(irq, cpu);
     for (irq, after) in &input.after.irq_affinity {
         if arrived_here(*irq) > 0 {
             continue; // a finding of its own

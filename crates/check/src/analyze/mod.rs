@@ -16,7 +16,10 @@ use crate::sampling::RunTracker;
 use crate::snapshot::Snapshot;
 use crate::target::{ShieldInForce, ShieldKind};
 use cpushield_cpuset::CpuSet;
+use cpushield_parse::interrupts::IrqLine;
 use serde::Serialize;
+use std::cell::OnceCell;
+use std::collections::{BTreeMap, HashMap};
 
 pub use config::{nohz_full_cpus, preempt_model};
 
@@ -49,9 +52,69 @@ pub struct CheckInput<'a> {
     /// The shield in force (its saved state), when one is up: remedies name
     /// only what it leaves to do.
     pub shield: Option<&'a ShieldInForce>,
+    /// What the per-CPU analyses share, derived once ([`Derived::default`]
+    /// to start).
+    pub derived: Derived<'a>,
 }
 
-impl CheckInput<'_> {
+/// What the analysis derives from its input once and every checked CPU
+/// looks up: a scan of every thread or IRQ line per CPU made a check cost
+/// CPUs x tasks (512 x 100,000 on a big machine). Each part is filled on
+/// first use.
+#[derive(Default)]
+pub struct Derived<'a> {
+    list: OnceCell<String>,
+    housekeeping: OnceCell<CpuSet>,
+    rcu_offload: OnceCell<crate::facts::RcuOffload>,
+    bound_kthreads: OnceCell<BTreeMap<usize, Vec<String>>>,
+    lines: OnceCell<IrqLines<'a>>,
+    /// The IRQ handler threads (`irq/N-name`) of the end snapshot, with N.
+    irq_threads: OnceCell<Vec<(&'a crate::snapshot::ThreadSample, u32)>>,
+    /// The per-CPU threads rt.rs names, by CPU, with their kind.
+    per_cpu_threads:
+        OnceCell<BTreeMap<usize, Vec<(&'static str, &'a crate::snapshot::ThreadSample)>>>,
+}
+
+/// The IRQ lines of the two snapshots, paired once.
+pub(crate) struct IrqLines<'a> {
+    /// Each line of the end snapshot with the start's line of the same id
+    /// (the first line of an id, as a search finds it); lines new since are
+    /// left out.
+    pub pairs: Vec<(&'a IrqLine, &'a IrqLine)>,
+    /// The device IRQs' lines by number, start (when there) and end.
+    pub by_number: HashMap<u32, (Option<&'a IrqLine>, &'a IrqLine)>,
+}
+
+impl<'a> IrqLines<'a> {
+    fn pair(before: &'a [IrqLine], after: &'a [IrqLine]) -> Self {
+        let first_of = |lines: &'a [IrqLine]| -> HashMap<&'a str, &'a IrqLine> {
+            // Reversed: the first line of an id wins.
+            lines.iter().rev().map(|l| (l.id.as_str(), l)).collect()
+        };
+        let earlier = first_of(before);
+        let pairs = after
+            .iter()
+            .filter_map(|l| Some((*earlier.get(l.id.as_str())?, l)))
+            .collect();
+        let by_number = first_of(after)
+            .into_values()
+            .filter_map(|l| Some((l.number()?, (earlier.get(l.id.as_str()).copied(), l))))
+            .collect();
+        Self { pairs, by_number }
+    }
+
+    /// The interrupts of device IRQ `irq` that arrived on `cpu` between the
+    /// two snapshots.
+    pub fn arrived(&self, irq: u32, cpu: usize) -> u64 {
+        self.by_number.get(&irq).map_or(0, |(before, after)| {
+            after
+                .on(cpu)
+                .saturating_sub(before.map_or(0, |b| b.on(cpu)))
+        })
+    }
+}
+
+impl<'a> CheckInput<'a> {
     pub(crate) fn interval_s(&self) -> f64 {
         (self.after.at_ns.saturating_sub(self.before.at_ns)) as f64 / 1e9
     }
@@ -60,11 +123,44 @@ impl CheckInput<'_> {
     }
     /// The checked CPUs as a list, for remedies (`1,3`).
     pub(crate) fn list(&self) -> String {
-        self.cpus.to_list()
+        self.derived
+            .list
+            .get_or_init(|| self.cpus.to_list())
+            .clone()
     }
     /// The online CPUs that are not checked (housekeeping).
     pub(crate) fn housekeeping(&self) -> CpuSet {
-        self.facts.online.difference(self.cpus)
+        self.derived
+            .housekeeping
+            .get_or_init(|| self.facts.online.difference(self.cpus))
+            .clone()
+    }
+    /// The per-CPU kernel threads bound to `cpu` (affinity that CPU alone,
+    /// and the kernel refuses to move them), by name, sorted.
+    pub(crate) fn bound_kthreads(&self, cpu: usize) -> &[String] {
+        let by_cpu = self.derived.bound_kthreads.get_or_init(|| {
+            let mut by_cpu: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+            for t in self.runs.all_latest() {
+                if !(t.stat.is_kthread() && t.stat.no_setaffinity()) {
+                    continue;
+                }
+                let Some(a) = t.affinity.as_ref().filter(|a| a.len() == 1) else {
+                    continue;
+                };
+                if let Some(only) = a.iter().next() {
+                    by_cpu.entry(only).or_default().push(t.stat.comm.clone());
+                }
+            }
+            by_cpu.values_mut().for_each(|v| v.sort());
+            by_cpu
+        });
+        by_cpu.get(&cpu).map(Vec::as_slice).unwrap_or(&[])
+    }
+    /// The IRQ lines of the two snapshots, paired.
+    pub(crate) fn irq_lines(&self) -> &IrqLines<'a> {
+        self.derived
+            .lines
+            .get_or_init(|| IrqLines::pair(&self.before.interrupts, &self.after.interrupts))
     }
     /// Whether the shield in force covers `cpu` for `kind`.
     pub(crate) fn shielded(&self, kind: ShieldKind, cpu: usize) -> bool {
@@ -79,14 +175,16 @@ impl CheckInput<'_> {
     /// The CPUs whose RCU callbacks the kernel offloads, and what shows it
     /// (the kernel's boot record, else its rcuo threads at the end of the
     /// interval, else the command line).
-    pub(crate) fn rcu_offload(&self) -> crate::facts::RcuOffload {
-        self.facts.rcu_offload(
-            self.after
-                .threads
-                .iter()
-                .filter(|t| t.stat.is_kthread())
-                .map(|t| (t.stat.comm.as_str(), t.stat.state)),
-        )
+    pub(crate) fn rcu_offload(&self) -> &crate::facts::RcuOffload {
+        self.derived.rcu_offload.get_or_init(|| {
+            self.facts.rcu_offload(
+                self.after
+                    .threads
+                    .iter()
+                    .filter(|t| t.stat.is_kthread())
+                    .map(|t| (t.stat.comm.as_str(), t.stat.state)),
+            )
+        })
     }
     /// What the shield in force does about `kind` on `cpu`, when it covers it.
     pub(crate) fn in_place(&self, kind: ShieldKind, cpu: usize) -> Option<String> {

@@ -13,7 +13,7 @@ use crate::snapshot::ThreadSample;
 use crate::target::ShieldKind;
 use cpushield_cpuset::CpuSet;
 use cpushield_parse::kthread_name::{irq_thread_irq, per_cpu_thread};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The per-CPU threads named here.
 const PER_CPU_THREADS: &[&str] = &["ktimers", "rcuc", "ksoftirqd"];
@@ -47,13 +47,19 @@ fn policy(t: &ThreadSample) -> String {
 /// takes its IRQ's effective affinity: one still on `cpu` with its IRQ,
 /// whose move is pending (its effective affinity still holds `cpu`), moves
 /// with it at its next interrupt, and the IRQ's own finding covers both.
-fn irq_threads(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>) {
+fn irq_threads<'a>(input: &CheckInput<'a>, cpu: usize, findings: &mut Vec<Finding>) {
     let hk = input.housekeeping().to_list();
     let mut followed = Vec::new();
-    for t in input.after.threads.iter().filter(|t| t.stat.is_kthread()) {
-        let Some(irq) = irq_thread_irq(&t.stat.comm) else {
-            continue;
-        };
+    let irq_threads = input.derived.irq_threads.get_or_init(|| {
+        input
+            .after
+            .threads
+            .iter()
+            .filter(|t| t.stat.is_kthread())
+            .filter_map(|t| Some((t, irq_thread_irq(&t.stat.comm)?)))
+            .collect()
+    });
+    for &(t, irq) in irq_threads {
         let (Some(mask), Some(aff)) = (irq_mask(input, irq), t.affinity.as_ref()) else {
             continue;
         };
@@ -152,20 +158,20 @@ fn unthreaded_irqs(input: &CheckInput<'_>, findings: &mut Vec<Finding>) {
 
 /// The per-CPU threads of `cpu` that do its deferred work, each with what it
 /// does and what reduces it.
-fn per_cpu_work(input: &CheckInput<'_>, cpu: usize, findings: &mut Vec<Finding>) {
+fn per_cpu_work<'a>(input: &CheckInput<'a>, cpu: usize, findings: &mut Vec<Finding>) {
     let list = input.list();
     let nohz = input.facts.nohz_full_cpus().contains(cpu);
     let offloaded = input.rcu_offload().cpus.contains(cpu);
-    let mut threads: Vec<(&str, &ThreadSample)> = input
-        .after
-        .threads
-        .iter()
-        .filter(|t| t.stat.is_kthread())
-        .filter_map(|t| match per_cpu_thread(&t.stat.comm, PER_CPU_THREADS) {
-            Some((kind, c)) if c == cpu => Some((kind, t)),
-            _ => None,
-        })
-        .collect();
+    let by_cpu = input.derived.per_cpu_threads.get_or_init(|| {
+        let mut by_cpu: BTreeMap<usize, Vec<(&'static str, &ThreadSample)>> = BTreeMap::new();
+        for t in input.after.threads.iter().filter(|t| t.stat.is_kthread()) {
+            if let Some((kind, c)) = per_cpu_thread(&t.stat.comm, PER_CPU_THREADS) {
+                by_cpu.entry(c).or_default().push((kind, t));
+            }
+        }
+        by_cpu
+    });
+    let mut threads: Vec<(&str, &ThreadSample)> = by_cpu.get(&cpu).cloned().unwrap_or_default();
     threads.sort_by_key(|(kind, _)| PER_CPU_THREADS.iter().position(|k| k == kind));
     for (kind, t) in threads {
         let who = format!("{} (pid {}, {})", t.stat.comm, t.stat.tid, policy(t));

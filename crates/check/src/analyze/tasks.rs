@@ -58,19 +58,7 @@ pub(super) fn analyze_cpu(input: &CheckInput<'_>, act: &mut CpuActivity) -> Vec<
     let hk = input.housekeeping().to_list();
     let interval_ms = input.interval_s() * 1e3;
     // Per-CPU kernel threads bound to this CPU, whether they ran or not.
-    let mut bound: Vec<String> = input
-        .runs
-        .all_latest()
-        .filter(|t| t.stat.is_kthread() && t.stat.no_setaffinity())
-        .filter(|t| {
-            t.affinity
-                .as_ref()
-                .is_some_and(|a| a.len() == 1 && a.contains(cpu))
-        })
-        .map(|t| t.stat.comm.clone())
-        .collect();
-    bound.sort();
-    act.bound_kthreads = bound;
+    act.bound_kthreads = input.bound_kthreads(cpu).to_vec();
 
     // User threads are grouped per process; kernel threads stay one by one.
     let mut groups: BTreeMap<(Kind, i32), Vec<(ThreadSample, u64)>> = BTreeMap::new();
@@ -192,7 +180,7 @@ pub(super) fn analyze_cpu(input: &CheckInput<'_>, act: &mut CpuActivity) -> Vec<
             Kind::BoundKthread => {
                 let boot = BootIsolation {
                     nohz_full: input.facts.nohz_full_cpus(),
-                    rcu_offloaded: input.rcu_offload().cpus,
+                    rcu_offloaded: input.rcu_offload().cpus.clone(),
                 };
                 let (why, remedy) =
                     bound_kthread_advice(&first.stat.comm, input.cpus, input.shield, &boot);
