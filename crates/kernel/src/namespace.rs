@@ -30,6 +30,24 @@ pub fn host_proc() -> Option<&'static std::path::Path> {
     HOST_PROC.get().map(|p| p.as_path())
 }
 
+/// Whether the /proc at `proc_root` is a nested PID namespace's: it lists
+/// tasks, but not kthreadd (PID 2 of the initial namespace; kernel threads
+/// show in no other namespace's /proc). Trace events name tasks by their IDs
+/// in the initial namespace, which such a /proc cannot look up: there they
+/// name other tasks or none. A /proc that lists nothing tells nothing (false).
+pub fn is_nested_proc(kernel: &dyn Kernel, proc_root: &std::path::Path) -> bool {
+    let proc = crate::Procfs::at(kernel, proc_root);
+    !shows_kthreadd(kernel, proc_root) && proc.pids().is_ok_and(|p| !p.is_empty())
+}
+
+/// Whether the /proc at `proc_root` shows kthreadd, which only the initial
+/// PID namespace's /proc does.
+pub fn shows_kthreadd(kernel: &dyn Kernel, proc_root: &std::path::Path) -> bool {
+    kernel
+        .read(&proc_root.join("2/comm"))
+        .is_ok_and(|comm| comm.trim() == "kthreadd")
+}
+
 /// The environment variable that carries [`run_tag`] to the programs a
 /// private run starts (the batch job's `cpushield load`).
 pub const RUN_TAG_ENV: &str = "CPUSHIELD_RUN_TAG";
@@ -266,5 +284,24 @@ fn reap(child: nix::unistd::Pid) -> io::Result<()> {
             Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(e.into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::FakeKernel;
+    use std::path::Path;
+
+    #[test]
+    fn a_proc_that_lists_tasks_but_not_kthreadd_is_a_nested_namespaces() {
+        let k = FakeKernel::new();
+        k.set_file("/nested/1/comm", "bash\n");
+        k.set_file("/nested/2/comm", "cpushield\n");
+        assert!(is_nested_proc(&k, Path::new("/nested")));
+        k.set_file("/initial/1/comm", "systemd\n");
+        k.set_file("/initial/2/comm", "kthreadd\n");
+        assert!(!is_nested_proc(&k, Path::new("/initial")));
+        assert!(!is_nested_proc(&k, Path::new("/empty")));
     }
 }

@@ -431,6 +431,9 @@ impl TraceSession {
         match Self::configure(&kernel, cpus, &opts, &mut cleanup) {
             Ok((dir, pipes, writer, mut summary)) => {
                 summary.mounted_tracefs = mounted_by_us;
+                let nested_proc =
+                    cpushield_kernel::namespace::is_nested_proc(kernel.as_ref(), &opts.proc_root);
+                summary.nested_namespace = nested_proc;
                 if let Some(d) = &opts.trace_dir {
                     summary.trace_dir = Some(d.display().to_string());
                 }
@@ -452,6 +455,7 @@ impl TraceSession {
                     user_hz: opts.kernel.user_hz,
                     proc_root: opts.proc_root.clone(),
                     namespace_scope: opts.namespace_scope,
+                    nested_proc,
                     virtual_cpu: opts.kernel.virtual_cpu,
                     now: cpushield_kernel::clock::now_ns,
                     started_ns: cpushield_kernel::clock::now_ns(),

@@ -125,6 +125,12 @@ pub struct Reader {
     pub proc_root: PathBuf,
     /// Tell tasks of other PID namespaces apart (see `TraceOptions`).
     pub namespace_scope: bool,
+    /// `proc_root` is a nested PID namespace's /proc (cpushield itself runs
+    /// in one): the events' global IDs cannot be looked up there, so a task
+    /// other than the measured one is charged as out of this namespace's
+    /// view ([`CauseKind::OtherNamespace`](super::attribute::CauseKind)),
+    /// never as one in scope.
+    pub nested_proc: bool,
     /// The traced CPUs are virtual (the hypervisor flag in /proc/cpuinfo).
     pub virtual_cpu: bool,
     /// A clock (CLOCK_MONOTONIC ns).
@@ -185,6 +191,7 @@ impl Reader {
             let finishing = self.shared.finishing.load(Ordering::SeqCst);
             let t0 = (self.now)();
             if self.namespace_scope
+                && !self.nested_proc
                 && tasks
                     .ours_listed_ns
                     .is_none_or(|t| t0.saturating_sub(t) >= NAMESPACE_LIST_PERIOD_NS)
@@ -241,6 +248,7 @@ impl Reader {
                             // Tell a task's namespace while it still lives:
                             // by attribution time a short-lived one is gone.
                             if self.namespace_scope
+                                && !self.nested_proc
                                 && e.pid > 0
                                 && !tasks.other_namespace.contains_key(&e.pid)
                             {
@@ -406,6 +414,9 @@ impl Reader {
             if pid <= 0 {
                 return true;
             }
+            if self.nested_proc {
+                return false;
+            }
             *cache.borrow_mut().entry(pid).or_insert_with(|| {
                 Procfs::at(kernel.as_ref(), &self.proc_root)
                     .process_file(pid, "stat")
@@ -418,7 +429,13 @@ impl Reader {
         };
         let foreign = std::cell::RefCell::new(std::mem::take(&mut tasks.other_namespace));
         let in_other_namespace = |pid: i32| -> bool {
-            if !self.namespace_scope || pid <= 0 {
+            if pid <= 0 {
+                return false;
+            }
+            if self.nested_proc {
+                return true;
+            }
+            if !self.namespace_scope {
                 return false;
             }
             *foreign.borrow_mut().entry(pid).or_insert_with(|| {
@@ -429,7 +446,7 @@ impl Reader {
         };
         let pods = std::cell::RefCell::new(std::mem::take(&mut tasks.pods));
         let in_kubepods = |pid: i32| -> bool {
-            if pid <= 0 {
+            if pid <= 0 || self.nested_proc {
                 return false;
             }
             // Gone before it could be read: not known as a pod's.
