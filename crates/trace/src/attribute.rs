@@ -747,208 +747,376 @@ pub fn attribute(events: &[Event], spike: &Spike, ctx: &AttributionContext<'_>) 
     let events: &[Event] = &events;
     let start = spike.intended_ns;
     let end = spike.actual_ns.max(start);
-    // Text timestamps are whole microseconds: allow 2 us of rounding.
-    let slack = 2_000;
-    let wake_ev = events.iter().find(|e| {
-        e.ts_ns + slack >= start
-            && e.ts_ns <= end
-            && matches!(e.kind, EventKind::Wakeup { pid, .. } if pid == spike.tid)
-    });
-    // Without a wakeup event (the tracer leaves sched_wakeup out: it fires
-    // in the measured CPU's own wakeup path), the wakeup is the end of the
-    // interrupt that woke the task.
-    let by_interrupt = match wake_ev {
-        Some(_) => None,
-        None => waking_interrupt(events, spike, start.saturating_sub(slack), end),
-    };
-    let wake = wake_ev
-        .map(|e| e.ts_ns.max(start))
-        .or(by_interrupt.map(|(_, exit)| exit.max(start)));
-    // The interrupt the wakeup ran in: the last interrupt or vector entry at
-    // or before the wakeup event, inside the window.
-    let irq_entry = by_interrupt.map(|(entry, _)| entry.max(start)).or_else(|| {
-        wake_ev.and_then(|w| {
-            events
-                .iter()
-                .filter(|e| e.ts_ns <= w.ts_ns && e.ts_ns + slack >= start)
-                .rev()
-                .find(|e| {
-                    matches!(
-                        e.kind,
-                        EventKind::VectorEntry { .. } | EventKind::IrqEntry { .. }
-                    )
-                })
-                .map(|e| e.ts_ns.max(start))
-        })
-    });
-    let switch_in = events
-        .iter()
-        .find(|e| {
-            e.ts_ns + slack >= wake.unwrap_or(start)
-                && e.ts_ns <= end
-                && matches!(e.kind, EventKind::Switch { next_pid, .. } if next_pid == spike.tid)
-        })
-        .map(|e| e.ts_ns.max(start));
+    let m = Milestones::find(events, spike);
     let mut st = State {
         ctx,
         spike: *spike,
-        wake,
-        switch_in,
-        waking_entry: irq_entry,
+        wake: m.wake,
+        switch_in: m.switch_in,
+        waking_entry: m.irq_entry,
         tick_anchor: None,
         stack: Vec::new(),
         task: (-1, String::new()),
         throttled: false,
         totals: BTreeMap::new(),
     };
-    let mut in_window = 0;
-    let mut prev: Option<u64> = None;
-    let traced_from = ctx.trace_start_ns.unwrap_or(u64::MAX);
-    match events.first() {
-        Some(first) if first.ts_ns > start => {
-            let known = traced_from.max(start);
-            if known > start {
-                let to = known.min(first.ts_ns).min(end);
-                st.add(
-                    CauseKind::Untraced,
-                    "before tracing started".into(),
-                    st.phase(start),
-                    to - start,
-                );
-            }
-            if first.ts_ns > known {
-                st.task = (first.pid, first.comm.clone());
-                st.charge(known, first.ts_ns, None, Some((first.pid, &first.comm)));
-            }
-        }
-        None => st.add(
-            CauseKind::Untraced,
-            "no trace events".into(),
-            Phase::Unknown,
-            end - start,
-        ),
-        _ => {}
-    }
-    for e in events {
-        if e.ts_ns > end {
-            break;
-        }
-        // A noise's placed start is the same recorded event as its end.
-        if e.ts_ns >= start && !matches!(e.kind, EventKind::NoiseStart(_)) {
-            in_window += 1;
-        }
-        if let Some(p) = prev {
-            let on_stack = st.stack.iter().any(|c| c.matches_exit(&e.kind));
-            let exiting = if on_stack { None } else { exit_ctx(&e.kind) };
-            let end_task = (!is_placed(&e.kind)).then_some((e.pid, e.comm.as_str()));
-            st.charge(p, e.ts_ns, exiting, end_task);
-        }
-        st.apply(e);
-        prev = Some(e.ts_ns);
-    }
-    if let Some(p) = prev {
-        st.charge(p, end, None, None);
-    }
-
-    let mut causes: Vec<Cause> = st
-        .totals
-        .iter()
-        .map(|((kind, name, phase), ns)| Cause {
-            kind: *kind,
-            name: name.clone(),
-            phase: *phase,
-            ns: *ns,
-        })
-        .collect();
-    causes.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.name.cmp(&b.name)));
+    st.charge_before_first(events, start, end);
+    let in_window = st.walk(events, start, end);
+    let causes = st.causes();
     let outside_ns = causes
         .iter()
         .filter(|c| c.kind == CauseKind::Outside)
         .map(|c| c.ns)
         .sum();
-
-    let mut notes = Vec::new();
-    if let Some(w) = wake {
-        let fired = events
-            .iter()
-            .filter(|e| e.ts_ns <= wake_ev.map(|x| x.ts_ns).unwrap_or(w))
-            .rev()
-            .find_map(|e| match &e.kind {
-                EventKind::HrtimerEntry {
-                    function,
-                    now_ns: Some(now),
-                } if function == "hrtimer_wakeup" => Some(*now),
-                _ => None,
-            });
-        if let Some(now) = fired {
-            notes.push(format!(
-                "the wakeup timer ran {} after the intended time (hrtimer now={now})",
-                fmt_ns(now.saturating_sub(start))
-            ));
-        }
-        // How late the interrupt that woke it came (its entry; the wakeup
-        // itself when the entry is not in the trace).
-        let before = irq_entry.unwrap_or(w).saturating_sub(start);
-        if before > 100_000 {
-            let busy: Vec<&Cause> = causes
-                .iter()
-                .filter(|c| {
-                    c.phase == Phase::BeforeWakeup
-                        && matches!(c.kind, CauseKind::Task | CauseKind::KernelThread)
-                })
-                .collect();
-            if let Some(top) = busy.first() {
-                notes.push(format!(
-                    "the timer interrupt came {} late while {} ran: interrupts were disabled in the kernel, or the hypervisor delivered it late",
-                    fmt_ns(before),
-                    top.name
-                ));
-            }
-        }
-        let after = switch_in.unwrap_or(end).saturating_sub(w);
-        if after > 100_000 {
-            let model = ctx.preempt_model.as_deref().unwrap_or("unknown");
-            let why = if st.throttled {
-                "RT throttling had stopped real-time tasks".to_string()
-            } else if matches!(model, "none" | "voluntary") {
-                format!("the kernel's preemption model is '{model}': a task in a system call keeps the CPU until it returns or calls cond_resched()")
-            } else {
-                "the running task had preemption or interrupts disabled".to_string()
-            };
-            notes.push(format!(
-                "{} passed between the wakeup and the switch: {why}",
-                fmt_ns(after)
-            ));
-        }
-    } else {
-        notes.push(
-            "no wakeup of the measured task in the window (it may have been running or spinning)"
-                .to_string(),
-        );
-    }
-    if let Some(s) = &ctx.steal {
-        if s.steal_ns > 0 {
-            notes.push(format!(
-                "steal time +{} on this CPU between samples {} ms apart around the spike (/proc/stat)",
-                fmt_ns(s.steal_ns),
-                (s.to_ns - s.from_ns) / 1_000_000
-            ));
-        } else if outside_ns > 0 {
-            notes.push("no steal time was counted around the spike: the time outside the kernel's view was not taken by the hypervisor's scheduler as far as /proc/stat shows (SMI, interrupts off, or steal below its 10 ms resolution)".to_string());
-        }
-    }
-
+    let mut notes = wakeup_notes(events, spike, &m, &causes, ctx, st.throttled);
+    notes.extend(steal_note(ctx.steal.as_ref(), outside_ns));
     Attribution {
         spike: *spike,
         latency_ns: spike.latency_ns(),
         causes,
         outside_ns,
         steal: ctx.steal,
-        irq_entry_after_ns: irq_entry.map(|t| t - start),
-        wakeup_after_ns: wake.map(|w| w - start),
-        switch_in_after_ns: switch_in.map(|s| s - start),
+        irq_entry_after_ns: m.irq_entry.map(|t| t - start),
+        wakeup_after_ns: m.wake.map(|w| w - start),
+        switch_in_after_ns: m.switch_in.map(|s| s - start),
         events: in_window,
         notes,
         trace_file: None,
+    }
+}
+
+/// Text timestamps are whole microseconds: events are matched to the spike
+/// with 2 us of rounding allowed.
+const TS_SLACK_NS: u64 = 2_000;
+
+/// When the measured task was woken, by what, and when it was switched in
+/// (times clamped to the intended time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Milestones {
+    /// The sched_wakeup event of the measured task, when traced.
+    wake_event_ns: Option<u64>,
+    /// The wakeup: that event, or the exit of the interrupt that woke it.
+    wake: Option<u64>,
+    /// The entry of the interrupt the wakeup ran in.
+    irq_entry: Option<u64>,
+    /// The switch to the measured task after its wakeup.
+    switch_in: Option<u64>,
+}
+
+impl Milestones {
+    fn find(events: &[Event], spike: &Spike) -> Self {
+        let start = spike.intended_ns;
+        let end = spike.actual_ns.max(start);
+        let slack = TS_SLACK_NS;
+        let wake_ev = events.iter().find(|e| {
+            e.ts_ns + slack >= start
+                && e.ts_ns <= end
+                && matches!(e.kind, EventKind::Wakeup { pid, .. } if pid == spike.tid)
+        });
+        // Without a wakeup event (the tracer leaves sched_wakeup out: it fires
+        // in the measured CPU's own wakeup path), the wakeup is the end of the
+        // interrupt that woke the task.
+        let by_interrupt = match wake_ev {
+            Some(_) => None,
+            None => waking_interrupt(events, spike, start.saturating_sub(slack), end),
+        };
+        let wake = wake_ev
+            .map(|e| e.ts_ns.max(start))
+            .or(by_interrupt.map(|(_, exit)| exit.max(start)));
+        // The interrupt the wakeup ran in: the last interrupt or vector entry at
+        // or before the wakeup event, inside the window.
+        let irq_entry = by_interrupt.map(|(entry, _)| entry.max(start)).or_else(|| {
+            wake_ev.and_then(|w| {
+                events
+                    .iter()
+                    .filter(|e| e.ts_ns <= w.ts_ns && e.ts_ns + slack >= start)
+                    .rev()
+                    .find(|e| {
+                        matches!(
+                            e.kind,
+                            EventKind::VectorEntry { .. } | EventKind::IrqEntry { .. }
+                        )
+                    })
+                    .map(|e| e.ts_ns.max(start))
+            })
+        });
+        let switch_in = events
+            .iter()
+            .find(|e| {
+                e.ts_ns + slack >= wake.unwrap_or(start)
+                    && e.ts_ns <= end
+                    && matches!(e.kind, EventKind::Switch { next_pid, .. } if next_pid == spike.tid)
+            })
+            .map(|e| e.ts_ns.max(start));
+        Self {
+            wake_event_ns: wake_ev.map(|e| e.ts_ns),
+            wake,
+            irq_entry,
+            switch_in,
+        }
+    }
+}
+
+impl State<'_> {
+    /// Charges the time from the intended time to the first event: untraced
+    /// before tracing started, else the task that first event names (an
+    /// idle CPU records nothing).
+    fn charge_before_first(&mut self, events: &[Event], start: u64, end: u64) {
+        let traced_from = self.ctx.trace_start_ns.unwrap_or(u64::MAX);
+        match events.first() {
+            Some(first) if first.ts_ns > start => {
+                let known = traced_from.max(start);
+                if known > start {
+                    let to = known.min(first.ts_ns).min(end);
+                    self.add(
+                        CauseKind::Untraced,
+                        "before tracing started".into(),
+                        self.phase(start),
+                        to - start,
+                    );
+                }
+                if first.ts_ns > known {
+                    self.task = (first.pid, first.comm.clone());
+                    self.charge(known, first.ts_ns, None, Some((first.pid, &first.comm)));
+                }
+            }
+            None => self.add(
+                CauseKind::Untraced,
+                "no trace events".into(),
+                Phase::Unknown,
+                end - start,
+            ),
+            _ => {}
+        }
+    }
+
+    /// Charges each stretch between events up to `end` to the context in
+    /// force; returns how many events fell inside the spike.
+    fn walk(&mut self, events: &[Event], start: u64, end: u64) -> usize {
+        let mut in_window = 0;
+        let mut prev: Option<u64> = None;
+        for e in events {
+            if e.ts_ns > end {
+                break;
+            }
+            // A noise's placed start is the same recorded event as its end.
+            if e.ts_ns >= start && !matches!(e.kind, EventKind::NoiseStart(_)) {
+                in_window += 1;
+            }
+            if let Some(p) = prev {
+                let on_stack = self.stack.iter().any(|c| c.matches_exit(&e.kind));
+                let exiting = if on_stack { None } else { exit_ctx(&e.kind) };
+                let end_task = (!is_placed(&e.kind)).then_some((e.pid, e.comm.as_str()));
+                self.charge(p, e.ts_ns, exiting, end_task);
+            }
+            self.apply(e);
+            prev = Some(e.ts_ns);
+        }
+        if let Some(p) = prev {
+            self.charge(p, end, None, None);
+        }
+        in_window
+    }
+
+    /// The causes charged, largest first (by name among equals).
+    fn causes(&self) -> Vec<Cause> {
+        let mut causes: Vec<Cause> = self
+            .totals
+            .iter()
+            .map(|((kind, name, phase), ns)| Cause {
+                kind: *kind,
+                name: name.clone(),
+                phase: *phase,
+                ns: *ns,
+            })
+            .collect();
+        causes.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.name.cmp(&b.name)));
+        causes
+    }
+}
+
+/// What the wakeup's timing says: when its timer ran, how late the waking
+/// interrupt came and what ran then, and why the switch waited.
+fn wakeup_notes(
+    events: &[Event],
+    spike: &Spike,
+    m: &Milestones,
+    causes: &[Cause],
+    ctx: &AttributionContext<'_>,
+    throttled: bool,
+) -> Vec<String> {
+    let start = spike.intended_ns;
+    let end = spike.actual_ns.max(start);
+    let Some(w) = m.wake else {
+        return vec![
+            "no wakeup of the measured task in the window (it may have been running or spinning)"
+                .to_string(),
+        ];
+    };
+    let mut notes = Vec::new();
+    let fired = events
+        .iter()
+        .filter(|e| e.ts_ns <= m.wake_event_ns.unwrap_or(w))
+        .rev()
+        .find_map(|e| match &e.kind {
+            EventKind::HrtimerEntry {
+                function,
+                now_ns: Some(now),
+            } if function == "hrtimer_wakeup" => Some(*now),
+            _ => None,
+        });
+    if let Some(now) = fired {
+        notes.push(format!(
+            "the wakeup timer ran {} after the intended time (hrtimer now={now})",
+            fmt_ns(now.saturating_sub(start))
+        ));
+    }
+    // How late the interrupt that woke it came (its entry; the wakeup
+    // itself when the entry is not in the trace).
+    let before = m.irq_entry.unwrap_or(w).saturating_sub(start);
+    if before > 100_000 {
+        let busy = causes.iter().find(|c| {
+            c.phase == Phase::BeforeWakeup
+                && matches!(c.kind, CauseKind::Task | CauseKind::KernelThread)
+        });
+        if let Some(top) = busy {
+            notes.push(format!(
+                "the timer interrupt came {} late while {} ran: interrupts were disabled in the kernel, or the hypervisor delivered it late",
+                fmt_ns(before),
+                top.name
+            ));
+        }
+    }
+    let after = m.switch_in.unwrap_or(end).saturating_sub(w);
+    if after > 100_000 {
+        let model = ctx.preempt_model.as_deref().unwrap_or("unknown");
+        let why = if throttled {
+            "RT throttling had stopped real-time tasks".to_string()
+        } else if matches!(model, "none" | "voluntary") {
+            format!("the kernel's preemption model is '{model}': a task in a system call keeps the CPU until it returns or calls cond_resched()")
+        } else {
+            "the running task had preemption or interrupts disabled".to_string()
+        };
+        notes.push(format!(
+            "{} passed between the wakeup and the switch: {why}",
+            fmt_ns(after)
+        ));
+    }
+    notes
+}
+
+/// What /proc/stat's steal time around the spike says, if anything.
+fn steal_note(steal: Option<&StealEvidence>, outside_ns: u64) -> Option<String> {
+    let s = steal?;
+    if s.steal_ns > 0 {
+        Some(format!(
+            "steal time +{} on this CPU between samples {} ms apart around the spike (/proc/stat)",
+            fmt_ns(s.steal_ns),
+            (s.to_ns - s.from_ns) / 1_000_000
+        ))
+    } else if outside_ns > 0 {
+        Some("no steal time was counted around the spike: the time outside the kernel's view was not taken by the hypervisor's scheduler as far as /proc/stat shows (SMI, interrupts off, or steal below its 10 ms resolution)".to_string())
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod part_tests {
+    use super::*;
+    use crate::event::parse_line;
+
+    fn ev(line: &str) -> Event {
+        parse_line(line).expect("parses")
+    }
+
+    fn spike() -> Spike {
+        Spike {
+            seq: 1,
+            cpu: 1,
+            tid: 50,
+            intended_ns: 1_000_000_000,
+            actual_ns: 1_001_000_000,
+        }
+    }
+
+    fn ctx() -> AttributionContext<'static> {
+        AttributionContext {
+            tick_ns: None,
+            is_kthread: &|pid| pid <= 0,
+            in_other_namespace: &|_| false,
+            in_kubepods: &|_| false,
+            virtual_cpu: false,
+            steal: None,
+            preempt_model: Some("full".into()),
+            trace_start_ns: Some(0),
+        }
+    }
+
+    #[test]
+    fn milestones_are_the_wakeup_its_interrupt_and_the_switch_in() {
+        let events = [
+            ev("  load-70 [001] d.h.. 1.000100: local_timer_entry: vector=236"),
+            ev("  load-70 [001] d.h.. 1.000200: sched_wakeup: comm=probe pid=50 prio=4 target_cpu=001"),
+            ev("  load-70 [001] d.h.. 1.000300: local_timer_exit: vector=236"),
+            ev("  load-70 [001] d..2. 1.000800: sched_switch: prev_comm=load prev_pid=70 prev_prio=120 prev_state=R+ ==> next_comm=probe next_pid=50 next_prio=4"),
+        ];
+        let m = Milestones::find(&events, &spike());
+        let at = |us: u64| Some(1_000_000_000 + us * 1000);
+        assert_eq!(m.wake_event_ns, at(200));
+        assert_eq!(m.wake, at(200));
+        assert_eq!(m.irq_entry, at(100));
+        assert_eq!(m.switch_in, at(800));
+        assert_eq!(
+            Milestones::find(&[], &spike()),
+            Milestones {
+                wake_event_ns: None,
+                wake: None,
+                irq_entry: None,
+                switch_in: None
+            }
+        );
+    }
+
+    #[test]
+    fn without_a_wakeup_the_only_note_says_so_and_a_slow_switch_names_the_preemption_model() {
+        let none = Milestones {
+            wake_event_ns: None,
+            wake: None,
+            irq_entry: None,
+            switch_in: None,
+        };
+        let notes = wakeup_notes(&[], &spike(), &none, &[], &ctx(), false);
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].starts_with("no wakeup of the measured task"));
+        let slow_switch = Milestones {
+            wake: Some(1_000_010_000),
+            switch_in: Some(1_000_900_000),
+            ..none
+        };
+        let notes = wakeup_notes(&[], &spike(), &slow_switch, &[], &ctx(), false);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].contains("preemption or interrupts disabled"),
+            "{notes:?}"
+        );
+        let notes = wakeup_notes(&[], &spike(), &slow_switch, &[], &ctx(), true);
+        assert!(notes[0].contains("RT throttling"), "{notes:?}");
+    }
+
+    #[test]
+    fn steal_is_noted_when_counted_and_its_absence_only_when_time_was_outside() {
+        let steal = |steal_ns| StealEvidence {
+            steal_ns,
+            from_ns: 0,
+            to_ns: 20_000_000,
+        };
+        let counted = steal_note(Some(&steal(3_000_000)), 0).expect("a note");
+        assert!(counted.contains("20 ms apart"), "{counted}");
+        assert!(steal_note(Some(&steal(0)), 5)
+            .expect("a note")
+            .starts_with("no steal time"));
+        assert_eq!(steal_note(Some(&steal(0)), 0), None);
+        assert_eq!(steal_note(None, 5), None);
     }
 }
