@@ -372,6 +372,19 @@ fn is_placed(kind: &EventKind) -> bool {
     matches!(kind, EventKind::NoiseStart(_) | EventKind::NoiseEnd(_))
 }
 
+/// One stretch between events, and what it is charged to.
+struct Stretch {
+    from: u64,
+    to: u64,
+    phase: Phase,
+    kind: CauseKind,
+    name: String,
+    /// The current task is the idle poller.
+    polling: bool,
+    /// The CPU left idle inside the stretch (no tick is known to be due).
+    left_idle: bool,
+}
+
 struct State<'a> {
     ctx: &'a AttributionContext<'a>,
     spike: Spike,
@@ -458,22 +471,58 @@ impl State<'_> {
         }
         let phase = self.phase(from);
         if let Some((pid, comm)) = end_task {
-            if pid != self.task.0 {
-                // A switch between two other tasks while the real-time task
-                // was runnable: real-time tasks were throttled.
-                if phase == Phase::AfterWakeup
-                    && pid != self.spike.tid
-                    && self.task.0 != self.spike.tid
-                    && self.task.0 > 0
-                    && pid > 0
-                {
-                    self.throttled = true;
-                }
-                self.set_task(pid, comm, stretch_end);
-            }
+            self.follow_task(pid, comm, phase, stretch_end);
         }
-        let ns = to - from;
-        let idle = self.task.0 == 0;
+        let polling = self
+            .task
+            .1
+            .starts_with(cpushield_kernel::POLLER_THREAD_PREFIX);
+        let (kind, name) = self.stretch_cause(exiting.as_ref(), phase, polling);
+        let s = Stretch {
+            from,
+            to,
+            phase,
+            kind,
+            name,
+            polling,
+            left_idle,
+        };
+        if self.charge_vcpu_gone(&s)
+            || self.charge_missed_interrupt(&s)
+            || self.charge_missed_tick(&s)
+        {
+            return;
+        }
+        self.add(s.kind, s.name, s.phase, s.to - s.from);
+    }
+
+    /// Makes `pid` the current task when the event ending a stretch names
+    /// another; a switch between two other tasks while the real-time task
+    /// was runnable means real-time tasks were throttled.
+    fn follow_task(&mut self, pid: i32, comm: &str, phase: Phase, at: u64) {
+        if pid == self.task.0 {
+            return;
+        }
+        if phase == Phase::AfterWakeup
+            && pid != self.spike.tid
+            && self.task.0 != self.spike.tid
+            && self.task.0 > 0
+            && pid > 0
+        {
+            self.throttled = true;
+        }
+        self.set_task(pid, comm, at);
+    }
+
+    /// What a stretch in `phase` is charged to: the handler leaving
+    /// (`exiting`) or on top of the stack, else the current task as what it
+    /// is (idle, the poller, the measured task, a throttled one, or a task).
+    fn stretch_cause(
+        &self,
+        exiting: Option<&Ctx>,
+        phase: Phase,
+        polling: bool,
+    ) -> (CauseKind, String) {
         // A work item counts only while its kworker is the current task (a
         // switch away from it may not be in the trace).
         let cur = self.task.0;
@@ -482,11 +531,7 @@ impl State<'_> {
             .iter()
             .rev()
             .find(|c| !matches!(c, Ctx::Work(_, pid) if *pid != cur));
-        let polling = self
-            .task
-            .1
-            .starts_with(cpushield_kernel::POLLER_THREAD_PREFIX);
-        let (kind, name) = match exiting.as_ref().or(top) {
+        match exiting.or(top) {
             Some(Ctx::Noise(n)) if n.class == NoiseClass::Thread => (
                 self.task_kind(n.number as i32, &n.name),
                 format!("{} ({})", n.name, n.number),
@@ -499,7 +544,7 @@ impl State<'_> {
                 CauseKind::Outside,
                 "CPU polling while the timer should have fired: vCPU not running (hypervisor) or SMI".to_string(),
             ),
-            None if idle => {
+            None if cur == 0 => {
                 let why = if matches!(phase, Phase::BeforeWakeup | Phase::Unknown) {
                     "CPU idle while the timer should have fired: hypervisor, SMI or idle-state exit"
                 } else {
@@ -507,7 +552,7 @@ impl State<'_> {
                 };
                 (CauseKind::Outside, why.to_string())
             }
-            None if self.task.0 == self.spike.tid => (
+            None if cur == self.spike.tid => (
                 CauseKind::MeasuredTask,
                 format!(
                     "measured task {} ({}) on its way to user space",
@@ -525,7 +570,14 @@ impl State<'_> {
                 self.task_kind(self.task.0, &self.task.1),
                 format!("{} ({})", self.task.1, self.task.0),
             ),
-        };
+        }
+    }
+
+    /// On a virtual CPU, a bounded stretch (a hard-interrupt handler, the
+    /// measured task's way to user space, the poller giving way) that shows
+    /// no event for longer than [`HANDLER_BOUND_NS`]: the rest was the vCPU
+    /// not running. Returns whether it charged the stretch.
+    fn charge_vcpu_gone(&mut self, s: &Stretch) -> bool {
         // A hard-interrupt handler (device IRQ, vector, hrtimer callback)
         // runs for microseconds; one that shows no event for longer was not
         // running: the vCPU was taken away inside it.
@@ -535,41 +587,44 @@ impl State<'_> {
         // (a determinism window, which computes for milliseconds between
         // ticks, is not bounded). The idle poller counts only while it gives
         // way after the wakeup.
-        let bounded = match kind {
+        let bounded = match s.kind {
             CauseKind::Irq | CauseKind::Vector | CauseKind::Hrtimer => true,
             CauseKind::MeasuredTask => !self.spike.is_determinism_window(),
-            CauseKind::Task => polling,
+            CauseKind::Task => s.polling,
             _ => false,
         };
-        if self.ctx.virtual_cpu && bounded && ns > HANDLER_BOUND_NS {
-            self.add(kind, name.clone(), phase, HANDLER_BOUND_NS);
-            self.add(
-                CauseKind::Outside,
-                if matches!(kind, CauseKind::MeasuredTask | CauseKind::Task) {
-                    format!(
-                        "{} showed no event for longer than switching to the probe takes ({}): the vCPU was not running",
-                        if kind == CauseKind::Task { "the idle poller giving way" } else { "the probe's way to user space" },
-                        fmt_ns(HANDLER_BOUND_NS)
-                    )
-                } else {
-                    format!(
-                        "{name} showed no event for longer than any handler runs ({}): the vCPU was not running",
-                        fmt_ns(HANDLER_BOUND_NS)
-                    )
-                },
-                phase,
-                ns - HANDLER_BOUND_NS,
-            );
-            return;
+        let ns = s.to - s.from;
+        if !(self.ctx.virtual_cpu && bounded && ns > HANDLER_BOUND_NS) {
+            return false;
         }
-        // Interrupts are enabled in a task, a kernel thread, a work item or a
-        // softirq: a timer interrupt that was due comes at once. A stretch
-        // that runs on past it without one had interrupts off or a vCPU the
-        // hypervisor did not run; up to HANDLER_BOUND_NS of it is the
-        // interrupt's own way in (and short sections with interrupts off).
-        let interruptible = match kind {
-            CauseKind::Task => !polling,
-            CauseKind::MeasuredTask => phase == Phase::Unknown,
+        self.add(s.kind, s.name.clone(), s.phase, HANDLER_BOUND_NS);
+        let why = if matches!(s.kind, CauseKind::MeasuredTask | CauseKind::Task) {
+            format!(
+                "{} showed no event for longer than switching to the probe takes ({}): the vCPU was not running",
+                if s.kind == CauseKind::Task { "the idle poller giving way" } else { "the probe's way to user space" },
+                fmt_ns(HANDLER_BOUND_NS)
+            )
+        } else {
+            format!(
+                "{} showed no event for longer than any handler runs ({}): the vCPU was not running",
+                s.name,
+                fmt_ns(HANDLER_BOUND_NS)
+            )
+        };
+        self.add(CauseKind::Outside, why, s.phase, ns - HANDLER_BOUND_NS);
+        true
+    }
+
+    /// Interrupts are enabled in a task, a kernel thread, a work item or a
+    /// softirq: a timer interrupt that was due comes at once. A stretch that
+    /// runs on past it without one had interrupts off or a vCPU the
+    /// hypervisor did not run; up to [`HANDLER_BOUND_NS`] of it is the
+    /// interrupt's own way in (and short sections with interrupts off).
+    /// Returns whether it charged the stretch.
+    fn charge_missed_interrupt(&mut self, s: &Stretch) -> bool {
+        let interruptible = match s.kind {
+            CauseKind::Task => !s.polling,
+            CauseKind::MeasuredTask => s.phase == Phase::Unknown,
             CauseKind::KernelThread
             | CauseKind::OtherNamespace
             | CauseKind::PodTask
@@ -578,42 +633,50 @@ impl State<'_> {
             | CauseKind::Work => true,
             _ => false,
         };
-        let due = (interruptible && !left_idle)
-            .then(|| self.interrupt_due(from, to))
+        let due = (interruptible && !s.left_idle)
+            .then(|| self.interrupt_due(s.from, s.to))
             .flatten();
-        if let Some(due) = due {
-            let held_from = (due + HANDLER_BOUND_NS).max(from);
-            if held_from < to {
-                self.add(kind, name.clone(), phase, held_from - from);
-                self.add(
-                    CauseKind::Outside,
-                    "a timer interrupt was due and did not come: interrupts off or vCPU not running".to_string(),
-                    phase,
-                    to - held_from,
-                );
-                return;
-            }
+        let Some(due) = due else {
+            return false;
+        };
+        let held_from = (due + HANDLER_BOUND_NS).max(s.from);
+        if held_from >= s.to {
+            return false;
         }
-        // A stretch without any event longer than the tick allows: the kernel
-        // did not run its tick, so the excess is outside its view.
-        if let Some(tick) = self.ctx.tick_ns {
-            if kind != CauseKind::Outside && ns > tick + tick / 2 {
-                let seen = tick;
-                self.add(kind, name, phase, seen);
-                self.add(
-                    CauseKind::Outside,
-                    format!(
-                        "no kernel event for {} (tick every {}): interrupts off or vCPU not running",
-                        fmt_ns(ns),
-                        fmt_ns(tick)
-                    ),
-                    phase,
-                    ns - seen,
-                );
-                return;
-            }
+        self.add(s.kind, s.name.clone(), s.phase, held_from - s.from);
+        self.add(
+            CauseKind::Outside,
+            "a timer interrupt was due and did not come: interrupts off or vCPU not running"
+                .to_string(),
+            s.phase,
+            s.to - held_from,
+        );
+        true
+    }
+
+    /// A stretch without any event longer than the tick allows: the kernel
+    /// did not run its tick, so the excess is outside its view. Returns
+    /// whether it charged the stretch.
+    fn charge_missed_tick(&mut self, s: &Stretch) -> bool {
+        let ns = s.to - s.from;
+        let Some(tick) = self.ctx.tick_ns else {
+            return false;
+        };
+        if s.kind == CauseKind::Outside || ns <= tick + tick / 2 {
+            return false;
         }
-        self.add(kind, name, phase, ns);
+        self.add(s.kind, s.name.clone(), s.phase, tick);
+        self.add(
+            CauseKind::Outside,
+            format!(
+                "no kernel event for {} (tick every {}): interrupts off or vCPU not running",
+                fmt_ns(ns),
+                fmt_ns(tick)
+            ),
+            s.phase,
+            ns - tick,
+        );
+        true
     }
 
     /// What kind of task `pid` (named `comm`) is, for a cause.
@@ -1118,5 +1181,124 @@ mod part_tests {
             .starts_with("no steal time"));
         assert_eq!(steal_note(Some(&steal(0)), 0), None);
         assert_eq!(steal_note(None, 5), None);
+    }
+
+    fn state<'a>(ctx: &'a AttributionContext<'a>, task: (i32, &str)) -> State<'a> {
+        State {
+            ctx,
+            spike: spike(),
+            wake: Some(1_000_100_000),
+            switch_in: None,
+            waking_entry: None,
+            tick_anchor: None,
+            stack: Vec::new(),
+            task: (task.0, task.1.to_string()),
+            throttled: false,
+            totals: BTreeMap::new(),
+        }
+    }
+
+    fn stretch(kind: CauseKind, from: u64, to: u64) -> Stretch {
+        Stretch {
+            from,
+            to,
+            phase: Phase::BeforeWakeup,
+            kind,
+            name: "x (7)".into(),
+            polling: false,
+            left_idle: false,
+        }
+    }
+
+    #[test]
+    fn a_switch_between_two_other_tasks_after_the_wakeup_means_throttling() {
+        let c = ctx();
+        let mut st = state(&c, (70, "load"));
+        st.follow_task(80, "other", Phase::BeforeWakeup, 1);
+        assert!(!st.throttled);
+        st.follow_task(90, "third", Phase::AfterWakeup, 2);
+        assert!(st.throttled);
+        assert_eq!(st.task, (90, "third".to_string()));
+    }
+
+    #[test]
+    fn a_stretch_is_charged_to_the_handler_on_top_or_to_what_the_task_is() {
+        let c = ctx();
+        let idle = state(&c, (0, "swapper/1"));
+        let (kind, why) = idle.stretch_cause(None, Phase::BeforeWakeup, false);
+        assert_eq!(kind, CauseKind::Outside);
+        assert!(why.starts_with("CPU idle while the timer"), "{why}");
+        let measured = state(&c, (50, "probe"));
+        assert_eq!(
+            measured.stretch_cause(None, Phase::Running, false).0,
+            CauseKind::MeasuredTask
+        );
+        let mut task = state(&c, (70, "load"));
+        assert_eq!(
+            task.stretch_cause(None, Phase::BeforeWakeup, false),
+            (CauseKind::Task, "load (70)".to_string())
+        );
+        task.stack.push(Ctx::Softirq("NET_RX".into()));
+        assert_eq!(
+            task.stretch_cause(None, Phase::BeforeWakeup, false).0,
+            CauseKind::Softirq
+        );
+    }
+
+    #[test]
+    fn on_a_virtual_cpu_a_handler_past_its_bound_is_the_vcpu_gone() {
+        let mut c = ctx();
+        c.virtual_cpu = true;
+        let mut st = state(&c, (70, "load"));
+        assert!(!st.charge_vcpu_gone(&stretch(CauseKind::Task, 0, 500_000)));
+        assert!(st.charge_vcpu_gone(&stretch(CauseKind::Irq, 0, 500_000)));
+        let outside: u64 = st
+            .causes()
+            .iter()
+            .filter(|c| c.kind == CauseKind::Outside)
+            .map(|c| c.ns)
+            .sum();
+        assert_eq!(outside, 500_000 - HANDLER_BOUND_NS);
+        let mut bare = ctx();
+        bare.virtual_cpu = false;
+        let mut st = state(&bare, (70, "load"));
+        assert!(!st.charge_vcpu_gone(&stretch(CauseKind::Irq, 0, 500_000)));
+    }
+
+    #[test]
+    fn a_task_running_past_a_due_tick_had_interrupts_off_after_the_bound() {
+        let mut c = ctx();
+        c.tick_ns = Some(1_000_000);
+        let mut st = state(&c, (70, "load"));
+        st.tick_anchor = Some(0);
+        // The tick was due at 1 ms; the task ran on to 3 ms without it.
+        assert!(st.charge_missed_interrupt(&stretch(CauseKind::Task, 0, 3_000_000)));
+        let causes = st.causes();
+        let outside = causes
+            .iter()
+            .find(|c| c.kind == CauseKind::Outside)
+            .unwrap();
+        assert_eq!(outside.ns, 3_000_000 - 1_000_000 - HANDLER_BOUND_NS);
+        // A hard-interrupt handler has interrupts off by nature.
+        let mut st = state(&c, (70, "load"));
+        st.tick_anchor = Some(0);
+        assert!(!st.charge_missed_interrupt(&stretch(CauseKind::Irq, 0, 3_000_000)));
+    }
+
+    #[test]
+    fn a_stretch_longer_than_a_tick_and_a_half_is_outside_past_one_tick() {
+        let mut c = ctx();
+        c.tick_ns = Some(1_000_000);
+        let mut st = state(&c, (70, "load"));
+        assert!(!st.charge_missed_tick(&stretch(CauseKind::Irq, 0, 1_400_000)));
+        assert!(st.charge_missed_tick(&stretch(CauseKind::Irq, 0, 4_000_000)));
+        let outside: u64 = st
+            .causes()
+            .iter()
+            .filter(|c| c.kind == CauseKind::Outside)
+            .map(|c| c.ns)
+            .sum();
+        assert_eq!(outside, 3_000_000);
+        assert!(!st.charge_missed_tick(&stretch(CauseKind::Outside, 0, 4_000_000)));
     }
 }
