@@ -30,14 +30,22 @@ pub fn host_proc() -> Option<&'static std::path::Path> {
     HOST_PROC.get().map(|p| p.as_path())
 }
 
+/// The link text of the initial PID namespace (`/proc/self/ns/pid` of a
+/// task in it): its inode is fixed by the kernel (PROC_PID_INIT_INO).
+pub const INITIAL_PID_NAMESPACE: &str = "pid:[4026531836]";
+
 /// Whether the /proc at `proc_root` is a nested PID namespace's: it lists
 /// tasks, but not kthreadd (PID 2 of the initial namespace; kernel threads
-/// show in no other namespace's /proc). Trace events name tasks by their IDs
-/// in the initial namespace, which such a /proc cannot look up: there they
+/// show in no other namespace's /proc), and this process does not run in
+/// the initial namespace either. Trace events name tasks by their IDs in
+/// the initial namespace, which such a /proc cannot look up: there they
 /// name other tasks or none. A /proc that lists nothing tells nothing (false).
 pub fn is_nested_proc(kernel: &dyn Kernel, proc_root: &std::path::Path) -> bool {
     let proc = crate::Procfs::at(kernel, proc_root);
-    !shows_kthreadd(kernel, proc_root) && proc.pids().is_ok_and(|p| !p.is_empty())
+    let in_initial = proc
+        .own_link("ns/pid")
+        .is_ok_and(|ns| ns.as_os_str() == INITIAL_PID_NAMESPACE);
+    !in_initial && !shows_kthreadd(kernel, proc_root) && proc.pids().is_ok_and(|p| !p.is_empty())
 }
 
 /// Whether the /proc at `proc_root` shows kthreadd, which only the initial
@@ -303,5 +311,11 @@ mod tests {
         k.set_file("/initial/2/comm", "kthreadd\n");
         assert!(!is_nested_proc(&k, Path::new("/initial")));
         assert!(!is_nested_proc(&k, Path::new("/empty")));
+        // A process of the initial namespace reads what it reads as the
+        // machine's, kthreadd listed or not.
+        k.set_file("/nested/self/ns/pid", INITIAL_PID_NAMESPACE);
+        assert!(!is_nested_proc(&k, Path::new("/nested")));
+        k.set_file("/nested/self/ns/pid", "pid:[4026532200]");
+        assert!(is_nested_proc(&k, Path::new("/nested")));
     }
 }
