@@ -13,7 +13,9 @@ command -v cargo-deb >/dev/null || {
     echo "build-deb: cargo-deb not found; run scripts/dev-setup.sh (or cargo install cargo-deb --locked)" >&2
     exit 1
 }
-cargo build --release -p cpushield >&2
+# --workspace: the features of scripts/test.sh's release build (the shield's `fake`,
+# which cpushield-scale turns on), so CI rebuilds nothing; the binary uses none of it.
+cargo build --release --workspace --bin cpushield >&2
 rm -rf target/release/deb-extra
 target/release/cpushield generate man target/release/deb-extra/man >/dev/null
 target/release/cpushield generate completions target/release/deb-extra/completions >/dev/null

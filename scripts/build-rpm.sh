@@ -15,7 +15,8 @@ command -v rpmbuild >/dev/null || {
     echo "build-rpm: rpmbuild not found; run scripts/dev-setup.sh (or apt-get install rpm)" >&2
     exit 1
 }
-cargo build --release -p cpushield >&2
+# --workspace: the features of scripts/test.sh's release build, as build-deb.sh.
+cargo build --release --workspace --bin cpushield >&2
 top="$PWD/target/rpm"
 stage="$top/stage"
 rm -rf "$stage" "$top/RPMS" "$top/BUILD" "$top/BUILDROOT"

@@ -87,10 +87,10 @@ cp "$ROOT/dev/guest/init.sh" "$STAGE/init"
 mkdir -p "$STAGE/guest/lib"
 cp "$ROOT"/dev/guest/lib/*.sh "$STAGE/guest/lib/"
 cp "$ROOT"/dev/guest/scenarios/*.sh "$STAGE/guest/scenarios/"
-# The virtio-net NIC's modules of every fetched kernel (fetch-kernel.sh keeps them, with
-# the kernel's config), for
-# scenarios that give the guest a NIC (header guest-net); they insmod
-# /lib/modules/$(uname -r)/*.ko in the order of its file `order`.
+# The virtio modules of every fetched kernel (fetch-kernel.sh keeps them, with the
+# kernel's config), for scenarios that give the guest a NIC (header guest-net) or a
+# virtio-serial port (guest-vm-watch); they insmod /lib/modules/$(uname -r)/*.ko in the
+# order of its file `order` (load_virtio_modules).
 for k in "$CACHE"/kernel/*/; do
     [ -s "$k/modules/order" ] && [ -s "$k/release" ] || continue
     release=$(cat "$k/release")

@@ -36,9 +36,12 @@ guest_kernel "${1:-${GUEST_KERNEL:-$GUEST_KERNEL_DEFAULT}}" || exit 1
 CACHE="$GUEST/kernel/$KERNEL_NAME"
 VMLINUZ="$CACHE/vmlinuz"
 
-# The modules of the guest's virtio-net NIC (scenario nic-irq; Debian builds them as
-# modules), in load order. Kept uncompressed in $CACHE/modules.
-NET_MODULES="virtio virtio_ring virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci failover net_failover virtio_net"
+# The modules of the guest's virtio devices that Debian builds as modules, in load order:
+# the virtio-net NIC (scenario nic-irq) and the virtio-serial port (virtio_console: the
+# host-side channel of vm-blame; 6.12 builds it in, 6.1 as a module). Kept uncompressed in
+# $CACHE/modules, with the list they were fetched for (a cache fetched for another list
+# is fetched again).
+GUEST_MODULES="virtio virtio_ring virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci failover net_failover virtio_net virtio_console"
 MODULES="$CACHE/modules"
 
 # download DIR PACKAGE...: apt-get download into DIR, or a line naming the remedy.
@@ -108,7 +111,7 @@ image() {
     fi
 }
 
-if [ -s "$VMLINUZ" ] && [ -s "$MODULES/virtio_net.ko" ] && [ -s "$CACHE/config" ]; then
+if [ -s "$VMLINUZ" ] && [ "$(cat "$MODULES/wanted" 2>/dev/null)" = "$GUEST_MODULES" ] && [ -s "$CACHE/config" ]; then
     [ -s "$CACHE/vmlinux" ] || [ -e "$CACHE/vmlinux.none" ] || extract_vmlinux || true
     [ -s "$CACHE/vmlinux" ] || : >"$CACHE/vmlinux.none"
     image
@@ -118,13 +121,13 @@ fi
 rm -rf "$CACHE/download" "$CACHE/unpacked"
 download "$CACHE/download" "$KERNEL_PACKAGE"
 dpkg-deb -x "$(ls "$CACHE"/download/*.deb | head -n 1)" "$CACHE/unpacked"
-# Only the image, its config and the NIC's modules are needed; drop the rest to keep the
+# Only the image, its config and the virtio modules are needed; drop the rest to keep the
 # cache small.
 cp "$CACHE/unpacked/boot/vmlinuz-$KERNEL_RELEASE" "$VMLINUZ.tmp"
 rm -rf "$MODULES"
 mkdir -p "$MODULES"
 LOADED=""
-for m in $NET_MODULES; do
+for m in $GUEST_MODULES; do
     f=$(find "$CACHE/unpacked/lib/modules/$KERNEL_RELEASE" -name "$m.ko*" | head -n 1)
     if [ -z "$f" ]; then
         # Built into the image (6.12 has virtio and virtio_pci built in): nothing to load.
@@ -140,6 +143,7 @@ for m in $NET_MODULES; do
     esac
 done
 echo "${LOADED# }" >"$MODULES/order"
+echo "$GUEST_MODULES" >"$MODULES/wanted"
 echo "$KERNEL_RELEASE" >"$CACHE/release"
 cp "$CACHE/unpacked/boot/config-$KERNEL_RELEASE" "$CACHE/config"
 rm -rf "$CACHE/unpacked" "$CACHE/download"

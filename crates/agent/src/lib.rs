@@ -21,6 +21,7 @@ pub mod server;
 pub mod socket;
 pub mod start;
 pub mod status;
+pub mod vcpus;
 
 use cpushield_kernel::{Host, Kernel};
 use cpushield_shield::snapshot::is_kubepods;
@@ -113,6 +114,7 @@ pub struct Agent<'a> {
     shared: Arc<Shared>,
     options: Options,
     checker: findings::Checker,
+    vcpus: vcpus::Vcpus,
     /// The first finding of the last analysis that breaks the shield.
     breaks: Option<String>,
 }
@@ -132,8 +134,15 @@ impl<'a> Agent<'a> {
             shared,
             options,
             checker: findings::Checker::new(10),
+            vcpus: vcpus::Vcpus::new(),
             breaks: None,
         }
+    }
+
+    /// For one look only (`--once`): the VMs' vCPUs are all found in it.
+    pub fn one_shot(mut self) -> Self {
+        self.vcpus = vcpus::Vcpus::one_shot();
+        self
     }
 
     /// Runs check's analysis every `every` looks.
@@ -307,9 +316,12 @@ impl<'a> Agent<'a> {
             self.breaks = None;
         }
         let sample = sample::read(self.host.kernel(), &watched);
+        let (vcpu_samples, vcpu_log) = self.vcpus.look(self.host.kernel());
+        log.extend(vcpu_log);
         {
             let mut m = lock(&self.shared.metrics);
             m.set_shield(&masks);
+            m.update_vcpus(vcpu_samples);
             match sample {
                 Ok(s) => m.update(s),
                 Err(e) => log.push(format!("reading the counters failed: {e}")),
@@ -404,16 +416,6 @@ impl OnThreshold {
     }
 }
 
-/// Writes the node_exporter textfile: a temporary file beside `path`, then
-/// a rename, so the collector never reads half a file.
-pub fn write_textfile(path: &std::path::Path, text: &str) -> io::Result<()> {
-    let tmp = path.with_extension(format!("prom.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
-}
-
 /// The resident memory of this process in kB (/proc/self/status VmRSS).
 pub fn rss_kb(kernel: &dyn Kernel) -> Option<u64> {
     let status = kernel
@@ -455,6 +457,9 @@ pub fn run(
     let kernel = host.kernel();
     let mut agent =
         Agent::new(host, Arc::clone(&shared), settings.options).check_every(settings.check_every);
+    if settings.once {
+        agent = agent.one_shot();
+    }
     if let Some(n) = settings.fast_forward {
         return fast_forward(&mut agent, &shared, settings, kernel, n);
     }
@@ -486,7 +491,7 @@ pub fn run(
         }
         if let Some(path) = &settings.textfile {
             let text = lock(&shared.metrics).render_textfile();
-            if let Err(e) = write_textfile(path, &text) {
+            if let Err(e) = cpushield_report::textfile::write(path, &text) {
                 println!(
                     "cpushield agent: writing the textfile {} failed: {e}",
                     path.display()
@@ -540,7 +545,10 @@ fn fast_forward(
         lines += agent.tick().map(|l| l.len()).unwrap_or(1);
         let text = lock(&shared.metrics).render();
         if let Some(path) = &settings.textfile {
-            write_textfile(path, &metrics::to_textfile(&text))?;
+            cpushield_report::textfile::write(
+                path,
+                &cpushield_report::textfile::to_textfile(&text),
+            )?;
         }
         if i == per_minute || i == n {
             println!(

@@ -2,6 +2,8 @@
 //! counters), encoded by `prometheus-client`.
 
 use crate::sample::Sample;
+use crate::vcpus::VcpuSample;
+use cpushield_report::textfile::to_textfile;
 use cpushield_shield::ShieldMasks;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -9,6 +11,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
+use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 
 /// A label set: (name, value) pairs.
@@ -35,6 +38,10 @@ pub struct Metrics {
     findings: Family<Labels, Gauge>,
     pod_tasks: Gauge,
     latency: Option<LatencyFamily>,
+    vcpu_ready: Family<Labels, Counter<f64, AtomicU64>>,
+    vcpu_run: Family<Labels, Counter<f64, AtomicU64>>,
+    /// Each vCPU's labels and schedstat at the last look, by (VM pid, vCPU).
+    last_vcpus: HashMap<(i32, u32), (Labels, VcpuSample)>,
     last: Option<Sample>,
     user_hz: f64,
 }
@@ -87,6 +94,20 @@ impl Metrics {
             "Tasks of Kubernetes pods whose affinity reaches a CPU shielded from processes (the kubelet places them; the agent does not)",
             pod_tasks.clone(),
         );
+        let vcpu_ready = Family::<Labels, Counter<f64, AtomicU64>>::default();
+        registry.register_with_unit(
+            "vcpu_ready",
+            "Time a guest's vCPU thread was runnable on this host but not running (schedstat run-queue wait: CPU Ready), per VM and vCPU",
+            Unit::Seconds,
+            vcpu_ready.clone(),
+        );
+        let vcpu_run = Family::<Labels, Counter<f64, AtomicU64>>::default();
+        registry.register_with_unit(
+            "vcpu_run",
+            "Time a guest's vCPU thread ran on this host (schedstat), per VM and vCPU",
+            Unit::Seconds,
+            vcpu_run.clone(),
+        );
         let build_info = Family::<Labels, Gauge>::default();
         build_info
             .get_or_create(&labels(&[("version", version)]))
@@ -102,6 +123,9 @@ impl Metrics {
             findings,
             pod_tasks,
             latency: None,
+            vcpu_ready,
+            vcpu_run,
+            last_vcpus: HashMap::new(),
             last: None,
             user_hz: user_hz.max(1) as f64,
         }
@@ -206,6 +230,42 @@ impl Metrics {
         self.last = Some(sample);
     }
 
+    /// Adds what each vCPU's run and run-queue wait grew since the last look
+    /// (the first look of a vCPU adds its time since its thread started), and
+    /// drops the series of the vCPUs no longer there, so that VMs that come
+    /// and go do not grow the exposition.
+    pub fn update_vcpus(&mut self, samples: Vec<VcpuSample>) {
+        let mut now = HashMap::with_capacity(samples.len());
+        for s in samples {
+            let key = (s.pid, s.vcpu);
+            let (labels, was) = match self.last_vcpus.remove(&key) {
+                Some((l, was)) if was.vm == s.vm => (l, Some(was.stat)),
+                Some((l, _)) => {
+                    self.forget_vcpu(&l);
+                    (vcpu_labels(&s), None)
+                }
+                None => (vcpu_labels(&s), None),
+            };
+            let was = was.unwrap_or_default();
+            let secs = |now: u64, was: u64| now.saturating_sub(was) as f64 / 1e9;
+            self.vcpu_ready
+                .get_or_create(&labels)
+                .inc_by(secs(s.stat.wait_ns, was.wait_ns));
+            self.vcpu_run
+                .get_or_create(&labels)
+                .inc_by(secs(s.stat.run_ns, was.run_ns));
+            now.insert(key, (labels, s));
+        }
+        for (_, (labels, _)) in std::mem::replace(&mut self.last_vcpus, now) {
+            self.forget_vcpu(&labels);
+        }
+    }
+
+    fn forget_vcpu(&self, labels: &Labels) {
+        self.vcpu_ready.remove(labels);
+        self.vcpu_run.remove(labels);
+    }
+
     /// The OpenMetrics text exposition of every metric.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -221,33 +281,12 @@ impl Metrics {
     }
 }
 
-/// Converts the OpenMetrics exposition to the Prometheus text format.
-pub fn to_textfile(open_metrics: &str) -> String {
-    let counters: Vec<String> = open_metrics
-        .lines()
-        .filter_map(|l| l.strip_prefix("# TYPE "))
-        .filter_map(|l| l.strip_suffix(" counter"))
-        .map(str::to_string)
-        .collect();
-    let mut out = String::new();
-    for line in open_metrics.lines() {
-        if line == "# EOF" || line.starts_with("# UNIT ") {
-            continue;
-        }
-        let mut line = line.to_string();
-        for prefix in ["# TYPE ", "# HELP "] {
-            if let Some(rest) = line.strip_prefix(prefix) {
-                if let Some((name, tail)) = rest.split_once(' ') {
-                    if counters.iter().any(|c| c == name) {
-                        line = format!("{prefix}{name}_total {tail}");
-                    }
-                }
-            }
-        }
-        out.push_str(&line);
-        out.push('\n');
-    }
-    out
+fn vcpu_labels(s: &VcpuSample) -> Labels {
+    labels(&[
+        ("vm", &s.vm),
+        ("pid", &s.pid.to_string()),
+        ("vcpu", &s.vcpu.to_string()),
+    ])
 }
 
 #[cfg(test)]
@@ -320,6 +359,53 @@ mod tests {
             text.contains("cpushield_corrections_total{cause=\"irq_new\"} 1"),
             "{text}"
         );
+    }
+
+    fn vcpu(vm: &str, pid: i32, vcpu: u32, run_ns: u64, wait_ns: u64) -> VcpuSample {
+        VcpuSample {
+            vm: vm.into(),
+            pid,
+            vcpu,
+            stat: cpushield_parse::schedstat::Schedstat {
+                run_ns,
+                wait_ns,
+                slices: 1,
+            },
+        }
+    }
+
+    #[test]
+    fn vcpu_ready_grows_by_each_vcpus_run_queue_wait_and_a_stopped_vm_leaves_no_series() {
+        let mut m = Metrics::new("0", 100);
+        m.update_vcpus(vec![
+            vcpu("rt", 40, 0, 3_000_000_000, 500_000_000),
+            vcpu("rt", 40, 1, 1_000_000_000, 0),
+        ]);
+        m.update_vcpus(vec![
+            vcpu("rt", 40, 0, 4_000_000_000, 2_000_000_000),
+            vcpu("rt", 40, 1, 1_500_000_000, 250_000_000),
+        ]);
+        let text = m.render();
+        for want in [
+            "# UNIT cpushield_vcpu_ready_seconds seconds",
+            "cpushield_vcpu_ready_seconds_total{vm=\"rt\",pid=\"40\",vcpu=\"0\"} 2.0",
+            "cpushield_vcpu_ready_seconds_total{vm=\"rt\",pid=\"40\",vcpu=\"1\"} 0.25",
+            "cpushield_vcpu_run_seconds_total{vm=\"rt\",pid=\"40\",vcpu=\"0\"} 4.0",
+        ] {
+            assert!(text.contains(want), "missing {want} in:\n{text}");
+        }
+        // The VM stopped and another took its pid: its counters start afresh.
+        m.update_vcpus(vec![vcpu("other", 40, 0, 10, 7_000_000_000)]);
+        let text = m.render();
+        assert!(!text.contains("vm=\"rt\""), "{text}");
+        assert!(
+            text.contains(
+                "cpushield_vcpu_ready_seconds_total{vm=\"other\",pid=\"40\",vcpu=\"0\"} 7.0"
+            ),
+            "{text}"
+        );
+        m.update_vcpus(Vec::new());
+        assert!(!m.render().contains("cpushield_vcpu_ready_seconds_total{"));
     }
 
     #[test]

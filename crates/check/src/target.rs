@@ -5,6 +5,7 @@
 //! with the shield's own reader (`cpushield_shield::state`): the same checks,
 //! the same recovery from the verified copy, through the kernel door.
 
+use crate::CpuSource;
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Kernel;
 use cpushield_shield::snapshot::Scope;
@@ -155,6 +156,37 @@ pub fn shield_in_force(kernel: &dyn Kernel) -> Result<Option<ShieldInForce>, Str
     }
 }
 
+/// The CPUs `check` looks at and where they came from: `cpus` when given,
+/// else the shielded ones; with the shield in force, so that no finding
+/// advises what it already does (with `cpus` given, an unreadable state is
+/// only no knowledge of the shield). Refused, naming the remedy, when
+/// neither names a CPU.
+pub fn choose(
+    kernel: &dyn Kernel,
+    cpus: Option<CpuSet>,
+) -> Result<(CpuSet, CpuSource, Option<ShieldInForce>), String> {
+    let shield = match (&cpus, shield_in_force(kernel)) {
+        (_, Ok(shield)) => shield,
+        (Some(_), Err(_)) => None,
+        (None, Err(e)) => return Err(e),
+    };
+    let (cpus, source) = match cpus {
+        Some(c) => (c, CpuSource::Argument),
+        None => match shielded_cpus(kernel)? {
+            Some(c) if !c.is_empty() => (c, CpuSource::ShieldState),
+            Some(_) => {
+                return Err(format!(
+                    "{SHIELD_STATE}: no CPU is shielded: pass --cpus, e.g. --cpus 1"
+                ))
+            }
+            None => return Err(format!(
+                "no shield is up ({SHIELD_STATE} is absent): pass the CPUs to check with --cpus, e.g. --cpus 1"
+            )),
+        },
+    };
+    Ok((cpus, source, shield))
+}
+
 /// [`shielded_cpus`] from the state file at `path` alone (no fallback to its copy).
 pub fn shielded_cpus_at(kernel: &dyn Kernel, path: &Path) -> Result<Option<CpuSet>, String> {
     let Ok(bytes) = kernel.read_bytes(path) else {
@@ -205,6 +237,16 @@ mod tests {
         // What was set is not trusted while a change was being applied.
         saved.set.applying = true;
         assert!(ShieldInForce::from_saved(&saved).irq_set.is_empty());
+    }
+
+    #[test]
+    fn cpus_given_are_the_ones_checked_and_without_them_or_a_shield_the_refusal_asks_for_them() {
+        let k = FakeKernel::new();
+        let (cpus, source, _) = choose(&k, Some(CpuSet::from_cpus([1]))).unwrap();
+        assert_eq!(cpus.to_list(), "1");
+        assert!(matches!(source, CpuSource::Argument));
+        let e = choose(&k, None).unwrap_err();
+        assert!(e.contains("pass") && e.contains("--cpus"), "{e}");
     }
 
     #[test]

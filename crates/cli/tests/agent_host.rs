@@ -285,3 +285,46 @@ fn the_agent_corrects_an_irq_moved_onto_the_shield_and_prometheus_scrapes_the_co
         );
     }
 }
+
+/// The run-queue wait (ns) of thread `tid` of `pid`: schedstat's second field.
+fn run_queue_wait_ns(pid: i32, tid: i32) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).unwrap();
+    text.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn on_a_vms_host_one_look_of_the_agent_counts_each_vcpus_run_queue_wait_labelled_by_vm_and_vcpu() {
+    let qemu = support::PausedQemu::start("cpushield-agent-test");
+    let pid = qemu.pid();
+    let vcpus: Vec<(u32, i32)> = (0..2)
+        .map(|n| (n, qemu.thread(&format!("CPU {n}/TCG")).unwrap()))
+        .collect();
+    let before: Vec<u64> = vcpus
+        .iter()
+        .map(|(_, t)| run_queue_wait_ns(pid, *t))
+        .collect();
+    let state = tempfile::tempdir().unwrap();
+    let out = Command::new(support::bin())
+        .args(["agent", "--once"])
+        .env("CPUSHIELD_STATE_DIR", state.path())
+        .output()
+        .expect("cpushield runs");
+    assert!(out.status.success(), "agent --once: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for ((vcpu, tid), was) in vcpus.iter().zip(before) {
+        let series = format!(
+            "cpushield_vcpu_ready_seconds_total{{vm=\"cpushield-agent-test\",pid=\"{pid}\",vcpu=\"{vcpu}\"}} "
+        );
+        let value: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix(&series))
+            .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
+            .parse()
+            .unwrap();
+        let now = run_queue_wait_ns(pid, *tid);
+        assert!(
+            was as f64 / 1e9 - 1e-9 <= value && value <= now as f64 / 1e9 + 1e-9,
+            "vCPU {vcpu}: {value} s is not its thread's run-queue wait ({was}..{now} ns)"
+        );
+    }
+}

@@ -1,7 +1,10 @@
 //! `cpushield check` end to end on this machine (read-only, 1 s runs).
 
+mod support;
+
 use std::path::Path;
 use std::process::{Command, Output};
+use support::PausedQemu;
 
 fn cpushield(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cpushield"))
@@ -152,91 +155,6 @@ fn skipped(why: &str) {
     eprintln!("skipped: {why}");
 }
 
-/// A QEMU of two vCPUs, stopped before its first instruction (`-S`): its
-/// threads exist as on any VM's host (vCPU threads named by
-/// `debug-threads=on`), and nothing spins. Killed on drop.
-struct PausedQemu(std::process::Child);
-
-impl PausedQemu {
-    fn start() -> Self {
-        let child = Command::new("qemu-system-x86_64")
-            .args([
-                "-accel",
-                "tcg,thread=multi",
-                "-smp",
-                "2",
-                "-m",
-                "64",
-                "-S",
-                "-nodefaults",
-                "-display",
-                "none",
-                "-monitor",
-                "none",
-                "-serial",
-                "none",
-                "-name",
-                "cpushield-check-test,debug-threads=on",
-            ])
-            .stdin(std::process::Stdio::null())
-            .spawn()
-            .expect("qemu-system-x86_64 runs (scripts/dev-setup.sh installs it)");
-        let qemu = PausedQemu(child);
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while qemu.thread("CPU 1/TCG").is_none() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "QEMU made no 'CPU 1/TCG' thread"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        qemu
-    }
-
-    fn pid(&self) -> i32 {
-        self.0.id() as i32
-    }
-
-    /// Its threads: (id, name).
-    fn threads(&self) -> Vec<(i32, String)> {
-        std::fs::read_dir(format!("/proc/{}/task", self.pid()))
-            .map(|dir| {
-                dir.flatten()
-                    .filter_map(|t| {
-                        let tid = t.file_name().to_str()?.parse().ok()?;
-                        let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
-                        Some((tid, comm.trim_end().to_string()))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    /// The id of its thread named `comm`.
-    fn thread(&self, comm: &str) -> Option<i32> {
-        self.threads()
-            .into_iter()
-            .find(|(_, c)| c == comm)
-            .map(|(tid, _)| tid)
-    }
-
-    /// Every thread id but the vCPUs'.
-    fn others(&self) -> Vec<i32> {
-        self.threads()
-            .into_iter()
-            .filter(|(_, c)| !c.starts_with("CPU "))
-            .map(|(tid, _)| tid)
-            .collect()
-    }
-}
-
-impl Drop for PausedQemu {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn pin(tid: i32, cpus: &str) {
     let st = Command::new("taskset")
         .args(["-pc", cpus, &tid.to_string()])
@@ -272,7 +190,7 @@ fn on_a_vms_host_check_names_an_unpinned_vcpu_thread_and_the_emulator_threads_on
     if !cpu1_online() {
         return;
     }
-    let qemu = PausedQemu::start();
+    let qemu = PausedQemu::start("cpushield-check-test");
     let pid = qemu.pid();
     let (vcpu0, vcpu1) = (
         qemu.thread("CPU 0/TCG").unwrap(),

@@ -1,15 +1,21 @@
-//! What `cpushield compare` and `cpushield demo` say besides the report: a
-//! load refused with the remedies that command has, the progress line, and
-//! the shielded scenarios over `--max-latency`.
+//! What `cpushield compare` and `cpushield demo` do around the runner and
+//! say besides the report: a load refused with the remedies that command
+//! has, the progress line, the host side's blame, the answer on stdout, the
+//! report written, and the shielded scenarios over `--max-latency`.
 
 use crate::experiment::{CompareConfig, CompareError, Progress};
 use crate::{runner, Lab};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Host;
 use cpushield_load::LoadError;
+use cpushield_report::table;
 use cpushield_report::{human_ns, CompareReport};
 use cpushield_rt::reserve::{CpuUse, ReserveDir};
+use cpushield_vm::blame::HostSide;
+use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 /// What `command` (`compare` or `demo`) does on `host` before the experiment
 /// of `config`: the preflight (a load that cannot start is refused with the
@@ -137,6 +143,117 @@ pub fn over_limit(report: &CompareReport, limit_ns: u64) -> Option<String> {
     (!over.is_empty()).then(|| over.join(", "))
 }
 
+/// Runs the experiment of `config` on `host` while the host side (`cpushield
+/// vm watch`, asked over `host_channel` or the port found) is collected:
+/// one that dies halfway still leaves what it said before. Returns the
+/// report with the host side's blame in it, and the lines it said.
+pub fn run_with_host_side(
+    host: &Host,
+    config: &CompareConfig,
+    host_channel: Option<&Path>,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(CompareReport, Vec<String>), CompareError> {
+    let host_side = HostSide::start(host.kernel(), host_channel);
+    let mut report = runner::run(&Lab::real(host), config, stop, progress)?;
+    let host_lines = host_side.blame(&mut report);
+    Ok((report, host_lines))
+}
+
+/// How the answer is laid out on stdout.
+#[derive(Debug, Clone, Copy)]
+pub struct View {
+    /// Every table after the answer.
+    pub verbose: bool,
+    /// The terminal's width; None when stdout is not a terminal: a pipe or
+    /// a file gets each paragraph on one line, for grep, and a terminal
+    /// showing it later wraps it itself.
+    pub width: Option<usize>,
+    /// Lines printed before the answer (the demo's first line).
+    pub lines_before: usize,
+}
+
+/// The answer to print once the experiment is done: the answer (every table
+/// when verbose, else what fits the screen after `view.lines_before`), then
+/// what the host side said.
+pub fn answer(report: &CompareReport, host_lines: &[String], view: View) -> String {
+    let mut out = if view.verbose {
+        table::render(report, view.width)
+    } else {
+        let budget = table::ANSWER_LINES.saturating_sub(view.lines_before);
+        table::answer(report, view.width, Some(budget))
+    };
+    for line in host_lines {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// How a finished experiment ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// The report is written and nothing was over the limit.
+    Done,
+    /// The report could not be written.
+    Failed,
+    /// A shielded scenario was over `--max-latency`.
+    OverLimit,
+}
+
+/// What a finished experiment says after its answer, and how it ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conclusion {
+    /// For stdout: where the report is.
+    pub stdout: String,
+    /// For stderr, one line each, without the program's name.
+    pub stderr: Vec<String>,
+    /// How it ends.
+    pub ending: Ending,
+}
+
+/// Writes `report` to `out` and says where; says when the run was
+/// `interrupted` and which shielded scenarios were over `max_latency`.
+pub fn conclude(
+    report: &CompareReport,
+    out: &Path,
+    max_latency: Option<Duration>,
+    interrupted: bool,
+) -> Conclusion {
+    let mut c = Conclusion {
+        stdout: String::new(),
+        stderr: Vec::new(),
+        ending: Ending::Done,
+    };
+    if let Err(e) = cpushield_report::write_all(report, out) {
+        c.stderr.push(format!(
+            "error: writing the report to {}: {e}",
+            out.display()
+        ));
+        c.ending = Ending::Failed;
+        return c;
+    }
+    let _ = writeln!(
+        c.stdout,
+        "report: {}/report.html (and report.json, latency.svg/png, determinism.svg/png)",
+        out.display()
+    );
+    if interrupted {
+        c.stderr.push("interrupted: the report holds what was measured; the shield was reset and the load stopped".into());
+    }
+    let limit_ns = max_latency.map(|l| l.as_nanos() as u64);
+    if let Some((limit_ns, over)) =
+        limit_ns.and_then(|l| over_limit(report, l).map(|over| (l, over)))
+    {
+        c.stderr.push(format!(
+            "--max-latency {} exceeded in {over}",
+            human_ns(limit_ns)
+        ));
+        c.ending = Ending::OverLimit;
+    }
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,5 +329,63 @@ mod tests {
         };
         let m = p.message();
         assert!(m.starts_with("scenario 5/5 unshielded-cpu: latency"), "{m}");
+    }
+
+    fn shielded_at(max_ns: u64) -> CompareReport {
+        let mut shielded = cpushield_report::ScenarioResult {
+            name: "shielded".into(),
+            shielded: true,
+            ..Default::default()
+        };
+        shielded.latency.max_ns = max_ns;
+        CompareReport {
+            scenarios: vec![shielded],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_written_report_is_named_and_a_shielded_scenario_over_the_limit_ends_over_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let report = shielded_at(41_000);
+        let within = conclude(&report, dir.path(), Some(Duration::from_micros(50)), false);
+        assert_eq!(within.ending, Ending::Done);
+        assert!(within.stdout.starts_with("report: "), "{}", within.stdout);
+        assert!(within.stderr.is_empty(), "{:?}", within.stderr);
+        assert!(dir.path().join("report.json").is_file());
+        let over = conclude(&report, dir.path(), Some(Duration::from_micros(40)), true);
+        assert_eq!(over.ending, Ending::OverLimit);
+        assert!(
+            over.stderr[0].starts_with("interrupted: "),
+            "{:?}",
+            over.stderr
+        );
+        assert!(
+            over.stderr[1].starts_with("--max-latency ") && over.stderr[1].contains("shielded ("),
+            "{:?}",
+            over.stderr
+        );
+    }
+
+    #[test]
+    fn a_report_that_cannot_be_written_fails_naming_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("not-a-dir");
+        std::fs::write(&file, "").unwrap();
+        let c = conclude(&shielded_at(1), &file, None, false);
+        assert_eq!(c.ending, Ending::Failed);
+        assert!(c.stdout.is_empty());
+        assert!(c.stderr[0].contains("not-a-dir"), "{:?}", c.stderr);
+    }
+
+    #[test]
+    fn the_answer_ends_with_what_the_host_side_said() {
+        let view = View {
+            verbose: false,
+            width: None,
+            lines_before: 0,
+        };
+        let text = answer(&shielded_at(1), &["host: vCPU 1 waited".into()], view);
+        assert!(text.ends_with("host: vCPU 1 waited\n"), "{text}");
     }
 }

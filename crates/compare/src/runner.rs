@@ -216,28 +216,13 @@ pub fn run(
     let (planned, skipped) = plan_scenarios(&config.scenarios, &online, &shielded_cpus);
     let mut general = Vec::new();
     let housekeeping = housekeeping_cpus(&online, &planned);
-    let mut experiment = Experiment {
-        lab,
-        config,
-        stop,
-        progress,
+    let plan = Plan {
         shielded_cpus,
-        own_affinity: keep_to(lab.host.kernel(), housekeeping.as_ref()),
-        own_cgroup: None,
         online: online.clone(),
         housekeeping,
         total: planned.len(),
-        shield: None,
-        load: None,
-        shield_notes: Vec::new(),
-        iterations: None,
-        threshold: None,
-        cyclictest: None,
-        rtla: None,
-        osnoise_absent: false,
-        nested_namespace: false,
-        results: Vec::new(),
     };
+    let mut experiment = Experiment::new(lab, config, stop, progress, plan);
     experiment.find_anchor(&mut general);
     experiment.threshold = experiment.spike_threshold(planned.first())?;
     for (index, (scenario, cpus)) in planned.iter().enumerate() {
@@ -272,14 +257,18 @@ pub fn run(
 
 /// Where the experiment is, for its progress reports.
 #[derive(Debug, Clone, Copy)]
-struct At {
-    scenario: Scenario,
-    index: usize,
-    total: usize,
+pub(crate) struct At {
+    /// The scenario run.
+    pub scenario: Scenario,
+    /// Its place in the run, from 0.
+    pub index: usize,
+    /// How many the run has.
+    pub total: usize,
 }
 
 impl At {
-    fn progress(self, phase: &'static str, fraction: f64, max_ns: u64) -> Progress {
+    /// The progress report of `phase` at this place.
+    pub(crate) fn progress(self, phase: &'static str, fraction: f64, max_ns: u64) -> Progress {
         Progress {
             scenario: self.scenario,
             index: self.index,
@@ -299,9 +288,23 @@ struct LatencyPhase {
     findings: Vec<CheckFinding>,
 }
 
+/// What an experiment shields and where cpushield's own work stays.
+pub(crate) struct Plan {
+    /// The CPUs the shielded scenarios shield.
+    pub shielded_cpus: CpuSet,
+    /// The online CPUs.
+    pub online: CpuSet,
+    /// Where cpushield's own threads and processes stay (None: anywhere).
+    pub housekeeping: Option<CpuSet>,
+    /// How many scenarios the run has.
+    pub total: usize,
+}
+
 /// A running experiment: what is up on the machine and what was measured.
-/// Dropped, it restores the machine (see [`Experiment::restore`]).
-struct Experiment<'a> {
+/// Dropped, it restores the machine (see [`Experiment::restore`]). The
+/// scenarios of `compare` and the sibling states of `compare --smt` are run
+/// by its phases.
+pub(crate) struct Experiment<'a> {
     lab: &'a Lab,
     config: &'a CompareConfig,
     stop: &'a AtomicBool,
@@ -344,11 +347,46 @@ impl Drop for Experiment<'_> {
 }
 
 impl<'a> Experiment<'a> {
-    fn stopped(&self) -> bool {
+    /// An experiment of `config` in `lab` by `plan`, nothing up yet; this
+    /// thread (and what it starts) keeps to the plan's housekeeping CPUs.
+    pub(crate) fn new(
+        lab: &'a Lab,
+        config: &'a CompareConfig,
+        stop: &'a AtomicBool,
+        progress: &'a mut dyn FnMut(Progress),
+        plan: Plan,
+    ) -> Self {
+        Experiment {
+            lab,
+            config,
+            stop,
+            progress,
+            shielded_cpus: plan.shielded_cpus,
+            own_affinity: keep_to(lab.host.kernel(), plan.housekeeping.as_ref()),
+            own_cgroup: None,
+            online: plan.online,
+            housekeeping: plan.housekeeping,
+            total: plan.total,
+            shield: None,
+            load: None,
+            shield_notes: Vec::new(),
+            iterations: None,
+            threshold: None,
+            cyclictest: None,
+            rtla: None,
+            osnoise_absent: false,
+            nested_namespace: false,
+            results: Vec::new(),
+        }
+    }
+
+    /// Whether the run was asked to stop.
+    pub(crate) fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }
 
-    fn tell(&mut self, progress: Progress) {
+    /// Reports progress.
+    pub(crate) fn tell(&mut self, progress: Progress) {
         (self.progress)(progress);
     }
 
@@ -362,7 +400,7 @@ impl<'a> Experiment<'a> {
     /// Stops the load, then takes the shield down: a load still forking
     /// while reset moves its tasks back would race it (its children are
     /// born in the shield's cgroups). Idempotent.
-    fn restore(&mut self) -> Result<(), CompareError> {
+    pub(crate) fn restore(&mut self) -> Result<(), CompareError> {
         if let Some(load) = self.load.take() {
             load.stop();
         }
@@ -426,7 +464,11 @@ impl<'a> Experiment<'a> {
     }
 
     /// One scenario, phase by phase.
-    fn scenario(&mut self, at: At, cpus: &CpuSet) -> Result<ScenarioResult, CompareError> {
+    pub(crate) fn scenario(
+        &mut self,
+        at: At,
+        cpus: &CpuSet,
+    ) -> Result<ScenarioResult, CompareError> {
         let scenario = at.scenario;
         self.bring_up(at)?;
         let mut notes = std::mem::take(&mut self.shield_notes);
@@ -478,9 +520,10 @@ impl<'a> Experiment<'a> {
     }
 
     /// Starts the load and raises the shield when the scenario is the first
-    /// to need them; they stay up for the scenarios after it.
-    fn bring_up(&mut self, at: At) -> Result<(), CompareError> {
-        if at.scenario.loaded() && self.load.is_none() {
+    /// to need them; they stay up for the scenarios after it. `--smt` runs
+    /// no load: the sibling's spinner is its only disturbance.
+    pub(crate) fn bring_up(&mut self, at: At) -> Result<(), CompareError> {
+        if at.scenario.loaded() && !self.config.smt && self.load.is_none() {
             self.tell(at.progress("load", 0.0, 0));
             let spec = load_spec(self.config, &self.online, self.housekeeping.as_ref());
             self.load = Some(self.lab.runs.start_load(&spec)?);

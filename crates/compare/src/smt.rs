@@ -10,19 +10,16 @@
 
 use crate::experiment::{CompareConfig, CompareError, Progress};
 use crate::idle::{self, IdleMode};
-use crate::irqcount::interrupts_on;
 use crate::lab::Lab;
+use crate::runner::{At, Experiment, Plan};
 use crate::scenario::Scenario;
-use crate::summary::{determinism_summary, host_line, latency_summary, rfc3339_now};
+use crate::summary::{host_line, rfc3339_now};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Kernel;
-use cpushield_measure::determinism::{DeterminismConfig, Work};
-use cpushield_measure::latency::{LatencyConfig, Length};
-use cpushield_report::{CompareReport, ScenarioResult, Verdict, SCHEMA};
+use cpushield_report::{CompareReport, Verdict, SCHEMA};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// What the measured CPU's SMT sibling does during one measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,7 +222,10 @@ impl Drop for Spinner {
     }
 }
 
-/// Runs the three measurements of `compare --smt` (see the module).
+/// Runs the three measurements of `compare --smt` (see the module): the
+/// runner's shielded scenario, phase by phase, once per state of the
+/// sibling, with no load, anchor, trace or check beside it, the CPU idling
+/// as asked (halting unless polling is asked for).
 pub fn run(
     lab: &Lab,
     config: &CompareConfig,
@@ -236,34 +236,39 @@ pub fn run(
     let (cpu, sibs) = choose_on(kernel, config.cpus.as_ref())?;
     let measured = CpuSet::from_cpus([cpu]);
     let online = cpushield_kernel::online_cpus(kernel)?;
+    let config = CompareConfig {
+        idle: match config.idle {
+            IdleMode::Poll => IdleMode::Poll,
+            _ => IdleMode::Halt,
+        },
+        attribute: false,
+        anchor: false,
+        audit: None,
+        ..config.clone()
+    };
     let total = SiblingState::ALL.len();
-    let shield = lab.raise_shield(&measured)?;
-    // As the scenario runner: the probe's thread joins the shield alone, on
-    // cgroup v2 from the root cgroup (see `placement::enter_root_cgroup`).
-    let own_cgroup = cpushield_shield::layout::detect(kernel).and_then(|layout| {
-        cpushield_shield::placement::enter_root_cgroup(kernel, &layout)
-            .ok()
-            .flatten()
-            .map(|cgroup| (layout, cgroup))
-    });
-    let idle_choice = idle::fixed(match config.idle {
-        IdleMode::Poll => IdleMode::Poll,
-        _ => IdleMode::Halt,
-    });
+    let plan = Plan {
+        shielded_cpus: measured.clone(),
+        online: online.clone(),
+        // The process may run anywhere, the sibling included: it goes
+        // offline in one state.
+        housekeeping: None,
+        total,
+    };
+    let mut experiment = Experiment::new(lab, &config, stop, progress, plan);
     let mut results = Vec::new();
     for (index, state) in SiblingState::ALL.into_iter().enumerate() {
-        if stop.load(Ordering::Relaxed) {
+        if experiment.stopped() {
             break;
         }
-        let report = |phase, fraction, max_ns| Progress {
+        let at = At {
             scenario: Scenario::Shielded,
             index,
             total,
-            phase,
-            fraction,
-            max_ns,
         };
-        progress(report(state.name(), 0.0, 0));
+        experiment.tell(at.progress(state.name(), 0.0, 0));
+        // The shield first, then the sibling's state beside it.
+        experiment.bring_up(at)?;
         let spinner = match state {
             SiblingState::Busy => Some(Spinner::start(lab.host.shared_kernel(), &sibs)?),
             _ => None,
@@ -272,67 +277,20 @@ pub fn run(
             SiblingState::Offline => Some(Offline::take(kernel, &sibs)?),
             _ => None,
         };
-        let irqs_before = interrupts_on(kernel, &measured);
-        let started = Instant::now();
-        let mut lat = LatencyConfig::new(measured.clone());
-        lat.period = config.period;
-        lat.length = Length::Duration(config.duration);
-        lat.priority = Some(config.priority);
-        lat.idle_poll = idle_choice.policy == "poll";
-        lat.placer = Some(lab.runs.shield_placement());
-        let latency_report = lab.runs.latency(&lat, stop, &mut |p| {
-            progress(report("latency", p.fraction, p.max_ns))
-        })?;
-        let latency = latency_summary(&latency_report);
-        let determinism = if config.determinism_runs > 0 && !stop.load(Ordering::Relaxed) {
-            let mut det = DeterminismConfig::new(measured.clone());
-            det.runs = config.determinism_runs;
-            det.priority = Some(config.priority);
-            det.placer = Some(lab.runs.shield_placement());
-            det.work = Work::Duration(config.determinism_work);
-            let r = lab.runs.determinism(&det, stop, &mut |p| {
-                progress(report("determinism", p.fraction, latency.max_ns))
-            })?;
-            Some(determinism_summary(&r, None, 0))
-        } else {
-            None
-        };
-        let elapsed = started.elapsed().as_secs_f64().max(1e-9);
-        let irqs_per_s =
-            interrupts_on(kernel, &measured).saturating_sub(irqs_before) as f64 / elapsed;
+        let result = experiment.scenario(at, &measured);
+        // The sibling back before anything else (the shield comes down last).
         drop(offline);
         drop(spinner);
-        let warnings = latency_report
-            .run
-            .warnings
-            .iter()
-            .map(|w| format!("{} (fix: {})", w.message, w.fix))
-            .collect();
-        results.push(ScenarioResult {
-            name: state.name().into(),
-            description: state.description().into(),
-            measured_cpus: measured.to_list(),
-            shielded: true,
-            advance_ns: None,
-            latency,
-            determinism,
-            load: Vec::new(),
-            irqs_per_s,
-            warnings,
-            idle: Some(idle_choice.clone()),
-            attribution: None,
-            anchor: None,
-            rtla: None,
-            notes: vec![format!("SMT sibling CPU(s) {sibs} of CPU {cpu}")],
-            findings: Vec::new(),
-            batch: None,
-        });
+        let mut result = result?;
+        result.name = state.name().into();
+        result.description = state.description().into();
+        result
+            .notes
+            .push(format!("SMT sibling CPU(s) {sibs} of CPU {cpu}"));
+        results.push(result);
     }
-    let lowered = shield.lower();
-    if let Some((layout, cgroup)) = own_cgroup {
-        let _ = cpushield_shield::placement::leave_root_cgroup(kernel, &layout, &cgroup);
-    }
-    lowered?;
+    experiment.restore()?;
+    drop(experiment);
     if let (Some(busy), Some(off)) = (
         results.iter().find(|r| r.name == SiblingState::Busy.name()),
         results
@@ -348,6 +306,7 @@ pub fn run(
             first.notes.push(line);
         }
     }
+    let idle_choice = idle::fixed(config.idle);
     let mut report = CompareReport {
         schema: SCHEMA.into(),
         created: rfc3339_now(),

@@ -932,3 +932,61 @@ fn a_traced_anchor_that_sees_the_shield_work_in_the_guest_agrees() {
         .iter()
         .any(|n| n.starts_with("rtla timerlat not traced: none of its wakeups")));
 }
+
+#[test]
+fn smt_measures_the_shielded_cpu_once_per_sibling_state_with_no_load_or_anchor_and_brings_the_sibling_back(
+) {
+    let kernel = machine();
+    // Two cores, {0,2} and {1,3}: CPU 3 is measured beside its sibling CPU 1.
+    for cpu in 0..4 {
+        let core = if cpu % 2 == 0 { "0,2" } else { "1,3" };
+        kernel.set_file(
+            format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"),
+            format!("{core}\n"),
+        );
+    }
+    kernel.set_file("/sys/devices/system/cpu/cpu1/online", "1\n");
+    // The spinner's thread places itself (thread 0 to the fake).
+    kernel.set_thread_affinity(0, CpuSet::parse_list("0-3").unwrap());
+    let seen = Arc::new(Seen::default());
+    let lab = lab(&kernel, &seen);
+    let dir = tempfile::tempdir().unwrap();
+    let (files_before, tasks_before) = machine_state(&kernel);
+    let mut config = config(dir.path(), EVERY_SCENARIO.to_vec());
+    config.smt = true;
+
+    let report = run(&lab, &config).unwrap();
+
+    let names: Vec<&str> = report.scenarios.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["smt-busy", "smt-idle", "smt-offline"]);
+    for s in &report.scenarios {
+        assert!(
+            s.shielded && s.determinism.is_some() && s.anchor.is_none(),
+            "{s:#?}"
+        );
+        assert!(
+            s.notes.iter().any(|n| n == "SMT sibling CPU(s) 1 of CPU 3"),
+            "{:?}",
+            s.notes
+        );
+    }
+    assert!(report.scenarios[0]
+        .notes
+        .iter()
+        .any(|n| n.starts_with("Brosky & Rotolo Figure 4")));
+    // The runner's latency and determinism phases, in the shield, halting
+    // (idle auto is halt here), no calibration, load, anchor or check.
+    let state = [
+        "latency cpus=3 shield=true placed=true load=false poll=false advance=false",
+        "determinism cpus=3 shield=true placed=true",
+    ];
+    assert_eq!(seen.lines(), [state, state, state].concat());
+    let (files_after, tasks_after) = machine_state(&kernel);
+    assert_eq!(
+        files_after, files_before,
+        "the sibling online, the shield gone"
+    );
+    for task in [100, 101] {
+        assert_eq!(tasks_after.get(&task), tasks_before.get(&task));
+    }
+}

@@ -122,6 +122,8 @@ proptest! {
     ) {
         let _ = cpushield_parse::pid_stat::parse_thread_stat(&stat);
         let _ = cpushield_parse::schedstat::parse_schedstat_runtime(&sched);
+        let _ = cpushield_parse::schedstat::parse_schedstat(&sched);
+        let _ = cpushield_parse::qemu_args::vm_name(sched.as_bytes());
         let raw = cpushield_check::snapshot::RawThread {
             pid: 1,
             stat: stat.clone(),

@@ -18,6 +18,12 @@ use std::sync::Arc;
 pub trait Clock: Send + Sync {
     /// The current time, ns.
     fn now_ns(&self) -> u64;
+
+    /// Lets `d` pass on this clock: the system's sleeps, a fake one moves
+    /// itself forward, so that a wait with a deadline on it ends at once.
+    fn sleep(&self, d: std::time::Duration) {
+        std::thread::sleep(d);
+    }
 }
 
 /// The system's CLOCK_MONOTONIC.
@@ -53,6 +59,10 @@ impl FakeClock {
 impl Clock for FakeClock {
     fn now_ns(&self) -> u64 {
         self.now.load(Ordering::SeqCst)
+    }
+
+    fn sleep(&self, d: std::time::Duration) {
+        self.advance(d.as_nanos() as u64);
     }
 }
 

@@ -34,6 +34,18 @@ pub enum Work {
     Iterations(u64),
 }
 
+impl Work {
+    /// What `--iterations` or `--work` names (the iterations when both do);
+    /// a second's loop when neither does.
+    pub fn from_iterations_or_duration(iterations: Option<u64>, work: Option<Duration>) -> Self {
+        match (iterations, work) {
+            (Some(n), _) => Work::Iterations(n),
+            (None, Some(d)) => Work::Duration(d),
+            (None, None) => Work::Duration(Duration::from_secs(1)),
+        }
+    }
+}
+
 /// Configuration of a determinism run.
 #[derive(Debug, Clone)]
 pub struct DeterminismConfig {

@@ -53,6 +53,18 @@ pub enum Length {
     Samples(u64),
 }
 
+impl Length {
+    /// What `--samples` or `--duration` names (the samples when both do); a
+    /// minute when neither does.
+    pub fn from_samples_or_duration(samples: Option<u64>, duration: Option<Duration>) -> Self {
+        match (samples, duration) {
+            (Some(n), _) => Length::Samples(n),
+            (None, Some(d)) => Length::Duration(d),
+            (None, None) => Length::Duration(Duration::from_secs(60)),
+        }
+    }
+}
+
 /// Configuration of a latency run.
 #[derive(Debug, Clone)]
 pub struct LatencyConfig {

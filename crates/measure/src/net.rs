@@ -102,6 +102,17 @@ pub enum Link {
     Peer(SocketAddr),
 }
 
+impl Link {
+    /// The link `--peer` or `--veth` names; loopback when neither does.
+    pub fn from_options(peer: Option<&str>, veth: bool) -> Result<Link, String> {
+        Ok(match (peer, veth) {
+            (Some(peer), _) => Link::Peer(resolve_peer(peer)?),
+            (None, true) => Link::Veth,
+            (None, false) => Link::Loopback,
+        })
+    }
+}
+
 impl std::fmt::Display for Link {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -867,6 +878,30 @@ pub struct ServeSummary {
     pub udp_echoed: u64,
     /// TCP messages echoed.
     pub tcp_echoed: u64,
+}
+
+impl ServeConfig {
+    /// The server end on `cpu`, listening on `port` of every address, at
+    /// SCHED_OTHER, its memory locked, placed by plain affinity.
+    pub fn on_port(cpu: usize, port: u16) -> Self {
+        ServeConfig {
+            cpu,
+            bind: SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)),
+            priority: None,
+            lock_memory: true,
+            placer: None,
+        }
+    }
+}
+
+impl std::fmt::Display for ServeSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "served {} UDP datagrams and {} TCP messages",
+            self.udp_echoed, self.tcp_echoed
+        )
+    }
 }
 
 /// Serves UDP and TCP echo on `config.bind` until `stop` is set; `ready` is

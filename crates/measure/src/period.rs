@@ -34,6 +34,16 @@ impl Period {
         Period::Rate { hz }
     }
 
+    /// The period `--rate` or `--interval` names (the interval when both
+    /// do); realfeel's 2048 Hz when neither does.
+    pub fn from_rate_or_interval(rate: Option<u32>, interval: Option<Duration>) -> Self {
+        match (rate, interval) {
+            (_, Some(i)) => Period::from_interval(i),
+            (Some(r), None) => Period::from_rate(r),
+            (None, None) => Period::from_rate(2048),
+        }
+    }
+
     /// A period of a fixed interval.
     pub fn from_interval(interval: Duration) -> Self {
         Period::Interval {

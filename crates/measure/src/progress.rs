@@ -14,3 +14,15 @@ pub struct Progress {
     /// Largest value so far over all CPUs, in nanoseconds (latency, gap or run time).
     pub max_ns: u64,
 }
+
+impl Progress {
+    /// The progress bar's message: `what` recorded so far and the largest
+    /// value (`2048 samples, max 12.3 us`).
+    pub fn message(&self, what: &str) -> String {
+        format!(
+            "{} {what}, max {}",
+            self.samples,
+            crate::render::units::fmt_ns(self.max_ns)
+        )
+    }
+}

@@ -38,6 +38,16 @@ pub enum SourceRequest {
     Exactly(Source),
 }
 
+impl SourceRequest {
+    /// The source asked for; `Auto` is the timer, as [`select`] decides.
+    pub fn source(self) -> Source {
+        match self {
+            SourceRequest::Auto => Source::Timer,
+            SourceRequest::Exactly(s) => s,
+        }
+    }
+}
+
 /// The RTC device realfeel reads.
 pub const RTC_DEVICE: &str = "/dev/rtc0";
 /// The HPET character device.

@@ -226,6 +226,17 @@ pub enum TraceAbove {
     ShortRunP99,
 }
 
+impl TraceAbove {
+    /// What `--trace-above` or `--attribute` asks for; `None`: no tracing.
+    pub fn from_options(trace_above: Option<Duration>, attribute: bool) -> Option<Self> {
+        match (trace_above, attribute) {
+            (Some(t), _) => Some(TraceAbove::Fixed(t)),
+            (None, true) => Some(TraceAbove::ShortRunP99),
+            (None, false) => None,
+        }
+    }
+}
+
 /// The kernel trace a latency run asks for.
 pub struct SpikeTracing {
     /// Which samples are explained.

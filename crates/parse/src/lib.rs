@@ -18,6 +18,7 @@ pub mod pid_cgroup;
 pub mod pid_stat;
 pub mod pid_status;
 pub mod preempt;
+pub mod qemu_args;
 pub mod qemu_thread;
 pub mod schedstat;
 pub mod softirqs;

@@ -4,7 +4,10 @@
 //! worst cases, whose cells carry it (`34.7 ms`) for a first reader.
 
 use crate::answer::Answer;
-use crate::model::{AttributionSummary, CauseRow, CompareReport, LatencySummary, BUCKET_EDGES_NS};
+use crate::model::{
+    AttributionSummary, CauseRow, CompareReport, HostCause, LatencySummary, SampleWindow,
+    BUCKET_EDGES_NS,
+};
 use crate::units::TimeColumn;
 
 /// A table as text cells.
@@ -357,9 +360,90 @@ pub fn causes(causes: &[CauseRow], fix_apart: bool) -> Cells {
     cells
 }
 
+/// The host's view of the samples that lost the most time outside the guest
+/// (`cpushield vm watch` answering on the virtio-serial port): for each, the
+/// vCPU, its time outside the guest, why the host did not run it, what held
+/// its host CPU and for how long, and the clock offset's error that bounds
+/// every host time. `samples` and `host` are in the same order.
+pub fn host_causes(samples: &[SampleWindow], host: &[HostCause]) -> Cells {
+    let outside = TimeColumn::fit(samples.iter().map(|w| w.outside_ns));
+    let held = TimeColumn::fit(host.iter().filter_map(|c| c.culprit_ns));
+    let err = TimeColumn::fit(host.iter().map(|c| c.err_ns));
+    let mut cells = Cells::new(
+        &[
+            ("vCPU", ""),
+            ("outside", outside.unit()),
+            ("host saw", ""),
+            ("held by", ""),
+            ("host CPU", ""),
+            ("held", held.unit()),
+            ("± clock", err.unit()),
+        ],
+        &[2, 3],
+    );
+    for (w, c) in samples.iter().zip(host) {
+        cells.rows.push(vec![
+            c.vcpu.to_string(),
+            outside.number(w.outside_ns),
+            c.kind.clone(),
+            match (&c.culprit, c.culprit_pid) {
+                (Some(name), Some(pid)) => format!("{name} (pid {pid})"),
+                (Some(name), None) => name.clone(),
+                _ => "-".into(),
+            },
+            or_dash(c.host_cpu.map(|cpu| cpu.to_string())),
+            c.culprit_ns
+                .map_or_else(|| "-".into(), |ns| held.number(ns)),
+            err.number(c.err_ns),
+        ]);
+    }
+    cells
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hosts_view_names_what_held_each_vcpu_and_the_clock_error_beside_the_guests_time() {
+        let samples = [
+            SampleWindow {
+                cpu: 1,
+                intended_ns: 1,
+                actual_ns: 2,
+                outside_ns: 41_200_000,
+            },
+            SampleWindow {
+                cpu: 1,
+                intended_ns: 3,
+                actual_ns: 4,
+                outside_ns: 2_000_000,
+            },
+        ];
+        let host = [
+            HostCause {
+                kind: "preempted".into(),
+                vcpu: 1,
+                err_ns: 400_000,
+                culprit: Some("sh".into()),
+                culprit_pid: Some(4711),
+                host_cpu: Some(1),
+                culprit_ns: Some(40_300_000),
+                ..HostCause::default()
+            },
+            HostCause {
+                kind: "halted".into(),
+                vcpu: 1,
+                err_ns: 400_000,
+                ..HostCause::default()
+            },
+        ];
+        let c = host_causes(&samples, &host);
+        assert_eq!(c.header[2], "host saw");
+        assert_eq!(c.rows[0][2..5], ["preempted", "sh (pid 4711)", "1"]);
+        assert_eq!(c.rows[1][2..6], ["halted", "-", "-", "-"]);
+        assert_eq!(c.rows.len(), 2);
+    }
 
     #[test]
     fn percentages_keep_the_tail_digits() {

@@ -253,6 +253,18 @@ fn split_sections(report: &CompareReport) -> String {
                 table(&cells::causes(&a.causes, true))
             );
         }
+        if !a.host_causes.is_empty() {
+            let _ = writeln!(
+                causes,
+                "<h3>{}: what the host saw</h3><p>The samples that lost the most time outside the guest, as the host side (<code>cpushield vm watch</code>) saw their vCPU: every host time is uncertain by the clock error beside it.</p>{}<ul>{}</ul>",
+                escape(&s.name),
+                table(&cells::host_causes(&a.outside_samples, &a.host_causes)),
+                a.host_causes
+                    .iter()
+                    .map(|c| format!("<li>{}</li>", escape_words(&c.line)))
+                    .collect::<String>()
+            );
+        }
     }
     let threshold = report
         .scenarios

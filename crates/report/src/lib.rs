@@ -11,6 +11,7 @@ pub mod output;
 pub mod plot;
 pub mod sharing;
 pub mod table;
+pub mod textfile;
 pub mod trials;
 pub mod units;
 pub mod verdict;

@@ -427,6 +427,17 @@ fn split_lines(lines: &mut Vec<String>, report: &CompareReport, width: Option<us
                 a.causes.len() - CAUSES_SHOWN
             ));
         }
+        if !a.host_causes.is_empty() {
+            lines.push(format!("what the host saw, {}:", s.name));
+            lines.extend(
+                grid(
+                    &cells::host_causes(&a.outside_samples, &a.host_causes),
+                    width,
+                )
+                .into_iter()
+                .map(|l| format!("  {l}")),
+            );
+        }
     }
 }
 

@@ -967,3 +967,40 @@ fn headless_chromium(chromium: &str, profile: &Path) -> Command {
     .arg(format!("--user-data-dir={}", profile.display()));
     c
 }
+
+#[test]
+fn the_hosts_view_of_each_sample_outside_the_guest_is_in_the_text_and_the_html() {
+    let mut r = traced(30_000_000, 60_000, 41_200_000, 0);
+    let a = shielded_of(&mut r).attribution.as_mut().unwrap();
+    a.outside_samples = vec![SampleWindow {
+        cpu: 1,
+        intended_ns: 10,
+        actual_ns: 41_200_010,
+        outside_ns: 41_200_000,
+    }];
+    a.host_causes = vec![HostCause {
+        line: "on the host, sh (pid 4711) ran on host CPU 1 for 40.3 ms while vCPU 1 was runnable"
+            .into(),
+        kind: "preempted".into(),
+        vcpu: 1,
+        overlap_ns: 41_000_000,
+        err_ns: 400_000,
+        culprit: Some("sh".into()),
+        culprit_pid: Some(4711),
+        host_cpu: Some(1),
+        culprit_ns: Some(40_300_000),
+        missing_from_ns: None,
+    }];
+    let text = cpushield_report::table::details(&r, None);
+    let at = text
+        .find("what the host saw, shielded:")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(text[at..].contains("sh (pid 4711)"), "{text}");
+    let html = cpushield_report::html::render(&r, "", "");
+    assert!(
+        html.contains("<h3>shielded: what the host saw</h3>"),
+        "{html}"
+    );
+    assert!(html.contains("sh (pid 4711)"), "{html}");
+    assert!(html.contains("while vCPU 1 was runnable"), "{html}");
+}

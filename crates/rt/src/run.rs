@@ -242,24 +242,66 @@ fn step(what: impl Into<String>) -> impl FnOnce(io::Error) -> RunError {
     move |source| RunError::Step { what, source }
 }
 
-/// Why a shared (`--share`) run cannot also have what `spec` asks for, in one
-/// line with the remedy; `None` when nothing conflicts.
-fn share_conflict(spec: &RunSpec) -> Option<String> {
-    let what = if let Some(p) = spec.policy {
-        format!("{p}")
-    } else if spec.mlock {
-        "locked memory (--mlock)".to_string()
-    } else if spec.reserve {
-        "a reservation (--reserve)".to_string()
-    } else if spec.idle_poll {
-        "polling (--idle-poll)".to_string()
-    } else {
-        return None;
-    };
-    Some(format!(
-        "--share runs best-effort work at {SHARE_POLICY} in the CPUs' idle time; it cannot \
-         also have {what}: drop one of the two"
-    ))
+impl RunSpec {
+    /// With `share`, the first option given that a shared run cannot have,
+    /// named as on the command line (`--fifo`, `--mlock`…).
+    pub fn share_conflict(&self) -> Option<&'static str> {
+        if !self.share {
+            return None;
+        }
+        let policy = self.policy.map(|p| match p {
+            Policy::Fifo(_) => "--fifo",
+            Policy::RoundRobin(_) => "--rr",
+            Policy::Deadline { .. } => "--deadline",
+            Policy::Other { .. } | Policy::Idle { .. } => "--nice",
+        });
+        let holds = [
+            (self.mlock, "--mlock"),
+            (self.reserve, "--reserve"),
+            (self.idle_poll, "--idle-poll"),
+        ];
+        policy.or_else(|| first_given(&holds))
+    }
+
+    /// Why a shared run cannot also have what this spec asks for, in one
+    /// line with the remedy; `None` when nothing conflicts.
+    pub fn share_refusal(&self) -> Option<String> {
+        self.share_conflict().map(|flag| {
+            format!(
+                "--share with {flag}: shared work runs at {SHARE_POLICY} in the CPUs' idle \
+                 time, never real-time, never locked or holding the CPUs; drop {flag} or --share"
+            )
+        })
+    }
+
+    /// The first option only a root `run` has (the agent places on CPUs
+    /// with SCHED_FIFO or SCHED_RR and nothing more), named as on the
+    /// command line.
+    pub fn root_only(&self) -> Option<&'static str> {
+        let deadline = matches!(self.policy, Some(Policy::Deadline { .. }));
+        let nice = matches!(
+            self.policy,
+            Some(Policy::Other { .. } | Policy::Idle { .. })
+        );
+        first_given(&[
+            (!self.irqs.is_empty(), "--irq"),
+            (self.reserve, "--reserve"),
+            (self.idle_poll, "--idle-poll"),
+            (self.mlock, "--mlock"),
+            (self.threads, "--threads"),
+            (deadline, "--deadline"),
+            (nice, "--nice"),
+            (self.allow_unshielded, "--allow-unshielded"),
+            (self.share, "--share"),
+        ])
+    }
+}
+
+/// The name of the first option `given`.
+fn first_given(options: &[(bool, &'static str)]) -> Option<&'static str> {
+    options
+        .iter()
+        .find_map(|&(given, name)| given.then_some(name))
 }
 
 /// Why a task may lock all its memory (see [`Event::MemoryLockAllowed`]).
@@ -540,8 +582,8 @@ impl<'k> RtRun<'k> {
                 "--threads needs --pid: it moves every thread of an existing task",
             ));
         }
-        if spec.share {
-            share_conflict(&spec).map_or(Ok(()), |m| Err(refuse(m)))?;
+        if let Some(m) = spec.share_refusal() {
+            return Err(refuse(m));
         }
         let cpus = spec.cpus.clone();
         if cpus.is_empty() {
@@ -1137,14 +1179,21 @@ mod tests {
                     policy: Some(Policy::Fifo(80)),
                     ..spec(&[2])
                 },
-                "SCHED_FIFO priority 80",
+                "--fifo",
             ),
             (
                 RunSpec {
                     policy: Some(Policy::RoundRobin(5)),
                     ..spec(&[2])
                 },
-                "SCHED_RR priority 5",
+                "--rr",
+            ),
+            (
+                RunSpec {
+                    policy: Some(Policy::Other { nice: 0 }),
+                    ..spec(&[2])
+                },
+                "--nice",
             ),
             (
                 RunSpec {
@@ -1168,15 +1217,85 @@ mod tests {
                 "--idle-poll",
             ),
         ] {
-            let e = err(check(RunSpec { share: true, ..bad }));
+            let shared = RunSpec { share: true, ..bad };
+            assert_eq!(shared.share_conflict(), Some(named));
+            let e = err(check(shared));
             assert!(
-                e.starts_with("--share runs best-effort work at SCHED_IDLE (nice 19)"),
+                e.starts_with(&format!(
+                    "--share with {named}: shared work runs at SCHED_IDLE (nice 19)"
+                )),
                 "{e}"
             );
-            assert!(
-                e.contains(named) && e.ends_with("drop one of the two"),
-                "{e}"
-            );
+            assert!(e.ends_with(&format!("drop {named} or --share")), "{e}");
+        }
+        let unshared = RunSpec {
+            policy: Some(Policy::Fifo(80)),
+            ..spec(&[2])
+        };
+        assert_eq!(unshared.share_conflict(), None, "no --share, no conflict");
+    }
+
+    #[test]
+    fn through_the_agent_only_cpus_and_a_fifo_or_rr_priority_may_be_asked_for() {
+        let plain = RunSpec {
+            policy: Some(Policy::RoundRobin(5)),
+            ..spec(&[1])
+        };
+        let plain = RunSpec {
+            allow_unshielded: false,
+            ..plain
+        };
+        assert_eq!(plain.root_only(), None);
+        for (flag, asked) in [
+            (
+                "--irq",
+                RunSpec {
+                    irqs: vec![24],
+                    ..plain.clone()
+                },
+            ),
+            (
+                "--reserve",
+                RunSpec {
+                    reserve: true,
+                    ..plain.clone()
+                },
+            ),
+            (
+                "--deadline",
+                RunSpec {
+                    policy: Some(Policy::Deadline {
+                        runtime_ns: 200_000,
+                        deadline_ns: 1_000_000,
+                        period_ns: 1_000_000,
+                    }),
+                    ..plain.clone()
+                },
+            ),
+            (
+                "--nice",
+                RunSpec {
+                    policy: Some(Policy::Other { nice: 3 }),
+                    ..plain.clone()
+                },
+            ),
+            (
+                "--mlock",
+                RunSpec {
+                    mlock: true,
+                    ..plain.clone()
+                },
+            ),
+            (
+                "--share",
+                RunSpec {
+                    share: true,
+                    policy: None,
+                    ..plain.clone()
+                },
+            ),
+        ] {
+            assert_eq!(asked.root_only(), Some(flag));
         }
     }
 

@@ -9,6 +9,7 @@
 
 pub mod apply;
 pub mod bootparams;
+#[cfg(any(test, feature = "fake"))]
 pub mod fake_machine;
 pub mod held;
 pub mod irq_moves;
@@ -31,6 +32,7 @@ pub mod tuned;
 
 use apply::Outcome;
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::host::Clock;
 use cpushield_kernel::{Host, Kernel};
 pub use held::HeldShield;
 use layout::CgroupLayout;
@@ -311,7 +313,7 @@ fn same_namespace(
 /// in the middle of a slow kernel write (a CPU taken offline by `tune`'s
 /// trial, seconds on a busy virtual machine) ends only when the write
 /// returns: 3 s was seen to be too short in a 4-CPU guest.
-const NAMESPACE_END_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+pub const NAMESPACE_END_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A process visible here, not a zombie, whose PID namespace is `ns`.
 fn process_in_namespace(kernel: &dyn Kernel, ns: &str) -> Option<String> {
@@ -349,6 +351,7 @@ fn process_in_namespace(kernel: &dyn Kernel, ns: &str) -> Option<String> {
 fn namespace_is_gone(
     kernel: &dyn Kernel,
     store: &dyn StateStore,
+    clock: &dyn Clock,
     saved: &SavedState,
 ) -> Result<(), ShieldError> {
     if saved.pid_namespace.is_empty() {
@@ -387,12 +390,13 @@ fn namespace_is_gone(
     };
     // A namespace whose init was just killed takes a moment to end its other
     // tasks (each gets SIGKILL, then exits): they are waited for a while.
-    let deadline = std::time::Instant::now() + NAMESPACE_END_WAIT;
+    // On the host's clock: a test's fake clock passes the wait at once.
+    let deadline = clock.now_ns() + NAMESPACE_END_WAIT.as_nanos() as u64;
     while let Some(what) = evidence() {
-        if std::time::Instant::now() >= deadline {
+        if clock.now_ns() >= deadline {
             return Err(alive(what));
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        clock.sleep(std::time::Duration::from_millis(50));
     }
     Ok(())
 }
@@ -481,7 +485,7 @@ fn unshield_unnoted(
     let masks = loaded.state.masks.difference(request);
     if masks.is_empty() {
         // Under the same lock: a shield cannot slip in between and be undone.
-        return reset_locked(kernel, store, false, &lock);
+        return reset_locked(kernel, store, None, &lock);
     }
     let snap = take_against(kernel, &loaded.state)?;
     let mut report = change(kernel, store, snap, loaded.state, masks)?;
@@ -634,7 +638,7 @@ pub fn reset(host: &Host, options: Options) -> Result<Report, ShieldError> {
         return Err(ShieldError::NotRoot);
     }
     let lock = store.lock_for_reset()?;
-    reset_locked(kernel, store, false, &lock)
+    reset_locked(kernel, store, None, &lock)
 }
 
 /// [`reset`] of a shield set up from a PID namespace that no longer exists:
@@ -646,7 +650,7 @@ pub fn reset_namespace_gone(host: &Host, options: Options) -> Result<Report, Shi
         return Err(ShieldError::NotRoot);
     }
     let lock = store.lock_for_reset()?;
-    reset_locked(kernel, store, true, &lock)
+    reset_locked(kernel, store, Some(host.clock()), &lock)
 }
 
 /// Undoes a shield whose state is gone ([`orphan`]) as far as the kernel
@@ -836,10 +840,12 @@ fn join_root_cpuset(kernel: &dyn Kernel, layout: &CgroupLayout) {
     }
 }
 
+/// `namespace_gone`: the reset is `--namespace-gone`'s, which waits on this
+/// clock for the namespace's tasks to end.
 fn reset_locked(
     kernel: &dyn Kernel,
     store: &dyn StateStore,
-    namespace_gone: bool,
+    namespace_gone: Option<&dyn Clock>,
     _lock: &state::StateLock,
 ) -> Result<Report, ShieldError> {
     let Some(loaded) = state::load_from(store)? else {
@@ -852,8 +858,8 @@ fn reset_locked(
         };
     };
     let mut saved = loaded.state;
-    if namespace_gone {
-        namespace_is_gone(kernel, store, &saved)?;
+    if let Some(clock) = namespace_gone {
+        namespace_is_gone(kernel, store, clock, &saved)?;
     } else {
         same_namespace(kernel, store, &saved)?;
     }

@@ -177,6 +177,28 @@ pub fn debugfs_error(kernel: &dyn Kernel, path: &Path, error: io::Error) -> io::
     }
 }
 
+/// debugfs mounted at [`DEBUGFS`] by this guard (for the preemption model
+/// file of `tune` and `apply`), unmounted when the guard is dropped.
+pub struct MountedDebugfs(std::sync::Arc<dyn Kernel>);
+
+impl MountedDebugfs {
+    /// Mounts debugfs at [`DEBUGFS`]; the error says what stands in the way
+    /// (lockdown, no permission).
+    pub fn mount(kernel: std::sync::Arc<dyn Kernel>) -> io::Result<Self> {
+        let at = Path::new(DEBUGFS);
+        kernel
+            .mount("debugfs", at)
+            .map_err(|e| debugfs_error(kernel.as_ref(), at, e))?;
+        Ok(Self(kernel))
+    }
+}
+
+impl Drop for MountedDebugfs {
+    fn drop(&mut self) {
+        let _ = self.0.unmount(Path::new(DEBUGFS));
+    }
+}
+
 /// Writes `value` to a run-time setting file; a debugfs file when debugfs is
 /// not mounted is reached by mounting it for the write, then unmounting it.
 pub fn write_setting(kernel: &dyn Kernel, path: &Path, value: &str) -> io::Result<()> {

@@ -3,6 +3,7 @@
 //! enforcement cgroups, exact undo.
 
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::host::{Clock, FakeClock};
 use cpushield_kernel::{FakeKernel, Host};
 use cpushield_shield::fake_machine::v1_machine;
 use cpushield_shield::plan::{plan_reset, plan_shield};
@@ -11,6 +12,25 @@ use cpushield_shield::state::{self, MemoryStore, SavedState};
 use cpushield_shield::steps::Step;
 use cpushield_shield::{apply::apply, layout, Options, Report, ShieldMasks};
 use std::path::Path;
+use std::sync::Arc;
+
+/// A fake host whose clock stands still but for the waits of the code
+/// under test, and that clock: a wait's deadline passes at once and the
+/// test reads how long the code waited.
+fn host_on_fake_clock(k: &FakeKernel, store: &MemoryStore) -> (Host, Arc<FakeClock>) {
+    let clock = Arc::new(FakeClock::at(0));
+    (Host::fake(k, store).with_clock(clock.clone()), clock)
+}
+
+/// Asserts that `clock` let at least the namespace's end wait pass: the
+/// reset refused only after waiting for the namespace's tasks to end.
+fn waited_for_the_namespace(clock: &FakeClock) {
+    assert!(
+        clock.now_ns() >= cpushield_shield::NAMESPACE_END_WAIT.as_nanos() as u64,
+        "refused after {} ns, before the namespace's tasks had their time to end",
+        clock.now_ns()
+    );
+}
 
 const ROOT_OPTIONS: Options = Options {
     is_root: true,
@@ -1296,13 +1316,14 @@ fn reset_namespace_gone_while_that_namespace_lives_is_refused_before_any_change(
     k.set_file("/proc/100/ns/pid", "pid:[1]");
     let shielded = k.files();
     let state_before = store.copy(state::STATE_FILE);
-    let err =
-        cpushield_shield::reset_namespace_gone(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap_err();
+    let (host, clock) = host_on_fake_clock(&k, &store);
+    let err = cpushield_shield::reset_namespace_gone(&host, ROOT_OPTIONS).unwrap_err();
     assert!(
         matches!(err, cpushield_shield::ShieldError::NamespaceAlive { .. }),
         "{err}"
     );
     assert!(err.to_string().contains("process 100"), "{err}");
+    waited_for_the_namespace(&clock);
     assert_eq!(k.files(), shielded, "nothing changed");
     assert_eq!(
         store.copy(state::STATE_FILE),
@@ -1337,13 +1358,14 @@ fn a_namespace_this_reset_cannot_see_is_alive_while_its_init_holds_its_lock() {
     store.set_namespace_alive("pid:[4026532999]", true);
     let shielded = k.files();
     let state_before = store.copy(state::STATE_FILE);
-    let err =
-        cpushield_shield::reset_namespace_gone(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap_err();
+    let (host, clock) = host_on_fake_clock(&k, &store);
+    let err = cpushield_shield::reset_namespace_gone(&host, ROOT_OPTIONS).unwrap_err();
     assert!(
         matches!(err, cpushield_shield::ShieldError::NamespaceAlive { .. }),
         "{err}"
     );
     assert!(err.to_string().contains("holds its lock"), "{err}");
+    waited_for_the_namespace(&clock);
     assert!(!err.to_string().contains('\n'), "one line: {err}");
     assert_eq!(k.files(), shielded, "nothing changed");
     assert_eq!(store.copy(state::STATE_FILE), state_before);
@@ -1364,9 +1386,10 @@ fn a_cgroup_v2_shield_cgroup_still_populated_shows_its_namespace_alive() {
     let system = saved.created_cgroups[0].join("cgroup.events");
     k.set_file(&system, "populated 1\nfrozen 0\n");
     let shielded = k.files();
-    let err =
-        cpushield_shield::reset_namespace_gone(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap_err();
+    let (host, clock) = host_on_fake_clock(&k, &store);
+    let err = cpushield_shield::reset_namespace_gone(&host, ROOT_OPTIONS).unwrap_err();
     assert!(err.to_string().contains("holds tasks"), "{err}");
+    waited_for_the_namespace(&clock);
     assert_eq!(k.files(), shielded, "nothing changed");
 }
 

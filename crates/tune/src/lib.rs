@@ -4,9 +4,10 @@
 //! under load ([`schedule`], [`session`]); [`decide`] keeps a knob only when
 //! it beats the starting point with stated confidence ([`stats`]), and the
 //! kept set only when it wins as a whole; [`render`] writes the table, the
-//! report and the winning set as a config file `apply` applies.
+//! report and the winning set as a config file `apply` applies
+//! (`cpushield_runtime`, which also reads the machine's files the knobs are
+//! built on).
 
-pub mod apply;
 pub mod decide;
 pub mod knob;
 pub mod real;

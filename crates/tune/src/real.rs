@@ -14,6 +14,7 @@ use cpushield_kernel::{Host, Kernel};
 use cpushield_load::{Load, LoadSpec, Workload};
 use cpushield_measure::latency::{self, LatencyConfig, Length};
 use cpushield_measure::Period;
+use cpushield_shield::runtime::MountedDebugfs;
 use cpushield_shield::{HeldShield, Options, ShieldMasks};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -44,6 +45,30 @@ pub struct TuneConfig {
     pub priority: u8,
     /// The knobs to measure (`None`: all).
     pub knobs: Option<Vec<KnobId>>,
+}
+
+/// The knobs a `--knobs` list names, each once, in the order given; an
+/// unknown or empty list is refused naming the knobs there are.
+pub fn parse_knobs(text: &str) -> Result<Vec<KnobId>, String> {
+    let mut out = Vec::new();
+    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let Some(id) = KnobId::from_name(name) else {
+            let all: Vec<&str> = KnobId::ALL.iter().map(|k| k.name()).collect();
+            return Err(format!(
+                "--knobs: no knob {name:?}; name some of {}",
+                all.join(", ")
+            ));
+        };
+        if !out.contains(&id) {
+            out.push(id);
+        }
+    }
+    if out.is_empty() {
+        return Err(
+            "--knobs names no knob: name some, e.g. --knobs timer-migration,preempt".into(),
+        );
+    }
+    Ok(out)
 }
 
 /// Why a tune run could not run.
@@ -151,19 +176,10 @@ fn load_spec(config: &TuneConfig) -> LoadSpec {
     spec
 }
 
-/// debugfs mounted by tune (inside its private mount namespace), unmounted
-/// when dropped.
-struct Debugfs(Host);
-
-impl Drop for Debugfs {
-    fn drop(&mut self) {
-        let _ = self.0.kernel().unmount(Path::new(knob::DEBUGFS));
-    }
-}
-
-/// Mounts debugfs when the kernel can switch its preemption model and the
-/// file is not there; the problem, when it cannot.
-fn reach_debugfs(host: &Host) -> (Option<Debugfs>, Option<String>) {
+/// Mounts debugfs (inside tune's private mount namespace) when the kernel
+/// can switch its preemption model and the file is not there; the problem,
+/// when it cannot.
+fn reach_debugfs(host: &Host) -> (Option<MountedDebugfs>, Option<String>) {
     let kernel = host.kernel();
     let version = kernel
         .read(Path::new("/proc/sys/kernel/version"))
@@ -171,21 +187,13 @@ fn reach_debugfs(host: &Host) -> (Option<Debugfs>, Option<String>) {
     if !version.contains("PREEMPT_DYNAMIC") || kernel.exists(Path::new(knob::PREEMPT_FILE)) {
         return (None, None);
     }
-    match kernel.mount("debugfs", Path::new(knob::DEBUGFS)) {
-        Ok(()) if kernel.exists(Path::new(knob::PREEMPT_FILE)) => {
-            (Some(Debugfs(host.clone())), None)
-        }
-        Ok(()) => (
-            Some(Debugfs(host.clone())),
+    match MountedDebugfs::mount(host.shared_kernel()) {
+        Ok(mounted) if kernel.exists(Path::new(knob::PREEMPT_FILE)) => (Some(mounted), None),
+        Ok(mounted) => (
+            Some(mounted),
             Some("debugfs has no sched/preempt (kernel built without it)".into()),
         ),
-        Err(e) => (
-            None,
-            Some(format!(
-                "mounting debugfs: {}",
-                cpushield_shield::runtime::debugfs_error(kernel, Path::new(knob::DEBUGFS), e)
-            )),
-        ),
+        Err(e) => (None, Some(format!("mounting debugfs: {e}"))),
     }
 }
 
@@ -333,4 +341,29 @@ pub fn run(
         config.period.hz(),
         config.priority,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_knob_list_keeps_each_knob_once_and_refuses_unknown_or_no_names() {
+        assert_eq!(
+            parse_knobs("preempt, timer-migration,preempt").unwrap(),
+            [
+                KnobId::from_name("preempt").unwrap(),
+                KnobId::from_name("timer-migration").unwrap()
+            ]
+        );
+        let e = parse_knobs("preempt,turbo").unwrap_err();
+        assert!(
+            e.starts_with("--knobs: no knob \"turbo\"; name some of "),
+            "{e}"
+        );
+        assert!(e.contains("timer-migration"), "{e}");
+        assert!(parse_knobs(" , ")
+            .unwrap_err()
+            .starts_with("--knobs names no knob"));
+    }
 }

@@ -421,6 +421,50 @@ pub fn write_all(report: &TuneReport, dir: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// What `tune` prints when the run is done: the table, the kernel command
+/// line the knobs that need a reboot want, and the advice for the task.
+pub fn summary(report: &TuneReport) -> String {
+    let mut out = table(report);
+    out.push_str(&cmdline_text(report));
+    for a in &report.advice {
+        let _ = writeln!(out, "for the real-time task: {a}");
+    }
+    out
+}
+
+/// Where [`write_all`] put the config and the report in `dir`.
+pub fn written(dir: &Path) -> String {
+    let d = dir.display();
+    format!("config: {d}/cpushield.toml (cpushield apply --config {d}/cpushield.toml); report: {d}/report.html, tune.json\n")
+}
+
+/// The run's time against its `budget_s`, and that everything is as found.
+pub fn took(report: &TuneReport, budget_s: u64) -> String {
+    format!(
+        "took {:.0} s of a {budget_s} s budget; every knob, the shield and the load are as found\n",
+        report.elapsed_s
+    )
+}
+
+/// The progress line of trial `p`, `elapsed` into a run of `budget_s`.
+pub fn progress_line(
+    p: &crate::session::Progress,
+    elapsed: std::time::Duration,
+    budget_s: u64,
+) -> String {
+    let arm = match p.arm {
+        Arm::Start => "starting point",
+        Arm::Candidate => "candidate",
+    };
+    format!(
+        "{} trial {}/{} ({arm}), {} s left",
+        p.what,
+        p.trial.0,
+        p.trial.1,
+        budget_s.saturating_sub(elapsed.as_secs())
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -605,5 +649,21 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(dir.path().join("tune.json")).unwrap())
                 .unwrap();
         assert_eq!(back, r);
+    }
+
+    #[test]
+    fn the_progress_line_names_the_trial_its_arm_and_the_time_left() {
+        let p = crate::session::Progress {
+            what: "timer-migration".into(),
+            trial: (3, 8),
+            arm: Arm::Candidate,
+        };
+        assert_eq!(
+            progress_line(&p, std::time::Duration::from_secs(100), 600),
+            "timer-migration trial 3/8 (candidate), 500 s left"
+        );
+        assert!(
+            written(Path::new("/tmp/t")).contains("cpushield apply --config /tmp/t/cpushield.toml")
+        );
     }
 }

@@ -189,6 +189,7 @@ pub struct VcpuWatch {
     vcpus: u32,
     retention_ns: u64,
     now: fn() -> u64,
+    answered: std::sync::atomic::AtomicU64,
     /// The traced host CPUs.
     pub cpus: CpuSet,
     /// The events enabled.
@@ -262,6 +263,7 @@ impl VcpuWatch {
             vcpus: threads.iter().map(|t| t.vcpu + 1).max().unwrap_or(0),
             retention_ns: opts.limits.retention_ns,
             now,
+            answered: Default::default(),
             cpus: cpus.clone(),
             events: Vec::new(),
         };
@@ -334,7 +336,13 @@ impl VcpuWatch {
             now_ns: (self.now)(),
         };
         let tl = self.timeline.lock().expect("timeline");
+        self.answered.fetch_add(1, Ordering::Relaxed);
         protocol::answer(line, &tl, facts)
+    }
+
+    /// Requests answered so far (refusals too).
+    pub fn answered(&self) -> u64 {
+        self.answered.load(Ordering::Relaxed)
     }
 
     /// Stops tracing and restores tracefs; errors while restoring, one line each.

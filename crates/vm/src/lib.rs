@@ -13,6 +13,8 @@
 //! - [`host`]: the host side: finds the guest's vCPU threads (QMP
 //!   `query-cpus-fast`, else thread names), traces their host CPUs through a
 //!   private tracefs instance, serves the guest on QEMU's virtio-serial chardev.
+//! - [`metrics`]: each vCPU's held-off time by cause, for node_exporter's
+//!   textfile collector (`vm watch --textfile`).
 //! - [`guest`]: the guest side: finds the port, estimates the clock offset by
 //!   ping-pong, collects the host's view while a measurement runs, and matches
 //!   it to spikes.
@@ -22,6 +24,7 @@
 pub mod blame;
 pub mod guest;
 pub mod host;
+pub mod metrics;
 pub mod protocol;
 pub mod timeline;
 pub mod watch;

@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, VecDeque};
 pub const MAX_OCCUPANTS: usize = 8;
 
 /// Why the vCPU did not run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum GapState {
     /// Runnable, not run: something else had its host CPU.
@@ -41,7 +41,7 @@ pub enum GapState {
 }
 
 /// What held a host CPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum OccupantKind {
     /// A host task.
@@ -107,6 +107,56 @@ impl Gap {
     pub fn len_ns(&self) -> u64 {
         self.to_ns.saturating_sub(self.from_ns)
     }
+
+    /// How long the guest had work for the vCPU that the host did not run:
+    /// all of it, but for a halted gap only from the wake-up on (before
+    /// it, the guest was idle).
+    pub fn held_off_ns(&self) -> u64 {
+        match (self.state, self.woken_ns) {
+            (GapState::Halted, Some(w)) => self.to_ns.saturating_sub(w.max(self.from_ns)),
+            (GapState::Halted, None) => 0,
+            _ => self.len_ns(),
+        }
+    }
+}
+
+impl GapState {
+    /// Its name in the protocol and in metrics' labels.
+    pub fn label(self) -> &'static str {
+        match self {
+            GapState::Preempted => "preempted",
+            GapState::Halted => "halted",
+            GapState::Interrupted => "interrupted",
+            GapState::Exit => "exit",
+        }
+    }
+}
+
+impl OccupantKind {
+    /// Its name in the protocol and in metrics' labels.
+    pub fn label(self) -> &'static str {
+        match self {
+            OccupantKind::Task => "task",
+            OccupantKind::Vcpu => "vcpu",
+            OccupantKind::OtherVcpu => "other-vcpu",
+            OccupantKind::Irq => "irq",
+            OccupantKind::Softirq => "softirq",
+            OccupantKind::Idle => "idle",
+            OccupantKind::Others => "others",
+        }
+    }
+}
+
+/// One vCPU's held-off time since the watch began, kept as gaps are
+/// recorded (the bounds that drop old gaps do not lower it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeldOff {
+    /// By why the vCPU did not run, ns ([`Gap::held_off_ns`]).
+    pub by_state: BTreeMap<GapState, u64>,
+    /// By what held its host CPU meanwhile, ns.
+    pub by_occupant: BTreeMap<OccupantKind, u64>,
+    /// Gaps recorded.
+    pub gaps: u64,
 }
 
 /// The timeline's bounds.
@@ -160,6 +210,7 @@ pub struct Timeline {
     seen_from: Option<u64>,
     seen_to: Option<u64>,
     dropped: u64,
+    held_off: BTreeMap<u32, HeldOff>,
 }
 
 impl Timeline {
@@ -189,7 +240,13 @@ impl Timeline {
             seen_from: None,
             seen_to: None,
             dropped: 0,
+            held_off: BTreeMap::new(),
         }
+    }
+
+    /// Each vCPU's held-off time since the watch began.
+    pub fn held_off(&self) -> &BTreeMap<u32, HeldOff> {
+        &self.held_off
     }
 
     /// The host has watched from `ns` (its trace started then).
@@ -436,6 +493,12 @@ impl Timeline {
         for k in self.threads.get(&tid).cloned().unwrap_or_default() {
             let mut one = g.clone();
             one.vcpu = k;
+            let h = self.held_off.entry(k).or_default();
+            *h.by_state.entry(one.state).or_default() += one.held_off_ns();
+            for o in &one.by {
+                *h.by_occupant.entry(o.kind).or_default() += o.ns;
+            }
+            h.gaps += 1;
             self.gaps.push_back(one);
         }
         while self.gaps.len() > self.limits.max_gaps
@@ -569,6 +632,51 @@ mod tests {
 
     fn timeline() -> Timeline {
         Timeline::new(BTreeMap::from([(100, 0), (101, 1)]))
+    }
+
+    #[test]
+    fn held_off_time_counts_a_preemption_whole_and_a_halt_from_its_wake_up_by_state_and_occupant() {
+        let mut t = timeline();
+        // Preempted 15.1 ms by a host task.
+        t.feed(&switch(
+            1_000,
+            1,
+            (101, "CPU 1/TCG", "R+"),
+            (4711, "stress-ng"),
+        ));
+        t.feed(&switch(
+            16_100,
+            1,
+            (4711, "stress-ng", "S"),
+            (101, "CPU 1/TCG"),
+        ));
+        // Halted 20 ms, woken at 30 ms, run 3 ms later.
+        t.feed(&switch(
+            20_000,
+            1,
+            (101, "CPU 1/TCG", "S"),
+            (0, "swapper/1"),
+        ));
+        t.feed(&switch(25_000, 1, (0, "swapper/1", "R"), (77, "hog")));
+        t.feed(&ev(
+            30_000,
+            1,
+            77,
+            "hog",
+            EventKind::Wakeup {
+                comm: "CPU 1/TCG".into(),
+                pid: 101,
+                prio: 120,
+                target_cpu: Some(1),
+            },
+        ));
+        t.feed(&switch(33_000, 1, (77, "hog", "S"), (101, "CPU 1/TCG")));
+        let h = &t.held_off()[&1];
+        assert_eq!(h.gaps, 2);
+        assert_eq!(h.by_state[&GapState::Preempted], 15_100_000);
+        assert_eq!(h.by_state[&GapState::Halted], 3_000_000);
+        assert_eq!(h.by_occupant[&OccupantKind::Task], 18_100_000);
+        assert!(!t.held_off().contains_key(&0));
     }
 
     #[test]

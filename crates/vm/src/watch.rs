@@ -7,8 +7,9 @@ use crate::host::{self, HostError, VcpuThread, VcpuWatch, WatchOptions};
 use crate::timeline::Limits;
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::signal::{stop_on_signals, SecondSignal};
-use cpushield_kernel::Kernel;
+use cpushield_kernel::{Kernel, Procfs};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +26,13 @@ pub struct WatchRequest {
     pub retention: Duration,
     /// Stop after this long (None: at SIGINT/SIGTERM).
     pub duration: Option<Duration>,
+    /// node_exporter's textfile: each vCPU's held-off time by cause
+    /// ([`crate::metrics`]), rewritten every [`TEXTFILE_EVERY`] and at the end.
+    pub textfile: Option<PathBuf>,
 }
+
+/// How often `--textfile` is rewritten.
+pub const TEXTFILE_EVERY: Duration = Duration::from_secs(1);
 
 /// Why the watch could not start.
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +77,25 @@ pub fn find_vcpus(
             "pass --qmp SOCKET or --pid QEMU_PID".into(),
         )),
     }
+}
+
+/// The VM's name for metrics: its `-name`, else its process's name, from
+/// QEMU's process (`pid`, else the first vCPU thread's: /proc/TID reads as
+/// its process).
+pub fn vm_label(kernel: &dyn Kernel, pid: Option<i32>, threads: &[VcpuThread]) -> String {
+    let proc = Procfs::new(kernel);
+    let Some(pid) = pid.or(threads.first().map(|t| t.tid)) else {
+        return "qemu".into();
+    };
+    proc.process_bytes(pid, "cmdline")
+        .ok()
+        .flatten()
+        .and_then(|argv| cpushield_parse::qemu_args::vm_name(&argv))
+        .or_else(|| {
+            let comm = proc.process_file(pid, "comm").ok().flatten()?;
+            Some(comm.trim_end().to_string()).filter(|c| !c.is_empty())
+        })
+        .unwrap_or_else(|| format!("qemu-{pid}"))
 }
 
 /// The online CPUs that can hold one of `threads` (an affinity that cannot
@@ -127,13 +153,47 @@ pub fn watch(
             cpushield_kernel::signal::request_stop();
         });
     }
-    let answered = host::serve(&w, &request.channel, stop);
+    let vm = vm_label(kernel.as_ref(), request.pid, &threads);
+    let mut errors = Vec::new();
+    let write_textfile = |errors: &mut Vec<String>| {
+        let Some(path) = &request.textfile else {
+            return;
+        };
+        let text = {
+            let tl = w.timeline();
+            let tl = tl.lock().expect("timeline");
+            crate::metrics::textfile(&vm, tl.held_off(), w.answered())
+        };
+        if let Err(e) = cpushield_report::textfile::write(path, &text) {
+            let line = format!("{}: cannot write the textfile: {e}", path.display());
+            if !errors.contains(&line) {
+                errors.push(line);
+            }
+        }
+    };
+    let served = AtomicBool::new(false);
+    let answered = std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            let mut errors = Vec::new();
+            while request.textfile.is_some() && !served.load(Ordering::SeqCst) {
+                write_textfile(&mut errors);
+                std::thread::park_timeout(TEXTFILE_EVERY);
+            }
+            errors
+        });
+        let answered = host::serve(&w, &request.channel, stop);
+        served.store(true, Ordering::SeqCst);
+        writer.thread().unpark();
+        errors.extend(writer.join().unwrap_or_default());
+        answered
+    });
+    write_textfile(&mut errors);
     let (kept, dropped) = {
         let tl = w.timeline();
         let tl = tl.lock().expect("timeline");
         (tl.len(), tl.dropped())
     };
-    let errors = w.finish();
+    errors.extend(w.finish());
     Ok(WatchSummary {
         answered,
         kept,
@@ -152,6 +212,21 @@ mod tests {
         let k = FakeKernel::new();
         let e = find_vcpus(&k, None, None).unwrap_err().to_string();
         assert_eq!(e, "pass --qmp SOCKET or --pid QEMU_PID");
+    }
+
+    #[test]
+    fn the_vm_is_labelled_by_its_dash_name_else_its_process_name() {
+        let k = FakeKernel::new();
+        k.set_file(
+            "/proc/40/cmdline",
+            "qemu-system-x86_64\0-name\0guest=rt,debug-threads=on\0",
+        );
+        k.set_file("/proc/41/comm", "qemu-kvm\n");
+        let t = |tid| [VcpuThread { vcpu: 0, tid }];
+        assert_eq!(vm_label(&k, Some(40), &t(99)), "rt");
+        assert_eq!(vm_label(&k, None, &t(40)), "rt");
+        assert_eq!(vm_label(&k, None, &t(41)), "qemu-kvm");
+        assert_eq!(vm_label(&k, Some(42), &t(42)), "qemu-42");
     }
 
     #[test]

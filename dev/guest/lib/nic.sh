@@ -2,15 +2,22 @@
 # interrupts, and have the host flood it (run.sh answers GUEST-FLOOD SECS with
 # `cpushield load ionet --peer 127.0.0.1:PORT`). The scenario sets PORT.
 
-# nic_up NAME: load the NIC's modules and configure eth0 (10.0.2.15 on QEMU's user
-# network); PASS NAME/driver, or FAIL and return 1.
-nic_up() {
+# load_virtio_modules: insmod the virtio modules the initramfs carries for this kernel
+# (fetch-kernel.sh: those Debian builds as modules), in their order; three passes, so
+# that one whose dependency failed once is tried again.
+load_virtio_modules() {
     _mods=/lib/modules/$(uname -r)
     for _pass in 1 2 3; do
         for _m in $(cat "$_mods/order" 2>/dev/null); do
             grep -q "^$_m " /proc/modules || insmod "$_mods/$_m.ko" 2>/dev/null
         done
     done
+}
+
+# nic_up NAME: load the NIC's modules and configure eth0 (10.0.2.15 on QEMU's user
+# network); PASS NAME/driver, or FAIL and return 1.
+nic_up() {
+    load_virtio_modules
     if ! grep -q '^virtio_net ' /proc/modules; then
         fail "$1/driver" "virtio_net did not load: modules $(cut -d' ' -f1 /proc/modules | tr '\n' ' ')"
         return 1

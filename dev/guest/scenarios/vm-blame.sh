@@ -12,15 +12,15 @@
 #      from when the host's view is missing;
 #   3. no host side any more: the report is as before plus one line on how to get one.
 # One TCG thread for every vCPU (as compare-stall: the guest turns tracepoints on), so the
-# host's gap is every vCPU's. 6.12-rt only: 6.1 builds virtio_console as a module, which the
-# initramfs does not carry.
+# host's gap is every vCPU's. 6.1 builds virtio_console (the port's driver) as a module: the
+# scenario loads the virtio modules the initramfs carries first (6.12 builds it in).
 # guest-smp: 2
 # guest-tcg: single
 # guest-stall: yes
 # guest-vm-watch: yes
 # guest-timeout: 420
 # guest-test: the_host_side_names_the_host_task_that_stalled_a_vcpu_and_says_when_its_view_ends
-# guest-kernels: 6.12-rt
+# guest-kernels: 6.1 6.12-rt
 # guest-cost: 100
 GUEST_CGROUP=v2
 
@@ -98,6 +98,10 @@ kill_host_side() {
 }
 
 scenario_main() {
+    load_virtio_modules
+    if ls /sys/class/virtio-ports/*/name >/dev/null 2>&1; then pass vm-blame/port; else
+        fail vm-blame/port "no virtio-serial port (modules: $(cut -d' ' -f1 /proc/modules | tr '\n' ' '))"
+    fi
     run_compare up nothing "$STALL_MS"
     if i=$(hog_cause up); then pass vm-blame/up-the-hog; else
         fail vm-blame/up-the-hog "no host cause names the hog (sh, through taskset and chrt) on host CPU 1: $(grep host_causes /tmp/up.flat | grep '\.line' | cut -f2 | head -c 600)"

@@ -25,8 +25,12 @@ pub fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         whole_cores: false,
     };
     let host = crate::host::real();
-    cpushield_tune::apply::apply_file(&host, &args.config, args.dry_run, options, &mut |text| {
-        print!("{text}")
-    })?;
+    cpushield_runtime::apply::apply_file(
+        &host,
+        &args.config,
+        args.dry_run,
+        options,
+        &mut |text| print!("{text}"),
+    )?;
     Ok(ExitCode::from(EXIT_OK))
 }

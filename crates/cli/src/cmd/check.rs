@@ -2,7 +2,7 @@
 
 use crate::args;
 use clap::Args;
-use cpushield_check::{run_check, CheckOptions, CpuSource};
+use cpushield_check::{run_check, CheckOptions};
 use cpushield_cpuset::CpuSet;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -38,29 +38,8 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     let host = crate::host::real();
     let kernel = host.kernel();
-    // The shield in force, so that no finding advises what it already does.
-    // With --cpus an unreadable state is only no knowledge of the shield.
-    let shield = match (&args.cpus, cpushield_check::shield_in_force(kernel)) {
-        (_, Ok(shield)) => shield,
-        (Some(_), Err(_)) => None,
-        (None, Err(e)) => anyhow::bail!(e),
-    };
-    let (cpus, source) = match args.cpus {
-        Some(c) => (c, CpuSource::Argument),
-        None => {
-            match cpushield_check::target::shielded_cpus(kernel).map_err(anyhow::Error::msg)? {
-                Some(c) if !c.is_empty() => (c, CpuSource::ShieldState),
-                Some(_) => anyhow::bail!(
-                    "{}: no CPU is shielded: pass --cpus, e.g. --cpus 1",
-                    cpushield_check::target::SHIELD_STATE
-                ),
-                None => anyhow::bail!(
-                "no shield is up ({} is absent): pass the CPUs to check with --cpus, e.g. --cpus 1",
-                cpushield_check::target::SHIELD_STATE
-            ),
-            }
-        }
-    };
+    let (cpus, source, shield) =
+        cpushield_check::target::choose(kernel, args.cpus).map_err(anyhow::Error::msg)?;
     let opts = CheckOptions {
         interval: args.interval,
         sample_every: args.sample_every,

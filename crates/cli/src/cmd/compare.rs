@@ -4,13 +4,13 @@
 use crate::args::{cpu_set, duration, EXIT_ERROR, EXIT_OK, EXIT_THRESHOLD};
 use crate::progress;
 use clap::Args;
+use cpushield_compare::command::{self, Ending, View};
 use cpushield_compare::idle::IdleMode;
-use cpushield_compare::{command, runner, CompareConfig, Scope};
+use cpushield_compare::{CompareConfig, Scope};
 use cpushield_cpuset::CpuSet;
 use cpushield_load::request;
 use cpushield_measure::Period;
-use cpushield_report::{human_ns, output};
-use cpushield_vm::blame::HostSide;
+use cpushield_report::output;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -174,13 +174,13 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
     config.attribute_above = args.attribute_above;
     config.anchor = !args.no_anchor;
     config.smt = args.smt;
-    let printing = Printing::new(args.verbose, 0);
+    let view = view(args.verbose, 0);
     execute(
         "compare",
         config,
         args.out,
         args.max_latency,
-        printing,
+        view,
         args.host_channel,
     )
 }
@@ -210,31 +210,17 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         config,
         args.out,
         None,
-        Printing::new(args.verbose, intro.len()),
+        view(args.verbose, intro.len()),
         None,
     )
 }
 
-/// How the results are printed.
-#[derive(Debug, Clone, Copy)]
-struct Printing {
-    /// Every table after the answer.
-    verbose: bool,
-    /// The terminal's width; None when stdout is not a terminal: a pipe or
-    /// a file gets each paragraph on one line, for grep, and a terminal
-    /// showing it later wraps it itself.
-    width: Option<usize>,
-    /// Lines printed before the answer (the demo's first line).
-    lines_before: usize,
-}
-
-impl Printing {
-    fn new(verbose: bool, lines_before: usize) -> Self {
-        Printing {
-            verbose,
-            width: terminal_width(),
-            lines_before,
-        }
+/// The layout of the answer on this terminal.
+fn view(verbose: bool, lines_before: usize) -> View {
+    View {
+        verbose,
+        width: terminal_width(),
+        lines_before,
     }
 }
 
@@ -255,7 +241,7 @@ fn execute(
     config: CompareConfig,
     out: Option<PathBuf>,
     max_latency: Option<Duration>,
-    printing: Printing,
+    view: View,
     host_channel: Option<PathBuf>,
 ) -> anyhow::Result<ExitCode> {
     let out = out.unwrap_or_else(|| output::default_dir("cpushield-report"));
@@ -272,21 +258,12 @@ fn execute(
             &config,
             &out,
             max_latency,
-            printing,
+            view,
             host_channel.as_deref(),
         )));
     }
     let code = crate::host::run_private(
-        || {
-            experiment(
-                &config,
-                &out,
-                max_latency,
-                printing,
-                host_channel.as_deref(),
-            )
-            .into()
-        },
+        || experiment(&config, &out, max_latency, view, host_channel.as_deref()).into(),
         &config.load_dir,
     )?;
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(EXIT_ERROR)))
@@ -297,7 +274,7 @@ fn experiment(
     config: &CompareConfig,
     out: &std::path::Path,
     max_latency: Option<Duration>,
-    printing: Printing,
+    view: View,
     host_channel: Option<&std::path::Path>,
 ) -> u8 {
     let stop = match cpushield_measure::signal::stop_on_signals() {
@@ -321,52 +298,22 @@ fn experiment(
             bar.set_message(p.message());
         }
     };
-    let machine = crate::host::real();
-    let lab = cpushield_compare::Lab::real(&machine);
-    // The host's view is collected while the scenarios run: a host side
-    // that dies halfway still leaves what it said before.
-    let host_side = HostSide::start(machine.kernel(), host_channel);
-    let result = runner::run(&lab, config, stop, &mut on_progress);
-    let mut report = match progress::finish(bar.as_ref(), result) {
+    let host = crate::host::real();
+    let result = command::run_with_host_side(&host, config, host_channel, stop, &mut on_progress);
+    let (report, host_lines) = match progress::finish(bar.as_ref(), result) {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let host_lines = host_side.blame(&mut report);
-    use cpushield_report::table;
-    if printing.verbose {
-        print!("{}", table::render(&report, printing.width));
-    } else {
-        let budget = table::ANSWER_LINES.saturating_sub(printing.lines_before);
-        print!("{}", table::answer(&report, printing.width, Some(budget)));
+    print!("{}", command::answer(&report, &host_lines, view));
+    let interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
+    let said = command::conclude(&report, out, max_latency, interrupted);
+    print!("{}", said.stdout);
+    for line in &said.stderr {
+        eprintln!("cpushield: {line}");
     }
-    for line in &host_lines {
-        println!("{line}");
+    match said.ending {
+        Ending::Done => EXIT_OK,
+        Ending::Failed => EXIT_ERROR,
+        Ending::OverLimit => EXIT_THRESHOLD,
     }
-    match cpushield_report::write_all(&report, out) {
-        Ok(_) => println!(
-            "report: {}/report.html (and report.json, latency.svg/png, determinism.svg/png)",
-            out.display()
-        ),
-        Err(e) => {
-            eprintln!(
-                "cpushield: error: writing the report to {}: {e}",
-                out.display()
-            );
-            return EXIT_ERROR;
-        }
-    }
-    if stop.load(std::sync::atomic::Ordering::Relaxed) {
-        eprintln!("cpushield: interrupted: the report holds what was measured; the shield was reset and the load stopped");
-    }
-    if let Some(limit) = max_latency {
-        let limit_ns = limit.as_nanos() as u64;
-        if let Some(over) = command::over_limit(&report, limit_ns) {
-            eprintln!(
-                "cpushield: --max-latency {} exceeded in {over}",
-                human_ns(limit_ns)
-            );
-            return EXIT_THRESHOLD;
-        }
-    }
-    EXIT_OK
 }

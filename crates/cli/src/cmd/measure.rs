@@ -12,7 +12,7 @@ use cpushield_measure::latency::{LatencyConfig, Length};
 use cpushield_measure::net::{self, Link, NetConfig, Protocol, ServeConfig};
 use cpushield_measure::noise::{self, NoiseConfig};
 use cpushield_measure::render::net as render_net;
-use cpushield_measure::render::{cyclictest, text, units};
+use cpushield_measure::render::{cyclictest, text};
 use cpushield_measure::source::{Source, SourceRequest};
 use cpushield_measure::trace::{self, SpikeTracing, TraceAbove};
 use cpushield_measure::{json, Period, Progress, Warning};
@@ -20,7 +20,6 @@ use cpushield_report::output::{self, Output};
 use cpushield_rt::sched::PlaceFn;
 use cpushield_shield::placement;
 use indicatif::ProgressBar;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -251,12 +250,7 @@ impl Bar {
     fn update(&self, p: Progress) {
         if let Some(bar) = &self.bar {
             bar.set_position((p.fraction * 1000.0) as u64);
-            bar.set_message(format!(
-                "{} {}, max {}",
-                p.samples,
-                self.what,
-                units::fmt_ns(p.max_ns)
-            ));
+            bar.set_message(p.message(self.what));
         }
     }
 
@@ -299,35 +293,19 @@ fn finish<R: json::Kind>(
 
 fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     let mut config = LatencyConfig::new(a.cpus);
-    config.period = match (a.rate, a.interval) {
-        (_, Some(i)) => Period::from_interval(i),
-        (Some(r), None) => Period::from_rate(r),
-        (None, None) => Period::from_rate(2048),
-    };
-    config.length = match (a.samples, a.duration) {
-        (Some(n), _) => Length::Samples(n),
-        (None, Some(d)) => Length::Duration(d),
-        (None, None) => Length::Duration(Duration::from_secs(60)),
-    };
+    config.period = Period::from_rate_or_interval(a.rate, a.interval);
+    config.length = Length::from_samples_or_duration(a.samples, a.duration);
     config.priority = priority(a.priority);
     config.advance = a.advance;
     config.idle_poll = a.idle_poll;
-    config.source = match a.source.request() {
-        SourceRequest::Auto => Source::Timer,
-        SourceRequest::Exactly(s) => s,
-    };
+    config.source = a.source.request().source();
     config.placer = placer(&config.cpus)?;
     config.validate(&online()?)?;
     let json_out = Output::open(a.json.as_deref(), "--json")?;
     let hist_out = Output::open(a.histogram.as_deref(), "--histogram")?;
     let stop = stop_flag()?;
     let host = crate::host::real();
-    let above = match (a.trace_above, a.attribute) {
-        (Some(t), _) => Some(TraceAbove::Fixed(t)),
-        (None, true) => Some(TraceAbove::ShortRunP99),
-        (None, false) => None,
-    };
-    let tracing = above.map(|above| SpikeTracing {
+    let tracing = TraceAbove::from_options(a.trace_above, a.attribute).map(|above| SpikeTracing {
         above,
         dir: a.trace_dir.clone(),
         kernel: cpushield_check::trace_context(host.kernel(), &config.cpus),
@@ -353,35 +331,24 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
         print!("{}", text::latency(&report));
     }
     if let Some(out) = hist_out {
-        let dists: Vec<_> = report.cpus.iter().map(|c| &c.latency).collect();
-        let bins = a
-            .histogram_bins
-            .unwrap_or_else(|| cyclictest::bins_to_cover(&dists, 100));
-        out.write(&cyclictest::write_histogram(&dists, bins))?;
+        out.write(&cyclictest::histogram_of(&report, a.histogram_bins))?;
     }
     if let Some(out) = json_out {
         out.write(&json::to_string(&report))?;
     }
-    if let Some(limit) = a.max_latency {
-        let limit_ns = limit.as_nanos() as u64;
-        if let Some(over) = text::over_limit(&report, limit_ns) {
-            eprintln!(
-                "cpushield: latency above --max-latency {} on {over}",
-                units::fmt_ns(limit_ns)
-            );
-            return Ok(ExitCode::from(EXIT_THRESHOLD));
-        }
+    if let Some(over) = a
+        .max_latency
+        .and_then(|l| text::over_max_latency(&report, l))
+    {
+        eprintln!("cpushield: {over}");
+        return Ok(ExitCode::from(EXIT_THRESHOLD));
     }
     Ok(ExitCode::from(EXIT_OK))
 }
 
 fn run_determinism(a: DeterminismArgs) -> anyhow::Result<ExitCode> {
     let mut config = DeterminismConfig::new(a.cpus);
-    config.work = match (a.iterations, a.work) {
-        (Some(n), _) => Work::Iterations(n),
-        (None, Some(d)) => Work::Duration(d),
-        (None, None) => Work::Duration(Duration::from_secs(1)),
-    };
+    config.work = Work::from_iterations_or_duration(a.iterations, a.work);
     config.runs = a.runs;
     config.priority = priority(a.priority);
     config.rest = a.rest;
@@ -470,31 +437,20 @@ enum ProtocolArg {
 fn run_net(a: NetArgs) -> anyhow::Result<ExitCode> {
     let (client_cpu, server_cpu) = a.cpus;
     if let Some(port) = a.listen {
-        let config = ServeConfig {
-            cpu: client_cpu,
-            bind: SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, port)),
-            priority: a.priority.and_then(priority),
-            lock_memory: true,
-            placer: placer(&CpuSet::from_cpus([client_cpu]))?,
-        };
+        let mut config = ServeConfig::on_port(client_cpu, port);
+        config.priority = a.priority.and_then(priority);
+        config.placer = placer(&CpuSet::from_cpus([client_cpu]))?;
         let stop = stop_flag()?;
         let summary = net::serve(&crate::host::real(), &config, stop, |udp, tcp| {
             eprintln!(
                 "cpushield: echoing UDP on {udp} and TCP on {tcp} on CPU {client_cpu}; Ctrl-C stops"
             );
         })?;
-        println!(
-            "served {} UDP datagrams and {} TCP messages",
-            summary.udp_echoed, summary.tcp_echoed
-        );
+        println!("{summary}");
         return Ok(ExitCode::from(EXIT_OK));
     }
     let mut config = NetConfig::new(client_cpu, server_cpu);
-    config.link = match (&a.peer, a.veth) {
-        (Some(peer), _) => Link::Peer(net::resolve_peer(peer).map_err(anyhow::Error::msg)?),
-        (None, true) => Link::Veth,
-        (None, false) => Link::Loopback,
-    };
+    config.link = Link::from_options(a.peer.as_deref(), a.veth).map_err(anyhow::Error::msg)?;
     config.sizes = a.sizes.0;
     config.protocols = a
         .protocols

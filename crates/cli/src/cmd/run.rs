@@ -123,24 +123,6 @@ impl RunArgs {
             .or(self.nice.map(|nice| Policy::Other { nice }))
     }
 
-    /// With `--share`, the first option given that a shared run cannot have.
-    fn share_conflict(&self) -> Option<&'static str> {
-        if !self.share {
-            return None;
-        }
-        [
-            (self.fifo.is_some(), "--fifo"),
-            (self.rr.is_some(), "--rr"),
-            (self.deadline.is_some(), "--deadline"),
-            (self.nice.is_some(), "--nice"),
-            (self.mlock, "--mlock"),
-            (self.reserve, "--reserve"),
-            (self.idle_poll, "--idle-poll"),
-        ]
-        .into_iter()
-        .find_map(|(given, flag)| given.then_some(flag))
-    }
-
     fn spec(self) -> RunSpec {
         RunSpec {
             policy: self.policy(),
@@ -166,21 +148,20 @@ fn steal_meter(cpus: &CpuSet) -> Option<Box<dyn FnOnce() -> Option<u64>>> {
 
 /// Runs `cpushield run`.
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    if let Some(flag) = args.share_conflict() {
-        anyhow::bail!(
-            "--share with {flag}: shared work runs at SCHED_IDLE (nice 19) in the CPUs' idle \
-             time, never real-time, never locked or holding the CPUs; drop {flag} or --share"
-        );
+    let agent = via_agent::wanted(&args);
+    let spec = args.spec();
+    if let Some(refusal) = spec.share_refusal() {
+        anyhow::bail!(refusal);
     }
-    if via_agent::wanted(&args) {
-        return via_agent::run(args);
+    if let Some(socket) = agent {
+        return via_agent::run(spec, &socket);
     }
     let host = crate::host::real();
     let shielded = placement::shielded_procs(&host).context("reading the shield state")?;
     let placer = ShieldPlacer(host.clone());
     let run = RtRun::new(host.kernel(), &placer, crate::host::reserve_dir())
         .with_steal_meter(steal_meter);
-    let req = run.check(args.spec(), &shielded)?;
+    let req = run.check(spec, &shielded)?;
     let outcome = run.run(&req, &mut |event| {
         if event.is_progress() {
             println!("{event}");

@@ -9,7 +9,7 @@ use cpushield_cpuset::CpuSet;
 use cpushield_load::request;
 use cpushield_measure::Period;
 use cpushield_tune::real::{self, TuneConfig};
-use cpushield_tune::{render, Arm, KnobId};
+use cpushield_tune::render;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -44,24 +44,6 @@ pub struct TuneArgs {
     dir: PathBuf,
 }
 
-fn parse_knobs(text: &str) -> anyhow::Result<Vec<KnobId>> {
-    let mut out = Vec::new();
-    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        let Some(id) = KnobId::from_name(name) else {
-            let all: Vec<&str> = KnobId::ALL.iter().map(|k| k.name()).collect();
-            anyhow::bail!("--knobs: no knob {name:?}; name some of {}", all.join(", "));
-        };
-        if !out.contains(&id) {
-            out.push(id);
-        }
-    }
-    anyhow::ensure!(
-        !out.is_empty(),
-        "--knobs names no knob: name some, e.g. --knobs timer-migration,preempt"
-    );
-    Ok(out)
-}
-
 /// Runs `cpushield tune`.
 pub fn tune(args: TuneArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
@@ -73,7 +55,8 @@ pub fn tune(args: TuneArgs) -> anyhow::Result<ExitCode> {
         Some("none") => (Vec::new(), "none".to_string()),
         named => request::choose(named).map_err(anyhow::Error::msg)?,
     };
-    let knobs = args.knobs.as_deref().map(parse_knobs).transpose()?;
+    let knobs = args.knobs.as_deref().map(real::parse_knobs).transpose();
+    let knobs = knobs.map_err(anyhow::Error::msg)?;
     let cpus = match args.cpus {
         Some(c) => c,
         None => {
@@ -121,17 +104,7 @@ fn session(config: &TuneConfig, out: &Path) -> u8 {
     let mut on_progress = |p: &cpushield_tune::session::Progress, elapsed: Duration| {
         if let Some(bar) = &bar {
             bar.set_position(elapsed.as_secs().min(budget));
-            let arm = match p.arm {
-                Arm::Start => "starting point",
-                Arm::Candidate => "candidate",
-            };
-            bar.set_message(format!(
-                "{} trial {}/{} ({arm}), {} s left",
-                p.what,
-                p.trial.0,
-                p.trial.1,
-                budget.saturating_sub(elapsed.as_secs())
-            ));
+            bar.set_message(render::progress_line(p, elapsed, budget));
         }
     };
     let result = real::run(&crate::host::real(), config, stop, &mut on_progress);
@@ -139,27 +112,16 @@ fn session(config: &TuneConfig, out: &Path) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    print!("{}", render::table(&report));
-    print!("{}", render::cmdline_text(&report));
-    for a in &report.advice {
-        println!("for the real-time task: {a}");
-    }
-    match render::write_all(&report, out) {
-        Ok(_) => println!(
-            "config: {}/cpushield.toml (cpushield apply --config {}/cpushield.toml); report: {}/report.html, tune.json",
-            out.display(),
-            out.display(),
+    print!("{}", render::summary(&report));
+    if let Err(e) = render::write_all(&report, out) {
+        eprintln!(
+            "cpushield: error: writing the report to {}: {e}",
             out.display()
-        ),
-        Err(e) => {
-            eprintln!("cpushield: error: writing the report to {}: {e}", out.display());
-            return EXIT_ERROR;
-        }
+        );
+        return EXIT_ERROR;
     }
-    println!(
-        "took {:.0} s of a {} s budget; every knob, the shield and the load are as found",
-        report.elapsed_s, budget
-    );
+    print!("{}", render::written(out));
+    print!("{}", render::took(&report, budget));
     if report.session.interrupted {
         eprintln!("cpushield: interrupted: every knob was restored, the shield reset and the load stopped; the report holds what was measured");
         return EXIT_ERROR;

@@ -46,6 +46,10 @@ struct WatchArgs {
     /// Stop after this long (default: until SIGINT/SIGTERM).
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     duration: Option<Duration>,
+    /// node_exporter textfile to rewrite every second: each vCPU's time held
+    /// off by the host, by why and by what held its host CPU.
+    #[arg(long, value_name = "PATH")]
+    textfile: Option<PathBuf>,
 }
 
 fn retention(text: &str) -> Result<Duration, String> {
@@ -70,6 +74,7 @@ fn watch(args: WatchArgs) -> anyhow::Result<ExitCode> {
         channel: args.channel,
         retention: args.retention,
         duration: args.duration,
+        textfile: args.textfile,
     };
     let kernel = crate::host::real().shared_kernel();
     let s = watch::watch(kernel, &request, &mut |line| println!("{line}"))?;

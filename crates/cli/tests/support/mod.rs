@@ -188,3 +188,90 @@ pub fn compare_report(dir: &std::path::Path) -> (serde_json::Value, Vec<String>)
         .collect();
     (report, names)
 }
+
+/// A QEMU of two vCPUs, stopped before its first instruction (`-S`): its
+/// threads exist as on any VM's host (vCPU threads named by
+/// `debug-threads=on`), and nothing spins. Killed on drop.
+pub struct PausedQemu(std::process::Child);
+
+impl PausedQemu {
+    /// Starts one named `name` (`-name NAME,debug-threads=on`).
+    pub fn start(name: &str) -> Self {
+        let child = std::process::Command::new("qemu-system-x86_64")
+            .args([
+                "-accel",
+                "tcg,thread=multi",
+                "-smp",
+                "2",
+                "-m",
+                "64",
+                "-S",
+                "-nodefaults",
+                "-display",
+                "none",
+                "-monitor",
+                "none",
+                "-serial",
+                "none",
+                "-name",
+                format!("{name},debug-threads=on").as_str(),
+            ])
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("qemu-system-x86_64 runs (scripts/dev-setup.sh installs it)");
+        let qemu = PausedQemu(child);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while qemu.thread("CPU 1/TCG").is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "QEMU made no 'CPU 1/TCG' thread"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        qemu
+    }
+
+    /// Its process ID.
+    pub fn pid(&self) -> i32 {
+        self.0.id() as i32
+    }
+
+    /// Its threads: (id, name).
+    pub fn threads(&self) -> Vec<(i32, String)> {
+        std::fs::read_dir(format!("/proc/{}/task", self.pid()))
+            .map(|dir| {
+                dir.flatten()
+                    .filter_map(|t| {
+                        let tid = t.file_name().to_str()?.parse().ok()?;
+                        let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+                        Some((tid, comm.trim_end().to_string()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The id of its thread named `comm`.
+    pub fn thread(&self, comm: &str) -> Option<i32> {
+        self.threads()
+            .into_iter()
+            .find(|(_, c)| c == comm)
+            .map(|(tid, _)| tid)
+    }
+
+    /// Every thread id but the vCPUs'.
+    pub fn others(&self) -> Vec<i32> {
+        self.threads()
+            .into_iter()
+            .filter(|(_, c)| !c.starts_with("CPU "))
+            .map(|(tid, _)| tid)
+            .collect()
+    }
+}
+
+impl Drop for PausedQemu {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

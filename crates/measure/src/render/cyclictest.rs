@@ -25,6 +25,7 @@
 //! 3 significant digits above.
 
 use crate::distribution::Distribution;
+use crate::latency::LatencyReport;
 
 /// Writes the histogram of `threads` (one distribution per measured CPU, in
 /// order) with `bins` one-microsecond bins.
@@ -99,6 +100,14 @@ pub fn write_histogram(threads: &[&Distribution], bins: usize) -> String {
     }
     out.push('\n');
     out
+}
+
+/// cyclictest's `-h` histogram of every CPU of `report`, in `bins`
+/// microsecond bins (default: enough to hold the largest latency, at least 100).
+pub fn histogram_of(report: &LatencyReport, bins: Option<usize>) -> String {
+    let dists: Vec<&Distribution> = report.cpus.iter().map(|c| &c.latency).collect();
+    let bins = bins.unwrap_or_else(|| bins_to_cover(&dists, 100));
+    write_histogram(&dists, bins)
 }
 
 /// The bin count that covers every sample of `threads` (no overflows), and at

@@ -82,6 +82,14 @@ pub fn over_limit(report: &LatencyReport, limit_ns: u64) -> Option<String> {
     (!over.is_empty()).then(|| over.join(", "))
 }
 
+/// The `--max-latency` refusal: the CPUs of `report` whose worst latency is
+/// above `limit`, in one line; None when no CPU is.
+pub fn over_max_latency(report: &LatencyReport, limit: std::time::Duration) -> Option<String> {
+    let limit_ns = limit.as_nanos() as u64;
+    over_limit(report, limit_ns)
+        .map(|over| format!("latency above --max-latency {} on {over}", fmt_ns(limit_ns)))
+}
+
 /// A latency report as text.
 pub fn latency(report: &LatencyReport) -> String {
     let st = &report.settings;

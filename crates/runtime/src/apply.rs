@@ -3,12 +3,12 @@
 //! journaled in the shield's saved state before it changes, so that `reset`
 //! writes it back.
 
-use crate::knob::{self, FileChange, Machine};
+use crate::machine::{self, FileChange, Machine};
 use crate::settings;
 use cpushield_config::{Change, Config, ConfigError};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{Host, Kernel};
-use cpushield_shield::runtime::write_setting;
+use cpushield_kernel::Host;
+use cpushield_shield::runtime::{write_setting, MountedDebugfs};
 use cpushield_shield::{render, state, Options, ShieldMasks};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -252,7 +252,7 @@ pub fn apply_file(
         .map(|l| l.state.masks)
         .unwrap_or_default();
     let plan_ = cpushield_config::plan(&current, &desired, &online);
-    let _debugfs = DebugfsWhile::mount_if_needed(host.kernel(), &config);
+    let _debugfs = debugfs_for(&host, &config);
     let runtime = plan(&host, &config, &desired.procs)?;
     if plan_.is_empty() && runtime.is_empty() {
         say(&format!(
@@ -301,31 +301,15 @@ pub fn apply_file(
     Ok(())
 }
 
-/// debugfs, mounted while a config's preemption model is read and written
-/// when the kernel can switch it and debugfs is not mounted; unmounted when
-/// dropped.
-pub struct DebugfsWhile<'a> {
-    kernel: &'a dyn Kernel,
-    mounted: bool,
-}
-
-impl<'a> DebugfsWhile<'a> {
-    /// Mounts debugfs if `config` sets the preemption model and its file is
-    /// not there; a failed mount is left for the plan to report.
-    pub fn mount_if_needed(kernel: &'a dyn Kernel, config: &Config) -> Self {
-        let wanted =
-            config.runtime().preempt.is_some() && !kernel.exists(Path::new(knob::PREEMPT_FILE));
-        let mounted = wanted && kernel.mount("debugfs", Path::new(knob::DEBUGFS)).is_ok();
-        Self { kernel, mounted }
-    }
-}
-
-impl Drop for DebugfsWhile<'_> {
-    fn drop(&mut self) {
-        if self.mounted {
-            let _ = self.kernel.unmount(Path::new(knob::DEBUGFS));
-        }
-    }
+/// debugfs, mounted while `config`'s preemption model is read and written
+/// when the config sets it and its file is not there (unmounted when
+/// dropped); a failed mount is left for the plan to report.
+fn debugfs_for(host: &Host, config: &Config) -> Option<MountedDebugfs> {
+    let wanted = config.runtime().preempt.is_some()
+        && !host.kernel().exists(Path::new(machine::PREEMPT_FILE));
+    wanted
+        .then(|| MountedDebugfs::mount(host.shared_kernel()).ok())
+        .flatten()
 }
 
 #[cfg(test)]
@@ -344,7 +328,7 @@ mod tests {
     /// throttling at the kernel's default.
     fn shielded() -> (FakeKernel, MemoryStore, CpuSet) {
         let kernel = v1_machine("0-1", &[(100, "0-1")]);
-        kernel.set_file(knob::RT_RUNTIME, "950000\n");
+        kernel.set_file(machine::RT_RUNTIME, "950000\n");
         let store = MemoryStore::new();
         let cpus = CpuSet::from_cpus([1]);
         let masks = ShieldMasks {
@@ -386,10 +370,10 @@ mod tests {
             applied.iter().map(ToString::to_string).collect::<Vec<_>>(),
             ["set /proc/sys/kernel/sched_rt_runtime_us = -1 (was 950000)"]
         );
-        assert_eq!(kernel.file(knob::RT_RUNTIME).unwrap().trim(), "-1");
+        assert_eq!(kernel.file(machine::RT_RUNTIME).unwrap().trim(), "-1");
         assert_eq!(
             journal(&store),
-            [(PathBuf::from(knob::RT_RUNTIME), "950000".to_string())]
+            [(PathBuf::from(machine::RT_RUNTIME), "950000".to_string())]
         );
         assert!(plan(&Host::fake(&kernel, &store), &with, &cpus)
             .unwrap()
@@ -400,11 +384,11 @@ mod tests {
         assert_eq!(
             applied,
             [Applied::Restored {
-                path: PathBuf::from(knob::RT_RUNTIME),
+                path: PathBuf::from(machine::RT_RUNTIME),
                 value: "950000".into()
             }]
         );
-        assert_eq!(kernel.file(knob::RT_RUNTIME).unwrap().trim(), "950000");
+        assert_eq!(kernel.file(machine::RT_RUNTIME).unwrap().trim(), "950000");
         assert!(journal(&store).is_empty());
     }
 
@@ -418,7 +402,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("nothing was changed"), "{error}");
-        assert_eq!(kernel.file(knob::RT_RUNTIME).unwrap().trim(), "950000");
+        assert_eq!(kernel.file(machine::RT_RUNTIME).unwrap().trim(), "950000");
     }
 
     #[test]
@@ -436,7 +420,7 @@ mod tests {
     #[test]
     fn apply_shields_from_the_file_then_finds_nothing_to_change() {
         let kernel = v1_machine("0-1", &[(100, "0-1")]);
-        kernel.set_file(knob::RT_RUNTIME, "950000\n");
+        kernel.set_file(machine::RT_RUNTIME, "950000\n");
         let store = MemoryStore::new();
         let host = Host::fake(&kernel, &store);
         let tmp = tempfile::tempdir().unwrap();

@@ -1,0 +1,195 @@
+//! The machine's run-time setting files, read once through the [`Kernel`]
+//! door: the sysctls, the preemption model, the cpufreq and cpuidle files of
+//! the shielded CPUs and their SMT siblings. What a config's `[runtime]`
+//! section is planned against ([`crate::settings`]), and what `tune`'s knob
+//! catalog is built on.
+
+use cpushield_cpuset::CpuSet;
+use cpushield_kernel::Kernel;
+use cpushield_parse::preempt::{parse_preempt, PreemptModels};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The preemption model file of a `PREEMPT_DYNAMIC` kernel (debugfs).
+pub const PREEMPT_FILE: &str = "/sys/kernel/debug/sched/preempt";
+/// kernel.sched_rt_runtime_us.
+pub const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
+/// kernel.timer_migration.
+pub const TIMER_MIGRATION: &str = "/proc/sys/kernel/timer_migration";
+/// vm.stat_interval.
+pub const STAT_INTERVAL: &str = "/proc/sys/vm/stat_interval";
+/// The PM QoS latency request device.
+pub const DMA_LATENCY: &str = "/dev/cpu_dma_latency";
+
+/// One file a candidate writes, with the value it had (written back after).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChange {
+    /// The file.
+    pub path: PathBuf,
+    /// What it held, in the form it is written back.
+    pub original: String,
+    /// The candidate value.
+    pub candidate: String,
+}
+
+/// One idle state of a CPU, as its files say.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct IdleStateFile {
+    /// Its directory (`/sys/devices/system/cpu/cpu1/cpuidle/state2`).
+    pub dir: PathBuf,
+    /// Its name (`C6`).
+    pub name: String,
+    /// Exit latency, us.
+    pub latency_us: u64,
+    /// The `disable` file's value.
+    pub disable: String,
+}
+
+/// The knobs' files of one CPU.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CpuFiles {
+    /// scaling_governor, when there is a cpufreq driver.
+    pub governor: Option<String>,
+    /// scaling_available_governors.
+    pub governors: Vec<String>,
+    /// energy_performance_preference, where the driver has it.
+    pub epp: Option<String>,
+    /// energy_performance_available_preferences.
+    pub epps: Vec<String>,
+    /// Its idle states (none without a cpuidle driver).
+    pub idle_states: Vec<IdleStateFile>,
+    /// Its SMT siblings, itself included.
+    pub siblings: CpuSet,
+}
+
+/// What the knob catalog and the `[runtime]` settings need to know of the machine.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Machine {
+    /// Online CPUs.
+    pub online: CpuSet,
+    /// /proc/cmdline.
+    pub cmdline: String,
+    /// /proc/sys/kernel/version (`#1 SMP PREEMPT_DYNAMIC ...`).
+    pub kernel_version: String,
+    /// The preemption models, when debugfs shows them.
+    pub preempt: Option<PreemptModels>,
+    /// Why debugfs could not be reached, when it could not.
+    pub debugfs_problem: Option<String>,
+    /// Whether /dev/cpu_dma_latency exists.
+    pub dma_latency: bool,
+    /// Each sysctl file's value (trimmed), when it exists.
+    pub sysctls: BTreeMap<&'static str, String>,
+    /// The cpuidle driver (`none` in many VMs).
+    pub idle_driver: Option<String>,
+    /// The cpuset hierarchy is cgroup v1.
+    pub cgroup_v1: bool,
+    /// Per CPU: the measured ones and their siblings.
+    pub cpus: BTreeMap<usize, CpuFiles>,
+}
+
+fn read(kernel: &dyn Kernel, path: &str) -> Option<String> {
+    kernel
+        .read(Path::new(path))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+fn words(text: Option<String>) -> Vec<String> {
+    text.map(|t| t.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+impl Machine {
+    /// Reads the setting files of the machine and of the CPUs `cpus` and
+    /// their SMT siblings.
+    pub fn read(kernel: &dyn Kernel, cpus: &CpuSet) -> Self {
+        let mut sysctls = BTreeMap::new();
+        for path in [RT_RUNTIME, TIMER_MIGRATION, STAT_INTERVAL] {
+            if let Some(v) = read(kernel, path) {
+                sysctls.insert(path, v);
+            }
+        }
+        let preempt_read = kernel.read(Path::new(PREEMPT_FILE));
+        let debugfs_problem = match &preempt_read {
+            Err(e) if kernel.exists(Path::new(PREEMPT_FILE)) => {
+                let e = cpushield_shield::runtime::debugfs_error(
+                    kernel,
+                    Path::new(PREEMPT_FILE),
+                    cpushield_kernel::os_errno(e).map_or_else(
+                        || std::io::Error::new(e.kind(), e.to_string()),
+                        std::io::Error::from_raw_os_error,
+                    ),
+                );
+                Some(format!("the kernel refuses to read it ({e})"))
+            }
+            _ => None,
+        };
+        let mut machine = Machine {
+            online: cpushield_kernel::online_cpus(kernel).unwrap_or_default(),
+            cmdline: read(kernel, "/proc/cmdline").unwrap_or_default(),
+            kernel_version: read(kernel, "/proc/sys/kernel/version").unwrap_or_default(),
+            preempt: preempt_read.ok().and_then(|t| parse_preempt(&t)),
+            debugfs_problem,
+            dma_latency: kernel.exists(Path::new(DMA_LATENCY)),
+            sysctls,
+            idle_driver: read(kernel, "/sys/devices/system/cpu/cpuidle/current_driver"),
+            cgroup_v1: matches!(
+                cpushield_shield::layout::detect(kernel),
+                Some(cpushield_shield::layout::CgroupLayout::V1 { .. })
+            ),
+            cpus: BTreeMap::new(),
+        };
+        for cpu in cpus.iter() {
+            let files = read_cpu(kernel, cpu);
+            let siblings = files.siblings.clone();
+            machine.cpus.insert(cpu, files);
+            for sib in siblings.iter() {
+                machine
+                    .cpus
+                    .entry(sib)
+                    .or_insert_with(|| read_cpu(kernel, sib));
+            }
+        }
+        machine
+    }
+}
+
+fn read_cpu(kernel: &dyn Kernel, cpu: usize) -> CpuFiles {
+    let base = format!("/sys/devices/system/cpu/cpu{cpu}");
+    let idle_dir = PathBuf::from(format!("{base}/cpuidle"));
+    let mut names = kernel.read_dir(&idle_dir).unwrap_or_default();
+    names.retain(|n| n.starts_with("state"));
+    names.sort_by_key(|n| n[5..].parse::<u32>().unwrap_or(u32::MAX));
+    let idle_states = names
+        .into_iter()
+        .map(|n| {
+            let dir = idle_dir.join(&n);
+            let f = |leaf: &str| read(kernel, &dir.join(leaf).display().to_string());
+            IdleStateFile {
+                name: f("name").unwrap_or(n),
+                latency_us: f("latency").and_then(|v| v.parse().ok()).unwrap_or(0),
+                disable: f("disable").unwrap_or_default(),
+                dir,
+            }
+        })
+        .collect();
+    CpuFiles {
+        governor: read(kernel, &format!("{base}/cpufreq/scaling_governor")),
+        governors: words(read(
+            kernel,
+            &format!("{base}/cpufreq/scaling_available_governors"),
+        )),
+        epp: read(
+            kernel,
+            &format!("{base}/cpufreq/energy_performance_preference"),
+        ),
+        epps: words(read(
+            kernel,
+            &format!("{base}/cpufreq/energy_performance_available_preferences"),
+        )),
+        idle_states,
+        siblings: cpushield_kernel::thread_siblings(kernel, cpu)
+            .unwrap_or_else(|_| CpuSet::from_cpus([cpu])),
+    }
+}
