@@ -131,6 +131,54 @@ fn demo_runs_every_scenario_writes_the_report_and_restores_the_machine() {
     assert_machine_restored(&before, tmp.path());
 }
 
+#[test]
+fn compare_run_from_a_nested_pid_namespace_blames_no_task_outside_it_as_a_leak() {
+    let _serial = serial();
+    if !is_root() {
+        skipped("compare needs root");
+        return;
+    }
+    // cpushield itself runs in a nested PID namespace with its own /proc (a
+    // container's view): the tasks the trace names by their global IDs are
+    // the machine's (its kernel threads, other work), which that /proc cannot
+    // look up. With --system every one of them used to be judged a task the
+    // shield should have moved.
+    let tmp = tempfile::tempdir().unwrap();
+    let before = support::system_state();
+    let script = r#"
+$CS compare --system --cpus 1 --scenarios loaded,shielded --duration 1s --runs 0 \
+    --load fpu --idle halt --no-anchor --attribute-above 30us \
+    --dir "$CPUSHIELD_STATE_DIR" --out "$CPUSHIELD_STATE_DIR/r"
+echo "compare-exit $?"
+echo SCENARIO-DONE
+"#;
+    let text = support::run_scenario_in_pid_namespace(script, &[], tmp.path());
+    assert!(text.contains("compare-exit 0"), "{text}");
+    let (report, _) = support::compare_report(&tmp.path().join("r"));
+    let verdict = &report["verdict"];
+    let task_leaks: Vec<&str> = verdict["remaining"]
+        .as_array()
+        .expect("a list of what remains")
+        .iter()
+        .filter_map(|r| r.as_str())
+        .filter(|r| r.starts_with("task "))
+        .collect();
+    assert!(task_leaks.is_empty(), "{task_leaks:#?}\n{text}");
+    assert!(
+        !verdict["line"]
+            .as_str()
+            .unwrap()
+            .starts_with("SHIELD LEAKS"),
+        "{text}"
+    );
+    let said = report
+        .to_string()
+        .matches("cpushield runs in a nested PID namespace")
+        .count();
+    assert_eq!(said, 1, "the nested namespace's limit is said once: {text}");
+    assert_machine_restored(&before, tmp.path());
+}
+
 /// Each thread seen able to run on the measured CPU: when first and last
 /// seen so, and what it was.
 type Seen = std::collections::BTreeMap<i32, (Instant, Instant, String)>;

@@ -35,11 +35,16 @@ use cpushield_report::{
 use cpushield_rt::sched::PlaceFn;
 use cpushield_shield::held::reset_failed;
 use cpushield_shield::HeldShield;
+use cpushield_trace::attribute::CauseKind;
 use cpushield_trace::WakeupWatch;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+/// The fix for a task a trace from a nested PID namespace could not place.
+const NESTED_FIX: &str =
+    "cpushield compare from the initial PID namespace (in Kubernetes, hostPID: true)";
 
 fn siblings(kernel: &dyn Kernel, cpu: usize) -> CpuSet {
     cpushield_kernel::thread_siblings(kernel, cpu).unwrap_or_else(|_| CpuSet::from_cpus([cpu]))
@@ -235,6 +240,9 @@ pub fn run(
     if experiment.osnoise_absent {
         general.push(cpushield_trace::summary::OSNOISE_ABSENT.to_string());
     }
+    if experiment.nested_namespace {
+        general.push(cpushield_trace::summary::NESTED_NAMESPACE.to_string());
+    }
     let mut results = std::mem::take(&mut experiment.results);
     // A shield that did not come down is the run's error: the machine is not
     // as it was. (When a phase fails above, dropping the experiment restores
@@ -325,6 +333,8 @@ pub(crate) struct Experiment<'a> {
     rtla: Option<PathBuf>,
     /// A trace found no osnoise events to attribute with (said once).
     osnoise_absent: bool,
+    /// A trace ran from a nested PID namespace (said once).
+    nested_namespace: bool,
     results: Vec<ScenarioResult>,
 }
 
@@ -365,6 +375,7 @@ impl<'a> Experiment<'a> {
             cyclictest: None,
             rtla: None,
             osnoise_absent: false,
+            nested_namespace: false,
             results: Vec::new(),
         }
     }
@@ -720,6 +731,9 @@ impl<'a> Experiment<'a> {
                 if !trace.osnoise_events {
                     self.osnoise_absent = true;
                 }
+                if trace.nested_namespace {
+                    self.nested_namespace = true;
+                }
                 self.name_fixes(&mut attribution, cpus, &findings);
                 Some(attribution)
             }
@@ -744,6 +758,10 @@ impl<'a> Experiment<'a> {
         let config = self.config;
         let namespace_scope = matches!(config.scope, Scope::Namespace);
         for row in attribution.causes.iter_mut().filter(|r| r.guest) {
+            if self.nested_namespace && row.kind == CauseKind::OtherNamespace.word() {
+                row.fix = Some(NESTED_FIX.into());
+                continue;
+            }
             row.fix = fix_for(&row.name, findings).or_else(|| {
                 config
                     .audit

@@ -30,6 +30,32 @@ pub fn host_proc() -> Option<&'static std::path::Path> {
     HOST_PROC.get().map(|p| p.as_path())
 }
 
+/// The link text of the initial PID namespace (`/proc/self/ns/pid` of a
+/// task in it): its inode is fixed by the kernel (PROC_PID_INIT_INO).
+pub const INITIAL_PID_NAMESPACE: &str = "pid:[4026531836]";
+
+/// Whether the /proc at `proc_root` is a nested PID namespace's: it lists
+/// tasks, but not kthreadd (PID 2 of the initial namespace; kernel threads
+/// show in no other namespace's /proc), and this process does not run in
+/// the initial namespace either. Trace events name tasks by their IDs in
+/// the initial namespace, which such a /proc cannot look up: there they
+/// name other tasks or none. A /proc that lists nothing tells nothing (false).
+pub fn is_nested_proc(kernel: &dyn Kernel, proc_root: &std::path::Path) -> bool {
+    let proc = crate::Procfs::at(kernel, proc_root);
+    let in_initial = proc
+        .own_link("ns/pid")
+        .is_ok_and(|ns| ns.as_os_str() == INITIAL_PID_NAMESPACE);
+    !in_initial && !shows_kthreadd(kernel, proc_root) && proc.pids().is_ok_and(|p| !p.is_empty())
+}
+
+/// Whether the /proc at `proc_root` shows kthreadd, which only the initial
+/// PID namespace's /proc does.
+pub fn shows_kthreadd(kernel: &dyn Kernel, proc_root: &std::path::Path) -> bool {
+    kernel
+        .read(&proc_root.join("2/comm"))
+        .is_ok_and(|comm| comm.trim() == "kthreadd")
+}
+
 /// The environment variable that carries [`run_tag`] to the programs a
 /// private run starts (the batch job's `cpushield load`).
 pub const RUN_TAG_ENV: &str = "CPUSHIELD_RUN_TAG";
@@ -266,5 +292,30 @@ fn reap(child: nix::unistd::Pid) -> io::Result<()> {
             Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(e.into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::FakeKernel;
+    use std::path::Path;
+
+    #[test]
+    fn a_proc_that_lists_tasks_but_not_kthreadd_is_a_nested_namespaces() {
+        let k = FakeKernel::new();
+        k.set_file("/nested/1/comm", "bash\n");
+        k.set_file("/nested/2/comm", "cpushield\n");
+        assert!(is_nested_proc(&k, Path::new("/nested")));
+        k.set_file("/initial/1/comm", "systemd\n");
+        k.set_file("/initial/2/comm", "kthreadd\n");
+        assert!(!is_nested_proc(&k, Path::new("/initial")));
+        assert!(!is_nested_proc(&k, Path::new("/empty")));
+        // A process of the initial namespace reads what it reads as the
+        // machine's, kthreadd listed or not.
+        k.set_file("/nested/self/ns/pid", INITIAL_PID_NAMESPACE);
+        assert!(!is_nested_proc(&k, Path::new("/nested")));
+        k.set_file("/nested/self/ns/pid", "pid:[4026532200]");
+        assert!(is_nested_proc(&k, Path::new("/nested")));
     }
 }

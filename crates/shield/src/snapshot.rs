@@ -400,9 +400,13 @@ impl Snapshot {
 
 /// Detects the scope: kthreadd (PID 2) is visible only from the initial PID namespace.
 pub fn detect_scope(kernel: &dyn Kernel) -> Scope {
-    match kernel.read(Path::new("/proc/2/comm")) {
-        Ok(comm) if comm.trim() == "kthreadd" => Scope::System,
-        _ => Scope::Namespace,
+    if cpushield_kernel::namespace::shows_kthreadd(
+        kernel,
+        Path::new(cpushield_kernel::procfs::PROC),
+    ) {
+        Scope::System
+    } else {
+        Scope::Namespace
     }
 }
 

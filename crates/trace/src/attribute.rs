@@ -372,6 +372,19 @@ fn is_placed(kind: &EventKind) -> bool {
     matches!(kind, EventKind::NoiseStart(_) | EventKind::NoiseEnd(_))
 }
 
+/// One stretch between events, and what it is charged to.
+struct Stretch {
+    from: u64,
+    to: u64,
+    phase: Phase,
+    kind: CauseKind,
+    name: String,
+    /// The current task is the idle poller.
+    polling: bool,
+    /// The CPU left idle inside the stretch (no tick is known to be due).
+    left_idle: bool,
+}
+
 struct State<'a> {
     ctx: &'a AttributionContext<'a>,
     spike: Spike,
@@ -458,22 +471,58 @@ impl State<'_> {
         }
         let phase = self.phase(from);
         if let Some((pid, comm)) = end_task {
-            if pid != self.task.0 {
-                // A switch between two other tasks while the real-time task
-                // was runnable: real-time tasks were throttled.
-                if phase == Phase::AfterWakeup
-                    && pid != self.spike.tid
-                    && self.task.0 != self.spike.tid
-                    && self.task.0 > 0
-                    && pid > 0
-                {
-                    self.throttled = true;
-                }
-                self.set_task(pid, comm, stretch_end);
-            }
+            self.follow_task(pid, comm, phase, stretch_end);
         }
-        let ns = to - from;
-        let idle = self.task.0 == 0;
+        let polling = self
+            .task
+            .1
+            .starts_with(cpushield_kernel::POLLER_THREAD_PREFIX);
+        let (kind, name) = self.stretch_cause(exiting.as_ref(), phase, polling);
+        let s = Stretch {
+            from,
+            to,
+            phase,
+            kind,
+            name,
+            polling,
+            left_idle,
+        };
+        if self.charge_vcpu_gone(&s)
+            || self.charge_missed_interrupt(&s)
+            || self.charge_missed_tick(&s)
+        {
+            return;
+        }
+        self.add(s.kind, s.name, s.phase, s.to - s.from);
+    }
+
+    /// Makes `pid` the current task when the event ending a stretch names
+    /// another; a switch between two other tasks while the real-time task
+    /// was runnable means real-time tasks were throttled.
+    fn follow_task(&mut self, pid: i32, comm: &str, phase: Phase, at: u64) {
+        if pid == self.task.0 {
+            return;
+        }
+        if phase == Phase::AfterWakeup
+            && pid != self.spike.tid
+            && self.task.0 != self.spike.tid
+            && self.task.0 > 0
+            && pid > 0
+        {
+            self.throttled = true;
+        }
+        self.set_task(pid, comm, at);
+    }
+
+    /// What a stretch in `phase` is charged to: the handler leaving
+    /// (`exiting`) or on top of the stack, else the current task as what it
+    /// is (idle, the poller, the measured task, a throttled one, or a task).
+    fn stretch_cause(
+        &self,
+        exiting: Option<&Ctx>,
+        phase: Phase,
+        polling: bool,
+    ) -> (CauseKind, String) {
         // A work item counts only while its kworker is the current task (a
         // switch away from it may not be in the trace).
         let cur = self.task.0;
@@ -482,11 +531,7 @@ impl State<'_> {
             .iter()
             .rev()
             .find(|c| !matches!(c, Ctx::Work(_, pid) if *pid != cur));
-        let polling = self
-            .task
-            .1
-            .starts_with(cpushield_kernel::POLLER_THREAD_PREFIX);
-        let (kind, name) = match exiting.as_ref().or(top) {
+        match exiting.or(top) {
             Some(Ctx::Noise(n)) if n.class == NoiseClass::Thread => (
                 self.task_kind(n.number as i32, &n.name),
                 format!("{} ({})", n.name, n.number),
@@ -499,7 +544,7 @@ impl State<'_> {
                 CauseKind::Outside,
                 "CPU polling while the timer should have fired: vCPU not running (hypervisor) or SMI".to_string(),
             ),
-            None if idle => {
+            None if cur == 0 => {
                 let why = if matches!(phase, Phase::BeforeWakeup | Phase::Unknown) {
                     "CPU idle while the timer should have fired: hypervisor, SMI or idle-state exit"
                 } else {
@@ -507,7 +552,7 @@ impl State<'_> {
                 };
                 (CauseKind::Outside, why.to_string())
             }
-            None if self.task.0 == self.spike.tid => (
+            None if cur == self.spike.tid => (
                 CauseKind::MeasuredTask,
                 format!(
                     "measured task {} ({}) on its way to user space",
@@ -525,7 +570,14 @@ impl State<'_> {
                 self.task_kind(self.task.0, &self.task.1),
                 format!("{} ({})", self.task.1, self.task.0),
             ),
-        };
+        }
+    }
+
+    /// On a virtual CPU, a bounded stretch (a hard-interrupt handler, the
+    /// measured task's way to user space, the poller giving way) that shows
+    /// no event for longer than [`HANDLER_BOUND_NS`]: the rest was the vCPU
+    /// not running. Returns whether it charged the stretch.
+    fn charge_vcpu_gone(&mut self, s: &Stretch) -> bool {
         // A hard-interrupt handler (device IRQ, vector, hrtimer callback)
         // runs for microseconds; one that shows no event for longer was not
         // running: the vCPU was taken away inside it.
@@ -535,41 +587,44 @@ impl State<'_> {
         // (a determinism window, which computes for milliseconds between
         // ticks, is not bounded). The idle poller counts only while it gives
         // way after the wakeup.
-        let bounded = match kind {
+        let bounded = match s.kind {
             CauseKind::Irq | CauseKind::Vector | CauseKind::Hrtimer => true,
             CauseKind::MeasuredTask => !self.spike.is_determinism_window(),
-            CauseKind::Task => polling,
+            CauseKind::Task => s.polling,
             _ => false,
         };
-        if self.ctx.virtual_cpu && bounded && ns > HANDLER_BOUND_NS {
-            self.add(kind, name.clone(), phase, HANDLER_BOUND_NS);
-            self.add(
-                CauseKind::Outside,
-                if matches!(kind, CauseKind::MeasuredTask | CauseKind::Task) {
-                    format!(
-                        "{} showed no event for longer than switching to the probe takes ({}): the vCPU was not running",
-                        if kind == CauseKind::Task { "the idle poller giving way" } else { "the probe's way to user space" },
-                        fmt_ns(HANDLER_BOUND_NS)
-                    )
-                } else {
-                    format!(
-                        "{name} showed no event for longer than any handler runs ({}): the vCPU was not running",
-                        fmt_ns(HANDLER_BOUND_NS)
-                    )
-                },
-                phase,
-                ns - HANDLER_BOUND_NS,
-            );
-            return;
+        let ns = s.to - s.from;
+        if !(self.ctx.virtual_cpu && bounded && ns > HANDLER_BOUND_NS) {
+            return false;
         }
-        // Interrupts are enabled in a task, a kernel thread, a work item or a
-        // softirq: a timer interrupt that was due comes at once. A stretch
-        // that runs on past it without one had interrupts off or a vCPU the
-        // hypervisor did not run; up to HANDLER_BOUND_NS of it is the
-        // interrupt's own way in (and short sections with interrupts off).
-        let interruptible = match kind {
-            CauseKind::Task => !polling,
-            CauseKind::MeasuredTask => phase == Phase::Unknown,
+        self.add(s.kind, s.name.clone(), s.phase, HANDLER_BOUND_NS);
+        let why = if matches!(s.kind, CauseKind::MeasuredTask | CauseKind::Task) {
+            format!(
+                "{} showed no event for longer than switching to the probe takes ({}): the vCPU was not running",
+                if s.kind == CauseKind::Task { "the idle poller giving way" } else { "the probe's way to user space" },
+                fmt_ns(HANDLER_BOUND_NS)
+            )
+        } else {
+            format!(
+                "{} showed no event for longer than any handler runs ({}): the vCPU was not running",
+                s.name,
+                fmt_ns(HANDLER_BOUND_NS)
+            )
+        };
+        self.add(CauseKind::Outside, why, s.phase, ns - HANDLER_BOUND_NS);
+        true
+    }
+
+    /// Interrupts are enabled in a task, a kernel thread, a work item or a
+    /// softirq: a timer interrupt that was due comes at once. A stretch that
+    /// runs on past it without one had interrupts off or a vCPU the
+    /// hypervisor did not run; up to [`HANDLER_BOUND_NS`] of it is the
+    /// interrupt's own way in (and short sections with interrupts off).
+    /// Returns whether it charged the stretch.
+    fn charge_missed_interrupt(&mut self, s: &Stretch) -> bool {
+        let interruptible = match s.kind {
+            CauseKind::Task => !s.polling,
+            CauseKind::MeasuredTask => s.phase == Phase::Unknown,
             CauseKind::KernelThread
             | CauseKind::OtherNamespace
             | CauseKind::PodTask
@@ -578,42 +633,50 @@ impl State<'_> {
             | CauseKind::Work => true,
             _ => false,
         };
-        let due = (interruptible && !left_idle)
-            .then(|| self.interrupt_due(from, to))
+        let due = (interruptible && !s.left_idle)
+            .then(|| self.interrupt_due(s.from, s.to))
             .flatten();
-        if let Some(due) = due {
-            let held_from = (due + HANDLER_BOUND_NS).max(from);
-            if held_from < to {
-                self.add(kind, name.clone(), phase, held_from - from);
-                self.add(
-                    CauseKind::Outside,
-                    "a timer interrupt was due and did not come: interrupts off or vCPU not running".to_string(),
-                    phase,
-                    to - held_from,
-                );
-                return;
-            }
+        let Some(due) = due else {
+            return false;
+        };
+        let held_from = (due + HANDLER_BOUND_NS).max(s.from);
+        if held_from >= s.to {
+            return false;
         }
-        // A stretch without any event longer than the tick allows: the kernel
-        // did not run its tick, so the excess is outside its view.
-        if let Some(tick) = self.ctx.tick_ns {
-            if kind != CauseKind::Outside && ns > tick + tick / 2 {
-                let seen = tick;
-                self.add(kind, name, phase, seen);
-                self.add(
-                    CauseKind::Outside,
-                    format!(
-                        "no kernel event for {} (tick every {}): interrupts off or vCPU not running",
-                        fmt_ns(ns),
-                        fmt_ns(tick)
-                    ),
-                    phase,
-                    ns - seen,
-                );
-                return;
-            }
+        self.add(s.kind, s.name.clone(), s.phase, held_from - s.from);
+        self.add(
+            CauseKind::Outside,
+            "a timer interrupt was due and did not come: interrupts off or vCPU not running"
+                .to_string(),
+            s.phase,
+            s.to - held_from,
+        );
+        true
+    }
+
+    /// A stretch without any event longer than the tick allows: the kernel
+    /// did not run its tick, so the excess is outside its view. Returns
+    /// whether it charged the stretch.
+    fn charge_missed_tick(&mut self, s: &Stretch) -> bool {
+        let ns = s.to - s.from;
+        let Some(tick) = self.ctx.tick_ns else {
+            return false;
+        };
+        if s.kind == CauseKind::Outside || ns <= tick + tick / 2 {
+            return false;
         }
-        self.add(kind, name, phase, ns);
+        self.add(s.kind, s.name.clone(), s.phase, tick);
+        self.add(
+            CauseKind::Outside,
+            format!(
+                "no kernel event for {} (tick every {}): interrupts off or vCPU not running",
+                fmt_ns(ns),
+                fmt_ns(tick)
+            ),
+            s.phase,
+            ns - tick,
+        );
+        true
     }
 
     /// What kind of task `pid` (named `comm`) is, for a cause.
@@ -747,208 +810,495 @@ pub fn attribute(events: &[Event], spike: &Spike, ctx: &AttributionContext<'_>) 
     let events: &[Event] = &events;
     let start = spike.intended_ns;
     let end = spike.actual_ns.max(start);
-    // Text timestamps are whole microseconds: allow 2 us of rounding.
-    let slack = 2_000;
-    let wake_ev = events.iter().find(|e| {
-        e.ts_ns + slack >= start
-            && e.ts_ns <= end
-            && matches!(e.kind, EventKind::Wakeup { pid, .. } if pid == spike.tid)
-    });
-    // Without a wakeup event (the tracer leaves sched_wakeup out: it fires
-    // in the measured CPU's own wakeup path), the wakeup is the end of the
-    // interrupt that woke the task.
-    let by_interrupt = match wake_ev {
-        Some(_) => None,
-        None => waking_interrupt(events, spike, start.saturating_sub(slack), end),
-    };
-    let wake = wake_ev
-        .map(|e| e.ts_ns.max(start))
-        .or(by_interrupt.map(|(_, exit)| exit.max(start)));
-    // The interrupt the wakeup ran in: the last interrupt or vector entry at
-    // or before the wakeup event, inside the window.
-    let irq_entry = by_interrupt.map(|(entry, _)| entry.max(start)).or_else(|| {
-        wake_ev.and_then(|w| {
-            events
-                .iter()
-                .filter(|e| e.ts_ns <= w.ts_ns && e.ts_ns + slack >= start)
-                .rev()
-                .find(|e| {
-                    matches!(
-                        e.kind,
-                        EventKind::VectorEntry { .. } | EventKind::IrqEntry { .. }
-                    )
-                })
-                .map(|e| e.ts_ns.max(start))
-        })
-    });
-    let switch_in = events
-        .iter()
-        .find(|e| {
-            e.ts_ns + slack >= wake.unwrap_or(start)
-                && e.ts_ns <= end
-                && matches!(e.kind, EventKind::Switch { next_pid, .. } if next_pid == spike.tid)
-        })
-        .map(|e| e.ts_ns.max(start));
+    let m = Milestones::find(events, spike);
     let mut st = State {
         ctx,
         spike: *spike,
-        wake,
-        switch_in,
-        waking_entry: irq_entry,
+        wake: m.wake,
+        switch_in: m.switch_in,
+        waking_entry: m.irq_entry,
         tick_anchor: None,
         stack: Vec::new(),
         task: (-1, String::new()),
         throttled: false,
         totals: BTreeMap::new(),
     };
-    let mut in_window = 0;
-    let mut prev: Option<u64> = None;
-    let traced_from = ctx.trace_start_ns.unwrap_or(u64::MAX);
-    match events.first() {
-        Some(first) if first.ts_ns > start => {
-            let known = traced_from.max(start);
-            if known > start {
-                let to = known.min(first.ts_ns).min(end);
-                st.add(
-                    CauseKind::Untraced,
-                    "before tracing started".into(),
-                    st.phase(start),
-                    to - start,
-                );
-            }
-            if first.ts_ns > known {
-                st.task = (first.pid, first.comm.clone());
-                st.charge(known, first.ts_ns, None, Some((first.pid, &first.comm)));
-            }
-        }
-        None => st.add(
-            CauseKind::Untraced,
-            "no trace events".into(),
-            Phase::Unknown,
-            end - start,
-        ),
-        _ => {}
-    }
-    for e in events {
-        if e.ts_ns > end {
-            break;
-        }
-        // A noise's placed start is the same recorded event as its end.
-        if e.ts_ns >= start && !matches!(e.kind, EventKind::NoiseStart(_)) {
-            in_window += 1;
-        }
-        if let Some(p) = prev {
-            let on_stack = st.stack.iter().any(|c| c.matches_exit(&e.kind));
-            let exiting = if on_stack { None } else { exit_ctx(&e.kind) };
-            let end_task = (!is_placed(&e.kind)).then_some((e.pid, e.comm.as_str()));
-            st.charge(p, e.ts_ns, exiting, end_task);
-        }
-        st.apply(e);
-        prev = Some(e.ts_ns);
-    }
-    if let Some(p) = prev {
-        st.charge(p, end, None, None);
-    }
-
-    let mut causes: Vec<Cause> = st
-        .totals
-        .iter()
-        .map(|((kind, name, phase), ns)| Cause {
-            kind: *kind,
-            name: name.clone(),
-            phase: *phase,
-            ns: *ns,
-        })
-        .collect();
-    causes.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.name.cmp(&b.name)));
+    st.charge_before_first(events, start, end);
+    let in_window = st.walk(events, start, end);
+    let causes = st.causes();
     let outside_ns = causes
         .iter()
         .filter(|c| c.kind == CauseKind::Outside)
         .map(|c| c.ns)
         .sum();
-
-    let mut notes = Vec::new();
-    if let Some(w) = wake {
-        let fired = events
-            .iter()
-            .filter(|e| e.ts_ns <= wake_ev.map(|x| x.ts_ns).unwrap_or(w))
-            .rev()
-            .find_map(|e| match &e.kind {
-                EventKind::HrtimerEntry {
-                    function,
-                    now_ns: Some(now),
-                } if function == "hrtimer_wakeup" => Some(*now),
-                _ => None,
-            });
-        if let Some(now) = fired {
-            notes.push(format!(
-                "the wakeup timer ran {} after the intended time (hrtimer now={now})",
-                fmt_ns(now.saturating_sub(start))
-            ));
-        }
-        // How late the interrupt that woke it came (its entry; the wakeup
-        // itself when the entry is not in the trace).
-        let before = irq_entry.unwrap_or(w).saturating_sub(start);
-        if before > 100_000 {
-            let busy: Vec<&Cause> = causes
-                .iter()
-                .filter(|c| {
-                    c.phase == Phase::BeforeWakeup
-                        && matches!(c.kind, CauseKind::Task | CauseKind::KernelThread)
-                })
-                .collect();
-            if let Some(top) = busy.first() {
-                notes.push(format!(
-                    "the timer interrupt came {} late while {} ran: interrupts were disabled in the kernel, or the hypervisor delivered it late",
-                    fmt_ns(before),
-                    top.name
-                ));
-            }
-        }
-        let after = switch_in.unwrap_or(end).saturating_sub(w);
-        if after > 100_000 {
-            let model = ctx.preempt_model.as_deref().unwrap_or("unknown");
-            let why = if st.throttled {
-                "RT throttling had stopped real-time tasks".to_string()
-            } else if matches!(model, "none" | "voluntary") {
-                format!("the kernel's preemption model is '{model}': a task in a system call keeps the CPU until it returns or calls cond_resched()")
-            } else {
-                "the running task had preemption or interrupts disabled".to_string()
-            };
-            notes.push(format!(
-                "{} passed between the wakeup and the switch: {why}",
-                fmt_ns(after)
-            ));
-        }
-    } else {
-        notes.push(
-            "no wakeup of the measured task in the window (it may have been running or spinning)"
-                .to_string(),
-        );
-    }
-    if let Some(s) = &ctx.steal {
-        if s.steal_ns > 0 {
-            notes.push(format!(
-                "steal time +{} on this CPU between samples {} ms apart around the spike (/proc/stat)",
-                fmt_ns(s.steal_ns),
-                (s.to_ns - s.from_ns) / 1_000_000
-            ));
-        } else if outside_ns > 0 {
-            notes.push("no steal time was counted around the spike: the time outside the kernel's view was not taken by the hypervisor's scheduler as far as /proc/stat shows (SMI, interrupts off, or steal below its 10 ms resolution)".to_string());
-        }
-    }
-
+    let mut notes = wakeup_notes(events, spike, &m, &causes, ctx, st.throttled);
+    notes.extend(steal_note(ctx.steal.as_ref(), outside_ns));
     Attribution {
         spike: *spike,
         latency_ns: spike.latency_ns(),
         causes,
         outside_ns,
         steal: ctx.steal,
-        irq_entry_after_ns: irq_entry.map(|t| t - start),
-        wakeup_after_ns: wake.map(|w| w - start),
-        switch_in_after_ns: switch_in.map(|s| s - start),
+        irq_entry_after_ns: m.irq_entry.map(|t| t - start),
+        wakeup_after_ns: m.wake.map(|w| w - start),
+        switch_in_after_ns: m.switch_in.map(|s| s - start),
         events: in_window,
         notes,
         trace_file: None,
+    }
+}
+
+/// Text timestamps are whole microseconds: events are matched to the spike
+/// with 2 us of rounding allowed.
+const TS_SLACK_NS: u64 = 2_000;
+
+/// When the measured task was woken, by what, and when it was switched in
+/// (times clamped to the intended time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Milestones {
+    /// The sched_wakeup event of the measured task, when traced.
+    wake_event_ns: Option<u64>,
+    /// The wakeup: that event, or the exit of the interrupt that woke it.
+    wake: Option<u64>,
+    /// The entry of the interrupt the wakeup ran in.
+    irq_entry: Option<u64>,
+    /// The switch to the measured task after its wakeup.
+    switch_in: Option<u64>,
+}
+
+impl Milestones {
+    fn find(events: &[Event], spike: &Spike) -> Self {
+        let start = spike.intended_ns;
+        let end = spike.actual_ns.max(start);
+        let slack = TS_SLACK_NS;
+        let wake_ev = events.iter().find(|e| {
+            e.ts_ns + slack >= start
+                && e.ts_ns <= end
+                && matches!(e.kind, EventKind::Wakeup { pid, .. } if pid == spike.tid)
+        });
+        // Without a wakeup event (the tracer leaves sched_wakeup out: it fires
+        // in the measured CPU's own wakeup path), the wakeup is the end of the
+        // interrupt that woke the task.
+        let by_interrupt = match wake_ev {
+            Some(_) => None,
+            None => waking_interrupt(events, spike, start.saturating_sub(slack), end),
+        };
+        let wake = wake_ev
+            .map(|e| e.ts_ns.max(start))
+            .or(by_interrupt.map(|(_, exit)| exit.max(start)));
+        // The interrupt the wakeup ran in: the last interrupt or vector entry at
+        // or before the wakeup event, inside the window.
+        let irq_entry = by_interrupt.map(|(entry, _)| entry.max(start)).or_else(|| {
+            wake_ev.and_then(|w| {
+                events
+                    .iter()
+                    .filter(|e| e.ts_ns <= w.ts_ns && e.ts_ns + slack >= start)
+                    .rev()
+                    .find(|e| {
+                        matches!(
+                            e.kind,
+                            EventKind::VectorEntry { .. } | EventKind::IrqEntry { .. }
+                        )
+                    })
+                    .map(|e| e.ts_ns.max(start))
+            })
+        });
+        let switch_in = events
+            .iter()
+            .find(|e| {
+                e.ts_ns + slack >= wake.unwrap_or(start)
+                    && e.ts_ns <= end
+                    && matches!(e.kind, EventKind::Switch { next_pid, .. } if next_pid == spike.tid)
+            })
+            .map(|e| e.ts_ns.max(start));
+        Self {
+            wake_event_ns: wake_ev.map(|e| e.ts_ns),
+            wake,
+            irq_entry,
+            switch_in,
+        }
+    }
+}
+
+impl State<'_> {
+    /// Charges the time from the intended time to the first event: untraced
+    /// before tracing started, else the task that first event names (an
+    /// idle CPU records nothing).
+    fn charge_before_first(&mut self, events: &[Event], start: u64, end: u64) {
+        let traced_from = self.ctx.trace_start_ns.unwrap_or(u64::MAX);
+        match events.first() {
+            Some(first) if first.ts_ns > start => {
+                let known = traced_from.max(start);
+                if known > start {
+                    let to = known.min(first.ts_ns).min(end);
+                    self.add(
+                        CauseKind::Untraced,
+                        "before tracing started".into(),
+                        self.phase(start),
+                        to - start,
+                    );
+                }
+                if first.ts_ns > known {
+                    self.task = (first.pid, first.comm.clone());
+                    self.charge(known, first.ts_ns, None, Some((first.pid, &first.comm)));
+                }
+            }
+            None => self.add(
+                CauseKind::Untraced,
+                "no trace events".into(),
+                Phase::Unknown,
+                end - start,
+            ),
+            _ => {}
+        }
+    }
+
+    /// Charges each stretch between events up to `end` to the context in
+    /// force; returns how many events fell inside the spike.
+    fn walk(&mut self, events: &[Event], start: u64, end: u64) -> usize {
+        let mut in_window = 0;
+        let mut prev: Option<u64> = None;
+        for e in events {
+            if e.ts_ns > end {
+                break;
+            }
+            // A noise's placed start is the same recorded event as its end.
+            if e.ts_ns >= start && !matches!(e.kind, EventKind::NoiseStart(_)) {
+                in_window += 1;
+            }
+            if let Some(p) = prev {
+                let on_stack = self.stack.iter().any(|c| c.matches_exit(&e.kind));
+                let exiting = if on_stack { None } else { exit_ctx(&e.kind) };
+                let end_task = (!is_placed(&e.kind)).then_some((e.pid, e.comm.as_str()));
+                self.charge(p, e.ts_ns, exiting, end_task);
+            }
+            self.apply(e);
+            prev = Some(e.ts_ns);
+        }
+        if let Some(p) = prev {
+            self.charge(p, end, None, None);
+        }
+        in_window
+    }
+
+    /// The causes charged, largest first (by name among equals).
+    fn causes(&self) -> Vec<Cause> {
+        let mut causes: Vec<Cause> = self
+            .totals
+            .iter()
+            .map(|((kind, name, phase), ns)| Cause {
+                kind: *kind,
+                name: name.clone(),
+                phase: *phase,
+                ns: *ns,
+            })
+            .collect();
+        causes.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.name.cmp(&b.name)));
+        causes
+    }
+}
+
+/// What the wakeup's timing says: when its timer ran, how late the waking
+/// interrupt came and what ran then, and why the switch waited.
+fn wakeup_notes(
+    events: &[Event],
+    spike: &Spike,
+    m: &Milestones,
+    causes: &[Cause],
+    ctx: &AttributionContext<'_>,
+    throttled: bool,
+) -> Vec<String> {
+    let start = spike.intended_ns;
+    let end = spike.actual_ns.max(start);
+    let Some(w) = m.wake else {
+        return vec![
+            "no wakeup of the measured task in the window (it may have been running or spinning)"
+                .to_string(),
+        ];
+    };
+    let mut notes = Vec::new();
+    let fired = events
+        .iter()
+        .filter(|e| e.ts_ns <= m.wake_event_ns.unwrap_or(w))
+        .rev()
+        .find_map(|e| match &e.kind {
+            EventKind::HrtimerEntry {
+                function,
+                now_ns: Some(now),
+            } if function == "hrtimer_wakeup" => Some(*now),
+            _ => None,
+        });
+    if let Some(now) = fired {
+        notes.push(format!(
+            "the wakeup timer ran {} after the intended time (hrtimer now={now})",
+            fmt_ns(now.saturating_sub(start))
+        ));
+    }
+    // How late the interrupt that woke it came (its entry; the wakeup
+    // itself when the entry is not in the trace).
+    let before = m.irq_entry.unwrap_or(w).saturating_sub(start);
+    if before > 100_000 {
+        let busy = causes.iter().find(|c| {
+            c.phase == Phase::BeforeWakeup
+                && matches!(c.kind, CauseKind::Task | CauseKind::KernelThread)
+        });
+        if let Some(top) = busy {
+            notes.push(format!(
+                "the timer interrupt came {} late while {} ran: interrupts were disabled in the kernel, or the hypervisor delivered it late",
+                fmt_ns(before),
+                top.name
+            ));
+        }
+    }
+    let after = m.switch_in.unwrap_or(end).saturating_sub(w);
+    if after > 100_000 {
+        let model = ctx.preempt_model.as_deref().unwrap_or("unknown");
+        let why = if throttled {
+            "RT throttling had stopped real-time tasks".to_string()
+        } else if matches!(model, "none" | "voluntary") {
+            format!("the kernel's preemption model is '{model}': a task in a system call keeps the CPU until it returns or calls cond_resched()")
+        } else {
+            "the running task had preemption or interrupts disabled".to_string()
+        };
+        notes.push(format!(
+            "{} passed between the wakeup and the switch: {why}",
+            fmt_ns(after)
+        ));
+    }
+    notes
+}
+
+/// What /proc/stat's steal time around the spike says, if anything.
+fn steal_note(steal: Option<&StealEvidence>, outside_ns: u64) -> Option<String> {
+    let s = steal?;
+    if s.steal_ns > 0 {
+        Some(format!(
+            "steal time +{} on this CPU between samples {} ms apart around the spike (/proc/stat)",
+            fmt_ns(s.steal_ns),
+            (s.to_ns - s.from_ns) / 1_000_000
+        ))
+    } else if outside_ns > 0 {
+        Some("no steal time was counted around the spike: the time outside the kernel's view was not taken by the hypervisor's scheduler as far as /proc/stat shows (SMI, interrupts off, or steal below its 10 ms resolution)".to_string())
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod part_tests {
+    use super::*;
+    use crate::event::parse_line;
+
+    fn ev(line: &str) -> Event {
+        parse_line(line).expect("parses")
+    }
+
+    fn spike() -> Spike {
+        Spike {
+            seq: 1,
+            cpu: 1,
+            tid: 50,
+            intended_ns: 1_000_000_000,
+            actual_ns: 1_001_000_000,
+        }
+    }
+
+    fn ctx() -> AttributionContext<'static> {
+        AttributionContext {
+            tick_ns: None,
+            is_kthread: &|pid| pid <= 0,
+            in_other_namespace: &|_| false,
+            in_kubepods: &|_| false,
+            virtual_cpu: false,
+            steal: None,
+            preempt_model: Some("full".into()),
+            trace_start_ns: Some(0),
+        }
+    }
+
+    #[test]
+    fn milestones_are_the_wakeup_its_interrupt_and_the_switch_in() {
+        let events = [
+            ev("  load-70 [001] d.h.. 1.000100: local_timer_entry: vector=236"),
+            ev("  load-70 [001] d.h.. 1.000200: sched_wakeup: comm=probe pid=50 prio=4 target_cpu=001"),
+            ev("  load-70 [001] d.h.. 1.000300: local_timer_exit: vector=236"),
+            ev("  load-70 [001] d..2. 1.000800: sched_switch: prev_comm=load prev_pid=70 prev_prio=120 prev_state=R+ ==> next_comm=probe next_pid=50 next_prio=4"),
+        ];
+        let m = Milestones::find(&events, &spike());
+        let at = |us: u64| Some(1_000_000_000 + us * 1000);
+        assert_eq!(m.wake_event_ns, at(200));
+        assert_eq!(m.wake, at(200));
+        assert_eq!(m.irq_entry, at(100));
+        assert_eq!(m.switch_in, at(800));
+        assert_eq!(
+            Milestones::find(&[], &spike()),
+            Milestones {
+                wake_event_ns: None,
+                wake: None,
+                irq_entry: None,
+                switch_in: None
+            }
+        );
+    }
+
+    #[test]
+    fn without_a_wakeup_the_only_note_says_so_and_a_slow_switch_names_the_preemption_model() {
+        let none = Milestones {
+            wake_event_ns: None,
+            wake: None,
+            irq_entry: None,
+            switch_in: None,
+        };
+        let notes = wakeup_notes(&[], &spike(), &none, &[], &ctx(), false);
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].starts_with("no wakeup of the measured task"));
+        let slow_switch = Milestones {
+            wake: Some(1_000_010_000),
+            switch_in: Some(1_000_900_000),
+            ..none
+        };
+        let notes = wakeup_notes(&[], &spike(), &slow_switch, &[], &ctx(), false);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].contains("preemption or interrupts disabled"),
+            "{notes:?}"
+        );
+        let notes = wakeup_notes(&[], &spike(), &slow_switch, &[], &ctx(), true);
+        assert!(notes[0].contains("RT throttling"), "{notes:?}");
+    }
+
+    #[test]
+    fn steal_is_noted_when_counted_and_its_absence_only_when_time_was_outside() {
+        let steal = |steal_ns| StealEvidence {
+            steal_ns,
+            from_ns: 0,
+            to_ns: 20_000_000,
+        };
+        let counted = steal_note(Some(&steal(3_000_000)), 0).expect("a note");
+        assert!(counted.contains("20 ms apart"), "{counted}");
+        assert!(steal_note(Some(&steal(0)), 5)
+            .expect("a note")
+            .starts_with("no steal time"));
+        assert_eq!(steal_note(Some(&steal(0)), 0), None);
+        assert_eq!(steal_note(None, 5), None);
+    }
+
+    fn state<'a>(ctx: &'a AttributionContext<'a>, task: (i32, &str)) -> State<'a> {
+        State {
+            ctx,
+            spike: spike(),
+            wake: Some(1_000_100_000),
+            switch_in: None,
+            waking_entry: None,
+            tick_anchor: None,
+            stack: Vec::new(),
+            task: (task.0, task.1.to_string()),
+            throttled: false,
+            totals: BTreeMap::new(),
+        }
+    }
+
+    fn stretch(kind: CauseKind, from: u64, to: u64) -> Stretch {
+        Stretch {
+            from,
+            to,
+            phase: Phase::BeforeWakeup,
+            kind,
+            name: "x (7)".into(),
+            polling: false,
+            left_idle: false,
+        }
+    }
+
+    #[test]
+    fn a_switch_between_two_other_tasks_after_the_wakeup_means_throttling() {
+        let c = ctx();
+        let mut st = state(&c, (70, "load"));
+        st.follow_task(80, "other", Phase::BeforeWakeup, 1);
+        assert!(!st.throttled);
+        st.follow_task(90, "third", Phase::AfterWakeup, 2);
+        assert!(st.throttled);
+        assert_eq!(st.task, (90, "third".to_string()));
+    }
+
+    #[test]
+    fn a_stretch_is_charged_to_the_handler_on_top_or_to_what_the_task_is() {
+        let c = ctx();
+        let idle = state(&c, (0, "swapper/1"));
+        let (kind, why) = idle.stretch_cause(None, Phase::BeforeWakeup, false);
+        assert_eq!(kind, CauseKind::Outside);
+        assert!(why.starts_with("CPU idle while the timer"), "{why}");
+        let measured = state(&c, (50, "probe"));
+        assert_eq!(
+            measured.stretch_cause(None, Phase::Running, false).0,
+            CauseKind::MeasuredTask
+        );
+        let mut task = state(&c, (70, "load"));
+        assert_eq!(
+            task.stretch_cause(None, Phase::BeforeWakeup, false),
+            (CauseKind::Task, "load (70)".to_string())
+        );
+        task.stack.push(Ctx::Softirq("NET_RX".into()));
+        assert_eq!(
+            task.stretch_cause(None, Phase::BeforeWakeup, false).0,
+            CauseKind::Softirq
+        );
+    }
+
+    #[test]
+    fn on_a_virtual_cpu_a_handler_past_its_bound_is_the_vcpu_gone() {
+        let mut c = ctx();
+        c.virtual_cpu = true;
+        let mut st = state(&c, (70, "load"));
+        assert!(!st.charge_vcpu_gone(&stretch(CauseKind::Task, 0, 500_000)));
+        assert!(st.charge_vcpu_gone(&stretch(CauseKind::Irq, 0, 500_000)));
+        let outside: u64 = st
+            .causes()
+            .iter()
+            .filter(|c| c.kind == CauseKind::Outside)
+            .map(|c| c.ns)
+            .sum();
+        assert_eq!(outside, 500_000 - HANDLER_BOUND_NS);
+        let mut bare = ctx();
+        bare.virtual_cpu = false;
+        let mut st = state(&bare, (70, "load"));
+        assert!(!st.charge_vcpu_gone(&stretch(CauseKind::Irq, 0, 500_000)));
+    }
+
+    #[test]
+    fn a_task_running_past_a_due_tick_had_interrupts_off_after_the_bound() {
+        let mut c = ctx();
+        c.tick_ns = Some(1_000_000);
+        let mut st = state(&c, (70, "load"));
+        st.tick_anchor = Some(0);
+        // The tick was due at 1 ms; the task ran on to 3 ms without it.
+        assert!(st.charge_missed_interrupt(&stretch(CauseKind::Task, 0, 3_000_000)));
+        let causes = st.causes();
+        let outside = causes
+            .iter()
+            .find(|c| c.kind == CauseKind::Outside)
+            .unwrap();
+        assert_eq!(outside.ns, 3_000_000 - 1_000_000 - HANDLER_BOUND_NS);
+        // A hard-interrupt handler has interrupts off by nature.
+        let mut st = state(&c, (70, "load"));
+        st.tick_anchor = Some(0);
+        assert!(!st.charge_missed_interrupt(&stretch(CauseKind::Irq, 0, 3_000_000)));
+    }
+
+    #[test]
+    fn a_stretch_longer_than_a_tick_and_a_half_is_outside_past_one_tick() {
+        let mut c = ctx();
+        c.tick_ns = Some(1_000_000);
+        let mut st = state(&c, (70, "load"));
+        assert!(!st.charge_missed_tick(&stretch(CauseKind::Irq, 0, 1_400_000)));
+        assert!(st.charge_missed_tick(&stretch(CauseKind::Irq, 0, 4_000_000)));
+        let outside: u64 = st
+            .causes()
+            .iter()
+            .filter(|c| c.kind == CauseKind::Outside)
+            .map(|c| c.ns)
+            .sum();
+        assert_eq!(outside, 3_000_000);
+        assert!(!st.charge_missed_tick(&stretch(CauseKind::Outside, 0, 4_000_000)));
     }
 }

@@ -395,105 +395,119 @@ fn parse_noise(class: NoiseClass, args: &str) -> Option<Noise> {
 }
 
 fn parse_kind(name: &str, args: &str) -> EventKind {
-    let other = || EventKind::Other {
-        name: name.to_string(),
+    let noise = |class| parse_noise(class, args).map(EventKind::Noise);
+    let parsed = if name.starts_with('#') {
+        parse_timerlat(name)
+    } else {
+        match name {
+            "irq_noise" => noise(NoiseClass::Irq),
+            "softirq_noise" => noise(NoiseClass::Softirq),
+            "thread_noise" => noise(NoiseClass::Thread),
+            "nmi_noise" => noise(NoiseClass::Nmi),
+            "irq_handler_entry" | "irq_handler_exit" => parse_irq(name, args),
+            "softirq_entry" | "softirq_exit" => Some(parse_softirq(name, args)),
+            "sched_switch" => parse_switch(args),
+            "sched_wakeup" | "sched_wakeup_new" => parse_wakeup(args),
+            "hrtimer_expire_entry" | "hrtimer_expire_exit" | "hrtimer_start" => {
+                parse_hrtimer(name, args)
+            }
+            "workqueue_execute_start" => Some(EventKind::WorkStart {
+                function: args
+                    .split_once("function ")
+                    .map(|(_, f)| f.trim().to_string())
+                    .unwrap_or_default(),
+            }),
+            "workqueue_execute_end" => Some(EventKind::WorkEnd),
+            "tracing_mark_write" | "print" => Some(EventKind::Marker {
+                text: args.to_string(),
+            }),
+            _ => parse_vector(name),
+        }
     };
-    if name.starts_with('#') {
-        return parse_timerlat(name).unwrap_or_else(other);
+    parsed.unwrap_or_else(|| EventKind::Other {
+        name: name.to_string(),
+    })
+}
+
+/// `irq_handler_entry` / `irq_handler_exit`; `None` without an IRQ number.
+fn parse_irq(name: &str, args: &str) -> Option<EventKind> {
+    let irq = num(args, "irq")?;
+    Some(if name == "irq_handler_entry" {
+        EventKind::IrqEntry {
+            irq,
+            name: field(args, "name").unwrap_or("").to_string(),
+        }
+    } else {
+        EventKind::IrqExit { irq }
+    })
+}
+
+/// `softirq_entry` / `softirq_exit`, named by the action (`NET_RX`), or by
+/// `vec` where the action is not printed.
+fn parse_softirq(name: &str, args: &str) -> EventKind {
+    let action = args
+        .split_once("[action=")
+        .map(|(_, a)| a.trim_end_matches(']').to_string())
+        .or_else(|| field(args, "vec").map(|v| format!("vec{v}")))
+        .unwrap_or_default();
+    if name == "softirq_entry" {
+        EventKind::SoftirqEntry { name: action }
+    } else {
+        EventKind::SoftirqExit { name: action }
     }
-    let noise = |class| parse_noise(class, args).map_or_else(other, EventKind::Noise);
+}
+
+/// `sched_switch`; `None` when a field is missing.
+fn parse_switch(args: &str) -> Option<EventKind> {
+    Some(EventKind::Switch {
+        prev_comm: field_until(args, "prev_comm", "prev_pid")?.to_string(),
+        prev_pid: num(args, "prev_pid")?,
+        prev_state: field(args, "prev_state")?.to_string(),
+        next_comm: field_until(args, "next_comm", "next_pid")?.to_string(),
+        next_pid: num(args, "next_pid")?,
+        next_prio: num(args, "next_prio")?,
+    })
+}
+
+/// `sched_wakeup` / `sched_wakeup_new`; `None` when a field is missing.
+fn parse_wakeup(args: &str) -> Option<EventKind> {
+    Some(EventKind::Wakeup {
+        comm: field_until(args, "comm", "pid")?.to_string(),
+        pid: num(args, "pid")?,
+        prio: num(args, "prio")?,
+        target_cpu: num(args, "target_cpu"),
+    })
+}
+
+/// The hrtimer events; `None` for an `hrtimer_start` without its expiry.
+fn parse_hrtimer(name: &str, args: &str) -> Option<EventKind> {
+    let function = || field(args, "function").unwrap_or("").to_string();
     match name {
-        "irq_noise" => noise(NoiseClass::Irq),
-        "softirq_noise" => noise(NoiseClass::Softirq),
-        "thread_noise" => noise(NoiseClass::Thread),
-        "nmi_noise" => noise(NoiseClass::Nmi),
-        "irq_handler_entry" => match num(args, "irq") {
-            Some(irq) => EventKind::IrqEntry {
-                irq,
-                name: field(args, "name").unwrap_or("").to_string(),
-            },
-            None => other(),
-        },
-        "irq_handler_exit" => match num(args, "irq") {
-            Some(irq) => EventKind::IrqExit { irq },
-            None => other(),
-        },
-        "softirq_entry" | "softirq_exit" => {
-            let action = args
-                .split_once("[action=")
-                .map(|(_, a)| a.trim_end_matches(']').to_string())
-                .or_else(|| field(args, "vec").map(|v| format!("vec{v}")))
-                .unwrap_or_default();
-            if name == "softirq_entry" {
-                EventKind::SoftirqEntry { name: action }
-            } else {
-                EventKind::SoftirqExit { name: action }
-            }
-        }
-        "sched_switch" => {
-            let parsed = (|| {
-                Some(EventKind::Switch {
-                    prev_comm: field_until(args, "prev_comm", "prev_pid")?.to_string(),
-                    prev_pid: num(args, "prev_pid")?,
-                    prev_state: field(args, "prev_state")?.to_string(),
-                    next_comm: field_until(args, "next_comm", "next_pid")?.to_string(),
-                    next_pid: num(args, "next_pid")?,
-                    next_prio: num(args, "next_prio")?,
-                })
-            })();
-            parsed.unwrap_or_else(other)
-        }
-        "sched_wakeup" | "sched_wakeup_new" => {
-            let parsed = (|| {
-                Some(EventKind::Wakeup {
-                    comm: field_until(args, "comm", "pid")?.to_string(),
-                    pid: num(args, "pid")?,
-                    prio: num(args, "prio")?,
-                    target_cpu: num(args, "target_cpu"),
-                })
-            })();
-            parsed.unwrap_or_else(other)
-        }
-        "hrtimer_expire_entry" => EventKind::HrtimerEntry {
-            function: field(args, "function").unwrap_or("").to_string(),
+        "hrtimer_expire_entry" => Some(EventKind::HrtimerEntry {
+            function: function(),
             now_ns: num(args, "now"),
-        },
-        "hrtimer_expire_exit" => EventKind::HrtimerExit,
-        "hrtimer_start" => match num(args, "expires") {
-            Some(expires_ns) => EventKind::HrtimerStart {
-                function: field(args, "function").unwrap_or("").to_string(),
-                expires_ns,
-            },
-            None => other(),
-        },
-        "workqueue_execute_start" => EventKind::WorkStart {
-            function: args
-                .split_once("function ")
-                .map(|(_, f)| f.trim().to_string())
-                .unwrap_or_default(),
-        },
-        "workqueue_execute_end" => EventKind::WorkEnd,
-        "tracing_mark_write" | "print" => EventKind::Marker {
-            text: args.to_string(),
-        },
-        _ => {
-            if let Some(v) = name.strip_suffix("_entry") {
-                if VECTORS.iter().any(|(n, _)| *n == v) {
-                    return EventKind::VectorEntry {
-                        vector: v.to_string(),
-                    };
-                }
-            }
-            if let Some(v) = name.strip_suffix("_exit") {
-                if VECTORS.iter().any(|(n, _)| *n == v) {
-                    return EventKind::VectorExit {
-                        vector: v.to_string(),
-                    };
-                }
-            }
-            other()
-        }
+        }),
+        "hrtimer_expire_exit" => Some(EventKind::HrtimerExit),
+        _ => Some(EventKind::HrtimerStart {
+            function: function(),
+            expires_ns: num(args, "expires")?,
+        }),
     }
+}
+
+/// An interrupt vector's entry or exit (`local_timer_entry`); `None` for
+/// any other name.
+fn parse_vector(name: &str) -> Option<EventKind> {
+    let known = |v: &str| VECTORS.iter().any(|(n, _)| *n == v);
+    if let Some(v) = name.strip_suffix("_entry").filter(|v| known(v)) {
+        return Some(EventKind::VectorEntry {
+            vector: v.to_string(),
+        });
+    }
+    let v = name.strip_suffix("_exit").filter(|v| known(v))?;
+    Some(EventKind::VectorExit {
+        vector: v.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -711,5 +725,98 @@ mod tests {
         assert!(
             parse_line("  bash-17 [002] .... 18446744074.000001: tracing_mark_write: x").is_none()
         );
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::*;
+
+    #[test]
+    fn an_irq_event_needs_its_number_and_an_entry_keeps_the_handler_name() {
+        assert_eq!(
+            parse_irq("irq_handler_entry", "irq=38 name=virtio2-input.0"),
+            Some(EventKind::IrqEntry {
+                irq: 38,
+                name: "virtio2-input.0".into()
+            })
+        );
+        assert_eq!(
+            parse_irq("irq_handler_exit", "irq=38 ret=handled"),
+            Some(EventKind::IrqExit { irq: 38 })
+        );
+        assert_eq!(parse_irq("irq_handler_entry", "name=x"), None);
+    }
+
+    #[test]
+    fn a_softirq_is_named_by_its_action_or_else_its_vector() {
+        assert_eq!(
+            parse_softirq("softirq_entry", "vec=3 [action=NET_RX]"),
+            EventKind::SoftirqEntry {
+                name: "NET_RX".into()
+            }
+        );
+        assert_eq!(
+            parse_softirq("softirq_exit", "vec=9"),
+            EventKind::SoftirqExit {
+                name: "vec9".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_switch_or_wakeup_missing_a_field_is_not_taken() {
+        let switch = "prev_comm=a prev_pid=1 prev_prio=120 prev_state=S ==> next_comm=b next_pid=2 next_prio=4";
+        assert!(matches!(
+            parse_switch(switch),
+            Some(EventKind::Switch { next_pid: 2, .. })
+        ));
+        assert_eq!(parse_switch("prev_comm=a prev_pid=1"), None);
+        assert!(matches!(
+            parse_wakeup("comm=probe pid=50 prio=4 target_cpu=001"),
+            Some(EventKind::Wakeup {
+                pid: 50,
+                target_cpu: Some(1),
+                ..
+            })
+        ));
+        assert_eq!(parse_wakeup("comm=probe prio=4"), None);
+    }
+
+    #[test]
+    fn an_hrtimer_start_needs_its_expiry() {
+        assert_eq!(
+            parse_hrtimer(
+                "hrtimer_start",
+                "hrtimer=1 function=tick_nohz_handler expires=500 softexpires=500"
+            ),
+            Some(EventKind::HrtimerStart {
+                function: "tick_nohz_handler".into(),
+                expires_ns: 500
+            })
+        );
+        assert_eq!(parse_hrtimer("hrtimer_start", "function=f"), None);
+        assert_eq!(
+            parse_hrtimer("hrtimer_expire_exit", ""),
+            Some(EventKind::HrtimerExit)
+        );
+    }
+
+    #[test]
+    fn only_known_vectors_parse_as_vector_entries_and_exits() {
+        assert_eq!(
+            parse_vector("local_timer_entry"),
+            Some(EventKind::VectorEntry {
+                vector: "local_timer".into()
+            })
+        );
+        assert_eq!(
+            parse_vector("local_timer_exit"),
+            Some(EventKind::VectorExit {
+                vector: "local_timer".into()
+            })
+        );
+        assert_eq!(parse_vector("made_up_entry"), None);
+        assert_eq!(parse_vector("sched_switch"), None);
     }
 }

@@ -407,136 +407,70 @@ impl TraceSession {
         opts: TraceOptions,
     ) -> Result<TraceSession, TraceError> {
         let root = opts.tracefs.clone();
-        let setup_err = |what: String| TraceError::Setup(what);
-        let mut mounted_by_us = false;
-        if !tracefs_mounted(kernel.as_ref(), &root) {
-            kernel.mount("tracefs", &root).map_err(|e| {
-                setup_err(format!(
-                    "{}: cannot mount tracefs: {e}; run as root (or mount it: mount -t tracefs nodev {})",
-                    root.display(),
-                    root.display()
-                ))
-            })?;
-            mounted_by_us = true;
-        }
+        let mounted_by_us = mount_tracefs(kernel.as_ref(), &root).map_err(TraceError::Setup)?;
         let mut cleanup = Cleanup {
             kernel: kernel.clone(),
             guard: SettingsGuard::new(kernel.clone()),
-            root: root.clone(),
+            root,
             instance: None,
             mounted_by_us,
             done: false,
             errors: Vec::new(),
         };
-        match Self::configure(&kernel, cpus, &opts, &mut cleanup) {
-            Ok((dir, pipes, writer, mut summary)) => {
-                summary.mounted_tracefs = mounted_by_us;
-                if let Some(d) = &opts.trace_dir {
-                    summary.trace_dir = Some(d.display().to_string());
-                }
-                let shared = Arc::new(Shared::new(opts.queue));
-                shared
-                    .collect_timerlat
-                    .store(opts.timerlat_period_us.is_some(), Ordering::SeqCst);
-                let cleanup = Arc::new(Mutex::new(cleanup));
-                let reader = Reader {
-                    pipes,
-                    kernel: kernel.clone(),
-                    shared: shared.clone(),
-                    poll: opts.poll,
-                    retention_ns: opts.retention.as_nanos() as u64,
-                    tick_ns: opts.kernel.tick_ns.clone(),
-                    preempt_model: opts.kernel.preempt_model.clone(),
-                    trace_dir: opts.trace_dir.clone(),
-                    max_saved: opts.max_saved,
-                    user_hz: opts.kernel.user_hz,
-                    proc_root: opts.proc_root.clone(),
-                    namespace_scope: opts.namespace_scope,
-                    virtual_cpu: opts.kernel.virtual_cpu,
-                    now: cpushield_kernel::clock::now_ns,
-                    started_ns: cpushield_kernel::clock::now_ns(),
-                    tracker: opts.watch.clone().map(watch::WakeupTracker::new),
-                };
-                let housekeeping = reader_cpus(kernel.as_ref(), cpus);
-                let pin_kernel = kernel.clone();
-                let handle = std::thread::Builder::new()
-                    .name("cpushield-trace".into())
-                    .spawn(move || {
-                        // Read on the CPUs not traced, so reading adds no noise
-                        // there, at nice -10 (still SCHED_OTHER, never
-                        // real-time) so a loaded machine does not starve it.
-                        if let Some(hk) = housekeeping {
-                            let _ = pin_kernel.set_affinity(0, &hk);
-                        }
-                        // SAFETY: setpriority on our own thread id.
-                        unsafe {
-                            libc::setpriority(
-                                libc::PRIO_PROCESS,
-                                libc::gettid() as libc::id_t,
-                                -10,
-                            );
-                        }
-                        reader.run()
-                    })
-                    .map_err(|e| setup_err(format!("cannot start the trace reader thread: {e}")));
-                let handle = match handle {
-                    Ok(h) => h,
-                    Err(e) => {
-                        cleanup.lock().expect("cleanup").run();
-                        return Err(e);
-                    }
-                };
-                let writer = Arc::new(RwLock::new(Some(writer)));
-                let signals = if opts.signals == SignalMode::RestoreAndReraise {
-                    let (sh, cl, wr) = (shared.clone(), cleanup.clone(), writer.clone());
-                    match SignalWatch::install(Box::new(move || {
-                        sh.stop.store(true, Ordering::SeqCst);
-                        sh.wait_done(Duration::from_secs(1));
-                        // Close the marker file too, or the instance stays busy.
-                        if let Ok(mut w) = wr.write() {
-                            *w = None;
-                        }
-                        cl.lock().expect("cleanup").run();
-                        ACTIVE.store(false, Ordering::SeqCst);
-                    })) {
-                        Ok(w) => Some(w),
-                        Err(e) => {
-                            shared.stop.store(true, Ordering::SeqCst);
-                            let _ = handle.join();
-                            cleanup.lock().expect("cleanup").run();
-                            return Err(setup_err(format!(
-                                "cannot install the SIGINT handler: {e}"
-                            )));
-                        }
-                    }
-                } else {
-                    None
-                };
-                Ok(TraceSession {
-                    marker: SpikeMarker {
-                        writer,
-                        shared: shared.clone(),
-                    },
-                    shared,
-                    cleanup,
-                    reader: Some(handle),
-                    signals,
-                    dir,
-                    cpus: cpus.clone(),
-                    summary,
-                    finished: false,
-                })
-            }
-            Err(e) => {
-                cleanup.run();
-                let extra = if cleanup.errors.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (and while restoring: {})", cleanup.errors.join("; "))
-                };
-                Err(setup_err(format!("{e}{extra}")))
-            }
+        let (dir, pipes, writer, mut summary) =
+            match Self::configure(&kernel, cpus, &opts, &mut cleanup) {
+                Ok(configured) => configured,
+                Err(e) => return Err(TraceError::Setup(restored_after(&mut cleanup, e))),
+            };
+        summary.mounted_tracefs = mounted_by_us;
+        summary.nested_namespace =
+            cpushield_kernel::namespace::is_nested_proc(kernel.as_ref(), &opts.proc_root);
+        if let Some(d) = &opts.trace_dir {
+            summary.trace_dir = Some(d.display().to_string());
         }
+        let shared = Arc::new(Shared::new(opts.queue));
+        shared
+            .collect_timerlat
+            .store(opts.timerlat_period_us.is_some(), Ordering::SeqCst);
+        let cleanup = Arc::new(Mutex::new(cleanup));
+        let reader = new_reader(&kernel, &opts, pipes, &shared, summary.nested_namespace);
+        let handle = match spawn_reader(&kernel, cpus, reader) {
+            Ok(h) => h,
+            Err(e) => {
+                cleanup.lock().expect("cleanup").run();
+                return Err(TraceError::Setup(e));
+            }
+        };
+        let writer = Arc::new(RwLock::new(Some(writer)));
+        let signals = if opts.signals == SignalMode::RestoreAndReraise {
+            match restore_on_signal(&shared, &cleanup, &writer) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    shared.stop.store(true, Ordering::SeqCst);
+                    let _ = handle.join();
+                    cleanup.lock().expect("cleanup").run();
+                    return Err(TraceError::Setup(format!(
+                        "cannot install the SIGINT handler: {e}"
+                    )));
+                }
+            }
+        } else {
+            None
+        };
+        Ok(TraceSession {
+            marker: SpikeMarker {
+                writer,
+                shared: shared.clone(),
+            },
+            shared,
+            cleanup,
+            reader: Some(handle),
+            signals,
+            dir,
+            cpus: cpus.clone(),
+            summary,
+            finished: false,
+        })
     }
 
     #[allow(clippy::type_complexity)]
@@ -556,122 +490,12 @@ impl TraceSession {
     > {
         let k = kernel.as_ref();
         let root = &opts.tracefs;
-        let clocks = k.read(&root.join("trace_clock")).map_err(|e| {
-            format!(
-                "{}: {e}; is tracefs mounted there?",
-                root.join("trace_clock").display()
-            )
-        })?;
-        if !clocks
-            .split_whitespace()
-            .any(|c| c.trim_matches(|x| x == '[' || x == ']') == "mono")
-        {
-            return Err(format!(
-                "{}: this kernel has no 'mono' trace clock, so trace times cannot be compared with CLOCK_MONOTONIC",
-                root.join("trace_clock").display()
-            ));
-        }
+        check_mono_clock(k, root)?;
         let mut summary = TraceSummary::default();
-        let dir = if opts.instance && k.exists(&root.join("instances")) {
-            remove_stale_instances(k, root);
-            let inst = root
-                .join("instances")
-                .join(format!("cpushield-{}", std::process::id()));
-            match k.mkdir(&inst) {
-                Ok(()) => {
-                    cleanup.instance = Some(inst.clone());
-                    summary.instance = Some(inst.display().to_string());
-                    inst
-                }
-                Err(_) => root.clone(),
-            }
-        } else {
-            root.clone()
-        };
+        let dir = session_dir(k, opts, cleanup, &mut summary);
         let g = &mut cleanup.guard;
-        // What the top-level buffer means must survive the session, also
-        // when the session itself only uses an instance.
-        let top_buffer = root.join("buffer_size_kb");
-        if k.exists(&top_buffer) {
-            g.watch(&top_buffer).map_err(|e| e.to_string())?;
-        }
-        let p = |f: &str| dir.join(f);
-        g.set(&p("tracing_on"), "0").map_err(|e| e.to_string())?;
-        if k.exists(&p("current_tracer")) {
-            g.set(&p("current_tracer"), "nop")
-                .map_err(|e| e.to_string())?;
-        }
-        // Timestamps: trace clock "mono" is ktime_get_mono_fast_ns(), the same
-        // clock as clock_gettime(CLOCK_MONOTONIC) (an NMI-safe accessor of it),
-        // so a spike's intended/actual times from the measuring thread can be
-        // compared with trace times directly. The offset is measured below
-        // with a marker and reported in the summary.
-        g.set(&p("trace_clock"), "mono")
-            .map_err(|e| e.to_string())?;
-        g.set(&p("tracing_on"), "1").map_err(|e| e.to_string())?;
-        summary.clock_offset_ns = clock_offset(k, &dir);
-        g.set(&p("tracing_on"), "0").map_err(|e| e.to_string())?;
-        let possible = cpushield_kernel::possible_cpus(k).unwrap_or_else(|_| cpus.clone());
-        let width = possible.last().map(|c| c + 1).unwrap_or(1);
-        g.set(&p("tracing_cpumask"), &cpus.to_mask_padded(width))
-            .map_err(|e| e.to_string())?;
-        for cpu in cpus.iter() {
-            let f = dir.join(format!("per_cpu/cpu{cpu}/buffer_size_kb"));
-            g.set(&f, &opts.buffer_kb.to_string())
-                .map_err(|e| e.to_string())?;
-        }
-        let wanted: &[(&str, Option<&str>)] = if opts.attribution_events { EVENTS } else { &[] };
-        for (ev, filter) in wanted {
-            let base = dir.join("events").join(ev);
-            let f = base.join("enable");
-            if k.exists(&f) {
-                if let Some(expr) = filter {
-                    g.set(&base.join("filter"), expr)
-                        .map_err(|e| e.to_string())?;
-                }
-                g.set(&f, "1").map_err(|e| e.to_string())?;
-                summary.events_enabled.push(match filter {
-                    Some(expr) => format!("{ev} if {expr}"),
-                    None => ev.to_string(),
-                });
-            }
-        }
-        if opts.attribution_events {
-            for ev in timerlat::OSNOISE_EVENTS {
-                let f = dir.join("events").join(ev).join("enable");
-                if k.exists(&f) {
-                    g.set(&f, "1").map_err(|e| e.to_string())?;
-                    summary.events_enabled.push(ev.to_string());
-                    summary.osnoise_events = true;
-                }
-            }
-        }
-        if opts.watch.is_some() {
-            let f = dir.join("events").join(watch::WATCH_EVENT).join("enable");
-            if !k.exists(&f) {
-                return Err(format!(
-                    "{}: no hrtimer_start event: this kernel's tracefs cannot tell when a thread meant to wake",
-                    f.display()
-                ));
-            }
-            g.set(&f, "1").map_err(|e| e.to_string())?;
-            summary.events_enabled.push(watch::WATCH_EVENT.to_string());
-        }
-        if let Some(period_us) = opts.timerlat_period_us {
-            timerlat::configure(g, k, root, &dir, cpus, period_us)?;
-            summary.tracer = Some("timerlat".into());
-        }
-        if opts.attribution_events
-            && !summary
-                .events_enabled
-                .iter()
-                .any(|e| e.starts_with("sched/sched_switch"))
-        {
-            return Err(format!(
-                "{}: no sched_switch event: this kernel's tracefs lacks the scheduler events",
-                dir.join("events").display()
-            ));
-        }
+        prepare_buffers(g, k, root, &dir, cpus, opts, &mut summary)?;
+        enable_events(g, k, root, &dir, cpus, opts, &mut summary)?;
         let mut pipes = Vec::new();
         for cpu in cpus.iter() {
             let pipe = k
@@ -680,13 +504,14 @@ impl TraceSession {
             pipes.push((cpu, pipe));
         }
         let writer = k
-            .open_trace_marker(&p("trace_marker"))
+            .open_trace_marker(&dir.join("trace_marker"))
             .map_err(|e| e.to_string())?;
         if let Some(d) = &opts.trace_dir {
             std::fs::create_dir_all(d)
                 .map_err(|e| format!("{}: cannot create the trace directory: {e}", d.display()))?;
         }
-        g.set(&p("tracing_on"), "1").map_err(|e| e.to_string())?;
+        g.set(&dir.join("tracing_on"), "1")
+            .map_err(|e| e.to_string())?;
         Ok((dir, pipes, writer, summary))
     }
 
@@ -805,6 +630,266 @@ impl Drop for TraceSession {
     }
 }
 
+/// Mounts tracefs at `root` unless it is mounted; returns whether it was
+/// mounted here (and is to be unmounted at the end).
+fn mount_tracefs(k: &dyn Kernel, root: &Path) -> Result<bool, String> {
+    if tracefs_mounted(k, root) {
+        return Ok(false);
+    }
+    k.mount("tracefs", root).map_err(|e| {
+        format!(
+            "{}: cannot mount tracefs: {e}; run as root (or mount it: mount -t tracefs nodev {})",
+            root.display(),
+            root.display()
+        )
+    })?;
+    Ok(true)
+}
+
+/// Restores what a failed setup changed; returns `error` with what the
+/// restore could not do appended.
+fn restored_after(cleanup: &mut Cleanup, error: String) -> String {
+    cleanup.run();
+    if cleanup.errors.is_empty() {
+        error
+    } else {
+        format!(
+            "{error} (and while restoring: {})",
+            cleanup.errors.join("; ")
+        )
+    }
+}
+
+/// The reader of a session's pipes.
+fn new_reader(
+    kernel: &Arc<dyn Kernel>,
+    opts: &TraceOptions,
+    pipes: Vec<(usize, Box<dyn TracePipe>)>,
+    shared: &Arc<Shared>,
+    nested_proc: bool,
+) -> Reader {
+    Reader {
+        pipes,
+        kernel: kernel.clone(),
+        shared: shared.clone(),
+        poll: opts.poll,
+        retention_ns: opts.retention.as_nanos() as u64,
+        tick_ns: opts.kernel.tick_ns.clone(),
+        preempt_model: opts.kernel.preempt_model.clone(),
+        trace_dir: opts.trace_dir.clone(),
+        max_saved: opts.max_saved,
+        user_hz: opts.kernel.user_hz,
+        proc_root: opts.proc_root.clone(),
+        namespace_scope: opts.namespace_scope,
+        nested_proc,
+        virtual_cpu: opts.kernel.virtual_cpu,
+        now: cpushield_kernel::clock::now_ns,
+        started_ns: cpushield_kernel::clock::now_ns(),
+        tracker: opts.watch.clone().map(watch::WakeupTracker::new),
+    }
+}
+
+/// Starts the reader thread: on the CPUs not traced, so reading adds no
+/// noise there, at nice -10 (still SCHED_OTHER, never real-time) so a
+/// loaded machine does not starve it.
+fn spawn_reader(
+    kernel: &Arc<dyn Kernel>,
+    cpus: &CpuSet,
+    reader: Reader,
+) -> Result<JoinHandle<()>, String> {
+    let housekeeping = reader_cpus(kernel.as_ref(), cpus);
+    let pin_kernel = kernel.clone();
+    std::thread::Builder::new()
+        .name("cpushield-trace".into())
+        .spawn(move || {
+            if let Some(hk) = housekeeping {
+                let _ = pin_kernel.set_affinity(0, &hk);
+            }
+            // SAFETY: setpriority on our own thread id.
+            unsafe {
+                libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10);
+            }
+            reader.run()
+        })
+        .map_err(|e| format!("cannot start the trace reader thread: {e}"))
+}
+
+/// On SIGINT: stop the reader, close the marker (or the instance stays
+/// busy) and restore every setting, then let the signal take its course.
+fn restore_on_signal(
+    shared: &Arc<Shared>,
+    cleanup: &Arc<Mutex<Cleanup>>,
+    writer: &Arc<RwLock<Option<Box<dyn TraceMarker>>>>,
+) -> std::io::Result<SignalWatch> {
+    let (sh, cl, wr) = (shared.clone(), cleanup.clone(), writer.clone());
+    SignalWatch::install(Box::new(move || {
+        sh.stop.store(true, Ordering::SeqCst);
+        sh.wait_done(Duration::from_secs(1));
+        if let Ok(mut w) = wr.write() {
+            *w = None;
+        }
+        cl.lock().expect("cleanup").run();
+        ACTIVE.store(false, Ordering::SeqCst);
+    }))
+}
+
+/// Refuses a tracefs without the `mono` trace clock: its times could not be
+/// compared with CLOCK_MONOTONIC.
+fn check_mono_clock(k: &dyn Kernel, root: &Path) -> Result<(), String> {
+    let path = root.join("trace_clock");
+    let clocks = k
+        .read(&path)
+        .map_err(|e| format!("{}: {e}; is tracefs mounted there?", path.display()))?;
+    if clocks
+        .split_whitespace()
+        .any(|c| c.trim_matches(|x| x == '[' || x == ']') == "mono")
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: this kernel has no 'mono' trace clock, so trace times cannot be compared with CLOCK_MONOTONIC",
+            path.display()
+        ))
+    }
+}
+
+/// Where the session traces: an instance of its own when asked for and
+/// possible (stale ones of dead sessions removed first), else the top level.
+fn session_dir(
+    k: &dyn Kernel,
+    opts: &TraceOptions,
+    cleanup: &mut Cleanup,
+    summary: &mut TraceSummary,
+) -> PathBuf {
+    let root = &opts.tracefs;
+    if !(opts.instance && k.exists(&root.join("instances"))) {
+        return root.clone();
+    }
+    remove_stale_instances(k, root);
+    let inst = root
+        .join("instances")
+        .join(format!("cpushield-{}", std::process::id()));
+    match k.mkdir(&inst) {
+        Ok(()) => {
+            cleanup.instance = Some(inst.clone());
+            summary.instance = Some(inst.display().to_string());
+            inst
+        }
+        Err(_) => root.clone(),
+    }
+}
+
+/// Stops tracing in `dir` and sets its tracer, clock (measuring its offset
+/// to CLOCK_MONOTONIC), CPU mask and per-CPU buffers.
+fn prepare_buffers(
+    g: &mut SettingsGuard,
+    k: &dyn Kernel,
+    root: &Path,
+    dir: &Path,
+    cpus: &CpuSet,
+    opts: &TraceOptions,
+    summary: &mut TraceSummary,
+) -> Result<(), String> {
+    let err = |e: std::io::Error| e.to_string();
+    // What the top-level buffer means must survive the session, also
+    // when the session itself only uses an instance.
+    let top_buffer = root.join("buffer_size_kb");
+    if k.exists(&top_buffer) {
+        g.watch(&top_buffer).map_err(err)?;
+    }
+    let p = |f: &str| dir.join(f);
+    g.set(&p("tracing_on"), "0").map_err(err)?;
+    if k.exists(&p("current_tracer")) {
+        g.set(&p("current_tracer"), "nop").map_err(err)?;
+    }
+    // Timestamps: trace clock "mono" is ktime_get_mono_fast_ns(), the same
+    // clock as clock_gettime(CLOCK_MONOTONIC) (an NMI-safe accessor of it),
+    // so a spike's intended/actual times from the measuring thread can be
+    // compared with trace times directly. The offset is measured below
+    // with a marker and reported in the summary.
+    g.set(&p("trace_clock"), "mono").map_err(err)?;
+    g.set(&p("tracing_on"), "1").map_err(err)?;
+    summary.clock_offset_ns = clock_offset(k, dir);
+    g.set(&p("tracing_on"), "0").map_err(err)?;
+    let possible = cpushield_kernel::possible_cpus(k).unwrap_or_else(|_| cpus.clone());
+    let width = possible.last().map(|c| c + 1).unwrap_or(1);
+    g.set(&p("tracing_cpumask"), &cpus.to_mask_padded(width))
+        .map_err(err)?;
+    for cpu in cpus.iter() {
+        let f = dir.join(format!("per_cpu/cpu{cpu}/buffer_size_kb"));
+        g.set(&f, &opts.buffer_kb.to_string()).map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Enables the events the session needs (with their filters), the osnoise
+/// events where the kernel has them, the watch's event and the timerlat
+/// tracer when asked for; refuses a kernel without sched_switch when
+/// attributing, or without hrtimer_start when watching.
+fn enable_events(
+    g: &mut SettingsGuard,
+    k: &dyn Kernel,
+    root: &Path,
+    dir: &Path,
+    cpus: &CpuSet,
+    opts: &TraceOptions,
+    summary: &mut TraceSummary,
+) -> Result<(), String> {
+    let err = |e: std::io::Error| e.to_string();
+    let wanted: &[(&str, Option<&str>)] = if opts.attribution_events { EVENTS } else { &[] };
+    for (ev, filter) in wanted {
+        let base = dir.join("events").join(ev);
+        let f = base.join("enable");
+        if k.exists(&f) {
+            if let Some(expr) = filter {
+                g.set(&base.join("filter"), expr).map_err(err)?;
+            }
+            g.set(&f, "1").map_err(err)?;
+            summary.events_enabled.push(match filter {
+                Some(expr) => format!("{ev} if {expr}"),
+                None => ev.to_string(),
+            });
+        }
+    }
+    if opts.attribution_events {
+        for ev in timerlat::OSNOISE_EVENTS {
+            let f = dir.join("events").join(ev).join("enable");
+            if k.exists(&f) {
+                g.set(&f, "1").map_err(err)?;
+                summary.events_enabled.push(ev.to_string());
+                summary.osnoise_events = true;
+            }
+        }
+    }
+    if opts.watch.is_some() {
+        let f = dir.join("events").join(watch::WATCH_EVENT).join("enable");
+        if !k.exists(&f) {
+            return Err(format!(
+                "{}: no hrtimer_start event: this kernel's tracefs cannot tell when a thread meant to wake",
+                f.display()
+            ));
+        }
+        g.set(&f, "1").map_err(err)?;
+        summary.events_enabled.push(watch::WATCH_EVENT.to_string());
+    }
+    if let Some(period_us) = opts.timerlat_period_us {
+        timerlat::configure(g, k, root, dir, cpus, period_us)?;
+        summary.tracer = Some("timerlat".into());
+    }
+    if opts.attribution_events
+        && !summary
+            .events_enabled
+            .iter()
+            .any(|e| e.starts_with("sched/sched_switch"))
+    {
+        return Err(format!(
+            "{}: no sched_switch event: this kernel's tracefs lacks the scheduler events",
+            dir.join("events").display()
+        ));
+    }
+    Ok(())
+}
+
 /// Whether tracefs is mounted at `root` (from /proc/self/mounts).
 fn tracefs_mounted(k: &dyn Kernel, root: &Path) -> bool {
     let mounts = k.read(Path::new("/proc/self/mounts")).unwrap_or_default();
@@ -905,5 +990,157 @@ mod reader_cpus_tests {
         // A caller only on the traced CPU: never there.
         let got = reader_cpus(&machine("3"), &traced).unwrap();
         assert_eq!(got.to_list(), "0-2");
+    }
+}
+
+#[cfg(test)]
+mod setup_tests {
+    use super::*;
+    use cpushield_kernel::FakeKernel;
+
+    const ROOT: &str = "/sys/kernel/tracing";
+
+    /// A mounted tracefs with the sched_switch event, or without it.
+    fn tracefs_with(sched_switch: bool) -> Arc<FakeKernel> {
+        let k = Arc::new(FakeKernel::new());
+        k.set_file(
+            "/proc/self/mounts",
+            format!("tracefs {ROOT} tracefs rw 0 0\n"),
+        );
+        k.set_file("/sys/devices/system/cpu/possible", "0-1\n");
+        let f = |p: &str, v: &str| k.set_file(format!("{ROOT}/{p}"), v);
+        f("trace_clock", "[local] global mono\n");
+        f("tracing_on", "1\n");
+        f("current_tracer", "function\n");
+        f("tracing_cpumask", "3\n");
+        f("trace_marker", "");
+        f("per_cpu/cpu1/buffer_size_kb", "1408\n");
+        if sched_switch {
+            f("events/sched/sched_switch/enable", "0\n");
+            f("events/sched/sched_switch/filter", "none\n");
+        }
+        k
+    }
+
+    fn tracefs() -> Arc<FakeKernel> {
+        tracefs_with(true)
+    }
+
+    fn cleanup(k: &Arc<FakeKernel>) -> Cleanup {
+        Cleanup {
+            kernel: k.clone(),
+            guard: SettingsGuard::new(k.clone()),
+            root: PathBuf::from(ROOT),
+            instance: None,
+            mounted_by_us: false,
+            done: false,
+            errors: Vec::new(),
+        }
+    }
+
+    fn opts() -> TraceOptions {
+        TraceOptions {
+            tracefs: PathBuf::from(ROOT),
+            buffer_kb: 4096,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tracefs_already_mounted_is_not_mounted_again() {
+        let k = tracefs();
+        assert_eq!(mount_tracefs(k.as_ref(), Path::new(ROOT)), Ok(false));
+    }
+
+    #[test]
+    fn a_tracefs_without_the_mono_clock_is_refused_and_one_with_it_taken() {
+        let k = tracefs();
+        assert_eq!(check_mono_clock(k.as_ref(), Path::new(ROOT)), Ok(()));
+        k.set_file(format!("{ROOT}/trace_clock"), "[local] global\n");
+        let err = check_mono_clock(k.as_ref(), Path::new(ROOT)).unwrap_err();
+        assert!(err.contains("no 'mono' trace clock"), "{err}");
+    }
+
+    #[test]
+    fn without_an_instances_directory_the_session_traces_at_the_top_level() {
+        let k = tracefs();
+        let mut c = cleanup(&k);
+        let mut summary = TraceSummary::default();
+        let dir = session_dir(k.as_ref(), &opts(), &mut c, &mut summary);
+        assert_eq!(dir, PathBuf::from(ROOT));
+        assert_eq!(summary.instance, None);
+    }
+
+    #[test]
+    fn preparing_the_buffers_sets_the_clock_mask_and_sizes_and_remembers_each() {
+        let k = tracefs();
+        let mut c = cleanup(&k);
+        let mut summary = TraceSummary::default();
+        let cpus = CpuSet::parse_list("1").unwrap();
+        let root = Path::new(ROOT);
+        prepare_buffers(
+            &mut c.guard,
+            k.as_ref(),
+            root,
+            root,
+            &cpus,
+            &opts(),
+            &mut summary,
+        )
+        .unwrap();
+        assert_eq!(k.file(format!("{ROOT}/trace_clock")).unwrap(), "mono");
+        assert_eq!(k.file(format!("{ROOT}/current_tracer")).unwrap(), "nop");
+        assert_eq!(k.file(format!("{ROOT}/tracing_cpumask")).unwrap(), "2");
+        assert_eq!(
+            k.file(format!("{ROOT}/per_cpu/cpu1/buffer_size_kb"))
+                .unwrap(),
+            "4096"
+        );
+        assert_eq!(k.file(format!("{ROOT}/tracing_on")).unwrap(), "0");
+        c.guard.restore();
+        assert_eq!(
+            k.file(format!("{ROOT}/current_tracer")).unwrap(),
+            "function"
+        );
+    }
+
+    #[test]
+    fn events_are_enabled_with_their_filters_and_a_kernel_without_sched_switch_refused() {
+        let k = tracefs();
+        let mut c = cleanup(&k);
+        let mut summary = TraceSummary::default();
+        let cpus = CpuSet::parse_list("1").unwrap();
+        let root = Path::new(ROOT);
+        enable_events(
+            &mut c.guard,
+            k.as_ref(),
+            root,
+            root,
+            &cpus,
+            &opts(),
+            &mut summary,
+        )
+        .unwrap();
+        assert_eq!(
+            k.file(format!("{ROOT}/events/sched/sched_switch/enable"))
+                .unwrap(),
+            "1"
+        );
+        assert!(summary.events_enabled[0].starts_with("sched/sched_switch"));
+        assert!(!summary.osnoise_events);
+        let bare = tracefs_with(false);
+        let mut c = cleanup(&bare);
+        let mut summary = TraceSummary::default();
+        let err = enable_events(
+            &mut c.guard,
+            bare.as_ref(),
+            root,
+            root,
+            &cpus,
+            &opts(),
+            &mut summary,
+        )
+        .unwrap_err();
+        assert!(err.contains("no sched_switch event"), "{err}");
     }
 }

@@ -125,6 +125,12 @@ pub struct Reader {
     pub proc_root: PathBuf,
     /// Tell tasks of other PID namespaces apart (see `TraceOptions`).
     pub namespace_scope: bool,
+    /// `proc_root` is a nested PID namespace's /proc (cpushield itself runs
+    /// in one): the events' global IDs cannot be looked up there, so a task
+    /// other than the measured one is charged as out of this namespace's
+    /// view ([`CauseKind::OtherNamespace`](super::attribute::CauseKind)),
+    /// never as one in scope.
+    pub nested_proc: bool,
     /// The traced CPUs are virtual (the hypervisor flag in /proc/cpuinfo).
     pub virtual_cpu: bool,
     /// A clock (CLOCK_MONOTONIC ns).
@@ -161,197 +167,96 @@ struct Saved {
     path: PathBuf,
 }
 
+/// Steal-time samples of /proc/stat: (when, steal ticks per CPU).
+type StealSamples = VecDeque<(u64, BTreeMap<usize, u64>)>;
+
+/// What the reader keeps from one poll to the next.
+#[derive(Default)]
+struct ReadState {
+    /// Per CPU, the events kept (in time order).
+    windows: BTreeMap<usize, VecDeque<Event>>,
+    /// Per CPU, the bytes read after the last complete line.
+    carry: BTreeMap<usize, Vec<u8>>,
+    /// Spikes waiting for the trace to be read past them.
+    pending: Vec<Spike>,
+    /// Steal-time samples.
+    steal: StealSamples,
+    /// What is known of the tasks named by events.
+    tasks: TaskCache,
+    /// The trace windows saved on disk.
+    saved: Vec<Saved>,
+    /// The buffer pipes are read into.
+    buf: Vec<u8>,
+    /// Per CPU, the time of the latest event read: the trace is complete up
+    /// to there (each CPU's pipe is in time order).
+    read_pos: BTreeMap<usize, u64>,
+    /// When finishing was first seen.
+    finish_started: Option<u64>,
+    /// (CPU, thread ID as the measuring thread knows it) -> global thread ID.
+    threads: HashMap<(usize, i32), i32>,
+}
+
+/// What one batch of lines held.
+#[derive(Default)]
+struct LineCounts {
+    parsed: u64,
+    unparsed: u64,
+    lost: u64,
+}
+
+impl ReadState {
+    /// Drops what neither a pending spike (its lookback) nor the retention
+    /// period ending at `now` needs, keeping the last older event per CPU
+    /// (on an idle CPU it is the only record of which task was current).
+    fn trim(&mut self, now: u64, retention_ns: u64) {
+        let oldest_needed = self
+            .pending
+            .iter()
+            .map(|s| s.intended_ns.saturating_sub(LOOKBACK_NS))
+            .min()
+            .unwrap_or(u64::MAX)
+            .min(now.saturating_sub(retention_ns));
+        for w in self.windows.values_mut() {
+            while w.len() > 1 && w[1].ts_ns < oldest_needed {
+                w.pop_front();
+            }
+        }
+        while self.steal.len() > 2 && self.steal[1].0 < oldest_needed {
+            self.steal.pop_front();
+        }
+    }
+
+    /// Takes the complete lines read so far on `cpu` out of its carry.
+    fn complete_lines(&mut self, cpu: usize) -> Option<String> {
+        let c = self.carry.entry(cpu).or_default();
+        let last_nl = c.iter().rposition(|&b| b == b'\n')?;
+        let complete: Vec<u8> = c.drain(..=last_nl).collect();
+        Some(String::from_utf8_lossy(&complete).into_owned())
+    }
+}
+
 impl Reader {
     /// Runs until stopped; returns when the pipes are closed.
     pub fn run(mut self) {
-        let mut windows: BTreeMap<usize, VecDeque<Event>> = BTreeMap::new();
-        let mut carry: BTreeMap<usize, Vec<u8>> = BTreeMap::new();
-        let mut pending: Vec<Spike> = Vec::new();
-        let mut steal: VecDeque<(u64, BTreeMap<usize, u64>)> = VecDeque::new();
-        let mut tasks = TaskCache::default();
-        let mut saved: Vec<Saved> = Vec::new();
-        let mut buf = Vec::with_capacity(1 << 20);
-        // Per CPU, the time of the latest event read: the trace is complete
-        // up to there (each CPU's pipe is in time order).
-        let mut read_pos: BTreeMap<usize, u64> = BTreeMap::new();
-        let mut finish_started: Option<u64> = None;
-        // (CPU, thread ID as the measuring thread knows it) -> global thread ID.
-        let mut threads: HashMap<(usize, i32), i32> = HashMap::new();
-        loop {
-            let stop = self.shared.stop.load(Ordering::SeqCst);
-            if stop {
-                break;
-            }
+        let mut st = ReadState {
+            buf: Vec::with_capacity(1 << 20),
+            ..ReadState::default()
+        };
+        while !self.shared.stop.load(Ordering::SeqCst) {
             let finishing = self.shared.finishing.load(Ordering::SeqCst);
             let t0 = (self.now)();
-            if self.namespace_scope
-                && tasks
-                    .ours_listed_ns
-                    .is_none_or(|t| t0.saturating_sub(t) >= NAMESPACE_LIST_PERIOD_NS)
-            {
-                tasks.ours_listed_ns = Some(t0);
-                tasks
-                    .ours
-                    .extend(namespace_threads(self.kernel.as_ref(), &self.proc_root));
-            }
-            let mut drained = true;
-            for (cpu, pipe) in self.pipes.iter_mut() {
-                buf.clear();
-                match pipe.read_available(&mut buf) {
-                    Ok(n) => {
-                        if n >= TRACE_PIPE_READ_BUDGET / 2 {
-                            drained = false; // probably more waiting
-                        }
-                    }
-                    Err(e) => {
-                        self.shared
-                            .results
-                            .lock()
-                            .expect("results")
-                            .errors
-                            .push(format!("trace pipe of CPU {cpu}: {e}"));
-                        drained = false;
-                    }
-                }
-                let c = carry.entry(*cpu).or_default();
-                c.extend_from_slice(&buf);
-                let Some(last_nl) = c.iter().rposition(|&b| b == b'\n') else {
-                    continue;
-                };
-                let complete: Vec<u8> = c.drain(..=last_nl).collect();
-                let text = String::from_utf8_lossy(&complete);
-                let w = windows.entry(*cpu).or_default();
-                let (mut ok, mut bad, mut lost) = (0u64, 0u64, 0u64);
-                let collect = self.shared.collect_timerlat.load(Ordering::Relaxed);
-                let mut records = Vec::new();
-                for line in text.lines() {
-                    if let Some(n) = lost_count(line) {
-                        lost += n;
-                        continue;
-                    }
-                    match parse_line(line) {
-                        Some(e) => {
-                            ok += 1;
-                            if let Some(key) = thread_announcement(&e) {
-                                threads.insert(key, e.pid);
-                            }
-                            if let Some(spike) = self.tracker.as_mut().and_then(|t| t.see(&e)) {
-                                pending.push(spike);
-                            }
-                            // Tell a task's namespace while it still lives:
-                            // by attribution time a short-lived one is gone.
-                            if self.namespace_scope
-                                && e.pid > 0
-                                && !tasks.other_namespace.contains_key(&e.pid)
-                            {
-                                if let Some(other) =
-                                    other_namespace(self.kernel.as_ref(), &self.proc_root, e.pid)
-                                {
-                                    tasks.other_namespace.insert(e.pid, other);
-                                }
-                            }
-                            if let (
-                                true,
-                                EventKind::TimerlatSample {
-                                    seq,
-                                    context,
-                                    latency_ns,
-                                },
-                            ) = (collect, &e.kind)
-                            {
-                                records.push(TimerlatRecord {
-                                    cpu: e.cpu,
-                                    seq: *seq,
-                                    context: *context,
-                                    latency_ns: *latency_ns,
-                                    ts_ns: e.ts_ns,
-                                    pid: e.pid,
-                                });
-                            }
-                            let p = read_pos.entry(*cpu).or_insert(0);
-                            *p = (*p).max(e.ts_ns);
-                            w.push_back(e);
-                        }
-                        None if line.trim().is_empty() => {}
-                        None => bad += 1,
-                    }
-                }
-                if !records.is_empty() {
-                    self.shared
-                        .timerlat
-                        .lock()
-                        .expect("timerlat records")
-                        .append(&mut records);
-                }
-                let mut r = self.shared.results.lock().expect("results");
-                r.events += ok;
-                r.unparsed += bad;
-                r.lost += lost;
-            }
-            if let Ok(text) = Procfs::new(self.kernel.as_ref()).stat() {
-                if let Ok(times) = parse_cpu_times(&text) {
-                    let steal_ticks = times.iter().map(|(cpu, t)| (*cpu, t.steal)).collect();
-                    steal.push_back((t0, steal_ticks));
-                }
-            }
+            self.list_namespace(&mut st.tasks, t0);
+            let drained = self.read_pipes(&mut st);
+            self.sample_steal(&mut st.steal, t0);
             while let Some(s) = self.shared.queue.pop() {
-                pending.push(s);
+                st.pending.push(s);
             }
-            // Finishing: stop once the trace is read up to when finishing began
-            // (or was drained), or after FINISH_LIMIT_NS on a CPU too busy to catch up.
-            if finishing && finish_started.is_none() {
-                finish_started = Some(t0);
+            if finishing && st.finish_started.is_none() {
+                st.finish_started = Some(t0);
             }
-            let flush_all = finish_started.is_some_and(|at| {
-                let caught_up = self
-                    .pipes
-                    .iter()
-                    .all(|(cpu, _)| read_pos.get(cpu).is_some_and(|&p| p >= at));
-                drained || caught_up || t0 >= at + FINISH_LIMIT_NS
-            });
-            let mut i = 0;
-            while i < pending.len() {
-                let s = pending[i];
-                let read_past = read_pos
-                    .get(&s.cpu)
-                    .is_some_and(|&p| p >= s.actual_ns + SETTLE_NS);
-                if flush_all || read_past || (drained && s.actual_ns + SETTLE_NS <= t0) {
-                    pending.swap_remove(i);
-                    let attr = self.attribute_one(
-                        &s,
-                        threads.get(&(s.cpu, s.tid)).copied(),
-                        &windows,
-                        &steal,
-                        &mut tasks,
-                        &mut saved,
-                    );
-                    self.shared
-                        .results
-                        .lock()
-                        .expect("results")
-                        .attributions
-                        .push(attr);
-                } else {
-                    i += 1;
-                }
-            }
-            // Keep what pending spikes and the retention period need.
-            let oldest_needed = pending
-                .iter()
-                .map(|s| s.intended_ns.saturating_sub(LOOKBACK_NS))
-                .min()
-                .unwrap_or(u64::MAX)
-                .min(t0.saturating_sub(self.retention_ns));
-            for w in windows.values_mut() {
-                // Keep at least one older event: on an idle CPU it is the only
-                // record of which task (idle) was current.
-                while w.len() > 1 && w[1].ts_ns < oldest_needed {
-                    w.pop_front();
-                }
-            }
-            while steal.len() > 2 && steal[1].0 < oldest_needed {
-                steal.pop_front();
-            }
+            let flush_all = self.flush_all(&st, t0, drained);
+            self.attribute_settled(&mut st, t0, drained, flush_all);
+            st.trim(t0, self.retention_ns);
             if flush_all {
                 break;
             }
@@ -359,6 +264,163 @@ impl Reader {
                 std::thread::sleep(self.poll);
             }
         }
+        self.close();
+    }
+
+    /// Lists the measuring namespace's threads, every
+    /// [`NAMESPACE_LIST_PERIOD_NS`] (namespace scope, from the machine's /proc).
+    fn list_namespace(&self, tasks: &mut TaskCache, now: u64) {
+        if !self.namespace_scope
+            || self.nested_proc
+            || tasks
+                .ours_listed_ns
+                .is_some_and(|t| now.saturating_sub(t) < NAMESPACE_LIST_PERIOD_NS)
+        {
+            return;
+        }
+        tasks.ours_listed_ns = Some(now);
+        tasks
+            .ours
+            .extend(namespace_threads(self.kernel.as_ref(), &self.proc_root));
+    }
+
+    /// Reads what each pipe has and takes in its complete lines. Returns
+    /// whether every pipe was drained.
+    fn read_pipes(&mut self, st: &mut ReadState) -> bool {
+        let mut drained = true;
+        for i in 0..self.pipes.len() {
+            let (cpu, pipe) = &mut self.pipes[i];
+            let cpu = *cpu;
+            st.buf.clear();
+            match pipe.read_available(&mut st.buf) {
+                // Probably more waiting.
+                Ok(n) if n >= TRACE_PIPE_READ_BUDGET / 2 => drained = false,
+                Ok(_) => {}
+                Err(e) => {
+                    self.error(format!("trace pipe of CPU {cpu}: {e}"));
+                    drained = false;
+                }
+            }
+            let ReadState { carry, buf, .. } = st;
+            carry.entry(cpu).or_default().extend_from_slice(buf);
+            if let Some(text) = st.complete_lines(cpu) {
+                self.take_lines(cpu, &text, st);
+            }
+        }
+        drained
+    }
+
+    /// Takes in one CPU's complete lines: events into its window, lost
+    /// events and unparsed lines counted, timerlat records handed over.
+    fn take_lines(&mut self, cpu: usize, text: &str, st: &mut ReadState) {
+        let collect = self.shared.collect_timerlat.load(Ordering::Relaxed);
+        let mut records = Vec::new();
+        let mut counts = LineCounts::default();
+        for line in text.lines() {
+            if let Some(n) = lost_count(line) {
+                counts.lost += n;
+                continue;
+            }
+            let Some(e) = parse_line(line) else {
+                if !line.trim().is_empty() {
+                    counts.unparsed += 1;
+                }
+                continue;
+            };
+            counts.parsed += 1;
+            if collect {
+                records.extend(timerlat_record(&e));
+            }
+            self.see(&e, st);
+            let p = st.read_pos.entry(cpu).or_insert(0);
+            *p = (*p).max(e.ts_ns);
+            st.windows.entry(cpu).or_default().push_back(e);
+        }
+        if !records.is_empty() {
+            self.shared
+                .timerlat
+                .lock()
+                .expect("timerlat records")
+                .append(&mut records);
+        }
+        let mut r = self.shared.results.lock().expect("results");
+        r.events += counts.parsed;
+        r.unparsed += counts.unparsed;
+        r.lost += counts.lost;
+    }
+
+    /// What an event tells beyond itself: a thread announcement, a watched
+    /// thread's late wakeup, the namespace of the task it names.
+    fn see(&mut self, e: &Event, st: &mut ReadState) {
+        if let Some(key) = thread_announcement(e) {
+            st.threads.insert(key, e.pid);
+        }
+        if let Some(spike) = self.tracker.as_mut().and_then(|t| t.see(e)) {
+            st.pending.push(spike);
+        }
+        // Tell a task's namespace while it still lives: by attribution time
+        // a short-lived one is gone.
+        if self.namespace_scope
+            && !self.nested_proc
+            && e.pid > 0
+            && !st.tasks.other_namespace.contains_key(&e.pid)
+        {
+            if let Some(other) = other_namespace(self.kernel.as_ref(), &self.proc_root, e.pid) {
+                st.tasks.other_namespace.insert(e.pid, other);
+            }
+        }
+    }
+
+    /// Samples steal time from /proc/stat.
+    fn sample_steal(&self, steal: &mut StealSamples, now: u64) {
+        if let Ok(text) = Procfs::new(self.kernel.as_ref()).stat() {
+            if let Ok(times) = parse_cpu_times(&text) {
+                steal.push_back((now, times.iter().map(|(cpu, t)| (*cpu, t.steal)).collect()));
+            }
+        }
+    }
+
+    /// Finishing: whether to attribute everything pending and stop, once
+    /// the trace is read up to when finishing began (or was drained), or
+    /// after [`FINISH_LIMIT_NS`] on a CPU too busy to catch up.
+    fn flush_all(&self, st: &ReadState, now: u64, drained: bool) -> bool {
+        st.finish_started.is_some_and(|at| {
+            let caught_up = self
+                .pipes
+                .iter()
+                .all(|(cpu, _)| st.read_pos.get(cpu).is_some_and(|&p| p >= at));
+            drained || caught_up || now >= at + FINISH_LIMIT_NS
+        })
+    }
+
+    /// Attributes each pending spike the trace has been read past (all of
+    /// them when `flush_all`).
+    fn attribute_settled(&self, st: &mut ReadState, now: u64, drained: bool, flush_all: bool) {
+        let mut i = 0;
+        while i < st.pending.len() {
+            let s = st.pending[i];
+            let read_past = st
+                .read_pos
+                .get(&s.cpu)
+                .is_some_and(|&p| p >= s.actual_ns + SETTLE_NS);
+            if !(flush_all || read_past || (drained && s.actual_ns + SETTLE_NS <= now)) {
+                i += 1;
+                continue;
+            }
+            st.pending.swap_remove(i);
+            let global_tid = st.threads.get(&(s.cpu, s.tid)).copied();
+            let attr = self.attribute_one(&s, global_tid, st);
+            self.shared
+                .results
+                .lock()
+                .expect("results")
+                .attributions
+                .push(attr);
+        }
+    }
+
+    /// Closes the pipes, hands over what the watch saw and says it is done.
+    fn close(mut self) {
         drop(std::mem::take(&mut self.pipes));
         if let Some(t) = &self.tracker {
             self.shared.results.lock().expect("results").watched = Some(t.seen().clone());
@@ -368,84 +430,35 @@ impl Reader {
         cv.notify_all();
     }
 
-    fn attribute_one(
-        &self,
-        s: &Spike,
-        global_tid: Option<i32>,
-        windows: &BTreeMap<usize, VecDeque<Event>>,
-        steal: &VecDeque<(u64, BTreeMap<usize, u64>)>,
-        tasks: &mut TaskCache,
-        saved: &mut Vec<Saved>,
-    ) -> Attribution {
+    /// Records a problem met.
+    fn error(&self, what: String) {
+        self.shared
+            .results
+            .lock()
+            .expect("results")
+            .errors
+            .push(what);
+    }
+
+    fn attribute_one(&self, s: &Spike, global_tid: Option<i32>, st: &mut ReadState) -> Attribution {
         let from = s.intended_ns.saturating_sub(LOOKBACK_NS);
         let to = s.actual_ns + SAVE_AFTER_NS;
-        let events: Vec<Event> = windows
+        let events: Vec<Event> = st
+            .windows
             .get(&s.cpu)
             .map(|w| window_events(w, from, to))
             .unwrap_or_default();
-        let before = steal.iter().rev().find(|(t, _)| *t <= s.intended_ns);
-        let after = steal.iter().find(|(t, _)| *t >= s.actual_ns);
-        let steal_ev = match (before, after) {
-            (Some((t0, a)), Some((t1, b))) => {
-                let ticks = b
-                    .get(&s.cpu)
-                    .copied()
-                    .unwrap_or(0)
-                    .saturating_sub(a.get(&s.cpu).copied().unwrap_or(0));
-                Some(StealEvidence {
-                    steal_ns: ticks * 1_000_000_000 / self.user_hz.max(1),
-                    from_ns: *t0,
-                    to_ns: *t1,
-                })
-            }
-            _ => None,
-        };
-        let kernel = self.kernel.clone();
-        let cache = std::cell::RefCell::new(std::mem::take(&mut tasks.kthreads));
-        let is_kthread = |pid: i32| -> bool {
-            if pid <= 0 {
-                return true;
-            }
-            *cache.borrow_mut().entry(pid).or_insert_with(|| {
-                Procfs::at(kernel.as_ref(), &self.proc_root)
-                    .process_file(pid, "stat")
-                    .ok()
-                    .flatten()
-                    .and_then(|t| parse_thread_stat(&t).ok())
-                    .map(|stat| stat.is_kthread())
-                    .unwrap_or(false)
-            })
-        };
-        let foreign = std::cell::RefCell::new(std::mem::take(&mut tasks.other_namespace));
-        let in_other_namespace = |pid: i32| -> bool {
-            if !self.namespace_scope || pid <= 0 {
-                return false;
-            }
-            *foreign.borrow_mut().entry(pid).or_insert_with(|| {
-                // Gone before it could be read: ours only if it was listed as ours.
-                other_namespace(self.kernel.as_ref(), &self.proc_root, pid)
-                    .unwrap_or_else(|| !tasks.ours.contains(&pid))
-            })
-        };
-        let pods = std::cell::RefCell::new(std::mem::take(&mut tasks.pods));
-        let in_kubepods = |pid: i32| -> bool {
-            if pid <= 0 {
-                return false;
-            }
-            // Gone before it could be read: not known as a pod's.
-            *pods.borrow_mut().entry(pid).or_insert_with(|| {
-                Procfs::at(self.kernel.as_ref(), &self.proc_root)
-                    .process_file(pid, "cgroup")
-                    .is_ok_and(|t| t.is_some_and(|t| in_kubepods(&t)))
-            })
+        let lookup = TaskLookup {
+            reader: self,
+            tasks: std::cell::RefCell::new(&mut st.tasks),
         };
         let ctx = AttributionContext {
             tick_ns: self.tick_ns.get(&s.cpu).copied().flatten(),
-            is_kthread: &is_kthread,
-            in_other_namespace: &in_other_namespace,
-            in_kubepods: &in_kubepods,
+            is_kthread: &|pid| lookup.is_kthread(pid),
+            in_other_namespace: &|pid| lookup.in_other_namespace(pid),
+            in_kubepods: &|pid| lookup.in_kubepods(pid),
             virtual_cpu: self.virtual_cpu,
-            steal: steal_ev,
+            steal: steal_evidence(&st.steal, s, self.user_hz),
             preempt_model: self.preempt_model.clone(),
             trace_start_ns: Some(self.started_ns),
         };
@@ -457,23 +470,14 @@ impl Reader {
         };
         let mut attr = attribute(&events, &traced, &ctx);
         attr.spike = *s;
-        tasks.kthreads = cache.into_inner();
-        tasks.other_namespace = foreign.into_inner();
-        tasks.pods = pods.into_inner();
         if let Some(dir) = &self.trace_dir {
-            match self.save_window(dir, &attr, &events, saved) {
+            match self.save_window(dir, &attr, &events, &mut st.saved) {
                 Ok(Some(p)) => attr.trace_file = Some(p.display().to_string()),
                 Ok(None) => {}
-                Err(e) => self
-                    .shared
-                    .results
-                    .lock()
-                    .expect("results")
-                    .errors
-                    .push(format!(
-                        "{}: could not save a trace window: {e}",
-                        dir.display()
-                    )),
+                Err(e) => self.error(format!(
+                    "{}: could not save a trace window: {e}",
+                    dir.display()
+                )),
             }
         }
         attr
@@ -548,6 +552,116 @@ impl Reader {
         });
         Ok(Some(path))
     }
+}
+
+/// What attribution asks of the tasks events name, answered from the
+/// machine's /proc once per task and kept in the reader's cache.
+struct TaskLookup<'a> {
+    reader: &'a Reader,
+    tasks: std::cell::RefCell<&'a mut TaskCache>,
+}
+
+impl TaskLookup<'_> {
+    /// Whether `pid` is a kernel thread (the idle task included). From a
+    /// nested namespace's /proc, never known to be one.
+    fn is_kthread(&self, pid: i32) -> bool {
+        if pid <= 0 {
+            return true;
+        }
+        if self.reader.nested_proc {
+            return false;
+        }
+        let r = self.reader;
+        *self
+            .tasks
+            .borrow_mut()
+            .kthreads
+            .entry(pid)
+            .or_insert_with(|| {
+                Procfs::at(r.kernel.as_ref(), &r.proc_root)
+                    .process_file(pid, "stat")
+                    .ok()
+                    .flatten()
+                    .and_then(|t| parse_thread_stat(&t).ok())
+                    .map(|stat| stat.is_kthread())
+                    .unwrap_or(false)
+            })
+    }
+
+    /// Whether `pid` is outside the measuring namespace (namespace scope), or
+    /// outside the view of a nested namespace's /proc (any scope).
+    fn in_other_namespace(&self, pid: i32) -> bool {
+        if pid <= 0 {
+            return false;
+        }
+        if self.reader.nested_proc {
+            return true;
+        }
+        if !self.reader.namespace_scope {
+            return false;
+        }
+        let r = self.reader;
+        let mut tasks = self.tasks.borrow_mut();
+        if let Some(known) = tasks.other_namespace.get(&pid) {
+            return *known;
+        }
+        // Gone before it could be read: ours only if it was listed as ours.
+        let other = other_namespace(r.kernel.as_ref(), &r.proc_root, pid)
+            .unwrap_or_else(|| !tasks.ours.contains(&pid));
+        tasks.other_namespace.insert(pid, other);
+        other
+    }
+
+    /// Whether `pid` is a task of a Kubernetes pod; one gone before it could
+    /// be read is not known as a pod's.
+    fn in_kubepods(&self, pid: i32) -> bool {
+        if pid <= 0 || self.reader.nested_proc {
+            return false;
+        }
+        let r = self.reader;
+        *self.tasks.borrow_mut().pods.entry(pid).or_insert_with(|| {
+            Procfs::at(r.kernel.as_ref(), &r.proc_root)
+                .process_file(pid, "cgroup")
+                .is_ok_and(|t| t.is_some_and(|t| in_kubepods(&t)))
+        })
+    }
+}
+
+/// The steal time on the spike's CPU between the last sample before it was
+/// due and the first after it ran; `None` without both.
+fn steal_evidence(steal: &StealSamples, s: &Spike, user_hz: u64) -> Option<StealEvidence> {
+    let (t0, a) = steal.iter().rev().find(|(t, _)| *t <= s.intended_ns)?;
+    let (t1, b) = steal.iter().find(|(t, _)| *t >= s.actual_ns)?;
+    let ticks = b
+        .get(&s.cpu)
+        .copied()
+        .unwrap_or(0)
+        .saturating_sub(a.get(&s.cpu).copied().unwrap_or(0));
+    Some(StealEvidence {
+        steal_ns: ticks * 1_000_000_000 / user_hz.max(1),
+        from_ns: *t0,
+        to_ns: *t1,
+    })
+}
+
+/// The timerlat record a timerlat sample event carries.
+fn timerlat_record(e: &Event) -> Option<TimerlatRecord> {
+    let EventKind::TimerlatSample {
+        seq,
+        context,
+        latency_ns,
+    } = &e.kind
+    else {
+        return None;
+    };
+    Some(TimerlatRecord {
+        cpu: e.cpu,
+        seq: *seq,
+        context: *context,
+        latency_ns: *latency_ns,
+        ts_ns: e.ts_ns,
+        pid: e.pid,
+    })
 }
 
 /// Whether a task (global ID) belongs to another PID namespace than the
@@ -674,5 +788,130 @@ mod namespace_tests {
         let mut ours = namespace_threads(&k, Path::new("/hostproc"));
         ours.sort();
         assert_eq!(ours, vec![300, 301]);
+    }
+}
+
+#[cfg(test)]
+mod part_tests {
+    use super::*;
+    use cpushield_kernel::FakeKernel;
+
+    fn spike(cpu: usize, intended_ns: u64, actual_ns: u64) -> Spike {
+        Spike {
+            seq: 1,
+            cpu,
+            tid: 5,
+            intended_ns,
+            actual_ns,
+        }
+    }
+
+    fn event_at(ts_us: u64) -> Event {
+        parse_line(&format!(
+            "  x-1 [001] ..... {}.{:06}: local_timer_entry: vector=236",
+            ts_us / 1_000_000,
+            ts_us % 1_000_000
+        ))
+        .expect("parses")
+    }
+
+    /// A reader of nothing over `kernel`'s /proc at /hostproc.
+    fn reader(kernel: Arc<FakeKernel>, namespace_scope: bool, nested_proc: bool) -> Reader {
+        Reader {
+            pipes: Vec::new(),
+            kernel,
+            shared: Arc::new(Shared::new(4)),
+            poll: Duration::from_millis(1),
+            retention_ns: 0,
+            tick_ns: BTreeMap::new(),
+            preempt_model: None,
+            trace_dir: None,
+            max_saved: 0,
+            user_hz: 100,
+            proc_root: PathBuf::from("/hostproc"),
+            namespace_scope,
+            nested_proc,
+            virtual_cpu: false,
+            now: || 0,
+            started_ns: 0,
+            tracker: None,
+        }
+    }
+
+    #[test]
+    fn trimming_keeps_a_pending_spikes_lookback_and_one_older_event() {
+        let mut st = ReadState::default();
+        let w: VecDeque<Event> = [1_000, 2_000, 30_000, 40_000]
+            .iter()
+            .map(|t| event_at(*t))
+            .collect();
+        st.windows.insert(1, w);
+        st.steal = (0..4).map(|i| (i * 10_000_000, BTreeMap::new())).collect();
+        // The spike was due at 25 ms: its lookback reaches back to 15 ms.
+        st.pending.push(spike(1, 25_000_000, 26_000_000));
+        st.trim(100_000_000, 0);
+        let kept: Vec<u64> = st.windows[&1].iter().map(|e| e.ts_ns / 1000).collect();
+        assert_eq!(kept, vec![2_000, 30_000, 40_000]);
+        assert_eq!(st.steal.front().map(|s| s.0), Some(10_000_000));
+    }
+
+    #[test]
+    fn only_complete_lines_are_taken_and_the_rest_waits_for_its_newline() {
+        let mut st = ReadState::default();
+        st.carry.insert(1, b"one\ntwo\nthr".to_vec());
+        assert_eq!(st.complete_lines(1).as_deref(), Some("one\ntwo\n"));
+        assert_eq!(st.complete_lines(1), None);
+        st.carry.get_mut(&1).unwrap().extend_from_slice(b"ee\n");
+        assert_eq!(st.complete_lines(1).as_deref(), Some("three\n"));
+    }
+
+    #[test]
+    fn steal_evidence_is_the_spike_cpus_steal_between_the_samples_around_it() {
+        let at = |t: u64, ticks: u64| (t, BTreeMap::from([(1, ticks)]));
+        let steal: StealSamples = [at(10, 5), at(20, 7), at(50, 9)].into_iter().collect();
+        let e = steal_evidence(&steal, &spike(1, 25, 40), 100).expect("both samples");
+        assert_eq!((e.steal_ns, e.from_ns, e.to_ns), (20_000_000, 20, 50));
+        assert!(steal_evidence(&steal, &spike(1, 25, 60), 100).is_none());
+    }
+
+    #[test]
+    fn a_timerlat_sample_gives_a_record_and_another_event_none() {
+        let line = "     timerlat/1-791     [001] .....   1.000010: #7 context thread timer_latency     5000 ns";
+        let r = timerlat_record(&parse_line(line).expect("parses")).expect("a record");
+        assert_eq!((r.cpu, r.seq, r.ts_ns, r.pid), (1, 7, 1_000_010_000, 791));
+        assert_eq!(r.latency_ns, 5000);
+        assert!(timerlat_record(&event_at(5)).is_none());
+    }
+
+    #[test]
+    fn a_task_lookup_reads_the_machines_proc_and_from_a_nested_one_places_no_task_in_scope() {
+        let k = Arc::new(FakeKernel::new());
+        k.set_file(
+            "/hostproc/15/stat",
+            "15 (rcu_preempt) I 2 0 0 0 -1 2129984 0 0 0 0 0 12 0 0 20 0 1 0 12 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+        );
+        k.set_file("/hostproc/15/status", "Name:\trcu_preempt\nNSpid:\t15\n");
+        k.set_file("/hostproc/70/status", "Name:\tload\nNSpid:\t70\t3\n");
+        let initial = reader(k.clone(), true, false);
+        let mut tasks = TaskCache::default();
+        let lookup = TaskLookup {
+            reader: &initial,
+            tasks: std::cell::RefCell::new(&mut tasks),
+        };
+        assert!(lookup.is_kthread(15));
+        assert!(lookup.in_other_namespace(15));
+        assert!(!lookup.is_kthread(70));
+        assert!(!lookup.in_other_namespace(70));
+        assert!(!lookup.in_kubepods(70));
+        let nested = reader(k, true, true);
+        let mut tasks = TaskCache::default();
+        let lookup = TaskLookup {
+            reader: &nested,
+            tasks: std::cell::RefCell::new(&mut tasks),
+        };
+        assert!(!lookup.is_kthread(15));
+        assert!(lookup.in_other_namespace(15));
+        assert!(lookup.in_other_namespace(70));
+        assert!(lookup.is_kthread(0) && !lookup.in_other_namespace(0));
     }
 }

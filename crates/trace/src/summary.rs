@@ -56,7 +56,14 @@ pub struct TraceSummary {
     pub watched: Option<crate::watch::WatchedWakeups>,
     /// Problems met while tracing or restoring (empty when all went well).
     pub errors: Vec<String>,
+    /// cpushield ran in a nested PID namespace, whose /proc cannot look up
+    /// the trace's task IDs: tasks other than the measured one were charged
+    /// as outside its view ([`NESTED_NAMESPACE`]).
+    pub nested_namespace: bool,
 }
+
+/// Said once when a trace ran from a nested PID namespace.
+pub const NESTED_NAMESPACE: &str = "attribution by task scope is limited: cpushield runs in a nested PID namespace, whose /proc cannot name the tasks the trace shows (their IDs are the initial namespace's), so no task is blamed as a leak of the shield; run cpushield from the initial PID namespace (in Kubernetes, a pod with hostPID: true) for it";
 
 /// The one line a summary carries when the kernel has no osnoise events.
 pub const OSNOISE_ABSENT: &str = "osnoise events: none in this kernel (built without CONFIG_OSNOISE_TRACER and CONFIG_TIMERLAT_TRACER): spikes are attributed from the irq, softirq and sched events alone";

@@ -5,7 +5,8 @@ use cpushield_cpuset::CpuSet;
 use cpushield_kernel::FakeKernel;
 use cpushield_trace::watch::WATCH_SEQ_BASE;
 use cpushield_trace::{
-    CauseKind, SignalMode, Spike, TraceOptions, TraceSession, WakeupWatch, WatchedWakeups,
+    CauseKind, SignalMode, Spike, TraceOptions, TraceSession, TraceSummary, WakeupWatch,
+    WatchedWakeups,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -254,14 +255,29 @@ fn an_offline_cpu_is_refused() {
 }
 
 /// Starts a session on CPU 1 over [`window`] that reads the machine's /proc
-/// at /hostproc, announces the probe (global ID 50) as `tid` when that is its
-/// ID inside a measuring namespace, and attributes the window's spike (`tid`
-/// as the caller names it). Returns the attribution and the marks written.
+/// at /hostproc (the initial namespace's: kthreadd shows there), announces
+/// the probe (global ID 50) as `tid` when that is its ID inside a measuring
+/// namespace, and attributes the window's spike (`tid` as the caller names
+/// it). Returns the attribution and the marks written.
 fn attribute_hostproc_window(
     k: Arc<FakeKernel>,
     namespace_scope: bool,
     tid: i32,
 ) -> (cpushield_trace::Attribution, Vec<String>) {
+    k.set_file("/hostproc/2/comm", "kthreadd\n");
+    let (a, marks, _) = attribute_hostproc_events(k, namespace_scope, tid, &window);
+    (a, marks)
+}
+
+/// [`attribute_hostproc_window`] over the events `events` gives for a spike
+/// due at t0, with /hostproc as the caller made it; also returns the
+/// session's summary.
+fn attribute_hostproc_events(
+    k: Arc<FakeKernel>,
+    namespace_scope: bool,
+    tid: i32,
+    events: &dyn Fn(u64) -> String,
+) -> (cpushield_trace::Attribution, Vec<String>, TraceSummary) {
     let t0 = cpushield_kernel::clock::now_ns();
     let ts = |off_us: u64| {
         let ns = t0 + off_us * 1000;
@@ -275,7 +291,7 @@ fn attribute_hostproc_window(
             ts(1)
         )
     };
-    feed_pipe(&k, 1, &(announce + &window(t0)));
+    feed_pipe(&k, 1, &(announce + &events(t0)));
     let opts = TraceOptions {
         signals: SignalMode::None,
         instance: false,
@@ -300,8 +316,58 @@ fn attribute_hostproc_window(
     let a = session
         .attribute(&spike, Duration::from_secs(5))
         .expect("attributed");
-    session.finish();
-    (a, marks(&k))
+    let summary = session.finish();
+    (a, marks(&k), summary)
+}
+
+#[test]
+fn from_a_nested_pid_namespace_a_kernel_thread_in_the_trace_is_out_of_view_never_a_task_in_scope() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    for namespace_scope in [true, false] {
+        let k = Arc::new(tracefs());
+        // cpushield runs in a nested PID namespace: the /proc it reads is
+        // that namespace's (no kthreadd), where its own process has two IDs
+        // in NSpid and ID 15 names one of its own tasks, while the trace's 15
+        // is the initial namespace's rcu_preempt.
+        k.set_file("/hostproc/1/status", "Name:\tbash\nNSpid:\t1\n");
+        k.set_file("/hostproc/9/status", "Name:\tcpushield\nNSpid:\t9\t1\n");
+        k.set_file("/hostproc/self/status", "Name:\tcpushield\nNSpid:\t9\t1\n");
+        k.set_file("/hostproc/15/status", "Name:\tload\nNSpid:\t15\t3\n");
+        k.set_file(
+            "/hostproc/15/stat",
+            "15 (load) R 9 15 1 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0 0\n",
+        );
+        let rcu = |t0: u64| {
+            window(t0).replace("load-70", "rcu_preempt-15").replace(
+                "prev_comm=load prev_pid=70",
+                "prev_comm=rcu_preempt prev_pid=15",
+            )
+        };
+        let (a, _, summary) = attribute_hostproc_events(k, namespace_scope, 5, &rcu);
+        assert!(
+            a.causes
+                .iter()
+                .any(|c| c.kind == CauseKind::OtherNamespace && c.name == "rcu_preempt (15)"),
+            "scope {namespace_scope}: {:#?}",
+            a.causes
+        );
+        assert!(
+            a.causes.iter().all(|c| c.kind != CauseKind::Task),
+            "scope {namespace_scope}: {:#?}",
+            a.causes
+        );
+        assert!(summary.nested_namespace);
+    }
+}
+
+#[test]
+fn from_the_initial_namespace_the_summary_says_nothing_of_a_nested_one() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let k = Arc::new(tracefs());
+    k.set_file("/hostproc/2/comm", "kthreadd\n");
+    k.set_file("/hostproc/50/status", "Name:\tprobe\nNSpid:\t50\t5\n");
+    let (_, _, summary) = attribute_hostproc_events(k, true, 5, &window);
+    assert!(!summary.nested_namespace);
 }
 
 #[test]
