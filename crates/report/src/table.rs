@@ -5,7 +5,8 @@
 
 use crate::answer::Answer;
 use crate::cells::{self, Cells};
-use crate::model::{fmt_ratio, human_ns, CompareReport};
+use crate::model::{fmt_ratio, CompareReport};
+use cpushield_cpuset::fmt_ns;
 use std::fmt::Write;
 
 /// Lines a compare or demo prints before its `report:` line, at most.
@@ -403,7 +404,7 @@ fn split_lines(lines: &mut Vec<String>, report: &CompareReport, width: Option<us
     lines.extend(wrap(
         &format!(
             "guest vs outside: every sample above {} explained from a kernel trace of the measured CPUs",
-            human_ns(first.threshold_ns)
+            fmt_ns(first.threshold_ns)
         ),
         width,
         "",

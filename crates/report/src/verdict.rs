@@ -31,9 +31,10 @@
 //! refute "works" as well as confirm it.
 
 use crate::model::{
-    fmt_ratio, human_ns, Anchor, AnchorCheck, AttributionSummary, CauseRow, CompareReport, Remains,
+    fmt_ratio, Anchor, AnchorCheck, AttributionSummary, CauseRow, CompareReport, Remains,
     ScenarioResult, Spread, Verdict,
 };
+use cpushield_cpuset::fmt_ns;
 
 /// The load's guest-caused worst case must be at least this many times the
 /// shielded one for the run to show what the shield removed.
@@ -183,8 +184,8 @@ fn judge_raw(
     v.line = format!(
         "{}: shielded worst case {} vs loaded {} ({}x better), {}x idle; determinism jitter ratio {} (raw figures: the run was not traced, so time outside the guest is not separated)",
         if v.pass { "SHIELD WORKS" } else { "SHIELD FALLS SHORT" },
-        human_ns(smax),
-        human_ns(lmax),
+        fmt_ns(smax),
+        fmt_ns(lmax),
         fmt_ratio(v.loaded_over_shielded),
         fmt_ratio(v.shielded_over_idle),
         fmt_ratio(v.jitter_shielded_over_loaded)
@@ -195,8 +196,8 @@ fn judge_raw(
         {
             v.notes.push(format!(
                 "latency: the shielded CPU is as good as the idle one ({} vs {}): the floor is the unloaded machine's own worst case, so loaded / shielded cannot exceed about {:.1} on this run; run with tracing (the default) to see how much of it came from outside the guest",
-                human_ns(smax),
-                human_ns(i.latency.max_ns),
+                fmt_ns(smax),
+                fmt_ns(i.latency.max_ns),
                 lmax as f64 / imax
             ));
         }
@@ -483,7 +484,7 @@ fn judge_traced(
                 "cpushield's own thread {} ran on the shielded CPU during {} samples (worst {}): a bug in cpushield, not a leak of the shield; please report it with report.json",
                 c.name,
                 c.count,
-                human_ns(c.worst_ns)
+                fmt_ns(c.worst_ns)
             )),
             Class::Leak => {
                 let fix = c
@@ -496,14 +497,14 @@ fn judge_traced(
                         "task {} ran on the shielded CPU during {} samples (worst {}{fix})",
                         c.name,
                         c.count,
-                        human_ns(c.worst_ns)
+                        fmt_ns(c.worst_ns)
                     )
                 } else {
                     format!(
                         "{} reached the shielded CPU in {} samples (worst {}{fix})",
                         c.name,
                         c.count,
-                        human_ns(c.worst_ns)
+                        fmt_ns(c.worst_ns)
                     )
                 });
             }
@@ -513,7 +514,7 @@ fn judge_traced(
                         &mut remains,
                         needs,
                         fix,
-                        format!("{} (worst {})", c.name, human_ns(c.worst_ns)),
+                        format!("{} (worst {})", c.name, fmt_ns(c.worst_ns)),
                         c.worst_ns,
                     );
                 }
@@ -532,8 +533,8 @@ fn judge_traced(
             "bare metal, or a host that runs nothing else on this vCPU's CPU".into(),
             format!(
                 "time outside the guest, {} of the shielded worst case (steal {})",
-                human_ns(shielded_outside),
-                human_ns(sa.steal_ns)
+                fmt_ns(shielded_outside),
+                fmt_ns(sa.steal_ns)
             ),
             shielded_outside,
         );
@@ -562,20 +563,20 @@ fn judge_traced(
     let host = if v.host_noisy {
         format!(
             "; separately, up to {} per sample came from outside the guest (the vCPU was not running; steal {} loaded, {} shielded), which no shield can remove and which is not counted against it",
-            human_ns(outside),
-            human_ns(la.steal_ns),
-            human_ns(sa.steal_ns)
+            fmt_ns(outside),
+            fmt_ns(la.steal_ns),
+            fmt_ns(sa.steal_ns)
         )
     } else {
         format!(
             "; nothing that mattered came from outside the guest (steal {})",
-            human_ns(steal)
+            fmt_ns(steal)
         )
     };
     let figures = format!(
         "the worst case caused inside the guest: {} loaded, {} shielded ({})",
-        human_ns(lg),
-        human_ns(sa.guest_worst_ns),
+        fmt_ns(lg),
+        fmt_ns(sa.guest_worst_ns),
         effect_words(high, v.effect_slices.as_ref())
     );
     let longer = (duration_s * 2.0).max(10.0).round();
@@ -596,17 +597,17 @@ fn judge_traced(
         ),
         Outcome::Blurred => format!(
             "CANNOT JUDGE THE SHIELD on CPU {cpus}: the host's stalls blur the loaded figure: run again with --duration {longer:.0}s so that more samples come without a stall, or repeat when the host is quieter; caused inside the guest {} loaded, of which up to {} may be the host's ({} of its {} samples above {} also lost time outside the guest), → {} shielded ({low:.1}-{high:.1}x, needs {EFFECT_NEEDED:.0}x)",
-            human_ns(lg),
-            human_ns(lg.saturating_sub(la.guest_worst_low_ns.unwrap_or(lg))),
+            fmt_ns(lg),
+            fmt_ns(lg.saturating_sub(la.guest_worst_low_ns.unwrap_or(lg))),
             la.samples_with_outside,
             la.samples_above,
-            human_ns(la.threshold_ns),
-            human_ns(sa.guest_worst_ns),
+            fmt_ns(la.threshold_ns),
+            fmt_ns(sa.guest_worst_ns),
         ),
         Outcome::NoEffect => format!(
             "CANNOT JUDGE THE SHIELD on CPU {cpus}: the load did not disturb it beyond what remains under the shield: run longer (--duration {longer:.0}s) or with a heavier load (--load stress-kernel); caused inside the guest {} loaded → {} shielded ({high:.1}x; the effect needs {EFFECT_NEEDED:.0}x to show what the shield removed); still reaching it: {}",
-            human_ns(lg),
-            human_ns(sa.guest_worst_ns),
+            fmt_ns(lg),
+            fmt_ns(sa.guest_worst_ns),
             top_causes(sa, &pending)
         ),
         Outcome::Works if v.remains.is_empty() => format!(
@@ -637,8 +638,8 @@ fn judge_traced(
         if i.outside_worst_ns > i.guest_worst_ns {
             v.notes.push(format!(
                 "even idle, the worst sample was mostly outside the guest ({} of {}): this machine's host delays a vCPU on its own",
-                human_ns(i.outside_worst_ns),
-                human_ns(idle.map(|s| s.latency.max_ns).unwrap_or(0))
+                fmt_ns(i.outside_worst_ns),
+                fmt_ns(idle.map(|s| s.latency.max_ns).unwrap_or(0))
             ));
         }
     }
@@ -646,7 +647,7 @@ fn judge_traced(
         .causes
         .iter()
         .filter(|c| c.kind == OTHER_NAMESPACE_KIND)
-        .map(|c| format!("{} (worst {})", c.name, human_ns(c.worst_ns)))
+        .map(|c| format!("{} (worst {})", c.name, fmt_ns(c.worst_ns)))
         .collect();
     if !foreign.is_empty() {
         v.notes.push(format!(
@@ -659,8 +660,8 @@ fn judge_traced(
         .iter()
         .filter(|c| c.kind == POD_KIND)
         .map(|c| match &c.fix {
-            Some(f) => format!("{} (worst {}; fix: {f})", c.name, human_ns(c.worst_ns)),
-            None => format!("{} (worst {})", c.name, human_ns(c.worst_ns)),
+            Some(f) => format!("{} (worst {}; fix: {f})", c.name, fmt_ns(c.worst_ns)),
+            None => format!("{} (worst {})", c.name, fmt_ns(c.worst_ns)),
         })
         .collect();
     if !pods.is_empty() {
@@ -673,7 +674,7 @@ fn judge_traced(
         v.notes.push(format!(
             "only {:.1}% of the shielded latency above {} was charged to a named cause (lost trace events: {}): the split is less certain",
             sa.named_pct(),
-            human_ns(sa.threshold_ns),
+            fmt_ns(sa.threshold_ns),
             sa.lost_events
         ));
     }
@@ -702,12 +703,8 @@ fn top_causes(sa: &AttributionSummary, pending: &[u32]) -> String {
                 ""
             };
             match &c.fix {
-                Some(f) => format!(
-                    "{} ({what}worst {}; fix: {f})",
-                    c.name,
-                    human_ns(c.worst_ns)
-                ),
-                None => format!("{} ({what}worst {})", c.name, human_ns(c.worst_ns)),
+                Some(f) => format!("{} ({what}worst {}; fix: {f})", c.name, fmt_ns(c.worst_ns)),
+                None => format!("{} ({what}worst {})", c.name, fmt_ns(c.worst_ns)),
             }
         })
         .collect();
@@ -742,7 +739,7 @@ fn own_bugs_beside_anchor(v: &mut Verdict, tool: &str, shielded: &Anchor, cpus: 
                 "cpushield's own thread {} ran on the shielded CPU while the {tool} anchor measured, during {} samples (worst {}): a bug in cpushield, not a leak of the shield; please report it with report.json",
                 c.name,
                 c.count,
-                human_ns(c.worst_ns)
+                fmt_ns(c.worst_ns)
             ));
         }
     }
@@ -880,9 +877,9 @@ fn outside_summary(loaded: &ScenarioResult, shielded: &ScenarioResult) -> String
                 format!(
                     "{} max {}, of which up to {} outside the guest (steal {})",
                     s.name,
-                    human_ns(s.latency.max_ns),
-                    human_ns(a.outside_worst_ns),
-                    human_ns(a.steal_ns)
+                    fmt_ns(s.latency.max_ns),
+                    fmt_ns(a.outside_worst_ns),
+                    fmt_ns(a.steal_ns)
                 )
             })
             .unwrap_or_default()
