@@ -439,119 +439,16 @@ fn judge_traced(
     v.guest_loaded_over_shielded = Some(high);
     v.guest_loaded_over_shielded_low = Some(low);
     v.effect_slices = effect_over_slices(la, sa);
-    let guest_jitter = |s: &ScenarioResult| s.determinism.as_ref().and_then(|d| d.guest_jitter_pct);
     v.guest_jitter_shielded_over_loaded = guest_jitter(shielded)
         .zip(guest_jitter(loaded))
         .filter(|(_, l)| *l > 0.0)
         .map(|(s, l)| s / l);
-    let jitter_ok = match (guest_jitter(shielded), guest_jitter(loaded)) {
-        (Some(s), Some(l)) => s <= JITTER_FLOOR_PCT || s <= l / 3.0,
-        _ => true,
-    };
-    // What still reaches the shielded CPUs from inside the guest: check's
-    // findings, then the traced causes, each classified.
-    let mut leaks = Vec::new();
-    let mut remains: Vec<Remains> = Vec::new();
-    for f in shielded
-        .findings
-        .iter()
-        .filter(|f| f.severity == "breaks-shield")
-    {
-        let fix = f.remedies.first().cloned();
-        if f.runtime_fix {
-            leaks.push(match &fix {
-                Some(r) => format!("{} (fix: {r})", f.title),
-                None => f.title.clone(),
-            });
-        } else {
-            let fix = fix.unwrap_or_else(|| format!("cpushield boot-params --all {cpus}"));
-            let needs = if is_boot_parameter(&fix) {
-                NEEDS_BOOT
-            } else {
-                NEEDS_SETTING
-            };
-            add_remains(&mut remains, needs, fix, f.title.clone(), 0);
-        }
-    }
     let pending = pending_irqs(shielded);
-    for c in sa.causes.iter().filter(|c| c.guest) {
-        if cause_irq(&c.name).is_some_and(|irq| pending.contains(&irq)) {
-            continue;
-        }
-        match classify(c, cpus, &[]) {
-            Class::Ours => {}
-            Class::OwnBug => v.notes.push(format!(
-                "cpushield's own thread {} ran on the shielded CPU during {} samples (worst {}): a bug in cpushield, not a leak of the shield; please report it with report.json",
-                c.name,
-                c.count,
-                fmt_ns(c.worst_ns)
-            )),
-            Class::Leak => {
-                let fix = c
-                    .fix
-                    .as_ref()
-                    .map(|f| format!("; fix: {f}"))
-                    .unwrap_or_default();
-                leaks.push(if c.kind == "task" {
-                    format!(
-                        "task {} ran on the shielded CPU during {} samples (worst {}{fix})",
-                        c.name,
-                        c.count,
-                        fmt_ns(c.worst_ns)
-                    )
-                } else {
-                    format!(
-                        "{} reached the shielded CPU in {} samples (worst {}{fix})",
-                        c.name,
-                        c.count,
-                        fmt_ns(c.worst_ns)
-                    )
-                });
-            }
-            Class::Remains(needs, fix) => {
-                if (c.worst_ns as f64) >= REMAINS_SHARE * sa.guest_worst_ns as f64 {
-                    add_remains(
-                        &mut remains,
-                        needs,
-                        fix,
-                        format!("{} (worst {})", c.name, fmt_ns(c.worst_ns)),
-                        c.worst_ns,
-                    );
-                }
-            }
-        }
-    }
-    let steal = la.steal_ns.max(sa.steal_ns);
+    let (leaks, mut remains) = reaching(shielded, sa, &pending, &mut v.notes);
     let outside = sa.outside_worst_ns.max(la.outside_worst_ns);
     v.host_noisy = outside > sa.threshold_ns.max(sg);
-    // How much of the shielded worst case itself was outside the guest.
-    let shielded_outside = shielded.latency.max_ns.saturating_sub(sa.guest_worst_ns);
-    if shielded_outside > sa.threshold_ns.max(sg) {
-        add_remains(
-            &mut remains,
-            NEEDS_QUIETER_HOST,
-            "bare metal, or a host that runs nothing else on this vCPU's CPU".into(),
-            format!(
-                "time outside the guest, {} of the shielded worst case (steal {})",
-                fmt_ns(shielded_outside),
-                fmt_ns(sa.steal_ns)
-            ),
-            shielded_outside,
-        );
-    }
-    if !jitter_ok {
-        add_remains(
-            &mut remains,
-            NEEDS_BOOT,
-            format!("cpushield boot-params --all {cpus}"),
-            format!(
-                "other code inside the guest still took up to {:.1}% of a determinism run ({:.1}% loaded)",
-                guest_jitter(shielded).unwrap_or(0.0),
-                guest_jitter(loaded).unwrap_or(0.0)
-            ),
-            0,
-        );
-    }
+    host_remains(&mut remains, shielded, sa);
+    jitter_remains(&mut remains, loaded, shielded);
     // Causes inside the guest first, the largest first; the host last.
     remains.sort_by_key(|r| (r.needs == NEEDS_QUIETER_HOST, std::cmp::Reverse(r.worst_ns)));
     v.remaining = leaks.clone();
@@ -560,19 +457,7 @@ fn judge_traced(
             .iter()
             .map(|r| format!("{}: needs {} (fix: {})", r.what.join(", "), r.needs, r.fix)),
     );
-    let host = if v.host_noisy {
-        format!(
-            "; separately, up to {} per sample came from outside the guest (the vCPU was not running; steal {} loaded, {} shielded), which no shield can remove and which is not counted against it",
-            fmt_ns(outside),
-            fmt_ns(la.steal_ns),
-            fmt_ns(sa.steal_ns)
-        )
-    } else {
-        format!(
-            "; nothing that mattered came from outside the guest (steal {})",
-            fmt_ns(steal)
-        )
-    };
+    let host = host_clause(v.host_noisy, outside, la, sa);
     let figures = format!(
         "the worst case caused inside the guest: {} loaded, {} shielded ({})",
         fmt_ns(lg),
@@ -626,6 +511,149 @@ fn judge_traced(
             )
         }
     };
+    traced_notes(v, loaded, shielded, idle, high);
+}
+
+/// What still reaches the shielded CPUs from inside the guest: check's
+/// findings that break the shield, then the traced causes (IRQs with a move
+/// still pending left out), each classified. Returns the leaks and what
+/// remains; cpushield's own threads are a note, not a leak.
+fn reaching(
+    shielded: &ScenarioResult,
+    sa: &AttributionSummary,
+    pending: &[u32],
+    notes: &mut Vec<String>,
+) -> (Vec<String>, Vec<Remains>) {
+    let cpus = shielded.measured_cpus.as_str();
+    let mut leaks = Vec::new();
+    let mut remains: Vec<Remains> = Vec::new();
+    for f in shielded
+        .findings
+        .iter()
+        .filter(|f| f.severity == "breaks-shield")
+    {
+        let fix = f.remedies.first().cloned();
+        if f.runtime_fix {
+            leaks.push(match &fix {
+                Some(r) => format!("{} (fix: {r})", f.title),
+                None => f.title.clone(),
+            });
+        } else {
+            let fix = fix.unwrap_or_else(|| format!("cpushield boot-params --all {cpus}"));
+            let needs = if is_boot_parameter(&fix) {
+                NEEDS_BOOT
+            } else {
+                NEEDS_SETTING
+            };
+            add_remains(&mut remains, needs, fix, f.title.clone(), 0);
+        }
+    }
+    for c in sa.causes.iter().filter(|c| c.guest) {
+        if cause_irq(&c.name).is_some_and(|irq| pending.contains(&irq)) {
+            continue;
+        }
+        match classify(c, cpus, &[]) {
+            Class::Ours => {}
+            Class::OwnBug => notes.push(format!(
+                "cpushield's own thread {} ran on the shielded CPU during {} samples (worst {}): a bug in cpushield, not a leak of the shield; please report it with report.json",
+                c.name,
+                c.count,
+                fmt_ns(c.worst_ns)
+            )),
+            Class::Leak => {
+                let fix = c
+                    .fix
+                    .as_ref()
+                    .map(|f| format!("; fix: {f}"))
+                    .unwrap_or_default();
+                leaks.push(if c.kind == "task" {
+                    format!(
+                        "task {} ran on the shielded CPU during {} samples (worst {}{fix})",
+                        c.name,
+                        c.count,
+                        fmt_ns(c.worst_ns)
+                    )
+                } else {
+                    format!(
+                        "{} reached the shielded CPU in {} samples (worst {}{fix})",
+                        c.name,
+                        c.count,
+                        fmt_ns(c.worst_ns)
+                    )
+                });
+            }
+            Class::Remains(needs, fix) => {
+                if (c.worst_ns as f64) >= REMAINS_SHARE * sa.guest_worst_ns as f64 {
+                    add_remains(
+                        &mut remains,
+                        needs,
+                        fix,
+                        format!("{} (worst {})", c.name, fmt_ns(c.worst_ns)),
+                        c.worst_ns,
+                    );
+                }
+            }
+        }
+    }
+    (leaks, remains)
+}
+
+/// Time outside the guest in the shielded worst case itself, above the
+/// threshold and the guest's own worst: it needs a quieter host.
+fn host_remains(remains: &mut Vec<Remains>, shielded: &ScenarioResult, sa: &AttributionSummary) {
+    let shielded_outside = shielded.latency.max_ns.saturating_sub(sa.guest_worst_ns);
+    if shielded_outside > sa.threshold_ns.max(sa.guest_worst_ns.max(1)) {
+        add_remains(
+            remains,
+            NEEDS_QUIETER_HOST,
+            "bare metal, or a host that runs nothing else on this vCPU's CPU".into(),
+            format!(
+                "time outside the guest, {} of the shielded worst case (steal {})",
+                fmt_ns(shielded_outside),
+                fmt_ns(sa.steal_ns)
+            ),
+            shielded_outside,
+        );
+    }
+}
+
+/// The verdict line's clause on time outside the guest: how much, when the
+/// host was noisy, else that nothing of it mattered.
+fn host_clause(
+    noisy: bool,
+    outside: u64,
+    la: &AttributionSummary,
+    sa: &AttributionSummary,
+) -> String {
+    if noisy {
+        format!(
+            "; separately, up to {} per sample came from outside the guest (the vCPU was not running; steal {} loaded, {} shielded), which no shield can remove and which is not counted against it",
+            fmt_ns(outside),
+            fmt_ns(la.steal_ns),
+            fmt_ns(sa.steal_ns)
+        )
+    } else {
+        format!(
+            "; nothing that mattered came from outside the guest (steal {})",
+            fmt_ns(la.steal_ns.max(sa.steal_ns))
+        )
+    }
+}
+
+/// The notes of a traced verdict: a raw ratio lowered by the host, a host
+/// that delays the vCPU even idle, tasks of other PID namespaces and of
+/// Kubernetes pods on the shielded CPU, and a split left uncertain by
+/// causes not named.
+fn traced_notes(
+    v: &mut Verdict,
+    loaded: &ScenarioResult,
+    shielded: &ScenarioResult,
+    idle: Option<&ScenarioResult>,
+    high: f64,
+) {
+    let Some(sa) = &shielded.attribution else {
+        return;
+    };
     if let Some(r) = v.loaded_over_shielded {
         if r * 2.0 < high && high >= EFFECT_NEEDED {
             v.notes.push(format!(
@@ -678,6 +706,33 @@ fn judge_traced(
             sa.lost_events
         ));
     }
+}
+
+/// Jitter inside the guest that the shield left (above the floor and more
+/// than a third of the loaded run's): it needs boot parameters.
+fn jitter_remains(remains: &mut Vec<Remains>, loaded: &ScenarioResult, shielded: &ScenarioResult) {
+    let ok = match (guest_jitter(shielded), guest_jitter(loaded)) {
+        (Some(s), Some(l)) => s <= JITTER_FLOOR_PCT || s <= l / 3.0,
+        _ => true,
+    };
+    if !ok {
+        add_remains(
+            remains,
+            NEEDS_BOOT,
+            format!("cpushield boot-params --all {}", shielded.measured_cpus),
+            format!(
+                "other code inside the guest still took up to {:.1}% of a determinism run ({:.1}% loaded)",
+                guest_jitter(shielded).unwrap_or(0.0),
+                guest_jitter(loaded).unwrap_or(0.0)
+            ),
+            0,
+        );
+    }
+}
+
+/// The share of a determinism run that other code inside the guest took.
+fn guest_jitter(s: &ScenarioResult) -> Option<f64> {
+    s.determinism.as_ref().and_then(|d| d.guest_jitter_pct)
 }
 
 /// `a, b and c`.
@@ -901,6 +956,121 @@ mod tests {
             worst_ns: 1,
             fix: fix.map(Into::into),
         }
+    }
+
+    fn shielded_with(causes: Vec<CauseRow>) -> ScenarioResult {
+        ScenarioResult {
+            name: "shielded".into(),
+            measured_cpus: "1".into(),
+            attribution: Some(AttributionSummary {
+                threshold_ns: 100_000,
+                guest_worst_ns: 1_000_000,
+                causes,
+                ..AttributionSummary::default()
+            }),
+            ..ScenarioResult::default()
+        }
+    }
+
+    #[test]
+    fn what_reaches_the_shield_is_split_into_leaks_remains_and_own_bugs() {
+        let mut softirq = cause("softirq", "softirq BLOCK", Some("isolcpus=managed_irq,1"));
+        softirq.worst_ns = 600_000;
+        let mut small = cause("vector", "local timer interrupt", None);
+        small.worst_ns = 10_000;
+        let s = shielded_with(vec![
+            cause("task", "hog (812)", None),
+            cause("task", "cpushield-trace (256)", None),
+            softirq,
+            small,
+            cause("irq", "irq 38 virtio2-input.0", None),
+        ]);
+        let mut notes = Vec::new();
+        let (leaks, remains) = reaching(&s, s.attribution.as_ref().unwrap(), &[38], &mut notes);
+        assert_eq!(
+            leaks,
+            ["task hog (812) ran on the shielded CPU during 1 samples (worst 1 ns)"],
+            "the IRQ with a pending move is no leak"
+        );
+        assert_eq!(
+            remains.len(),
+            1,
+            "a cause under a tenth of the worst is left out"
+        );
+        assert_eq!(remains[0].what, ["softirq BLOCK (worst 600 us)"]);
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].starts_with("cpushield's own thread cpushield-trace (256)"));
+    }
+
+    #[test]
+    fn time_outside_the_guest_in_the_shielded_worst_case_needs_a_quieter_host() {
+        let mut s = shielded_with(Vec::new());
+        let mut remains = Vec::new();
+        s.latency.max_ns = 1_050_000;
+        host_remains(&mut remains, &s, s.attribution.as_ref().unwrap());
+        assert!(remains.is_empty(), "50 us outside is under the threshold");
+        s.latency.max_ns = 17_000_000;
+        host_remains(&mut remains, &s, s.attribution.as_ref().unwrap());
+        assert_eq!(remains[0].needs, NEEDS_QUIETER_HOST);
+        assert_eq!(
+            remains[0].what,
+            ["time outside the guest, 16.0 ms of the shielded worst case (steal 0 ns)"]
+        );
+    }
+
+    #[test]
+    fn guest_jitter_the_shield_left_needs_boot_parameters() {
+        let with_jitter = |pct: f64| ScenarioResult {
+            measured_cpus: "1".into(),
+            determinism: Some(crate::model::DeterminismSummary {
+                guest_jitter_pct: Some(pct),
+                ..crate::model::DeterminismSummary::default()
+            }),
+            ..ScenarioResult::default()
+        };
+        let mut remains = Vec::new();
+        jitter_remains(&mut remains, &with_jitter(30.0), &with_jitter(9.0));
+        assert!(remains.is_empty(), "under a third of the loaded jitter");
+        jitter_remains(&mut remains, &with_jitter(12.0), &with_jitter(9.0));
+        assert_eq!(remains.len(), 1);
+        assert_eq!(
+            (remains[0].needs.as_str(), remains[0].fix.as_str()),
+            (NEEDS_BOOT, "cpushield boot-params --all 1")
+        );
+    }
+
+    #[test]
+    fn the_host_clause_gives_figures_only_when_the_host_was_noisy() {
+        let la = AttributionSummary {
+            steal_ns: 230_000_000,
+            ..AttributionSummary::default()
+        };
+        let sa = AttributionSummary::default();
+        assert_eq!(
+            host_clause(false, 0, &la, &sa),
+            "; nothing that mattered came from outside the guest (steal 230 ms)"
+        );
+        assert!(host_clause(true, 30_600_000, &la, &sa)
+            .starts_with("; separately, up to 30.6 ms per sample came from outside the guest"));
+    }
+
+    #[test]
+    fn traced_notes_name_pods_and_other_namespaces_and_an_uncertain_split() {
+        let mut pod = cause(POD_KIND, "app (77)", Some("set the pod's CPUs"));
+        pod.worst_ns = 2_000;
+        let mut s = shielded_with(vec![pod, cause(OTHER_NAMESPACE_KIND, "sshd (9)", None)]);
+        if let Some(a) = s.attribution.as_mut() {
+            (a.latency_ns, a.named_ns) = (100, 90);
+        }
+        let mut v = Verdict::default();
+        traced_notes(&mut v, &ScenarioResult::default(), &s, None, 1.0);
+        assert_eq!(v.notes.len(), 3, "{:?}", v.notes);
+        assert!(v.notes[0]
+            .contains("private PID namespace ran on the shielded CPU: sshd (9) (worst 1 ns)"));
+        assert!(v.notes[1].contains(
+            "pods ran on the shielded CPU: app (77) (worst 2.00 us; fix: set the pod's CPUs)"
+        ));
+        assert!(v.notes[2].starts_with("only 90.0% of the shielded latency above 100 us"));
     }
 
     #[test]
