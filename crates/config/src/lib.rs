@@ -789,6 +789,15 @@ impl Config {
     }
 
     fn check_access_and_agent(&self) -> Result<(), ConfigError> {
+        self.check_grants()?;
+        self.check_socket()?;
+        self.check_runtime()?;
+        self.check_agent()
+    }
+
+    /// Each `[[access.grant]]`: a Unix group name, some CPUs, a real-time
+    /// priority.
+    fn check_grants(&self) -> Result<(), ConfigError> {
         for grant in &self.content.access.grant {
             let group = grant.group.get_ref();
             let valid_group = !group.is_empty()
@@ -822,6 +831,12 @@ impl Config {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The agent's socket: owned by one of the granted groups (named when
+    /// the grants name several), at an absolute path.
+    fn check_socket(&self) -> Result<(), ConfigError> {
         let access = &self.content.access;
         let mut groups: Vec<&str> = access
             .grant
@@ -860,7 +875,12 @@ impl Config {
                 ));
             }
         }
-        self.check_runtime()?;
+        Ok(())
+    }
+
+    /// `[agent]`: its listen address, interval, latency limit and priority,
+    /// and what it does on stop.
+    fn check_agent(&self) -> Result<(), ConfigError> {
         let agent = &self.content.agent;
         if let Some(listen) = &agent.listen {
             if let Err(problem) = parse_listen(listen.get_ref()) {
