@@ -4,6 +4,7 @@
 
 use crate::protocol::{GapsQuery, Op, Reply, Request, MAX_REPLY_BYTES, PORT_NAME, VERSION};
 use crate::timeline::{Gap, GapState, Occupant, OccupantKind};
+use cpushield_cpuset::fmt_ns;
 use cpushield_kernel::Kernel;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -409,8 +410,8 @@ impl HostView {
             return HostCause {
                 line: format!(
                     "the host saw vCPU {vcpu} run throughout ({} ± {}): a contradiction, the time outside the guest was not the host scheduler's (SMI, or the emulator itself)",
-                    fmt_ms(to_ns.saturating_sub(from_ns)),
-                    fmt_ms(err)
+                    fmt_ns(to_ns.saturating_sub(from_ns)),
+                    fmt_ns(err)
                 ),
                 kind: "nothing".into(),
                 ..base
@@ -425,7 +426,7 @@ impl HostView {
         let state = state_in_sample(g, top, lo, hi);
         let line = gap_line(vcpu, state, g, top);
         HostCause {
-            line: format!("{line} (clock offset error ± {})", fmt_ms(err)),
+            line: format!("{line} (clock offset error ± {})", fmt_ns(err)),
             kind: serde_json::to_value(state)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
@@ -479,53 +480,45 @@ fn gap_line(vcpu: u32, state: GapState, g: &Gap, top: Option<&Occupant>) -> Stri
             let woke = match (g.woken_ns, t) {
                 (Some(w), Some(o)) if o.ns > 0 => format!(
                     "; woken {} before it ran, while {} held host CPU {} for {}",
-                    fmt_ms(g.to_ns.saturating_sub(w)),
+                    fmt_ns(g.to_ns.saturating_sub(w)),
                     who(o),
                     o.host_cpu,
-                    fmt_ms(o.ns)
+                    fmt_ns(o.ns)
                 ),
                 _ => String::new(),
             };
             format!(
                 "vCPU {vcpu} halted (guest idle) for {}: a wakeup path{woke}",
-                fmt_ms(g.len_ns())
+                fmt_ns(g.len_ns())
             )
         }
         (GapState::Interrupted, Some(o)) => format!(
             "on the host, {} ran on host CPU {} for {} while vCPU {vcpu}'s thread was running",
             o.name,
             o.host_cpu,
-            fmt_ms(o.ns)
+            fmt_ns(o.ns)
         ),
         (GapState::Exit, _) => format!(
             "a VM exit of vCPU {vcpu} took the host {} to handle",
-            fmt_ms(g.len_ns())
+            fmt_ns(g.len_ns())
         ),
         (_, Some(o)) => format!(
             "on the host, {} ran on host CPU {} for {} while vCPU {vcpu} was runnable{}",
             who(o),
             o.host_cpu,
-            fmt_ms(o.ns),
+            fmt_ns(o.ns),
             match (g.state, g.woken_ns) {
                 (GapState::Halted, Some(w)) => format!(
                     " (woken from halt {} before it ran)",
-                    fmt_ms(g.to_ns.saturating_sub(w))
+                    fmt_ns(g.to_ns.saturating_sub(w))
                 ),
                 _ => String::new(),
             }
         ),
         (_, None) => format!(
             "vCPU {vcpu} was runnable and not run for {}",
-            fmt_ms(g.len_ns())
+            fmt_ns(g.len_ns())
         ),
-    }
-}
-
-fn fmt_ms(ns: u64) -> String {
-    if ns >= 1_000_000 {
-        format!("{:.1} ms", ns as f64 / 1e6)
-    } else {
-        format!("{} us", ns / 1000)
     }
 }
 
@@ -630,15 +623,15 @@ mod tests {
         let g = gap(1, 0, 5_000_000, GapState::Preempted, vec![hog(4_000_000)]);
         assert_eq!(
             gap_line(1, GapState::Preempted, &g, g.by.first()),
-            "on the host, stress-ng (pid 4711) ran on host CPU 1 for 4.0 ms while vCPU 1 was runnable"
+            "on the host, stress-ng (pid 4711) ran on host CPU 1 for 4.00 ms while vCPU 1 was runnable"
         );
         assert_eq!(
             gap_line(1, GapState::Exit, &g, None),
-            "a VM exit of vCPU 1 took the host 5.0 ms to handle"
+            "a VM exit of vCPU 1 took the host 5.00 ms to handle"
         );
         assert_eq!(
             gap_line(1, GapState::Preempted, &g, None),
-            "vCPU 1 was runnable and not run for 5.0 ms"
+            "vCPU 1 was runnable and not run for 5.00 ms"
         );
     }
 
@@ -680,7 +673,7 @@ mod tests {
         );
         assert_eq!(
             c.line,
-            "on the host, stress-ng (pid 4711) ran on host CPU 1 for 15.1 ms while vCPU 1 was runnable (clock offset error ± 50 us)"
+            "on the host, stress-ng (pid 4711) ran on host CPU 1 for 15.1 ms while vCPU 1 was runnable (clock offset error ± 50.0 us)"
         );
     }
 
@@ -692,7 +685,7 @@ mod tests {
         assert_eq!(c.kind, "halted");
         assert!(
             c.line
-                .starts_with("vCPU 1 halted (guest idle) for 2.0 ms: a wakeup path"),
+                .starts_with("vCPU 1 halted (guest idle) for 2.00 ms: a wakeup path"),
             "{}",
             c.line
         );
@@ -713,7 +706,7 @@ mod tests {
         assert_eq!(c.culprit_pid, Some(9691));
         assert_eq!(
             c.line,
-            "on the host, sh (pid 9691) ran on host CPU 1 for 47.7 ms while vCPU 1 was runnable (woken from halt 48.0 ms before it ran) (clock offset error ± 50 us)"
+            "on the host, sh (pid 9691) ran on host CPU 1 for 47.7 ms while vCPU 1 was runnable (woken from halt 48.0 ms before it ran) (clock offset error ± 50.0 us)"
         );
         // Woken only at the end: the sample's time was the guest's idling.
         let mut g = gap(
