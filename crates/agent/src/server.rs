@@ -247,6 +247,58 @@ fn answer(code: u16, kind: &str, body: &str, with_body: bool, close: bool) -> Ve
     out
 }
 
+/// The answer to the request at the start of a connection's unread bytes.
+struct Reply {
+    /// How many of the bytes the request took.
+    used: usize,
+    /// The answer to write.
+    bytes: Vec<u8>,
+    /// Whether to close the connection once it is written.
+    close: bool,
+}
+
+/// The answer to the request head at the start of `head`: None while the
+/// head is still coming (and shorter than `max_head`); a bad or overlong
+/// head is answered and closes the connection.
+fn reply_to(head: &[u8], shared: &Shared, max_head: usize) -> Option<Reply> {
+    if head.is_empty() {
+        return None;
+    }
+    let (code, kind, body, with_body, close, used) = match parse_head(head) {
+        Head::Complete {
+            len,
+            method,
+            path,
+            close,
+        } => {
+            let (code, kind, body) = respond(shared, &method, &path);
+            (code, kind, body, method != "HEAD", close, len)
+        }
+        Head::Bad => (
+            400,
+            "text/plain",
+            "bad request: GET /metrics or GET /status\n".to_string(),
+            true,
+            true,
+            head.len(),
+        ),
+        Head::Partial if head.len() >= max_head => (
+            431,
+            "text/plain",
+            format!("request head larger than {max_head} bytes\n"),
+            true,
+            true,
+            head.len(),
+        ),
+        Head::Partial => return None,
+    };
+    Some(Reply {
+        used,
+        bytes: answer(code, kind, &body, with_body, close),
+        close,
+    })
+}
+
 /// Moves one connection as far as it can go without blocking: writes what
 /// is pending, answers every complete request, reads what is there.
 /// Returns whether to keep it.
@@ -294,42 +346,12 @@ fn drive(conn: &mut Conn, shared: &Shared, limits: &Limits) -> bool {
             }
             continue;
         }
-        if !conn.head.is_empty() {
-            let (code, kind, body, with_body, close, len) = match parse_head(&conn.head) {
-                Head::Complete {
-                    len,
-                    method,
-                    path,
-                    close,
-                } => {
-                    let (code, kind, body) = respond(shared, &method, &path);
-                    (code, kind, body, method != "HEAD", close, len)
-                }
-                Head::Bad => (
-                    400,
-                    "text/plain",
-                    "bad request: GET /metrics or GET /status\n".to_string(),
-                    true,
-                    true,
-                    conn.head.len(),
-                ),
-                Head::Partial if conn.head.len() >= limits.max_head => (
-                    431,
-                    "text/plain",
-                    format!("request head larger than {} bytes\n", limits.max_head),
-                    true,
-                    true,
-                    conn.head.len(),
-                ),
-                Head::Partial => (0, "", String::new(), false, false, 0),
-            };
-            if code != 0 {
-                conn.head.drain(..len);
-                conn.out = answer(code, kind, &body, with_body, close);
-                conn.close_after = close;
-                conn.deadline = now + limits.write_timeout;
-                continue;
-            }
+        if let Some(reply) = reply_to(&conn.head, shared, limits.max_head) {
+            conn.head.drain(..reply.used);
+            conn.out = reply.bytes;
+            conn.close_after = reply.close;
+            conn.deadline = now + limits.write_timeout;
+            continue;
         }
         // Never more than one byte past the limit: enough to tell a head
         // that is too long.
@@ -590,6 +612,26 @@ mod tests {
                 Err(_) => return false,
             }
         }
+    }
+
+    #[test]
+    fn a_head_is_answered_once_complete_and_refused_when_bad_or_too_long() {
+        let shared = Shared::new("7.7.7");
+        assert!(reply_to(b"", &shared, 64).is_none(), "nothing read yet");
+        assert!(
+            reply_to(b"GET /metrics HTTP/1.1\r\n", &shared, 64).is_none(),
+            "a head still coming waits"
+        );
+        let get = b"GET /nothing HTTP/1.1\r\n\r\nGET";
+        let r = reply_to(get, &shared, 64).expect("a complete head is answered");
+        assert_eq!(r.used, get.len() - 3, "the next request's bytes are kept");
+        assert!(String::from_utf8_lossy(&r.bytes).starts_with("HTTP/1.1 404"));
+        assert!(!r.close);
+        let long = format!("GET /{}", "a".repeat(59));
+        let r = reply_to(long.as_bytes(), &shared, 64).expect("an overlong head is refused");
+        assert!(String::from_utf8_lossy(&r.bytes).starts_with("HTTP/1.1 431"));
+        assert!(r.close);
+        assert_eq!(r.used, 64);
     }
 
     #[test]

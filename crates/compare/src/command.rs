@@ -5,11 +5,12 @@
 
 use crate::experiment::{CompareConfig, CompareError, Progress};
 use crate::{runner, Lab};
+use cpushield_cpuset::fmt_ns;
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Host;
 use cpushield_load::LoadError;
 use cpushield_report::table;
-use cpushield_report::{human_ns, CompareReport};
+use cpushield_report::CompareReport;
 use cpushield_rt::reserve::{CpuUse, ReserveDir};
 use cpushield_vm::blame::HostSide;
 use std::fmt::Write as _;
@@ -126,7 +127,7 @@ impl Progress {
             self.total,
             self.scenario,
             self.phase,
-            human_ns(self.max_ns)
+            fmt_ns(self.max_ns)
         )
     }
 }
@@ -138,7 +139,7 @@ pub fn over_limit(report: &CompareReport, limit_ns: u64) -> Option<String> {
         .scenarios
         .iter()
         .filter(|s| s.shielded && s.latency.max_ns > limit_ns)
-        .map(|s| format!("{} ({})", s.name, human_ns(s.latency.max_ns)))
+        .map(|s| format!("{} ({})", s.name, fmt_ns(s.latency.max_ns)))
         .collect();
     (!over.is_empty()).then(|| over.join(", "))
 }
@@ -247,7 +248,7 @@ pub fn conclude(
     {
         c.stderr.push(format!(
             "--max-latency {} exceeded in {over}",
-            human_ns(limit_ns)
+            fmt_ns(limit_ns)
         ));
         c.ending = Ending::OverLimit;
     }

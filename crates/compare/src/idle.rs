@@ -9,7 +9,8 @@
 //! scenario's own conditions and keeps the better worst case. Without a
 //! calibration the CPU halts, as cyclictest leaves it.
 
-use cpushield_report::{human_ns, IdleChoice};
+use cpushield_cpuset::fmt_ns;
+use cpushield_report::IdleChoice;
 
 /// What the measured CPUs do when idle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,10 +50,10 @@ pub fn decide(halt: Calibration, poll: Calibration, seconds: f64) -> IdleChoice 
             "poll",
             format!(
                 "polling cut the worst case from {} to {} (steal {} vs {}): the halted vCPU waited for the host",
-                human_ns(halt.max_ns),
-                human_ns(poll.max_ns),
-                human_ns(halt.steal_ns),
-                human_ns(poll.steal_ns)
+                fmt_ns(halt.max_ns),
+                fmt_ns(poll.max_ns),
+                fmt_ns(halt.steal_ns),
+                fmt_ns(poll.steal_ns)
             ),
         )
     } else if clearly_better {
@@ -60,10 +61,10 @@ pub fn decide(halt: Calibration, poll: Calibration, seconds: f64) -> IdleChoice 
             "halt",
             format!(
                 "polling had the lower worst case ({} vs {}) but made the host steal {} instead of {}: a vCPU that never halts competes with the VM's I/O emulation, so it halts",
-                human_ns(poll.max_ns),
-                human_ns(halt.max_ns),
-                human_ns(poll.steal_ns),
-                human_ns(halt.steal_ns)
+                fmt_ns(poll.max_ns),
+                fmt_ns(halt.max_ns),
+                fmt_ns(poll.steal_ns),
+                fmt_ns(halt.steal_ns)
             ),
         )
     } else {
@@ -71,10 +72,10 @@ pub fn decide(halt: Calibration, poll: Calibration, seconds: f64) -> IdleChoice 
             "halt",
             format!(
                 "halting {} vs polling {} (steal {} vs {}): polling did not clearly help ({}x needed), so the CPU halts",
-                human_ns(halt.max_ns),
-                human_ns(poll.max_ns),
-                human_ns(halt.steal_ns),
-                human_ns(poll.steal_ns),
+                fmt_ns(halt.max_ns),
+                fmt_ns(poll.max_ns),
+                fmt_ns(halt.steal_ns),
+                fmt_ns(poll.steal_ns),
                 POLL_MUST_WIN_BY
             ),
         )
@@ -151,7 +152,7 @@ mod tests {
         assert_eq!(choice.policy, "poll");
         assert_eq!(choice.halt_max_ns, Some(3_229_000));
         assert_eq!(choice.poll_max_ns, Some(281_000));
-        assert!(choice.reason.contains("3229 us") || choice.reason.contains("3.2 ms"));
+        assert!(choice.reason.contains("3.23 ms"), "{}", choice.reason);
     }
 
     #[test]

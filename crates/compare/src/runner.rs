@@ -22,15 +22,15 @@ use crate::lab::{BatchJob, Lab, LoadRun};
 use crate::plan::{advance_from_shielded, default_cpus, plan_scenarios, threshold_from_idle_p99};
 use crate::scenario::Scenario;
 use crate::summary::{determinism_summary, host_line, latency_summary, rfc3339_now};
-use cpushield_cpuset::CpuSet;
+use cpushield_cpuset::{fmt_ns, CpuSet};
 use cpushield_kernel::Kernel;
 use cpushield_load::{Load, LoadSpec};
 use cpushield_measure::determinism::{DeterminismConfig, DeterminismReport, Work};
 use cpushield_measure::latency::{LatencyConfig, LatencyReport, Length};
 use cpushield_measure::procstat;
 use cpushield_report::{
-    human_ns, Anchor, AttributionSummary, BatchWork, CheckFinding, CompareReport,
-    DeterminismSummary, IdleChoice, LatencySummary, LoadOps, ScenarioResult, Verdict, SCHEMA,
+    Anchor, AttributionSummary, BatchWork, CheckFinding, CompareReport, DeterminismSummary,
+    IdleChoice, LatencySummary, LoadOps, ScenarioResult, Verdict, SCHEMA,
 };
 use cpushield_rt::sched::PlaceFn;
 use cpushield_shield::held::reset_failed;
@@ -628,7 +628,7 @@ impl<'a> Experiment<'a> {
             Some(a) => {
                 notes.push(format!(
                     "advance {} chosen by measurement: the shielded scenario's 99.999th percentile wakeup latency (spinning {:.0}% of each period)",
-                    human_ns(a.as_nanos() as u64),
+                    fmt_ns(a.as_nanos() as u64),
                     a.as_nanos() as f64 * 100.0 / period_ns as f64
                 ));
                 a
@@ -1067,18 +1067,18 @@ fn explain_advance(results: &mut [ScenarioResult]) {
             let line = if a.outside_worst_ns * 2 >= r.latency.max_ns {
                 format!(
                     "worse than plain shielded ({} vs {}) because of time outside the guest (up to {} in one sample, steal {}): a spinning vCPU keeps running and competes on the host with the VM's own I/O emulation, as a polling one does; the advance itself worked (guest-caused worst {})",
-                    human_ns(r.latency.max_ns),
-                    human_ns(shielded_max),
-                    human_ns(a.outside_worst_ns),
-                    human_ns(a.steal_ns),
-                    human_ns(a.guest_worst_ns)
+                    fmt_ns(r.latency.max_ns),
+                    fmt_ns(shielded_max),
+                    fmt_ns(a.outside_worst_ns),
+                    fmt_ns(a.steal_ns),
+                    fmt_ns(a.guest_worst_ns)
                 )
             } else {
                 format!(
                     "worse than plain shielded ({} vs {}); guest-caused worst {}: see the cause table",
-                    human_ns(r.latency.max_ns),
-                    human_ns(shielded_max),
-                    human_ns(a.guest_worst_ns)
+                    fmt_ns(r.latency.max_ns),
+                    fmt_ns(shielded_max),
+                    fmt_ns(a.guest_worst_ns)
                 )
             };
             r.notes.push(line);

@@ -789,6 +789,15 @@ impl Config {
     }
 
     fn check_access_and_agent(&self) -> Result<(), ConfigError> {
+        self.check_grants()?;
+        self.check_socket()?;
+        self.check_runtime()?;
+        self.check_agent()
+    }
+
+    /// Each `[[access.grant]]`: a Unix group name, some CPUs, a real-time
+    /// priority.
+    fn check_grants(&self) -> Result<(), ConfigError> {
         for grant in &self.content.access.grant {
             let group = grant.group.get_ref();
             let valid_group = !group.is_empty()
@@ -822,6 +831,12 @@ impl Config {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The agent's socket: owned by one of the granted groups (named when
+    /// the grants name several), at an absolute path.
+    fn check_socket(&self) -> Result<(), ConfigError> {
         let access = &self.content.access;
         let mut groups: Vec<&str> = access
             .grant
@@ -860,7 +875,12 @@ impl Config {
                 ));
             }
         }
-        self.check_runtime()?;
+        Ok(())
+    }
+
+    /// `[agent]`: its listen address, interval, latency limit and priority,
+    /// and what it does on stop.
+    fn check_agent(&self) -> Result<(), ConfigError> {
         let agent = &self.content.agent;
         if let Some(listen) = &agent.listen {
             if let Err(problem) = parse_listen(listen.get_ref()) {
@@ -1103,9 +1123,29 @@ impl Config {
 
     /// What the file asks of a machine whose online CPUs are `online`.
     pub fn resolve(&self, online: &CpuSet) -> Result<Desired, ConfigError> {
+        let spans = self.shield_keys()?;
+        let masks = self.masks(&spans, online)?;
+        self.check_some_cpu_left(&masks, &spans, online)?;
+        self.check_uses_of_the_shield(&masks)?;
+        let irq_pins = self.irq_pins(online)?;
+        let first_irq_line = self
+            .content
+            .irq
+            .first()
+            .map(|p| line_of(&self.text, p.cpus.span().start));
+        Ok(Desired {
+            masks,
+            irq_pins,
+            first_irq_line,
+        })
+    }
+
+    /// The CPUs of each `[shield]` key given, with its key and span, in the
+    /// order of [`Config::resolve`]'s keys (`isolated = "tuned"` read as
+    /// tuned's isolated cores).
+    fn shield_keys(&self) -> Result<Vec<KeyCpus>, ConfigError> {
         let s = &self.content.shield;
-        let mut masks = ShieldMasks::default();
-        let mut spans: Vec<(&str, Range<usize>, CpuSet)> = Vec::new();
+        let mut spans: Vec<KeyCpus> = Vec::new();
         for (key, value) in [
             ("shield.all", &s.all),
             ("shield.isolated", &s.isolated),
@@ -1131,7 +1171,14 @@ impl Config {
                 spans.push((key, v.span(), cpus));
             }
         }
-        for (key, span, cpus) in &spans {
+        Ok(spans)
+    }
+
+    /// The masks the keys add up to, each key's CPUs online; `reserved`
+    /// shields every other online CPU, and none of it may be isolated.
+    fn masks(&self, spans: &[KeyCpus], online: &CpuSet) -> Result<ShieldMasks, ConfigError> {
+        let mut masks = ShieldMasks::default();
+        for (key, span, cpus) in spans {
             let offline = cpus.difference(online);
             if !offline.is_empty() {
                 return Err(self.error(
@@ -1171,6 +1218,17 @@ impl Config {
                 _ => masks = masks.union(&ShieldMasks::all(cpus)),
             }
         }
+        Ok(masks)
+    }
+
+    /// Refuses masks that shield a kind of work on every online CPU, at the
+    /// last key that adds to it, and local-timer CPUs with the sysctls off.
+    fn check_some_cpu_left(
+        &self,
+        masks: &ShieldMasks,
+        spans: &[KeyCpus],
+        online: &CpuSet,
+    ) -> Result<(), ConfigError> {
         for (kind, own_key, mask) in [
             ("processes", "shield.procs", &masks.procs),
             ("interrupts", "shield.irqs", &masks.irqs),
@@ -1206,6 +1264,13 @@ impl Config {
                 "set ltmr_sysctls = true, or shield only procs and irqs",
             ));
         }
+        Ok(())
+    }
+
+    /// What needs the shield: the grants' CPUs and the agent's latency CPU
+    /// shielded from processes, `[runtime]` beside a shield (its per-CPU
+    /// settings beside a process shield).
+    fn check_uses_of_the_shield(&self, masks: &ShieldMasks) -> Result<(), ConfigError> {
         for grant in &self.content.access.grant {
             let cpus = self.cpus(&grant.cpus, "access.grant.cpus")?;
             let outside = cpus.difference(&masks.procs);
@@ -1256,6 +1321,11 @@ impl Config {
                 remedy: "shield the CPUs they are for (shield.all or shield.procs)".into(),
             });
         }
+        Ok(())
+    }
+
+    /// Each `[[irq]]` pin: the IRQ by name or number, to online CPUs.
+    fn irq_pins(&self, online: &CpuSet) -> Result<Vec<(IrqRef, CpuSet)>, ConfigError> {
         let mut irq_pins = Vec::new();
         for pin in &self.content.irq {
             let cpus = self.cpus(&pin.cpus, "irq.cpus")?;
@@ -1282,18 +1352,12 @@ impl Config {
             };
             irq_pins.push((which, cpus));
         }
-        let first_irq_line = self
-            .content
-            .irq
-            .first()
-            .map(|p| line_of(&self.text, p.cpus.span().start));
-        Ok(Desired {
-            masks,
-            irq_pins,
-            first_irq_line,
-        })
+        Ok(irq_pins)
     }
 }
+
+/// A `[shield]` key, where its value is in the file, and its CPUs.
+type KeyCpus = (&'static str, Range<usize>, CpuSet);
 
 /// One change `apply` makes, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]

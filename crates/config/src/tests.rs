@@ -607,3 +607,46 @@ fn a_key_a_megabyte_long_is_named_by_its_start_and_its_length() {
     assert!(text.contains("bytes)"), "{text}");
     assert!(text.contains("cpushield.toml:2: key `"), "{text}");
 }
+
+#[test]
+fn the_shield_keys_are_read_in_a_fixed_order_whatever_the_files() {
+    let c = parse("[shield]\nreserved = \"0\"\nall = \"1\"\n").unwrap();
+    let keys = c.shield_keys().unwrap();
+    let names: Vec<&str> = keys.iter().map(|(k, ..)| *k).collect();
+    assert_eq!(names, ["shield.all", "shield.reserved"]);
+    assert_eq!(keys[1].2, cpus("0"));
+}
+
+#[test]
+fn the_masks_of_a_reserved_list_shield_every_other_online_cpu() {
+    let c = parse("[shield]\nreserved = \"0\"\nirqs = \"1\"\n").unwrap();
+    let masks = c.masks(&c.shield_keys().unwrap(), &online()).unwrap();
+    assert_eq!(masks, ShieldMasks::all(&cpus("1-3")));
+}
+
+#[test]
+fn a_grant_needs_its_cpus_shielded_from_processes() {
+    let c = parse("[[access.grant]]\ngroup = \"rt\"\ncpus = \"2\"\nmax_priority = 5\n").unwrap();
+    let err = c
+        .check_uses_of_the_shield(&ShieldMasks::all(&cpus("1")))
+        .expect_err("CPU 2 is not shielded");
+    assert_eq!(err.key, "access.grant.cpus");
+    assert!(c
+        .check_uses_of_the_shield(&ShieldMasks::all(&cpus("2")))
+        .is_ok());
+}
+
+#[test]
+fn an_irq_pin_is_read_by_name_or_number_to_online_cpus() {
+    let c = parse("[[irq]]\nnumber = 24\ncpus = \"0\"\n[[irq]]\nname = \"eth0\"\ncpus = \"1\"\n")
+        .unwrap();
+    let pins = c.irq_pins(&online()).unwrap();
+    assert_eq!(
+        pins,
+        [
+            (IrqRef::Number(24), cpus("0")),
+            (IrqRef::Name("eth0".into()), cpus("1"))
+        ]
+    );
+    assert_eq!(c.irq_pins(&cpus("0")).unwrap_err().key, "irq.cpus");
+}

@@ -3,6 +3,13 @@
 //! comma-grouped hex mask (`ff,00000001`, as in `/proc/irq/*/smp_affinity`).
 //!
 //! Every piece of cpushield passes CPU sets around as [`CpuSet`], never as strings.
+//!
+//! Beside it, at the bottom of the workspace so that every crate that prints a
+//! latency can use it: the one way a duration is written for people
+//! ([`fmt_ns`]).
+
+mod duration;
+pub use duration::fmt_ns;
 
 use smallvec::SmallVec;
 use std::collections::BTreeSet;

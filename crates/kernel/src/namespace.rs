@@ -135,20 +135,7 @@ where
     F: FnOnce() -> i32,
     K: FnOnce(i32) -> i32,
 {
-    unshare(CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS).map_err(|e| {
-        io::Error::other(format!(
-            "unshare(CLONE_NEWPID|CLONE_NEWNS) failed: {e}; run as root, or use --system"
-        ))
-    })?;
-    // Keep the new /proc mount out of the parent's mount namespace.
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .map_err(|e| io::Error::other(format!("making / private in the new mount namespace: {e}")))?;
+    enter_namespaces()?;
     // The child learns that the parent is gone from this pipe: getppid is 0
     // in a namespace's init, whoever its parent is.
     let (alive_r, alive_w) = pipe2(OFlag::O_CLOEXEC).map_err(io::Error::from)?;
@@ -177,74 +164,118 @@ where
     match forked {
         ForkResult::Child => {
             drop(alive_w);
-            // Single-threaded still: nothing reads the environment meanwhile.
-            std::env::set_var(RUN_TAG_ENV, started.to_string());
-            let installed = crate::signal::stop_on_signals(crate::signal::SecondSignal::Kills);
-            // SAFETY: prctl on this process only.
-            unsafe {
-                libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGTERM as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                )
-            };
-            let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&before), None);
-            // A parent that died before the line above sent no signal.
-            if installed.is_err() || writer_gone(&alive_r) {
-                crate::signal::request_stop();
-            }
-            drop(alive_r);
-            // The machine's /proc, kept open before the namespace's own is
-            // mounted over it: trace events carry global thread IDs, which
-            // only this view can look up.
-            if let Ok(dir) = std::fs::File::open("/proc") {
-                let fd = std::os::fd::IntoRawFd::into_raw_fd(dir);
-                let _ = HOST_PROC.set(std::path::PathBuf::from(format!("/proc/self/fd/{fd}")));
-            }
-            let code = match kernel.mount("proc", std::path::Path::new(crate::procfs::PROC)) {
-                Ok(()) => body(),
-                Err(e) => {
-                    eprintln!("cpushield: error: mounting /proc in the private namespace: {e}");
-                    1
-                }
-            };
-            // SAFETY: _exit ends the child without running destructors or atexit handlers
-            // that belong to the parent's state.
-            unsafe { libc::_exit(code) }
+            be_init(kernel, body, alive_r, &before, started)
         }
         ForkResult::Parent { child } => {
             drop(alive_r);
-            INIT.store(child.as_raw(), Ordering::SeqCst);
-            let action = SigAction::new(
-                SigHandler::Handler(forward),
-                SaFlags::SA_RESTART,
-                SigSet::empty(),
-            );
-            for sig in FORWARDED {
-                // SAFETY: the handler only calls kill and touches errno and
-                // an atomic, all async-signal-safe.
-                unsafe { sigaction(sig, &action) }.map_err(io::Error::from)?;
-            }
-            sigprocmask(SigmaskHow::SIG_SETMASK, Some(&before), None).map_err(io::Error::from)?;
-            let ended = wait_for(child);
-            // The init's PID may be given to another process once reaped:
-            // nothing is forwarded from here on.
-            INIT.store(0, Ordering::SeqCst);
-            let ended = ended.and_then(|status| {
-                reap(child)?;
-                Ok(status)
-            });
-            drop(alive_w);
-            // The namespace's /proc was mounted over the machine's in this
-            // (shared) mount namespace: the machine's is needed again.
-            let _ = umount2("/proc", MntFlags::MNT_DETACH);
-            match ended? {
-                Ended::Exited(code) => Ok(code),
-                Ended::Killed(sig) => Ok(after_kill(sig)),
-            }
+            supervise(child, alive_w, &before, after_kill)
         }
+    }
+}
+
+/// Unshares the PID and mount namespaces, the mount namespace made private
+/// so that the new /proc mount stays out of the parent's.
+fn enter_namespaces() -> io::Result<()> {
+    unshare(CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS).map_err(|e| {
+        io::Error::other(format!(
+            "unshare(CLONE_NEWPID|CLONE_NEWNS) failed: {e}; run as root, or use --system"
+        ))
+    })?;
+    // Keep the new /proc mount out of the parent's mount namespace.
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| io::Error::other(format!("making / private in the new mount namespace: {e}")))
+}
+
+/// The forked child, the namespace's init: stops on the forwarded signals
+/// and on its parent's death, mounts the namespace's /proc, runs `body` and
+/// exits with its code.
+fn be_init<F: FnOnce() -> i32>(
+    kernel: &dyn Kernel,
+    body: F,
+    alive_r: OwnedFd,
+    before: &SigSet,
+    started: u32,
+) -> ! {
+    // Single-threaded still: nothing reads the environment meanwhile.
+    std::env::set_var(RUN_TAG_ENV, started.to_string());
+    let installed = crate::signal::stop_on_signals(crate::signal::SecondSignal::Kills);
+    // SAFETY: prctl on this process only.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGTERM as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
+    let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(before), None);
+    // A parent that died before the line above sent no signal.
+    if installed.is_err() || writer_gone(&alive_r) {
+        crate::signal::request_stop();
+    }
+    drop(alive_r);
+    // The machine's /proc, kept open before the namespace's own is
+    // mounted over it: trace events carry global thread IDs, which
+    // only this view can look up.
+    if let Ok(dir) = std::fs::File::open("/proc") {
+        let fd = std::os::fd::IntoRawFd::into_raw_fd(dir);
+        let _ = HOST_PROC.set(std::path::PathBuf::from(format!("/proc/self/fd/{fd}")));
+    }
+    let code = match kernel.mount("proc", std::path::Path::new(crate::procfs::PROC)) {
+        Ok(()) => body(),
+        Err(e) => {
+            eprintln!("cpushield: error: mounting /proc in the private namespace: {e}");
+            1
+        }
+    };
+    // SAFETY: _exit ends the child without running destructors or atexit handlers
+    // that belong to the parent's state.
+    unsafe { libc::_exit(code) }
+}
+
+/// The parent, outside the namespace: forwards the stop signals to the
+/// init, waits for it, puts the machine's /proc back, and returns its exit
+/// code, or what `after_kill` makes of the signal that killed it.
+fn supervise<K: FnOnce(i32) -> i32>(
+    child: nix::unistd::Pid,
+    alive_w: OwnedFd,
+    before: &SigSet,
+    after_kill: K,
+) -> io::Result<i32> {
+    INIT.store(child.as_raw(), Ordering::SeqCst);
+    let action = SigAction::new(
+        SigHandler::Handler(forward),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for sig in FORWARDED {
+        // SAFETY: the handler only calls kill and touches errno and
+        // an atomic, all async-signal-safe.
+        unsafe { sigaction(sig, &action) }.map_err(io::Error::from)?;
+    }
+    sigprocmask(SigmaskHow::SIG_SETMASK, Some(before), None).map_err(io::Error::from)?;
+    let ended = wait_for(child);
+    // The init's PID may be given to another process once reaped:
+    // nothing is forwarded from here on.
+    INIT.store(0, Ordering::SeqCst);
+    let ended = ended.and_then(|status| {
+        reap(child)?;
+        Ok(status)
+    });
+    drop(alive_w);
+    // The namespace's /proc was mounted over the machine's in this
+    // (shared) mount namespace: the machine's is needed again.
+    let _ = umount2("/proc", MntFlags::MNT_DETACH);
+    match ended? {
+        Ended::Exited(code) => Ok(code),
+        Ended::Killed(sig) => Ok(after_kill(sig)),
     }
 }
 

@@ -148,6 +148,51 @@ pub struct Plan {
 /// Checks the request against the system and lists the processes to start.
 /// Refuses, naming the input and the remedy, anything that cannot run.
 pub fn plan(spec: &LoadSpec, facts: &SystemFacts) -> Result<Plan, LoadError> {
+    check_request(spec, facts)?;
+    if let Some(args) = &spec.stress_ng {
+        let path = facts.stress_ng.clone().ok_or(LoadError::StressNgMissing)?;
+        return Ok(Plan {
+            instances: vec![Instance {
+                workload: None,
+                index: 0,
+                cpus: spec.cpus.clone(),
+            }],
+            disk_bytes: 0,
+            tools: Tools::default(),
+            stress_ng: Some(StressNgRun {
+                path,
+                args: args.clone(),
+            }),
+            cpus: spec.cpus.clone(),
+        });
+    }
+    let tools = tools_for(&spec.workloads, facts)?;
+    let instances = instances(spec, &facts.online);
+    let disk_bytes: u64 = instances
+        .iter()
+        .filter_map(|i| i.workload)
+        .map(|w| w.disk_bytes(spec.size_cap))
+        .sum();
+    let need = disk_bytes.saturating_add(SPACE_HEADROOM);
+    if need > facts.free_bytes {
+        return Err(LoadError::NoSpace {
+            dir: spec.dir.clone(),
+            need_mib: need.div_ceil(1 << 20),
+            free_mib: facts.free_bytes >> 20,
+        });
+    }
+    Ok(Plan {
+        instances,
+        disk_bytes,
+        tools,
+        stress_ng: None,
+        cpus: spec.cpus.clone(),
+    })
+}
+
+/// Refuses a request that asks for nothing, a scale or size cap out of
+/// range, CPUs that are not online, or a directory that cannot be used.
+fn check_request(spec: &LoadSpec, facts: &SystemFacts) -> Result<(), LoadError> {
     if spec.stress_ng.is_none() && spec.workloads.is_empty() {
         return Err(LoadError::Empty);
     }
@@ -182,27 +227,13 @@ pub fn plan(spec: &LoadSpec, facts: &SystemFacts) -> Result<Plan, LoadError> {
             reason: reason.clone(),
         });
     }
+    Ok(())
+}
 
-    if let Some(args) = &spec.stress_ng {
-        let path = facts.stress_ng.clone().ok_or(LoadError::StressNgMissing)?;
-        return Ok(Plan {
-            instances: vec![Instance {
-                workload: None,
-                index: 0,
-                cpus: spec.cpus.clone(),
-            }],
-            disk_bytes: 0,
-            tools: Tools::default(),
-            stress_ng: Some(StressNgRun {
-                path,
-                args: args.clone(),
-            }),
-            cpus: spec.cpus.clone(),
-        });
-    }
-
+/// The external programs the workloads need, each found on the system.
+fn tools_for(workloads: &[Workload], facts: &SystemFacts) -> Result<Tools, LoadError> {
     let mut tools = Tools::default();
-    for &w in &spec.workloads {
+    for &w in workloads {
         if w.needs_cc() {
             tools.cc = Some(facts.cc.clone().ok_or(LoadError::ToolMissing {
                 workload: w.name(),
@@ -218,11 +249,16 @@ pub fn plan(spec: &LoadSpec, facts: &SystemFacts) -> Result<Plan, LoadError> {
             })?);
         }
     }
+    Ok(tools)
+}
 
+/// The processes to start: `scale` of each workload, per CPU of the load's
+/// CPUs (all online ones when none are named) for a per-CPU workload.
+fn instances(spec: &LoadSpec, online: &CpuSet) -> Vec<Instance> {
     let mut instances = Vec::new();
     for &w in &spec.workloads {
         if w.per_cpu() {
-            let cpus = spec.cpus.as_ref().unwrap_or(&facts.online);
+            let cpus = spec.cpus.as_ref().unwrap_or(online);
             let mut index = 0;
             for cpu in cpus.iter() {
                 for _ in 0..spec.scale {
@@ -244,28 +280,7 @@ pub fn plan(spec: &LoadSpec, facts: &SystemFacts) -> Result<Plan, LoadError> {
             }
         }
     }
-
-    let disk_bytes: u64 = instances
-        .iter()
-        .filter_map(|i| i.workload)
-        .map(|w| w.disk_bytes(spec.size_cap))
-        .sum();
-    let need = disk_bytes.saturating_add(SPACE_HEADROOM);
-    if need > facts.free_bytes {
-        return Err(LoadError::NoSpace {
-            dir: spec.dir.clone(),
-            need_mib: need.div_ceil(1 << 20),
-            free_mib: facts.free_bytes >> 20,
-        });
-    }
-
-    Ok(Plan {
-        instances,
-        disk_bytes,
-        tools,
-        stress_ng: None,
-        cpus: spec.cpus.clone(),
-    })
+    instances
 }
 
 #[cfg(test)]
@@ -281,6 +296,58 @@ mod tests {
             echo: Some("/usr/bin/echo".into()),
             stress_ng: Some("/usr/bin/stress-ng".into()),
         }
+    }
+
+    #[test]
+    fn a_request_for_nothing_or_offline_cpus_is_refused_before_any_plan() {
+        let empty = LoadSpec::new(Vec::new());
+        assert!(matches!(
+            check_request(&empty, &facts()),
+            Err(LoadError::Empty)
+        ));
+        let mut offline = LoadSpec::new(vec![Workload::Fpu]);
+        offline.cpus = Some(CpuSet::from_cpus([7]));
+        assert!(matches!(
+            check_request(&offline, &facts()),
+            Err(LoadError::CpusOffline { .. })
+        ));
+        offline.cpus = Some(CpuSet::from_cpus([3]));
+        assert!(check_request(&offline, &facts()).is_ok());
+    }
+
+    #[test]
+    fn only_the_tools_the_workloads_need_are_looked_for() {
+        let tools = tools_for(&[Workload::Fpu], &facts()).unwrap();
+        assert_eq!((tools.cc, tools.echo), (None, None));
+        let tools = tools_for(&[Workload::Compile, Workload::Launch], &facts()).unwrap();
+        assert!(tools.cc.is_some() && tools.echo.is_some());
+        let no_cc = SystemFacts {
+            cc: None,
+            ..facts()
+        };
+        assert!(matches!(
+            tools_for(&[Workload::Compile], &no_cc),
+            Err(LoadError::ToolMissing { .. })
+        ));
+    }
+
+    #[test]
+    fn instances_are_numbered_per_workload_across_its_cpus() {
+        let mut spec = LoadSpec::new(vec![Workload::Compute]);
+        spec.scale = 2;
+        let got: Vec<(u32, String)> = instances(&spec, &CpuSet::from_cpus([0, 2]))
+            .into_iter()
+            .map(|i| (i.index, i.cpus.unwrap().to_list()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, "0".to_string()),
+                (1, "0".to_string()),
+                (2, "2".to_string()),
+                (3, "2".to_string())
+            ]
+        );
     }
 
     #[test]

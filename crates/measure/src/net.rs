@@ -355,10 +355,10 @@ pub fn run(host: &Host, config: &NetConfig, stop: &AtomicBool) -> Result<NetRepo
         ))?),
         _ => None,
     };
-    let (client_ns, server_ns) = match &veth {
-        Some(v) => (Some(v.client_ns()), Some(v.server_ns())),
-        None => (None, None),
-    };
+    let (client_ns, server_ns) = veth
+        .as_ref()
+        .map(|v| (v.client_ns(), v.server_ns()))
+        .unzip();
     let server_stop = AtomicBool::new(false);
     let stopped = || stop.load(Ordering::Relaxed) || server_stop.load(Ordering::Relaxed);
     let started_unix_ns = unix_now_ns();
@@ -383,21 +383,7 @@ pub fn run(host: &Host, config: &NetConfig, stop: &AtomicBool) -> Result<NetRepo
                         .name(format!("cpushield-net-{}", protocol.name()))
                         .stack_size(STACK_BYTES)
                         .spawn_scoped(scope, move || {
-                            let entered =
-                                enter_endpoint(config.server_cpu, config, server_ns, "server");
-                            let (applied, warning) = match entered {
-                                Ok(v) => v,
-                                Err(e) => {
-                                    let _ = tx.send(Err(e));
-                                    return Ok((None, None));
-                                }
-                            };
-                            let bound = SocketAddr::from((ip, 0));
-                            serve_one(protocol, bound, stopped, |addr| {
-                                let _ = tx.send(Ok((protocol, addr)));
-                            })
-                            .map_err(system(format!("the {} echo server", protocol.name())))?;
-                            Ok::<_, MeasureError>((Some(applied), warning))
+                            server(protocol, config, server_ns, ip, stopped, &tx)
                         })
                         .map_err(MeasureError::Spawn);
                     match spawned {
@@ -409,54 +395,26 @@ pub fn run(host: &Host, config: &NetConfig, stop: &AtomicBool) -> Result<NetRepo
                     }
                 }
                 drop(tx);
-                let mut udp = None;
-                let mut tcp = None;
-                while udp.is_none() || tcp.is_none() {
-                    match rx.recv_timeout(Duration::from_secs(10)) {
-                        Ok(Ok((Protocol::Udp, a))) => udp = Some(a),
-                        Ok(Ok((Protocol::Tcp, a))) => tcp = Some(a),
-                        Ok(Err(e)) => {
-                            server_stop.store(true, Ordering::Relaxed);
-                            return Err(e);
-                        }
-                        Err(_) => {
-                            server_stop.store(true, Ordering::Relaxed);
-                            return Err(MeasureError::Thread(
-                                "the echo servers did not start within 10 s".into(),
-                            ));
-                        }
+                match servers_ready(&rx, SERVERS_START_WITHIN) {
+                    Ok(targets) => targets,
+                    Err(e) => {
+                        server_stop.store(true, Ordering::Relaxed);
+                        return Err(e);
                     }
-                }
-                Targets {
-                    udp: udp.expect("set above"),
-                    tcp: tcp.expect("set above"),
                 }
             }
         };
         let client = std::thread::Builder::new()
             .name("cpushield-net-client".into())
             .stack_size(STACK_BYTES)
-            .spawn_scoped(scope, move || {
-                let (applied, warning) =
-                    enter_endpoint(config.client_cpu, config, client_ns, "client")?;
-                let results = client_runs(config, targets, stop)?;
-                Ok::<_, MeasureError>((applied, warning, results))
-            })
+            .spawn_scoped(scope, move || client(config, client_ns, targets, stop))
             .map_err(MeasureError::Spawn);
         let client = client.and_then(|h| {
             h.join()
                 .map_err(|_| MeasureError::Thread("the net client panicked".into()))?
         });
         server_stop.store(true, Ordering::Relaxed);
-        let mut server_applied = None;
-        let mut server_warnings = Vec::new();
-        for h in servers {
-            let (applied, warning) = h
-                .join()
-                .map_err(|_| MeasureError::Thread("a net server panicked".into()))??;
-            server_applied = server_applied.or(applied);
-            server_warnings.extend(warning);
-        }
+        let (server_applied, mut server_warnings) = join_servers(servers)?;
         let (client_applied, client_warning, results) = client?;
         server_warnings.extend(client_warning);
         Ok((client_applied, server_applied, server_warnings, results))
@@ -465,16 +423,7 @@ pub fn run(host: &Host, config: &NetConfig, stop: &AtomicBool) -> Result<NetRepo
     let (client, server, thread_warnings, results) = outcome?;
     warns.extend(thread_warnings);
     Ok(NetReport {
-        settings: NetSettings {
-            client_cpu: config.client_cpu,
-            server_cpu: (!matches!(config.link, Link::Peer(_))).then_some(config.server_cpu),
-            link: config.link,
-            protocols: config.protocols.clone(),
-            sizes: config.sizes.clone(),
-            duration_ns: config.duration.as_nanos().min(u64::MAX as u128) as u64,
-            warmup: config.warmup,
-            priority: config.priority,
-        },
+        settings: settings(config),
         run: RunInfo {
             started_unix_ns,
             elapsed_ns: started.elapsed().as_nanos() as u64,
@@ -486,6 +435,113 @@ pub fn run(host: &Host, config: &NetConfig, stop: &AtomicBool) -> Result<NetRepo
         server,
         results,
     })
+}
+
+/// How long the echo servers have to bind their ports.
+const SERVERS_START_WITHIN: Duration = Duration::from_secs(10);
+
+/// What the report says the run was asked for (no server CPU when the
+/// server is a peer's).
+fn settings(config: &NetConfig) -> NetSettings {
+    NetSettings {
+        client_cpu: config.client_cpu,
+        server_cpu: (!matches!(config.link, Link::Peer(_))).then_some(config.server_cpu),
+        link: config.link,
+        protocols: config.protocols.clone(),
+        sizes: config.sizes.clone(),
+        duration_ns: config.duration.as_nanos().min(u64::MAX as u128) as u64,
+        warmup: config.warmup,
+        priority: config.priority,
+    }
+}
+
+/// What a server thread tells the run: the address its protocol listens
+/// on, or why it could not start.
+type ServerReady = Result<(Protocol, SocketAddr), MeasureError>;
+
+/// One echo server thread: placed and in its namespace, it serves
+/// `protocol` on `ip` until `stopped`, having sent its address on `ready`
+/// (or why it could not start, and then it returns nothing applied).
+fn server(
+    protocol: Protocol,
+    config: &NetConfig,
+    ns: Option<&str>,
+    ip: Ipv4Addr,
+    stopped: &dyn Fn() -> bool,
+    ready: &mpsc::Sender<ServerReady>,
+) -> ServerEnd {
+    let (applied, warning) = match enter_endpoint(config.server_cpu, config, ns, "server") {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return Ok((None, None));
+        }
+    };
+    serve_one(protocol, SocketAddr::from((ip, 0)), stopped, |addr| {
+        let _ = ready.send(Ok((protocol, addr)));
+    })
+    .map_err(system(format!("the {} echo server", protocol.name())))?;
+    Ok((Some(applied), warning))
+}
+
+/// The addresses of the UDP and TCP servers once both have sent theirs; the
+/// first server's error, or a timeout when they are not both there `within`.
+fn servers_ready(
+    rx: &mpsc::Receiver<ServerReady>,
+    within: Duration,
+) -> Result<Targets, MeasureError> {
+    let mut udp = None;
+    let mut tcp = None;
+    while udp.is_none() || tcp.is_none() {
+        match rx.recv_timeout(within) {
+            Ok(Ok((Protocol::Udp, a))) => udp = Some(a),
+            Ok(Ok((Protocol::Tcp, a))) => tcp = Some(a),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                return Err(MeasureError::Thread(format!(
+                    "the echo servers did not start within {} s",
+                    within.as_secs()
+                )))
+            }
+        }
+    }
+    Ok(Targets {
+        udp: udp.expect("set above"),
+        tcp: tcp.expect("set above"),
+    })
+}
+
+/// The client thread: placed and in its namespace, it runs every protocol
+/// and size against `targets`.
+fn client(
+    config: &NetConfig,
+    ns: Option<&str>,
+    targets: Targets,
+    stop: &AtomicBool,
+) -> Result<(AppliedPolicy, Option<Warning>, Vec<NetResult>), MeasureError> {
+    let (applied, warning) = enter_endpoint(config.client_cpu, config, ns, "client")?;
+    Ok((applied, warning, client_runs(config, targets, stop)?))
+}
+
+/// What one server thread ends with: how it was placed (None when it could
+/// not start), and its warning.
+type ServerEnd = Result<(Option<AppliedPolicy>, Option<Warning>), MeasureError>;
+
+/// Waits for the stopped server threads: the first placement any reports,
+/// and every warning.
+fn join_servers(
+    servers: Vec<std::thread::ScopedJoinHandle<'_, ServerEnd>>,
+) -> Result<(Option<AppliedPolicy>, Vec<Warning>), MeasureError> {
+    let mut applied = None;
+    let mut warnings = Vec::new();
+    for h in servers {
+        let (a, warning) = h
+            .join()
+            .map_err(|_| MeasureError::Thread("a net server panicked".into()))??;
+        applied = applied.or(a);
+        warnings.extend(warning);
+    }
+    Ok((applied, warnings))
 }
 
 /// Places the calling endpoint thread (CPU, policy, stop signals blocked) and
@@ -998,6 +1054,38 @@ pub fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_peer_run_reports_no_server_cpu() {
+        let mut config = NetConfig::new(1, 2);
+        assert_eq!(settings(&config).server_cpu, Some(2));
+        config.link = Link::Peer("192.0.2.7:7000".parse().unwrap());
+        let s = settings(&config);
+        assert_eq!((s.client_cpu, s.server_cpu), (1, None));
+    }
+
+    #[test]
+    fn the_run_waits_for_both_servers_and_stops_at_the_first_error() {
+        let (tx, rx) = mpsc::channel();
+        let (udp, tcp): (SocketAddr, SocketAddr) = (
+            "127.0.0.1:7001".parse().unwrap(),
+            "127.0.0.1:7002".parse().unwrap(),
+        );
+        tx.send(Ok((Protocol::Tcp, tcp))).unwrap();
+        tx.send(Ok((Protocol::Udp, udp))).unwrap();
+        let t = servers_ready(&rx, Duration::from_secs(1)).unwrap();
+        assert_eq!((t.udp, t.tcp), (udp, tcp));
+        tx.send(Ok((Protocol::Udp, udp))).unwrap();
+        tx.send(Err(MeasureError::Thread("no socket".into())))
+            .unwrap();
+        assert!(matches!(
+            servers_ready(&rx, Duration::from_secs(1)),
+            Err(MeasureError::Thread(m)) if m == "no socket"
+        ));
+        tx.send(Ok((Protocol::Udp, udp))).unwrap();
+        let late = servers_ready(&rx, Duration::from_millis(10)).err().unwrap();
+        assert!(late.to_string().contains("did not start within"), "{late}");
+    }
 
     #[test]
     fn endpoint_cpus_take_one_or_two_cpus() {

@@ -22,7 +22,7 @@ impl Progress {
         format!(
             "{} {what}, max {}",
             self.samples,
-            crate::render::units::fmt_ns(self.max_ns)
+            cpushield_cpuset::fmt_ns(self.max_ns)
         )
     }
 }

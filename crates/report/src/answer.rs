@@ -5,9 +5,10 @@
 //! experiment's line. Facts only; [`crate::table`] and [`crate::html`] lay
 //! them out.
 
-use crate::model::{human_ns, AttributionSummary, CompareReport};
+use crate::model::{AttributionSummary, CompareReport};
 use crate::units::TimeColumn;
 use crate::verdict::RAW_RATIO_NEEDED;
+use cpushield_cpuset::fmt_ns;
 
 /// One worst case measured loaded and shielded, with the verdict's ratio.
 #[derive(Debug, Clone, PartialEq)]
@@ -142,17 +143,17 @@ fn why_raw_differs(loaded: &AttributionSummary, shielded: &AttributionSummary) -
     if loaded.outside_worst_ns > 0 || shielded.outside_worst_ns > 0 {
         parts.push(format!(
             "time outside the guest (the vCPU not running), up to {} in a loaded sample, {} in a shielded one (steal {}, {})",
-            human_ns(loaded.outside_worst_ns),
-            human_ns(shielded.outside_worst_ns),
-            human_ns(loaded.steal_ns),
-            human_ns(shielded.steal_ns)
+            fmt_ns(loaded.outside_worst_ns),
+            fmt_ns(shielded.outside_worst_ns),
+            fmt_ns(loaded.steal_ns),
+            fmt_ns(shielded.steal_ns)
         ));
     }
     if loaded.other_scope_worst_ns > 0 || shielded.other_scope_worst_ns > 0 {
         parts.push(format!(
             "tasks outside the shield's scope (other PID namespaces, pods), up to {} and {}",
-            human_ns(loaded.other_scope_worst_ns),
-            human_ns(shielded.other_scope_worst_ns)
+            fmt_ns(loaded.other_scope_worst_ns),
+            fmt_ns(shielded.other_scope_worst_ns)
         ));
     }
     (!parts.is_empty()).then(|| format!("raw also counts {}", parts.join("; ")))

@@ -6,7 +6,8 @@
 
 use crate::answer::Answer;
 use crate::cells::{self, Cells};
-use crate::model::{fmt_ratio, human_ns, CompareReport};
+use crate::model::{fmt_ratio, CompareReport};
+use cpushield_cpuset::fmt_ns;
 use std::fmt::Write;
 
 fn escape(text: &str) -> String {
@@ -72,7 +73,7 @@ pub fn render(report: &CompareReport, latency_svg: &str, determinism_svg: &str) 
         escape(&report.scope),
         escape(&report.load_profile),
         report.duration_s,
-        human_ns(report.interval_ns),
+        fmt_ns(report.interval_ns),
         if report.idle_poll {
             "; idle CPUs kept polling in every scenario"
         } else {
@@ -270,7 +271,7 @@ fn split_sections(report: &CompareReport) -> String {
         .scenarios
         .iter()
         .find_map(|s| s.attribution.as_ref())
-        .map(|a| human_ns(a.threshold_ns))
+        .map(|a| fmt_ns(a.threshold_ns))
         .unwrap_or_default();
     format!(
         "<section id=\"guest-host\"><h2>Guest vs outside the guest</h2><p>Every sample above {threshold} explained from a kernel trace of the measured CPUs: the worst latency caused inside the guest (what the shield controls) beside the time the vCPU did not run (the host's steal, firmware). Kernel latency is interrupt entry − intended, user latency task running − intended (as the Hyades paper's Table 2).</p>{}</section>\n<section id=\"causes\"><h2>Causes above the threshold</h2>\n{causes}</section>\n",

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::units::{fmt_ratio, human_ns};
+pub use crate::units::fmt_ratio;
 
 /// Schema name and version written into report.json.
 pub const SCHEMA: &str = "cpushield.compare/5";

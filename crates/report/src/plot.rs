@@ -105,7 +105,7 @@ pub fn latency_svg(report: &CompareReport) -> String {
                     format!(
                         "{}: max {}, {} samples",
                         s.name,
-                        crate::model::human_ns(s.latency.max_ns),
+                        cpushield_cpuset::fmt_ns(s.latency.max_ns),
                         s.latency.samples
                     ),
                     ("sans-serif", 16),

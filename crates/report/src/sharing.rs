@@ -6,8 +6,9 @@
 //!
 //! Judged on its own line: the shield's verdict is not changed by it.
 
-use crate::model::{human_ns, CompareReport, ScenarioResult, Sharing, SharingRow};
+use crate::model::{CompareReport, ScenarioResult, Sharing, SharingRow};
 use crate::units::TimeColumn;
+use cpushield_cpuset::fmt_ns;
 use std::fmt::Write;
 
 /// The scenario without sharing.
@@ -56,14 +57,14 @@ pub fn summarize(report: &CompareReport) -> Option<Sharing> {
             } else {
                 "SHARING COSTS LATENCY"
             },
-            human_ns(with.latency.max_ns),
-            human_ns(w.latency.max_ns),
-            human_ns(with.latency.p99999_ns),
-            human_ns(w.latency.p99999_ns),
+            fmt_ns(with.latency.max_ns),
+            fmt_ns(w.latency.max_ns),
+            fmt_ns(with.latency.p99999_ns),
+            fmt_ns(w.latency.p99999_ns),
         ),
         _ => format!(
             "sharing not judged: run the shielded scenario in the same compare (--scenarios shielded,shielded+shared); shared worst case {}; {batch}",
-            human_ns(with.latency.max_ns)
+            fmt_ns(with.latency.max_ns)
         ),
     };
     Some(Sharing {
@@ -171,7 +172,7 @@ mod tests {
              configuration        99.999%   maximum  batch ops/s  batch CPU\n\
              shielded             20.0 us   40.0 us            -          -\n\
              shielded+shared      30.0 us   60.0 us         2000      93.5%\n\
-             SHARING KEEPS THE LATENCY: worst case 60 us shared vs 40 us unshared (1.5x), 99.999% 30 us vs 20 us; the batch job got 94% of CPU 1 (2000 ops/s)\n"
+             SHARING KEEPS THE LATENCY: worst case 60.0 us shared vs 40.0 us unshared (1.5x), 99.999% 30.0 us vs 20.0 us; the batch job got 94% of CPU 1 (2000 ops/s)\n"
         );
     }
 

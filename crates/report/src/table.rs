@@ -5,7 +5,8 @@
 
 use crate::answer::Answer;
 use crate::cells::{self, Cells};
-use crate::model::{fmt_ratio, human_ns, CompareReport};
+use crate::model::{fmt_ratio, CompareReport};
+use cpushield_cpuset::fmt_ns;
 use std::fmt::Write;
 
 /// Lines a compare or demo prints before its `report:` line, at most.
@@ -299,6 +300,31 @@ pub fn details(report: &CompareReport, width: Option<usize>) -> String {
     lines.push(String::new());
     lines.push("samples below each threshold (Brosky & Rotolo §6.2):".into());
     lines.extend(grid(&cells::thresholds(report), width));
+    if let Some(load) = load_carried(report) {
+        lines.push(String::new());
+        lines.extend(wrap(&load, width, "", "  "));
+    }
+    lines.push(String::new());
+    for r in ratio_lines(report) {
+        lines.extend(wrap(&r, width, "", "  "));
+    }
+    let sharing = crate::sharing::render(report);
+    if !sharing.is_empty() {
+        lines.extend(sharing.lines().map(str::to_string));
+    }
+    let notes = notes_and_warnings(report);
+    if !notes.is_empty() {
+        lines.push(String::new());
+    }
+    for n in &notes {
+        lines.extend(wrap(n, width, "", "  "));
+    }
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// The operations per second each loaded scenario's load carried, summed over
+/// its workloads; None when no scenario ran a load.
+fn load_carried(report: &CompareReport) -> Option<String> {
     let loads: Vec<String> = report
         .scenarios
         .iter()
@@ -308,65 +334,48 @@ pub fn details(report: &CompareReport, width: Option<usize>) -> String {
             format!("{} {:.0} ops/s", s.name, total)
         })
         .collect();
-    if !loads.is_empty() {
-        lines.push(String::new());
-        lines.extend(wrap(
-            &format!("load carried: {}", loads.join(", ")),
-            width,
-            "",
-            "  ",
-        ));
-    }
+    (!loads.is_empty()).then(|| format!("load carried: {}", loads.join(", ")))
+}
+
+/// The raw ratios, then the ones caused inside the guest when the run was
+/// traced.
+fn ratio_lines(report: &CompareReport) -> Vec<String> {
     let v = &report.verdict;
-    lines.push(String::new());
-    lines.extend(wrap(
-        &format!(
-            "raw: loaded max / shielded max = {}, shielded max / idle max = {}, shielded jitter / loaded jitter = {}",
-            fmt_ratio(v.loaded_over_shielded),
-            fmt_ratio(v.shielded_over_idle),
-            fmt_ratio(v.jitter_shielded_over_loaded)
-        ),
-        width,
-        "",
-        "  ",
-    ));
+    let mut lines = vec![format!(
+        "raw: loaded max / shielded max = {}, shielded max / idle max = {}, shielded jitter / loaded jitter = {}",
+        fmt_ratio(v.loaded_over_shielded),
+        fmt_ratio(v.shielded_over_idle),
+        fmt_ratio(v.jitter_shielded_over_loaded)
+    )];
     if let Some(g) = v.guest_loaded_over_shielded {
-        lines.extend(wrap(
-            &format!(
-                "caused inside the guest: loaded worst / shielded worst = {g:.1}, shielded jitter / loaded jitter = {}",
-                fmt_ratio(v.guest_jitter_shielded_over_loaded)
-            ),
-            width,
-            "",
-            "  ",
+        lines.push(format!(
+            "caused inside the guest: loaded worst / shielded worst = {g:.1}, shielded jitter / loaded jitter = {}",
+            fmt_ratio(v.guest_jitter_shielded_over_loaded)
         ));
     }
-    let sharing = crate::sharing::render(report);
-    if !sharing.is_empty() {
-        lines.extend(sharing.lines().map(str::to_string));
-    }
-    let mut notes: Vec<String> = v.notes.iter().map(|n| format!("note: {n}")).collect();
+    lines
+}
+
+/// The verdict's notes, each scenario's notes named by the scenario, then
+/// each warning once (named by its scenarios unless its text names them).
+fn notes_and_warnings(report: &CompareReport) -> Vec<String> {
+    let mut notes: Vec<String> = report
+        .verdict
+        .notes
+        .iter()
+        .map(|n| format!("note: {n}"))
+        .collect();
     for s in &report.scenarios {
         notes.extend(s.notes.iter().map(|n| format!("note ({}): {n}", s.name)));
     }
-    let warnings: Vec<String> = report
-        .warnings_once()
-        .into_iter()
-        .map(|w| {
-            if w.scenarios_in_text {
-                format!("warning: {}", w.text)
-            } else {
-                format!("warning ({}): {}", w.scenarios.join(", "), w.text)
-            }
-        })
-        .collect();
-    if !notes.is_empty() || !warnings.is_empty() {
-        lines.push(String::new());
-    }
-    for n in notes.iter().chain(&warnings) {
-        lines.extend(wrap(n, width, "", "  "));
-    }
-    lines.iter().map(|l| format!("{l}\n")).collect()
+    notes.extend(report.warnings_once().into_iter().map(|w| {
+        if w.scenarios_in_text {
+            format!("warning: {}", w.text)
+        } else {
+            format!("warning ({}): {}", w.scenarios.join(", "), w.text)
+        }
+    }));
+    notes
 }
 
 /// The terminal text with everything: the answer, then the details.
@@ -403,7 +412,7 @@ fn split_lines(lines: &mut Vec<String>, report: &CompareReport, width: Option<us
     lines.extend(wrap(
         &format!(
             "guest vs outside: every sample above {} explained from a kernel trace of the measured CPUs",
-            human_ns(first.threshold_ns)
+            fmt_ns(first.threshold_ns)
         ),
         width,
         "",
@@ -443,3 +452,86 @@ fn split_lines(lines: &mut Vec<String>, report: &CompareReport, width: Option<us
 
 /// Causes listed per scenario in the terminal (all are in report.json and report.html).
 const CAUSES_SHOWN: usize = 6;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{LoadOps, ScenarioResult};
+
+    fn scenario(name: &str) -> ScenarioResult {
+        ScenarioResult {
+            name: name.into(),
+            ..ScenarioResult::default()
+        }
+    }
+
+    #[test]
+    fn the_load_carried_sums_each_loaded_scenarios_workloads() {
+        let mut loaded = scenario("loaded");
+        loaded.load = vec![
+            LoadOps {
+                workload: "sock".into(),
+                ops: 10,
+                ops_per_s: 1_000.4,
+            },
+            LoadOps {
+                workload: "fifo".into(),
+                ops: 10,
+                ops_per_s: 500.0,
+            },
+        ];
+        let mut report = CompareReport {
+            scenarios: vec![scenario("idle"), loaded],
+            ..CompareReport::default()
+        };
+        assert_eq!(
+            load_carried(&report).as_deref(),
+            Some("load carried: loaded 1500 ops/s")
+        );
+        report.scenarios.truncate(1);
+        assert_eq!(load_carried(&report), None, "no load, no line");
+    }
+
+    #[test]
+    fn the_guest_ratios_follow_the_raw_ones_only_when_traced() {
+        let mut report = CompareReport::default();
+        report.verdict.loaded_over_shielded = Some(44.1);
+        let raw = ratio_lines(&report);
+        assert_eq!(raw.len(), 1);
+        assert!(
+            raw[0].starts_with(
+                "raw: loaded max / shielded max = 44.1, shielded max / idle max = n/a"
+            ),
+            "{}",
+            raw[0]
+        );
+        report.verdict.guest_loaded_over_shielded = Some(40.9);
+        let traced = ratio_lines(&report);
+        assert_eq!(traced.len(), 2);
+        assert!(
+            traced[1].starts_with("caused inside the guest: loaded worst / shielded worst = 40.9"),
+            "{}",
+            traced[1]
+        );
+    }
+
+    #[test]
+    fn notes_come_before_warnings_and_name_their_scenario() {
+        let mut shielded = scenario("shielded");
+        shielded.notes = vec!["probe moved".into()];
+        shielded.warnings = vec!["the tick ran".into()];
+        let mut report = CompareReport {
+            scenarios: vec![shielded],
+            ..CompareReport::default()
+        };
+        report.verdict.notes = vec!["cyclictest agrees".into()];
+        assert_eq!(
+            notes_and_warnings(&report),
+            [
+                "note: cyclictest agrees",
+                "note (shielded): probe moved",
+                "warning (shielded): the tick ran"
+            ]
+        );
+    }
+}

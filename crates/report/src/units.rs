@@ -1,23 +1,11 @@
-//! How durations are written: in prose one value at a time ([`human_ns`]),
+//! How durations are written: in prose one value at a time
+//! ([`cpushield_cpuset::fmt_ns`]),
 //! and in a table one unit per column ([`TimeColumn`]), so that the cells of a
 //! column can be compared at a glance.
 
 /// A ratio for humans with one decimal (`84.3`), `n/a` when unknown.
 pub fn fmt_ratio(r: Option<f64>) -> String {
     r.map(|x| format!("{x:.1}")).unwrap_or_else(|| "n/a".into())
-}
-
-/// A duration in ns for prose: 412 us, 34.7 ms, 143 ns; rounded to the
-/// nearest, as the tables' cells are.
-pub fn human_ns(ns: u64) -> String {
-    let us = (ns + 500) / 1_000;
-    if ns < 10_000 {
-        format!("{ns} ns")
-    } else if us < 10_000 {
-        format!("{us} us")
-    } else {
-        format!("{:.1} ms", ns as f64 / 1e6)
-    }
 }
 
 /// A unit of time a column is written in.
@@ -196,15 +184,5 @@ mod tests {
             "a column of no value names no unit"
         );
         assert_eq!(TimeColumn::fit([0, 0]).cell(0), "0 ns");
-    }
-
-    #[test]
-    fn prose_durations_pick_their_own_unit() {
-        assert_eq!(human_ns(4_177), "4177 ns");
-        assert_eq!(human_ns(16_000), "16 us");
-        assert_eq!(human_ns(25_000_000), "25.0 ms");
-        // Rounded like a table's cell: 786.6 us is 787 us in both.
-        assert_eq!(human_ns(786_600), "787 us");
-        assert_eq!(human_ns(9_999_600), "10.0 ms");
     }
 }

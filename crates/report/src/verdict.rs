@@ -31,9 +31,10 @@
 //! refute "works" as well as confirm it.
 
 use crate::model::{
-    fmt_ratio, human_ns, Anchor, AnchorCheck, AttributionSummary, CauseRow, CompareReport, Remains,
+    fmt_ratio, Anchor, AnchorCheck, AttributionSummary, CauseRow, CompareReport, Remains,
     ScenarioResult, Spread, Verdict,
 };
+use cpushield_cpuset::fmt_ns;
 
 /// The load's guest-caused worst case must be at least this many times the
 /// shielded one for the run to show what the shield removed.
@@ -183,8 +184,8 @@ fn judge_raw(
     v.line = format!(
         "{}: shielded worst case {} vs loaded {} ({}x better), {}x idle; determinism jitter ratio {} (raw figures: the run was not traced, so time outside the guest is not separated)",
         if v.pass { "SHIELD WORKS" } else { "SHIELD FALLS SHORT" },
-        human_ns(smax),
-        human_ns(lmax),
+        fmt_ns(smax),
+        fmt_ns(lmax),
         fmt_ratio(v.loaded_over_shielded),
         fmt_ratio(v.shielded_over_idle),
         fmt_ratio(v.jitter_shielded_over_loaded)
@@ -195,8 +196,8 @@ fn judge_raw(
         {
             v.notes.push(format!(
                 "latency: the shielded CPU is as good as the idle one ({} vs {}): the floor is the unloaded machine's own worst case, so loaded / shielded cannot exceed about {:.1} on this run; run with tracing (the default) to see how much of it came from outside the guest",
-                human_ns(smax),
-                human_ns(i.latency.max_ns),
+                fmt_ns(smax),
+                fmt_ns(i.latency.max_ns),
                 lmax as f64 / imax
             ));
         }
@@ -438,17 +439,92 @@ fn judge_traced(
     v.guest_loaded_over_shielded = Some(high);
     v.guest_loaded_over_shielded_low = Some(low);
     v.effect_slices = effect_over_slices(la, sa);
-    let guest_jitter = |s: &ScenarioResult| s.determinism.as_ref().and_then(|d| d.guest_jitter_pct);
     v.guest_jitter_shielded_over_loaded = guest_jitter(shielded)
         .zip(guest_jitter(loaded))
         .filter(|(_, l)| *l > 0.0)
         .map(|(s, l)| s / l);
-    let jitter_ok = match (guest_jitter(shielded), guest_jitter(loaded)) {
-        (Some(s), Some(l)) => s <= JITTER_FLOOR_PCT || s <= l / 3.0,
-        _ => true,
+    let pending = pending_irqs(shielded);
+    let (leaks, mut remains) = reaching(shielded, sa, &pending, &mut v.notes);
+    let outside = sa.outside_worst_ns.max(la.outside_worst_ns);
+    v.host_noisy = outside > sa.threshold_ns.max(sg);
+    host_remains(&mut remains, shielded, sa);
+    jitter_remains(&mut remains, loaded, shielded);
+    // Causes inside the guest first, the largest first; the host last.
+    remains.sort_by_key(|r| (r.needs == NEEDS_QUIETER_HOST, std::cmp::Reverse(r.worst_ns)));
+    v.remaining = leaks.clone();
+    v.remaining.extend(
+        remains
+            .iter()
+            .map(|r| format!("{}: needs {} (fix: {})", r.what.join(", "), r.needs, r.fix)),
+    );
+    let host = host_clause(v.host_noisy, outside, la, sa);
+    let figures = format!(
+        "the worst case caused inside the guest: {} loaded, {} shielded ({})",
+        fmt_ns(lg),
+        fmt_ns(sa.guest_worst_ns),
+        effect_words(high, v.effect_slices.as_ref())
+    );
+    let longer = (duration_s * 2.0).max(10.0).round();
+    let result = outcome(leaks.clone(), (high, low));
+    v.category = match (&result, remains.is_empty()) {
+        (Outcome::Leaks(_), _) => LEAKS,
+        (Outcome::Blurred | Outcome::NoEffect, _) => CANNOT_JUDGE,
+        (Outcome::Works, true) => WORKS,
+        (Outcome::Works, false) => WORKS_WITH_REMAINING,
+    }
+    .into();
+    v.pass = matches!(result, Outcome::Works);
+    v.remains = remains;
+    v.line = match result {
+        Outcome::Leaks(_) => format!(
+            "SHIELD LEAKS on CPU {cpus}: the shield should have kept this away: {}; {figures}{host}",
+            leaks.join("; ")
+        ),
+        Outcome::Blurred => format!(
+            "CANNOT JUDGE THE SHIELD on CPU {cpus}: the host's stalls blur the loaded figure: run again with --duration {longer:.0}s so that more samples come without a stall, or repeat when the host is quieter; caused inside the guest {} loaded, of which up to {} may be the host's ({} of its {} samples above {} also lost time outside the guest), → {} shielded ({low:.1}-{high:.1}x, needs {EFFECT_NEEDED:.0}x)",
+            fmt_ns(lg),
+            fmt_ns(lg.saturating_sub(la.guest_worst_low_ns.unwrap_or(lg))),
+            la.samples_with_outside,
+            la.samples_above,
+            fmt_ns(la.threshold_ns),
+            fmt_ns(sa.guest_worst_ns),
+        ),
+        Outcome::NoEffect => format!(
+            "CANNOT JUDGE THE SHIELD on CPU {cpus}: the load did not disturb it beyond what remains under the shield: run longer (--duration {longer:.0}s) or with a heavier load (--load stress-kernel); caused inside the guest {} loaded → {} shielded ({high:.1}x; the effect needs {EFFECT_NEEDED:.0}x to show what the shield removed); still reaching it: {}",
+            fmt_ns(lg),
+            fmt_ns(sa.guest_worst_ns),
+            top_causes(sa, &pending)
+        ),
+        Outcome::Works if v.remains.is_empty() => format!(
+            "SHIELD WORKS on CPU {cpus}: nothing the shield controls reached it; {figures}{host}"
+        ),
+        Outcome::Works => {
+            let mut needs: Vec<&str> = Vec::new();
+            for r in &v.remains {
+                if !needs.contains(&r.needs.as_str()) {
+                    needs.push(&r.needs);
+                }
+            }
+            format!(
+                "SHIELD WORKS on CPU {cpus}: nothing the shield controls reached it; what remains needs {}; {figures}",
+                words_list(&needs)
+            )
+        }
     };
-    // What still reaches the shielded CPUs from inside the guest: check's
-    // findings, then the traced causes, each classified.
+    traced_notes(v, loaded, shielded, idle, high);
+}
+
+/// What still reaches the shielded CPUs from inside the guest: check's
+/// findings that break the shield, then the traced causes (IRQs with a move
+/// still pending left out), each classified. Returns the leaks and what
+/// remains; cpushield's own threads are a note, not a leak.
+fn reaching(
+    shielded: &ScenarioResult,
+    sa: &AttributionSummary,
+    pending: &[u32],
+    notes: &mut Vec<String>,
+) -> (Vec<String>, Vec<Remains>) {
+    let cpus = shielded.measured_cpus.as_str();
     let mut leaks = Vec::new();
     let mut remains: Vec<Remains> = Vec::new();
     for f in shielded
@@ -472,18 +548,17 @@ fn judge_traced(
             add_remains(&mut remains, needs, fix, f.title.clone(), 0);
         }
     }
-    let pending = pending_irqs(shielded);
     for c in sa.causes.iter().filter(|c| c.guest) {
         if cause_irq(&c.name).is_some_and(|irq| pending.contains(&irq)) {
             continue;
         }
         match classify(c, cpus, &[]) {
             Class::Ours => {}
-            Class::OwnBug => v.notes.push(format!(
+            Class::OwnBug => notes.push(format!(
                 "cpushield's own thread {} ran on the shielded CPU during {} samples (worst {}): a bug in cpushield, not a leak of the shield; please report it with report.json",
                 c.name,
                 c.count,
-                human_ns(c.worst_ns)
+                fmt_ns(c.worst_ns)
             )),
             Class::Leak => {
                 let fix = c
@@ -496,14 +571,14 @@ fn judge_traced(
                         "task {} ran on the shielded CPU during {} samples (worst {}{fix})",
                         c.name,
                         c.count,
-                        human_ns(c.worst_ns)
+                        fmt_ns(c.worst_ns)
                     )
                 } else {
                     format!(
                         "{} reached the shielded CPU in {} samples (worst {}{fix})",
                         c.name,
                         c.count,
-                        human_ns(c.worst_ns)
+                        fmt_ns(c.worst_ns)
                     )
                 });
             }
@@ -513,117 +588,71 @@ fn judge_traced(
                         &mut remains,
                         needs,
                         fix,
-                        format!("{} (worst {})", c.name, human_ns(c.worst_ns)),
+                        format!("{} (worst {})", c.name, fmt_ns(c.worst_ns)),
                         c.worst_ns,
                     );
                 }
             }
         }
     }
-    let steal = la.steal_ns.max(sa.steal_ns);
-    let outside = sa.outside_worst_ns.max(la.outside_worst_ns);
-    v.host_noisy = outside > sa.threshold_ns.max(sg);
-    // How much of the shielded worst case itself was outside the guest.
+    (leaks, remains)
+}
+
+/// Time outside the guest in the shielded worst case itself, above the
+/// threshold and the guest's own worst: it needs a quieter host.
+fn host_remains(remains: &mut Vec<Remains>, shielded: &ScenarioResult, sa: &AttributionSummary) {
     let shielded_outside = shielded.latency.max_ns.saturating_sub(sa.guest_worst_ns);
-    if shielded_outside > sa.threshold_ns.max(sg) {
+    if shielded_outside > sa.threshold_ns.max(sa.guest_worst_ns.max(1)) {
         add_remains(
-            &mut remains,
+            remains,
             NEEDS_QUIETER_HOST,
             "bare metal, or a host that runs nothing else on this vCPU's CPU".into(),
             format!(
                 "time outside the guest, {} of the shielded worst case (steal {})",
-                human_ns(shielded_outside),
-                human_ns(sa.steal_ns)
+                fmt_ns(shielded_outside),
+                fmt_ns(sa.steal_ns)
             ),
             shielded_outside,
         );
     }
-    if !jitter_ok {
-        add_remains(
-            &mut remains,
-            NEEDS_BOOT,
-            format!("cpushield boot-params --all {cpus}"),
-            format!(
-                "other code inside the guest still took up to {:.1}% of a determinism run ({:.1}% loaded)",
-                guest_jitter(shielded).unwrap_or(0.0),
-                guest_jitter(loaded).unwrap_or(0.0)
-            ),
-            0,
-        );
-    }
-    // Causes inside the guest first, the largest first; the host last.
-    remains.sort_by_key(|r| (r.needs == NEEDS_QUIETER_HOST, std::cmp::Reverse(r.worst_ns)));
-    v.remaining = leaks.clone();
-    v.remaining.extend(
-        remains
-            .iter()
-            .map(|r| format!("{}: needs {} (fix: {})", r.what.join(", "), r.needs, r.fix)),
-    );
-    let host = if v.host_noisy {
+}
+
+/// The verdict line's clause on time outside the guest: how much, when the
+/// host was noisy, else that nothing of it mattered.
+fn host_clause(
+    noisy: bool,
+    outside: u64,
+    la: &AttributionSummary,
+    sa: &AttributionSummary,
+) -> String {
+    if noisy {
         format!(
             "; separately, up to {} per sample came from outside the guest (the vCPU was not running; steal {} loaded, {} shielded), which no shield can remove and which is not counted against it",
-            human_ns(outside),
-            human_ns(la.steal_ns),
-            human_ns(sa.steal_ns)
+            fmt_ns(outside),
+            fmt_ns(la.steal_ns),
+            fmt_ns(sa.steal_ns)
         )
     } else {
         format!(
             "; nothing that mattered came from outside the guest (steal {})",
-            human_ns(steal)
+            fmt_ns(la.steal_ns.max(sa.steal_ns))
         )
-    };
-    let figures = format!(
-        "the worst case caused inside the guest: {} loaded, {} shielded ({})",
-        human_ns(lg),
-        human_ns(sa.guest_worst_ns),
-        effect_words(high, v.effect_slices.as_ref())
-    );
-    let longer = (duration_s * 2.0).max(10.0).round();
-    let result = outcome(leaks.clone(), (high, low));
-    v.category = match (&result, remains.is_empty()) {
-        (Outcome::Leaks(_), _) => LEAKS,
-        (Outcome::Blurred | Outcome::NoEffect, _) => CANNOT_JUDGE,
-        (Outcome::Works, true) => WORKS,
-        (Outcome::Works, false) => WORKS_WITH_REMAINING,
     }
-    .into();
-    v.pass = matches!(result, Outcome::Works);
-    v.remains = remains;
-    v.line = match result {
-        Outcome::Leaks(_) => format!(
-            "SHIELD LEAKS on CPU {cpus}: the shield should have kept this away: {}; {figures}{host}",
-            leaks.join("; ")
-        ),
-        Outcome::Blurred => format!(
-            "CANNOT JUDGE THE SHIELD on CPU {cpus}: the host's stalls blur the loaded figure: run again with --duration {longer:.0}s so that more samples come without a stall, or repeat when the host is quieter; caused inside the guest {} loaded, of which up to {} may be the host's ({} of its {} samples above {} also lost time outside the guest), → {} shielded ({low:.1}-{high:.1}x, needs {EFFECT_NEEDED:.0}x)",
-            human_ns(lg),
-            human_ns(lg.saturating_sub(la.guest_worst_low_ns.unwrap_or(lg))),
-            la.samples_with_outside,
-            la.samples_above,
-            human_ns(la.threshold_ns),
-            human_ns(sa.guest_worst_ns),
-        ),
-        Outcome::NoEffect => format!(
-            "CANNOT JUDGE THE SHIELD on CPU {cpus}: the load did not disturb it beyond what remains under the shield: run longer (--duration {longer:.0}s) or with a heavier load (--load stress-kernel); caused inside the guest {} loaded → {} shielded ({high:.1}x; the effect needs {EFFECT_NEEDED:.0}x to show what the shield removed); still reaching it: {}",
-            human_ns(lg),
-            human_ns(sa.guest_worst_ns),
-            top_causes(sa, &pending)
-        ),
-        Outcome::Works if v.remains.is_empty() => format!(
-            "SHIELD WORKS on CPU {cpus}: nothing the shield controls reached it; {figures}{host}"
-        ),
-        Outcome::Works => {
-            let mut needs: Vec<&str> = Vec::new();
-            for r in &v.remains {
-                if !needs.contains(&r.needs.as_str()) {
-                    needs.push(&r.needs);
-                }
-            }
-            format!(
-                "SHIELD WORKS on CPU {cpus}: nothing the shield controls reached it; what remains needs {}; {figures}",
-                words_list(&needs)
-            )
-        }
+}
+
+/// The notes of a traced verdict: a raw ratio lowered by the host, a host
+/// that delays the vCPU even idle, tasks of other PID namespaces and of
+/// Kubernetes pods on the shielded CPU, and a split left uncertain by
+/// causes not named.
+fn traced_notes(
+    v: &mut Verdict,
+    loaded: &ScenarioResult,
+    shielded: &ScenarioResult,
+    idle: Option<&ScenarioResult>,
+    high: f64,
+) {
+    let Some(sa) = &shielded.attribution else {
+        return;
     };
     if let Some(r) = v.loaded_over_shielded {
         if r * 2.0 < high && high >= EFFECT_NEEDED {
@@ -637,8 +666,8 @@ fn judge_traced(
         if i.outside_worst_ns > i.guest_worst_ns {
             v.notes.push(format!(
                 "even idle, the worst sample was mostly outside the guest ({} of {}): this machine's host delays a vCPU on its own",
-                human_ns(i.outside_worst_ns),
-                human_ns(idle.map(|s| s.latency.max_ns).unwrap_or(0))
+                fmt_ns(i.outside_worst_ns),
+                fmt_ns(idle.map(|s| s.latency.max_ns).unwrap_or(0))
             ));
         }
     }
@@ -646,7 +675,7 @@ fn judge_traced(
         .causes
         .iter()
         .filter(|c| c.kind == OTHER_NAMESPACE_KIND)
-        .map(|c| format!("{} (worst {})", c.name, human_ns(c.worst_ns)))
+        .map(|c| format!("{} (worst {})", c.name, fmt_ns(c.worst_ns)))
         .collect();
     if !foreign.is_empty() {
         v.notes.push(format!(
@@ -659,8 +688,8 @@ fn judge_traced(
         .iter()
         .filter(|c| c.kind == POD_KIND)
         .map(|c| match &c.fix {
-            Some(f) => format!("{} (worst {}; fix: {f})", c.name, human_ns(c.worst_ns)),
-            None => format!("{} (worst {})", c.name, human_ns(c.worst_ns)),
+            Some(f) => format!("{} (worst {}; fix: {f})", c.name, fmt_ns(c.worst_ns)),
+            None => format!("{} (worst {})", c.name, fmt_ns(c.worst_ns)),
         })
         .collect();
     if !pods.is_empty() {
@@ -673,10 +702,37 @@ fn judge_traced(
         v.notes.push(format!(
             "only {:.1}% of the shielded latency above {} was charged to a named cause (lost trace events: {}): the split is less certain",
             sa.named_pct(),
-            human_ns(sa.threshold_ns),
+            fmt_ns(sa.threshold_ns),
             sa.lost_events
         ));
     }
+}
+
+/// Jitter inside the guest that the shield left (above the floor and more
+/// than a third of the loaded run's): it needs boot parameters.
+fn jitter_remains(remains: &mut Vec<Remains>, loaded: &ScenarioResult, shielded: &ScenarioResult) {
+    let ok = match (guest_jitter(shielded), guest_jitter(loaded)) {
+        (Some(s), Some(l)) => s <= JITTER_FLOOR_PCT || s <= l / 3.0,
+        _ => true,
+    };
+    if !ok {
+        add_remains(
+            remains,
+            NEEDS_BOOT,
+            format!("cpushield boot-params --all {}", shielded.measured_cpus),
+            format!(
+                "other code inside the guest still took up to {:.1}% of a determinism run ({:.1}% loaded)",
+                guest_jitter(shielded).unwrap_or(0.0),
+                guest_jitter(loaded).unwrap_or(0.0)
+            ),
+            0,
+        );
+    }
+}
+
+/// The share of a determinism run that other code inside the guest took.
+fn guest_jitter(s: &ScenarioResult) -> Option<f64> {
+    s.determinism.as_ref().and_then(|d| d.guest_jitter_pct)
 }
 
 /// `a, b and c`.
@@ -702,12 +758,8 @@ fn top_causes(sa: &AttributionSummary, pending: &[u32]) -> String {
                 ""
             };
             match &c.fix {
-                Some(f) => format!(
-                    "{} ({what}worst {}; fix: {f})",
-                    c.name,
-                    human_ns(c.worst_ns)
-                ),
-                None => format!("{} ({what}worst {})", c.name, human_ns(c.worst_ns)),
+                Some(f) => format!("{} ({what}worst {}; fix: {f})", c.name, fmt_ns(c.worst_ns)),
+                None => format!("{} ({what}worst {})", c.name, fmt_ns(c.worst_ns)),
             }
         })
         .collect();
@@ -742,7 +794,7 @@ fn own_bugs_beside_anchor(v: &mut Verdict, tool: &str, shielded: &Anchor, cpus: 
                 "cpushield's own thread {} ran on the shielded CPU while the {tool} anchor measured, during {} samples (worst {}): a bug in cpushield, not a leak of the shield; please report it with report.json",
                 c.name,
                 c.count,
-                human_ns(c.worst_ns)
+                fmt_ns(c.worst_ns)
             ));
         }
     }
@@ -880,9 +932,9 @@ fn outside_summary(loaded: &ScenarioResult, shielded: &ScenarioResult) -> String
                 format!(
                     "{} max {}, of which up to {} outside the guest (steal {})",
                     s.name,
-                    human_ns(s.latency.max_ns),
-                    human_ns(a.outside_worst_ns),
-                    human_ns(a.steal_ns)
+                    fmt_ns(s.latency.max_ns),
+                    fmt_ns(a.outside_worst_ns),
+                    fmt_ns(a.steal_ns)
                 )
             })
             .unwrap_or_default()
@@ -904,6 +956,121 @@ mod tests {
             worst_ns: 1,
             fix: fix.map(Into::into),
         }
+    }
+
+    fn shielded_with(causes: Vec<CauseRow>) -> ScenarioResult {
+        ScenarioResult {
+            name: "shielded".into(),
+            measured_cpus: "1".into(),
+            attribution: Some(AttributionSummary {
+                threshold_ns: 100_000,
+                guest_worst_ns: 1_000_000,
+                causes,
+                ..AttributionSummary::default()
+            }),
+            ..ScenarioResult::default()
+        }
+    }
+
+    #[test]
+    fn what_reaches_the_shield_is_split_into_leaks_remains_and_own_bugs() {
+        let mut softirq = cause("softirq", "softirq BLOCK", Some("isolcpus=managed_irq,1"));
+        softirq.worst_ns = 600_000;
+        let mut small = cause("vector", "local timer interrupt", None);
+        small.worst_ns = 10_000;
+        let s = shielded_with(vec![
+            cause("task", "hog (812)", None),
+            cause("task", "cpushield-trace (256)", None),
+            softirq,
+            small,
+            cause("irq", "irq 38 virtio2-input.0", None),
+        ]);
+        let mut notes = Vec::new();
+        let (leaks, remains) = reaching(&s, s.attribution.as_ref().unwrap(), &[38], &mut notes);
+        assert_eq!(
+            leaks,
+            ["task hog (812) ran on the shielded CPU during 1 samples (worst 1 ns)"],
+            "the IRQ with a pending move is no leak"
+        );
+        assert_eq!(
+            remains.len(),
+            1,
+            "a cause under a tenth of the worst is left out"
+        );
+        assert_eq!(remains[0].what, ["softirq BLOCK (worst 600 us)"]);
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].starts_with("cpushield's own thread cpushield-trace (256)"));
+    }
+
+    #[test]
+    fn time_outside_the_guest_in_the_shielded_worst_case_needs_a_quieter_host() {
+        let mut s = shielded_with(Vec::new());
+        let mut remains = Vec::new();
+        s.latency.max_ns = 1_050_000;
+        host_remains(&mut remains, &s, s.attribution.as_ref().unwrap());
+        assert!(remains.is_empty(), "50 us outside is under the threshold");
+        s.latency.max_ns = 17_000_000;
+        host_remains(&mut remains, &s, s.attribution.as_ref().unwrap());
+        assert_eq!(remains[0].needs, NEEDS_QUIETER_HOST);
+        assert_eq!(
+            remains[0].what,
+            ["time outside the guest, 16.0 ms of the shielded worst case (steal 0 ns)"]
+        );
+    }
+
+    #[test]
+    fn guest_jitter_the_shield_left_needs_boot_parameters() {
+        let with_jitter = |pct: f64| ScenarioResult {
+            measured_cpus: "1".into(),
+            determinism: Some(crate::model::DeterminismSummary {
+                guest_jitter_pct: Some(pct),
+                ..crate::model::DeterminismSummary::default()
+            }),
+            ..ScenarioResult::default()
+        };
+        let mut remains = Vec::new();
+        jitter_remains(&mut remains, &with_jitter(30.0), &with_jitter(9.0));
+        assert!(remains.is_empty(), "under a third of the loaded jitter");
+        jitter_remains(&mut remains, &with_jitter(12.0), &with_jitter(9.0));
+        assert_eq!(remains.len(), 1);
+        assert_eq!(
+            (remains[0].needs.as_str(), remains[0].fix.as_str()),
+            (NEEDS_BOOT, "cpushield boot-params --all 1")
+        );
+    }
+
+    #[test]
+    fn the_host_clause_gives_figures_only_when_the_host_was_noisy() {
+        let la = AttributionSummary {
+            steal_ns: 230_000_000,
+            ..AttributionSummary::default()
+        };
+        let sa = AttributionSummary::default();
+        assert_eq!(
+            host_clause(false, 0, &la, &sa),
+            "; nothing that mattered came from outside the guest (steal 230 ms)"
+        );
+        assert!(host_clause(true, 30_600_000, &la, &sa)
+            .starts_with("; separately, up to 30.6 ms per sample came from outside the guest"));
+    }
+
+    #[test]
+    fn traced_notes_name_pods_and_other_namespaces_and_an_uncertain_split() {
+        let mut pod = cause(POD_KIND, "app (77)", Some("set the pod's CPUs"));
+        pod.worst_ns = 2_000;
+        let mut s = shielded_with(vec![pod, cause(OTHER_NAMESPACE_KIND, "sshd (9)", None)]);
+        if let Some(a) = s.attribution.as_mut() {
+            (a.latency_ns, a.named_ns) = (100, 90);
+        }
+        let mut v = Verdict::default();
+        traced_notes(&mut v, &ScenarioResult::default(), &s, None, 1.0);
+        assert_eq!(v.notes.len(), 3, "{:?}", v.notes);
+        assert!(v.notes[0]
+            .contains("private PID namespace ran on the shielded CPU: sshd (9) (worst 1 ns)"));
+        assert!(v.notes[1].contains(
+            "pods ran on the shielded CPU: app (77) (worst 2.00 us; fix: set the pod's CPUs)"
+        ));
+        assert!(v.notes[2].starts_with("only 90.0% of the shielded latency above 100 us"));
     }
 
     #[test]

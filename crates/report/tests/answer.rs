@@ -128,7 +128,7 @@ fn the_answer_tells_why_raw_and_guest_ratios_differ_when_they_do() {
     assert!(
         reason.contains("time outside the guest")
             && reason.contains("up to 30.6 ms in a loaded sample, 756 us in a shielded one")
-            && reason.contains("steal 230.0 ms, 0 ns")
+            && reason.contains("steal 230 ms, 0 ns")
             && reason.contains("tasks outside the shield's scope (other PID namespaces, pods), up to 248 us and 338 us"),
         "{reason}"
     );

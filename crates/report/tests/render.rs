@@ -353,13 +353,13 @@ fn a_working_shield_names_what_remains_with_what_removes_it() {
         [Remains {
             needs: "a boot parameter".into(),
             fix: "isolcpus=managed_irq,1".into(),
-            what: vec!["softirq BLOCK (worst 60 us)".into()],
+            what: vec!["softirq BLOCK (worst 60.0 us)".into()],
             worst_ns: 60_000,
         }]
     );
     assert_eq!(
         v.remaining,
-        ["softirq BLOCK (worst 60 us): needs a boot parameter (fix: isolcpus=managed_irq,1)"]
+        ["softirq BLOCK (worst 60.0 us): needs a boot parameter (fix: isolcpus=managed_irq,1)"]
     );
 }
 
@@ -379,7 +379,7 @@ fn a_working_shield_on_a_noisy_host_is_not_blamed_for_the_host() {
     let host = r.verdict.remains.last().unwrap();
     assert_eq!(host.needs, "a quieter host");
     assert!(
-        host.what[0].contains("16.0 ms of the shielded worst case (steal 720.0 ms)"),
+        host.what[0].contains("16.0 ms of the shielded worst case (steal 720 ms)"),
         "{host:?}"
     );
     assert!(
@@ -404,7 +404,7 @@ fn an_irq_the_shield_should_have_moved_is_a_leak_named_with_its_fix() {
     let line = &r.verdict.line;
     assert!(line.starts_with("SHIELD LEAKS"), "{line}");
     assert!(
-        line.contains("irq 38 virtio2-input.0 reached the shielded CPU in 10 samples (worst 5000 us; fix: cpushield shield --irqs 1)"),
+        line.contains("irq 38 virtio2-input.0 reached the shielded CPU in 10 samples (worst 5.00 ms; fix: cpushield shield --irqs 1)"),
         "{line}"
     );
     assert!(!line.contains("outside the guest (the vCPU"), "{line}");
@@ -620,7 +620,7 @@ fn a_kernel_managed_irq_is_named_with_its_boot_fix_without_failing_the_shield() 
     // The IRQ and the softirq it raises go with one boot parameter: one line.
     assert_eq!(
         r.verdict.remaining,
-        vec!["IRQ 36 (virtio1-req.0) is kernel-managed and arrives on CPU 1, softirq BLOCK (worst 60 us): needs a boot parameter (fix: isolcpus=managed_irq,1)".to_string()]
+        vec!["IRQ 36 (virtio1-req.0) is kernel-managed and arrives on CPU 1, softirq BLOCK (worst 60.0 us): needs a boot parameter (fix: isolcpus=managed_irq,1)".to_string()]
     );
 }
 

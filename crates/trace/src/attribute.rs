@@ -16,6 +16,7 @@
 //! to one tick period of a stop can stay charged to the context it hit.
 
 use super::event::{Event, EventKind, Noise, NoiseClass, VECTORS};
+use cpushield_cpuset::fmt_ns;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -251,15 +252,6 @@ pub fn phase_word(p: Phase) -> &'static str {
         Phase::AfterWakeup => "after the wakeup",
         Phase::Running => "switching in",
         Phase::Unknown => "no wakeup seen",
-    }
-}
-
-/// `1.25 ms`, `340 us`.
-pub fn fmt_ns(ns: u64) -> String {
-    if ns >= 1_000_000 {
-        format!("{:.2} ms", ns as f64 / 1e6)
-    } else {
-        format!("{} us", ns / 1000)
     }
 }
 

@@ -3,7 +3,7 @@
 //! trace has been read past it.
 
 use super::attribute::{
-    attribute, fmt_ns, phase_word, Attribution, AttributionContext, Spike, StealEvidence,
+    attribute, phase_word, Attribution, AttributionContext, Spike, StealEvidence,
 };
 use super::event::{parse_line, Event, EventKind, TimerlatRecord};
 use super::watch::{WakeupTracker, WatchedWakeups};
@@ -12,6 +12,7 @@ use cpushield_parse::pid_stat::parse_thread_stat;
 use cpushield_parse::pid_status::parse_nspid;
 use cpushield_parse::stat::parse_cpu_times;
 
+use cpushield_cpuset::fmt_ns;
 use cpushield_kernel::{Kernel, Procfs, TracePipe, TRACE_PIPE_READ_BUDGET};
 use crossbeam_queue::ArrayQueue;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};

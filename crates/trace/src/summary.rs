@@ -1,6 +1,7 @@
 //! What a trace session found: all spike attributions and the top causes.
 
-use super::attribute::{fmt_ns, phase_word, Attribution, CauseKind};
+use super::attribute::{phase_word, Attribution, CauseKind};
+use cpushield_cpuset::fmt_ns;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;

@@ -74,7 +74,7 @@ fn a_stretch_without_events_is_outside_the_kernels_view_with_steal_as_evidence()
     assert_eq!(a.causes[0].kind, CauseKind::Outside);
     assert!(a.outside_ns > 15_000_000, "{:?}", a.causes);
     assert!(
-        a.notes.iter().any(|n| n.contains("steal time +20.00 ms")),
+        a.notes.iter().any(|n| n.contains("steal time +20.0 ms")),
         "{:?}",
         a.notes
     );

@@ -7,7 +7,7 @@ use crate::decide::{Arm, Effect};
 use crate::knob::{Knob, KnobId, Machine};
 use crate::session::{Comparison, Outcome, SessionResult};
 use crate::settings::settings_of;
-use cpushield_report::human_ns;
+use cpushield_cpuset::fmt_ns;
 use cpushield_report::trials::{trials_svg, TrialPoint};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -64,7 +64,7 @@ fn effect_words(c: &Comparison) -> String {
         ratio(&c.verdict.p99_99),
         c.verdict.max.coverage * 100.0,
         c.trials.iter().filter(|t| t.arm == Arm::Start).count(),
-        human_ns(c.trial_ns)
+        fmt_ns(c.trial_ns)
     )
 }
 

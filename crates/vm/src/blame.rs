@@ -82,7 +82,7 @@ impl HostSide {
                         if i < 3 {
                             lines.push(format!(
                                 "{who}: outside the guest {}: {}",
-                                cpushield_report::human_ns(w.outside_ns),
+                                cpushield_cpuset::fmt_ns(w.outside_ns),
                                 c.line
                             ));
                         }

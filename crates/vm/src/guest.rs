@@ -3,7 +3,8 @@
 //! explains a spike's time outside the guest from it.
 
 use crate::protocol::{GapsQuery, Op, Reply, Request, MAX_REPLY_BYTES, PORT_NAME, VERSION};
-use crate::timeline::{Gap, GapState, OccupantKind};
+use crate::timeline::{Gap, GapState, Occupant, OccupantKind};
+use cpushield_cpuset::fmt_ns;
 use cpushield_kernel::Kernel;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -409,8 +410,8 @@ impl HostView {
             return HostCause {
                 line: format!(
                     "the host saw vCPU {vcpu} run throughout ({} ± {}): a contradiction, the time outside the guest was not the host scheduler's (SMI, or the emulator itself)",
-                    fmt_ms(to_ns.saturating_sub(from_ns)),
-                    fmt_ms(err)
+                    fmt_ns(to_ns.saturating_sub(from_ns)),
+                    fmt_ns(err)
                 ),
                 kind: "nothing".into(),
                 ..base
@@ -422,76 +423,10 @@ impl HostView {
             g.by.iter()
                 .find(|o| !matches!(o.kind, OccupantKind::Idle | OccupantKind::Others))
                 .or(g.by.first());
-        let who = |o: &crate::timeline::Occupant| match (o.kind, o.pid, o.vcpu) {
-            (OccupantKind::Vcpu, _, Some(k)) => format!("the guest's own vCPU {k}"),
-            (OccupantKind::OtherVcpu, Some(p), _) => {
-                format!("another guest's vCPU thread {} (pid {p})", o.name)
-            }
-            (_, Some(p), _) => format!("{} (pid {p})", o.name),
-            _ => o.name.clone(),
-        };
-        // A halted vCPU woken and then kept waiting spent the sample's time
-        // runnable, not idle: when more of the sample falls after its wakeup
-        // than before, what held its host CPU meanwhile is the cause.
-        let state = match (g.state, g.woken_ns, top) {
-            (GapState::Halted, Some(w), Some(o)) if o.ns > 0 => {
-                let after = g.to_ns.min(hi).saturating_sub(w.max(lo));
-                let before = w.min(hi).saturating_sub(g.from_ns.max(lo));
-                if after > before {
-                    GapState::Preempted
-                } else {
-                    GapState::Halted
-                }
-            }
-            (state, _, _) => state,
-        };
-        let line = match (state, top) {
-            (GapState::Halted, t) => {
-                let woke = match (g.woken_ns, t) {
-                    (Some(w), Some(o)) if o.ns > 0 => format!(
-                        "; woken {} before it ran, while {} held host CPU {} for {}",
-                        fmt_ms(g.to_ns.saturating_sub(w)),
-                        who(o),
-                        o.host_cpu,
-                        fmt_ms(o.ns)
-                    ),
-                    _ => String::new(),
-                };
-                format!(
-                    "vCPU {vcpu} halted (guest idle) for {}: a wakeup path{woke}",
-                    fmt_ms(g.len_ns())
-                )
-            }
-            (GapState::Interrupted, Some(o)) => format!(
-                "on the host, {} ran on host CPU {} for {} while vCPU {vcpu}'s thread was running",
-                o.name,
-                o.host_cpu,
-                fmt_ms(o.ns)
-            ),
-            (GapState::Exit, _) => format!(
-                "a VM exit of vCPU {vcpu} took the host {} to handle",
-                fmt_ms(g.len_ns())
-            ),
-            (_, Some(o)) => format!(
-                "on the host, {} ran on host CPU {} for {} while vCPU {vcpu} was runnable{}",
-                who(o),
-                o.host_cpu,
-                fmt_ms(o.ns),
-                match (g.state, g.woken_ns) {
-                    (GapState::Halted, Some(w)) => format!(
-                        " (woken from halt {} before it ran)",
-                        fmt_ms(g.to_ns.saturating_sub(w))
-                    ),
-                    _ => String::new(),
-                }
-            ),
-            (_, None) => format!(
-                "vCPU {vcpu} was runnable and not run for {}",
-                fmt_ms(g.len_ns())
-            ),
-        };
+        let state = state_in_sample(g, top, lo, hi);
+        let line = gap_line(vcpu, state, g, top);
         HostCause {
-            line: format!("{line} (clock offset error ± {})", fmt_ms(err)),
+            line: format!("{line} (clock offset error ± {})", fmt_ns(err)),
             kind: serde_json::to_value(state)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
@@ -506,11 +441,84 @@ impl HostView {
     }
 }
 
-fn fmt_ms(ns: u64) -> String {
-    if ns >= 1_000_000 {
-        format!("{:.1} ms", ns as f64 / 1e6)
-    } else {
-        format!("{} us", ns / 1000)
+/// How an occupant of a vCPU's host CPU is named in a cause's line.
+fn who(o: &Occupant) -> String {
+    match (o.kind, o.pid, o.vcpu) {
+        (OccupantKind::Vcpu, _, Some(k)) => format!("the guest's own vCPU {k}"),
+        (OccupantKind::OtherVcpu, Some(p), _) => {
+            format!("another guest's vCPU thread {} (pid {p})", o.name)
+        }
+        (_, Some(p), _) => format!("{} (pid {p})", o.name),
+        _ => o.name.clone(),
+    }
+}
+
+/// The gap's state over the sample `lo..hi`: a halted vCPU woken and then
+/// kept waiting spent the sample's time runnable, not idle, so when more of
+/// the sample falls after its wakeup than before, what held its host CPU
+/// meanwhile (`top`) is the cause and the gap counts as preempted.
+fn state_in_sample(g: &Gap, top: Option<&Occupant>, lo: u64, hi: u64) -> GapState {
+    match (g.state, g.woken_ns, top) {
+        (GapState::Halted, Some(w), Some(o)) if o.ns > 0 => {
+            let after = g.to_ns.min(hi).saturating_sub(w.max(lo));
+            let before = w.min(hi).saturating_sub(g.from_ns.max(lo));
+            if after > before {
+                GapState::Preempted
+            } else {
+                GapState::Halted
+            }
+        }
+        (state, _, _) => state,
+    }
+}
+
+/// The line that says why vCPU `vcpu` was not running, from the gap, its
+/// state in the sample and its largest named occupant.
+fn gap_line(vcpu: u32, state: GapState, g: &Gap, top: Option<&Occupant>) -> String {
+    match (state, top) {
+        (GapState::Halted, t) => {
+            let woke = match (g.woken_ns, t) {
+                (Some(w), Some(o)) if o.ns > 0 => format!(
+                    "; woken {} before it ran, while {} held host CPU {} for {}",
+                    fmt_ns(g.to_ns.saturating_sub(w)),
+                    who(o),
+                    o.host_cpu,
+                    fmt_ns(o.ns)
+                ),
+                _ => String::new(),
+            };
+            format!(
+                "vCPU {vcpu} halted (guest idle) for {}: a wakeup path{woke}",
+                fmt_ns(g.len_ns())
+            )
+        }
+        (GapState::Interrupted, Some(o)) => format!(
+            "on the host, {} ran on host CPU {} for {} while vCPU {vcpu}'s thread was running",
+            o.name,
+            o.host_cpu,
+            fmt_ns(o.ns)
+        ),
+        (GapState::Exit, _) => format!(
+            "a VM exit of vCPU {vcpu} took the host {} to handle",
+            fmt_ns(g.len_ns())
+        ),
+        (_, Some(o)) => format!(
+            "on the host, {} ran on host CPU {} for {} while vCPU {vcpu} was runnable{}",
+            who(o),
+            o.host_cpu,
+            fmt_ns(o.ns),
+            match (g.state, g.woken_ns) {
+                (GapState::Halted, Some(w)) => format!(
+                    " (woken from halt {} before it ran)",
+                    fmt_ns(g.to_ns.saturating_sub(w))
+                ),
+                _ => String::new(),
+            }
+        ),
+        (_, None) => format!(
+            "vCPU {vcpu} was runnable and not run for {}",
+            fmt_ns(g.len_ns())
+        ),
     }
 }
 
@@ -524,7 +532,6 @@ pub const NO_HOST_HINT: &str = "for the host's side of time outside the guest, r
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timeline::Occupant;
 
     fn gap(vcpu: u32, from: u64, to: u64, state: GapState, by: Vec<Occupant>) -> Gap {
         Gap {
@@ -573,6 +580,62 @@ mod tests {
     }
 
     #[test]
+    fn an_occupant_is_named_with_its_pid_or_as_a_vcpu() {
+        assert_eq!(who(&hog(1)), "stress-ng (pid 4711)");
+        let own = Occupant {
+            kind: OccupantKind::Vcpu,
+            vcpu: Some(2),
+            ..hog(1)
+        };
+        assert_eq!(who(&own), "the guest's own vCPU 2");
+        let other = Occupant {
+            kind: OccupantKind::OtherVcpu,
+            name: "CPU 0/KVM".into(),
+            ..hog(1)
+        };
+        assert_eq!(
+            who(&other),
+            "another guest's vCPU thread CPU 0/KVM (pid 4711)"
+        );
+        assert_eq!(who(&occupant("softirq TIMER", None, 1, 1)), "softirq TIMER");
+    }
+
+    #[test]
+    fn a_halted_vcpu_kept_waiting_after_its_wakeup_counts_as_preempted() {
+        let mut g = gap(1, 0, 10_000_000, GapState::Halted, vec![hog(8_000_000)]);
+        g.woken_ns = Some(2_000_000);
+        let top = g.by.first();
+        assert_eq!(
+            state_in_sample(&g, top, 0, 10_000_000),
+            GapState::Preempted,
+            "8 ms of the sample after the wakeup, 2 ms before"
+        );
+        assert_eq!(
+            state_in_sample(&g, top, 0, 3_000_000),
+            GapState::Halted,
+            "a sample mostly before the wakeup"
+        );
+        assert_eq!(state_in_sample(&g, None, 0, 10_000_000), GapState::Halted);
+    }
+
+    #[test]
+    fn a_gaps_line_says_what_held_the_vcpu_by_its_state() {
+        let g = gap(1, 0, 5_000_000, GapState::Preempted, vec![hog(4_000_000)]);
+        assert_eq!(
+            gap_line(1, GapState::Preempted, &g, g.by.first()),
+            "on the host, stress-ng (pid 4711) ran on host CPU 1 for 4.00 ms while vCPU 1 was runnable"
+        );
+        assert_eq!(
+            gap_line(1, GapState::Exit, &g, None),
+            "a VM exit of vCPU 1 took the host 5.00 ms to handle"
+        );
+        assert_eq!(
+            gap_line(1, GapState::Preempted, &g, None),
+            "vCPU 1 was runnable and not run for 5.00 ms"
+        );
+    }
+
+    #[test]
     fn the_offset_is_the_midpoint_and_its_error_half_the_round_trip() {
         let o = ClockOffset::from_ping(1_000, 11_000_500, 2_000);
         assert_eq!(
@@ -610,7 +673,7 @@ mod tests {
         );
         assert_eq!(
             c.line,
-            "on the host, stress-ng (pid 4711) ran on host CPU 1 for 15.1 ms while vCPU 1 was runnable (clock offset error ± 50 us)"
+            "on the host, stress-ng (pid 4711) ran on host CPU 1 for 15.1 ms while vCPU 1 was runnable (clock offset error ± 50.0 us)"
         );
     }
 
@@ -622,7 +685,7 @@ mod tests {
         assert_eq!(c.kind, "halted");
         assert!(
             c.line
-                .starts_with("vCPU 1 halted (guest idle) for 2.0 ms: a wakeup path"),
+                .starts_with("vCPU 1 halted (guest idle) for 2.00 ms: a wakeup path"),
             "{}",
             c.line
         );
@@ -643,7 +706,7 @@ mod tests {
         assert_eq!(c.culprit_pid, Some(9691));
         assert_eq!(
             c.line,
-            "on the host, sh (pid 9691) ran on host CPU 1 for 47.7 ms while vCPU 1 was runnable (woken from halt 48.0 ms before it ran) (clock offset error ± 50 us)"
+            "on the host, sh (pid 9691) ran on host CPU 1 for 47.7 ms while vCPU 1 was runnable (woken from halt 48.0 ms before it ran) (clock offset error ± 50.0 us)"
         );
         // Woken only at the end: the sample's time was the guest's idling.
         let mut g = gap(

@@ -304,52 +304,15 @@ impl Timeline {
                 next_comm,
                 ..
             } => {
-                if let Some(k) = self.first_vcpu(*prev_pid) {
-                    let halted = !prev_state.starts_with('R');
-                    self.vcpus.insert(
-                        *prev_pid,
-                        VcpuState::Off(Gap {
-                            vcpu: k,
-                            from_ns: ts,
-                            to_ns: ts,
-                            state: if halted {
-                                GapState::Halted
-                            } else {
-                                GapState::Preempted
-                            },
-                            host_cpu: ev.cpu,
-                            woken_ns: None,
-                            by: Vec::new(),
-                            open: false,
-                        }),
-                    );
-                }
-                if self.threads.contains_key(next_pid) {
-                    if let Some(VcpuState::Off(mut g)) = self.vcpus.remove(next_pid) {
-                        // Events of two CPUs read in separate drains can come
-                        // out of order: a gap never ends before it began.
-                        g.to_ns = ts.max(g.from_ns);
-                        self.keep(*next_pid, g);
-                    }
-                    self.vcpus
-                        .insert(*next_pid, VcpuState::Running { exit_ns: None });
-                }
+                self.switched_out(*prev_pid, prev_state, ev.cpu, ts);
+                self.switched_in(*next_pid, ts);
                 st.task = Some((*next_pid, next_comm.clone()));
                 st.irq = None;
                 st.softirq = None;
             }
             EventKind::Wakeup {
                 pid, target_cpu, ..
-            } => {
-                if let Some(VcpuState::Off(g)) = self.vcpus.get_mut(pid) {
-                    if g.state == GapState::Halted && g.woken_ns.is_none() {
-                        g.woken_ns = Some(ts);
-                        if let Some(c) = target_cpu {
-                            g.host_cpu = *c;
-                        }
-                    }
-                }
-            }
+            } => self.woken(*pid, *target_cpu, ts),
             EventKind::IrqEntry { irq, name } => st.irq = Some((*irq, name.clone(), ts)),
             EventKind::IrqExit { .. } => {
                 if let Some((irq, name, from)) = st.irq.take() {
@@ -375,30 +338,88 @@ impl Timeline {
                 }
             }
             EventKind::Other { name } if name == "kvm_entry" => {
-                let exit = match self.vcpus.get_mut(&ev.pid) {
-                    Some(VcpuState::Running { exit_ns }) => exit_ns.take(),
-                    _ => None,
-                };
-                if let (Some(from), Some(k)) = (exit, self.first_vcpu(ev.pid)) {
-                    self.keep(
-                        ev.pid,
-                        Gap {
-                            vcpu: k,
-                            from_ns: from,
-                            to_ns: ts.max(from),
-                            state: GapState::Exit,
-                            host_cpu: ev.cpu,
-                            woken_ns: None,
-                            by: Vec::new(),
-                            open: false,
-                        },
-                    );
-                }
+                self.entered_guest(ev.pid, ev.cpu, ts)
             }
             _ => {}
         }
         st.last_ns = Some(st.last_ns.map_or(ts, |l| l.max(ts)));
         self.cpus.insert(ev.cpu, st);
+    }
+
+    /// A thread switched out on `cpu`: a vCPU's gap opens, halted when it
+    /// went to sleep, preempted when it was still runnable.
+    fn switched_out(&mut self, pid: i32, state: &str, cpu: usize, ts: u64) {
+        let Some(k) = self.first_vcpu(pid) else {
+            return;
+        };
+        let halted = !state.starts_with('R');
+        self.vcpus.insert(
+            pid,
+            VcpuState::Off(Gap {
+                vcpu: k,
+                from_ns: ts,
+                to_ns: ts,
+                state: if halted {
+                    GapState::Halted
+                } else {
+                    GapState::Preempted
+                },
+                host_cpu: cpu,
+                woken_ns: None,
+                by: Vec::new(),
+                open: false,
+            }),
+        );
+    }
+
+    /// A thread switched in: a vCPU's gap closes and is kept; it runs.
+    fn switched_in(&mut self, pid: i32, ts: u64) {
+        if !self.threads.contains_key(&pid) {
+            return;
+        }
+        if let Some(VcpuState::Off(mut g)) = self.vcpus.remove(&pid) {
+            // Events of two CPUs read in separate drains can come out of
+            // order: a gap never ends before it began.
+            g.to_ns = ts.max(g.from_ns);
+            self.keep(pid, g);
+        }
+        self.vcpus.insert(pid, VcpuState::Running { exit_ns: None });
+    }
+
+    /// A wakeup: a halted vCPU's first one marks when it became runnable,
+    /// and on which host CPU.
+    fn woken(&mut self, pid: i32, target_cpu: Option<usize>, ts: u64) {
+        if let Some(VcpuState::Off(g)) = self.vcpus.get_mut(&pid) {
+            if g.state == GapState::Halted && g.woken_ns.is_none() {
+                g.woken_ns = Some(ts);
+                if let Some(c) = target_cpu {
+                    g.host_cpu = c;
+                }
+            }
+        }
+    }
+
+    /// `kvm_entry` after a `kvm_exit`: the time in between is an exit gap.
+    fn entered_guest(&mut self, pid: i32, cpu: usize, ts: u64) {
+        let exit = match self.vcpus.get_mut(&pid) {
+            Some(VcpuState::Running { exit_ns }) => exit_ns.take(),
+            _ => None,
+        };
+        if let (Some(from), Some(k)) = (exit, self.first_vcpu(pid)) {
+            self.keep(
+                pid,
+                Gap {
+                    vcpu: k,
+                    from_ns: from,
+                    to_ns: ts.max(from),
+                    state: GapState::Exit,
+                    host_cpu: cpu,
+                    woken_ns: None,
+                    by: Vec::new(),
+                    open: false,
+                },
+            );
+        }
     }
 
     /// The time since the CPU's last event, charged to what held it, in
@@ -677,6 +698,28 @@ mod tests {
         assert_eq!(h.by_state[&GapState::Halted], 3_000_000);
         assert_eq!(h.by_occupant[&OccupantKind::Task], 18_100_000);
         assert!(!t.held_off().contains_key(&0));
+    }
+
+    #[test]
+    fn the_time_between_a_kvm_exit_and_the_next_entry_is_an_exit_gap() {
+        let mut t = timeline();
+        let other = |name: &str| EventKind::Other { name: name.into() };
+        t.feed(&switch(1_000, 1, (0, "swapper/1", "R"), (101, "CPU 1/KVM")));
+        t.feed(&ev(2_000, 1, 101, "CPU 1/KVM", other("kvm_exit")));
+        t.feed(&ev(2_500, 1, 101, "CPU 1/KVM", other("kvm_entry")));
+        // An entry with no exit before it is no gap.
+        t.feed(&ev(3_000, 1, 101, "CPU 1/KVM", other("kvm_entry")));
+        let (gaps, _) = t.gaps(Some(1), 0, u64::MAX, 0, 10);
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert_eq!(
+            (
+                gaps[0].state,
+                gaps[0].from_ns,
+                gaps[0].to_ns,
+                gaps[0].host_cpu
+            ),
+            (GapState::Exit, 2_000_000, 2_500_000, 1)
+        );
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //! per second and the payload throughput (each way), as the Hyades paper plots
 //! messaging latency and bandwidth against message size.
 
-use super::units::fmt_ns;
 use crate::net::{Link, NetReport, NetResult};
+use cpushield_cpuset::fmt_ns;
 
 /// A byte count as the size list spells it: `64`, `1K`, `64K`, `65507`.
 pub fn fmt_size(bytes: usize) -> String {

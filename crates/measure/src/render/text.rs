@@ -2,7 +2,7 @@
 //! the papers' bucket table and the largest samples with their times.
 
 use super::table::render_bucket_table;
-use super::units::{fmt_ns, percent, secs6};
+use super::units::{percent, secs6};
 use crate::determinism::DeterminismReport;
 use crate::distribution::{Distribution, Percentiles};
 use crate::latency::LatencyReport;
@@ -10,6 +10,7 @@ use crate::noise::NoiseReport;
 use crate::recorder::Recorder;
 use crate::run_info::RunInfo;
 use crate::warnings::Warning;
+use cpushield_cpuset::fmt_ns;
 
 fn fmt_rate(hz: f64) -> String {
     if hz.fract() == 0.0 {

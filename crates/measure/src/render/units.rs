@@ -1,18 +1,5 @@
 //! Number formatting shared by the renderers.
 
-/// A duration in nanoseconds for people: `850 ns`, `12.3 us`, `1.234 ms`, `1.500 s`.
-pub fn fmt_ns(ns: u64) -> String {
-    if ns < 1_000 {
-        format!("{ns} ns")
-    } else if ns < 1_000_000 {
-        format!("{:.1} us", ns as f64 / 1e3)
-    } else if ns < 1_000_000_000 {
-        format!("{:.3} ms", ns as f64 / 1e6)
-    } else {
-        format!("{:.3} s", ns as f64 / 1e9)
-    }
-}
-
 /// A duration as it would be typed on the command line: the largest unit that
 /// keeps it whole (`1ms`, `488281ns`, `20us`, `2s`).
 pub fn fmt_duration(ns: u64) -> String {
@@ -63,14 +50,6 @@ pub fn secs6(ns: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_read_naturally_in_each_range() {
-        assert_eq!(fmt_ns(850), "850 ns");
-        assert_eq!(fmt_ns(12_345), "12.3 us");
-        assert_eq!(fmt_ns(1_234_567), "1.235 ms");
-        assert_eq!(fmt_ns(1_500_000_000), "1.500 s");
-    }
 
     #[test]
     fn command_line_durations_use_the_largest_whole_unit() {
