@@ -294,7 +294,7 @@ fn run_queue_wait_ns(pid: i32, tid: i32) -> u64 {
 
 #[test]
 fn on_a_vms_host_one_look_of_the_agent_counts_each_vcpus_run_queue_wait_labelled_by_vm_and_vcpu() {
-    let qemu = support::PausedQemu::start("cpushield-agent-test");
+    let qemu = support::TestQemu::start("cpushield-agent-test");
     let pid = qemu.pid();
     let vcpus: Vec<(u32, i32)> = (0..2)
         .map(|n| (n, qemu.thread(&format!("CPU {n}/TCG")).unwrap()))

@@ -4,7 +4,7 @@ mod support;
 
 use std::path::Path;
 use std::process::{Command, Output};
-use support::PausedQemu;
+use support::TestQemu;
 
 fn cpushield(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cpushield"))
@@ -190,7 +190,7 @@ fn on_a_vms_host_check_names_an_unpinned_vcpu_thread_and_the_emulator_threads_on
     if !cpu1_online() {
         return;
     }
-    let qemu = PausedQemu::start("cpushield-check-test");
+    let qemu = TestQemu::start("cpushield-check-test");
     let pid = qemu.pid();
     let (vcpu0, vcpu1) = (
         qemu.thread("CPU 0/TCG").unwrap(),

@@ -8,17 +8,7 @@ mod support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// QEMU, killed on drop.
-struct Qemu(std::process::Child);
-
-impl Drop for Qemu {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use std::time::Duration;
 
 /// The value of the series that starts with `series` (name and labels).
 fn value(text: &str, series: &str) -> f64 {
@@ -42,48 +32,10 @@ fn vm_watch_textfile_charges_a_host_task_that_took_a_vcpus_host_cpu_as_preempted
     firmware[0xfff1] = 0xfe;
     let bios = dir.path().join("spin.bin");
     std::fs::write(&bios, firmware).unwrap();
-    let qemu = Qemu(
-        Command::new("qemu-system-x86_64")
-            .args([
-                "-accel",
-                "tcg,thread=multi",
-                "-smp",
-                "1",
-                "-m",
-                "16",
-                "-bios",
-            ])
-            .arg(&bios)
-            .args([
-                "-nodefaults",
-                "-display",
-                "none",
-                "-monitor",
-                "none",
-                "-serial",
-                "none",
-            ])
-            .args(["-name", "cpushield-vm-test,debug-threads=on"])
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("qemu-system-x86_64 runs (scripts/dev-setup.sh installs it)"),
-    );
-    let pid = qemu.0.id();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let vcpu = loop {
-        let found = std::fs::read_dir(format!("/proc/{pid}/task"))
-            .unwrap()
-            .flatten()
-            .find(|t| {
-                std::fs::read_to_string(t.path().join("comm"))
-                    .is_ok_and(|c| c.trim() == "CPU 0/TCG")
-            });
-        if let Some(t) = found {
-            break t.file_name().into_string().unwrap();
-        }
-        assert!(Instant::now() < deadline, "QEMU made no 'CPU 0/TCG' thread");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let bios = bios.to_str().unwrap();
+    let qemu = support::TestQemu::launch("cpushield-vm-test", 1, &["-m", "16", "-bios", bios]);
+    let pid = qemu.pid();
+    let vcpu = qemu.thread("CPU 0/TCG").unwrap().to_string();
     let pinned = Command::new("taskset")
         .args(["-pc", "1", &vcpu])
         .output()

@@ -189,42 +189,38 @@ pub fn compare_report(dir: &std::path::Path) -> (serde_json::Value, Vec<String>)
     (report, names)
 }
 
-/// A QEMU of two vCPUs, stopped before its first instruction (`-S`): its
-/// threads exist as on any VM's host (vCPU threads named by
-/// `debug-threads=on`), and nothing spins. Killed on drop.
-pub struct PausedQemu(std::process::Child);
+/// A QEMU whose threads exist as on any VM's host (vCPU threads named by
+/// `debug-threads=on`): by [`TestQemu::start`], two vCPUs stopped before
+/// their first instruction (`-S`), so nothing spins; by [`TestQemu::launch`],
+/// what its arguments make it. Killed on drop.
+pub struct TestQemu(std::process::Child);
 
-impl PausedQemu {
-    /// Starts one named `name` (`-name NAME,debug-threads=on`).
+impl TestQemu {
+    /// Starts one named `name` (`-name NAME,debug-threads=on`), stopped.
     pub fn start(name: &str) -> Self {
+        Self::launch(name, 2, &["-m", "64", "-S"])
+    }
+
+    /// Starts QEMU named `name` with `smp` vCPUs and `args` besides the
+    /// common ones (no devices, no display), and waits until its last
+    /// vCPU's thread exists.
+    pub fn launch(name: &str, smp: u32, args: &[&str]) -> Self {
         let child = std::process::Command::new("qemu-system-x86_64")
-            .args([
-                "-accel",
-                "tcg,thread=multi",
-                "-smp",
-                "2",
-                "-m",
-                "64",
-                "-S",
-                "-nodefaults",
-                "-display",
-                "none",
-                "-monitor",
-                "none",
-                "-serial",
-                "none",
-                "-name",
-                format!("{name},debug-threads=on").as_str(),
-            ])
+            .args(["-accel", "tcg,thread=multi", "-smp", &smp.to_string()])
+            .args(args)
+            .args(["-nodefaults", "-display", "none", "-monitor", "none"])
+            .args(["-serial", "none", "-name"])
+            .arg(format!("{name},debug-threads=on"))
             .stdin(std::process::Stdio::null())
             .spawn()
             .expect("qemu-system-x86_64 runs (scripts/dev-setup.sh installs it)");
-        let qemu = PausedQemu(child);
+        let qemu = TestQemu(child);
+        let last = format!("CPU {}/TCG", smp - 1);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while qemu.thread("CPU 1/TCG").is_none() {
+        while qemu.thread(&last).is_none() {
             assert!(
                 std::time::Instant::now() < deadline,
-                "QEMU made no 'CPU 1/TCG' thread"
+                "QEMU made no '{last}' thread"
             );
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
@@ -269,7 +265,7 @@ impl PausedQemu {
     }
 }
 
-impl Drop for PausedQemu {
+impl Drop for TestQemu {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
