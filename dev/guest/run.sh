@@ -135,7 +135,7 @@ for _s in $SCENARIOS; do
         *) echo "run.sh: $_s runs only on kernels $KERNELS (its guest-kernels header), not on $KERNEL_NAME" >&2; exit 1 ;;
     esac
     if [ "$NUM" -gt 1 ]; then
-        for _h in guest-mem guest-smp guest-cpu guest-tcg guest-append guest-numa; do
+        for _h in guest-mem guest-smp guest-cpu guest-tcg guest-append guest-numa guest-numa-device; do
             if [ "$(header "$_h" "$_f")" != "$(header "$_h")" ]; then
                 echo "run.sh: $_s and $SCENARIO differ in # $_h: they cannot share one boot" >&2
                 exit 1
@@ -172,6 +172,19 @@ if [ -n "$NUMA" ]; then
         NUMA_ARGS="$NUMA_ARGS -object memory-backend-ram,id=mem$_i,size=${_per_mem}M -numa node,nodeid=$_i,cpus=$_first-$_last,memdev=mem$_i"
         _i=$((_i + 1))
     done
+fi
+# guest-numa-device: NODE puts a NIC (virtio-net, on QEMU's user network with restrict=on:
+# it reaches nothing but QEMU) behind a PCI expander bridge of memory node NODE, so the
+# guest's /sys/bus/pci/devices/*/numa_node says where a device sits, as on a two-socket
+# server (a device on the root bus has no node under QEMU: -1).
+NUMA_DEV=$(header guest-numa-device)
+if [ -n "$NUMA_DEV" ]; then
+    case "$NUMA_DEV" in *[!0-9]*) echo "run.sh: $FILE: guest-numa-device: a node number, got '$NUMA_DEV'" >&2; exit 1 ;; esac
+    [ -n "$NUMA" ] && [ "$NUMA_DEV" -lt "$NUMA" ] || {
+        echo "run.sh: $FILE: guest-numa-device: node $NUMA_DEV is not one of the guest-numa nodes" >&2
+        exit 1
+    }
+    NUMA_ARGS="$NUMA_ARGS -device pxb,id=pxb$NUMA_DEV,bus_nr=16,numa_node=$NUMA_DEV -netdev user,id=numadev,restrict=on -device virtio-net-pci,netdev=numadev,bus=pxb$NUMA_DEV,addr=0x0"
 fi
 STALL=$(header guest-stall)
 case "$STALL" in "" | no) STALL="" ;; yes) ;; *) echo "run.sh: $FILE: guest-stall: yes or no, got '$STALL'" >&2; exit 1 ;; esac

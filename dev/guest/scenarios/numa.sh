@@ -4,12 +4,16 @@
 # there; `check` names checked CPUs that span both nodes; `--mems 4` is refused in one
 # line with nothing changed; `--mems 0` gives the shield node 0, and `check` names a
 # real-time task on CPU 3 whose pages sit there; each reset restores everything exactly.
-# guest-test: numa_shield_takes_its_cpus_node_keeps_task_pages_local_and_resets_exactly
+# Then a NIC on node 0 (guest-numa-device) whose receive IRQ is bound to CPU 3: `check`
+# names the device's node and the fix, and no longer once the IRQ is back.
+# guest-test: numa_shield_takes_its_cpus_node_keeps_task_pages_local_resets_exactly_and_check_names_a_remote_device_irq
 # guest-numa: 2
-# guest-cost: 40
+# guest-numa-device: 0
+# guest-cost: 45
 # guest-timeout: 300
 GUEST_CGROUP=v2
 
 scenario_main() {
     numa_semantics
+    numa_remote_device
 }
