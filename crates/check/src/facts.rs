@@ -203,6 +203,8 @@ pub struct Facts {
     pub rt_period_us: Option<i64>,
     /// kernel.timer_migration.
     pub timer_migration: Option<u32>,
+    /// kernel.numa_balancing (None: a kernel without automatic NUMA balancing).
+    pub numa_balancing: Option<u32>,
     /// /sys/devices/virtual/workqueue/cpumask.
     pub workqueue_cpumask: Option<CpuSet>,
     /// /proc/irq/default_smp_affinity.
@@ -261,6 +263,7 @@ pub fn read_facts(kernel: &dyn Kernel, checked: &CpuSet, irq_numbers: &[u32]) ->
             .and_then(|s| s.parse().ok()),
         timer_migration: read_opt(k, "/proc/sys/kernel/timer_migration")
             .and_then(|s| s.parse().ok()),
+        numa_balancing: cpushield_kernel::numa::balancing(k),
         workqueue_cpumask: read_mask(k, "/sys/devices/virtual/workqueue/cpumask"),
         default_irq_affinity: read_mask(k, "/proc/irq/default_smp_affinity"),
         idle_driver: read_opt(k, "/sys/devices/system/cpu/cpuidle/current_driver"),

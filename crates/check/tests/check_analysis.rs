@@ -1967,8 +1967,33 @@ fn a_real_time_task_with_its_pages_on_a_remote_node_is_named_and_file_pages_do_n
 }
 
 #[test]
+fn numa_balancing_on_two_nodes_is_named_with_its_sysctl_and_boot_fixes_and_not_when_off() {
+    let k = two_node_system();
+    k.set_file("/proc/sys/kernel/numa_balancing", "1\n");
+    let r = check(&k, |_| {});
+    let f = find(
+        &r,
+        Topic::Numa,
+        "automatic NUMA balancing is on (kernel.numa_balancing=1) on a machine of 2 memory nodes",
+    );
+    assert_eq!(f.severity, Severity::Warn);
+    assert!(has_remedy(f, "sysctl -w kernel.numa_balancing=0"), "{f:#?}");
+    assert!(has_remedy(f, "numa_balancing=disable"), "{f:#?}");
+    k.set_file("/proc/sys/kernel/numa_balancing", "0\n");
+    let r = check(&k, |_| {});
+    assert!(
+        !r.findings
+            .iter()
+            .any(|f| f.title.contains("NUMA balancing")),
+        "{:#?}",
+        r.findings
+    );
+}
+
+#[test]
 fn a_machine_of_one_node_has_no_numa_finding() {
     let k = base_system();
+    k.set_file("/proc/sys/kernel/numa_balancing", "1\n");
     let r = check_cpus(&k, "0-1", None, |k| {
         k.set_file("/proc/interrupts", INTERRUPTS_1)
     });

@@ -16,6 +16,10 @@ use std::path::Path;
 /// The directory of the memory nodes.
 pub const NODE_DIR: &str = "/sys/devices/system/node";
 
+/// The sysctl of automatic NUMA balancing (absent on a kernel built without
+/// it, such as Debian's PREEMPT_RT builds).
+pub const NUMA_BALANCING: &str = "/proc/sys/kernel/numa_balancing";
+
 /// One memory node.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NumaNode {
@@ -53,6 +57,22 @@ pub fn nodes(kernel: &dyn Kernel) -> Vec<NumaNode> {
             memory: with_memory.as_ref().is_none_or(|m| m.contains(id)),
         })
         .collect()
+}
+
+/// Automatic NUMA balancing's mode (`kernel.numa_balancing`: 0 off, 1 on,
+/// 2 memory tiering, 3 both), or `None` on a kernel without it.
+pub fn balancing(kernel: &dyn Kernel) -> Option<u32> {
+    kernel
+        .read(Path::new(NUMA_BALANCING))
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+}
+
+/// Whether automatic NUMA balancing applies here: a kernel that has it, on a
+/// machine of more than one node with memory (the kernel turns it on only
+/// there).
+pub fn balancing_applies(nodes: &[NumaNode], balancing: Option<u32>) -> bool {
+    balancing.is_some() && nodes.iter().filter(|n| n.memory).count() > 1
 }
 
 /// The node of the device whose sysfs directory is `device` (its

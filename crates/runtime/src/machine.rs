@@ -86,6 +86,9 @@ pub struct Machine {
     pub cgroup_v1: bool,
     /// Per CPU: the measured ones and their siblings.
     pub cpus: BTreeMap<usize, CpuFiles>,
+    /// Automatic NUMA balancing applies (a kernel with it, several memory
+    /// nodes): the boot line turns it off.
+    pub numa_balancing: bool,
 }
 
 fn read(kernel: &dyn Kernel, path: &str) -> Option<String> {
@@ -133,6 +136,10 @@ impl Machine {
             debugfs_problem,
             dma_latency: kernel.exists(Path::new(DMA_LATENCY)),
             sysctls,
+            numa_balancing: cpushield_kernel::numa::balancing_applies(
+                &cpushield_kernel::numa::nodes(kernel),
+                cpushield_kernel::numa::balancing(kernel),
+            ),
             idle_driver: read(kernel, "/sys/devices/system/cpu/cpuidle/current_driver"),
             cgroup_v1: matches!(
                 cpushield_shield::layout::detect(kernel),

@@ -1,9 +1,10 @@
 //! The kernel command line that completes a shield at the next boot: what
-//! runtime cannot do (stop the tick, offload RCU, move managed IRQs).
+//! runtime cannot do (stop the tick, offload RCU, move managed IRQs), and on
+//! a machine of several memory nodes, automatic NUMA balancing off for good.
 
 use crate::masks::ShieldMasks;
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::Host;
+use cpushield_kernel::{numa, Host};
 
 /// Why no boot command line could be given.
 #[derive(Debug, thiserror::Error)]
@@ -44,7 +45,9 @@ pub fn for_host(host: &Host, masks: &ShieldMasks) -> Result<String, BootParamsEr
     }
     crate::validate(&masks, &online)?;
     refuse_no_housekeeping(&masks, &online)?;
-    Ok(boot_params(&masks, &online))
+    let k = host.kernel();
+    let balancing = numa::balancing_applies(&numa::nodes(k), numa::balancing(k));
+    Ok(boot_params(&masks, &online, balancing))
 }
 
 /// A boot command line that isolates every online CPU (e.g. `--procs 1 --irqs 0`
@@ -67,7 +70,13 @@ fn refuse_no_housekeeping(masks: &ShieldMasks, online: &CpuSet) -> Result<(), Bo
 /// `nohz_full` and `rcu_nocbs` for the local-timer shield, `isolcpus` with
 /// `domain` for the process shield and `managed_irq` for the IRQ shield, and
 /// `irqaffinity` (the default IRQ mask) set to the CPUs left for interrupts.
-pub fn boot_params(masks: &ShieldMasks, online: &CpuSet) -> String {
+/// With `numa_balancing` (the kernel balances: several memory nodes, see
+/// [`numa::balancing_applies`]) and a process shield, `numa_balancing=disable`:
+/// the balancer unmaps a sample of every task's pages each scan period to
+/// learn where they are used, and the task's next touch of each is a page
+/// fault, in the shielded task too. `sysctl kernel.numa_balancing=0` does the
+/// same at run time (`check` names it); the parameter keeps it off from boot.
+pub fn boot_params(masks: &ShieldMasks, online: &CpuSet, numa_balancing: bool) -> String {
     let mut parts = Vec::new();
     let isolcpus_cpus = masks.procs.union(&masks.irqs);
     if !isolcpus_cpus.is_empty() {
@@ -89,6 +98,9 @@ pub fn boot_params(masks: &ShieldMasks, online: &CpuSet) -> String {
         if !housekeeping.is_empty() {
             parts.push(format!("irqaffinity={housekeeping}"));
         }
+    }
+    if numa_balancing && !masks.procs.is_empty() {
+        parts.push("numa_balancing=disable".into());
     }
     parts.join(" ")
 }
@@ -132,7 +144,7 @@ mod tests {
     #[test]
     fn all_three_shields_give_the_full_fragment() {
         let cpus = CpuSet::parse_list("3").unwrap();
-        let line = boot_params(&ShieldMasks::all(&cpus), &CpuSet::first_n(4));
+        let line = boot_params(&ShieldMasks::all(&cpus), &CpuSet::first_n(4), false);
         assert_eq!(
             line,
             "isolcpus=managed_irq,domain,3 nohz_full=3 rcu_nocbs=3 irqaffinity=0-2"
@@ -148,7 +160,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            boot_params(&only_ltmr, &online),
+            boot_params(&only_ltmr, &online, true),
             "nohz_full=2-3 rcu_nocbs=2-3"
         );
         let only_irqs = ShieldMasks {
@@ -156,8 +168,47 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            boot_params(&only_irqs, &online),
+            boot_params(&only_irqs, &online, true),
             "isolcpus=managed_irq,3 irqaffinity=0-2"
         );
+    }
+
+    #[test]
+    fn numa_balancing_is_disabled_at_boot_only_for_a_process_shield_where_the_kernel_balances() {
+        let online = CpuSet::first_n(4);
+        let all = ShieldMasks::all(&CpuSet::parse_list("2-3").unwrap());
+        assert!(boot_params(&all, &online, true).ends_with(" numa_balancing=disable"));
+        assert!(!boot_params(&all, &online, false).contains("numa_balancing"));
+    }
+
+    #[test]
+    fn the_kernel_balances_only_with_the_sysctl_and_two_nodes_with_memory() {
+        let node = |id, cpus: &str, memory| numa::NumaNode {
+            id,
+            cpus: CpuSet::parse_list(cpus).unwrap(),
+            memory,
+        };
+        let two = [node(0, "0-1", true), node(1, "2-3", true)];
+        assert!(numa::balancing_applies(&two, Some(1)));
+        assert!(numa::balancing_applies(&two, Some(0)));
+        assert!(!numa::balancing_applies(&two, None));
+        let one_with_memory = [node(0, "0-1", true), node(1, "2-3", false)];
+        assert!(!numa::balancing_applies(&one_with_memory, Some(1)));
+        assert!(!numa::balancing_applies(&[], Some(1)));
+    }
+
+    #[test]
+    fn boot_params_of_a_two_node_machine_with_balancing_disable_it() {
+        let k = crate::fake_machine::v1_machine("0-3", &[(100, "0-3")]);
+        k.set_file("/sys/devices/system/node/node0/cpulist", "0-1\n");
+        k.set_file("/sys/devices/system/node/node1/cpulist", "2-3\n");
+        k.set_file("/sys/devices/system/node/has_memory", "0-1\n");
+        let store = cpushield_kernel::store::MemoryStore::default();
+        let masks = ShieldMasks::all(&CpuSet::parse_list("3").unwrap());
+        let without = for_host(&Host::fake(&k, &store), &masks).unwrap();
+        assert!(!without.contains("numa_balancing"), "{without}");
+        k.set_file(numa::NUMA_BALANCING, "1\n");
+        let with = for_host(&Host::fake(&k, &store), &masks).unwrap();
+        assert!(with.ends_with(" numa_balancing=disable"), "{with}");
     }
 }

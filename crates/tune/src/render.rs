@@ -121,7 +121,8 @@ fn measured(session: &SessionResult, id: KnobId) -> Option<&Comparison> {
 pub fn kernel_cmdline(session: &SessionResult, machine: &Machine) -> Vec<BootParam> {
     let cpus = &session.cpus;
     let masks = cpushield_shield::ShieldMasks::all(cpus);
-    let fragment = cpushield_shield::bootparams::boot_params(&masks, &machine.online);
+    let fragment =
+        cpushield_shield::bootparams::boot_params(&masks, &machine.online, machine.numa_balancing);
     let on_cmdline: Vec<&str> = machine.cmdline.split_whitespace().collect();
     let mut out = Vec::new();
     for word in fragment.split_whitespace() {
@@ -130,6 +131,7 @@ pub fn kernel_cmdline(session: &SessionResult, machine: &Machine) -> Vec<BootPar
             "nohz_full" => format!("expected: stops the tick on CPU {cpus} while one task runs there (Brosky & Rotolo's local-timer shield; run time cannot)"),
             "rcu_nocbs" => format!("expected: RCU callbacks of CPU {cpus} run on the housekeeping CPUs"),
             "irqaffinity" => "expected: IRQs start on the housekeeping CPUs from boot on".to_string(),
+            "numa_balancing" => format!("expected: no NUMA-balancing page faults in the tasks of CPU {cpus} (several memory nodes)"),
             _ => "expected".to_string(),
         };
         out.push(BootParam {

@@ -5,7 +5,8 @@
 # line with nothing changed; `--mems 0` gives the shield node 0, and `check` names a
 # real-time task on CPU 3 whose pages sit there; each reset restores everything exactly.
 # Then a NIC on node 0 (guest-numa-device) whose receive IRQ is bound to CPU 3: `check`
-# names the device's node and the fix, and no longer once the IRQ is back.
+# names the device's node and the fix, and no longer once the IRQ is back. Where the
+# kernel balances NUMA (6.1), `boot-params` turns it off at boot and `check` names it on.
 # guest-test: numa_shield_takes_its_cpus_node_keeps_task_pages_local_resets_exactly_and_check_names_a_remote_device_irq
 # guest-numa: 2
 # guest-numa-device: 0
@@ -16,4 +17,5 @@ GUEST_CGROUP=v2
 scenario_main() {
     numa_semantics
     numa_remote_device
+    numa_balancing_step
 }

@@ -57,6 +57,38 @@ pub(super) fn analyze(input: &CheckInput<'_>, findings: &mut Vec<Finding>) {
     spans_nodes(input, nodes, findings);
     remote_devices(input, nodes, findings);
     remote_pages(input, nodes, findings);
+    balancing(input, nodes, findings);
+}
+
+/// Automatic NUMA balancing on: each scan period it unmaps a sample of every
+/// task's pages to learn which node uses them, and the task's next touch of
+/// each is a page fault, a shielded real-time task's too (tuned's realtime
+/// profiles turn it off for this reason).
+fn balancing(input: &CheckInput<'_>, nodes: &[NumaNode], findings: &mut Vec<Finding>) {
+    let mode = input.facts.numa_balancing;
+    if !cpushield_kernel::numa::balancing_applies(nodes, mode) || mode == Some(0) {
+        return;
+    }
+    let with_memory = nodes.iter().filter(|n| n.memory).count();
+    findings.push(
+        Finding::new(
+            Severity::Warn,
+            Topic::Numa,
+            None,
+            format!(
+                "automatic NUMA balancing is on (kernel.numa_balancing={}) on a machine of {with_memory} memory nodes: it unmaps a sample of every task's pages each scan period, and the next touch of each is a page fault in the task on CPU {}",
+                mode.unwrap_or_default(),
+                input.cpus
+            ),
+            format!(
+                "{} {}",
+                cpushield_kernel::numa::NUMA_BALANCING,
+                mode.unwrap_or_default()
+            ),
+        )
+        .remedy(Remedy::runtime("sysctl -w kernel.numa_balancing=0"))
+        .remedy(Remedy::boot("numa_balancing=disable")),
+    );
 }
 
 fn spans_nodes(input: &CheckInput<'_>, nodes: &[NumaNode], findings: &mut Vec<Finding>) {
