@@ -341,11 +341,16 @@ pub fn merge(view: &mut HostView, r: &Reply, err_ns: u64) {
     let mut kept: VecDeque<Gap> = std::mem::take(&mut view.gaps).into();
     for g in r.gaps.iter().flatten() {
         // Within the clock error of one start, the same gap (the offset
-        // moves between answers).
+        // moves between answers). An open gap overlapped by a newer answer's
+        // gap of that vCPU and state is that gap too, however far the offset
+        // moved: kept beside its end, it would shadow it with occupants
+        // charged only up to when it was still open (a hog that ran without
+        // an event on its CPU is charged when it is switched out).
         if let Some(old) = kept.iter_mut().find(|o| {
             o.vcpu == g.vcpu
-                && o.from_ns.abs_diff(g.from_ns) <= 2 * err_ns.max(1)
                 && o.state == g.state
+                && (o.from_ns.abs_diff(g.from_ns) <= 2 * err_ns.max(1)
+                    || (o.open && o.from_ns <= g.to_ns && g.from_ns <= o.to_ns))
         }) {
             *old = g.clone();
         } else {
@@ -749,6 +754,39 @@ mod tests {
         let c = view(vec![]).explain(1, 10_000_000, 20_000_000);
         assert_eq!(c.kind, "nothing");
         assert!(c.line.contains("contradiction"));
+    }
+
+    #[test]
+    fn an_open_gap_is_replaced_by_its_end_even_after_the_offset_moved() {
+        let mut v = HostView::default();
+        let reply = |gaps: Vec<Gap>| Reply {
+            gaps: Some(gaps),
+            seen_from_ns: Some(0),
+            seen_to_ns: Some(100_000_000),
+            ..Reply::error(Some(1), "")
+        };
+        let mut open = gap(
+            1,
+            10_000_000,
+            20_000_000,
+            GapState::Halted,
+            vec![occupant("lto", Some(7), 1, 8_000_000)],
+        );
+        open.open = true;
+        merge(&mut v, &reply(vec![open]), 100_000);
+        // The same gap, ended, in guest time 1 ms later: the offset moved by
+        // more than twice the error.
+        let ended = gap(
+            1,
+            11_000_000,
+            60_000_000,
+            GapState::Halted,
+            vec![hog(40_000_000), occupant("lto", Some(7), 1, 8_000_000)],
+        );
+        merge(&mut v, &reply(vec![ended.clone()]), 100_000);
+        assert_eq!(v.gaps, [ended]);
+        let c = v.explain(1, 12_000_000, 59_000_000);
+        assert_eq!(c.culprit_pid, Some(4711), "{}", c.line);
     }
 
     #[test]
