@@ -56,9 +56,10 @@
 #   # guest-stall: yes      the host stalls the guest's vCPUs on request: each console line
 #                           `GUEST-STALL MS [VCPU]` makes this script (the guest's host)
 #                           pin QEMU's vCPU thread (the one thread of `guest-tcg: single`,
-#                           else vCPU VCPU's, else every one) to host CPU 1 and run a
-#                           SCHED_FIFO hog there for MS milliseconds (1-200), then give the
-#                           thread its affinity back: time the guest's vCPU does not run,
+#                           else vCPU VCPU's, else every one) to host CPU 1, QEMU's other
+#                           threads to host CPU 0, and run a SCHED_FIFO hog on CPU 1 for MS
+#                           milliseconds (1-200), then give the threads their affinity
+#                           back: time the guest's vCPU does not run,
 #                           as a busy hypervisor's steal. Each stall is logged in
 #                           SCENARIO.stalls.log. See stall_hook.
 #   # guest-vm-watch: yes   the host side of the guest's blame runs: QEMU gets a QMP socket
@@ -254,10 +255,10 @@ flood_hook() {
 # stall_vcpu PID MS [VCPU]: the guest's vCPU not running for MS ms, as a hypervisor's
 # steal. PID is QEMU or its parent (the `timeout` that runs it). QEMU's vCPU thread(s)
 # (named by `-name ...,debug-threads=on`: `ALL CPUs/TCG` under thread=single, `CPU N/TCG`
-# under multi, VCPU's alone when given) are pinned to host CPU 1, a SCHED_FIFO hog runs on
-# host CPU 1 for MS ms (never CPU 0, which belongs to the host's own services; the hog is a
-# child of ours, ended by `timeout` waiting on CPU 0), then each thread gets its own
-# affinity back. Prints one line saying what it did.
+# under multi, VCPU's alone when given) are pinned to host CPU 1 and QEMU's other threads
+# to host CPU 0, a SCHED_FIFO hog runs on host CPU 1 for MS ms (never CPU 0, which belongs
+# to the host's own services; the hog is a child of ours, ended by `timeout` waiting on
+# CPU 0), then each thread gets its own affinity back. Prints one line saying what it did.
 stall_vcpu() {
     _pid=$1 _ms=$2 _vcpu=${3:-}
     case "$_ms" in '' | *[!0-9]*) echo "stall: MS must be a number of milliseconds, got '$_ms'"; return 1 ;; esac
@@ -287,9 +288,22 @@ stall_vcpu() {
         _saved="$_saved $_tid:$(taskset -pc "$_tid" | sed 's/.*: *//')"
         taskset -pc 1 "$_tid" >/dev/null || { echo "stall: cannot pin QEMU's thread $_tid to host CPU 1"; return 1; }
     done
+    # QEMU's other threads (its main loop delivers the guest's timer interrupts and wakes a
+    # halted vCPU) wait on host CPU 0 meanwhile, as a hypervisor's emulator threads sit off
+    # the vCPUs' CPUs: a halted vCPU is then woken on time and kept waiting by the hog,
+    # instead of its wakeup being stalled too.
+    for _task in /proc/"$_qemu"/task/*; do
+        _tid=${_task##*/}
+        case " $_tids " in *" $_tid "*) continue ;; esac
+        _aff=$(taskset -pc "$_tid" 2>/dev/null | sed 's/.*: *//') || continue
+        taskset -pc 0 "$_tid" >/dev/null 2>&1 && _saved="$_saved $_tid:$_aff"
+    done
     _secs=$(awk -v ms="$_ms" 'BEGIN { printf "%.3f", ms / 1000 }')
     _t0=$(date +%s%N)
-    taskset -c 0 timeout -s KILL "$_secs" taskset -c 1 chrt -f 50 sh -c 'while :; do :; done' || true
+    # The hog is SCHED_FIFO before it reaches CPU 1 (chrt, then taskset moves it): one that
+    # arrived as an ordinary task would get the CPU at the vCPU thread's next short sleep on
+    # QEMU's lock, and a busy vCPU would look halted.
+    taskset -c 0 timeout -s KILL "$_secs" chrt -f 50 taskset -c 1 sh -c 'while :; do :; done' || true
     _t1=$(date +%s%N)
     for _entry in $_saved; do
         taskset -pc "${_entry#*:}" "${_entry%%:*}" >/dev/null 2>&1 || true

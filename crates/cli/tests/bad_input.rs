@@ -578,3 +578,27 @@ fn mems_that_are_not_a_node_list_are_refused_naming_the_option_and_the_form() {
         assert!(err.contains("a list like 1 or 0-1"), "{bad:?}: {err}");
     }
 }
+
+#[test]
+fn a_host_channel_that_is_no_port_is_refused_by_compare_and_measure_latency_alike() {
+    for args in [
+        &["compare", "--host-channel", "/no/such/port"][..],
+        &[
+            "measure",
+            "latency",
+            "--attribute",
+            "--cpus",
+            "0",
+            "--host-channel",
+            "/no/such/port",
+        ][..],
+    ] {
+        let err = refused(args);
+        assert!(
+            err.contains(
+                "--host-channel /no/such/port: no such port: pass the guest's virtio-serial port"
+            ),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -169,10 +169,16 @@ impl SpikeTracer {
     pub fn finish(self) -> (TraceSummary, PathBuf) {
         let _ = self.forward.join();
         let summary = self.session.finish();
-        if let Ok(text) = serde_json::to_string_pretty(&summary) {
-            let _ = std::fs::write(self.dir.join("trace-summary.json"), text);
-        }
+        write_summary(&self.dir, &summary);
         (summary, self.dir)
+    }
+}
+
+/// Writes `summary` as `dir`/trace-summary.json (again, once notes were
+/// added to it after the trace: the host's cause of time outside the guest).
+pub fn write_summary(dir: &std::path::Path, summary: &TraceSummary) {
+    if let Ok(text) = serde_json::to_string_pretty(summary) {
+        let _ = std::fs::write(dir.join("trace-summary.json"), text);
     }
 }
 

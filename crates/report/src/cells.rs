@@ -419,6 +419,12 @@ mod tests {
                 actual_ns: 4,
                 outside_ns: 2_000_000,
             },
+            SampleWindow {
+                cpu: 1,
+                intended_ns: 5,
+                actual_ns: 6,
+                outside_ns: 1_600_000,
+            },
         ];
         let host = [
             HostCause {
@@ -437,12 +443,24 @@ mod tests {
                 err_ns: 400_000,
                 ..HostCause::default()
             },
+            HostCause {
+                kind: "halted".into(),
+                vcpu: 1,
+                err_ns: 400_000,
+                culprit: Some("sh".into()),
+                culprit_pid: Some(4711),
+                host_cpu: Some(1),
+                culprit_ns: Some(1_500_000),
+                ..HostCause::default()
+            },
         ];
         let c = host_causes(&samples, &host);
         assert_eq!(c.header[2], "host saw");
         assert_eq!(c.rows[0][2..5], ["preempted", "sh (pid 4711)", "1"]);
         assert_eq!(c.rows[1][2..6], ["halted", "-", "-", "-"]);
-        assert_eq!(c.rows.len(), 2);
+        // Woken from halt, then kept waiting: still halted, with what held it.
+        assert_eq!(c.rows[2][2..5], ["halted", "sh (pid 4711)", "1"]);
+        assert_eq!(c.rows.len(), 3);
     }
 
     #[test]

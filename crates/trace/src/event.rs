@@ -101,6 +101,13 @@ pub enum EventKind {
         /// The CPU it will run on.
         target_cpu: Option<usize>,
     },
+    /// A task was moved to another CPU's run queue (`sched_migrate_task`).
+    Migrate {
+        /// Its pid.
+        pid: i32,
+        /// The CPU it was moved to.
+        dest_cpu: usize,
+    },
     /// A workqueue item started in a kworker.
     WorkStart {
         /// The work function.
@@ -408,6 +415,7 @@ fn parse_kind(name: &str, args: &str) -> EventKind {
             "softirq_entry" | "softirq_exit" => Some(parse_softirq(name, args)),
             "sched_switch" => parse_switch(args),
             "sched_wakeup" | "sched_wakeup_new" => parse_wakeup(args),
+            "sched_migrate_task" => parse_migrate(args),
             "hrtimer_expire_entry" | "hrtimer_expire_exit" | "hrtimer_start" => {
                 parse_hrtimer(name, args)
             }
@@ -476,6 +484,14 @@ fn parse_wakeup(args: &str) -> Option<EventKind> {
         pid: num(args, "pid")?,
         prio: num(args, "prio")?,
         target_cpu: num(args, "target_cpu"),
+    })
+}
+
+/// `sched_migrate_task`; `None` when a field is missing.
+fn parse_migrate(args: &str) -> Option<EventKind> {
+    Some(EventKind::Migrate {
+        pid: num(args, "pid")?,
+        dest_cpu: num(args, "dest_cpu")?,
     })
 }
 
@@ -584,6 +600,18 @@ mod tests {
                 pid: 10527,
                 prio: 120,
                 target_cpu: Some(1)
+            }
+        );
+    }
+
+    #[test]
+    fn a_migrate_line_gives_the_task_and_its_new_cpu() {
+        let e = parse_line("    taskset-4242  [000] d..2.   100.000100: sched_migrate_task: comm=CPU 0/TCG pid=101 prio=120 orig_cpu=0 dest_cpu=1").unwrap();
+        assert_eq!(
+            e.kind,
+            EventKind::Migrate {
+                pid: 101,
+                dest_cpu: 1
             }
         );
     }

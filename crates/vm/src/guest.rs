@@ -341,11 +341,16 @@ pub fn merge(view: &mut HostView, r: &Reply, err_ns: u64) {
     let mut kept: VecDeque<Gap> = std::mem::take(&mut view.gaps).into();
     for g in r.gaps.iter().flatten() {
         // Within the clock error of one start, the same gap (the offset
-        // moves between answers).
+        // moves between answers). An open gap overlapped by a newer answer's
+        // gap of that vCPU and state is that gap too, however far the offset
+        // moved: kept beside its end, it would shadow it with occupants
+        // charged only up to when it was still open (a hog that ran without
+        // an event on its CPU is charged when it is switched out).
         if let Some(old) = kept.iter_mut().find(|o| {
             o.vcpu == g.vcpu
-                && o.from_ns.abs_diff(g.from_ns) <= 2 * err_ns.max(1)
                 && o.state == g.state
+                && (o.from_ns.abs_diff(g.from_ns) <= 2 * err_ns.max(1)
+                    || (o.open && o.from_ns <= g.to_ns && g.from_ns <= o.to_ns))
         }) {
             *old = g.clone();
         } else {
@@ -423,14 +428,10 @@ impl HostView {
             g.by.iter()
                 .find(|o| !matches!(o.kind, OccupantKind::Idle | OccupantKind::Others))
                 .or(g.by.first());
-        let state = state_in_sample(g, top, lo, hi);
-        let line = gap_line(vcpu, state, g, top);
+        let line = gap_line(vcpu, g, top);
         HostCause {
             line: format!("{line} (clock offset error ± {})", fmt_ns(err)),
-            kind: serde_json::to_value(state)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            kind: g.state.label().to_string(),
             overlap_ns: ov,
             culprit: top.map(|o| o.name.clone()),
             culprit_pid: top.and_then(|o| o.pid),
@@ -453,44 +454,38 @@ fn who(o: &Occupant) -> String {
     }
 }
 
-/// The gap's state over the sample `lo..hi`: a halted vCPU woken and then
-/// kept waiting spent the sample's time runnable, not idle, so when more of
-/// the sample falls after its wakeup than before, what held its host CPU
-/// meanwhile (`top`) is the cause and the gap counts as preempted.
-fn state_in_sample(g: &Gap, top: Option<&Occupant>, lo: u64, hi: u64) -> GapState {
-    match (g.state, g.woken_ns, top) {
-        (GapState::Halted, Some(w), Some(o)) if o.ns > 0 => {
-            let after = g.to_ns.min(hi).saturating_sub(w.max(lo));
-            let before = w.min(hi).saturating_sub(g.from_ns.max(lo));
-            if after > before {
-                GapState::Preempted
-            } else {
-                GapState::Halted
-            }
-        }
-        (state, _, _) => state,
-    }
-}
-
-/// The line that says why vCPU `vcpu` was not running, from the gap, its
-/// state in the sample and its largest named occupant.
-fn gap_line(vcpu: u32, state: GapState, g: &Gap, top: Option<&Occupant>) -> String {
-    match (state, top) {
+/// The line that says why vCPU `vcpu` was not running, from the gap and its
+/// largest named occupant. A halted gap stays halted when its thread was
+/// woken and then kept waiting: the guest had idled it, so the delay is a
+/// wakeup path, and what held the host CPU after the wakeup is named beside it.
+fn gap_line(vcpu: u32, g: &Gap, top: Option<&Occupant>) -> String {
+    match (g.state, top) {
         (GapState::Halted, t) => {
-            let woke = match (g.woken_ns, t) {
-                (Some(w), Some(o)) if o.ns > 0 => format!(
-                    "; woken {} before it ran, while {} held host CPU {} for {}",
-                    fmt_ns(g.to_ns.saturating_sub(w)),
-                    who(o),
+            let named = t.filter(|o| {
+                o.ns > 0 && !matches!(o.kind, OccupantKind::Idle | OccupantKind::Others)
+            });
+            match (g.woken_ns, named) {
+                (Some(w), Some(o)) => format!(
+                    "vCPU {vcpu} halted (guest idle){}, then woken and kept waiting {} on host CPU {} by {} for {} of it: a wakeup path",
+                    match w.saturating_sub(g.from_ns) {
+                        0 => String::new(),
+                        idle => format!(" for {}", fmt_ns(idle)),
+                    },
+                    fmt_ns(g.to_ns.saturating_sub(w.max(g.from_ns))),
                     o.host_cpu,
+                    who(o),
                     fmt_ns(o.ns)
                 ),
-                _ => String::new(),
-            };
-            format!(
-                "vCPU {vcpu} halted (guest idle) for {}: a wakeup path{woke}",
-                fmt_ns(g.len_ns())
-            )
+                (Some(w), None) => format!(
+                    "vCPU {vcpu} halted (guest idle) for {}: a wakeup path; woken {} before it ran",
+                    fmt_ns(g.len_ns()),
+                    fmt_ns(g.to_ns.saturating_sub(w.max(g.from_ns)))
+                ),
+                (None, _) => format!(
+                    "vCPU {vcpu} halted (guest idle) for {}: a wakeup path",
+                    fmt_ns(g.len_ns())
+                ),
+            }
         }
         (GapState::Interrupted, Some(o)) => format!(
             "on the host, {} ran on host CPU {} for {} while vCPU {vcpu}'s thread was running",
@@ -503,17 +498,10 @@ fn gap_line(vcpu: u32, state: GapState, g: &Gap, top: Option<&Occupant>) -> Stri
             fmt_ns(g.len_ns())
         ),
         (_, Some(o)) => format!(
-            "on the host, {} ran on host CPU {} for {} while vCPU {vcpu} was runnable{}",
+            "on the host, {} ran on host CPU {} for {} while vCPU {vcpu} was runnable",
             who(o),
             o.host_cpu,
             fmt_ns(o.ns),
-            match (g.state, g.woken_ns) {
-                (GapState::Halted, Some(w)) => format!(
-                    " (woken from halt {} before it ran)",
-                    fmt_ns(g.to_ns.saturating_sub(w))
-                ),
-                _ => String::new(),
-            }
         ),
         (_, None) => format!(
             "vCPU {vcpu} was runnable and not run for {}",
@@ -601,37 +589,41 @@ mod tests {
     }
 
     #[test]
-    fn a_halted_vcpu_kept_waiting_after_its_wakeup_counts_as_preempted() {
-        let mut g = gap(1, 0, 10_000_000, GapState::Halted, vec![hog(8_000_000)]);
-        g.woken_ns = Some(2_000_000);
-        let top = g.by.first();
-        assert_eq!(
-            state_in_sample(&g, top, 0, 10_000_000),
-            GapState::Preempted,
-            "8 ms of the sample after the wakeup, 2 ms before"
-        );
-        assert_eq!(
-            state_in_sample(&g, top, 0, 3_000_000),
-            GapState::Halted,
-            "a sample mostly before the wakeup"
-        );
-        assert_eq!(state_in_sample(&g, None, 0, 10_000_000), GapState::Halted);
-    }
-
-    #[test]
     fn a_gaps_line_says_what_held_the_vcpu_by_its_state() {
         let g = gap(1, 0, 5_000_000, GapState::Preempted, vec![hog(4_000_000)]);
         assert_eq!(
-            gap_line(1, GapState::Preempted, &g, g.by.first()),
+            gap_line(1, &g, g.by.first()),
             "on the host, stress-ng (pid 4711) ran on host CPU 1 for 4.00 ms while vCPU 1 was runnable"
         );
         assert_eq!(
-            gap_line(1, GapState::Exit, &g, None),
+            gap_line(1, &g, None),
+            "vCPU 1 was runnable and not run for 5.00 ms"
+        );
+        let exit = Gap {
+            state: GapState::Exit,
+            ..g.clone()
+        };
+        assert_eq!(
+            gap_line(1, &exit, None),
             "a VM exit of vCPU 1 took the host 5.00 ms to handle"
         );
+        // Halted, woken at 1 ms, then held off by the host task till 5 ms;
+        // an idle host CPU after the wakeup names nobody.
+        let mut halted = gap(1, 0, 5_000_000, GapState::Halted, vec![hog(3_900_000)]);
+        halted.woken_ns = Some(1_000_000);
         assert_eq!(
-            gap_line(1, GapState::Preempted, &g, None),
-            "vCPU 1 was runnable and not run for 5.00 ms"
+            gap_line(1, &halted, halted.by.first()),
+            "vCPU 1 halted (guest idle) for 1.00 ms, then woken and kept waiting 4.00 ms on host CPU 1 by stress-ng (pid 4711) for 3.90 ms of it: a wakeup path"
+        );
+        let idle = Occupant {
+            kind: OccupantKind::Idle,
+            name: "idle".into(),
+            pid: None,
+            ..hog(3_900_000)
+        };
+        assert_eq!(
+            gap_line(1, &halted, Some(&idle)),
+            "vCPU 1 halted (guest idle) for 5.00 ms: a wakeup path; woken 4.00 ms before it ran"
         );
     }
 
@@ -692,7 +684,7 @@ mod tests {
     }
 
     #[test]
-    fn a_halted_vcpu_woken_and_kept_waiting_through_the_sample_names_what_held_its_cpu() {
+    fn a_halted_vcpu_woken_and_kept_waiting_is_halted_and_names_what_held_its_cpu() {
         let mut g = gap(
             1,
             10_000_000,
@@ -701,25 +693,49 @@ mod tests {
             vec![occupant("sh", Some(9691), 1, 47_700_000)],
         );
         g.woken_ns = Some(10_000_000);
-        let c = view(vec![g]).explain(1, 7_600_000, 58_000_000);
-        assert_eq!(c.kind, "preempted", "{}", c.line);
-        assert_eq!(c.culprit_pid, Some(9691));
+        let c = view(vec![g.clone()]).explain(1, 7_600_000, 58_000_000);
+        assert_eq!(c.kind, "halted", "{}", c.line);
+        assert_eq!(
+            (
+                c.culprit.as_deref(),
+                c.culprit_pid,
+                c.host_cpu,
+                c.culprit_ns
+            ),
+            (Some("sh"), Some(9691), Some(1), Some(47_700_000))
+        );
         assert_eq!(
             c.line,
-            "on the host, sh (pid 9691) ran on host CPU 1 for 47.7 ms while vCPU 1 was runnable (woken from halt 48.0 ms before it ran) (clock offset error ± 50.0 us)"
+            "vCPU 1 halted (guest idle), then woken and kept waiting 48.0 ms on host CPU 1 by sh (pid 9691) for 47.7 ms of it: a wakeup path (clock offset error ± 50.0 us)"
         );
-        // Woken only at the end: the sample's time was the guest's idling.
-        let mut g = gap(
+        // Woken only at the end: still halted, the short wait named.
+        g.woken_ns = Some(57_000_000);
+        g.by = vec![occupant("sh", Some(9691), 1, 1_000_000)];
+        let c = view(vec![g]).explain(1, 7_600_000, 58_000_000);
+        assert_eq!(c.kind, "halted");
+        assert!(
+            c.line.starts_with(
+                "vCPU 1 halted (guest idle) for 47.0 ms, then woken and kept waiting 1.00 ms"
+            ),
+            "{}",
+            c.line
+        );
+    }
+
+    #[test]
+    fn a_vcpu_switched_out_runnable_stays_preempted_by_what_held_its_cpu() {
+        let g = gap(
             1,
             10_000_000,
             58_000_000,
-            GapState::Halted,
-            vec![occupant("sh", Some(9691), 1, 1_000_000)],
+            GapState::Preempted,
+            vec![occupant("sh", Some(9691), 1, 47_700_000)],
         );
-        g.woken_ns = Some(57_000_000);
+        let c = view(vec![g]).explain(1, 7_600_000, 58_000_000);
+        assert_eq!(c.kind, "preempted");
         assert_eq!(
-            view(vec![g]).explain(1, 7_600_000, 58_000_000).kind,
-            "halted"
+            c.line,
+            "on the host, sh (pid 9691) ran on host CPU 1 for 47.7 ms while vCPU 1 was runnable (clock offset error ± 50.0 us)"
         );
     }
 
@@ -738,6 +754,39 @@ mod tests {
         let c = view(vec![]).explain(1, 10_000_000, 20_000_000);
         assert_eq!(c.kind, "nothing");
         assert!(c.line.contains("contradiction"));
+    }
+
+    #[test]
+    fn an_open_gap_is_replaced_by_its_end_even_after_the_offset_moved() {
+        let mut v = HostView::default();
+        let reply = |gaps: Vec<Gap>| Reply {
+            gaps: Some(gaps),
+            seen_from_ns: Some(0),
+            seen_to_ns: Some(100_000_000),
+            ..Reply::error(Some(1), "")
+        };
+        let mut open = gap(
+            1,
+            10_000_000,
+            20_000_000,
+            GapState::Halted,
+            vec![occupant("lto", Some(7), 1, 8_000_000)],
+        );
+        open.open = true;
+        merge(&mut v, &reply(vec![open]), 100_000);
+        // The same gap, ended, in guest time 1 ms later: the offset moved by
+        // more than twice the error.
+        let ended = gap(
+            1,
+            11_000_000,
+            60_000_000,
+            GapState::Halted,
+            vec![hog(40_000_000), occupant("lto", Some(7), 1, 8_000_000)],
+        );
+        merge(&mut v, &reply(vec![ended.clone()]), 100_000);
+        assert_eq!(v.gaps, [ended]);
+        let c = v.explain(1, 12_000_000, 59_000_000);
+        assert_eq!(c.culprit_pid, Some(4711), "{}", c.line);
     }
 
     #[test]

@@ -140,6 +140,7 @@ pub fn vcpus_by_name(
 pub const EVENTS: &[&str] = &[
     "sched/sched_switch",
     "sched/sched_wakeup",
+    "sched/sched_migrate_task",
     "irq/irq_handler_entry",
     "irq/irq_handler_exit",
     "irq/softirq_entry",

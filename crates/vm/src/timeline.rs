@@ -313,6 +313,7 @@ impl Timeline {
             EventKind::Wakeup {
                 pid, target_cpu, ..
             } => self.woken(*pid, *target_cpu, ts),
+            EventKind::Migrate { pid, dest_cpu } => self.migrated(*pid, *dest_cpu),
             EventKind::IrqEntry { irq, name } => st.irq = Some((*irq, name.clone(), ts)),
             EventKind::IrqExit { .. } => {
                 if let Some((irq, name, from)) = st.irq.take() {
@@ -395,6 +396,17 @@ impl Timeline {
                 if let Some(c) = target_cpu {
                     g.host_cpu = c;
                 }
+            }
+        }
+    }
+
+    /// A vCPU thread waiting to run was moved to another CPU's run queue
+    /// (its affinity changed, or the load balancer pulled it): from now on
+    /// it waits for that CPU, and what holds that CPU is what keeps it off.
+    fn migrated(&mut self, pid: i32, dest_cpu: usize) {
+        if let Some(VcpuState::Off(g)) = self.vcpus.get_mut(&pid) {
+            if g.state != GapState::Halted || g.woken_ns.is_some() {
+                g.host_cpu = dest_cpu;
             }
         }
     }
@@ -775,6 +787,53 @@ mod tests {
         assert_eq!(g.woken_ns, Some(9_000_000));
         assert_eq!(g.by.len(), 1, "{:?}", g.by);
         assert_eq!((g.by[0].pid, g.by[0].ns), (Some(77), 3_000_000));
+    }
+
+    #[test]
+    fn a_woken_vcpu_moved_to_another_cpu_is_kept_off_by_what_holds_that_cpu() {
+        let mut t = timeline();
+        t.feed(&switch(0, 0, (0, "swapper/0", "R"), (55, "rustc")));
+        t.feed(&switch(500, 0, (55, "rustc", "R"), (101, "CPU 1/TCG")));
+        t.feed(&switch(1_000, 0, (101, "CPU 1/TCG", "S"), (55, "rustc")));
+        t.feed(&switch(1_000, 1, (0, "swapper/1", "R"), (77, "hog")));
+        let wake = |ts, cpu| {
+            ev(
+                ts,
+                cpu,
+                88,
+                "qemu-system-x86",
+                EventKind::Wakeup {
+                    comm: "CPU 1/TCG".into(),
+                    pid: 101,
+                    prio: 120,
+                    target_cpu: Some(0),
+                },
+            )
+        };
+        t.feed(&wake(2_000, 0));
+        // Its affinity set to host CPU 1 while it waited on CPU 0.
+        t.feed(&ev(
+            3_000,
+            0,
+            4242,
+            "taskset",
+            EventKind::Migrate {
+                pid: 101,
+                dest_cpu: 1,
+            },
+        ));
+        t.feed(&switch(50_000, 1, (77, "hog", "X"), (101, "CPU 1/TCG")));
+        let (gaps, _) = t.gaps(Some(1), 0, u64::MAX, 0, 10);
+        let g = &gaps[0];
+        assert_eq!((g.state, g.host_cpu), (GapState::Halted, 1));
+        assert_eq!(g.by[0].pid, Some(77), "{:?}", g.by);
+        assert!(g.by[0].ns >= 47_000_000, "{:?}", g.by);
+        assert_eq!(
+            g.by.iter().find(|o| o.pid == Some(55)).map(|o| o.ns),
+            Some(1_000_000),
+            "rustc held CPU 0 from the wakeup to the move: {:?}",
+            g.by
+        );
     }
 
     #[test]

@@ -145,12 +145,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let scenarios = cpushield_compare::scenario::parse_list(&args.scenarios)
         .map_err(|e| anyhow::anyhow!("--scenarios: {e}"))?;
     if let Some(p) = &args.host_channel {
-        anyhow::ensure!(
-            p.as_os_str() == "none" || p.exists(),
-            "--host-channel {}: no such port: pass the guest's virtio-serial port (/dev/virtio-ports/{} or its /dev/vportNpM), or none",
-            p.display(),
-            cpushield_vm::protocol::PORT_NAME
-        );
+        cpushield_vm::blame::check_channel_arg(p).map_err(anyhow::Error::msg)?;
     }
     anyhow::ensure!(
         args.rate > 0,

@@ -19,6 +19,7 @@ use cpushield_measure::{json, Period, Progress, Warning};
 use cpushield_report::output::{self, Output};
 use cpushield_rt::sched::PlaceFn;
 use cpushield_shield::placement;
+use cpushield_vm::blame::HostSide;
 use indicatif::ProgressBar;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -109,6 +110,12 @@ struct LatencyArgs {
     /// Where --trace-above keeps each spike's raw trace window [default: ./cpushield-trace-<time>].
     #[arg(long, value_name = "DIR")]
     trace_dir: Option<PathBuf>,
+    /// In a VM, with --attribute or --trace-above: the virtio-serial port
+    /// where the host side (`cpushield vm watch`) answers what kept a vCPU
+    /// from running (default: the port named org.cpushield.vm.0, when there
+    /// is one; `none`: do not ask).
+    #[arg(long, value_name = "PATH")]
+    host_channel: Option<PathBuf>,
 }
 
 /// `--source`.
@@ -310,6 +317,14 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
         dir: a.trace_dir.clone(),
         kernel: cpushield_check::trace_context(host.kernel(), &config.cpus),
     });
+    if let Some(p) = &a.host_channel {
+        cpushield_vm::blame::check_channel_arg(p).map_err(anyhow::Error::msg)?;
+    }
+    // Asked while the probe runs, as compare does: the spikes charged
+    // outside the guest get the host's cause.
+    let host_side = tracing
+        .is_some()
+        .then(|| HostSide::start(host.kernel(), a.host_channel.as_deref()));
     let bar = Bar::new("samples");
     let traced = trace::run_latency(
         &host,
@@ -322,9 +337,15 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     bar.finish();
     let traced = traced?;
     let report = traced.report;
-    if let Some((summary, dir)) = &traced.spikes {
-        print!("{}", cpushield_trace::render_summary(summary, 10, 3));
+    if let Some((mut summary, dir)) = traced.spikes {
+        print!("{}", cpushield_trace::render_summary(&summary, 10, 3));
         println!("trace windows and trace-summary.json: {}", dir.display());
+        if let Some(side) = host_side {
+            for line in side.blame_spikes(&mut summary.attributions) {
+                println!("{line}");
+            }
+            trace::write_summary(&dir, &summary);
+        }
     }
     print_warnings(&report.run.warnings);
     if !is_stdout(&a.json) && !is_stdout(&a.histogram) {
