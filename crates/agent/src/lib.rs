@@ -372,15 +372,22 @@ fn pod_line(p: &drift::PodTask) -> String {
     )
 }
 
+/// A correction's log line: what reached the shielded CPUs, why, and how
+/// re-applying the shield went.
+fn correction_line(what: String, cause: drift::Cause, outcome: String) -> String {
+    format!(
+        "correction: {what}: {} [cause {}]; {outcome}",
+        cause.describe(),
+        cause.label()
+    )
+}
+
 /// The log line of CPUs that came online.
 fn online_line(came_online: &CpuSet, online: &CpuSet, applied: &Result<(), String>) -> String {
-    let cause = drift::Cause::CpuOnline;
-    format!(
-        "correction: CPU {} came online: {} [cause {}]; {}",
-        came_online.to_list(),
-        cause.describe(),
-        cause.label(),
-        outcome(applied, format!("online CPUs now {}", online.to_list()))
+    correction_line(
+        format!("CPU {} came online", came_online.to_list()),
+        drift::Cause::CpuOnline,
+        outcome(applied, format!("online CPUs now {}", online.to_list())),
     )
 }
 
@@ -405,14 +412,15 @@ fn irq_drift_line(
         );
     }
     (
-        format!(
-            "correction: IRQ {} ({name}) mask {} reached shielded CPU {}: {} [cause {}]; {}",
-            d.irq,
-            d.mask_text,
-            d.on.to_list(),
-            d.cause.describe(),
-            d.cause.label(),
-            outcome(applied, format!("mask now {now_text}"))
+        correction_line(
+            format!(
+                "IRQ {} ({name}) mask {} reached shielded CPU {}",
+                d.irq,
+                d.mask_text,
+                d.on.to_list()
+            ),
+            d.cause,
+            outcome(applied, format!("mask now {now_text}")),
         ),
         true,
     )
@@ -437,21 +445,22 @@ fn task_drift_line(
         );
     }
     (
-        format!(
-            "correction: task {} ({}) affinity {} reached shielded CPU {}: {} [cause {}]; {}",
-            d.tid,
-            d.comm,
-            d.affinity.to_list(),
-            d.on.to_list(),
-            d.cause.describe(),
-            d.cause.label(),
+        correction_line(
+            format!(
+                "task {} ({}) affinity {} reached shielded CPU {}",
+                d.tid,
+                d.comm,
+                d.affinity.to_list(),
+                d.on.to_list()
+            ),
+            d.cause,
             outcome(
                 applied,
                 format!(
                     "affinity now {} (the widened mask is kept as its request, Brosky's rule)",
                     now_aff.to_list()
-                )
-            )
+                ),
+            ),
         ),
         true,
     )

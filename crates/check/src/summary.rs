@@ -178,39 +178,49 @@ fn isolation(title: &str) -> &str {
     }
 }
 
+/// The name of the first `(word, name)` whose word is in `title`, else `other`.
+fn first_named(title: &str, names: &[(&str, &'static str)], other: &'static str) -> &'static str {
+    names
+        .iter()
+        .find(|(word, _)| title.contains(word))
+        .map_or(other, |(_, name)| name)
+}
+
 /// What a power finding is about.
 fn power(title: &str) -> &'static str {
-    if title.contains("governor") {
-        "frequency changes"
-    } else if title.contains("deep idle") {
-        "deep idle states"
-    } else {
-        "the halting vCPU"
-    }
+    first_named(
+        title,
+        &[
+            ("governor", "frequency changes"),
+            ("deep idle", "deep idle states"),
+        ],
+        "the halting vCPU",
+    )
 }
 
 /// What a NUMA finding is about.
 fn numa(title: &str) -> &'static str {
-    if title.contains("span") {
-        "CPUs on several memory nodes"
-    } else if title.contains("pages") {
-        "memory on a remote node"
-    } else {
-        "a device on a remote node"
-    }
+    first_named(
+        title,
+        &[
+            ("span", "CPUs on several memory nodes"),
+            ("pages", "memory on a remote node"),
+        ],
+        "a device on a remote node",
+    )
 }
 
 /// What a VM finding is about.
 fn vm(title: &str) -> &'static str {
-    if title.contains("emulator") {
-        "a VM's emulator threads"
-    } else if title.contains("kvm-pit") {
-        "a VM's kvm-pit thread"
-    } else if title.contains("real-time") {
-        "a VM's vCPU policies"
-    } else {
-        "a VM's vCPU pinning"
-    }
+    first_named(
+        title,
+        &[
+            ("emulator", "a VM's emulator threads"),
+            ("kvm-pit", "a VM's kvm-pit thread"),
+            ("real-time", "a VM's vCPU policies"),
+        ],
+        "a VM's vCPU pinning",
+    )
 }
 
 /// `items` in short: `30 tasks, 2 kernel threads, IRQs 36 and 42, the

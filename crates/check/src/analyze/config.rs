@@ -667,46 +667,54 @@ fn checked_in_mask(input: &CheckInput<'_>, mask: &CpuSet) -> Option<CpuSet> {
     (!hit.is_empty() && !input.housekeeping().is_empty()).then_some(hit)
 }
 
-/// Unbound workqueue work allowed on checked CPUs.
-fn workqueue_mask(input: &CheckInput<'_>) -> Option<Finding> {
-    let mask = input.facts.workqueue_cpumask.as_ref()?;
+/// A mask that lets work onto checked CPUs: what it lets on (`title` of
+/// the CPUs hit), the shield that covers it, and the write of the mask file
+/// (`path`, shown to the user as evidence and as the fix) that keeps it to
+/// the housekeeping CPUs.
+fn mask_finding(
+    input: &CheckInput<'_>,
+    mask: Option<&CpuSet>,
+    (topic, kind): (Topic, ShieldKind),
+    title: impl Fn(&CpuSet) -> String,
+    path: &str,
+) -> Option<Finding> {
+    let mask = mask?;
     let hit = checked_in_mask(input, mask)?;
     Some(
         Finding::new(
             Severity::Warn,
-            Topic::Workqueue,
+            topic,
             None,
-            format!("unbound workqueue work may run on CPU {}", hit.to_list()),
-            format!(
-                "/sys/devices/virtual/workqueue/cpumask = {}",
-                mask.to_mask()
-            ),
+            title(&hit),
+            format!("{path} = {}", mask.to_mask()),
         )
-        .remedy_if(input.shield_remedy(ShieldKind::Procs))
+        .remedy_if(input.shield_remedy(kind))
         .remedy(Remedy::runtime(format!(
-            "echo {} > /sys/devices/virtual/workqueue/cpumask",
+            "echo {} > {path}",
             input.housekeeping().to_mask()
         ))),
     )
 }
 
+/// Unbound workqueue work allowed on checked CPUs.
+fn workqueue_mask(input: &CheckInput<'_>) -> Option<Finding> {
+    mask_finding(
+        input,
+        input.facts.workqueue_cpumask.as_ref(),
+        (Topic::Workqueue, ShieldKind::Procs),
+        |hit| format!("unbound workqueue work may run on CPU {}", hit.to_list()),
+        cpushield_shield::snapshot::WORKQUEUE_CPUMASK,
+    )
+}
+
 /// New IRQs allowed on checked CPUs by the default affinity.
 fn default_irq_affinity(input: &CheckInput<'_>) -> Option<Finding> {
-    let mask = input.facts.default_irq_affinity.as_ref()?;
-    let hit = checked_in_mask(input, mask)?;
-    Some(
-        Finding::new(
-            Severity::Warn,
-            Topic::Irq,
-            None,
-            format!("new IRQs will be allowed on CPU {}", hit.to_list()),
-            format!("/proc/irq/default_smp_affinity = {}", mask.to_mask()),
-        )
-        .remedy_if(input.shield_remedy(ShieldKind::Irqs))
-        .remedy(Remedy::runtime(format!(
-            "echo {} > /proc/irq/default_smp_affinity",
-            input.housekeeping().to_mask()
-        ))),
+    mask_finding(
+        input,
+        input.facts.default_irq_affinity.as_ref(),
+        (Topic::Irq, ShieldKind::Irqs),
+        |hit| format!("new IRQs will be allowed on CPU {}", hit.to_list()),
+        cpushield_shield::snapshot::DEFAULT_IRQ_AFFINITY,
     )
 }
 
