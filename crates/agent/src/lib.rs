@@ -533,8 +533,8 @@ impl OnThreshold {
 
 /// The resident memory of this process in kB (/proc/self/status VmRSS).
 pub fn rss_kb(kernel: &dyn Kernel) -> Option<u64> {
-    let status = kernel
-        .read(std::path::Path::new("/proc/self/status"))
+    let status = cpushield_kernel::Procfs::new(kernel)
+        .own_file("status")
         .ok()?;
     cpushield_parse::pid_status::field(&status, "VmRSS")?
         .split_whitespace()

@@ -147,6 +147,7 @@ fn irq_items(title: &str, pending: bool) -> Vec<Item> {
 /// The kind of interrupt an `/proc/interrupts ID: ...` evidence names.
 fn interrupt_kind(evidence: &str) -> &str {
     let id = evidence
+        // Not a read: the prefix check's own evidence starts with.
         .strip_prefix("/proc/interrupts ")
         .and_then(|e| e.split(':').next())
         .unwrap_or("");

@@ -124,6 +124,7 @@ fn cpufreq_files(
     settings: &RuntimeSettings,
 ) -> Result<Vec<FileChange>, SettingError> {
     let files = machine.cpus.get(&cpu).cloned().unwrap_or_default();
+    // A file this section writes, journaled by path; reset writes it back.
     let base = format!("/sys/devices/system/cpu/cpu{cpu}/cpufreq");
     let mut out = Vec::new();
     for (key, leaf, want, have, choices) in [
@@ -226,6 +227,7 @@ fn smt_files(machine: &Machine, cpus: &CpuSet) -> Result<Vec<FileChange>, Settin
         .iter()
         .map(|sib| {
             change(
+                // A file this section writes, journaled by path; reset writes it back.
                 &format!("/sys/devices/system/cpu/cpu{sib}/online"),
                 "1",
                 "0",

@@ -762,6 +762,7 @@ pub fn machine_problems(
 pub fn paths_outside(plan: &steps::Plan, layout: &CgroupLayout) -> Vec<std::path::PathBuf> {
     let allowed = [
         layout.root(),
+        // The prefixes a saved state may name: reset refuses to write anywhere else.
         std::path::Path::new("/proc/sys"),
         std::path::Path::new("/proc/irq"),
         std::path::Path::new("/sys"),
@@ -828,6 +829,7 @@ fn follow_before_reset(
 /// this thread moves, and only out of cpushield's own cgroups; where it
 /// cannot, it stays.
 fn join_root_cpuset(kernel: &dyn Kernel, layout: &CgroupLayout) {
+    // The writing thread's own cgroup, before it leaves the shield's.
     let Ok(text) = kernel.read(std::path::Path::new("/proc/thread-self/cgroup")) else {
         return;
     };

@@ -550,6 +550,7 @@ fn plan_mask_file(
 }
 
 fn irq_path(irq: u32) -> PathBuf {
+    // An IRQ's mask file, which the shield writes and journals by path.
     PathBuf::from(format!("/proc/irq/{irq}/smp_affinity"))
 }
 

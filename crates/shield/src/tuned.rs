@@ -94,6 +94,7 @@ impl TunedClaim {
 
 /// A sysctl key of a `[sysctl]` section (`kernel.timer_migration`) as its path.
 fn sysctl_path(key: &str) -> PathBuf {
+    // tuned's profiles name sysctls by key and sysfs files by path: where both tools write.
     PathBuf::from("/proc/sys").join(key.replace('.', "/"))
 }
 
@@ -124,7 +125,7 @@ pub fn read_claim(kernel: &dyn Kernel) -> Option<TunedClaim> {
         return None;
     }
     let pid: u32 = kernel.read(Path::new(PID_FILE)).ok()?.trim().parse().ok()?;
-    if !kernel.exists(&PathBuf::from(format!("/proc/{pid}"))) {
+    if !kernel.exists(&cpushield_kernel::Procfs::new(kernel).process_dir(pid as i32)) {
         return None;
     }
     let mut chain = Vec::new();
@@ -163,6 +164,7 @@ pub fn read_claim(kernel: &dyn Kernel) -> Option<TunedClaim> {
         }
         for e in conf.section("sysfs") {
             let path = e.key.trim();
+            // tuned's profiles name sysctls by key and sysfs files by path: where both tools write.
             if path.starts_with("/sys/") && !path.contains(['*', '?', '[']) {
                 claim.files.insert(PathBuf::from(path));
             }
@@ -332,6 +334,7 @@ fn irqs_set_by(
 /// online CPUs it names.
 fn file_detail(path: &Path, now: Option<&String>, online: &CpuSet) -> String {
     match now {
+        // tuned's profiles name sysctls by key and sysfs files by path: where both tools write.
         Some(text) if path.starts_with("/proc/irq") || path.starts_with("/sys/") => {
             match CpuSet::parse_mask(text) {
                 Ok(cpus) => format!("CPUs {}", cpus.intersection(online)),
@@ -345,6 +348,7 @@ fn file_detail(path: &Path, now: Option<&String>, online: &CpuSet) -> String {
 
 /// A file's setting as named: a sysctl by its key, anything else by path.
 fn setting_name(path: &Path) -> String {
+    // tuned's profiles name sysctls by key and sysfs files by path: where both tools write.
     match path.strip_prefix("/proc/sys") {
         Ok(key) => key.display().to_string().replace('/', "."),
         Err(_) => path.display().to_string(),

@@ -25,6 +25,7 @@ pub fn preempt_model(facts: &Facts) -> (String, String) {
         .as_deref()
         .and_then(cpushield_parse::preempt::parse_preempt)
     {
+        // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
         return (models.current, "/sys/kernel/debug/sched/preempt".into());
     }
     let k = &facts.kconfig;
@@ -110,6 +111,7 @@ fn busy_and_steal(input: &CheckInput<'_>, act: &mut CpuActivity, d: &CpuTimes) -
                 act.steal_ms,
                 input.interval_s()
             ),
+            // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
             format!("/proc/stat cpu{cpu} steal +{} ticks of {tick_ms:.0} ms", d.steal),
         )
         .remedy(Remedy::host("dedicate and pin host cores to this VM's vCPUs (no guest-side fix)"))
@@ -130,6 +132,7 @@ fn isolation_params(input: &CheckInput<'_>, cpu: usize) -> Vec<Finding> {
                 Some(cpu),
                 format!("CPU {cpu} is not nohz_full: the scheduler tick interrupts it every jiffy"),
                 format!(
+                    // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
                     "/sys/devices/system/cpu/nohz_full: {}; CONFIG_NO_HZ_FULL={}",
                     facts.nohz_full.as_deref().unwrap_or("absent"),
                     facts
@@ -149,6 +152,7 @@ fn isolation_params(input: &CheckInput<'_>, cpu: usize) -> Vec<Finding> {
             (
                 format!("RCU callbacks of CPU {cpu} run on it: the command line asks to offload them, but the kernel did not"),
                 format!(
+                    // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
                     "/proc/cmdline has rcu_nocbs= or nohz_full= covering {cpu}, but {}",
                     offload.evidence
                 ),
@@ -176,6 +180,7 @@ fn isolation_params(input: &CheckInput<'_>, cpu: usize) -> Vec<Finding> {
                 Topic::Isolation,
                 Some(cpu),
                 format!("CPU {cpu} is not in isolcpus: managed IRQs and the boot-time scheduler domains include it"),
+                // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
                 format!("/sys/devices/system/cpu/isolated: '{}'", facts.isolated.as_deref().unwrap_or("")),
             )
             .remedy(Remedy::boot(format!("isolcpus=managed_irq,domain,{list}"))),
@@ -195,6 +200,7 @@ fn governor(cpu: usize, cf: &CpuFacts) -> Option<Finding> {
                 Topic::Power,
                 Some(cpu),
                 format!("CPU {cpu} frequency governor is '{g}': frequency changes add latency"),
+                // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
                 format!("/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor = {g}"),
             )
             .remedy(Remedy::runtime(format!(
@@ -276,6 +282,7 @@ fn smt_siblings(input: &CheckInput<'_>, cpu: usize, cf: &CpuFacts) -> Vec<Findin
                 Topic::Smt,
                 Some(cpu),
                 format!("CPU {cpu} shares its core with CPU {sib}, which is not checked/shielded and was {busy:.0}% busy"),
+                // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
                 format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list = {}", sibs.to_list()),
             )
             .remedy_if(whole_cores_remedy(input, sibs))
@@ -310,6 +317,7 @@ fn halting_vcpu(facts: &Facts, cpu: usize) -> Option<Finding> {
             Topic::Power,
             Some(cpu),
             format!("CPU {cpu} is a virtual CPU that halts when idle: a wakeup from idle waits for the host to run it again (milliseconds on a busy host); polling instead can be worse, because a vCPU that never halts competes on the host with the VM's own I/O emulation"),
+            // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
             format!("/proc/cpuinfo flags: hypervisor; cpuidle driver: {driver}; no idle=poll on /proc/cmdline"),
         )
         .remedy(Remedy::cpushield(format!("cpushield compare --cpus {cpu} --idle auto (measures halting and polling under your load and keeps the better; use run --idle-poll only where it wins)")))
@@ -738,6 +746,7 @@ fn irqbalance(input: &CheckInput<'_>) -> Option<Finding> {
                 "irqbalance is running (pid {}): it moves IRQs back onto shielded CPUs",
                 join(&irqbalance)
             ),
+            // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
             "/proc/*/comm = irqbalance".to_string(),
         )
         .remedy(Remedy::runtime("systemctl stop irqbalance"))

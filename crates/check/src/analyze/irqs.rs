@@ -150,6 +150,7 @@ impl Seen<'_> {
         let now = show(self.after);
         match self.before {
             Some(b) if Some(b) != self.after => format!(
+                // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
                 "/proc/irq/{}/: at the start {}; at the end {now}",
                 self.irq,
                 show(Some(b))
@@ -357,6 +358,7 @@ pub(super) fn arrived(input: &CheckInput<'_>, cpu: usize, irq: u32, c: &Count) -
         label: seen.label(),
         times: times(c.count),
         evidence: format!(
+            // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
             "/proc/interrupts: {} on CPU {cpu} in {:.1} s ({:.1}/s); {}",
             c.count,
             input.interval_s(),
