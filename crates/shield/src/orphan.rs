@@ -222,8 +222,7 @@ pub fn plan_undo(snap: &Snapshot, orphan: &OrphanShield) -> Plan {
     for irq in &snap.irqs {
         if irq.affinity.intersection(online) != defaults.irqs.intersection(online) {
             plan.write(
-                // An IRQ's mask file, which the shield writes and journals by path.
-                format!("/proc/irq/{}/smp_affinity", irq.irq),
+                crate::plan::irq_path(irq.irq),
                 irq_mask.clone(),
                 WriteKind::Irq {
                     irq: irq.irq,

@@ -549,8 +549,8 @@ fn plan_mask_file(
     }
 }
 
-fn irq_path(irq: u32) -> PathBuf {
-    // An IRQ's mask file, which the shield writes and journals by path.
+/// The mask file of `irq`, which the shield writes and journals by path.
+pub(crate) fn irq_path(irq: u32) -> PathBuf {
     PathBuf::from(format!("/proc/irq/{irq}/smp_affinity"))
 }
 
