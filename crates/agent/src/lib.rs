@@ -23,6 +23,7 @@ pub mod start;
 pub mod status;
 pub mod vcpus;
 
+use cpushield_cpuset::CpuSet;
 use cpushield_kernel::{Host, Kernel};
 use cpushield_shield::snapshot::is_kubepods;
 use cpushield_shield::state;
@@ -178,7 +179,37 @@ impl<'a> Agent<'a> {
         let shielded_procs = masks.procs.intersection(&online);
         let irqs = snapshot::read_irqs(self.host.kernel());
         let drifts = self.watch.observe(&irqs, &shielded_irqs);
-        let tasks = match &loaded {
+        let task_drifts = self.look_at_tasks(loaded.as_ref(), &shielded_procs, &mut log);
+        let now = status::now();
+        let drifted = !drifts.is_empty() || !task_drifts.is_empty() || !came_online.is_empty();
+        let corrected = if drifted && !masks.is_empty() {
+            let found = Drifted {
+                loaded: loaded.as_ref(),
+                online: &online,
+                came_online: &came_online,
+                irqs: &drifts,
+                tasks: &task_drifts,
+            };
+            self.correct(&masks, &found, &mut log)
+        } else {
+            None
+        };
+        let watched = masks.any().intersection(&online);
+        self.look_for_findings(loaded.as_ref(), &watched);
+        self.update_metrics(&masks, &watched, &mut log);
+        self.set_conditions(&masks, corrected, &now);
+        Ok(log)
+    }
+
+    /// The tasks on the shielded CPUs: the drifts to correct; Kubernetes
+    /// pods' tasks are logged and counted, never corrected.
+    fn look_at_tasks(
+        &mut self,
+        loaded: Option<&state::SavedState>,
+        shielded_procs: &CpuSet,
+        log: &mut Vec<String>,
+    ) -> Vec<drift::TaskDrift> {
+        let tasks = match loaded {
             Some(s) if !shielded_procs.is_empty() => {
                 snapshot::read_tasks(self.host.kernel(), &s.layout).unwrap_or_else(|e| {
                     log.push(format!("reading the tasks failed: {e}"));
@@ -187,127 +218,80 @@ impl<'a> Agent<'a> {
             }
             _ => Vec::new(),
         };
-        let drift::TaskLook {
-            drifts: task_drifts,
-            pods,
-        } = self.tasks.observe(&tasks, &shielded_procs);
-        for p in &pods {
-            log.push(format!(
-                "task {} ({}) of a Kubernetes pod (cgroup {}) has affinity {} on shielded CPU {}: pods belong to the kubelet's CPU manager, so the agent leaves it there and re-applies nothing; keep pods off the shielded CPUs (kubelet reservedSystemCPUs, docs/fleet.md)",
-                p.tid,
-                p.comm,
-                p.cgroup,
-                p.affinity.to_list(),
-                p.on.to_list()
-            ));
-        }
+        let drift::TaskLook { drifts, pods } = self.tasks.observe(&tasks, shielded_procs);
+        log.extend(pods.iter().map(pod_line));
         lock(&self.shared.metrics).set_pod_tasks_on_shield(
             tasks
                 .iter()
-                .filter(|t| is_kubepods(&t.cgroup) && t.affinity.intersects(&shielded_procs))
+                .filter(|t| is_kubepods(&t.cgroup) && t.affinity.intersects(shielded_procs))
                 .count(),
         );
-        let now = status::now();
+        drifts
+    }
+
+    /// Re-applies the shield and logs each drift it corrected (or could
+    /// not); the cause of the first correction.
+    fn correct(
+        &mut self,
+        masks: &ShieldMasks,
+        found: &Drifted<'_>,
+        log: &mut Vec<String>,
+    ) -> Option<&'static str> {
+        let applied = cpushield_shield::shield(self.host, masks, self.options)
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        let after = snapshot::read_irqs(self.host.kernel());
         let mut corrected = None;
-        let drifted = !drifts.is_empty() || !task_drifts.is_empty() || !came_online.is_empty();
-        if drifted && !masks.is_empty() {
-            let result = cpushield_shield::shield(self.host, &masks, self.options);
-            let after = snapshot::read_irqs(self.host.kernel());
-            let outcome = |what: String| match &result {
-                Ok(_) => format!("re-applied the shield, {what}"),
-                Err(e) => format!("re-applying the shield failed: {e}"),
-            };
-            if !came_online.is_empty() {
-                let cause = drift::Cause::CpuOnline;
-                log.push(format!(
-                    "correction: CPU {} came online: {} [cause {}]; {}",
-                    came_online.to_list(),
-                    cause.describe(),
-                    cause.label(),
-                    outcome(format!("online CPUs now {}", online.to_list()))
-                ));
-                lock(&self.shared.metrics).correction(cause.label());
-                corrected.get_or_insert(cause.label());
+        let mut count = |cause: drift::Cause| {
+            lock(&self.shared.metrics).correction(cause.label());
+            corrected.get_or_insert(cause.label());
+        };
+        if !found.came_online.is_empty() {
+            log.push(online_line(found.came_online, found.online, &applied));
+            count(drift::Cause::CpuOnline);
+        }
+        for d in found.irqs {
+            let now_text = after
+                .iter()
+                .find(|i| i.irq == d.irq)
+                .map(|i| i.mask_text.clone())
+                .unwrap_or_default();
+            let (line, is_correction) = irq_drift_line(d, &now_text, &applied);
+            log.push(line);
+            if is_correction {
+                count(d.cause);
             }
-            for d in &drifts {
-                let now_text = after
-                    .iter()
-                    .find(|i| i.irq == d.irq)
-                    .map(|i| i.mask_text.clone())
-                    .unwrap_or_default();
-                if result.is_ok() && now_text == d.mask_text {
-                    // The shield wrote nothing new: the kernel keeps this IRQ
-                    // where it is (kernel-managed). Not a correction.
-                    log.push(format!(
-                        "IRQ {} ({}) stays on shielded CPU {}: either its owner asked for shielded CPUs only (Brosky's rule keeps such a request) or the kernel keeps it there (kernel-managed; fix at boot: isolcpus=managed_irq,{})",
-                        d.irq,
-                        if d.name.is_empty() { "?" } else { &d.name },
-                        d.on.to_list(),
-                        d.on.to_list()
-                    ));
-                    continue;
-                }
-                log.push(format!(
-                    "correction: IRQ {} ({}) mask {} reached shielded CPU {}: {} [cause {}]; {}",
-                    d.irq,
-                    if d.name.is_empty() { "?" } else { &d.name },
-                    d.mask_text,
-                    d.on.to_list(),
-                    d.cause.describe(),
-                    d.cause.label(),
-                    outcome(format!("mask now {now_text}"))
-                ));
+        }
+        // What the shield wrote (or could not change) is the new baseline.
+        self.watch.remember(&after);
+        if found.tasks.is_empty() {
+            return corrected;
+        }
+        let tasks_after = found
+            .loaded
+            .and_then(|s| snapshot::read_tasks(self.host.kernel(), &s.layout).ok())
+            .unwrap_or_default();
+        for d in found.tasks {
+            let Some(now_aff) = tasks_after.iter().find(|t| t.tid == d.tid) else {
+                continue;
+            };
+            let (line, is_correction) = task_drift_line(d, &now_aff.affinity, &applied);
+            log.push(line);
+            if is_correction {
                 lock(&self.shared.metrics).correction(d.cause.label());
                 corrected.get_or_insert(d.cause.label());
             }
-            // What the shield wrote (or could not change) is the new baseline.
-            self.watch.remember(&after);
-            if !task_drifts.is_empty() {
-                let layout = loaded.as_ref().map(|s| s.layout.clone());
-                let tasks_after = layout
-                    .and_then(|l| snapshot::read_tasks(self.host.kernel(), &l).ok())
-                    .unwrap_or_default();
-                for d in &task_drifts {
-                    let now_aff = tasks_after
-                        .iter()
-                        .find(|t| t.tid == d.tid)
-                        .map(|t| t.affinity.clone());
-                    let Some(now_aff) = now_aff else { continue };
-                    if result.is_ok() && now_aff == d.affinity {
-                        log.push(format!(
-                            "task {} ({}) stays on shielded CPU {}: the shield cannot move it (it asked for shielded CPUs only, or the kernel keeps it there)",
-                            d.tid,
-                            d.comm,
-                            d.on.to_list()
-                        ));
-                        continue;
-                    }
-                    log.push(format!(
-                        "correction: task {} ({}) affinity {} reached shielded CPU {}: {} [cause {}]; {}",
-                        d.tid,
-                        d.comm,
-                        d.affinity.to_list(),
-                        d.on.to_list(),
-                        d.cause.describe(),
-                        d.cause.label(),
-                        outcome(format!(
-                            "affinity now {} (the widened mask is kept as its request, Brosky's rule)",
-                            now_aff.to_list()
-                        ))
-                    ));
-                    lock(&self.shared.metrics).correction(d.cause.label());
-                    corrected.get_or_insert(d.cause.label());
-                }
-                self.tasks.remember(&tasks_after);
-            }
         }
-        let watched = masks.any().intersection(&online);
-        let shield = loaded
-            .as_ref()
-            .map(cpushield_check::ShieldInForce::from_saved);
+        self.tasks.remember(&tasks_after);
+        corrected
+    }
+
+    /// check's findings on the watched CPUs, every so many looks.
+    fn look_for_findings(&mut self, loaded: Option<&state::SavedState>, watched: &CpuSet) {
+        let shield = loaded.map(cpushield_check::ShieldInForce::from_saved);
         if let Some(outcome) = self
             .checker
-            .look(self.host.kernel(), &watched, shield.as_ref())
+            .look(self.host.kernel(), watched, shield.as_ref())
         {
             lock(&self.shared.metrics)
                 .set_findings(outcome.counts.iter().map(|(s, n)| (severity_label(*s), *n)));
@@ -315,18 +299,24 @@ impl<'a> Agent<'a> {
         } else if watched.is_empty() {
             self.breaks = None;
         }
-        let sample = sample::read(self.host.kernel(), &watched);
+    }
+
+    /// The counters of the watched CPUs and the vCPUs, into the metrics.
+    fn update_metrics(&mut self, masks: &ShieldMasks, watched: &CpuSet, log: &mut Vec<String>) {
+        let sample = sample::read(self.host.kernel(), watched);
         let (vcpu_samples, vcpu_log) = self.vcpus.look(self.host.kernel());
         log.extend(vcpu_log);
-        {
-            let mut m = lock(&self.shared.metrics);
-            m.set_shield(&masks);
-            m.update_vcpus(vcpu_samples);
-            match sample {
-                Ok(s) => m.update(s),
-                Err(e) => log.push(format!("reading the counters failed: {e}")),
-            }
+        let mut m = lock(&self.shared.metrics);
+        m.set_shield(masks);
+        m.update_vcpus(vcpu_samples);
+        match sample {
+            Ok(s) => m.update(s),
+            Err(e) => log.push(format!("reading the counters failed: {e}")),
         }
+    }
+
+    /// The ShieldUp and Corrected conditions after this look.
+    fn set_conditions(&self, masks: &ShieldMasks, corrected: Option<&str>, now: &str) {
         let mut c = lock(&self.shared.conditions);
         c.set(
             "ShieldUp",
@@ -336,8 +326,8 @@ impl<'a> Agent<'a> {
             } else {
                 "Shielded"
             },
-            describe(&masks),
-            &now,
+            describe(masks),
+            now,
         );
         c.set(
             "Corrected",
@@ -347,15 +337,140 @@ impl<'a> Agent<'a> {
             } else {
                 "NoDrift"
             },
-            match corrected {
-                Some(cause) => {
-                    format!("the last look found drift ({cause}) and re-applied the shield")
-                }
-                None => "the last look found no IRQ, task or CPU to correct".into(),
-            },
-            &now,
+            corrected_message(corrected),
+            now,
         );
-        Ok(log)
+    }
+}
+
+/// What one look found drifted.
+struct Drifted<'x> {
+    loaded: Option<&'x state::SavedState>,
+    online: &'x CpuSet,
+    came_online: &'x CpuSet,
+    irqs: &'x [drift::Drift],
+    tasks: &'x [drift::TaskDrift],
+}
+
+/// How re-applying the shield went, ending a correction's line.
+fn outcome(applied: &Result<(), String>, what: String) -> String {
+    match applied {
+        Ok(()) => format!("re-applied the shield, {what}"),
+        Err(e) => format!("re-applying the shield failed: {e}"),
+    }
+}
+
+/// The log line of a pod's task the agent leaves on a shielded CPU.
+fn pod_line(p: &drift::PodTask) -> String {
+    format!(
+        "task {} ({}) of a Kubernetes pod (cgroup {}) has affinity {} on shielded CPU {}: pods belong to the kubelet's CPU manager, so the agent leaves it there and re-applies nothing; keep pods off the shielded CPUs (kubelet reservedSystemCPUs, docs/fleet.md)",
+        p.tid,
+        p.comm,
+        p.cgroup,
+        p.affinity.to_list(),
+        p.on.to_list()
+    )
+}
+
+/// A correction's log line: what reached the shielded CPUs, why, and how
+/// re-applying the shield went.
+fn correction_line(what: String, cause: drift::Cause, outcome: String) -> String {
+    format!(
+        "correction: {what}: {} [cause {}]; {outcome}",
+        cause.describe(),
+        cause.label()
+    )
+}
+
+/// The log line of CPUs that came online.
+fn online_line(came_online: &CpuSet, online: &CpuSet, applied: &Result<(), String>) -> String {
+    correction_line(
+        format!("CPU {} came online", came_online.to_list()),
+        drift::Cause::CpuOnline,
+        outcome(applied, format!("online CPUs now {}", online.to_list())),
+    )
+}
+
+/// The log line of an IRQ that drifted, and whether it was corrected: an
+/// applied shield that left its mask as it was wrote nothing new (the
+/// kernel keeps the IRQ where it is, or its owner asked for it).
+fn irq_drift_line(
+    d: &drift::Drift,
+    now_text: &str,
+    applied: &Result<(), String>,
+) -> (String, bool) {
+    let name = if d.name.is_empty() { "?" } else { &d.name };
+    if applied.is_ok() && now_text == d.mask_text {
+        return (
+            format!(
+                "IRQ {} ({name}) stays on shielded CPU {}: either its owner asked for shielded CPUs only (Brosky's rule keeps such a request) or the kernel keeps it there (kernel-managed; fix at boot: isolcpus=managed_irq,{})",
+                d.irq,
+                d.on.to_list(),
+                d.on.to_list()
+            ),
+            false,
+        );
+    }
+    (
+        correction_line(
+            format!(
+                "IRQ {} ({name}) mask {} reached shielded CPU {}",
+                d.irq,
+                d.mask_text,
+                d.on.to_list()
+            ),
+            d.cause,
+            outcome(applied, format!("mask now {now_text}")),
+        ),
+        true,
+    )
+}
+
+/// The log line of a task that drifted, and whether it was corrected (an
+/// applied shield that left its affinity as it was cannot move it).
+fn task_drift_line(
+    d: &drift::TaskDrift,
+    now_aff: &CpuSet,
+    applied: &Result<(), String>,
+) -> (String, bool) {
+    if applied.is_ok() && *now_aff == d.affinity {
+        return (
+            format!(
+                "task {} ({}) stays on shielded CPU {}: the shield cannot move it (it asked for shielded CPUs only, or the kernel keeps it there)",
+                d.tid,
+                d.comm,
+                d.on.to_list()
+            ),
+            false,
+        );
+    }
+    (
+        correction_line(
+            format!(
+                "task {} ({}) affinity {} reached shielded CPU {}",
+                d.tid,
+                d.comm,
+                d.affinity.to_list(),
+                d.on.to_list()
+            ),
+            d.cause,
+            outcome(
+                applied,
+                format!(
+                    "affinity now {} (the widened mask is kept as its request, Brosky's rule)",
+                    now_aff.to_list()
+                ),
+            ),
+        ),
+        true,
+    )
+}
+
+/// The Corrected condition's message.
+fn corrected_message(corrected: Option<&str>) -> String {
+    match corrected {
+        Some(cause) => format!("the last look found drift ({cause}) and re-applied the shield"),
+        None => "the last look found no IRQ, task or CPU to correct".into(),
     }
 }
 
@@ -418,8 +533,8 @@ impl OnThreshold {
 
 /// The resident memory of this process in kB (/proc/self/status VmRSS).
 pub fn rss_kb(kernel: &dyn Kernel) -> Option<u64> {
-    let status = kernel
-        .read(std::path::Path::new("/proc/self/status"))
+    let status = cpushield_kernel::Procfs::new(kernel)
+        .own_file("status")
         .ok()?;
     cpushield_parse::pid_status::field(&status, "VmRSS")?
         .split_whitespace()

@@ -634,3 +634,67 @@ fn a_latency_crossing_lasts_until_a_burst_stays_under_the_limit() {
     shared.latency_over.store(0, Ordering::SeqCst);
     assert_eq!(agent.crossed(), None);
 }
+
+#[test]
+fn an_irq_whose_mask_the_applied_shield_left_as_it_was_is_not_a_correction() {
+    let d = drift::Drift {
+        irq: 42,
+        name: String::new(),
+        mask_text: "2".into(),
+        on: cpus("1"),
+        cause: Cause::IrqRewritten,
+    };
+    let (line, corrected) = irq_drift_line(&d, "2", &Ok(()));
+    assert!(!corrected);
+    assert!(
+        line.starts_with("IRQ 42 (?) stays on shielded CPU 1"),
+        "{line}"
+    );
+    let (line, corrected) = irq_drift_line(&d, "1", &Ok(()));
+    assert!(corrected);
+    assert!(
+        line.ends_with("re-applied the shield, mask now 1"),
+        "{line}"
+    );
+    // A failed shield is a correction attempted, whatever the mask says.
+    let (line, corrected) = irq_drift_line(&d, "2", &Err("refused".into()));
+    assert!(corrected);
+    assert!(
+        line.ends_with("re-applying the shield failed: refused"),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_task_whose_affinity_the_applied_shield_left_as_it_was_is_not_a_correction() {
+    let d = drift::TaskDrift {
+        tid: 77,
+        comm: "app".into(),
+        affinity: cpus("0-1"),
+        on: cpus("1"),
+        cause: Cause::TaskWidened,
+    };
+    let (line, corrected) = task_drift_line(&d, &cpus("0-1"), &Ok(()));
+    assert!(!corrected);
+    assert!(
+        line.starts_with("task 77 (app) stays on shielded CPU 1"),
+        "{line}"
+    );
+    let (line, corrected) = task_drift_line(&d, &cpus("0"), &Ok(()));
+    assert!(corrected);
+    assert!(line.contains("affinity now 0"), "{line}");
+}
+
+#[test]
+fn the_corrected_condition_names_the_first_cause_or_says_no_drift() {
+    assert_eq!(
+        corrected_message(Some("irq_new")),
+        "the last look found drift (irq_new) and re-applied the shield"
+    );
+    assert_eq!(
+        corrected_message(None),
+        "the last look found no IRQ, task or CPU to correct"
+    );
+    assert!(online_line(&cpus("3"), &cpus("0-3"), &Ok(()))
+        .ends_with("re-applied the shield, online CPUs now 0-3"));
+}

@@ -239,6 +239,11 @@ fn read_opt(k: &dyn Kernel, p: &str) -> Option<String> {
     k.read(Path::new(p)).ok().map(|s| s.trim().to_string())
 }
 
+/// What a typed reader of the kernel door read, trimmed; `None` on error.
+fn trimmed(read: std::io::Result<String>) -> Option<String> {
+    read.ok().map(|s| s.trim().to_string())
+}
+
 fn read_list(k: &dyn Kernel, p: &str) -> Option<CpuSet> {
     read_opt(k, p).and_then(|s| CpuSet::parse_list(&s).ok())
 }
@@ -250,12 +255,14 @@ fn read_mask(k: &dyn Kernel, p: &str) -> Option<CpuSet> {
 /// Reads the facts for the checked CPUs (the thin layer; read-only).
 pub fn read_facts(kernel: &dyn Kernel, checked: &CpuSet, irq_numbers: &[u32]) -> Facts {
     let k = kernel;
+    let procfs = cpushield_kernel::Procfs::new(k);
     let mut facts = Facts {
-        online: read_list(k, "/sys/devices/system/cpu/online").unwrap_or_default(),
-        cmdline: read_opt(k, "/proc/cmdline").unwrap_or_default(),
-        kernel_version: read_opt(k, "/proc/sys/kernel/version").unwrap_or_default(),
-        nohz_full: read_opt(k, "/sys/devices/system/cpu/nohz_full"),
-        isolated: read_opt(k, "/sys/devices/system/cpu/isolated"),
+        online: cpushield_kernel::online_cpus(k).unwrap_or_default(),
+        cmdline: trimmed(procfs.cmdline()).unwrap_or_default(),
+        kernel_version: trimmed(cpushield_kernel::kernel_version(k)).unwrap_or_default(),
+        nohz_full: trimmed(cpushield_kernel::nohz_full(k)),
+        isolated: trimmed(cpushield_kernel::isolated(k)),
+        // check reads these settings as text of its own: each is shown as read in a finding's evidence.
         preempt_debugfs: read_opt(k, "/sys/kernel/debug/sched/preempt"),
         rt_runtime_us: read_opt(k, "/proc/sys/kernel/sched_rt_runtime_us")
             .and_then(|s| s.parse().ok()),
@@ -266,9 +273,9 @@ pub fn read_facts(kernel: &dyn Kernel, checked: &CpuSet, irq_numbers: &[u32]) ->
         numa_balancing: cpushield_kernel::numa::balancing(k),
         workqueue_cpumask: read_mask(k, "/sys/devices/virtual/workqueue/cpumask"),
         default_irq_affinity: read_mask(k, "/proc/irq/default_smp_affinity"),
-        idle_driver: read_opt(k, "/sys/devices/system/cpu/cpuidle/current_driver"),
+        idle_driver: trimmed(cpushield_kernel::idle_driver(k)),
         hypervisor: cpushield_parse::cpuinfo::runs_under_hypervisor(
-            &read_opt(k, "/proc/cpuinfo").unwrap_or_default(),
+            &trimmed(procfs.cpuinfo()).unwrap_or_default(),
         ),
         rcu_offload_log: k
             .kernel_log()
@@ -311,12 +318,13 @@ fn siblings_of(k: &dyn Kernel, cpus: &CpuSet) -> CpuSet {
 pub fn read_kconfig(k: &dyn Kernel) -> (BTreeMap<String, String>, Option<String>) {
     // Binary, so not through `Kernel::read`; asked only when the kernel (or
     // a fake of it) says the file exists.
+    // The kernel's build config, which only check reads (gunzipped), and names as the source of what it found.
     if k.exists(Path::new("/proc/config.gz")) {
         if let Some(text) = read_config_gz() {
             return (parse_kconfig(&text), Some("/proc/config.gz".into()));
         }
     }
-    let release = read_opt(k, "/proc/sys/kernel/osrelease").unwrap_or_default();
+    let release = trimmed(cpushield_kernel::kernel_release(k)).unwrap_or_default();
     let path = format!("/boot/config-{release}");
     match k.read(Path::new(&path)) {
         Ok(text) => (parse_kconfig(&text), Some(path)),
@@ -326,6 +334,7 @@ pub fn read_kconfig(k: &dyn Kernel) -> (BTreeMap<String, String>, Option<String>
 
 /// /proc/config.gz, decompressed by `zcat` when both exist (no extra crate).
 fn read_config_gz() -> Option<String> {
+    // The kernel's build config, which only check reads (gunzipped), and names as the source of what it found.
     if !Path::new("/proc/config.gz").exists() {
         return None;
     }
@@ -340,6 +349,7 @@ fn read_config_gz() -> Option<String> {
 }
 
 fn read_cpu(k: &dyn Kernel, cpu: usize) -> CpuFacts {
+    // Per-CPU files only check reads (governor, idle states), named in its evidence.
     let base = format!("/sys/devices/system/cpu/cpu{cpu}");
     let mut idle_states = Vec::new();
     let idle_dir = format!("{base}/cpuidle");
@@ -365,6 +375,7 @@ fn read_cpu(k: &dyn Kernel, cpu: usize) -> CpuFacts {
 }
 
 fn read_irq(k: &dyn Kernel, irq: u32) -> IrqFacts {
+    // Per-IRQ files only check reads (node, debugfs flags), named in its evidence.
     let base = format!("/proc/irq/{irq}");
     let managed = match read_opt(k, &format!("/sys/kernel/debug/irq/irqs/{irq}")) {
         Some(text) if text.contains("AFFINITY_MANAGED") => Managed::Yes,

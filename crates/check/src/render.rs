@@ -253,6 +253,7 @@ fn mask_cpu(text: &str, cpu: usize) -> String {
     masked.push_str(rest);
     // A per-CPU thread's process ID says nothing the folded line needs.
     let mut out = masked;
+    // Not a read: the prefix of a path in evidence text, folded out of the lines.
     for prefix in ["(pid ", "/proc/", "/task/"] {
         let mut next = String::with_capacity(out.len());
         let mut rest = out.as_str();

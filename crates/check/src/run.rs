@@ -128,12 +128,15 @@ pub fn run_check_until(
 /// The CPUs' time counters and the disks' busy time now (empty where a file
 /// cannot be read).
 fn read_activity(kernel: &dyn Kernel) -> crate::sampling::ActivitySample {
-    let read = |p: &str| kernel.read(std::path::Path::new(p)).unwrap_or_default();
+    let procfs = cpushield_kernel::Procfs::new(kernel);
     crate::sampling::ActivitySample {
-        cpu_times: cpushield_parse::stat::parse_cpu_times(&read("/proc/stat")).unwrap_or_default(),
-        disk_busy_ms: cpushield_parse::diskstats::parse_io_ticks(&read("/proc/diskstats"))
-            .values()
-            .fold(0u64, |sum, ms| sum.saturating_add(*ms)),
+        cpu_times: cpushield_parse::stat::parse_cpu_times(&procfs.stat().unwrap_or_default())
+            .unwrap_or_default(),
+        disk_busy_ms: cpushield_parse::diskstats::parse_io_ticks(
+            &procfs.file("diskstats").unwrap_or_default(),
+        )
+        .values()
+        .fold(0u64, |sum, ms| sum.saturating_add(*ms)),
     }
 }
 

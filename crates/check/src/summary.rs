@@ -78,53 +78,9 @@ fn items(f: &Finding) -> Vec<Item> {
             Some(pid) => vec![Item::Task(pid)],
             None => named("a task"),
         },
-        Topic::KernelThread => {
-            if let Some(rest) = t.strip_prefix("per-CPU kernel thread ") {
-                named(rest.split(' ').next().unwrap_or("a per-CPU thread"))
-            } else {
-                match pid_in(t) {
-                    Some(tid) => vec![Item::KernelThread(tid)],
-                    None => named("a kernel thread"),
-                }
-            }
-        }
-        Topic::Irq | Topic::IrqPending => {
-            if t.contains("handler thread") {
-                return named("IRQ handler threads");
-            }
-            if t.starts_with("new IRQs") {
-                return named("new IRQs");
-            }
-            if t.contains("movable IRQ") {
-                return named("IRQs that may come");
-            }
-            if f.topic == Topic::IrqPending {
-                return named("pending IRQ moves");
-            }
-            let t = t.strip_prefix("kernel-managed ").unwrap_or(t);
-            let irqs: Vec<u32> = [numbers_after(t, "IRQ "), numbers_after(t, "IRQs ")].concat();
-            if irqs.is_empty() {
-                named("IRQs")
-            } else {
-                irqs.into_iter().map(Item::Irq).collect()
-            }
-        }
-        Topic::InterruptKind => {
-            let id = f
-                .evidence
-                .strip_prefix("/proc/interrupts ")
-                .and_then(|e| e.split(':').next())
-                .unwrap_or("");
-            named(match id {
-                "LOC" => "the local timer",
-                "RES" => "rescheduling IPIs",
-                "CAL" => "function-call IPIs",
-                "TLB" => "TLB shootdowns",
-                "NMI" | "PMI" => "NMIs",
-                other if !other.is_empty() => other,
-                _ => "interrupts",
-            })
-        }
+        Topic::KernelThread => kernel_thread_items(t),
+        Topic::Irq | Topic::IrqPending => irq_items(t, f.topic == Topic::IrqPending),
+        Topic::InterruptKind => named(interrupt_kind(&f.evidence)),
         Topic::Softirq => match t.split_once(" softirq ran") {
             Some((id, _)) => vec![Item::Named(format!("{id} softirqs"))],
             None => named("ksoftirqd's work"),
@@ -133,29 +89,10 @@ fn items(f: &Finding) -> Vec<Item> {
             named("the shield without its state")
         }
         Topic::Enforcement => named("new tasks (no cpuset keeps them off)"),
-        Topic::Isolation => {
-            if let Some(rest) = t.strip_prefix("boot parameter ") {
-                return named(rest.split(' ').next().unwrap_or("a boot parameter"));
-            }
-            named(if t.contains("RCU") || t.contains("rcuc") {
-                "RCU callbacks"
-            } else if t.contains("tick") || t.contains("nohz_full") {
-                "the tick"
-            } else if t.contains("isolcpus") {
-                "the boot-time scheduler domains"
-            } else {
-                "isolation"
-            })
-        }
+        Topic::Isolation => named(isolation(t)),
         Topic::Preemption => named("a non-preemptible kernel"),
         Topic::RtThrottling => named("RT throttling"),
-        Topic::Power => named(if t.contains("governor") {
-            "frequency changes"
-        } else if t.contains("deep idle") {
-            "deep idle states"
-        } else {
-            "the halting vCPU"
-        }),
+        Topic::Power => named(power(t)),
         Topic::Timers => named(if t.starts_with("timer migration") {
             "timer migration off"
         } else {
@@ -166,23 +103,125 @@ fn items(f: &Finding) -> Vec<Item> {
         Topic::Smt => named("the SMT sibling's load"),
         Topic::Steal if t.contains("disks are busy") => named("steal that rises with disk I/O"),
         Topic::Steal => named("steal time"),
-        Topic::Numa => named(if t.contains("span") {
-            "CPUs on several memory nodes"
-        } else if t.contains("pages") {
-            "memory on a remote node"
-        } else {
-            "a device on a remote node"
-        }),
-        Topic::Vm => named(if t.contains("emulator") {
-            "a VM's emulator threads"
-        } else if t.contains("kvm-pit") {
-            "a VM's kvm-pit thread"
-        } else if t.contains("real-time") {
-            "a VM's vCPU policies"
-        } else {
-            "a VM's vCPU pinning"
-        }),
+        Topic::Numa => named(numa(t)),
+        Topic::Vm => named(vm(t)),
     }
+}
+
+/// A kernel thread finding: a per-CPU thread by name, else the thread's ID.
+fn kernel_thread_items(title: &str) -> Vec<Item> {
+    if let Some(rest) = title.strip_prefix("per-CPU kernel thread ") {
+        let name = rest.split(' ').next().unwrap_or("a per-CPU thread");
+        return vec![Item::Named(name.to_string())];
+    }
+    match pid_in(title) {
+        Some(tid) => vec![Item::KernelThread(tid)],
+        None => vec![Item::Named("a kernel thread".to_string())],
+    }
+}
+
+/// A device IRQ finding: the IRQs it names, or the kind it is about.
+fn irq_items(title: &str, pending: bool) -> Vec<Item> {
+    let named = |s: &str| vec![Item::Named(s.to_string())];
+    if title.contains("handler thread") {
+        return named("IRQ handler threads");
+    }
+    if title.starts_with("new IRQs") {
+        return named("new IRQs");
+    }
+    if title.contains("movable IRQ") {
+        return named("IRQs that may come");
+    }
+    if pending {
+        return named("pending IRQ moves");
+    }
+    let t = title.strip_prefix("kernel-managed ").unwrap_or(title);
+    let irqs: Vec<u32> = [numbers_after(t, "IRQ "), numbers_after(t, "IRQs ")].concat();
+    if irqs.is_empty() {
+        named("IRQs")
+    } else {
+        irqs.into_iter().map(Item::Irq).collect()
+    }
+}
+
+/// The kind of interrupt an `/proc/interrupts ID: ...` evidence names.
+fn interrupt_kind(evidence: &str) -> &str {
+    let id = evidence
+        // Not a read: the prefix check's own evidence starts with.
+        .strip_prefix("/proc/interrupts ")
+        .and_then(|e| e.split(':').next())
+        .unwrap_or("");
+    match id {
+        "LOC" => "the local timer",
+        "RES" => "rescheduling IPIs",
+        "CAL" => "function-call IPIs",
+        "TLB" => "TLB shootdowns",
+        "NMI" | "PMI" => "NMIs",
+        other if !other.is_empty() => other,
+        _ => "interrupts",
+    }
+}
+
+/// What an isolation finding is about: a boot parameter by name, RCU, the
+/// tick or the scheduler domains.
+fn isolation(title: &str) -> &str {
+    if let Some(rest) = title.strip_prefix("boot parameter ") {
+        return rest.split(' ').next().unwrap_or("a boot parameter");
+    }
+    if title.contains("RCU") || title.contains("rcuc") {
+        "RCU callbacks"
+    } else if title.contains("tick") || title.contains("nohz_full") {
+        "the tick"
+    } else if title.contains("isolcpus") {
+        "the boot-time scheduler domains"
+    } else {
+        "isolation"
+    }
+}
+
+/// The name of the first `(word, name)` whose word is in `title`, else `other`.
+fn first_named(title: &str, names: &[(&str, &'static str)], other: &'static str) -> &'static str {
+    names
+        .iter()
+        .find(|(word, _)| title.contains(word))
+        .map_or(other, |(_, name)| name)
+}
+
+/// What a power finding is about.
+fn power(title: &str) -> &'static str {
+    first_named(
+        title,
+        &[
+            ("governor", "frequency changes"),
+            ("deep idle", "deep idle states"),
+        ],
+        "the halting vCPU",
+    )
+}
+
+/// What a NUMA finding is about.
+fn numa(title: &str) -> &'static str {
+    first_named(
+        title,
+        &[
+            ("span", "CPUs on several memory nodes"),
+            ("pages", "memory on a remote node"),
+        ],
+        "a device on a remote node",
+    )
+}
+
+/// What a VM finding is about.
+fn vm(title: &str) -> &'static str {
+    first_named(
+        title,
+        &[
+            ("emulator", "a VM's emulator threads"),
+            ("kvm-pit", "a VM's kvm-pit thread"),
+            ("real-time", "a VM's vCPU policies"),
+        ],
+        "a VM's vCPU pinning",
+    )
 }
 
 /// `items` in short: `30 tasks, 2 kernel threads, IRQs 36 and 42, the
@@ -570,5 +609,63 @@ mod tests {
             numbers_after("IRQ 38 (virtio2-input.0) arrives", "IRQ "),
             [38]
         );
+    }
+
+    #[test]
+    fn a_kernel_thread_is_named_when_per_cpu_and_counted_by_id_otherwise() {
+        assert_eq!(
+            kernel_thread_items("per-CPU kernel thread ktimers/1 ran on CPU 1"),
+            vec![Item::Named("ktimers/1".into())]
+        );
+        assert_eq!(
+            kernel_thread_items("kernel thread kworker (pid 77) ran on CPU 1"),
+            vec![Item::KernelThread(77)]
+        );
+        assert_eq!(
+            kernel_thread_items("kernel thread ran"),
+            vec![Item::Named("a kernel thread".into())]
+        );
+    }
+
+    #[test]
+    fn an_irq_finding_lists_its_irqs_unless_it_is_about_a_kind() {
+        assert_eq!(
+            irq_items("kernel-managed IRQs 36, 42 can be delivered", false),
+            vec![Item::Irq(36), Item::Irq(42)]
+        );
+        assert_eq!(
+            irq_items("IRQ 5 (eth0) arrived once", true),
+            vec![Item::Named("pending IRQ moves".into())]
+        );
+        assert_eq!(
+            irq_items("2 movable IRQs may be delivered", false),
+            vec![Item::Named("IRQs that may come".into())]
+        );
+        assert_eq!(irq_items("odd", false), vec![Item::Named("IRQs".into())]);
+    }
+
+    #[test]
+    fn interrupt_kinds_and_isolation_findings_read_as_what_they_are() {
+        assert_eq!(
+            interrupt_kind("/proc/interrupts LOC: 12"),
+            "the local timer"
+        );
+        assert_eq!(interrupt_kind("/proc/interrupts XYZ: 1"), "XYZ");
+        assert_eq!(interrupt_kind("elsewhere"), "interrupts");
+        assert_eq!(
+            isolation("boot parameter nohz_full= is missing"),
+            "nohz_full="
+        );
+        assert_eq!(
+            isolation("RCU callbacks of CPU 1 run on it"),
+            "RCU callbacks"
+        );
+        assert_eq!(isolation("CPU 1 is not nohz_full"), "the tick");
+        assert_eq!(
+            power("CPU 1 frequency governor is 'x'"),
+            "frequency changes"
+        );
+        assert_eq!(numa("pages on node 1"), "memory on a remote node");
+        assert_eq!(vm("emulator threads"), "a VM's emulator threads");
     }
 }

@@ -16,9 +16,17 @@ pub fn trace_context(k: &dyn Kernel, cpus: &CpuSet) -> KernelContext {
     let hz: Option<u64> = kconfig.get("CONFIG_HZ").and_then(|h| h.parse().ok());
     let read = |p: &str| k.read(Path::new(p)).map(|s| s.trim().to_string()).ok();
     let facts = Facts {
-        cmdline: read("/proc/cmdline").unwrap_or_default(),
-        kernel_version: read("/proc/sys/kernel/version").unwrap_or_default(),
-        nohz_full: read("/sys/devices/system/cpu/nohz_full"),
+        cmdline: cpushield_kernel::Procfs::new(k)
+            .cmdline()
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
+        kernel_version: cpushield_kernel::kernel_version(k)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
+        nohz_full: cpushield_kernel::nohz_full(k)
+            .ok()
+            .map(|s| s.trim().to_string()),
+        // The debugfs file check's facts also read raw (only when debugfs is mounted).
         preempt_debugfs: read("/sys/kernel/debug/sched/preempt"),
         kconfig,
         kconfig_source: source,

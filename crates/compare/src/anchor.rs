@@ -42,6 +42,7 @@ pub fn rtla_anchor(
     notes: &mut Vec<String>,
 ) -> Option<PathBuf> {
     // Where tracefs is mounted; rtla mounts it itself otherwise.
+    // Not a fact read: where tracefs may be mounted, for rtla, which takes the directory.
     let mounted = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
         .iter()
         .map(Path::new)

@@ -127,6 +127,7 @@ pub fn choose_on(
 }
 
 fn online_file(cpu: usize) -> PathBuf {
+    // A file this command writes (CPU hotplug), journaled by path for reset.
     PathBuf::from(format!("/sys/devices/system/cpu/cpu{cpu}/online"))
 }
 

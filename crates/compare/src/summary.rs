@@ -10,7 +10,6 @@ use cpushield_measure::latency;
 use cpushield_measure::Distribution;
 use cpushield_report::{DeterminismSummary, LatencySummary};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// Merges the per-CPU latency distributions (counts summed, worst tail kept).
 pub fn latency_summary(r: &latency::LatencyReport) -> LatencySummary {
@@ -88,9 +87,7 @@ pub fn determinism_summary(
 
 /// `Linux <release>, <n> CPUs (<model>)`, and whether it is a virtual machine.
 pub fn host_line(kernel: &dyn Kernel, online: &CpuSet) -> String {
-    let release = kernel
-        .read(Path::new("/proc/sys/kernel/osrelease"))
-        .unwrap_or_default();
+    let release = cpushield_kernel::kernel_release(kernel).unwrap_or_default();
     let cpuinfo = cpushield_kernel::Procfs::new(kernel)
         .cpuinfo()
         .unwrap_or_default();

@@ -277,6 +277,44 @@ pub fn is_gone(error: &io::Error) -> bool {
         || error.kind() == io::ErrorKind::NotFound
 }
 
+/// The running kernel's version string (`uname -v`: build number, date and
+/// flags such as PREEMPT_DYNAMIC), as read.
+pub fn kernel_version(kernel: &dyn Kernel) -> io::Result<String> {
+    Procfs::new(kernel).file("sys/kernel/version")
+}
+
+/// The running kernel's release (`uname -r`), as read.
+pub fn kernel_release(kernel: &dyn Kernel) -> io::Result<String> {
+    Procfs::new(kernel).file("sys/kernel/osrelease")
+}
+
+/// The cpuidle driver in use (`none` without one), as read.
+pub fn idle_driver(kernel: &dyn Kernel) -> io::Result<String> {
+    let path = Path::new("/sys/devices/system/cpu/cpuidle/current_driver");
+    kernel.read(path).map_err(|e| with_path(e, path))
+}
+
+/// The CPUs in nohz_full mode as sysfs says (`(null)` or a CPU list), as
+/// read; older kernels have no such file.
+pub fn nohz_full(kernel: &dyn Kernel) -> io::Result<String> {
+    let path = Path::new("/sys/devices/system/cpu/nohz_full");
+    kernel.read(path).map_err(|e| with_path(e, path))
+}
+
+/// The CPUs isolated at boot (`isolcpus=`), as read (a CPU list, empty
+/// for none).
+pub fn isolated(kernel: &dyn Kernel) -> io::Result<String> {
+    let path = Path::new(ISOLATED);
+    kernel.read(path).map_err(|e| with_path(e, path))
+}
+
+/// The CPUs isolated at boot (`isolcpus=`).
+pub fn isolated_cpus(kernel: &dyn Kernel) -> io::Result<CpuSet> {
+    read_cpu_list(kernel, Path::new(ISOLATED))
+}
+
+const ISOLATED: &str = "/sys/devices/system/cpu/isolated";
+
 /// The online CPUs of the machine.
 pub fn online_cpus(kernel: &dyn Kernel) -> io::Result<CpuSet> {
     read_cpu_list(kernel, Path::new("/sys/devices/system/cpu/online"))

@@ -3,7 +3,6 @@
 use crate::warnings::Warning;
 use cpushield_kernel::Kernel;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 
 /// When and where a probe ran, whether it was cut short, and what to distrust.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -22,6 +21,7 @@ pub struct RunInfo {
 
 /// The running kernel's release string, or "unknown".
 pub(crate) fn kernel_release(kernel: &dyn Kernel) -> String {
-    cpushield_kernel::read_trimmed(kernel, Path::new("/proc/sys/kernel/osrelease"))
+    cpushield_kernel::kernel_release(kernel)
+        .map(|s| s.trim_end().to_string())
         .unwrap_or_else(|_| "unknown".into())
 }

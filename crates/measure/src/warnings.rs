@@ -74,6 +74,7 @@ impl SystemView {
     pub fn read(kernel: &dyn Kernel, cpus: &CpuSet) -> io::Result<Self> {
         let online = cpushield_kernel::online_cpus(kernel)?;
         let sysctl = |name: &str| -> Option<i64> {
+            // The RT throttling sysctls, read by name for the warning that names them.
             let path = Path::new("/proc/sys/kernel").join(name);
             cpushield_kernel::read_trimmed(kernel, &path)
                 .ok()?

@@ -115,11 +115,13 @@ fn enter_poller_thread(cpu: usize, place: Option<PlaceFn>) -> io::Result<()> {
 /// (see [`halts_into_hypervisor`]). Then [`IdlePoller`] helps.
 pub fn idle_exits_to_hypervisor() -> bool {
     let kernel = crate::program::host().kernel();
-    let read = |p: &str| kernel.read(std::path::Path::new(p)).unwrap_or_default();
+    let procfs = cpushield_kernel::Procfs::new(kernel);
     halts_into_hypervisor(
-        runs_under_hypervisor(&read("/proc/cpuinfo")),
-        read("/sys/devices/system/cpu/cpuidle/current_driver").trim(),
-        &read("/proc/cmdline"),
+        runs_under_hypervisor(&procfs.cpuinfo().unwrap_or_default()),
+        cpushield_kernel::idle_driver(kernel)
+            .unwrap_or_default()
+            .trim(),
+        &procfs.cmdline().unwrap_or_default(),
     )
 }
 

@@ -53,6 +53,7 @@ pub enum IrqError {
 
 /// The affinity file of an IRQ (hex mask format).
 pub fn affinity_path(irq: u32) -> PathBuf {
+    // A file this crate writes (the IRQ's mask), named in its errors.
     PathBuf::from(format!("/proc/irq/{irq}/smp_affinity"))
 }
 

@@ -47,10 +47,10 @@ impl Holder {
 
     /// Process `pid`, its command line read from /proc (empty if gone).
     pub fn of_pid(pid: i32) -> Self {
-        let path = std::path::PathBuf::from(format!("/proc/{pid}/cmdline"));
-        let raw = crate::program::host()
-            .kernel()
-            .read_bytes(&path)
+        let raw = cpushield_kernel::Procfs::new(crate::program::host().kernel())
+            .process_bytes(pid, "cmdline")
+            .ok()
+            .flatten()
             .unwrap_or_default();
         Self {
             pid,

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The preemption model file of a `PREEMPT_DYNAMIC` kernel (debugfs).
+// The setting files [runtime] writes and journals by path; reset writes them back.
 pub const PREEMPT_FILE: &str = "/sys/kernel/debug/sched/preempt";
 /// kernel.sched_rt_runtime_us.
 pub const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
@@ -130,8 +131,13 @@ impl Machine {
         };
         let mut machine = Machine {
             online: cpushield_kernel::online_cpus(kernel).unwrap_or_default(),
-            cmdline: read(kernel, "/proc/cmdline").unwrap_or_default(),
-            kernel_version: read(kernel, "/proc/sys/kernel/version").unwrap_or_default(),
+            cmdline: cpushield_kernel::Procfs::new(kernel)
+                .cmdline()
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+            kernel_version: cpushield_kernel::kernel_version(kernel)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
             preempt: preempt_read.ok().and_then(|t| parse_preempt(&t)),
             debugfs_problem,
             dma_latency: kernel.exists(Path::new(DMA_LATENCY)),
@@ -140,7 +146,9 @@ impl Machine {
                 &cpushield_kernel::numa::nodes(kernel),
                 cpushield_kernel::numa::balancing(kernel),
             ),
-            idle_driver: read(kernel, "/sys/devices/system/cpu/cpuidle/current_driver"),
+            idle_driver: cpushield_kernel::idle_driver(kernel)
+                .ok()
+                .map(|s| s.trim().to_string()),
             cgroup_v1: matches!(
                 cpushield_shield::layout::detect(kernel),
                 Some(cpushield_shield::layout::CgroupLayout::V1 { .. })
@@ -163,6 +171,7 @@ impl Machine {
 }
 
 fn read_cpu(kernel: &dyn Kernel, cpu: usize) -> CpuFiles {
+    // The setting files [runtime] writes and journals by path; reset writes them back.
     let base = format!("/sys/devices/system/cpu/cpu{cpu}");
     let idle_dir = PathBuf::from(format!("{base}/cpuidle"));
     let mut names = kernel.read_dir(&idle_dir).unwrap_or_default();

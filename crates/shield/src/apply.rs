@@ -24,6 +24,18 @@ pub struct Outcome {
     pub notes: Vec<Note>,
 }
 
+impl Outcome {
+    /// Adds what a later pass did.
+    pub fn add(&mut self, later: Outcome) {
+        self.applied += later.applied;
+        self.moved += later.moved;
+        self.affinities += later.affinities;
+        self.irqs += later.irqs;
+        self.vanished += later.vanished;
+        self.notes.extend(later.notes);
+    }
+}
+
 fn errno(e: &io::Error) -> i32 {
     cpushield_kernel::os_errno(e).unwrap_or(0)
 }
@@ -391,5 +403,35 @@ mod tests {
             .iter()
             .filter(|t| ![1100, 1500, 1900].contains(*t))
             .all(|t| now[t] == CpuSet::parse_list("1").unwrap()));
+    }
+
+    #[test]
+    fn outcomes_of_passes_add_up_field_by_field() {
+        let pass = |n: usize| Outcome {
+            applied: n,
+            moved: n + 1,
+            affinities: n + 2,
+            irqs: n + 3,
+            vanished: n + 4,
+            notes: vec![Note {
+                severity: Severity::Info,
+                text: format!("pass {n}"),
+                remedy: None,
+            }],
+        };
+        let mut total = pass(1);
+        total.add(pass(10));
+        assert_eq!(
+            (
+                total.applied,
+                total.moved,
+                total.affinities,
+                total.irqs,
+                total.vanished
+            ),
+            (11, 13, 15, 17, 19)
+        );
+        assert_eq!(total.notes.len(), 2);
+        assert_eq!(total.notes[1].text, "pass 10");
     }
 }

@@ -176,44 +176,61 @@ fn stat_line(
 ///   CPU, as the kernel prints it), and `/proc/softirqs` and `/proc/stat`
 ///   with a column or line per CPU.
 pub fn big_machine(size: MachineSize) -> FakeKernel {
-    use std::fmt::Write;
-    use std::path::PathBuf;
-    let MachineSize {
-        cpus,
-        irqs,
-        threads,
-    } = size;
     let k = FakeKernel::new();
+    let mut files = Files::default();
+    system_files(&mut files, size);
+    let affinities = threads(&mut files, size);
+    irqs(&mut files, &k, size);
+    counters(&mut files, size.cpus);
+    k.set_files(files.0);
+    k.set_thread_affinities(affinities);
+    k
+}
+
+/// The files of a big machine, in the order written.
+#[derive(Default)]
+struct Files(Vec<(std::path::PathBuf, String)>);
+
+impl Files {
+    fn put(&mut self, path: impl Into<std::path::PathBuf>, text: impl Into<String>) {
+        self.0.push((path.into(), text.into()));
+    }
+}
+
+/// The SMT sibling of `cpu` among `cpus`: the CPU half the machine away.
+fn sibling_of(cpu: usize, cpus: usize) -> usize {
+    let half = cpus / 2;
+    if cpu < half {
+        cpu + half
+    } else {
+        cpu - half
+    }
+}
+
+/// CPUs, topology, memory nodes, boot line, the settings the shield saves
+/// and the root cpuset of a big machine.
+fn system_files(files: &mut Files, size: MachineSize) {
+    let cpus = size.cpus;
     let all = CpuSet::first_n(cpus);
     let list = all.to_list();
     let mask = all.to_mask_padded(cpus);
-    let mut files: Vec<(PathBuf, String)> = Vec::new();
-    let mut put = |path: String, text: String| files.push((PathBuf::from(path), text));
-    put("/proc/self/ns/pid".into(), "pid:[4026531836]".into());
-    put(
-        "/proc/self/mountinfo".into(),
+    files.put("/proc/self/ns/pid", "pid:[4026531836]");
+    files.put(
+        "/proc/self/mountinfo",
         format!("26 25 0:23 / {V1_ROOT} rw - cgroup cgroup rw,cpuset\n"),
     );
-    put("/sys/devices/system/cpu/online".into(), format!("{list}\n"));
-    put(
-        "/sys/devices/system/cpu/possible".into(),
-        format!("{list}\n"),
+    files.put("/sys/devices/system/cpu/online", format!("{list}\n"));
+    files.put("/sys/devices/system/cpu/possible", format!("{list}\n"));
+    files.put("/sys/devices/system/cpu/isolated", "\n");
+    files.put("/sys/devices/system/cpu/nohz_full", "(null)\n");
+    files.put(
+        "/proc/cmdline",
+        "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro quiet\n",
     );
-    put("/sys/devices/system/cpu/isolated".into(), "\n".into());
-    put(
-        "/sys/devices/system/cpu/nohz_full".into(),
-        "(null)\n".into(),
-    );
-    put(
-        "/proc/cmdline".into(),
-        "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro quiet\n".into(),
-    );
-    put("/proc/2/comm".into(), "kthreadd\n".into());
-    let half = cpus / 2;
+    files.put("/proc/2/comm", "kthreadd\n");
     for cpu in 0..cpus {
-        let sibling = if cpu < half { cpu + half } else { cpu - half };
-        let pair = CpuSet::from_cpus([cpu, sibling]).to_list();
-        put(
+        let pair = CpuSet::from_cpus([cpu, sibling_of(cpu, cpus)]).to_list();
+        files.put(
             format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"),
             format!("{pair}\n"),
         );
@@ -221,24 +238,21 @@ pub fn big_machine(size: MachineSize) -> FakeKernel {
     let node_dir = cpushield_kernel::numa::NODE_DIR;
     let second = size.second_socket();
     for (node, cpus) in [(0, all.difference(&second)), (1, second)] {
-        put(
+        files.put(
             format!("{node_dir}/node{node}/cpulist"),
             format!("{}\n", cpus.to_list()),
         );
     }
-    put(format!("{node_dir}/has_memory"), "0-1\n".into());
-    put(format!("{node_dir}/online"), "0-1\n".into());
-    put("/proc/irq/default_smp_affinity".into(), format!("{mask}\n"));
-    put(
-        "/sys/devices/virtual/workqueue/cpumask".into(),
+    files.put(format!("{node_dir}/has_memory"), "0-1\n");
+    files.put(format!("{node_dir}/online"), "0-1\n");
+    files.put("/proc/irq/default_smp_affinity", format!("{mask}\n"));
+    files.put(
+        "/sys/devices/virtual/workqueue/cpumask",
         format!("{mask}\n"),
     );
-    put(
-        "/proc/sys/kernel/watchdog_cpumask".into(),
-        format!("{list}\n"),
-    );
-    put("/proc/sys/kernel/timer_migration".into(), "1\n".into());
-    put("/proc/sys/vm/stat_interval".into(), "1\n".into());
+    files.put("/proc/sys/kernel/watchdog_cpumask", format!("{list}\n"));
+    files.put("/proc/sys/kernel/timer_migration", "1\n");
+    files.put("/proc/sys/vm/stat_interval", "1\n");
     for (file, value) in [
         ("cgroup.procs", String::new()),
         ("cpuset.cpus", format!("{list}\n")),
@@ -246,61 +260,83 @@ pub fn big_machine(size: MachineSize) -> FakeKernel {
         ("cpuset.cpu_exclusive", "1\n".to_string()),
         ("cpuset.sched_load_balance", "1\n".to_string()),
     ] {
-        put(format!("{V1_ROOT}/{file}"), value);
+        files.put(format!("{V1_ROOT}/{file}"), value);
     }
+}
 
-    // Threads: the per-CPU kernel threads first, then user processes.
-    let mut affinities = Vec::with_capacity(threads);
-    let mut listed = String::with_capacity(threads * 7);
-    let mut thread = |put: &mut dyn FnMut(String, String),
-                      tid: i32,
-                      tgid: i32,
-                      comm: &str,
-                      ppid: i32,
-                      flags: u64,
-                      in_process: usize,
-                      affinity: CpuSet| {
+/// The threads of a big machine as they are written: their files, the
+/// root cpuset's task list and their affinities.
+struct Threads<'a> {
+    files: &'a mut Files,
+    affinities: Vec<(i32, CpuSet)>,
+    listed: String,
+}
+
+impl Threads<'_> {
+    /// Thread `tid` of process `tgid`, in the root cpuset.
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &mut self,
+        tid: i32,
+        tgid: i32,
+        comm: &str,
+        ppid: i32,
+        flags: u64,
+        in_process: usize,
+        affinity: CpuSet,
+    ) {
+        use std::fmt::Write;
         let base = format!("/proc/{tgid}/task/{tid}");
         let cpu = affinity.first().unwrap_or(0);
         let stat = stat_line(tid, comm, ppid, tgid, flags, in_process, cpu);
         if tid == tgid {
-            put(format!("/proc/{tgid}/stat"), stat.clone());
-            put(format!("/proc/{tgid}/cgroup"), "3:cpuset:/\n".into());
+            self.files.put(format!("/proc/{tgid}/stat"), stat.clone());
+            self.files
+                .put(format!("/proc/{tgid}/cgroup"), "3:cpuset:/\n");
         }
-        put(format!("{base}/stat"), stat);
-        put(
+        self.files.put(format!("{base}/stat"), stat);
+        self.files.put(
             format!("{base}/schedstat"),
             format!("{} 0 {}\n", tid as u64 * 1000, tid % 7),
         );
-        put(format!("{base}/cgroup"), "3:cpuset:/\n".into());
-        let _ = writeln!(listed, "{tid}");
-        affinities.push((tid, affinity));
+        self.files.put(format!("{base}/cgroup"), "3:cpuset:/\n");
+        let _ = writeln!(self.listed, "{tid}");
+        self.affinities.push((tid, affinity));
+    }
+}
+
+/// The name of the `n`th per-CPU kernel thread (four to a CPU).
+fn per_cpu_kthread_comm(n: usize) -> String {
+    let (cpu, kind) = (
+        n / PER_CPU_KTHREADS.len(),
+        PER_CPU_KTHREADS[n % PER_CPU_KTHREADS.len()],
+    );
+    if kind == "kworker" {
+        format!("kworker/{cpu}:0")
+    } else {
+        format!("{kind}/{cpu}")
+    }
+}
+
+/// Threads: the per-CPU kernel threads first, then user processes; their
+/// affinities.
+fn threads(files: &mut Files, size: MachineSize) -> Vec<(i32, CpuSet)> {
+    let MachineSize { cpus, threads, .. } = size;
+    let all = CpuSet::first_n(cpus);
+    let mut t = Threads {
+        files,
+        affinities: Vec::with_capacity(threads),
+        listed: String::with_capacity(threads * 7),
     };
     let kthread_flags = cpushield_parse::pid_stat::PF_KTHREAD;
     let bound_flags = kthread_flags | cpushield_parse::pid_stat::PF_NO_SETAFFINITY;
-    thread(&mut put, 2, 2, "kthreadd", 0, kthread_flags, 1, all.clone());
+    t.add(2, 2, "kthreadd", 0, kthread_flags, 1, all.clone());
     let mut tid = 10;
     let kthreads = (PER_CPU_KTHREADS.len() * cpus).min(threads.saturating_sub(1));
     for n in 0..kthreads {
-        let (cpu, kind) = (
-            n / PER_CPU_KTHREADS.len(),
-            PER_CPU_KTHREADS[n % PER_CPU_KTHREADS.len()],
-        );
-        let comm = if kind == "kworker" {
-            format!("kworker/{cpu}:0")
-        } else {
-            format!("{kind}/{cpu}")
-        };
-        thread(
-            &mut put,
-            tid,
-            tid,
-            &comm,
-            2,
-            bound_flags,
-            1,
-            CpuSet::from_cpus([cpu]),
-        );
+        let cpu = n / PER_CPU_KTHREADS.len();
+        let comm = per_cpu_kthread_comm(n);
+        t.add(tid, tid, &comm, 2, bound_flags, 1, CpuSet::from_cpus([cpu]));
         tid += 1;
     }
     let mut left = threads.saturating_sub(1 + kthreads);
@@ -318,30 +354,41 @@ pub fn big_machine(size: MachineSize) -> FakeKernel {
             } else {
                 all.clone()
             };
-            thread(
-                &mut put,
-                tid,
-                tgid,
-                &format!("app{tgid}"),
-                1,
-                0,
-                in_process,
-                affinity,
-            );
+            t.add(tid, tgid, &format!("app{tgid}"), 1, 0, in_process, affinity);
             tid += 1;
         }
         left -= in_process;
         user += 1;
     }
-    put(format!("{V1_ROOT}/tasks"), listed);
+    let Threads {
+        files,
+        affinities,
+        listed,
+    } = t;
+    files.put(format!("{V1_ROOT}/tasks"), listed);
+    affinities
+}
 
-    // IRQs, with the counters of every CPU.
-    let mut interrupts = String::with_capacity((irqs + 8) * (cpus * 11 + 48));
-    interrupts.push_str("          ");
+/// A header line of one `CPUn` column per CPU, as /proc/interrupts and
+/// /proc/softirqs print it.
+fn cpu_columns(cpus: usize) -> String {
+    use std::fmt::Write;
+    let mut line = String::from("          ");
     for cpu in 0..cpus {
-        let _ = write!(interrupts, " {:>10}", format!("CPU{cpu}"));
+        let _ = write!(line, " {:>10}", format!("CPU{cpu}"));
     }
-    interrupts.push('\n');
+    line.push('\n');
+    line
+}
+
+/// IRQs 32 and up, with their affinity files and the counters of every CPU
+/// in /proc/interrupts; the writes of managed ones are refused.
+fn irqs(files: &mut Files, k: &FakeKernel, size: MachineSize) {
+    use std::fmt::Write;
+    let MachineSize { cpus, irqs, .. } = size;
+    let all = CpuSet::first_n(cpus);
+    let mut interrupts = String::with_capacity((irqs + 8) * (cpus * 11 + 48));
+    interrupts.push_str(&cpu_columns(cpus));
     for n in 0..irqs {
         let irq = 32 + n;
         let managed = n % 4 == 3;
@@ -351,15 +398,15 @@ pub fn big_machine(size: MachineSize) -> FakeKernel {
             all.clone()
         };
         let dir = format!("/proc/irq/{irq}");
-        put(
+        files.put(
             format!("{dir}/smp_affinity"),
             format!("{}\n", affinity.to_mask_padded(cpus)),
         );
-        put(
+        files.put(
             format!("{dir}/smp_affinity_list"),
             format!("{}\n", affinity.to_list()),
         );
-        put(
+        files.put(
             format!("{dir}/effective_affinity_list"),
             format!("{}\n", n % cpus),
         );
@@ -394,12 +441,14 @@ pub fn big_machine(size: MachineSize) -> FakeKernel {
         }
         let _ = writeln!(interrupts, "   {what}");
     }
-    put("/proc/interrupts".into(), interrupts);
-    let mut softirqs = String::from("          ");
-    for cpu in 0..cpus {
-        let _ = write!(softirqs, " {:>10}", format!("CPU{cpu}"));
-    }
-    softirqs.push('\n');
+    files.put("/proc/interrupts", interrupts);
+}
+
+/// /proc/softirqs, /proc/stat (a column or line per CPU) and an empty
+/// /proc/diskstats.
+fn counters(files: &mut Files, cpus: usize) {
+    use std::fmt::Write;
+    let mut softirqs = cpu_columns(cpus);
     for kind in [
         "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER",
         "RCU",
@@ -410,7 +459,7 @@ pub fn big_machine(size: MachineSize) -> FakeKernel {
         }
         softirqs.push('\n');
     }
-    put("/proc/softirqs".into(), softirqs);
+    files.put("/proc/softirqs", softirqs);
     let mut stat = String::from("cpu  1000 0 1000 100000 0 0 0 0 0 0\n");
     for cpu in 0..cpus {
         let _ = writeln!(stat, "cpu{cpu} 10 0 10 1000 0 0 0 0 0 0");
@@ -418,11 +467,8 @@ pub fn big_machine(size: MachineSize) -> FakeKernel {
     stat.push_str(
         "intr 0\nctxt 0\nbtime 1700000000\nprocesses 1\nprocs_running 1\nprocs_blocked 0\n",
     );
-    put("/proc/stat".into(), stat);
-    put("/proc/diskstats".into(), String::new());
-    k.set_files(files);
-    k.set_thread_affinities(affinities);
-    k
+    files.put("/proc/stat", stat);
+    files.put("/proc/diskstats", String::new());
 }
 
 #[cfg(test)]
@@ -472,6 +518,35 @@ mod tests {
                 .lines()
                 .count(),
             1 + 12 + 4
+        );
+    }
+
+    #[test]
+    fn a_big_machines_siblings_are_half_the_machine_apart() {
+        assert_eq!(sibling_of(0, 8), 4);
+        assert_eq!(sibling_of(5, 8), 1);
+    }
+
+    #[test]
+    fn per_cpu_kernel_threads_come_four_to_a_cpu_named_as_the_kernel_names_them() {
+        let names: Vec<String> = (0..5).map(per_cpu_kthread_comm).collect();
+        assert_eq!(
+            names,
+            [
+                "cpuhp/0",
+                "migration/0",
+                "ksoftirqd/0",
+                "kworker/0:0",
+                "cpuhp/1"
+            ]
+        );
+    }
+
+    #[test]
+    fn counter_tables_have_one_column_per_cpu() {
+        assert_eq!(
+            cpu_columns(2),
+            format!("{:10} {:>10} {:>10}\n", "", "CPU0", "CPU1")
         );
     }
 }

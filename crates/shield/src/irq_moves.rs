@@ -22,6 +22,7 @@ use std::path::Path;
 /// readable smp_affinity_list are left out).
 pub fn read_affinity_texts(kernel: &dyn Kernel) -> BTreeMap<u32, IrqAffinityText> {
     let mut out = BTreeMap::new();
+    // The IRQ affinity files the shield writes: read back here to see what the kernel made of them.
     let Ok(entries) = kernel.read_dir(Path::new("/proc/irq")) else {
         return out;
     };

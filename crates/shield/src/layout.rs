@@ -749,7 +749,9 @@ impl std::ops::Deref for CgroupLayout {
 /// root lists `cpuset` in cgroup.controllers, else on a v1 mount with the
 /// `cpuset` option. `None` when neither exists.
 pub fn detect(kernel: &dyn Kernel) -> Option<CgroupLayout> {
-    let mountinfo = kernel.read(Path::new("/proc/self/mountinfo")).ok()?;
+    let mountinfo = cpushield_kernel::Procfs::new(kernel)
+        .own_file("mountinfo")
+        .ok()?;
     let mut v1 = None;
     let mut v2 = None;
     for mount in cpushield_parse::mounts::parse_mountinfo(&mountinfo) {

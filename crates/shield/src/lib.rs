@@ -762,6 +762,7 @@ pub fn machine_problems(
 pub fn paths_outside(plan: &steps::Plan, layout: &CgroupLayout) -> Vec<std::path::PathBuf> {
     let allowed = [
         layout.root(),
+        // The prefixes a saved state may name: reset refuses to write anywhere else.
         std::path::Path::new("/proc/sys"),
         std::path::Path::new("/proc/irq"),
         std::path::Path::new("/sys"),
@@ -828,6 +829,7 @@ fn follow_before_reset(
 /// this thread moves, and only out of cpushield's own cgroups; where it
 /// cannot, it stays.
 fn join_root_cpuset(kernel: &dyn Kernel, layout: &CgroupLayout) {
+    // The writing thread's own cgroup, before it leaves the shield's.
     let Ok(text) = kernel.read(std::path::Path::new("/proc/thread-self/cgroup")) else {
         return;
     };
@@ -838,6 +840,84 @@ fn join_root_cpuset(kernel: &dyn Kernel, layout: &CgroupLayout) {
         // 0 names the writing thread itself.
         let _ = kernel.write(&layout.threads_file(layout.root()), "0");
     }
+}
+
+/// Plans and applies the reset up to three times: tasks forked while reset
+/// runs are caught by the next pass. The last snapshot, what was done, and
+/// the last plan's notes.
+fn reset_passes(
+    kernel: &dyn Kernel,
+    saved: &SavedState,
+    first: snapshot::Snapshot,
+    path: &str,
+) -> Result<(snapshot::Snapshot, Outcome, Vec<Note>), ShieldError> {
+    let mut total = Outcome::default();
+    let mut notes = Vec::new();
+    let mut snap = first;
+    for pass in 0..3 {
+        if pass > 0 {
+            snap = take_against(kernel, saved)?;
+        }
+        let plan = plan::plan_reset(&snap, saved);
+        let outside = paths_outside(&plan, &saved.layout);
+        if !outside.is_empty() {
+            return Err(ShieldError::BadState {
+                path: path.to_string(),
+                problems: outside_problems(&outside),
+            });
+        }
+        let work = has_work(&plan);
+        let outcome = apply::apply(kernel, &plan)?;
+        // Every step went through and cpushield's cgroups are gone: no task
+        // is left to restore (one born meanwhile is in none of them, and
+        // reset leaves it as it is). A step that failed is retried.
+        let clean =
+            outcome.notes.is_empty() && !saved.created_cgroups.iter().any(|d| kernel.exists(d));
+        total.add(outcome);
+        notes = plan.notes;
+        if !work || clean {
+            break;
+        }
+    }
+    Ok((snap, total, notes))
+}
+
+/// The problems of a saved state whose reset would write outside what a
+/// shield writes.
+fn outside_problems(outside: &[std::path::PathBuf]) -> Vec<String> {
+    outside
+        .iter()
+        .map(|p| {
+            format!(
+                "{}: outside the cpuset hierarchy, /proc/sys, /proc/irq and /sys",
+                p.display()
+            )
+        })
+        .collect()
+}
+
+/// Whether a reset plan restores anything: draining and removing cgroups
+/// and scheduling changes alone leave nothing for another pass.
+fn has_work(plan: &steps::Plan) -> bool {
+    plan.steps.iter().any(|s| {
+        !matches!(
+            s,
+            steps::Step::Drain { .. } | steps::Step::Rmdir(_) | steps::Step::Sched { .. }
+        )
+    })
+}
+
+/// Removes the saved state once everything is restored.
+fn remove_state(store: &dyn StateStore) -> Result<(), ShieldError> {
+    state::remove_from(store).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!(
+                "everything was restored, but the shield state could not be removed ({e}); run `cpushield reset` again once it is writable (a second reset changes nothing)"
+            ),
+        )
+    })?;
+    Ok(())
 }
 
 /// `namespace_gone`: the reset is `--namespace-gone`'s, which waits on this
@@ -880,63 +960,9 @@ fn reset_locked(
     // What tuned's loaded profile also sets is written back as tuned sets it.
     let left_to_tuned = tuned::read_claim(kernel)
         .and_then(|claim| tuned::leave_to_tuned(&mut saved, &claim, &first));
-    let mut total = Outcome::default();
-    let mut notes = Vec::new();
-    let mut snap = first;
-    // Tasks forked while reset runs are caught by the next pass.
-    for pass in 0..3 {
-        if pass > 0 {
-            snap = take_against(kernel, &saved)?;
-        }
-        let plan = plan::plan_reset(&snap, &saved);
-        let outside = paths_outside(&plan, &saved.layout);
-        if !outside.is_empty() {
-            return Err(ShieldError::BadState {
-                path,
-                problems: outside
-                    .iter()
-                    .map(|p| {
-                        format!(
-                            "{}: outside the cpuset hierarchy, /proc/sys, /proc/irq and /sys",
-                            p.display()
-                        )
-                    })
-                    .collect(),
-            });
-        }
-        let work = plan.steps.iter().any(|s| {
-            !matches!(
-                s,
-                steps::Step::Drain { .. } | steps::Step::Rmdir(_) | steps::Step::Sched { .. }
-            )
-        });
-        let outcome = apply::apply(kernel, &plan)?;
-        // Every step went through and cpushield's cgroups are gone: no task
-        // is left to restore (one born meanwhile is in none of them, and
-        // reset leaves it as it is). A step that failed is retried.
-        let clean =
-            outcome.notes.is_empty() && !saved.created_cgroups.iter().any(|d| kernel.exists(d));
-        total.applied += outcome.applied;
-        total.moved += outcome.moved;
-        total.affinities += outcome.affinities;
-        total.irqs += outcome.irqs;
-        total.vanished += outcome.vanished;
-        total.notes.extend(outcome.notes);
-        notes = plan.notes;
-        if !work || clean {
-            break;
-        }
-    }
+    let (snap, total, mut notes) = reset_passes(kernel, &saved, first, &path)?;
     let load_notes = remove_load_dirs(kernel, &saved);
-    let removed = state::remove_from(store);
-    removed.map_err(|e| {
-        std::io::Error::new(
-            e.kind(),
-            format!(
-                "everything was restored, but the shield state could not be removed ({e}); run `cpushield reset` again once it is writable (a second reset changes nothing)"
-            ),
-        )
-    })?;
+    remove_state(store)?;
     notes.extend(followed_notes(kernel, &followed));
     notes.extend(recovered_note(loaded.recovered));
     notes.extend(runtime_notes);
@@ -947,4 +973,30 @@ fn reset_locked(
         remedy: None,
     }));
     Ok(report(&snap, ShieldMasks::default(), total, notes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn a_reset_plan_of_drains_and_removals_only_has_no_work_for_another_pass() {
+        let mut plan = steps::Plan::default();
+        plan.steps
+            .push(steps::Step::Rmdir(PathBuf::from("/sys/fs/cgroup/x")));
+        assert!(!has_work(&plan));
+        plan.steps
+            .push(steps::Step::Mkdir(PathBuf::from("/sys/fs/cgroup/x")));
+        assert!(has_work(&plan));
+    }
+
+    #[test]
+    fn a_path_outside_what_a_shield_writes_is_named_as_a_problem() {
+        let problems = outside_problems(&[PathBuf::from("/etc/passwd")]);
+        assert_eq!(
+            problems,
+            ["/etc/passwd: outside the cpuset hierarchy, /proc/sys, /proc/irq and /sys"]
+        );
+    }
 }

@@ -60,9 +60,7 @@ fn kernel_defaults(kernel: &dyn Kernel, possible: &CpuSet) -> KernelDefaults {
     let cmdline = cpushield_kernel::Procfs::new(kernel)
         .cmdline()
         .unwrap_or_default();
-    let sysfs = kernel
-        .read(Path::new("/sys/devices/system/cpu/nohz_full"))
-        .ok();
+    let sysfs = cpushield_kernel::nohz_full(kernel).ok();
     let nohz = cpushield_parse::cmdline::nohz_full_cpus(sysfs.as_deref(), &cmdline);
     let isolated_domain = match cpushield_parse::cmdline::cpu_param(&cmdline, "isolcpus") {
         Some((cpus, flags)) if flags.is_empty() || flags.iter().any(|f| f == "domain") => cpus,
@@ -224,7 +222,7 @@ pub fn plan_undo(snap: &Snapshot, orphan: &OrphanShield) -> Plan {
     for irq in &snap.irqs {
         if irq.affinity.intersection(online) != defaults.irqs.intersection(online) {
             plan.write(
-                format!("/proc/irq/{}/smp_affinity", irq.irq),
+                crate::plan::irq_path(irq.irq),
                 irq_mask.clone(),
                 WriteKind::Irq {
                     irq: irq.irq,

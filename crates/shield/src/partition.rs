@@ -36,8 +36,7 @@ pub(crate) fn settle_isolated(kernel: &dyn Kernel, partition: &Path) -> io::Resu
     let cpus_file = dir.join("cpuset.cpus");
     let wanted = read_trimmed(kernel, &cpus_file)?;
     let wanted_set = CpuSet::parse_list(&wanted).unwrap_or_default();
-    let boot_isolated =
-        read_cpu_list(kernel, Path::new("/sys/devices/system/cpu/isolated")).unwrap_or_default();
+    let boot_isolated = cpushield_kernel::isolated_cpus(kernel).unwrap_or_default();
     let spare = read_cpu_list(kernel, &parent.join("cpuset.cpus.effective"))?
         .difference(&wanted_set)
         .difference(&boot_isolated);

@@ -163,55 +163,117 @@ fn plan_tasks(
     saved: &SavedState,
     procs: &CpuSet,
 ) -> Vec<TaskAffinity> {
-    let online = &snap.online;
-    let layout = &snap.layout;
     let origins = origins(snap, saved);
-    let rule = |requested: &CpuSet| shielded_affinity(requested, online, procs);
-    // Where a move takes a whole process: whether all its threads are shielded.
-    let mut whole_process_shielded: BTreeMap<i32, bool> = BTreeMap::new();
-    if layout.moves_processes() {
-        for (t, o) in snap.tasks.iter().zip(&origins) {
-            let inside = !procs.is_empty() && rule(o.requested).is_subset(procs);
-            let e = whole_process_shielded.entry(t.tgid).or_insert(true);
+    let layout = &snap.layout;
+    let mut pass = TaskPass {
+        snap,
+        procs,
+        whole_process_shielded: whole_process_shielded(snap, &origins, procs),
+        shield_tasks: layout.tasks_file(&layout.shield_dir()),
+        system_tasks: layout.tasks_file(&layout.system_dir()),
+        cpusets_change: cpusets_change(plan, layout, procs, saved),
+        affinities: Vec::new(),
+        moved_ids: BTreeSet::new(),
+        per_cpu_threads: BTreeMap::new(),
+        pod_tasks_on_shield: 0,
+        with_their_irq: Vec::new(),
+    };
+    for (task, origin) in snap.tasks.iter().zip(&origins) {
+        pass.task(plan, task, origin);
+    }
+    pass.finish(plan)
+}
+
+/// Where a move takes a whole process (cgroup v2): whether all its threads
+/// are shielded, per process. Empty where moves take single threads.
+fn whole_process_shielded(
+    snap: &Snapshot,
+    origins: &[Origin<'_>],
+    procs: &CpuSet,
+) -> BTreeMap<i32, bool> {
+    let mut whole = BTreeMap::new();
+    if snap.layout.moves_processes() {
+        for (t, o) in snap.tasks.iter().zip(origins) {
+            let inside = !procs.is_empty()
+                && shielded_affinity(o.requested, &snap.online, procs).is_subset(procs);
+            let e = whole.entry(t.tgid).or_insert(true);
             *e = *e && inside;
         }
     }
-    let shield_tasks = layout.tasks_file(&layout.shield_dir());
-    let system_tasks = layout.tasks_file(&layout.system_dir());
-    // The same cgroup, as dir_of would join them, without building paths.
-    let same_cgroup = |a: &str, b: &str| a.trim_start_matches('/') == b.trim_start_matches('/');
-    // Changing a cpuset's CPUs (or its partition) makes the kernel reset the
-    // affinity of every task in it, so then every affinity is set again, after
-    // all cgroup changes.
-    let cpusets_change = plan
-        .steps
+    whole
+}
+
+/// Whether the plan changes a cpuset's CPUs (or its partition), or removes
+/// the shield's cgroups: the kernel then resets the affinity of every task
+/// in them, so every affinity is set again, after all cgroup changes.
+fn cpusets_change(plan: &Plan, layout: &CgroupLayout, procs: &CpuSet, saved: &SavedState) -> bool {
+    plan.steps
         .iter()
         .any(|s| matches!(s, Step::Write { path, .. } if path.starts_with(layout.root())))
-        || (procs.is_empty() && !saved.created_cgroups.is_empty());
-    let mut affinities = Vec::new();
-    let mut moved_ids = BTreeSet::new();
-    let mut per_cpu_threads: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-    let mut pod_tasks_on_shield = 0usize;
-    let mut with_their_irq = Vec::new();
-    for (task, origin) in snap.tasks.iter().zip(&origins) {
+        || (procs.is_empty() && !saved.created_cgroups.is_empty())
+}
+
+/// The same cgroup, as `dir_of` would join them, without building paths.
+fn same_cgroup(a: &str, b: &str) -> bool {
+    a.trim_start_matches('/') == b.trim_start_matches('/')
+}
+
+/// The names of a CPU's per-CPU kernel threads as a note shows them: the
+/// first six distinct neighbours, and how many there are past six.
+fn shown_threads(names: &[String]) -> String {
+    let mut shown: Vec<&str> = names.iter().map(String::as_str).collect();
+    shown.dedup();
+    let more = if shown.len() > 6 {
+        format!(", … {} in all", shown.len())
+    } else {
+        String::new()
+    };
+    shown.truncate(6);
+    format!("{}{more}", shown.join(", "))
+}
+
+/// What the task step gathers while it walks the tasks.
+struct TaskPass<'a> {
+    snap: &'a Snapshot,
+    procs: &'a CpuSet,
+    whole_process_shielded: BTreeMap<i32, bool>,
+    shield_tasks: PathBuf,
+    system_tasks: PathBuf,
+    cpusets_change: bool,
+    /// Affinities to set, after every cgroup change.
+    affinities: Vec<TaskAffinity>,
+    /// IDs already written to a tasks file (a process moves once).
+    moved_ids: BTreeSet<i32>,
+    /// Kernel-bound threads on each shielded CPU, by name.
+    per_cpu_threads: BTreeMap<usize, Vec<String>>,
+    /// Tasks of Kubernetes pods that may run on shielded CPUs.
+    pod_tasks_on_shield: usize,
+    /// IRQ handler threads left with their IRQs, as `comm (IRQ n)`.
+    with_their_irq: Vec<String>,
+}
+
+impl TaskPass<'_> {
+    /// Brosky's rule on one task: its move and affinity, or why it is left.
+    fn task(&mut self, plan: &mut Plan, task: &TaskInfo, origin: &Origin<'_>) {
+        let (snap, procs) = (self.snap, self.procs);
         if is_kubepods(&task.cgroup) {
             // A Kubernetes pod: the kubelet's CPU manager owns its cpuset and
             // CPUs, so it is neither moved nor narrowed.
             if !procs.is_empty() && task.affinity.intersects(procs) {
-                pod_tasks_on_shield += 1;
+                self.pod_tasks_on_shield += 1;
             }
-            continue;
+            return;
         }
         if task.pinned_by_kernel {
             for cpu in task.affinity.intersection(procs).iter() {
-                per_cpu_threads
+                self.per_cpu_threads
                     .entry(cpu)
                     .or_default()
                     .push(task.comm.to_string());
             }
-            continue;
+            return;
         }
-        let eff = rule(origin.requested);
+        let eff = shielded_affinity(origin.requested, &snap.online, procs);
         // An IRQ handler thread that would stay on shielded CPUs only is
         // there with its IRQ: the kernel moves it when it moves the IRQ,
         // and a write of its affinity either pins it where the kernel takes
@@ -219,52 +281,35 @@ fn plan_tasks(
         // the CPU).
         if !procs.is_empty() && eff.is_subset(procs) {
             if let Some(irq) = crate::irq_threads::handler_irq(task, snap) {
-                with_their_irq.push(format!("{} (IRQ {irq})", task.comm));
-                continue;
+                self.with_their_irq
+                    .push(format!("{} (IRQ {irq})", task.comm));
+                return;
             }
         }
-        let place = layout.place(&Placing {
+        let place = snap.layout.place(&Placing {
             origin: origin.cgroup,
             here: &task.cgroup,
             effective: &eff,
             procs,
-            whole_process_shielded: whole_process_shielded
+            whole_process_shielded: self
+                .whole_process_shielded
                 .get(&task.tgid)
                 .copied()
                 .unwrap_or(false),
         });
-        // The destination (relative, as in /proc/PID/cgroup) and, for ours,
-        // its tasks file.
-        let (dest, file) = match place {
-            Place::Stay => {
-                // Someone else's cpuset, which the shield does not change:
-                // only the affinity follows the rule.
-                if eff != task.affinity {
-                    affinities.push(TaskAffinity {
-                        tid: task.tid,
-                        cpus: eff,
-                    });
-                }
-                continue;
+        let Some(moved) = self.move_to(plan, task, &place) else {
+            // Someone else's cpuset, which the shield does not change:
+            // only the affinity follows the rule.
+            if eff != task.affinity {
+                self.affinities.push(TaskAffinity {
+                    tid: task.tid,
+                    cpus: eff,
+                });
             }
-            Place::Shield => (SHIELD_CGROUP, Some(&shield_tasks)),
-            Place::System => (SYSTEM_CGROUP, Some(&system_tasks)),
-            Place::Cgroup(c) => (c, None),
+            return;
         };
-        let mut moved = false;
-        if !same_cgroup(dest, &task.cgroup) {
-            if let Some(id) = layout.move_id(task.tid, task.tgid, task.kthread) {
-                if moved_ids.insert(id) {
-                    match file {
-                        Some(file) => plan.move_task(file, id),
-                        None => plan.move_task(&layout.tasks_file(&layout.dir_of(dest)), id),
-                    }
-                }
-                moved = true;
-            }
-        }
-        if moved || cpusets_change || eff != task.affinity {
-            affinities.push(TaskAffinity {
+        if moved || self.cpusets_change || eff != task.affinity {
+            self.affinities.push(TaskAffinity {
                 tid: task.tid,
                 cpus: eff.clone(),
             });
@@ -280,45 +325,71 @@ fn plan_tasks(
             );
         }
     }
-    if !with_their_irq.is_empty() {
-        plan.note(
-            Severity::Info,
-            format!(
-                "IRQ handler threads {} stay with their IRQs on shielded CPUs {procs}: the kernel sets a handler thread's affinity from its IRQ's, so they leave when their IRQs do (shield --irqs, at each IRQ's next interrupt)",
-                with_their_irq.join(", ")
-            ),
-            None,
-        );
-    }
-    if pod_tasks_on_shield > 0 {
-        plan.note(
-            Severity::Warn,
-            format!(
-                "{pod_tasks_on_shield} tasks of Kubernetes pods (cgroups kubepods*) may run on shielded CPUs {procs}: cpushield leaves pods to the kubelet's CPU manager and does not move them"
-            ),
-            Some("keep the shielded CPUs out of the pods' CPUs: list them in the kubelet's reservedSystemCPUs with the CPU manager option strict-cpu-reservation (docs/fleet.md)".into()),
-        );
-    }
-    for (cpu, names) in &per_cpu_threads {
-        let mut shown: Vec<&str> = names.iter().map(String::as_str).collect();
-        shown.dedup();
-        let more = if shown.len() > 6 {
-            format!(", … {} in all", shown.len())
-        } else {
-            String::new()
+
+    /// Moves the task to the cgroup `place` names, unless it is there:
+    /// whether it moved, or `None` where it stays in a cgroup not the
+    /// shield's.
+    fn move_to(&mut self, plan: &mut Plan, task: &TaskInfo, place: &Place<'_>) -> Option<bool> {
+        let layout = &self.snap.layout;
+        // The destination (relative, as in /proc/PID/cgroup) and, for ours,
+        // its tasks file.
+        let (dest, file) = match place {
+            Place::Stay => return None,
+            Place::Shield => (SHIELD_CGROUP, Some(&self.shield_tasks)),
+            Place::System => (SYSTEM_CGROUP, Some(&self.system_tasks)),
+            Place::Cgroup(c) => (*c, None),
         };
-        shown.truncate(6);
-        plan.note(
-            Severity::Info,
-            format!(
-                "CPU {cpu}: {} per-CPU kernel threads stay bound there by the kernel ({}{more}); they run only when work is queued for this CPU",
-                names.len(),
-                shown.join(", ")
-            ),
-            Some(format!("boot with nohz_full={cpu} rcu_nocbs={cpu} to offload RCU callbacks and most timer work")),
-        );
+        if same_cgroup(dest, &task.cgroup) {
+            return Some(false);
+        }
+        let Some(id) = layout.move_id(task.tid, task.tgid, task.kthread) else {
+            return Some(false);
+        };
+        if self.moved_ids.insert(id) {
+            match file {
+                Some(file) => plan.move_task(file, id),
+                None => plan.move_task(&layout.tasks_file(&layout.dir_of(dest)), id),
+            }
+        }
+        Some(true)
     }
-    affinities
+
+    /// The notes on what the shield leaves where it is; the affinities to set.
+    fn finish(self, plan: &mut Plan) -> Vec<TaskAffinity> {
+        let procs = self.procs;
+        if !self.with_their_irq.is_empty() {
+            plan.note(
+                Severity::Info,
+                format!(
+                    "IRQ handler threads {} stay with their IRQs on shielded CPUs {procs}: the kernel sets a handler thread's affinity from its IRQ's, so they leave when their IRQs do (shield --irqs, at each IRQ's next interrupt)",
+                    self.with_their_irq.join(", ")
+                ),
+                None,
+            );
+        }
+        if self.pod_tasks_on_shield > 0 {
+            plan.note(
+                Severity::Warn,
+                format!(
+                    "{} tasks of Kubernetes pods (cgroups kubepods*) may run on shielded CPUs {procs}: cpushield leaves pods to the kubelet's CPU manager and does not move them",
+                    self.pod_tasks_on_shield
+                ),
+                Some("keep the shielded CPUs out of the pods' CPUs: list them in the kubelet's reservedSystemCPUs with the CPU manager option strict-cpu-reservation (docs/fleet.md)".into()),
+            );
+        }
+        for (cpu, names) in &self.per_cpu_threads {
+            plan.note(
+                Severity::Info,
+                format!(
+                    "CPU {cpu}: {} per-CPU kernel threads stay bound there by the kernel ({}); they run only when work is queued for this CPU",
+                    names.len(),
+                    shown_threads(names)
+                ),
+                Some(format!("boot with nohz_full={cpu} rcu_nocbs={cpu} to offload RCU callbacks and most timer work")),
+            );
+        }
+        self.affinities
+    }
 }
 
 /// Writes an IRQ's saved original text back when it differs from its current one.
@@ -478,7 +549,8 @@ fn plan_mask_file(
     }
 }
 
-fn irq_path(irq: u32) -> PathBuf {
+/// The mask file of `irq`, which the shield writes and journals by path.
+pub(crate) fn irq_path(irq: u32) -> PathBuf {
     PathBuf::from(format!("/proc/irq/{irq}/smp_affinity"))
 }
 
@@ -1245,5 +1317,24 @@ mod tests {
             s,
             Step::Affinities(tasks) if tasks.contains(&TaskAffinity { tid: 101, cpus: cpus("3") })
         )));
+    }
+
+    #[test]
+    fn cgroup_names_compare_without_their_leading_slash() {
+        assert!(same_cgroup("/cpushield-shield", "cpushield-shield"));
+        assert!(same_cgroup("/", ""));
+        assert!(!same_cgroup("/a", "/b"));
+    }
+
+    #[test]
+    fn a_cpus_kernel_threads_are_shown_six_at_most_with_the_count() {
+        let names = |n: usize| (0..n).map(|i| format!("k{i}")).collect::<Vec<_>>();
+        assert_eq!(shown_threads(&names(2)), "k0, k1");
+        assert_eq!(
+            shown_threads(&names(8)),
+            "k0, k1, k2, k3, k4, k5, … 8 in all"
+        );
+        let twice = vec!["ksoftirqd/3".to_string(), "ksoftirqd/3".to_string()];
+        assert_eq!(shown_threads(&twice), "ksoftirqd/3");
     }
 }

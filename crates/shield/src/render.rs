@@ -16,14 +16,26 @@ const FOLD_ABOVE: usize = 16;
 
 /// Renders the shield status for a terminal (`cpushield show`).
 pub fn render_status(st: &Status) -> String {
+    // The CPU itself is part of the key where nothing folds.
+    let fold = st.cpus.len() > FOLD_ABOVE;
+    let mut o = status_header(st);
+    o.push_str(&cpu_table(st, fold));
+    o.push_str(&shielded_details(st, fold));
+    o
+}
+
+/// "-" for an empty list.
+fn dash(s: &str) -> String {
+    if s.is_empty() {
+        "-".to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+/// What is shielded, how, and a shield without its state.
+fn status_header(st: &Status) -> String {
     let mut o = String::new();
-    let dash = |s: &str| {
-        if s.is_empty() {
-            "-".to_string()
-        } else {
-            s.to_string()
-        }
-    };
     let _ = writeln!(
         o,
         "shielded: procs {}  irqs {}  ltmr {}   (online {})",
@@ -47,11 +59,24 @@ pub fn render_status(st: &Status) -> String {
             found.evidence.join("; ")
         );
     }
-    // One row per group of CPUs that read the same (the tasks column as the
-    // range of their counts): a machine of 512 CPUs prints a few rows.
+    o
+}
+
+/// The range of some counts (at least one), `3` or `2-5`.
+fn count_range(counts: impl Iterator<Item = usize>) -> String {
+    let (lo, hi) = counts.fold((usize::MAX, 0), |(lo, hi), n| (lo.min(n), hi.max(n)));
+    if lo == hi {
+        lo.to_string()
+    } else {
+        format!("{lo}-{hi}")
+    }
+}
+
+/// One row per group of CPUs that read the same (the tasks column as the
+/// range of their counts): a machine of 512 CPUs prints a few rows.
+fn cpu_table(st: &Status, fold: bool) -> String {
+    let mut o = String::new();
     let yn = |b: bool| if b { "yes" } else { "-" };
-    // The CPU itself is part of the key where nothing folds.
-    let fold = st.cpus.len() > FOLD_ABOVE;
     let alone = |cpu: usize| if fold { None } else { Some(cpu) };
     let rows = cpushield_cpuset::group_cpus(st.cpus.iter().map(|c| {
         let irqs = if c.procs || c.irqs || c.ltmr {
@@ -70,17 +95,12 @@ pub fn render_status(st: &Status) -> String {
         (c.cpu, (alone(c.cpu), flags, irqs))
     }));
     let tasks_of = |cpus: &CpuSet| {
-        let counts = st
-            .cpus
-            .iter()
-            .filter(|c| cpus.contains(c.cpu))
-            .map(|c| c.task_count);
-        let (lo, hi) = counts.fold((usize::MAX, 0), |(lo, hi), n| (lo.min(n), hi.max(n)));
-        if lo == hi {
-            lo.to_string()
-        } else {
-            format!("{lo}-{hi}")
-        }
+        count_range(
+            st.cpus
+                .iter()
+                .filter(|c| cpus.contains(c.cpu))
+                .map(|c| c.task_count),
+        )
     };
     let rows: Vec<(String, [bool; 6], String, String)> = rows
         .into_iter()
@@ -104,8 +124,13 @@ pub fn render_status(st: &Status) -> String {
             yn(f[5]),
         );
     }
-    // What still reaches each shielded CPU; CPUs that differ only in their
-    // own per-CPU kernel threads (an idle shielded CPU) share one block.
+    o
+}
+
+/// What still reaches each shielded CPU; CPUs that differ only in their own
+/// per-CPU kernel threads (an idle shielded CPU) share one block.
+fn shielded_details(st: &Status, fold: bool) -> String {
+    let alone = |cpu: usize| if fold { None } else { Some(cpu) };
     let shielded: Vec<&CpuStatus> = st
         .cpus
         .iter()
@@ -117,6 +142,7 @@ pub fn render_status(st: &Status) -> String {
             (alone(c.cpu), cpu_details(c, "#", &CpuSet::new(), true)),
         )
     }));
+    let mut o = String::new();
     for (cpus, _) in groups {
         let first = shielded
             .iter()
@@ -559,5 +585,13 @@ shielded: procs 1  irqs 1  ltmr -  (cgroup v1 cpuset, scope System)
   warning: IRQ 9 is kernel-managed (fix: boot with isolcpus=managed_irq,1)
 ";
         assert_eq!(render_report(&report, "shielded"), expected);
+    }
+
+    #[test]
+    fn a_range_of_equal_counts_is_one_number() {
+        assert_eq!(count_range([3, 3].into_iter()), "3");
+        assert_eq!(count_range([5, 2, 4].into_iter()), "2-5");
+        assert_eq!(dash(""), "-");
+        assert_eq!(dash("1-3"), "1-3");
     }
 }

@@ -12,6 +12,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// Where debugfs is mounted (the preemption model file is there).
+// Where debugfs is mounted and unmounted, not a fact read.
 pub const DEBUGFS: &str = "/sys/kernel/debug";
 
 /// One file's value before the first run-time change.
@@ -111,6 +112,7 @@ impl Setting {
 fn setting_of(path: &Path) -> Option<Setting> {
     let text = path.to_str()?;
     match text {
+        // The run-time setting files the journal accepts: reset writes back only these.
         "/proc/sys/kernel/sched_rt_runtime_us" | "/proc/sys/vm/stat_interval" => {
             return Some(Setting::Integer)
         }
@@ -140,6 +142,7 @@ pub fn is_runtime_file(path: &Path) -> bool {
 
 /// Where the kernel says its lockdown mode: the word in brackets
 /// (`none [integrity] confidentiality`).
+// Read only to explain a refused write.
 pub const LOCKDOWN: &str = "/sys/kernel/security/lockdown";
 
 /// The kernel's lockdown mode when it is on (`integrity`,

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 /// Path of the unbound workqueue cpumask.
+// Files the shield writes and journals by path: its saved state names them.
 pub const WORKQUEUE_CPUMASK: &str = "/sys/devices/virtual/workqueue/cpumask";
 /// Path of the default affinity of new IRQs.
 pub const DEFAULT_IRQ_AFFINITY: &str = "/proc/irq/default_smp_affinity";
@@ -323,12 +324,14 @@ pub fn read_irqs(kernel: &dyn Kernel) -> Vec<IrqInfo> {
         &Procfs::new(kernel).interrupts().unwrap_or_default(),
     );
     let mut irqs = Vec::new();
+    // The IRQ mask files the shield writes and journals by path.
     let Ok(entries) = kernel.read_dir(Path::new("/proc/irq")) else {
         return irqs;
     };
     let mut numbers: Vec<u32> = entries.iter().filter_map(|e| e.parse().ok()).collect();
     numbers.sort_unstable();
     for irq in numbers {
+        // Files the shield writes and journals by path: its saved state names them.
         let path = PathBuf::from(format!("/proc/irq/{irq}/smp_affinity"));
         let Ok(text) = read_trimmed(kernel, &path) else {
             continue;
@@ -433,8 +436,8 @@ pub fn candidate_files(layout: &CgroupLayout) -> Vec<PathBuf> {
 /// The PID namespace this process runs in (link text of /proc/self/ns/pid),
 /// empty when unknown.
 pub fn pid_namespace(kernel: &dyn Kernel) -> String {
-    kernel
-        .read_link(Path::new("/proc/self/ns/pid"))
+    Procfs::new(kernel)
+        .own_link("ns/pid")
         .map(|p| p.display().to_string())
         .unwrap_or_default()
 }

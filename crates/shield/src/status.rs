@@ -130,8 +130,7 @@ pub fn status(host: &Host) -> std::io::Result<Status> {
     };
     let pending = crate::irq_moves::read_pending_off(kernel, &masks.any());
     let (nohz, nocbs) = tick_and_rcu_offload(kernel);
-    let isolated =
-        read_cpu_list(kernel, Path::new("/sys/devices/system/cpu/isolated")).unwrap_or_default();
+    let isolated = cpushield_kernel::isolated_cpus(kernel).unwrap_or_default();
     let on_cpus = snap.as_ref().map(|s| OnCpus::of(s, &masks.any()));
     let cpus = online
         .iter()
@@ -182,9 +181,7 @@ pub fn tick_and_rcu_offload(kernel: &dyn Kernel) -> (CpuSet, CpuSet) {
     let cmdline = cpushield_kernel::Procfs::new(kernel)
         .cmdline()
         .unwrap_or_default();
-    let sysfs = kernel
-        .read(Path::new("/sys/devices/system/cpu/nohz_full"))
-        .ok();
+    let sysfs = cpushield_kernel::nohz_full(kernel).ok();
     let nohz = cpushield_parse::cmdline::nohz_full_cpus(sysfs.as_deref(), &cmdline);
     let rcu = cpushield_parse::cmdline::rcu_offloaded_cpus(&cmdline, &nohz);
     (nohz, rcu)
@@ -280,6 +277,7 @@ fn cpu_status(
             irq_threads = irq_threads::off_cpu(snap, cpu, |irq| {
                 read_cpu_list(
                     kernel,
+                    // An IRQ's effective mask, next to the mask file the shield writes.
                     Path::new(&format!("/proc/irq/{irq}/effective_affinity_list")),
                 )
                 .ok()

@@ -94,6 +94,7 @@ impl TunedClaim {
 
 /// A sysctl key of a `[sysctl]` section (`kernel.timer_migration`) as its path.
 fn sysctl_path(key: &str) -> PathBuf {
+    // tuned's profiles name sysctls by key and sysfs files by path: where both tools write.
     PathBuf::from("/proc/sys").join(key.replace('.', "/"))
 }
 
@@ -124,7 +125,7 @@ pub fn read_claim(kernel: &dyn Kernel) -> Option<TunedClaim> {
         return None;
     }
     let pid: u32 = kernel.read(Path::new(PID_FILE)).ok()?.trim().parse().ok()?;
-    if !kernel.exists(&PathBuf::from(format!("/proc/{pid}"))) {
+    if !kernel.exists(&cpushield_kernel::Procfs::new(kernel).process_dir(pid as i32)) {
         return None;
     }
     let mut chain = Vec::new();
@@ -163,6 +164,7 @@ pub fn read_claim(kernel: &dyn Kernel) -> Option<TunedClaim> {
         }
         for e in conf.section("sysfs") {
             let path = e.key.trim();
+            // tuned's profiles name sysctls by key and sysfs files by path: where both tools write.
             if path.starts_with("/sys/") && !path.contains(['*', '?', '[']) {
                 claim.files.insert(PathBuf::from(path));
             }
@@ -278,18 +280,35 @@ pub fn who_set_what(
     files: &BTreeMap<PathBuf, String>,
     cmdline: &str,
 ) -> Vec<SetBy> {
-    let mut out = Vec::new();
     if claim.is_none() && saved.is_none() {
-        return out;
+        return Vec::new();
     }
-    let online = &snap.online;
-    let tuned_isolated = claim.and_then(|c| c.isolating().filter(|_| c.moves_irqs));
-    let by = |shield_changed: bool, tuned_sets: bool| match (shield_changed, tuned_sets) {
+    let mut out = irqs_set_by(claim, saved, snap);
+    out.extend(files_set_by(claim, saved, &snap.online, files));
+    out.extend(claim.and_then(|c| boot_line_set_by(c, cmdline)));
+    out
+}
+
+/// Who set a setting, from whether the shield changed it and whether
+/// tuned's profile sets it.
+fn by(shield_changed: bool, tuned_sets: bool) -> &'static str {
+    match (shield_changed, tuned_sets) {
         (true, true) => "cpushield over tuned",
         (true, false) => "cpushield",
         (false, true) => "tuned",
         (false, false) => "neither",
-    };
+    }
+}
+
+/// IRQ affinities, one line per who set them (none for "neither" unless
+/// tuned isolates CPUs).
+fn irqs_set_by(
+    claim: Option<&TunedClaim>,
+    saved: Option<&SavedState>,
+    snap: &Snapshot,
+) -> Vec<SetBy> {
+    let online = &snap.online;
+    let tuned_isolated = claim.and_then(|c| c.isolating().filter(|_| c.moves_irqs));
     let mut irqs: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for irq in &snap.irqs {
         let changed = saved
@@ -301,22 +320,55 @@ pub fn who_set_what(
             .or_default()
             .push(irq.irq.to_string());
     }
-    for (who, list) in &irqs {
-        if *who == "neither" && tuned_isolated.is_none() {
-            continue;
-        }
-        out.push(SetBy {
+    irqs.into_iter()
+        .filter(|(who, _)| *who != "neither" || tuned_isolated.is_some())
+        .map(|(who, list)| SetBy {
             setting: "IRQ affinity".into(),
             by: who.to_string(),
             detail: format!("IRQ {}", list.join(" ")),
-        });
+        })
+        .collect()
+}
+
+/// A file's current text as shown: a mask under /proc/irq or /sys as the
+/// online CPUs it names.
+fn file_detail(path: &Path, now: Option<&String>, online: &CpuSet) -> String {
+    match now {
+        // tuned's profiles name sysctls by key and sysfs files by path: where both tools write.
+        Some(text) if path.starts_with("/proc/irq") || path.starts_with("/sys/") => {
+            match CpuSet::parse_mask(text) {
+                Ok(cpus) => format!("CPUs {}", cpus.intersection(online)),
+                Err(_) => text.trim().to_string(),
+            }
+        }
+        Some(text) => text.trim().to_string(),
+        None => "(absent)".into(),
     }
+}
+
+/// A file's setting as named: a sysctl by its key, anything else by path.
+fn setting_name(path: &Path) -> String {
+    // tuned's profiles name sysctls by key and sysfs files by path: where both tools write.
+    match path.strip_prefix("/proc/sys") {
+        Ok(key) => key.display().to_string().replace('/', "."),
+        Err(_) => path.display().to_string(),
+    }
+}
+
+/// The files either tool writes that either changed or sets.
+fn files_set_by(
+    claim: Option<&TunedClaim>,
+    saved: Option<&SavedState>,
+    online: &CpuSet,
+    files: &BTreeMap<PathBuf, String>,
+) -> Vec<SetBy> {
     let mut paths: Vec<PathBuf> = files.keys().cloned().collect();
     if let Some(c) = claim {
         paths.extend(c.files.iter().cloned());
     }
     paths.sort();
     paths.dedup();
+    let mut out = Vec::new();
     for path in paths {
         let tuned = claim.is_some_and(|c| c.owns_file(&path));
         let now = files.get(&path);
@@ -327,52 +379,46 @@ pub fn who_set_what(
         if !tuned && !shield {
             continue;
         }
-        let detail = match now {
-            Some(text) if path.starts_with("/proc/irq") || path.starts_with("/sys/") => {
-                match CpuSet::parse_mask(text) {
-                    Ok(cpus) => format!("CPUs {}", cpus.intersection(online)),
-                    Err(_) => text.trim().to_string(),
-                }
-            }
-            Some(text) => text.trim().to_string(),
-            None => "(absent)".into(),
-        };
-        let setting = match path.strip_prefix("/proc/sys") {
-            Ok(key) => key.display().to_string().replace('/', "."),
-            Err(_) => path.display().to_string(),
-        };
         out.push(SetBy {
-            setting,
+            setting: setting_name(&path),
             by: by(shield, tuned).into(),
-            detail,
-        });
-    }
-    if let Some(c) = claim.filter(|c| !c.boot_line.is_empty()) {
-        let on: Vec<&str> = cmdline.split_whitespace().collect();
-        let (present, missing): (Vec<&String>, Vec<&String>) =
-            c.boot_line.iter().partition(|w| on.contains(&w.as_str()));
-        let join = |words: &[&String]| {
-            words
-                .iter()
-                .map(|w| w.as_str())
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        let mut detail = join(&present);
-        if !missing.is_empty() {
-            detail = format!(
-                "{detail}{}not yet booted with: {}",
-                if detail.is_empty() { "" } else { "; " },
-                join(&missing)
-            );
-        }
-        out.push(SetBy {
-            setting: "boot line".into(),
-            by: "tuned".into(),
-            detail,
+            detail: file_detail(&path, now, online),
         });
     }
     out
+}
+
+/// tuned's boot words: those on the running command line, then those the
+/// machine has not been booted with yet.
+fn boot_line_set_by(claim: &TunedClaim, cmdline: &str) -> Option<SetBy> {
+    if claim.boot_line.is_empty() {
+        return None;
+    }
+    let on: Vec<&str> = cmdline.split_whitespace().collect();
+    let (present, missing): (Vec<&String>, Vec<&String>) = claim
+        .boot_line
+        .iter()
+        .partition(|w| on.contains(&w.as_str()));
+    let join = |words: &[&String]| {
+        words
+            .iter()
+            .map(|w| w.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut detail = join(&present);
+    if !missing.is_empty() {
+        detail = format!(
+            "{detail}{}not yet booted with: {}",
+            if detail.is_empty() { "" } else { "; " },
+            join(&missing)
+        );
+    }
+    Some(SetBy {
+        setting: "boot line".into(),
+        by: "tuned".into(),
+        detail,
+    })
 }
 
 /// Reads what [`who_set_what`] needs through the kernel door: tuned's claim,
@@ -607,5 +653,43 @@ mod tests {
         assert!(who_set_what(None, None, &snap, &files, "").is_empty());
         let text = render_set_by(&rows);
         assert!(text.contains("cpushield  IRQ 10"), "{text}");
+    }
+
+    #[test]
+    fn a_setting_both_tools_set_is_the_shields_over_tuneds() {
+        assert_eq!(by(true, true), "cpushield over tuned");
+        assert_eq!(by(true, false), "cpushield");
+        assert_eq!(by(false, true), "tuned");
+        assert_eq!(by(false, false), "neither");
+    }
+
+    #[test]
+    fn a_sysctl_is_named_by_key_and_a_mask_file_by_its_online_cpus() {
+        assert_eq!(
+            setting_name(Path::new("/proc/sys/kernel/timer_migration")),
+            "kernel.timer_migration"
+        );
+        assert_eq!(
+            setting_name(Path::new("/sys/devices/virtual/workqueue/cpumask")),
+            "/sys/devices/virtual/workqueue/cpumask"
+        );
+        let online = CpuSet::parse_list("0-3").unwrap();
+        let mask = "ff\n".to_string();
+        assert_eq!(
+            file_detail(
+                Path::new("/proc/irq/default_smp_affinity"),
+                Some(&mask),
+                &online
+            ),
+            "CPUs 0-3"
+        );
+        assert_eq!(
+            file_detail(Path::new("/proc/sys/kernel/x"), Some(&mask), &online),
+            "ff"
+        );
+        assert_eq!(
+            file_detail(Path::new("/proc/sys/kernel/x"), None, &online),
+            "(absent)"
+        );
     }
 }

@@ -194,6 +194,7 @@ impl Default for KernelContext {
 impl Default for TraceOptions {
     fn default() -> Self {
         Self {
+            // tracefs' usual mount point, an option the user may change; not a fact read.
             tracefs: PathBuf::from("/sys/kernel/tracing"),
             buffer_kb: 32768,
             poll: Duration::from_millis(10),
@@ -892,7 +893,9 @@ fn enable_events(
 
 /// Whether tracefs is mounted at `root` (from /proc/self/mounts).
 fn tracefs_mounted(k: &dyn Kernel, root: &Path) -> bool {
-    let mounts = k.read(Path::new("/proc/self/mounts")).unwrap_or_default();
+    let mounts = cpushield_kernel::Procfs::new(k)
+        .own_file("mounts")
+        .unwrap_or_default();
     cpushield_parse::mounts::parse_mounts(&mounts)
         .iter()
         .any(|m| m.fs_type == "tracefs" && m.mount_point == root)
@@ -935,7 +938,9 @@ fn remove_stale_instances(k: &dyn Kernel, root: &Path) {
         else {
             continue;
         };
-        if pid != std::process::id() && !k.exists(Path::new(&format!("/proc/{pid}"))) {
+        if pid != std::process::id()
+            && !k.exists(&cpushield_kernel::Procfs::new(k).process_dir(pid as i32))
+        {
             let _ = k.rmdir(&dir.join(&name));
         }
     }

@@ -176,6 +176,7 @@ fn file(path: impl Into<PathBuf>, original: &str, candidate: &str) -> FileChange
 }
 
 fn sysctl_name(path: &str) -> String {
+    // Not a read: a sysctl's path made its name for the user.
     path.trim_start_matches("/proc/sys/").replace('/', ".")
 }
 
@@ -213,6 +214,7 @@ fn per_cpu(
         }
         if value != want {
             changes.push(file(
+                // A file this knob writes, journaled by path; reset writes it back.
                 format!("/sys/devices/system/cpu/cpu{cpu}/cpufreq/{leaf}"),
                 value,
                 want,
@@ -437,6 +439,7 @@ fn smt_offline(machine: &Machine, cpus: &CpuSet) -> Knob {
         change: Ok(Change::Files(
             others
                 .iter()
+                // A file this knob writes, journaled by path; reset writes it back.
                 .map(|c| file(format!("/sys/devices/system/cpu/cpu{c}/online"), "1", "0"))
                 .collect(),
         )),

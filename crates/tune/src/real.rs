@@ -181,9 +181,7 @@ fn load_spec(config: &TuneConfig) -> LoadSpec {
 /// when it cannot.
 fn reach_debugfs(host: &Host) -> (Option<MountedDebugfs>, Option<String>) {
     let kernel = host.kernel();
-    let version = kernel
-        .read(Path::new("/proc/sys/kernel/version"))
-        .unwrap_or_default();
+    let version = cpushield_kernel::kernel_version(kernel).unwrap_or_default();
     if !version.contains("PREEMPT_DYNAMIC") || kernel.exists(Path::new(knob::PREEMPT_FILE)) {
         return (None, None);
     }

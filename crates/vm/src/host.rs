@@ -165,6 +165,7 @@ pub struct WatchOptions {
 impl Default for WatchOptions {
     fn default() -> Self {
         Self {
+            // tracefs' usual mount point, an option the user may change; not a fact read.
             tracefs: PathBuf::from("/sys/kernel/tracing"),
             buffer_kb: 4096,
             poll: Duration::from_millis(20),

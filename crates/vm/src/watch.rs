@@ -70,7 +70,7 @@ pub fn find_vcpus(
         (Some(Ok(t)), _) => Ok(t),
         (Some(Err(_)), Some(pid)) | (None, Some(pid)) => {
             // The proc root is a parameter of the reader for its tests.
-            host::vcpus_by_name(kernel, Path::new("/proc"), pid)
+            host::vcpus_by_name(kernel, Path::new(cpushield_kernel::procfs::PROC), pid)
         }
         (Some(Err(e)), None) => Err(e),
         (None, None) => Err(HostError::Vcpus(

@@ -151,6 +151,7 @@ fn isolcpus(input: &CheckInput<'_>, wanted: &str) -> Vec<Verdict> {
             }
             let iso = isolated(input);
             if input.cpus.is_subset(&iso) {
+                // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
                 Ok(format!("/sys/devices/system/cpu/isolated = {iso}"))
             } else {
                 Err(not_applied(
@@ -225,6 +226,7 @@ fn nohz_full(input: &CheckInput<'_>, wanted: &str) -> Verdict {
         let shown = input.facts.nohz_full.clone().unwrap_or_default();
         let sysfs = CpuSet::parse_list(shown.trim()).unwrap_or_default();
         if input.cpus.is_subset(&sysfs) {
+            // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
             Ok(format!("/sys/devices/system/cpu/nohz_full = {sysfs}"))
         } else {
             Err(not_applied(
@@ -283,6 +285,7 @@ fn irqaffinity(input: &CheckInput<'_>, wanted: &str) -> Verdict {
             }
             Ok(_) => match &input.facts.default_irq_affinity {
                 Some(d) if !d.intersects(input.cpus) => {
+                    // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
                     Ok(format!("/proc/irq/default_smp_affinity = {d}"))
                 }
                 d => Err(Why::Ignored(format!(
@@ -343,6 +346,7 @@ fn tick(input: &CheckInput<'_>, cpu: usize) -> Option<Finding> {
     let limit = tick_limit(input);
     let hz_text = hz.map_or("HZ unknown".to_string(), |h| format!("HZ {h}"));
     let evidence = format!(
+        // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
         "/proc/interrupts LOC on CPU {cpu}: +{} in {:.1} s ({per_s:.1}/s, {hz_text}); CPU {cpu} {busy:.0}% busy (/proc/stat)",
         b.saturating_sub(a),
         input.interval_s()
@@ -500,6 +504,7 @@ pub(super) fn analyze(input: &CheckInput<'_>, findings: &mut Vec<Finding>) {
                     v.wanted,
                     reason(v, input)
                 ),
+                // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
                 format!("/proc/cmdline: {}", cmdline.trim()),
             )),
             Err(_) => findings.push(
@@ -513,6 +518,7 @@ pub(super) fn analyze(input: &CheckInput<'_>, findings: &mut Vec<Finding>) {
                         input.list(),
                         reason(v, input)
                     ),
+                    // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
                     format!("/proc/cmdline: {}", cmdline.trim()),
                 )
                 .remedy(Remedy::boot(line.clone())),

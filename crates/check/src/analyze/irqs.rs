@@ -150,6 +150,7 @@ impl Seen<'_> {
         let now = show(self.after);
         match self.before {
             Some(b) if Some(b) != self.after => format!(
+                // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
                 "/proc/irq/{}/: at the start {}; at the end {now}",
                 self.irq,
                 show(Some(b))
@@ -181,6 +182,157 @@ fn managed_boot_remedy(list: &str) -> Remedy {
     Remedy::boot(format!("isolcpus=managed_irq,{list}"))
 }
 
+/// "once" or "N times".
+fn times(count: u64) -> String {
+    if count == 1 {
+        "once".to_string()
+    } else {
+        format!("{count} times")
+    }
+}
+
+/// The title of a kernel-managed IRQ's finding and why it is taken for one.
+fn managed_title(by: ManagedBy, label: &str, cpu: usize) -> (String, &'static str) {
+    match by {
+        ManagedBy::Debugfs => (
+            format!("{label} is kernel-managed and arrives on CPU {cpu}: its affinity can only change at boot"),
+            "; debugfs: IRQD_AFFINITY_MANAGED",
+        ),
+        ManagedBy::Refused => (
+            format!("{label} is kernel-managed and arrives on CPU {cpu}: its affinity can only change at boot"),
+            "; the shield asked the kernel to move it off the shielded CPU and the mask stayed (the kernel refuses run-time changes of a managed IRQ)",
+        ),
+        ManagedBy::QueueName => (
+            format!("{label} arrives on CPU {cpu}; it is a block-queue interrupt, which the kernel usually manages (then only a boot parameter moves it)"),
+            "; whether the kernel manages it is not shown here (no /sys/kernel/debug/irq/irqs: CONFIG_GENERIC_IRQ_DEBUGFS, debugfs mounted)",
+        ),
+    }
+}
+
+/// A device IRQ that arrived on a CPU, with what every finding about it says.
+struct Arrival<'a, 'b> {
+    input: &'a CheckInput<'b>,
+    cpu: usize,
+    irq: u32,
+    /// `IRQ N (name)`.
+    label: String,
+    /// How often it arrived, in words.
+    times: String,
+    /// The count and the affinity, as read.
+    evidence: String,
+}
+
+impl Arrival<'_, '_> {
+    /// A finding on the CPU; each says what the IRQ shield already did there.
+    fn finding(&self, sev: Severity, topic: Topic, title: String, why: &str) -> Finding {
+        Finding::new(
+            sev,
+            topic,
+            Some(self.cpu),
+            title,
+            format!("{}{why}", self.evidence),
+        )
+        .in_place(self.input.in_place(ShieldKind::Irqs, self.cpu))
+    }
+
+    /// A move the kernel completes at the next interrupt: only booting with
+    /// the IRQs on the housekeeping CPUs avoids it.
+    fn pending(&self, sev: Severity, topic: Topic, title: String) -> Finding {
+        self.finding(sev, topic, title, "")
+            .remedy_if(pending_boot_remedy(self.input))
+    }
+
+    /// A kernel-managed IRQ: the boot parameter first, since the shield's
+    /// write of a managed IRQ's mask is refused; only where the kernel does
+    /// not say so is the write worth a try.
+    fn managed(&self, by: ManagedBy) -> Finding {
+        let (title, why) = managed_title(by, &self.label, self.cpu);
+        let try_shield = (by == ManagedBy::QueueName)
+            .then(|| self.input.shield_remedy(ShieldKind::Irqs))
+            .flatten()
+            .map(|r| {
+                Remedy::cpushield(format!(
+                    "{} (moves it if the kernel does not manage it)",
+                    r.action
+                ))
+            });
+        self.finding(Severity::BreaksShield, Topic::Irq, title, why)
+            .remedy(managed_boot_remedy(&self.input.list()))
+            .remedy_if(try_shield)
+    }
+
+    /// The finding for what the IRQ is to the CPU.
+    fn classified(&self, class: IrqClass) -> Finding {
+        let (input, cpu, irq) = (self.input, self.cpu, self.irq);
+        let (label, times) = (&self.label, &self.times);
+        let list = input.list();
+        match class {
+            IrqClass::MoveCompleted => self.pending(
+                Severity::Warn,
+                Topic::IrqPending,
+                format!("{label} arrived {times} on CPU {cpu} and so completed its pending move off it: the kernel moves such an IRQ at its next interrupt, which still arrives on the old CPU; none will follow"),
+            ),
+            IrqClass::MovePending => self.pending(
+                Severity::Warn,
+                Topic::IrqPending,
+                format!("{label} arrived {times} on CPU {cpu}; its move off CPU {cpu} is still pending (the kernel retries it at the next interrupt)"),
+            ),
+            IrqClass::MoveStuck => self.pending(
+                Severity::BreaksShield,
+                Topic::Irq,
+                format!("{label} arrived {times} on CPU {cpu} although its mask excludes CPU {cpu}: more than the one interrupt that completes a pending move"),
+            ),
+            IrqClass::MovedDuring => self.finding(
+                Severity::Warn,
+                Topic::Irq,
+                format!("{label} arrived {times} on CPU {cpu} before its mask changed during the check to leave CPU {cpu} out"),
+                "",
+            ),
+            IrqClass::Managed(by) => self.managed(by),
+            IrqClass::NotShielded | IrqClass::Unknown => self
+                .finding(
+                    Severity::BreaksShield,
+                    Topic::Irq,
+                    format!("{label} arrives on CPU {cpu}"),
+                    "",
+                )
+                .remedy_if(input.shield_remedy(ShieldKind::Irqs)),
+            IrqClass::AppearedSince => self.finding(
+                Severity::BreaksShield,
+                Topic::Irq,
+                format!("{label} arrives on CPU {cpu}; it appeared after the shield went up, so the shield has not moved it"),
+                "",
+            )
+            .remedy(Remedy::cpushield(format!(
+                "cpushield shield --irqs {list} (applies the shield again, to the IRQs that appeared since)"
+            ))),
+            IrqClass::Rewritten { widened: true } => self.finding(
+                Severity::BreaksShield,
+                Topic::Irq,
+                format!("{label} arrives on CPU {cpu}: its mask was changed after the shield set it (irqbalance, or a write to smp_affinity)"),
+                "",
+            )
+            .remedy(Remedy::cpushield(format!(
+                "cpushield shield --irqs {list} (applies Brosky's rule again, to IRQ {irq}'s new mask)"
+            ))),
+            IrqClass::Rewritten { widened: false } => self.finding(
+                Severity::Warn,
+                Topic::Irq,
+                format!("{label} arrives on CPU {cpu}: its mask was set to shielded CPUs only after the shield went up, and a shield keeps such a request (if it is not your real-time device's interrupt, move it)"),
+                "",
+            )
+            .remedy(housekeeping_mask_remedy(input, irq)),
+            IrqClass::RequestedHere => self.finding(
+                Severity::Warn,
+                Topic::Irq,
+                format!("{label} asked only for shielded CPUs and arrives on CPU {cpu}; a shield keeps it there (if it is not your real-time device's interrupt, move it)"),
+                "",
+            )
+            .remedy(housekeeping_mask_remedy(input, irq)),
+        }
+    }
+}
+
 /// The finding for a device IRQ that arrived on `cpu` during the interval.
 pub(super) fn arrived(input: &CheckInput<'_>, cpu: usize, irq: u32, c: &Count) -> Finding {
     let seen = Seen {
@@ -189,133 +341,32 @@ pub(super) fn arrived(input: &CheckInput<'_>, cpu: usize, irq: u32, c: &Count) -
         before: input.before.irq_affinity.get(&irq),
         after: input.after.irq_affinity.get(&irq),
     };
-    let managed = managed_by_kernel(input, irq);
     let class = classify(
         irq,
         cpu,
         seen.before,
         seen.after,
         c.count,
-        managed,
+        managed_by_kernel(input, irq),
         input.shield,
     )
     .unwrap_or(IrqClass::Unknown);
-    let list = input.list();
-    let label = seen.label();
-    let times = if c.count == 1 {
-        "once".to_string()
-    } else {
-        format!("{} times", c.count)
+    let arrival = Arrival {
+        input,
+        cpu,
+        irq,
+        label: seen.label(),
+        times: times(c.count),
+        evidence: format!(
+            // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
+            "/proc/interrupts: {} on CPU {cpu} in {:.1} s ({:.1}/s); {}",
+            c.count,
+            input.interval_s(),
+            c.per_s,
+            seen.affinity_evidence()
+        ),
     };
-    let evidence = format!(
-        "/proc/interrupts: {} on CPU {cpu} in {:.1} s ({:.1}/s); {}",
-        c.count,
-        input.interval_s(),
-        c.per_s,
-        seen.affinity_evidence()
-    );
-    // Every finding here says what the IRQ shield already did on this CPU.
-    let f = |sev, topic, title: String, why: &str| {
-        Finding::new(sev, topic, Some(cpu), title, format!("{evidence}{why}"))
-            .in_place(input.in_place(ShieldKind::Irqs, cpu))
-    };
-    // A move the kernel completes at the next interrupt: only booting with the
-    // IRQs on the housekeeping CPUs avoids it.
-    let pending =
-        |sev, topic, title: String| f(sev, topic, title, "").remedy_if(pending_boot_remedy(input));
-    match class {
-        IrqClass::MoveCompleted => pending(
-            Severity::Warn,
-            Topic::IrqPending,
-            format!("{label} arrived {times} on CPU {cpu} and so completed its pending move off it: the kernel moves such an IRQ at its next interrupt, which still arrives on the old CPU; none will follow"),
-        ),
-        IrqClass::MovePending => pending(
-            Severity::Warn,
-            Topic::IrqPending,
-            format!("{label} arrived {times} on CPU {cpu}; its move off CPU {cpu} is still pending (the kernel retries it at the next interrupt)"),
-        ),
-        IrqClass::MoveStuck => pending(
-            Severity::BreaksShield,
-            Topic::Irq,
-            format!("{label} arrived {times} on CPU {cpu} although its mask excludes CPU {cpu}: more than the one interrupt that completes a pending move"),
-        ),
-        IrqClass::MovedDuring => f(
-            Severity::Warn,
-            Topic::Irq,
-            format!("{label} arrived {times} on CPU {cpu} before its mask changed during the check to leave CPU {cpu} out"),
-            "",
-        ),
-        IrqClass::Managed(by) => {
-            let (title, why) = match by {
-                ManagedBy::Debugfs => (
-                    format!("{label} is kernel-managed and arrives on CPU {cpu}: its affinity can only change at boot"),
-                    "; debugfs: IRQD_AFFINITY_MANAGED",
-                ),
-                ManagedBy::Refused => (
-                    format!("{label} is kernel-managed and arrives on CPU {cpu}: its affinity can only change at boot"),
-                    "; the shield asked the kernel to move it off the shielded CPU and the mask stayed (the kernel refuses run-time changes of a managed IRQ)",
-                ),
-                ManagedBy::QueueName => (
-                    format!("{label} arrives on CPU {cpu}; it is a block-queue interrupt, which the kernel usually manages (then only a boot parameter moves it)"),
-                    "; whether the kernel manages it is not shown here (no /sys/kernel/debug/irq/irqs: CONFIG_GENERIC_IRQ_DEBUGFS, debugfs mounted)",
-                ),
-            };
-            // The boot parameter first: the shield's write of a managed
-            // IRQ's mask is refused, and only where the kernel does not
-            // say so is the write worth a try.
-            let try_shield = (by == ManagedBy::QueueName)
-                .then(|| input.shield_remedy(ShieldKind::Irqs))
-                .flatten()
-                .map(|r| {
-                    Remedy::cpushield(format!(
-                        "{} (moves it if the kernel does not manage it)",
-                        r.action
-                    ))
-                });
-            f(Severity::BreaksShield, Topic::Irq, title, why)
-                .remedy(managed_boot_remedy(&list))
-                .remedy_if(try_shield)
-        }
-        IrqClass::NotShielded | IrqClass::Unknown => f(
-            Severity::BreaksShield,
-            Topic::Irq,
-            format!("{label} arrives on CPU {cpu}"),
-            "",
-        )
-        .remedy_if(input.shield_remedy(ShieldKind::Irqs)),
-        IrqClass::AppearedSince => f(
-            Severity::BreaksShield,
-            Topic::Irq,
-            format!("{label} arrives on CPU {cpu}; it appeared after the shield went up, so the shield has not moved it"),
-            "",
-        )
-        .remedy(Remedy::cpushield(format!(
-            "cpushield shield --irqs {list} (applies the shield again, to the IRQs that appeared since)"
-        ))),
-        IrqClass::Rewritten { widened: true } => f(
-            Severity::BreaksShield,
-            Topic::Irq,
-            format!("{label} arrives on CPU {cpu}: its mask was changed after the shield set it (irqbalance, or a write to smp_affinity)"),
-            "",
-        )
-        .remedy(Remedy::cpushield(format!(
-            "cpushield shield --irqs {list} (applies Brosky's rule again, to IRQ {irq}'s new mask)"
-        ))),
-        IrqClass::Rewritten { widened: false } => f(
-            Severity::Warn,
-            Topic::Irq,
-            format!("{label} arrives on CPU {cpu}: its mask was set to shielded CPUs only after the shield went up, and a shield keeps such a request (if it is not your real-time device's interrupt, move it)"),
-            "",
-        )
-        .remedy(housekeeping_mask_remedy(input, irq)),
-        IrqClass::RequestedHere => f(
-            Severity::Warn,
-            Topic::Irq,
-            format!("{label} asked only for shielded CPUs and arrives on CPU {cpu}; a shield keeps it there (if it is not your real-time device's interrupt, move it)"),
-            "",
-        )
-        .remedy(housekeeping_mask_remedy(input, irq)),
-    }
+    arrival.classified(class)
 }
 
 /// Whether the kernel manages `irq`'s affinity, as far as is known.
@@ -328,16 +379,57 @@ fn managed_by_kernel(input: &CheckInput<'_>, irq: u32) -> Managed {
         .unwrap_or(Managed::Unknown)
 }
 
+/// The IRQs that may be delivered to a CPU without having arrived, by kind
+/// of finding.
+#[derive(Debug, Default, PartialEq)]
+struct Deliverable {
+    /// Moves off the CPU still pending.
+    pending: Vec<u32>,
+    /// Movable IRQs no shield keeps off the CPU.
+    movable: Vec<u32>,
+    /// Kernel-managed IRQs.
+    managed: Vec<u32>,
+    /// IRQs that asked for shielded CPUs only, which the shield keeps.
+    kept: Vec<u32>,
+    /// IRQs that appeared or changed after the shield: applying it again moves them.
+    again: Vec<u32>,
+}
+
+impl Deliverable {
+    /// Files `irq` under the finding its class calls for (none for the rest).
+    fn add(&mut self, irq: u32, class: Option<IrqClass>) {
+        let list = match class {
+            Some(IrqClass::MovePending) => &mut self.pending,
+            Some(IrqClass::NotShielded) => &mut self.movable,
+            Some(IrqClass::Managed(_)) => &mut self.managed,
+            Some(IrqClass::RequestedHere | IrqClass::Rewritten { widened: false }) => {
+                &mut self.kept
+            }
+            Some(IrqClass::AppearedSince | IrqClass::Rewritten { widened: true }) => {
+                &mut self.again
+            }
+            _ => return,
+        };
+        list.push(irq);
+    }
+}
+
+/// "s" for a list of more than one IRQ.
+fn plural(v: &[u32]) -> &'static str {
+    if v.len() == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
 /// Findings for the device IRQs that may be delivered to `cpu` although
 /// none arrived during the interval, one per kind.
 pub(super) fn may_be_delivered(input: &CheckInput<'_>, cpu: usize) -> Vec<Finding> {
-    let list = input.list();
-    let (mut pending, mut movable, mut managed, mut kept, mut again) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut d = Deliverable::default();
     let lines = input.irq_lines();
-    let arrived_here = |irq: u32| lines.arrived(irq, cpu);
     for (irq, after) in &input.after.irq_affinity {
-        if arrived_here(*irq) > 0 {
+        if lines.arrived(*irq, cpu) > 0 {
             continue; // a finding of its own
         }
         let class = classify(
@@ -349,116 +441,146 @@ pub(super) fn may_be_delivered(input: &CheckInput<'_>, cpu: usize) -> Vec<Findin
             managed_by_kernel(input, *irq),
             input.shield,
         );
-        match class {
-            Some(IrqClass::MovePending) => pending.push(*irq),
-            Some(IrqClass::NotShielded) => movable.push(*irq),
-            Some(IrqClass::Managed(_)) => managed.push(*irq),
-            Some(IrqClass::RequestedHere | IrqClass::Rewritten { widened: false }) => {
-                kept.push(*irq)
-            }
-            Some(IrqClass::AppearedSince | IrqClass::Rewritten { widened: true }) => {
-                again.push(*irq)
-            }
-            _ => {}
-        }
+        d.add(*irq, class);
     }
     let irqs_in_place = input.in_place(ShieldKind::Irqs, cpu);
-    let plural = |v: &[u32]| if v.len() == 1 { "" } else { "s" };
-    let mut out = Vec::new();
-    if !pending.is_empty() {
-        out.push(
-            Finding::new(
-                Severity::Warn,
-                Topic::IrqPending,
-                Some(cpu),
-                format!(
-                    "move pending for IRQ{} {} off CPU {cpu}: {}",
-                    plural(&pending),
-                    join(&pending),
-                    cpushield_shield::irq_moves::meaning(&CpuSet::from_cpus([cpu]))
-                ),
-                format!(
-                    "their smp_affinity_list leaves CPU {cpu} out, their effective_affinity_list still names it; no interrupt of theirs arrived in the interval"
-                ),
-            )
-            .in_place(irqs_in_place.clone())
-            .remedy_if(pending_boot_remedy(input)),
-        );
-    }
-    if !movable.is_empty() {
-        out.push(
-            Finding::new(
-                Severity::Warn,
-                Topic::Irq,
-                Some(cpu),
-                format!(
-                    "{} movable IRQ{} may be delivered to CPU {cpu}",
-                    movable.len(),
-                    plural(&movable)
-                ),
-                format!(
-                    "IRQs {} have CPU {cpu} in effective_affinity_list (or smp_affinity_list)",
-                    join(&movable)
-                ),
-            )
-            .remedy_if(input.shield_remedy(ShieldKind::Irqs)),
-        );
-    }
-    if !managed.is_empty() {
-        out.push(
-            Finding::new(
-                Severity::Warn,
-                Topic::Irq,
-                Some(cpu),
-                format!(
-                    "kernel-managed IRQ{} {} can be delivered to CPU {cpu}; run time cannot move them",
-                    plural(&managed),
-                    join(&managed)
-                ),
-                "managed affinity (debugfs IRQD_AFFINITY_MANAGED; without debugfs a block-queue interrupt, or one whose mask the shield could not change)".to_string(),
-            )
-            .in_place(irqs_in_place.clone())
-            .remedy(managed_boot_remedy(&list)),
-        );
-    }
-    if !kept.is_empty() {
-        let mut f = Finding::new(
+    [
+        pending_moves(input, cpu, &d.pending, &irqs_in_place),
+        movable(input, cpu, &d.movable),
+        managed(input, cpu, &d.managed, &irqs_in_place),
+        kept(input, cpu, &d.kept, &irqs_in_place),
+        changed_since(input, cpu, &d.again, &irqs_in_place),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// Moves off the CPU the kernel has not completed.
+fn pending_moves(
+    input: &CheckInput<'_>,
+    cpu: usize,
+    pending: &[u32],
+    irqs_in_place: &Option<String>,
+) -> Option<Finding> {
+    (!pending.is_empty()).then(|| {
+        Finding::new(
+            Severity::Warn,
+            Topic::IrqPending,
+            Some(cpu),
+            format!(
+                "move pending for IRQ{} {} off CPU {cpu}: {}",
+                plural(pending),
+                join(pending),
+                cpushield_shield::irq_moves::meaning(&CpuSet::from_cpus([cpu]))
+            ),
+            format!(
+                "their smp_affinity_list leaves CPU {cpu} out, their effective_affinity_list still names it; no interrupt of theirs arrived in the interval"
+            ),
+        )
+        .in_place(irqs_in_place.clone())
+        .remedy_if(pending_boot_remedy(input))
+    })
+}
+
+/// Movable IRQs no shield keeps off the CPU.
+fn movable(input: &CheckInput<'_>, cpu: usize, movable: &[u32]) -> Option<Finding> {
+    (!movable.is_empty()).then(|| {
+        Finding::new(
             Severity::Warn,
             Topic::Irq,
             Some(cpu),
             format!(
-                "IRQ{} {} asked for shielded CPUs only and may be delivered to CPU {cpu}; a shield keeps such a request (move them if they are not your real-time device's)",
-                plural(&kept),
-                join(&kept)
+                "{} movable IRQ{} may be delivered to CPU {cpu}",
+                movable.len(),
+                plural(movable)
             ),
-            format!("their smp_affinity_list names only shielded CPUs, CPU {cpu} among them"),
+            format!(
+                "IRQs {} have CPU {cpu} in effective_affinity_list (or smp_affinity_list)",
+                join(movable)
+            ),
         )
-        .in_place(irqs_in_place.clone());
-        for irq in &kept {
-            f = f.remedy(housekeeping_mask_remedy(input, *irq));
-        }
-        out.push(f);
+        .remedy_if(input.shield_remedy(ShieldKind::Irqs))
+    })
+}
+
+/// Kernel-managed IRQs: only a boot parameter moves them.
+fn managed(
+    input: &CheckInput<'_>,
+    cpu: usize,
+    managed: &[u32],
+    irqs_in_place: &Option<String>,
+) -> Option<Finding> {
+    (!managed.is_empty()).then(|| {
+        Finding::new(
+            Severity::Warn,
+            Topic::Irq,
+            Some(cpu),
+            format!(
+                "kernel-managed IRQ{} {} can be delivered to CPU {cpu}; run time cannot move them",
+                plural(managed),
+                join(managed)
+            ),
+            "managed affinity (debugfs IRQD_AFFINITY_MANAGED; without debugfs a block-queue interrupt, or one whose mask the shield could not change)".to_string(),
+        )
+        .in_place(irqs_in_place.clone())
+        .remedy(managed_boot_remedy(&input.list()))
+    })
+}
+
+/// IRQs that asked for shielded CPUs only: the shield keeps such a request.
+fn kept(
+    input: &CheckInput<'_>,
+    cpu: usize,
+    kept: &[u32],
+    irqs_in_place: &Option<String>,
+) -> Option<Finding> {
+    if kept.is_empty() {
+        return None;
     }
-    if !again.is_empty() {
-        out.push(
-            Finding::new(
-                Severity::Warn,
-                Topic::Irq,
-                Some(cpu),
-                format!(
-                    "IRQ{} {} may be delivered to CPU {cpu}: they appeared, or their masks changed, after the shield went up",
-                    plural(&again),
-                    join(&again)
-                ),
-                format!("CPU {cpu} in their effective_affinity_list; the shield's saved state has another mask, or none, for them"),
-            )
-            .in_place(irqs_in_place)
-            .remedy(Remedy::cpushield(format!(
-                "cpushield shield --irqs {list} (applies the shield again, to these IRQs' current masks)"
-            ))),
-        );
-    }
-    out
+    let f = Finding::new(
+        Severity::Warn,
+        Topic::Irq,
+        Some(cpu),
+        format!(
+            "IRQ{} {} asked for shielded CPUs only and may be delivered to CPU {cpu}; a shield keeps such a request (move them if they are not your real-time device's)",
+            plural(kept),
+            join(kept)
+        ),
+        format!("their smp_affinity_list names only shielded CPUs, CPU {cpu} among them"),
+    )
+    .in_place(irqs_in_place.clone());
+    Some(
+        kept.iter()
+            .fold(f, |f, irq| f.remedy(housekeeping_mask_remedy(input, *irq))),
+    )
+}
+
+/// IRQs that appeared, or whose masks changed, after the shield went up.
+fn changed_since(
+    input: &CheckInput<'_>,
+    cpu: usize,
+    again: &[u32],
+    irqs_in_place: &Option<String>,
+) -> Option<Finding> {
+    (!again.is_empty()).then(|| {
+        Finding::new(
+            Severity::Warn,
+            Topic::Irq,
+            Some(cpu),
+            format!(
+                "IRQ{} {} may be delivered to CPU {cpu}: they appeared, or their masks changed, after the shield went up",
+                plural(again),
+                join(again)
+            ),
+            format!("CPU {cpu} in their effective_affinity_list; the shield's saved state has another mask, or none, for them"),
+        )
+        .in_place(irqs_in_place.clone())
+        .remedy(Remedy::cpushield(format!(
+            "cpushield shield --irqs {} (applies the shield again, to these IRQs' current masks)",
+            input.list()
+        )))
+    })
 }
 
 fn join(v: &[u32]) -> String {
@@ -633,5 +755,50 @@ mod tests {
             class(&aff("0-1", "1"), &aff("0", "0"), 2, Some(&s)),
             Some(IrqClass::MovedDuring)
         );
+    }
+
+    #[test]
+    fn irqs_that_may_be_delivered_are_filed_by_the_finding_their_class_calls_for() {
+        let mut d = Deliverable::default();
+        d.add(1, Some(IrqClass::MovePending));
+        d.add(2, Some(IrqClass::NotShielded));
+        d.add(3, Some(IrqClass::Managed(ManagedBy::Refused)));
+        d.add(4, Some(IrqClass::RequestedHere));
+        d.add(5, Some(IrqClass::Rewritten { widened: false }));
+        d.add(6, Some(IrqClass::AppearedSince));
+        d.add(7, Some(IrqClass::Rewritten { widened: true }));
+        d.add(8, Some(IrqClass::MoveCompleted));
+        d.add(9, None);
+        assert_eq!(
+            d,
+            Deliverable {
+                pending: vec![1],
+                movable: vec![2],
+                managed: vec![3],
+                kept: vec![4, 5],
+                again: vec![6, 7],
+            }
+        );
+    }
+
+    #[test]
+    fn a_single_arrival_reads_once_and_a_single_irq_has_no_plural() {
+        assert_eq!(times(1), "once");
+        assert_eq!(times(3), "3 times");
+        assert_eq!(plural(&[1]), "");
+        assert_eq!(plural(&[1, 2]), "s");
+    }
+
+    #[test]
+    fn a_managed_irq_says_how_it_is_known_to_be_managed() {
+        assert!(managed_title(ManagedBy::Debugfs, "IRQ 5", 1)
+            .1
+            .contains("IRQD_AFFINITY_MANAGED"));
+        assert!(managed_title(ManagedBy::Refused, "IRQ 5", 1)
+            .1
+            .contains("refuses"));
+        assert!(managed_title(ManagedBy::QueueName, "IRQ 5", 1)
+            .0
+            .contains("block-queue"));
     }
 }

@@ -226,6 +226,7 @@ fn remote_pages(input: &CheckInput<'_>, nodes: &[NumaNode], findings: &mut Vec<F
                 format!(
                     "real-time task {pid} ({comm}) runs on CPUs {cpus} (node {local}) but {remote} of its {total} resident pages of its own sit on another node: each access to them is remote"
                 ),
+                // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
                 format!("/proc/{pid}/numa_maps, heap, stack and anonymous mappings: {}", per_node.join(" ")),
             )
             .remedy(Remedy::cpushield(format!(

@@ -88,6 +88,7 @@ fn irq_threads<'a>(input: &CheckInput<'a>, cpu: usize, findings: &mut Vec<Findin
                     t.stat.comm, t.stat.tid
                 ),
                 format!(
+                    // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
                     "/proc/{}/task/{}: affinity {aff}; /proc/irq/{irq}/smp_affinity_list: {mask}",
                     t.pid, t.stat.tid
                 ),
@@ -176,6 +177,7 @@ fn per_cpu_work<'a>(input: &CheckInput<'a>, cpu: usize, findings: &mut Vec<Findi
     for (kind, t) in threads {
         let who = format!("{} (pid {}, {})", t.stat.comm, t.stat.tid, policy(t));
         let evidence = format!(
+            // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
             "/proc/{}/task/{}/stat; nohz_full {}, RCU callbacks {}",
             t.pid,
             t.stat.tid,
