@@ -117,6 +117,8 @@ pub struct Agent<'a> {
     vcpus: vcpus::Vcpus,
     /// The first finding of the last analysis that breaks the shield.
     breaks: Option<String>,
+    /// The saved state, decoded again only when its file changes.
+    saved: state::LoadCache,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -136,6 +138,7 @@ impl<'a> Agent<'a> {
             checker: findings::Checker::new(10),
             vcpus: vcpus::Vcpus::new(),
             breaks: None,
+            saved: state::LoadCache::default(),
         }
     }
 
@@ -170,7 +173,7 @@ impl<'a> Agent<'a> {
     /// log lines (one per correction, and one per failure).
     pub fn tick(&mut self) -> io::Result<Vec<String>> {
         let mut log = Vec::new();
-        let loaded = state::load_from(self.host.store())?.map(|l| l.state);
+        let loaded = self.saved.load(self.host.store())?;
         let masks = loaded.as_ref().map(|s| s.masks.clone()).unwrap_or_default();
         let online = cpushield_kernel::online_cpus(self.host.kernel())?;
         let came_online = self.online.observe(&online);
@@ -304,7 +307,7 @@ impl<'a> Agent<'a> {
         let watched = masks.any().intersection(&online);
         let shield = loaded
             .as_ref()
-            .map(cpushield_check::ShieldInForce::from_saved);
+            .map(|s| cpushield_check::ShieldInForce::from_saved(s));
         if let Some(outcome) = self
             .checker
             .look(self.host.kernel(), &watched, shield.as_ref())
