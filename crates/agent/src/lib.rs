@@ -118,6 +118,8 @@ pub struct Agent<'a> {
     vcpus: vcpus::Vcpus,
     /// The first finding of the last analysis that breaks the shield.
     breaks: Option<String>,
+    /// The saved state, decoded again only when its file changes.
+    saved: state::LoadCache,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -137,6 +139,7 @@ impl<'a> Agent<'a> {
             checker: findings::Checker::new(10),
             vcpus: vcpus::Vcpus::new(),
             breaks: None,
+            saved: state::LoadCache::default(),
         }
     }
 
@@ -171,7 +174,7 @@ impl<'a> Agent<'a> {
     /// log lines (one per correction, and one per failure).
     pub fn tick(&mut self) -> io::Result<Vec<String>> {
         let mut log = Vec::new();
-        let loaded = state::load_from(self.host.store())?.map(|l| l.state);
+        let loaded = self.saved.load(self.host.store())?;
         let masks = loaded.as_ref().map(|s| s.masks.clone()).unwrap_or_default();
         let online = cpushield_kernel::online_cpus(self.host.kernel())?;
         let came_online = self.online.observe(&online);
@@ -179,12 +182,12 @@ impl<'a> Agent<'a> {
         let shielded_procs = masks.procs.intersection(&online);
         let irqs = snapshot::read_irqs(self.host.kernel());
         let drifts = self.watch.observe(&irqs, &shielded_irqs);
-        let task_drifts = self.look_at_tasks(loaded.as_ref(), &shielded_procs, &mut log);
+        let task_drifts = self.look_at_tasks(loaded.as_deref(), &shielded_procs, &mut log);
         let now = status::now();
         let drifted = !drifts.is_empty() || !task_drifts.is_empty() || !came_online.is_empty();
         let corrected = if drifted && !masks.is_empty() {
             let found = Drifted {
-                loaded: loaded.as_ref(),
+                loaded: loaded.as_deref(),
                 online: &online,
                 came_online: &came_online,
                 irqs: &drifts,
@@ -195,7 +198,7 @@ impl<'a> Agent<'a> {
             None
         };
         let watched = masks.any().intersection(&online);
-        self.look_for_findings(loaded.as_ref(), &watched);
+        self.look_for_findings(loaded.as_deref(), &watched);
         self.update_metrics(&masks, &watched, &mut log);
         self.set_conditions(&masks, corrected, &now);
         Ok(log)

@@ -2,9 +2,10 @@
 
 use crate::{FakeFiles, Kernel, SchedParams, TraceMarker, TracePipe, TRACE_PIPE_READ_BUDGET};
 use cpushield_cpuset::CpuSet;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
 use std::ops::Bound;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -20,9 +21,73 @@ pub struct FakeKernel {
     state: Arc<Mutex<FakeState>>,
 }
 
+/// The files of a fake system: each file's text by path, and the paths in
+/// order. Every read, write and existence test is a hash lookup of the
+/// path's bytes; only listings and subtrees walk the order. (A `BTreeMap` by
+/// path alone cost each lookup some twenty component-by-component path
+/// comparisons: at 100,000 threads that was most of a shield's time on the
+/// fake kernel, far more than a real kernel's path walk. The fake's paths
+/// are built, never typed, so byte equality is path equality here.)
+#[derive(Default)]
+struct Files {
+    text: HashMap<Vec<u8>, String>,
+    order: BTreeSet<PathBuf>,
+}
+
+fn key(path: &Path) -> &[u8] {
+    path.as_os_str().as_bytes()
+}
+
+impl Files {
+    fn get(&self, path: &Path) -> Option<&String> {
+        self.text.get(key(path))
+    }
+
+    fn get_mut(&mut self, path: &Path) -> Option<&mut String> {
+        self.text.get_mut(key(path))
+    }
+
+    fn contains_key(&self, path: &Path) -> bool {
+        self.text.contains_key(key(path))
+    }
+
+    fn insert(&mut self, path: PathBuf, text: String) {
+        if let Some(old) = self.text.get_mut(key(&path)) {
+            *old = text;
+            return;
+        }
+        self.text.insert(key(&path).to_vec(), text);
+        self.order.insert(path);
+    }
+
+    fn remove(&mut self, path: &Path) -> Option<String> {
+        self.order.remove(path);
+        self.text.remove(key(path))
+    }
+
+    fn retain(&mut self, keep: impl Fn(&Path) -> bool) {
+        self.order.retain(|p| keep(p));
+        self.text
+            .retain(|k, _| keep(Path::new(std::ffi::OsStr::from_bytes(k))));
+    }
+
+    /// The paths from `from` on, in order.
+    fn range(&self, from: Bound<&Path>) -> impl Iterator<Item = &PathBuf> {
+        self.order.range::<Path, _>((from, Bound::Unbounded))
+    }
+
+    /// Every file, in order.
+    fn to_map(&self) -> FakeFiles {
+        self.order
+            .iter()
+            .filter_map(|p| Some((p.clone(), self.get(p)?.clone())))
+            .collect()
+    }
+}
+
 #[derive(Default)]
 struct FakeState {
-    files: FakeFiles,
+    files: Files,
     /// Files whose bytes are not valid UTF-8 (they shadow `files`).
     raw: BTreeMap<PathBuf, Vec<u8>>,
     /// Scheduling parameters by thread (absent: SCHED_OTHER, nice 0).
@@ -36,7 +101,7 @@ struct FakeState {
     dirs: BTreeSet<PathBuf>,
     affinity: BTreeMap<i32, CpuSet>,
     /// Paths whose write fails, with the errno.
-    refused: BTreeMap<PathBuf, i32>,
+    refused: HashMap<PathBuf, i32>,
     /// File systems not mounted, by mount point: their files appear on
     /// [`Kernel::mount`] and go again on [`Kernel::unmount`].
     unmounted: BTreeMap<PathBuf, FakeFiles>,
@@ -52,7 +117,7 @@ struct FakeState {
     /// `files` is stale while the path is in `lists_dirty`.
     lists: HashMap<PathBuf, ThreadList>,
     /// Lists whose text in `files` is behind their [`ThreadList`].
-    lists_dirty: BTreeSet<PathBuf>,
+    lists_dirty: HashSet<PathBuf>,
     /// Every cgroup thread list file ever put (some may be gone since: a
     /// write checks `files`), so that a move finds the lists of its
     /// hierarchy without a walk of every file in it.
@@ -137,7 +202,9 @@ impl FakeState {
             let list = ThreadList::from_text(text);
             self.lists.insert(path.to_path_buf(), list);
         }
-        self.lists_dirty.insert(path.to_path_buf());
+        if !self.lists_dirty.contains(path) {
+            self.lists_dirty.insert(path.to_path_buf());
+        }
         self.lists.get_mut(path).expect("inserted above")
     }
 
@@ -162,8 +229,7 @@ impl FakeState {
     /// directory's descendants sort together, just after it).
     fn files_below<'a>(&'a self, dir: &'a Path) -> impl Iterator<Item = &'a PathBuf> + 'a {
         self.files
-            .range::<Path, _>((Bound::Included(dir), Bound::Unbounded))
-            .map(|(p, _)| p)
+            .range(Bound::Included(dir))
             .take_while(move |p| p.starts_with(dir))
     }
 
@@ -313,7 +379,7 @@ impl FakeKernel {
     pub fn files(&self) -> FakeFiles {
         let mut st = self.state.lock().expect("fake lock");
         st.settle_all();
-        st.files.clone()
+        st.files.to_map()
     }
 
     /// A copy of all scheduling parameters set (threads never set are absent).
@@ -487,7 +553,7 @@ impl Kernel for FakeKernel {
                 .list_paths
                 .range::<Path, _>((Bound::Included(hierarchy_root.as_path()), Bound::Unbounded))
                 .take_while(|p| p.starts_with(&hierarchy_root))
-                .filter(|p| p.file_name() == path.file_name() && st.files.contains_key(*p))
+                .filter(|p| p.file_name() == path.file_name() && st.files.contains_key(p))
                 .cloned()
                 .collect();
             for key in keys {
@@ -513,7 +579,7 @@ impl Kernel for FakeKernel {
         }
         let mut names = BTreeSet::new();
         names.extend(children(
-            |from| st.files.range((from, Bound::Unbounded)).map(|(p, _)| p),
+            |from| st.files.range(from.as_ref().map(PathBuf::as_path)),
             path,
         ));
         names.extend(children(
@@ -555,8 +621,8 @@ impl Kernel for FakeKernel {
         st.settle_all();
         let inside: Vec<PathBuf> = st
             .files
-            .keys()
-            .filter(|p| p.starts_with(target))
+            .range(Bound::Included(target))
+            .take_while(|p| p.starts_with(target))
             .cloned()
             .collect();
         let mut kept = FakeFiles::new();
@@ -666,7 +732,7 @@ impl Kernel for FakeKernel {
         }
         st.settle_all();
         st.lists.retain(|p, _| !p.starts_with(path));
-        st.files.retain(|p, _| !p.starts_with(path));
+        st.files.retain(|p| !p.starts_with(path));
         st.raw.retain(|p, _| !p.starts_with(path));
         st.dirs.retain(|p| !p.starts_with(path));
         Ok(())

@@ -323,10 +323,38 @@ pub fn read_irqs(kernel: &dyn Kernel) -> Vec<IrqInfo> {
     let names = cpushield_parse::interrupts::irq_names(
         &Procfs::new(kernel).interrupts().unwrap_or_default(),
     );
+    read_masks(kernel, |irq| {
+        Some(names.get(&irq).cloned().unwrap_or_default())
+    })
+    .0
+}
+
+/// [`read_irqs`] with the names of `known` (a read a moment earlier, in IRQ
+/// order) where it has the IRQ: /proc/interrupts, whose text is CPUs x IRQs
+/// (23 MB at 512 CPUs and 4,096 IRQs), is read and parsed again only when
+/// an IRQ is new since. For reads within one command: over a longer time an
+/// IRQ number can be freed and given to another device.
+pub fn read_irqs_knowing(kernel: &dyn Kernel, known: &[IrqInfo]) -> Vec<IrqInfo> {
+    let name = |irq: u32| {
+        known
+            .binary_search_by_key(&irq, |i| i.irq)
+            .ok()
+            .map(|at| known[at].name.clone())
+    };
+    match read_masks(kernel, name) {
+        (irqs, true) => irqs,
+        (_, false) => read_irqs(kernel),
+    }
+}
+
+/// Every IRQ with an affinity file, in IRQ order, each named by `name`;
+/// and whether `name` knew every one (one it did not know is unnamed).
+fn read_masks(kernel: &dyn Kernel, name: impl Fn(u32) -> Option<String>) -> (Vec<IrqInfo>, bool) {
     let mut irqs = Vec::new();
+    let mut all_named = true;
     // The IRQ mask files the shield writes and journals by path.
     let Ok(entries) = kernel.read_dir(Path::new("/proc/irq")) else {
-        return irqs;
+        return (irqs, all_named);
     };
     let mut numbers: Vec<u32> = entries.iter().filter_map(|e| e.parse().ok()).collect();
     numbers.sort_unstable();
@@ -339,14 +367,18 @@ pub fn read_irqs(kernel: &dyn Kernel) -> Vec<IrqInfo> {
         let Ok(affinity) = CpuSet::parse_mask(&text) else {
             continue;
         };
+        let name = name(irq).unwrap_or_else(|| {
+            all_named = false;
+            String::new()
+        });
         irqs.push(IrqInfo {
             irq,
             mask_text: text,
             affinity,
-            name: names.get(&irq).cloned().unwrap_or_default(),
+            name,
         });
     }
-    irqs
+    (irqs, all_named)
 }
 
 /// What a change left: each task of `before` with its affinity now (tasks
@@ -374,7 +406,7 @@ pub fn read_back(kernel: &dyn Kernel, before: &Snapshot) -> std::io::Result<Snap
     }
     Ok(Snapshot {
         tasks,
-        irqs: read_irqs(kernel),
+        irqs: read_irqs_knowing(kernel, &before.irqs),
         ..before.clone_without_tasks()
     })
 }
@@ -491,6 +523,34 @@ pub fn take(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result<Snaps
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn irqs_read_again_keep_known_names_and_read_proc_interrupts_only_for_a_new_irq() {
+        let k = cpushield_kernel::FakeKernel::new();
+        let interrupts = |irqs: &[(u32, &str)]| {
+            let mut text = String::from("           CPU0       CPU1\n");
+            for (irq, name) in irqs {
+                text.push_str(&format!("{irq:>4}:  1  2  IR-PCI-MSI {irq}-edge  {name}\n"));
+            }
+            text
+        };
+        k.set_file("/proc/irq/40/smp_affinity", "3\n");
+        k.set_file("/proc/interrupts", interrupts(&[(40, "eth0")]));
+        let known = read_irqs(&k);
+        assert_eq!(known[0].name, "eth0");
+        // The same IRQs: their names come from the earlier read.
+        k.set_file("/proc/interrupts", interrupts(&[(40, "renamed")]));
+        assert_eq!(read_irqs_knowing(&k, &known)[0].name, "eth0");
+        // A new IRQ: /proc/interrupts names them all again.
+        k.set_file("/proc/irq/41/smp_affinity", "1\n");
+        k.set_file(
+            "/proc/interrupts",
+            interrupts(&[(40, "eth0"), (41, "nvme0q1")]),
+        );
+        let again = read_irqs_knowing(&k, &known);
+        let names: Vec<&str> = again.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(names, ["eth0", "nvme0q1"]);
+    }
 
     #[test]
     fn a_thread_named_by_two_lists_is_in_the_cgroup_read_later() {
