@@ -8,7 +8,5 @@
 //! writes its winners as such a section.
 
 pub mod apply;
-#[cfg(any(test, feature = "fake"))]
-pub mod fake_machine;
 pub mod machine;
 pub mod settings;
