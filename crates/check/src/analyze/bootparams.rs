@@ -427,11 +427,16 @@ fn reason(v: &Verdict, input: &CheckInput<'_>) -> String {
     }
 }
 
-/// The boot parameters' findings for the checked CPUs.
-pub(super) fn analyze(input: &CheckInput<'_>, findings: &mut Vec<Finding>) {
+/// `cpushield boot-params --all` of the checked CPUs on this machine.
+fn shield_line(input: &CheckInput<'_>) -> String {
     let facts = input.facts;
     let balancing = cpushield_kernel::numa::balancing_applies(&facts.nodes, facts.numa_balancing);
-    let line = boot_params(&ShieldMasks::all(input.cpus), &facts.online, balancing);
+    boot_params(&ShieldMasks::all(input.cpus), &facts.online, balancing)
+}
+
+/// The boot parameters' findings for the checked CPUs.
+pub(super) fn analyze(input: &CheckInput<'_>, findings: &mut Vec<Finding>) {
+    let line = shield_line(input);
     let cmdline = &input.facts.cmdline;
     // A parameter of the line, or a misspelling of one (alone on the
     // command line, it is the only sign that the line was meant).
