@@ -54,12 +54,13 @@ await_probe() {
     return 1
 }
 
-# run_compare NAME BEFORE_STALL MS: one shielded compare into /tmp/NAME; BEFORE_STALL is
-# run once the probe runs, then the host stalls the vCPU for MS ms. Leaves the flat report
+# run_compare NAME BEFORE_STALL MS [PROBE]: one shielded compare (a probe of PROBE, 5 s by
+# default) into /tmp/NAME; BEFORE_STALL is run once the probe runs, then the host stalls
+# the vCPU for MS ms. Leaves the flat report
 # in /tmp/NAME.flat.
 run_compare() {
-    name=$1 before=$2 ms=$3
-    cpushield compare --cpus 1 --scenarios shielded --duration 5s --runs 0 --no-anchor \
+    name=$1 before=$2 ms=$3 probe=${4:-5s}
+    cpushield compare --cpus 1 --scenarios shielded --duration "$probe" --runs 0 --no-anchor \
         --load fpu --idle halt --attribute-above 1ms --dir /tmp --out "/tmp/$name" \
         >"/tmp/$name.out" 2>"/tmp/$name.err" &
     COMPARE=$!
@@ -190,7 +191,9 @@ scenario_main() {
 
     measure_idle
 
-    run_compare killed kill_host_side "$LONG_STALL_MS"
+    # 8 s: the kill and its wait come before the stall, which must still fall in the probe
+    # (in CI, two guests at once, a 5 s probe once ended before the stall came).
+    run_compare killed kill_host_side "$LONG_STALL_MS" 8s
     check_eq vm-blame/killed-missing missing "$(at 0.kind killed)" "host cause of the worst sample"
     from=$(at 0.missing_from_ns killed)
     if [ "${from:-0}" -gt 0 ]; then pass vm-blame/killed-from; else fail vm-blame/killed-from "no time from which the view is missing"; fi
