@@ -133,20 +133,6 @@ stage scale-bench dev/bench/scale.sh --ci
 # .deb (about 30 s on the release build above).
 stage packages scripts/check-packages.sh
 
-# The parsers' property/fuzz suite once more with many more cases, optimised but with
-# overflow checks on (profile fuzz), so an overflow is a reported crash, not a silent
-# wrap. It starts beside the guest tests at the lowest priority: their QEMU threads keep
-# both CPUs busy most of that stage but not all of it (boots, downloads of nothing, the
-# last guest alone), and a nice-19 task gets little CPU while they want it. Alone after
-# them it added 86-150 s to the suite. Its own target directory: cargo locks one while it
-# builds, and the guest tests' cargo must not wait for this build (the fuzz profile shares
-# no compiled crate with the release build anyway).
-FUZZ_LOG=target/fuzz-long.log
-nice -n 19 env CPUSHIELD_FUZZ_CASES="${CPUSHIELD_FUZZ_LONG_CASES:-20000}" \
-    CARGO_TARGET_DIR=target/fuzz-long cargo test --profile fuzz -p cpushield-fuzz --test parsers >"$FUZZ_LOG" 2>&1 &
-FUZZ_PID=$!
-trap 'rm -f "$TIMES"; kill "$FUZZ_PID" 2>/dev/null || true' EXIT
-
 # The real-kernel tests boot Debian's 6.1 and 6.12 PREEMPT_RT kernels under QEMU
 # (dev/guest/), two at once (GUEST_JOBS), the short scenarios several to a boot
 # (crates/cli/tests/guest.rs, dev/guest/README.md); CPUSHIELD_GUEST=1 makes
@@ -155,14 +141,10 @@ trap 'rm -f "$TIMES"; kill "$FUZZ_PID" 2>/dev/null || true' EXIT
 stage guest-tests env CPUSHIELD_GUEST="${CPUSHIELD_GUEST:-1}" \
     cargo test --workspace --release --test guest
 
-# fuzz_wait: the long property run's end; its output, and its failure as the stage's.
-fuzz_wait() {
-    local rc=0
-    wait "$FUZZ_PID" || rc=$?
-    cat "$FUZZ_LOG" >&2
-    [ "$rc" = 0 ] || echo "test.sh: the parsers' long property run failed (above)" >&2
-    return "$rc"
-}
-stage fuzz-long-after-guests fuzz_wait
+# The parsers' property/fuzz suite once more with many more cases, optimised but with
+# overflow checks on (profile fuzz), so an overflow is a reported crash, not a silent
+# wrap.
+stage fuzz-long env CPUSHIELD_FUZZ_CASES="${CPUSHIELD_FUZZ_LONG_CASES:-20000}" \
+    cargo test --profile fuzz -p cpushield-fuzz --test parsers
 
 echo "test.sh: everything passed in $((SECONDS - STARTED)) s" >&2
