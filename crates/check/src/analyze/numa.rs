@@ -65,10 +65,13 @@ pub(super) fn analyze(input: &CheckInput<'_>, findings: &mut Vec<Finding>) {
 /// each is a page fault, a shielded real-time task's too (tuned's realtime
 /// profiles turn it off for this reason).
 fn balancing(input: &CheckInput<'_>, nodes: &[NumaNode], findings: &mut Vec<Finding>) {
-    let mode = input.facts.numa_balancing;
-    if !cpushield_kernel::numa::balancing_applies(nodes, mode) || mode == Some(0) {
+    let facts = input.facts;
+    if !cpushield_kernel::numa::balancing_applies(nodes, facts.numa_balancing) {
         return;
     }
+    let Some(mode) = facts.numa_balancing.filter(|&m| m != 0) else {
+        return;
+    };
     let with_memory = nodes.iter().filter(|n| n.memory).count();
     findings.push(
         Finding::new(
@@ -76,15 +79,10 @@ fn balancing(input: &CheckInput<'_>, nodes: &[NumaNode], findings: &mut Vec<Find
             Topic::Numa,
             None,
             format!(
-                "automatic NUMA balancing is on (kernel.numa_balancing={}) on a machine of {with_memory} memory nodes: it unmaps a sample of every task's pages each scan period, and the next touch of each is a page fault in the task on CPU {}",
-                mode.unwrap_or_default(),
+                "automatic NUMA balancing is on (kernel.numa_balancing={mode}) on a machine of {with_memory} memory nodes: it unmaps a sample of every task's pages each scan period, and the next touch of each is a page fault in the task on CPU {}",
                 input.cpus
             ),
-            format!(
-                "{} {}",
-                cpushield_kernel::numa::NUMA_BALANCING,
-                mode.unwrap_or_default()
-            ),
+            format!("{} {mode}", cpushield_kernel::numa::NUMA_BALANCING),
         )
         .remedy(Remedy::runtime("sysctl -w kernel.numa_balancing=0"))
         .remedy(Remedy::boot("numa_balancing=disable")),
