@@ -55,17 +55,28 @@ pub fn run_child(code: &[u8], shared: &[(usize, usize)], jump: bool) -> io::Resu
     procs::wait(pid)
 }
 
+/// Wall time a child with random code gets before SIGALRM ends it.
+const CODE_ALARM_US: libc::suseconds_t = 20_000;
+
+/// Wall time the probe child (no code) gets: on a loaded machine the fork,
+/// unmapping and closing before strict mode can wait far longer than 20 ms
+/// for a CPU, and an alarm there would read as "no sandbox"; it only keeps a
+/// child that never got strict mode from hanging the load.
+const PROBE_ALARM_S: libc::time_t = 10;
+
 /// The child: fence itself in, then run `code`. Never returns.
 unsafe fn sandboxed(code: &[u8], shared: &[(usize, usize)], jump: bool) -> ! {
+    let (tv_sec, tv_usec) = if jump {
+        (0, CODE_ALARM_US)
+    } else {
+        (PROBE_ALARM_S, 0)
+    };
     let timer = libc::itimerval {
         it_interval: libc::timeval {
             tv_sec: 0,
             tv_usec: 0,
         },
-        it_value: libc::timeval {
-            tv_sec: 0,
-            tv_usec: 20_000,
-        },
+        it_value: libc::timeval { tv_sec, tv_usec },
     };
     libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut());
     let cpu = libc::rlimit {
