@@ -24,5 +24,5 @@ pub mod summary;
 pub use audit::ShieldAudit;
 pub use experiment::{CompareConfig, CompareError, Progress, Scope};
 pub use lab::{Lab, Runs};
-pub use runner::run;
+pub use runner::{run, ORCHESTRATION_NICE};
 pub use scenario::Scenario;

@@ -23,7 +23,7 @@ use crate::plan::{advance_from_shielded, default_cpus, plan_scenarios, threshold
 use crate::scenario::Scenario;
 use crate::summary::{determinism_summary, host_line, latency_summary, rfc3339_now};
 use cpushield_cpuset::{fmt_ns, CpuSet};
-use cpushield_kernel::Kernel;
+use cpushield_kernel::{Kernel, SchedParams};
 use cpushield_load::{Load, LoadSpec};
 use cpushield_measure::determinism::{DeterminismConfig, DeterminismReport, Work};
 use cpushield_measure::latency::{LatencyConfig, LatencyReport, Length};
@@ -118,6 +118,33 @@ fn anchor_period_us(config: &CompareConfig) -> u64 {
 /// least two.
 fn effect_slices(config: &CompareConfig) -> usize {
     (config.determinism_runs as usize).max(2)
+}
+
+/// The nice value of the thread that runs the experiment while the load
+/// runs: the trace reader's (still SCHED_OTHER, never real-time).
+pub const ORCHESTRATION_NICE: i32 = -10;
+
+/// Raises this thread (and the threads and tools it starts from now on) to
+/// [`ORCHESTRATION_NICE`], after the load has started at the nice it was
+/// given. At an equal nice, each of this thread's steps (a trace's setup and
+/// teardown, starting an anchor, reading its output) waits behind every
+/// worker of the load on the housekeeping CPUs: on a loaded machine that
+/// stretched each scenario's setup from about a second to many, and the
+/// measured windows with it. The measuring threads set their own real-time
+/// policy, so this changes nothing on the measured CPUs. Returns the
+/// scheduling to put back, or None when nothing was changed (not SCHED_OTHER,
+/// already at least as high, or not permitted).
+fn raise_above_load(kernel: &dyn Kernel) -> Option<SchedParams> {
+    let saved = kernel.get_sched(0).ok()?;
+    if saved.policy != libc::SCHED_OTHER as u32 || saved.nice <= ORCHESTRATION_NICE {
+        return None;
+    }
+    let raised = SchedParams {
+        nice: ORCHESTRATION_NICE,
+        ..saved
+    };
+    kernel.set_sched(0, &raised).ok()?;
+    Some(saved)
 }
 
 /// The load as asked for: its workloads and directory.
@@ -313,6 +340,9 @@ pub(crate) struct Experiment<'a> {
     /// The calling thread's affinity before it kept to the housekeeping
     /// CPUs (given back at the end).
     own_affinity: Option<CpuSet>,
+    /// This thread's scheduling before it was raised above the load's
+    /// ([`raise_above_load`]); put back when the load stops.
+    own_sched: Option<SchedParams>,
     /// On cgroup v2, the cgroup this process was in before it moved to the
     /// root cgroup, from where one of its threads can join the shield alone.
     own_cgroup: Option<(cpushield_shield::layout::CgroupLayout, String)>,
@@ -363,6 +393,7 @@ impl<'a> Experiment<'a> {
             progress,
             shielded_cpus: plan.shielded_cpus,
             own_affinity: keep_to(lab.host.kernel(), plan.housekeeping.as_ref()),
+            own_sched: None,
             own_cgroup: None,
             online: plan.online,
             housekeeping: plan.housekeeping,
@@ -403,6 +434,9 @@ impl<'a> Experiment<'a> {
     pub(crate) fn restore(&mut self) -> Result<(), CompareError> {
         if let Some(load) = self.load.take() {
             load.stop();
+        }
+        if let Some(saved) = self.own_sched.take() {
+            let _ = self.lab.host.kernel().set_sched(0, &saved);
         }
         let lowered = match self.shield.take() {
             Some(shield) => shield.lower().map(|_| ()).map_err(CompareError::from),
@@ -527,6 +561,7 @@ impl<'a> Experiment<'a> {
             self.tell(at.progress("load", 0.0, 0));
             let spec = load_spec(self.config, &self.online, self.housekeeping.as_ref());
             self.load = Some(self.lab.runs.start_load(&spec)?);
+            self.own_sched = raise_above_load(self.lab.host.kernel());
             // Let the load reach its steady state before measuring.
             std::thread::sleep(Duration::from_secs(2));
         }

@@ -56,6 +56,9 @@ struct Seen {
     /// The runner's own thread's affinity (thread 0 of the fake) when each
     /// probe ran, and the load's CPUs and its supervisor's.
     own: Mutex<Vec<String>>,
+    /// The runner's own thread's nice value when the load started and when
+    /// each probe ran, with whether the load ran then.
+    nice: Mutex<Vec<(&'static str, bool, i32)>>,
 }
 
 impl Seen {
@@ -115,6 +118,14 @@ impl Runs for FakeRuns {
             "calibrate"
         };
         let shield = self.shield_up();
+        if let Ok(sched) = self.kernel.get_sched(0) {
+            let load = self.seen.load_running.load(Ordering::SeqCst);
+            self.seen
+                .nice
+                .lock()
+                .unwrap()
+                .push((kind, load, sched.nice));
+        }
         if let Ok(own) = self.kernel.get_affinity(0) {
             self.seen
                 .own
@@ -231,6 +242,13 @@ impl Runs for FakeRuns {
     }
 
     fn start_load(&self, spec: &LoadSpec) -> Result<Box<dyn LoadRun>, LoadError> {
+        if let Ok(sched) = self.kernel.get_sched(0) {
+            self.seen
+                .nice
+                .lock()
+                .unwrap()
+                .push(("load", false, sched.nice));
+        }
         self.seen.own.lock().unwrap().push(format!(
             "load cpus={:?} supervisor={:?}",
             spec.cpus.as_ref().map(|c| c.to_list()),
@@ -497,6 +515,47 @@ fn cpushield_keeps_its_own_threads_and_the_load_supervisor_off_every_measured_cp
         kernel.get_affinity(0).unwrap(),
         CpuSet::parse_list("0-3").unwrap(),
         "the runner's thread gets its affinity back"
+    );
+}
+
+#[test]
+fn the_runners_thread_outranks_the_load_only_while_the_load_runs_which_starts_at_the_nice_it_was_given(
+) {
+    let kernel = machine();
+    // The runner's calling thread, as the fake kernel knows it: SCHED_OTHER, nice 0.
+    kernel.set_thread_affinity(0, CpuSet::parse_list("0-3").unwrap());
+    let seen = Arc::new(Seen::default());
+    let lab = lab(&kernel, &seen);
+    let dir = tempfile::tempdir().unwrap();
+    let scenarios = vec![Scenario::Idle, Scenario::Loaded, Scenario::Shielded];
+    run(&lab, &config(dir.path(), scenarios)).unwrap();
+
+    let nice = seen.nice.lock().unwrap().clone();
+    assert_eq!(
+        nice.iter()
+            .filter(|(kind, ..)| *kind == "load")
+            .collect::<Vec<_>>(),
+        vec![&("load", false, 0)],
+        "the load starts once, from the thread at its own nice: {nice:?}"
+    );
+    let probes: Vec<_> = nice
+        .iter()
+        .filter(|(kind, ..)| *kind == "latency")
+        .collect();
+    assert_eq!(probes.len(), 3, "{nice:?}");
+    for (_, load, n) in &probes {
+        let want = if *load {
+            cpushield_compare::ORCHESTRATION_NICE
+        } else {
+            0
+        };
+        assert_eq!(*n, want, "{nice:?}");
+    }
+    assert!(probes.iter().any(|(_, load, _)| *load), "{nice:?}");
+    assert_eq!(
+        kernel.get_sched(0).unwrap().nice,
+        0,
+        "the runner's thread gets its nice value back"
     );
 }
 
