@@ -9,8 +9,8 @@ use cpushield_measure::determinism::DeterminismReport;
 use cpushield_measure::{ProbeObserver, SpikeTap};
 use cpushield_report::{AttributionSummary, CauseRow, SampleWindow, OUTSIDE_SAMPLES_KEPT};
 use cpushield_trace::{
-    Attribution, CauseKind, KernelContext, SignalMode, Spike, SpikeMarker, TraceOptions,
-    TraceSession, TraceSummary, WakeupWatch,
+    Attribution, CauseKind, KernelContext, SignalMode, Spike, SpikeMarker, TraceInstance,
+    TraceOptions, TraceSession, TraceSummary, WakeupWatch,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -74,16 +74,18 @@ pub struct ProbeTrace {
 }
 
 impl ProbeTrace {
-    /// Starts tracing `cpus` through `kernel`; `retention` must cover the
-    /// longest window to explain (a determinism run); `context` is what the
+    /// Starts tracing `cpus` through `kernel`, in `instance` when one is lent
+    /// (else in an instance of its own); `retention` must cover the longest
+    /// window to explain (a determinism run); `context` is what the
     /// attribution knows of the kernel (tick, preemption model, virtual CPUs).
     pub fn start(
         kernel: Arc<dyn Kernel>,
+        instance: Option<&Arc<TraceInstance>>,
         cpus: &CpuSet,
         retention: Duration,
         context: KernelContext,
     ) -> Result<Self, String> {
-        Self::start_with(kernel, cpus, retention, context, None)
+        Self::start_with(kernel, instance, cpus, retention, context, None)
     }
 
     /// Starts tracing `cpus` while an anchor runs there: every wakeup of the
@@ -91,15 +93,24 @@ impl ProbeTrace {
     /// same rules as the probe's samples ([`Self::finish_anchor`]).
     pub fn start_anchor(
         kernel: Arc<dyn Kernel>,
+        instance: Option<&Arc<TraceInstance>>,
         cpus: &CpuSet,
         context: KernelContext,
         watch: WakeupWatch,
     ) -> Result<Self, String> {
-        Self::start_with(kernel, cpus, Duration::from_secs(2), context, Some(watch))
+        Self::start_with(
+            kernel,
+            instance,
+            cpus,
+            Duration::from_secs(2),
+            context,
+            Some(watch),
+        )
     }
 
     fn start_with(
         kernel: Arc<dyn Kernel>,
+        instance: Option<&Arc<TraceInstance>>,
         cpus: &CpuSet,
         retention: Duration,
         context: KernelContext,
@@ -119,8 +130,11 @@ impl ProbeTrace {
             watch,
             ..Default::default()
         };
-        let session = TraceSession::start(kernel, cpus, options)
-            .map_err(|e| format!("tracing the measured CPUs: {e}"))?;
+        let session = match instance {
+            Some(instance) => TraceSession::start_in(instance, cpus, options),
+            None => TraceSession::start(kernel, cpus, options),
+        }
+        .map_err(|e| format!("tracing the measured CPUs: {e}"))?;
         let observer = Arc::new(TraceObserver {
             marker: session.marker(),
             windows: Mutex::new(Vec::new()),

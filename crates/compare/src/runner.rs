@@ -36,10 +36,11 @@ use cpushield_rt::sched::PlaceFn;
 use cpushield_shield::held::reset_failed;
 use cpushield_shield::HeldShield;
 use cpushield_trace::attribute::CauseKind;
-use cpushield_trace::WakeupWatch;
+use cpushield_trace::{TraceInstance, TraceOptions, WakeupWatch};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The fix for a task a trace from a nested PID namespace could not place.
@@ -343,6 +344,9 @@ pub(crate) struct Experiment<'a> {
     /// This thread's scheduling before it was raised above the load's
     /// ([`raise_above_load`]); put back when the load stops.
     own_sched: Option<SchedParams>,
+    /// The trace instance every traced probe and anchor records into, made
+    /// at the first ([`Self::lent_trace`]).
+    trace: Option<Arc<TraceInstance>>,
     /// On cgroup v2, the cgroup this process was in before it moved to the
     /// root cgroup, from where one of its threads can join the shield alone.
     own_cgroup: Option<(cpushield_shield::layout::CgroupLayout, String)>,
@@ -394,6 +398,7 @@ impl<'a> Experiment<'a> {
             shielded_cpus: plan.shielded_cpus,
             own_affinity: keep_to(lab.host.kernel(), plan.housekeeping.as_ref()),
             own_sched: None,
+            trace: None,
             own_cgroup: None,
             online: plan.online,
             housekeeping: plan.housekeeping,
@@ -432,6 +437,11 @@ impl<'a> Experiment<'a> {
     /// while reset moves its tasks back would race it (its children are
     /// born in the shield's cgroups). Idempotent.
     pub(crate) fn restore(&mut self) -> Result<(), CompareError> {
+        if let Some(trace) = self.trace.take() {
+            for e in trace.close() {
+                eprintln!("cpushield: warning: {e}");
+            }
+        }
         if let Some(load) = self.load.take() {
             load.stop();
         }
@@ -455,6 +465,26 @@ impl<'a> Experiment<'a> {
             let _ = kernel.set_affinity(0, &saved);
         }
         lowered
+    }
+
+    /// The trace instance of the run, made for `cpus` when none is yet (its
+    /// buffers grow to each later scenario's CPUs): set up once, its events
+    /// stay enabled from one traced phase to the next, each of which would
+    /// otherwise take seconds on a loaded machine to enable and disable
+    /// them ([`TraceInstance`]). None when attribution is off, or when it
+    /// cannot be made: the phase's own session then says why.
+    fn lent_trace(&mut self, cpus: &CpuSet) -> Option<Arc<TraceInstance>> {
+        self.threshold?;
+        if self.trace.is_none() {
+            self.trace = TraceInstance::create(
+                self.lab.host.shared_kernel(),
+                cpus,
+                &TraceOptions::default(),
+            )
+            .ok()
+            .map(Arc::new);
+        }
+        self.trace.clone()
     }
 
     /// Looks for cyclictest (and rtla, where the kernel has timerlat) when
@@ -724,9 +754,11 @@ impl<'a> Experiment<'a> {
         let mut lat = self.latency_config(cpus, config.duration, poll);
         lat.advance = advance;
         lat.placer = self.placer();
+        let instance = self.lent_trace(cpus);
         let mut trace = self.threshold.and_then(|_| {
             ProbeTrace::start(
                 self.lab.host.shared_kernel(),
+                instance.as_ref(),
                 cpus,
                 Duration::from_secs(2),
                 config.trace_context.clone(),
@@ -820,11 +852,13 @@ impl<'a> Experiment<'a> {
         notes: &mut Vec<String>,
         run: impl FnOnce(&Lab) -> Result<Anchor, String>,
     ) -> Result<Anchor, String> {
+        let instance = self.lent_trace(cpus);
         let kernel = self.lab.host.kernel();
         let threshold = self.threshold.map(|t| t.as_nanos() as u64);
         let trace = threshold.and_then(|threshold_ns| {
             ProbeTrace::start_anchor(
                 self.lab.host.shared_kernel(),
+                instance.as_ref(),
                 cpus,
                 self.config.trace_context.clone(),
                 WakeupWatch {
@@ -948,9 +982,11 @@ impl<'a> Experiment<'a> {
             Some(n) => Work::Iterations(n),
             None => Work::Duration(config.determinism_work),
         };
+        let instance = self.lent_trace(cpus);
         let trace = self.threshold.and_then(|_| {
             ProbeTrace::start(
                 self.lab.host.shared_kernel(),
+                instance.as_ref(),
                 cpus,
                 config.determinism_work * 2 + Duration::from_secs(1),
                 config.trace_context.clone(),

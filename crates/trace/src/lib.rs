@@ -24,7 +24,10 @@
 //! (`instances/cpushield-<pid>`), so the top-level trace buffer of other users
 //! is not touched; each setting is still remembered and restored, the instance
 //! removed and tracefs unmounted if the session mounted it — on `finish`, on
-//! drop, and on SIGINT/SIGTERM.
+//! drop, and on SIGINT/SIGTERM. A program that traces many phases one after
+//! another makes a [`TraceInstance`] once and lends it to each session
+//! ([`TraceSession::start_in`]): the events stay enabled in between, and the
+//! instance is restored and removed when it is closed.
 //!
 //! What the attribution needs to know of the kernel beyond the trace (the
 //! tick period, the preemption model, whether the CPUs are virtual) comes in
@@ -289,11 +292,14 @@ static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// A running trace of some CPUs. Dropping it stops tracing and restores tracefs.
 pub struct TraceSession {
     shared: Arc<Shared>,
-    cleanup: Arc<Mutex<Cleanup>>,
+    instance: Arc<TraceInstance>,
+    /// The instance ends with the session ([`TraceSession::start`]).
+    owned: bool,
+    /// The session's own settings, restored when it ends.
+    guard: Arc<Mutex<SettingsGuard>>,
     reader: Option<JoinHandle<()>>,
     signals: Option<SignalWatch>,
     marker: SpikeMarker,
-    dir: PathBuf,
     cpus: CpuSet,
     summary: TraceSummary,
     finished: bool,
@@ -370,43 +376,42 @@ impl SpikeMarker {
 /// The text that starts a thread announcement (see [`SpikeMarker::announce`]).
 pub const THREAD_MARK: &str = "cpushield thread";
 
-impl TraceSession {
-    /// Starts tracing `cpus` on the kernel's tracefs (mounting it if needed).
-    pub fn start(
-        kernel: Arc<dyn Kernel>,
-        cpus: &CpuSet,
-        opts: TraceOptions,
-    ) -> Result<TraceSession, TraceError> {
-        if cpus.is_empty() {
-            return Err(TraceError::Cpus(
-                "no CPU to trace: pass a CPU list like 1".into(),
-            ));
-        }
-        let online = cpushield_kernel::online_cpus(kernel.as_ref())
-            .map_err(|e| TraceError::Cpus(e.to_string()))?;
-        if let Some(cpu) = cpus.difference(&online).first() {
-            return Err(TraceError::Cpus(format!(
-                "CPU {cpu} is not online (online: {}): trace online CPUs only",
-                online.to_list()
-            )));
-        }
-        if ACTIVE.swap(true, Ordering::SeqCst) {
-            return Err(TraceError::Busy);
-        }
-        match Self::setup(kernel, cpus, opts) {
-            Ok(s) => Ok(s),
-            Err(e) => {
-                ACTIVE.store(false, Ordering::SeqCst);
-                Err(e)
-            }
-        }
-    }
+/// A tracefs directory made ready once (its trace clock, buffers and the
+/// attribution events, [`EVENTS`]) and lent to one [`TraceSession`] after
+/// another ([`TraceSession::start_in`]), so that a program tracing many short
+/// phases pays for the setup once. Each enabled event costs the kernel a
+/// code patch or an RCU grace period, which waits for every CPU: on a loaded
+/// machine, and above all in a VM whose vCPUs take turns, setting up and
+/// tearing down a session took seconds each time (compare traced three or
+/// four phases per scenario). Between sessions tracing is off, so nothing is
+/// recorded; what a session's reader did not take is skipped by the next
+/// (it reads only what was recorded after it started). Dropping the last
+/// handle (or [`TraceInstance::close`]) restores every setting, removes the
+/// instance and unmounts tracefs if it was mounted here.
+pub struct TraceInstance {
+    kernel: Arc<dyn Kernel>,
+    cleanup: Arc<Mutex<Cleanup>>,
+    dir: PathBuf,
+    /// The CPUs whose buffers are sized (grown by [`Self::cover`]).
+    cpus: Mutex<CpuSet>,
+    buffer_kb: u32,
+    tracefs: PathBuf,
+    /// What the setup did, the start of each session's summary.
+    base: TraceSummary,
+}
 
-    fn setup(
+impl TraceInstance {
+    /// Mounts tracefs if needed, makes a private instance (or uses the top
+    /// level where the kernel has none), sizes the buffers of `cpus` and
+    /// enables the attribution events, from `opts` (its tracefs, buffer size,
+    /// instance and attribution settings; the rest is each session's).
+    /// Nothing is recorded until a session starts.
+    pub fn create(
         kernel: Arc<dyn Kernel>,
         cpus: &CpuSet,
-        opts: TraceOptions,
-    ) -> Result<TraceSession, TraceError> {
+        opts: &TraceOptions,
+    ) -> Result<TraceInstance, TraceError> {
+        check_online(kernel.as_ref(), cpus)?;
         let root = opts.tracefs.clone();
         let mounted_by_us = mount_tracefs(kernel.as_ref(), &root).map_err(TraceError::Setup)?;
         let mut cleanup = Cleanup {
@@ -418,12 +423,173 @@ impl TraceSession {
             done: false,
             errors: Vec::new(),
         };
-        let (dir, pipes, writer, mut summary) =
-            match Self::configure(&kernel, cpus, &opts, &mut cleanup) {
+        let (dir, mut base) = match Self::configure(kernel.as_ref(), cpus, opts, &mut cleanup) {
+            Ok(configured) => configured,
+            Err(e) => return Err(TraceError::Setup(restored_after(&mut cleanup, e))),
+        };
+        base.mounted_tracefs = mounted_by_us;
+        Ok(TraceInstance {
+            kernel,
+            cleanup: Arc::new(Mutex::new(cleanup)),
+            dir,
+            cpus: Mutex::new(cpus.clone()),
+            buffer_kb: opts.buffer_kb,
+            tracefs: opts.tracefs.clone(),
+            base,
+        })
+    }
+
+    fn configure(
+        k: &dyn Kernel,
+        cpus: &CpuSet,
+        opts: &TraceOptions,
+        cleanup: &mut Cleanup,
+    ) -> Result<(PathBuf, TraceSummary), String> {
+        let root = &opts.tracefs;
+        check_mono_clock(k, root)?;
+        let mut summary = TraceSummary::default();
+        let dir = session_dir(k, opts, cleanup, &mut summary);
+        let g = &mut cleanup.guard;
+        prepare_buffers(g, k, root, &dir, cpus, opts, &mut summary)?;
+        if opts.attribution_events {
+            enable_attribution_events(g, k, &dir, &mut summary)?;
+        }
+        Ok((dir, summary))
+    }
+
+    /// The tracefs directory in use (the private instance, or the top level).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Sizes the buffers of those of `cpus` not yet covered.
+    fn cover(&self, cpus: &CpuSet) -> Result<(), TraceError> {
+        let mut covered = self.cpus.lock().expect("instance cpus");
+        let new = cpus.difference(&covered);
+        if new.is_empty() {
+            return Ok(());
+        }
+        let mut cleanup = self.cleanup.lock().expect("cleanup");
+        for cpu in new.iter() {
+            let f = self.dir.join(format!("per_cpu/cpu{cpu}/buffer_size_kb"));
+            cleanup
+                .guard
+                .set(&f, &self.buffer_kb.to_string())
+                .map_err(|e| TraceError::Setup(e.to_string()))?;
+        }
+        *covered = covered.union(&new);
+        Ok(())
+    }
+
+    /// Restores every setting, removes the instance and unmounts tracefs if
+    /// it was mounted here (once; dropping does it too). Returns what could
+    /// not be restored, each with its remedy.
+    pub fn close(&self) -> Vec<String> {
+        let mut cleanup = self.cleanup.lock().expect("cleanup");
+        cleanup.run();
+        std::mem::take(&mut cleanup.errors)
+    }
+}
+
+impl Drop for TraceInstance {
+    fn drop(&mut self) {
+        for e in self.close() {
+            eprintln!("cpushield: warning: {e}");
+        }
+    }
+}
+
+/// Refuses an empty CPU list or one with a CPU not online.
+fn check_online(kernel: &dyn Kernel, cpus: &CpuSet) -> Result<(), TraceError> {
+    if cpus.is_empty() {
+        return Err(TraceError::Cpus(
+            "no CPU to trace: pass a CPU list like 1".into(),
+        ));
+    }
+    let online =
+        cpushield_kernel::online_cpus(kernel).map_err(|e| TraceError::Cpus(e.to_string()))?;
+    if let Some(cpu) = cpus.difference(&online).first() {
+        return Err(TraceError::Cpus(format!(
+            "CPU {cpu} is not online (online: {}): trace online CPUs only",
+            online.to_list()
+        )));
+    }
+    Ok(())
+}
+
+impl TraceSession {
+    /// Starts tracing `cpus` on the kernel's tracefs (mounting it if needed),
+    /// in an instance of its own that ends with the session.
+    pub fn start(
+        kernel: Arc<dyn Kernel>,
+        cpus: &CpuSet,
+        opts: TraceOptions,
+    ) -> Result<TraceSession, TraceError> {
+        check_online(kernel.as_ref(), cpus)?;
+        if ACTIVE.swap(true, Ordering::SeqCst) {
+            return Err(TraceError::Busy);
+        }
+        let started = TraceInstance::create(kernel, cpus, &opts)
+            .and_then(|instance| Self::begin(Arc::new(instance), cpus, opts, true));
+        if started.is_err() {
+            ACTIVE.store(false, Ordering::SeqCst);
+        }
+        started
+    }
+
+    /// Starts tracing `cpus` in `instance`, which outlives the session (see
+    /// [`TraceInstance`]): the instance's tracefs, buffer size and events
+    /// stand; `opts` gives the rest. The instance's owner handles signals, so
+    /// `opts.signals` must be [`SignalMode::None`].
+    pub fn start_in(
+        instance: &Arc<TraceInstance>,
+        cpus: &CpuSet,
+        opts: TraceOptions,
+    ) -> Result<TraceSession, TraceError> {
+        if opts.signals != SignalMode::None {
+            return Err(TraceError::Setup(
+                "a session in a lent trace instance leaves signals to the instance's owner (SignalMode::None)".into(),
+            ));
+        }
+        check_online(instance.kernel.as_ref(), cpus)?;
+        if ACTIVE.swap(true, Ordering::SeqCst) {
+            return Err(TraceError::Busy);
+        }
+        let started = instance
+            .cover(cpus)
+            .and_then(|()| Self::begin(instance.clone(), cpus, opts, false));
+        if started.is_err() {
+            ACTIVE.store(false, Ordering::SeqCst);
+        }
+        started
+    }
+
+    /// The session's own settings (which CPUs record, the watch's event,
+    /// the timerlat tracer), its pipes and marker, then tracing on and the
+    /// reader started. `owned`: the instance ends with the session.
+    fn begin(
+        instance: Arc<TraceInstance>,
+        cpus: &CpuSet,
+        opts: TraceOptions,
+        owned: bool,
+    ) -> Result<TraceSession, TraceError> {
+        let kernel = instance.kernel.clone();
+        let mut guard = SettingsGuard::new(kernel.clone());
+        let (pipes, writer, mut summary) =
+            match Self::configure_session(&instance, &mut guard, cpus, &opts) {
                 Ok(configured) => configured,
-                Err(e) => return Err(TraceError::Setup(restored_after(&mut cleanup, e))),
+                Err(e) => {
+                    let mut errors = guard.restore();
+                    if owned {
+                        errors.extend(instance.close());
+                    }
+                    return Err(TraceError::Setup(if errors.is_empty() {
+                        e
+                    } else {
+                        format!("{e} (and while restoring: {})", errors.join("; "))
+                    }));
+                }
             };
-        summary.mounted_tracefs = mounted_by_us;
         summary.nested_namespace =
             cpushield_kernel::namespace::is_nested_proc(kernel.as_ref(), &opts.proc_root);
         if let Some(d) = &opts.trace_dir {
@@ -433,23 +599,41 @@ impl TraceSession {
         shared
             .collect_timerlat
             .store(opts.timerlat_period_us.is_some(), Ordering::SeqCst);
-        let cleanup = Arc::new(Mutex::new(cleanup));
-        let reader = new_reader(&kernel, &opts, pipes, &shared, summary.nested_namespace);
+        let guard = Arc::new(Mutex::new(guard));
+        // Trace time is CLOCK_MONOTONIC plus the measured offset.
+        let now = cpushield_kernel::clock::now_ns();
+        let not_before_ns = summary
+            .clock_offset_ns
+            .map_or(now, |off| now.saturating_add_signed(off));
+        let reader = new_reader(
+            &kernel,
+            &opts,
+            pipes,
+            &shared,
+            summary.nested_namespace,
+            not_before_ns,
+        );
+        let end = |guard: &Arc<Mutex<SettingsGuard>>| {
+            guard.lock().expect("session settings").restore();
+            if owned {
+                instance.close();
+            }
+        };
         let handle = match spawn_reader(&kernel, cpus, reader) {
             Ok(h) => h,
             Err(e) => {
-                cleanup.lock().expect("cleanup").run();
+                end(&guard);
                 return Err(TraceError::Setup(e));
             }
         };
         let writer = Arc::new(RwLock::new(Some(writer)));
         let signals = if opts.signals == SignalMode::RestoreAndReraise {
-            match restore_on_signal(&shared, &cleanup, &writer) {
+            match restore_on_signal(&shared, &guard, &instance.cleanup, &writer) {
                 Ok(w) => Some(w),
                 Err(e) => {
                     shared.stop.store(true, Ordering::SeqCst);
                     let _ = handle.join();
-                    cleanup.lock().expect("cleanup").run();
+                    end(&guard);
                     return Err(TraceError::Setup(format!(
                         "cannot install the SIGINT handler: {e}"
                     )));
@@ -464,10 +648,11 @@ impl TraceSession {
                 shared: shared.clone(),
             },
             shared,
-            cleanup,
+            instance,
+            owned,
+            guard,
             reader: Some(handle),
             signals,
-            dir,
             cpus: cpus.clone(),
             summary,
             finished: false,
@@ -475,28 +660,26 @@ impl TraceSession {
     }
 
     #[allow(clippy::type_complexity)]
-    fn configure(
-        kernel: &Arc<dyn Kernel>,
+    fn configure_session(
+        instance: &TraceInstance,
+        g: &mut SettingsGuard,
         cpus: &CpuSet,
         opts: &TraceOptions,
-        cleanup: &mut Cleanup,
     ) -> Result<
         (
-            PathBuf,
             Vec<(usize, Box<dyn TracePipe>)>,
             Box<dyn TraceMarker>,
             TraceSummary,
         ),
         String,
     > {
-        let k = kernel.as_ref();
-        let root = &opts.tracefs;
-        check_mono_clock(k, root)?;
-        let mut summary = TraceSummary::default();
-        let dir = session_dir(k, opts, cleanup, &mut summary);
-        let g = &mut cleanup.guard;
-        prepare_buffers(g, k, root, &dir, cpus, opts, &mut summary)?;
-        enable_events(g, k, root, &dir, cpus, opts, &mut summary)?;
+        let k = instance.kernel.as_ref();
+        let dir = &instance.dir;
+        let mut summary = instance.base.clone();
+        // Only this session's CPUs record: another CPU's buffer, never read
+        // here, would hold stale events for the session that traces it next.
+        record_only(g, k, dir, cpus)?;
+        enable_session_events(g, k, &instance.tracefs, dir, cpus, opts, &mut summary)?;
         let mut pipes = Vec::new();
         for cpu in cpus.iter() {
             let pipe = k
@@ -513,7 +696,7 @@ impl TraceSession {
         }
         g.set(&dir.join("tracing_on"), "1")
             .map_err(|e| e.to_string())?;
-        Ok((dir, pipes, writer, summary))
+        Ok((pipes, writer, summary))
     }
 
     /// The records of the timerlat tracer the session runs
@@ -537,7 +720,7 @@ impl TraceSession {
 
     /// The tracefs directory in use (the private instance, or the top level).
     pub fn dir(&self) -> &Path {
-        &self.dir
+        &self.instance.dir
     }
 
     /// The traced CPUs.
@@ -599,12 +782,15 @@ impl TraceSession {
         if let Ok(mut w) = self.marker.writer.write() {
             *w = None;
         }
-        let lost = {
-            let c = self.cleanup.lock().expect("cleanup");
-            overruns(c.kernel.as_ref(), &self.dir, &self.cpus)
-        };
-        let mut cleanup = self.cleanup.lock().expect("cleanup");
-        cleanup.run();
+        let lost = overruns(
+            self.instance.kernel.as_ref(),
+            &self.instance.dir,
+            &self.cpus,
+        );
+        let mut errors = self.guard.lock().expect("session settings").restore();
+        if self.owned {
+            errors.extend(self.instance.close());
+        }
         ACTIVE.store(false, Ordering::SeqCst);
         let mut r = self.shared.results.lock().expect("results");
         let mut s = std::mem::take(&mut self.summary);
@@ -618,7 +804,7 @@ impl TraceSession {
         s.spikes_dropped = self.shared.dropped.load(Ordering::Relaxed);
         s.watched = r.watched.take();
         s.errors = std::mem::take(&mut r.errors);
-        s.errors.append(&mut cleanup.errors);
+        s.errors.append(&mut errors);
         s
     }
 }
@@ -668,6 +854,7 @@ fn new_reader(
     pipes: Vec<(usize, Box<dyn TracePipe>)>,
     shared: &Arc<Shared>,
     nested_proc: bool,
+    not_before_ns: u64,
 ) -> Reader {
     Reader {
         pipes,
@@ -686,6 +873,7 @@ fn new_reader(
         virtual_cpu: opts.kernel.virtual_cpu,
         now: cpushield_kernel::clock::now_ns,
         started_ns: cpushield_kernel::clock::now_ns(),
+        not_before_ns,
         tracker: opts.watch.clone().map(watch::WakeupTracker::new),
     }
 }
@@ -719,16 +907,23 @@ fn spawn_reader(
 /// busy) and restore every setting, then let the signal take its course.
 fn restore_on_signal(
     shared: &Arc<Shared>,
+    session: &Arc<Mutex<SettingsGuard>>,
     cleanup: &Arc<Mutex<Cleanup>>,
     writer: &Arc<RwLock<Option<Box<dyn TraceMarker>>>>,
 ) -> std::io::Result<SignalWatch> {
-    let (sh, cl, wr) = (shared.clone(), cleanup.clone(), writer.clone());
+    let (sh, se, cl, wr) = (
+        shared.clone(),
+        session.clone(),
+        cleanup.clone(),
+        writer.clone(),
+    );
     SignalWatch::install(Box::new(move || {
         sh.stop.store(true, Ordering::SeqCst);
         sh.wait_done(Duration::from_secs(1));
         if let Ok(mut w) = wr.write() {
             *w = None;
         }
+        se.lock().expect("session settings").restore();
         cl.lock().expect("cleanup").run();
         ACTIVE.store(false, Ordering::SeqCst);
     }))
@@ -812,10 +1007,7 @@ fn prepare_buffers(
     g.set(&p("tracing_on"), "1").map_err(err)?;
     summary.clock_offset_ns = clock_offset(k, dir);
     g.set(&p("tracing_on"), "0").map_err(err)?;
-    let possible = cpushield_kernel::possible_cpus(k).unwrap_or_else(|_| cpus.clone());
-    let width = possible.last().map(|c| c + 1).unwrap_or(1);
-    g.set(&p("tracing_cpumask"), &cpus.to_mask_padded(width))
-        .map_err(err)?;
+    record_only(g, k, dir, cpus)?;
     for cpu in cpus.iter() {
         let f = dir.join(format!("per_cpu/cpu{cpu}/buffer_size_kb"));
         g.set(&f, &opts.buffer_kb.to_string()).map_err(err)?;
@@ -823,22 +1015,17 @@ fn prepare_buffers(
     Ok(())
 }
 
-/// Enables the events the session needs (with their filters), the osnoise
-/// events where the kernel has them, the watch's event and the timerlat
-/// tracer when asked for; refuses a kernel without sched_switch when
-/// attributing, or without hrtimer_start when watching.
-fn enable_events(
+/// Enables the attribution events ([`EVENTS`], with their filters) and the
+/// osnoise events where the kernel has them; refuses a kernel without
+/// sched_switch.
+fn enable_attribution_events(
     g: &mut SettingsGuard,
     k: &dyn Kernel,
-    root: &Path,
     dir: &Path,
-    cpus: &CpuSet,
-    opts: &TraceOptions,
     summary: &mut TraceSummary,
 ) -> Result<(), String> {
     let err = |e: std::io::Error| e.to_string();
-    let wanted: &[(&str, Option<&str>)] = if opts.attribution_events { EVENTS } else { &[] };
-    for (ev, filter) in wanted {
+    for (ev, filter) in EVENTS {
         let base = dir.join("events").join(ev);
         let f = base.join("enable");
         if k.exists(&f) {
@@ -852,16 +1039,39 @@ fn enable_events(
             });
         }
     }
-    if opts.attribution_events {
-        for ev in timerlat::OSNOISE_EVENTS {
-            let f = dir.join("events").join(ev).join("enable");
-            if k.exists(&f) {
-                g.set(&f, "1").map_err(err)?;
-                summary.events_enabled.push(ev.to_string());
-                summary.osnoise_events = true;
-            }
+    for ev in timerlat::OSNOISE_EVENTS {
+        let f = dir.join("events").join(ev).join("enable");
+        if k.exists(&f) {
+            g.set(&f, "1").map_err(err)?;
+            summary.events_enabled.push(ev.to_string());
+            summary.osnoise_events = true;
         }
     }
+    if !summary
+        .events_enabled
+        .iter()
+        .any(|e| e.starts_with("sched/sched_switch"))
+    {
+        return Err(format!(
+            "{}: no sched_switch event: this kernel's tracefs lacks the scheduler events",
+            dir.join("events").display()
+        ));
+    }
+    Ok(())
+}
+
+/// Enables what one session adds to its instance: the watch's event and the
+/// timerlat tracer, when asked for; refuses a kernel without hrtimer_start
+/// when watching.
+fn enable_session_events(
+    g: &mut SettingsGuard,
+    k: &dyn Kernel,
+    root: &Path,
+    dir: &Path,
+    cpus: &CpuSet,
+    opts: &TraceOptions,
+    summary: &mut TraceSummary,
+) -> Result<(), String> {
     if opts.watch.is_some() {
         let f = dir.join("events").join(watch::WATCH_EVENT).join("enable");
         if !k.exists(&f) {
@@ -870,25 +1080,27 @@ fn enable_events(
                 f.display()
             ));
         }
-        g.set(&f, "1").map_err(err)?;
+        g.set(&f, "1").map_err(|e| e.to_string())?;
         summary.events_enabled.push(watch::WATCH_EVENT.to_string());
     }
     if let Some(period_us) = opts.timerlat_period_us {
         timerlat::configure(g, k, root, dir, cpus, period_us)?;
         summary.tracer = Some("timerlat".into());
     }
-    if opts.attribution_events
-        && !summary
-            .events_enabled
-            .iter()
-            .any(|e| e.starts_with("sched/sched_switch"))
-    {
-        return Err(format!(
-            "{}: no sched_switch event: this kernel's tracefs lacks the scheduler events",
-            dir.join("events").display()
-        ));
-    }
     Ok(())
+}
+
+/// Lets only `cpus` record into `dir`'s buffers (`tracing_cpumask`).
+fn record_only(
+    g: &mut SettingsGuard,
+    k: &dyn Kernel,
+    dir: &Path,
+    cpus: &CpuSet,
+) -> Result<(), String> {
+    let possible = cpushield_kernel::possible_cpus(k).unwrap_or_else(|_| cpus.clone());
+    let width = possible.last().map(|c| c + 1).unwrap_or(1);
+    g.set(&dir.join("tracing_cpumask"), &cpus.to_mask_padded(width))
+        .map_err(|e| e.to_string())
 }
 
 /// Whether tracefs is mounted at `root` (from /proc/self/mounts).
@@ -1114,18 +1326,8 @@ mod setup_tests {
         let k = tracefs();
         let mut c = cleanup(&k);
         let mut summary = TraceSummary::default();
-        let cpus = CpuSet::parse_list("1").unwrap();
         let root = Path::new(ROOT);
-        enable_events(
-            &mut c.guard,
-            k.as_ref(),
-            root,
-            root,
-            &cpus,
-            &opts(),
-            &mut summary,
-        )
-        .unwrap();
+        enable_attribution_events(&mut c.guard, k.as_ref(), root, &mut summary).unwrap();
         assert_eq!(
             k.file(format!("{ROOT}/events/sched/sched_switch/enable"))
                 .unwrap(),
@@ -1136,16 +1338,8 @@ mod setup_tests {
         let bare = tracefs_with(false);
         let mut c = cleanup(&bare);
         let mut summary = TraceSummary::default();
-        let err = enable_events(
-            &mut c.guard,
-            bare.as_ref(),
-            root,
-            root,
-            &cpus,
-            &opts(),
-            &mut summary,
-        )
-        .unwrap_err();
+        let err =
+            enable_attribution_events(&mut c.guard, bare.as_ref(), root, &mut summary).unwrap_err();
         assert!(err.contains("no sched_switch event"), "{err}");
     }
 }

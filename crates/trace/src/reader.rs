@@ -138,6 +138,12 @@ pub struct Reader {
     pub now: fn() -> u64,
     /// When tracing started (CLOCK_MONOTONIC ns).
     pub started_ns: u64,
+    /// Events recorded before this trace time (ns) are dropped unread: in a
+    /// [`TraceInstance`](super::TraceInstance) lent to one session after
+    /// another, what the last session's reader did not take before tracing
+    /// stopped is still in the buffer, and its markers (spike numbers, thread
+    /// announcements) would be taken for this session's.
+    pub not_before_ns: u64,
     /// Follows the watched threads' wakeups (see `TraceOptions::watch`).
     pub tracker: Option<WakeupTracker>,
 }
@@ -328,6 +334,9 @@ impl Reader {
                 }
                 continue;
             };
+            if e.ts_ns < self.not_before_ns {
+                continue;
+            }
             counts.parsed += 1;
             if collect {
                 records.extend(timerlat_record(&e));
@@ -835,6 +844,7 @@ mod part_tests {
             virtual_cpu: false,
             now: || 0,
             started_ns: 0,
+            not_before_ns: 0,
             tracker: None,
         }
     }

@@ -5,8 +5,8 @@ use cpushield_cpuset::CpuSet;
 use cpushield_kernel::FakeKernel;
 use cpushield_trace::watch::WATCH_SEQ_BASE;
 use cpushield_trace::{
-    CauseKind, SignalMode, Spike, TraceOptions, TraceSession, TraceSummary, WakeupWatch,
-    WatchedWakeups,
+    CauseKind, SignalMode, Spike, TraceInstance, TraceOptions, TraceSession, TraceSummary,
+    WakeupWatch, WatchedWakeups,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,6 +25,23 @@ fn marks(k: &FakeKernel) -> Vec<String> {
         .lines()
         .filter(|l| !l.starts_with("cpushield-clock-sync"))
         .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// Files as the kernel reads them back after a restore (a value written
+/// reads without its newline, a buffer size without its "expanded" form, a
+/// filter cleared with "0", the selected clock alone).
+fn restored_form(m: &BTreeMap<PathBuf, String>) -> BTreeMap<PathBuf, String> {
+    m.iter()
+        .map(|(p, v)| {
+            (
+                p.clone(),
+                v.trim()
+                    .replace("7 (expanded: 1408)", "1408")
+                    .replace("none", "0")
+                    .replace("[local] global counter mono mono_raw", "local"),
+            )
+        })
         .collect()
 }
 
@@ -100,9 +117,8 @@ fn a_session_sets_up_attributes_a_marked_spike_and_restores_every_setting() {
     let cpu0_events =
         "          <idle>-0       [000] d.h1.  1.000000: local_timer_entry: vector=236\n";
     feed_pipe(&k, 0, cpu0_events);
+    feed_pipe(&k, 1, "");
     let before = k.files();
-    let t0 = cpushield_kernel::clock::now_ns();
-    feed_pipe(&k, 1, &window(t0));
     let opts = TraceOptions {
         signals: SignalMode::None,
         instance: false,
@@ -111,6 +127,9 @@ fn a_session_sets_up_attributes_a_marked_spike_and_restores_every_setting() {
     };
     let cpus = CpuSet::parse_list("1").unwrap();
     let session = TraceSession::start(k.clone(), &cpus, opts).unwrap();
+    // Recorded after the session started (what was recorded before is not its).
+    let t0 = cpushield_kernel::clock::now_ns();
+    feed_pipe(&k, 1, &window(t0));
     // While tracing: only CPU 1 traced, clock mono, events on with filters.
     assert_eq!(k.file(format!("{ROOT}/tracing_cpumask")).unwrap(), "2");
     assert_eq!(k.file(format!("{ROOT}/trace_clock")).unwrap(), "mono");
@@ -179,20 +198,84 @@ fn a_session_sets_up_attributes_a_marked_spike_and_restores_every_setting() {
         after.remove(&PathBuf::from(format!("{ROOT}/{f}")));
         expected.remove(&PathBuf::from(format!("{ROOT}/{f}")));
     }
-    let norm = |m: &BTreeMap<PathBuf, String>| -> BTreeMap<PathBuf, String> {
-        m.iter()
-            .map(|(p, v)| {
-                (
-                    p.clone(),
-                    v.trim()
-                        .replace("7 (expanded: 1408)", "1408")
-                        .replace("none", "0")
-                        .replace("[local] global counter mono mono_raw", "local"),
-                )
-            })
-            .collect()
+    assert_eq!(restored_form(&after), restored_form(&expected));
+}
+
+#[test]
+fn sessions_lent_one_instance_share_its_events_read_only_what_they_recorded_and_closing_restores_all(
+) {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let k = Arc::new(tracefs());
+    let before = k.files();
+    let file = |f: &str| k.file(format!("{ROOT}/{f}")).unwrap();
+    let opts = TraceOptions {
+        signals: SignalMode::None,
+        instance: false,
+        poll: Duration::from_millis(1),
+        ..Default::default()
     };
-    assert_eq!(norm(&after), norm(&expected));
+    let cpus = CpuSet::parse_list("1").unwrap();
+    let instance = Arc::new(TraceInstance::create(k.clone(), &cpus, &opts).unwrap());
+    // Ready, not recording: the events are on, tracing is off.
+    assert_eq!(file("events/irq/irq_handler_entry/enable"), "1");
+    assert_eq!(file("tracing_on"), "0");
+
+    let first = TraceSession::start_in(&instance, &cpus, opts.clone()).unwrap();
+    assert_eq!(file("tracing_on"), "1");
+    let t0 = cpushield_kernel::clock::now_ns();
+    feed_pipe(&k, 1, &window(t0));
+    std::thread::sleep(Duration::from_millis(30));
+    let first = first.finish();
+    assert!(first.errors.is_empty(), "{:?}", first.errors);
+    assert_eq!(first.events, 7);
+    // Between sessions: tracing off, the events still on.
+    assert_eq!(file("tracing_on"), "0");
+    assert_eq!(file("events/irq/irq_handler_entry/enable"), "1");
+
+    // What the first session's reader never took (recorded before the
+    // second started, a spike marker among it) is not the second's; a
+    // watching session turns its own event on and off again.
+    let stale = window(t0);
+    let watching = TraceOptions {
+        watch: Some(WakeupWatch {
+            comm_prefixes: vec!["cyclictest".into()],
+            threshold_ns: 50_000,
+        }),
+        ..opts.clone()
+    };
+    feed_pipe(&k, 1, &stale);
+    std::thread::sleep(Duration::from_millis(2));
+    let second = TraceSession::start_in(&instance, &cpus, watching).unwrap();
+    assert_eq!(file("events/timer/hrtimer_start/enable"), "1");
+    let t1 = cpushield_kernel::clock::now_ns();
+    let fresh = format!(
+        "{stale}{}",
+        window(t1)
+            .lines()
+            .take(3)
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+    );
+    feed_pipe(&k, 1, &fresh);
+    std::thread::sleep(Duration::from_millis(30));
+    let second = second.finish();
+    assert!(second.errors.is_empty(), "{:?}", second.errors);
+    assert_eq!(second.events, 3, "only what was recorded after it started");
+    assert_eq!(file("events/timer/hrtimer_start/enable").trim(), "0");
+    assert_eq!(file("events/irq/irq_handler_entry/enable"), "1");
+
+    assert!(instance.close().is_empty());
+    let mut after = k.files();
+    let mut expected = before;
+    for f in ["trace_marker", "trace", "per_cpu/cpu1/trace_pipe"] {
+        after.remove(&PathBuf::from(format!("{ROOT}/{f}")));
+        expected.remove(&PathBuf::from(format!("{ROOT}/{f}")));
+    }
+    assert_eq!(
+        restored_form(&after),
+        restored_form(&expected),
+        "every setting as it was"
+    );
 }
 
 #[test]
@@ -278,6 +361,17 @@ fn attribute_hostproc_events(
     tid: i32,
     events: &dyn Fn(u64) -> String,
 ) -> (cpushield_trace::Attribution, Vec<String>, TraceSummary) {
+    feed_pipe(&k, 1, "");
+    let opts = TraceOptions {
+        signals: SignalMode::None,
+        instance: false,
+        poll: Duration::from_millis(1),
+        proc_root: PathBuf::from("/hostproc"),
+        namespace_scope,
+        ..Default::default()
+    };
+    let cpus = CpuSet::parse_list("1").unwrap();
+    let session = TraceSession::start(k.clone(), &cpus, opts).unwrap();
     let t0 = cpushield_kernel::clock::now_ns();
     let ts = |off_us: u64| {
         let ns = t0 + off_us * 1000;
@@ -292,16 +386,6 @@ fn attribute_hostproc_events(
         )
     };
     feed_pipe(&k, 1, &(announce + &events(t0)));
-    let opts = TraceOptions {
-        signals: SignalMode::None,
-        instance: false,
-        poll: Duration::from_millis(1),
-        proc_root: PathBuf::from("/hostproc"),
-        namespace_scope,
-        ..Default::default()
-    };
-    let cpus = CpuSet::parse_list("1").unwrap();
-    let session = TraceSession::start(k.clone(), &cpus, opts).unwrap();
     if tid != 50 {
         session.marker().announce(1, tid);
     }
@@ -453,6 +537,19 @@ fn a_task_whose_cgroup_is_a_kubernetes_pods_is_charged_to_the_pod_in_a_system_sc
 fn a_watched_threads_late_wakeup_is_found_in_the_trace_and_explained_like_a_probe_spike() {
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let k = Arc::new(tracefs());
+    feed_pipe(&k, 1, "");
+    let opts = TraceOptions {
+        signals: SignalMode::None,
+        instance: false,
+        poll: Duration::from_millis(1),
+        watch: Some(WakeupWatch {
+            comm_prefixes: vec!["cyclictest".into()],
+            threshold_ns: 50_000,
+        }),
+        ..Default::default()
+    };
+    let cpus = CpuSet::parse_list("1").unwrap();
+    let session = TraceSession::start(k.clone(), &cpus, opts).unwrap();
     // Whole microseconds, as the text trace has them.
     let t0 = cpushield_kernel::clock::now_ns() / 1000 * 1000;
     let ts = |off_us: u64| {
@@ -477,18 +574,6 @@ fn a_watched_threads_late_wakeup_is_found_in_the_trace_and_explained_like_a_prob
         ]
         .join("\n"),
     );
-    let opts = TraceOptions {
-        signals: SignalMode::None,
-        instance: false,
-        poll: Duration::from_millis(1),
-        watch: Some(WakeupWatch {
-            comm_prefixes: vec!["cyclictest".into()],
-            threshold_ns: 50_000,
-        }),
-        ..Default::default()
-    };
-    let cpus = CpuSet::parse_list("1").unwrap();
-    let session = TraceSession::start(k.clone(), &cpus, opts).unwrap();
     assert_eq!(
         k.file(format!("{ROOT}/events/timer/hrtimer_start/enable"))
             .unwrap(),
