@@ -489,8 +489,36 @@ fn run() -> anyhow::Result<ExitCode> {
 /// CI's check: every step at a quarter of the size and at 1x, in the same
 /// run. A step whose CPU time or heap grows more than its ratio limit from
 /// the quarter to 1x grows faster than allowed (linear is 4x, quadratic 16x);
-/// a step over its 1x budget times [`CI_MARGIN`] fails too.
+/// a step over its 1x budget times [`CI_MARGIN`] fails too. A run that fails
+/// is measured once more, and only a second failure fails: on this shared
+/// host another tenant's burst once tripled one step's time at 1x and not at
+/// the quarter (show x10.9 where a quiet run gives x3.5), while a step that
+/// really grows too fast fails both runs.
 fn ci(repeat: u32) -> anyhow::Result<ExitCode> {
+    let first = ci_once(repeat)?;
+    if first.is_empty() {
+        eprintln!("cpushield-scale ci: every step within its budget and growth limit");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for f in &first {
+        eprintln!("cpushield-scale ci: over its limit in the first run: {f}");
+    }
+    eprintln!("cpushield-scale ci: measuring every step once more");
+    let second = ci_once(repeat)?;
+    if second.is_empty() {
+        eprintln!(
+            "cpushield-scale ci: every step within its budget and growth limit in the second run"
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    for f in &second {
+        eprintln!("cpushield-scale ci: FAILED: {f}");
+    }
+    Ok(ExitCode::from(1))
+}
+
+/// One run of CI's check; returns what failed, each a line.
+fn ci_once(repeat: u32) -> anyhow::Result<Vec<String>> {
     let small = child(SMALL, repeat)?;
     let big = child(1.0, repeat)?;
     let reference_ms = |runs: &[Measured]| {
@@ -538,14 +566,7 @@ fn ci(repeat: u32) -> anyhow::Result<ExitCode> {
             None => failures.push(miss),
         }
     }
-    if failures.is_empty() {
-        eprintln!("cpushield-scale ci: every step within its budget and growth limit");
-        return Ok(ExitCode::SUCCESS);
-    }
-    for f in &failures {
-        eprintln!("cpushield-scale ci: FAILED: {f}");
-    }
-    Ok(ExitCode::from(1))
+    Ok(failures)
 }
 
 /// Growth from a quarter of the machine to all of it above which a step
