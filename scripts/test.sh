@@ -141,9 +141,9 @@ stage packages scripts/check-packages.sh
 stage guest-tests env CPUSHIELD_GUEST="${CPUSHIELD_GUEST:-1}" \
     cargo test --workspace --release --test guest
 
-# The parsers' property/fuzz suite once more with many more cases, optimised but with
-# overflow checks on (profile fuzz), so an overflow is a reported crash, not a silent
-# wrap.
+# The parsers' property/fuzz suite once more with many more cases, with overflow checks
+# and debug assertions on (profile fuzz, not optimised: Cargo.toml says why), so an
+# overflow is a reported crash, not a silent wrap.
 stage fuzz-long env CPUSHIELD_FUZZ_CASES="${CPUSHIELD_FUZZ_LONG_CASES:-20000}" \
     cargo test --profile fuzz -p cpushield-fuzz --test parsers
 
