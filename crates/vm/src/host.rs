@@ -659,10 +659,8 @@ mod tests {
             .contains("debug-threads=on"));
     }
 
-    /// The host's clock in these tests: after every event they feed (the
-    /// reader feeds only what was recorded before its drain began).
     fn now() -> u64 {
-        2_000_000_000
+        50_000_000
     }
 
     fn fake_tracefs(k: &FakeKernel) {
