@@ -28,6 +28,25 @@ pub fn is_ours(cgroup: &str) -> bool {
     top == SHIELD_CGROUP || top == SYSTEM_CGROUP
 }
 
+/// Whether cgroup `dir` is as mkdir left it: no task or thread in it, no
+/// cgroup below it, no CPUs given to it. A shield killed between making one
+/// of its cgroups and marking it ([`CGROUP_MARK`]) leaves exactly that, and
+/// the state it wrote first names the directory. Reset may then remove it
+/// unmarked: nothing runs in it and nothing was set in it, so removing it
+/// takes nothing from whoever else might have made a cgroup of that name.
+/// A file that cannot be read counts as not untouched.
+pub fn is_untouched(kernel: &dyn Kernel, layout: &dyn Cpusets, dir: &Path) -> bool {
+    let empty = |name: &str| read_trimmed(kernel, &dir.join(name)).is_ok_and(|t| t.is_empty());
+    if !(empty("cgroup.procs") && empty(layout.thread_list()) && empty("cpuset.cpus")) {
+        return false;
+    }
+    kernel.read_dir(dir).is_ok_and(|names| {
+        !names
+            .iter()
+            .any(|name| kernel.exists(&dir.join(name).join("cgroup.procs")))
+    })
+}
+
 /// Whether a cgroup path (as in /proc/PID/cgroup) belongs to Kubernetes pods.
 /// The kubelet's CPU manager owns these tasks' CPUs, so the shield leaves them be.
 pub use cpushield_parse::pid_cgroup::is_kubepods;

@@ -493,6 +493,23 @@ fn unshield_unnoted(
     Ok(report)
 }
 
+/// Makes the state's cgroups what the kernel has after a shield cut short
+/// (SIGKILL): its state, stored before the first change, names every cgroup
+/// it meant to make. One it never made is forgotten, so this plan makes it;
+/// one made but not yet marked, and left as mkdir made it, is marked now
+/// ([`layout::is_untouched`]), so that reset removes it later.
+fn settle_cut_creates(kernel: &dyn Kernel, saved: &mut SavedState) {
+    saved.created_cgroups.retain(|dir| kernel.exists(dir));
+    for dir in &saved.created_cgroups {
+        let unmarked = kernel
+            .get_xattr(dir, layout::CGROUP_MARK)
+            .is_err_and(|e| cpushield_kernel::os_errno(&e) == Some(libc::ENODATA));
+        if unmarked && layout::is_untouched(kernel, &*saved.layout, dir) {
+            let _ = kernel.set_xattr(dir, layout::CGROUP_MARK, b"1");
+        }
+    }
+}
+
 fn change(
     kernel: &dyn Kernel,
     store: &dyn StateStore,
@@ -501,6 +518,7 @@ fn change(
     masks: ShieldMasks,
 ) -> Result<Report, ShieldError> {
     saved.version = state::STATE_VERSION;
+    settle_cut_creates(kernel, &mut saved);
     let followed = saved.follow_requests(&snap, true);
     saved.absorb_new_objects(&snap);
     for (tid, starttime, requested) in plan::born_tasks(&snap, &saved) {
@@ -683,7 +701,7 @@ pub fn reset_without_state(host: &Host, options: Options) -> Result<Report, Shie
 
 /// Everything in a saved state that this machine cannot restore: CPUs it does
 /// not have, a cgroup root that is not its cpuset hierarchy, cgroups without
-/// cpushield's mark.
+/// cpushield's mark (but one left as mkdir made it: [`layout::is_untouched`]).
 pub fn machine_problems(
     kernel: &dyn Kernel,
     saved: &SavedState,
@@ -746,11 +764,16 @@ pub fn machine_problems(
             continue;
         }
         match kernel.get_xattr(dir, layout::CGROUP_MARK) {
-            Err(e) if cpushield_kernel::os_errno(&e) == Some(libc::ENODATA) => out.push(format!(
+            Err(e)
+                if cpushield_kernel::os_errno(&e) == Some(libc::ENODATA)
+                    && !layout::is_untouched(kernel, &*saved.layout, dir) =>
+            {
+                out.push(format!(
                 "cgroup {}: has no cpushield mark ({}), so cpushield did not create it and will not empty or remove it",
                 dir.display(),
                 layout::CGROUP_MARK
-            )),
+            ))
+            }
             _ => {}
         }
     }

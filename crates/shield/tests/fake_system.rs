@@ -335,22 +335,85 @@ fn cgroups_cpushield_creates_carry_its_mark_and_pass_the_machine_check() {
 }
 
 #[test]
-fn reset_refuses_to_remove_a_cgroup_without_the_mark() {
-    let k = machine(&[(100, "0-3")]);
-    let mut saved = shield_and_save(&k, &ShieldMasks::all(&cpus("3")));
-    // Someone else's cgroup that happens to carry our name, created unmarked.
-    let foreign = Path::new(ROOT).join("cpushield-foreign");
-    k.add_dir(&foreign);
-    saved.created_cgroups.push(foreign.clone());
+fn reset_refuses_to_remove_a_cgroup_without_the_mark_that_holds_a_task_or_cpus() {
+    use cpushield_kernel::Kernel;
+    for (file, value) in [("tasks", "100\n"), ("cpuset.cpus", "2\n")] {
+        let k = machine(&[(100, "0-3")]);
+        let mut saved = shield_and_save(&k, &ShieldMasks::all(&cpus("3")));
+        // Someone else's cgroup that happens to carry our name, made
+        // unmarked and put to use.
+        let foreign = Path::new(ROOT).join("cpushield-foreign");
+        k.mkdir(&foreign).unwrap();
+        k.set_file(foreign.join(file), value);
+        saved.created_cgroups.push(foreign.clone());
+        let snap = snapshot::take(&k, &saved.layout).unwrap();
+        let problems = cpushield_shield::machine_problems(&k, &saved, &snap).join("\n");
+        assert!(
+            problems.contains(&format!(
+                "cgroup {}: has no cpushield mark",
+                foreign.display()
+            )),
+            "{file}: {problems}"
+        );
+    }
+}
+
+#[test]
+fn a_shield_killed_between_making_a_cgroup_and_marking_it_is_reset_exactly() {
+    use cpushield_kernel::Kernel;
+    let k = machine(&[(100, "0-3"), (101, "3"), (102, "2-3")]);
+    let files_before = k.files();
+    let aff_before = k.affinities();
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    let saved = saved_in(&store);
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
+    // The state is stored before the first change; SIGKILL then lands
+    // right after the first mkdir, before its mark.
+    put(&store, &saved);
+    let first = saved.created_cgroups[0].clone();
+    k.mkdir(&first).unwrap();
     let snap = snapshot::take(&k, &saved.layout).unwrap();
-    let problems = cpushield_shield::machine_problems(&k, &saved, &snap).join("\n");
-    assert!(
-        problems.contains(&format!(
-            "cgroup {}: has no cpushield mark",
-            foreign.display()
-        )),
-        "{problems}"
+    assert_eq!(
+        cpushield_shield::machine_problems(&k, &saved, &snap),
+        Vec::<String>::new()
     );
+    cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
+    assert!(!k.has_dir(&first), "{} removed", first.display());
+    assert_eq!(as_read(k.files()), as_read(files_before));
+    assert_eq!(k.affinities(), aff_before);
+    assert!(state::load_from(&store).unwrap().is_none(), "state removed");
+}
+
+#[test]
+fn a_shield_again_over_one_killed_before_or_just_after_its_mkdir_completes_and_resets_exactly() {
+    use cpushield_kernel::Kernel;
+    for made in [0, 1] {
+        let k = machine(&[(100, "0-3"), (101, "3"), (102, "2-3")]);
+        let files_before = k.files();
+        let aff_before = k.affinities();
+        let store = MemoryStore::new();
+        let masks = ShieldMasks::all(&cpus("3"));
+        shield(&k, &store, &masks);
+        let saved = saved_in(&store);
+        cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
+        // The state is stored before the first change; SIGKILL lands
+        // before any mkdir, or after the first one and before its mark.
+        put(&store, &saved);
+        for dir in &saved.created_cgroups[..made] {
+            k.mkdir(dir).unwrap();
+        }
+        shield(&k, &store, &masks);
+        for dir in &saved.created_cgroups {
+            assert!(k.has_dir(dir), "{made} made: {} made again", dir.display());
+        }
+        cpushield_shield::reset(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
+        for dir in &saved.created_cgroups {
+            assert!(!k.has_dir(dir), "{made} made: {} removed", dir.display());
+        }
+        assert_eq!(as_read(k.files()), as_read(files_before), "{made} made");
+        assert_eq!(k.affinities(), aff_before, "{made} made");
+    }
 }
 
 #[test]

@@ -124,8 +124,11 @@ scenario_main() {
     [ -e /etc/cpushield-test ] && fail not-ours/no-write-outside "/etc/cpushield-test written"
     rmdir "$CGROOT/foreign"
     put_back
-    # A cgroup with our name that cpushield did not create (no mark).
+    # A cgroup with our name that cpushield did not create (no mark), in use: given a CPU.
+    # (One left as mkdir made it is what a shield killed before marking it leaves, and
+    # reset removes it: shield_host's shield_killed_half_way test.)
     mkdir "$CGROOT/cpushield-system"
+    echo 0 >"$CGROOT/cpushield-system/cpuset.cpus"
     snapshot /tmp/shielded-foreign
     edit_both "s#\"created_cgroups\":\[#\"created_cgroups\":[\"$CGROOT/cpushield-system\",#"
     cs reset
