@@ -25,6 +25,13 @@ use std::collections::{BTreeMap, VecDeque};
 /// Occupants named per gap; the rest are summed into one "others" entry.
 pub const MAX_OCCUPANTS: usize = 8;
 
+/// Occupants an open gap tracks by name before the rest count as "others".
+/// A gap names its [`MAX_OCCUPANTS`] biggest only once it is known which
+/// are biggest: a vCPU woken on a busy host CPU waits first behind many
+/// short tasks and softirqs, and the task that then holds the CPU for
+/// milliseconds comes after them.
+const OPEN_OCCUPANTS: usize = 64;
+
 /// Why the vCPU did not run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -521,7 +528,7 @@ impl Timeline {
         if g.len_ns() < self.limits.min_gap_ns {
             return;
         }
-        g.by.sort_by_key(|o| std::cmp::Reverse(o.ns));
+        fold(&mut g.by);
         let newest = g.to_ns;
         for k in self.threads.get(&tid).cloned().unwrap_or_default() {
             let mut one = g.clone();
@@ -568,7 +575,7 @@ impl Timeline {
                     g.vcpu = k;
                     g.to_ns = seen_to.max(g.from_ns);
                     g.open = true;
-                    g.by.sort_by_key(|o| std::cmp::Reverse(o.ns));
+                    fold(&mut g.by);
                     Some(g)
                 }
                 _ => None,
@@ -600,7 +607,26 @@ fn occupant(kind: OccupantKind, name: String, pid: Option<i32>, cpu: usize) -> O
     }
 }
 
-/// Adds `ns` of `who` to a gap's occupants, at most [`MAX_OCCUPANTS`] named.
+/// Keeps a gap's [`MAX_OCCUPANTS`] - 1 biggest occupants by name and sums
+/// the rest as "others"; biggest first.
+fn fold(by: &mut Vec<Occupant>) {
+    by.sort_by_key(|o| (o.kind == OccupantKind::Others, std::cmp::Reverse(o.ns)));
+    if by.len() > MAX_OCCUPANTS {
+        let rest: u64 = by.drain(MAX_OCCUPANTS - 1..).map(|o| o.ns).sum();
+        let host_cpu = by.first().map_or(0, |o| o.host_cpu);
+        by.push(Occupant {
+            kind: OccupantKind::Others,
+            name: "others".into(),
+            pid: None,
+            vcpu: None,
+            host_cpu,
+            ns: rest,
+        });
+    }
+    by.sort_by_key(|o| std::cmp::Reverse(o.ns));
+}
+
+/// Adds `ns` of `who` to a gap's occupants, at most [`OPEN_OCCUPANTS`] named.
 fn add(by: &mut Vec<Occupant>, who: &Occupant, ns: u64) {
     // A task is its pid: its name is the latest seen (it may exec).
     if let Some(o) = by
@@ -611,7 +637,7 @@ fn add(by: &mut Vec<Occupant>, who: &Occupant, ns: u64) {
         o.name.clone_from(&who.name);
         return;
     }
-    if by.len() + 1 < MAX_OCCUPANTS {
+    if by.len() + 1 < OPEN_OCCUPANTS {
         let mut o = who.clone();
         o.ns = ns;
         by.push(o);
@@ -787,6 +813,43 @@ mod tests {
         assert_eq!(g.woken_ns, Some(9_000_000));
         assert_eq!(g.by.len(), 1, "{:?}", g.by);
         assert_eq!((g.by[0].pid, g.by[0].ns), (Some(77), 3_000_000));
+    }
+
+    #[test]
+    fn a_task_holding_the_cpu_after_many_short_ones_is_named_first_in_the_gap() {
+        let mut t = timeline();
+        // Halted, woken at once, then kept waiting behind twelve short
+        // tasks before a hog holds host CPU 1 for 40 ms.
+        t.feed(&switch(1_000, 1, (101, "CPU 1/TCG", "S"), (200, "short")));
+        t.feed(&ev(
+            1_005,
+            0,
+            55,
+            "qemu",
+            EventKind::Wakeup {
+                comm: "CPU 1/TCG".into(),
+                pid: 101,
+                prio: 120,
+                target_cpu: Some(1),
+            },
+        ));
+        for i in 0..12 {
+            let ts = 1_100 + i as u64 * 100;
+            t.feed(&switch(ts, 1, (200 + i, "short", "S"), (201 + i, "short")));
+        }
+        t.feed(&switch(2_400, 1, (212, "short", "S"), (77, "hog")));
+        t.feed(&switch(42_400, 1, (77, "hog", "X"), (101, "CPU 1/TCG")));
+        let (gaps, _) = t.gaps(Some(1), 0, u64::MAX, 0, 10);
+        let g = &gaps[0];
+        assert_eq!(g.state, GapState::Halted);
+        assert_eq!(
+            (g.by[0].pid, g.by[0].ns),
+            (Some(77), 40_000_000),
+            "{:?}",
+            g.by
+        );
+        assert_eq!(g.by.len(), MAX_OCCUPANTS);
+        assert_eq!(g.by.iter().map(|o| o.ns).sum::<u64>(), g.held_off_ns());
     }
 
     #[test]
