@@ -158,7 +158,10 @@ pub fn preflight(host: &Host, config: &TuneConfig) -> Result<(), TuneError> {
     if !config.load.is_empty() {
         Load::validate(host.kernel(), &load_spec(config))?;
     }
-    let knobs = config.knobs.as_ref().map_or(KnobId::ALL.len(), Vec::len);
+    let knobs = budgeted_knobs(
+        config.knobs.as_deref(),
+        &cpushield_kernel::numa::nodes(kernel),
+    );
     let minimum = Planner::minimum_budget(knobs, SETUP);
     if config.budget < minimum {
         return Err(TuneError::Refused(format!(
@@ -168,6 +171,19 @@ pub fn preflight(host: &Host, config: &TuneConfig) -> Result<(), TuneError> {
         )));
     }
     Ok(())
+}
+
+/// How many of the knobs asked (`None`: all) the smallest budget counts:
+/// the memory-placement knob not on a machine of one memory node, which
+/// cannot have it (known before anything changes), so that it lengthens no
+/// run there.
+fn budgeted_knobs(asked: Option<&[KnobId]>, nodes: &[cpushield_kernel::numa::NumaNode]) -> usize {
+    let asked = asked.unwrap_or(&KnobId::ALL);
+    let one_node = nodes.iter().filter(|n| n.memory).count() < 2;
+    asked
+        .iter()
+        .filter(|k| !(one_node && **k == KnobId::Mems))
+        .count()
 }
 
 fn load_spec(config: &TuneConfig) -> LoadSpec {
@@ -198,7 +214,7 @@ fn reach_debugfs(host: &Host) -> (Option<MountedDebugfs>, Option<String>) {
 /// Gives the shield of `cpus` the memory nodes `nodes` through a shield
 /// pass: it writes the shield cgroup's `cpuset.mems` as `shield --mems`
 /// does (on cgroup v1 the shield's `cpuset.memory_migrate` moves its tasks'
-/// pages; cgroup v2 moves them always), and the cgroup is the shield's,
+/// pages; cgroup v2 moves them always since Linux 5.15), and the cgroup is the shield's,
 /// which a reset removes.
 fn give_shield_mems(host: &Host, cpus: &CpuSet, nodes: &CpuSet) -> io::Result<()> {
     cpushield_shield::shield_with(host, &ShieldMasks::all(cpus), Some(nodes), root())
@@ -513,6 +529,28 @@ mod tests {
         assert_eq!(k.file(&mems_file).unwrap(), raised, "given back exactly");
         held.lower().unwrap();
         assert_eq!(trimmed(k.files()), before, "reset restores every file");
+    }
+
+    #[test]
+    fn the_smallest_budget_counts_the_mems_knob_only_on_several_memory_nodes() {
+        let node = |id, memory| cpushield_kernel::numa::NumaNode {
+            id,
+            cpus: CpuSet::from_cpus([id]),
+            memory,
+        };
+        let all = KnobId::ALL.len();
+        assert_eq!(budgeted_knobs(None, &[]), all - 1);
+        assert_eq!(
+            budgeted_knobs(None, &[node(0, true), node(1, false)]),
+            all - 1
+        );
+        assert_eq!(budgeted_knobs(None, &[node(0, true), node(1, true)]), all);
+        let mems = [KnobId::Mems, KnobId::TimerMigration];
+        assert_eq!(budgeted_knobs(Some(&mems), &[node(0, true)]), 1);
+        assert_eq!(
+            budgeted_knobs(Some(&mems), &[node(0, true), node(1, true)]),
+            2
+        );
     }
 
     #[test]
