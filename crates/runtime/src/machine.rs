@@ -5,6 +5,7 @@
 //! catalog is built on.
 
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::numa::NumaNode;
 use cpushield_kernel::Kernel;
 use cpushield_parse::preempt::{parse_preempt, PreemptModels};
 use serde::{Deserialize, Serialize};
@@ -64,6 +65,18 @@ pub struct CpuFiles {
     pub siblings: CpuSet,
 }
 
+/// The memory nodes a shield's cpuset can have, and the ones it has.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MemoryNodes {
+    /// The machine's nodes (none where the kernel has no NUMA).
+    pub nodes: Vec<NumaNode>,
+    /// The root cpuset's nodes: every node a cpuset may take.
+    pub root: CpuSet,
+    /// The shield cpuset's `cpuset.mems`, where the shield is up; empty on
+    /// cgroup v2 means the root's nodes.
+    pub shield: Option<CpuSet>,
+}
+
 /// What the knob catalog and the `[runtime]` settings need to know of the machine.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Machine {
@@ -90,6 +103,8 @@ pub struct Machine {
     /// Automatic NUMA balancing applies (a kernel with it, several memory
     /// nodes): the boot line turns it off.
     pub numa_balancing: bool,
+    /// The memory nodes, for memory placement.
+    pub memory: MemoryNodes,
 }
 
 fn read(kernel: &dyn Kernel, path: &str) -> Option<String> {
@@ -129,6 +144,8 @@ impl Machine {
             }
             _ => None,
         };
+        let nodes = cpushield_kernel::numa::nodes(kernel);
+        let layout = cpushield_shield::layout::detect(kernel);
         let mut machine = Machine {
             online: cpushield_kernel::online_cpus(kernel).unwrap_or_default(),
             cmdline: cpushield_kernel::Procfs::new(kernel)
@@ -143,14 +160,15 @@ impl Machine {
             dma_latency: kernel.exists(Path::new(DMA_LATENCY)),
             sysctls,
             numa_balancing: cpushield_kernel::numa::balancing_applies(
-                &cpushield_kernel::numa::nodes(kernel),
+                &nodes,
                 cpushield_kernel::numa::balancing(kernel),
             ),
+            memory: memory_nodes(kernel, layout.as_ref(), nodes),
             idle_driver: cpushield_kernel::idle_driver(kernel)
                 .ok()
                 .map(|s| s.trim().to_string()),
             cgroup_v1: matches!(
-                cpushield_shield::layout::detect(kernel),
+                layout,
                 Some(cpushield_shield::layout::CgroupLayout::V1 { .. })
             ),
             cpus: BTreeMap::new(),
@@ -167,6 +185,30 @@ impl Machine {
             }
         }
         machine
+    }
+}
+
+/// The root cpuset's nodes and the shield's, read in the cpuset hierarchy
+/// `layout` (none: no cpuset, so no node a shield could be given).
+fn memory_nodes(
+    kernel: &dyn Kernel,
+    layout: Option<&cpushield_shield::layout::CgroupLayout>,
+    nodes: Vec<NumaNode>,
+) -> MemoryNodes {
+    let list = |path: &Path| {
+        let text = kernel.read(path).ok()?;
+        cpushield_parse::numa::parse_node_list(&path.display().to_string(), &text).ok()
+    };
+    let Some(layout) = layout else {
+        return MemoryNodes {
+            nodes,
+            ..MemoryNodes::default()
+        };
+    };
+    MemoryNodes {
+        nodes,
+        root: list(&layout.root().join(layout.root_mems_file())).unwrap_or_default(),
+        shield: list(&layout.shield_dir().join("cpuset.mems")),
     }
 }
 

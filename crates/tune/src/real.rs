@@ -158,7 +158,10 @@ pub fn preflight(host: &Host, config: &TuneConfig) -> Result<(), TuneError> {
     if !config.load.is_empty() {
         Load::validate(host.kernel(), &load_spec(config))?;
     }
-    let knobs = config.knobs.as_ref().map_or(KnobId::ALL.len(), Vec::len);
+    let knobs = budgeted_knobs(
+        config.knobs.as_deref(),
+        &cpushield_kernel::numa::nodes(kernel),
+    );
     let minimum = Planner::minimum_budget(knobs, SETUP);
     if config.budget < minimum {
         return Err(TuneError::Refused(format!(
@@ -168,6 +171,19 @@ pub fn preflight(host: &Host, config: &TuneConfig) -> Result<(), TuneError> {
         )));
     }
     Ok(())
+}
+
+/// How many of the knobs asked (`None`: all) the smallest budget counts:
+/// the memory-placement knob not on a machine of one memory node, which
+/// cannot have it (known before anything changes), so that it lengthens no
+/// run there.
+fn budgeted_knobs(asked: Option<&[KnobId]>, nodes: &[cpushield_kernel::numa::NumaNode]) -> usize {
+    let asked = asked.unwrap_or(&KnobId::ALL);
+    let one_node = nodes.iter().filter(|n| n.memory).count() < 2;
+    asked
+        .iter()
+        .filter(|k| !(one_node && **k == KnobId::Mems))
+        .count()
 }
 
 fn load_spec(config: &TuneConfig) -> LoadSpec {
@@ -193,6 +209,17 @@ fn reach_debugfs(host: &Host) -> (Option<MountedDebugfs>, Option<String>) {
         ),
         Err(e) => (None, Some(format!("mounting debugfs: {e}"))),
     }
+}
+
+/// Gives the shield of `cpus` the memory nodes `nodes` through a shield
+/// pass: it writes the shield cgroup's `cpuset.mems` as `shield --mems`
+/// does (on cgroup v1 the shield's `cpuset.memory_migrate` moves its tasks'
+/// pages; cgroup v2 moves them always since Linux 5.15), and the cgroup is the shield's,
+/// which a reset removes.
+fn give_shield_mems(host: &Host, cpus: &CpuSet, nodes: &CpuSet) -> io::Result<()> {
+    cpushield_shield::shield_with(host, &ShieldMasks::all(cpus), Some(nodes), root())
+        .map(|_| ())
+        .map_err(io::Error::other)
 }
 
 struct RealBench<'a> {
@@ -223,6 +250,10 @@ impl Bench for RealBench<'_> {
             cpushield_shield::unshield(self.host, &masks, root())
         };
         done.map(|_| ()).map_err(io::Error::other)
+    }
+
+    fn shield_mems(&mut self, nodes: &CpuSet) -> io::Result<()> {
+        give_shield_mems(self.host, &self.cpus, nodes)
     }
 
     fn trial(&mut self, length: Duration, probe: &ProbeSetup) -> Result<TrialSample, String> {
@@ -344,6 +375,193 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decide::Arm;
+    use crate::knob::Change;
+    use cpushield_kernel::store::MemoryStore;
+    use cpushield_kernel::FakeKernel;
+    use cpushield_shield::fake_machine::{self, V1_ROOT};
+    use std::collections::BTreeMap;
+
+    fn set(text: &str) -> CpuSet {
+        CpuSet::parse_list(text).unwrap()
+    }
+
+    /// A bench over a fake machine with the real shield: the mems knob's
+    /// switches are `tune`'s own (a shield pass), and each trial records
+    /// the shield cgroup's `cpuset.mems` as it finds it. Remote memory is
+    /// made slower, as it is on a two-socket machine.
+    struct MemsBench<'a> {
+        host: &'a Host,
+        kernel: &'a FakeKernel,
+        cpus: CpuSet,
+        mems_file: PathBuf,
+        seen: Vec<String>,
+        clock: Duration,
+    }
+
+    impl Bench for MemsBench<'_> {
+        fn kernel(&self) -> &dyn Kernel {
+            self.host.kernel()
+        }
+        fn journal(&mut self, files: &[(PathBuf, String)]) -> io::Result<()> {
+            cpushield_shield::state::record_runtime_in(self.host.store(), files)
+        }
+        fn irq_shield(&mut self, _: &CpuSet, _: bool) -> io::Result<()> {
+            Ok(())
+        }
+        fn shield_mems(&mut self, nodes: &CpuSet) -> io::Result<()> {
+            give_shield_mems(self.host, &self.cpus, nodes)
+        }
+        fn trial(&mut self, length: Duration, _: &ProbeSetup) -> Result<TrialSample, String> {
+            self.clock += length + Duration::from_millis(100);
+            let mems = self.kernel.file(&self.mems_file).unwrap_or_default();
+            let us = if mems.trim() == "1" { 1000 } else { 1600 } + self.seen.len() as u64 % 7;
+            self.seen.push(mems);
+            Ok(TrialSample {
+                max_ns: us * 1000,
+                p99_99_ns: us * 250,
+                samples: 1000,
+            })
+        }
+        fn elapsed(&self) -> Duration {
+            self.clock
+        }
+        fn stopped(&self) -> bool {
+            false
+        }
+    }
+
+    /// CPUs 0-1 on node 0 and 2-3 on node 1, each node with memory, cgroup v1.
+    fn two_nodes_v1() -> FakeKernel {
+        let k = fake_machine::v1_machine("0-3", &[(100, "0-3"), (101, "3")]);
+        fake_machine::add_nodes(&k, &["0-1", "2-3"]);
+        k
+    }
+
+    /// The same machine on cgroup v2 (the cpuset controller enabled at
+    /// /sys/fs/cgroup, its tasks in the root cgroup).
+    fn two_nodes_v2() -> FakeKernel {
+        let k = two_nodes_v1();
+        let root = "/sys/fs/cgroup";
+        k.set_file(
+            "/proc/self/mountinfo",
+            format!("30 1 0:26 / {root} rw - cgroup2 cgroup2 rw\n"),
+        );
+        k.set_file(format!("{root}/cgroup.controllers"), "cpuset cpu\n");
+        k.set_file(format!("{root}/cgroup.subtree_control"), "cpuset\n");
+        k.set_file(format!("{root}/cgroup.procs"), "100\n101\n");
+        k.set_file(format!("{root}/cgroup.threads"), "100\n101\n");
+        k.set_file(format!("{root}/cpuset.cpus.effective"), "0-3\n");
+        k.set_file(format!("{root}/cpuset.mems.effective"), "0-1\n");
+        // What a child cgroup is made with (the fake copies them on mkdir).
+        for file in [
+            "cpuset.cpus",
+            "cpuset.mems",
+            "cgroup.type",
+            "cpuset.cpus.partition",
+        ] {
+            k.set_file(format!("{root}/{file}"), "");
+        }
+        for tid in [100, 101] {
+            k.set_file(format!("/proc/{tid}/task/{tid}/cgroup"), "0::/\n");
+        }
+        k
+    }
+
+    fn trimmed(files: cpushield_kernel::FakeFiles) -> BTreeMap<PathBuf, String> {
+        files
+            .into_iter()
+            .map(|(p, t)| (p, t.trim_end().to_string()))
+            .collect()
+    }
+
+    /// Raises the shield of CPU 2-3 on `k`, measures the mems knob alone
+    /// through a session, lowers the shield; checks each step against the
+    /// shield cgroup's `cpuset.mems` under `cgroup_root`.
+    fn mems_knob_round_trip(k: &FakeKernel, cgroup_root: &str) {
+        let before = trimmed(k.files());
+        let store = MemoryStore::new();
+        let host = Host::fake(k, &store);
+        let cpus = set("2-3");
+        let held = HeldShield::raise(&host, &ShieldMasks::all(&cpus), root()).unwrap();
+        let mems_file = PathBuf::from(format!("{cgroup_root}/cpushield-shield/cpuset.mems"));
+        let raised = k.file(&mems_file).unwrap();
+        assert_eq!(raised.trim(), "1", "the shield starts on its CPUs' node");
+        let machine = Machine::read(k, &cpus);
+        let knob = catalog(&machine, &cpus, 95)
+            .into_iter()
+            .find(|k| k.id == KnobId::Mems)
+            .unwrap();
+        assert_eq!(
+            knob.change,
+            Ok(Change::ShieldMems {
+                nodes: set("0-1"),
+                back: set("1")
+            })
+        );
+        let mut bench = MemsBench {
+            host: &host,
+            kernel: k,
+            cpus: cpus.clone(),
+            mems_file: mems_file.clone(),
+            seen: Vec::new(),
+            clock: SETUP,
+        };
+        let config = SessionConfig {
+            cpus: cpus.clone(),
+            budget: Duration::from_secs(300),
+            priority: 95,
+        };
+        let result = session::run(&mut bench, &config, vec![knob], &mut |_| {}).unwrap();
+        let session::Outcome::Measured(c) = &result.knobs[0].outcome else {
+            panic!("{:?}", result.knobs[0].outcome);
+        };
+        assert!(c.trials.len() >= 4, "{:?}", c.trials);
+        for (trial, seen) in c.trials.iter().zip(&bench.seen) {
+            let want = match trial.arm {
+                Arm::Start => "1",
+                Arm::Candidate => "0-1",
+            };
+            assert_eq!(seen.trim(), want, "{:?} trial", trial.arm);
+        }
+        assert!(result.problems.is_empty(), "{:?}", result.problems);
+        assert!(!result.choice.knobs.contains(&KnobId::Mems));
+        assert_eq!(k.file(&mems_file).unwrap(), raised, "given back exactly");
+        held.lower().unwrap();
+        assert_eq!(trimmed(k.files()), before, "reset restores every file");
+    }
+
+    #[test]
+    fn the_smallest_budget_counts_the_mems_knob_only_on_several_memory_nodes() {
+        let node = |id, memory| cpushield_kernel::numa::NumaNode {
+            id,
+            cpus: CpuSet::from_cpus([id]),
+            memory,
+        };
+        let all = KnobId::ALL.len();
+        assert_eq!(budgeted_knobs(None, &[]), all - 1);
+        assert_eq!(
+            budgeted_knobs(None, &[node(0, true), node(1, false)]),
+            all - 1
+        );
+        assert_eq!(budgeted_knobs(None, &[node(0, true), node(1, true)]), all);
+        let mems = [KnobId::Mems, KnobId::TimerMigration];
+        assert_eq!(budgeted_knobs(Some(&mems), &[node(0, true)]), 1);
+        assert_eq!(
+            budgeted_knobs(Some(&mems), &[node(0, true), node(1, true)]),
+            2
+        );
+    }
+
+    #[test]
+    fn on_two_nodes_v1_the_mems_knob_gives_the_shield_every_node_in_its_trials_and_its_own_back() {
+        mems_knob_round_trip(&two_nodes_v1(), V1_ROOT);
+    }
+
+    #[test]
+    fn on_two_nodes_v2_the_mems_knob_gives_the_shield_every_node_in_its_trials_and_its_own_back() {
+        mems_knob_round_trip(&two_nodes_v2(), "/sys/fs/cgroup");
+    }
 
     #[test]
     fn a_knob_list_keeps_each_knob_once_and_refuses_unknown_or_no_names() {

@@ -182,6 +182,23 @@ pub fn advice(session: &SessionResult, priority: u8) -> Vec<String> {
     } else if measured(session, KnobId::ProbePriority).is_some() {
         out.push(format!("SCHED_FIFO {priority} did as well as 99 here"));
     }
+    let every_node = session.knobs.iter().find_map(|r| match &r.knob.change {
+        Ok(crate::knob::Change::ShieldMems { nodes, .. }) => Some(nodes),
+        _ => None,
+    });
+    if let Some(nodes) = every_node {
+        if won(KnobId::Mems) {
+            out.push(format!(
+                "give the shield every memory node: cpushield shield --all {} --mems {nodes}",
+                session.cpus
+            ));
+        } else if measured(session, KnobId::Mems).is_some() {
+            out.push(format!(
+                "every memory node ({nodes}) did no better than the nodes of CPU {} (what shield gives them)",
+                session.cpus
+            ));
+        }
+    }
     out
 }
 

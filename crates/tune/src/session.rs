@@ -37,6 +37,9 @@ pub trait Bench {
     fn journal(&mut self, files: &[(PathBuf, String)]) -> io::Result<()>;
     /// Keeps IRQs off `cpus` too (`on`), or lets them back, through the shield.
     fn irq_shield(&mut self, cpus: &CpuSet, on: bool) -> io::Result<()>;
+    /// Gives the shield's cpuset the memory nodes `nodes`, through the
+    /// shield (its cgroup, which a reset removes, is the only one changed).
+    fn shield_mems(&mut self, nodes: &CpuSet) -> io::Result<()>;
     /// Runs one trial of the probe.
     fn trial(&mut self, length: Duration, probe: &ProbeSetup) -> Result<TrialSample, String>;
     /// Time since the run began (setup included).
@@ -155,11 +158,13 @@ struct InPlace {
     files: Vec<(KnobId, PathBuf, String)>,
     /// CPUs the shield keeps IRQs off for a knob.
     irq_cpus: Option<(KnobId, CpuSet)>,
+    /// The shield's memory nodes to give back for a knob.
+    mems_back: Option<(KnobId, CpuSet)>,
 }
 
 impl InPlace {
     fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.irq_cpus.is_none()
+        self.files.is_empty() && self.irq_cpus.is_none() && self.mems_back.is_none()
     }
 }
 
@@ -286,7 +291,10 @@ impl<'a> Runner<'a> {
             restore: Duration::ZERO,
         };
         for knob in knobs {
-            if !matches!(knob.change, Ok(Change::Files(_)) | Ok(Change::IrqShield(_))) {
+            if !matches!(
+                knob.change,
+                Ok(Change::Files(_)) | Ok(Change::IrqShield(_)) | Ok(Change::ShieldMems { .. })
+            ) {
                 continue;
             }
             let cost = self.costs.get(&knob.id)?;
@@ -320,6 +328,13 @@ impl<'a> Runner<'a> {
                         .irq_shield(cpus, true)
                         .map_err(|e| format!("shielding CPU {cpus} from IRQs: {e}"))?;
                     self.in_place.irq_cpus = Some((knob.id, cpus.clone()));
+                }
+                Ok(Change::ShieldMems { nodes, back }) => {
+                    // Recorded first: a failed pass may have written part.
+                    self.in_place.mems_back = Some((knob.id, back.clone()));
+                    self.bench.shield_mems(nodes).map_err(|e| {
+                        format!("giving the shield's cpuset memory nodes {nodes}: {e}")
+                    })?;
                 }
                 Ok(Change::Probe(_)) | Err(_) => continue,
             }
@@ -374,6 +389,16 @@ impl<'a> Runner<'a> {
             if let Err(e) = self.bench.irq_shield(&cpus, false) {
                 self.problems.push(format!(
                     "IRQs could not be let back onto CPU {cpus} ({e}): `cpushield reset` restores them"
+                ));
+            }
+            let took = self.bench.elapsed().saturating_sub(began);
+            self.record(id, took, false);
+        }
+        if let Some((id, nodes)) = self.in_place.mems_back.take() {
+            let began = self.bench.elapsed();
+            if let Err(e) = self.bench.shield_mems(&nodes) {
+                self.problems.push(format!(
+                    "the shield's cpuset could not be given memory nodes {nodes} back ({e}): `cpushield reset` removes it"
                 ));
             }
             let took = self.bench.elapsed().saturating_sub(began);
@@ -814,6 +839,10 @@ mod tests {
             self.log.push(format!("irq-shield {cpus} {on}"));
             Ok(())
         }
+        fn shield_mems(&mut self, nodes: &CpuSet) -> io::Result<()> {
+            self.log.push(format!("shield-mems {nodes}"));
+            Ok(())
+        }
         fn trial(&mut self, length: Duration, probe: &ProbeSetup) -> Result<TrialSample, String> {
             *self.clock.lock().unwrap() += length + Duration::from_millis(100);
             self.trials += 1;
@@ -980,6 +1009,46 @@ mod tests {
             .knobs
             .iter()
             .any(|k| matches!(k.outcome, Outcome::NotMeasured { .. })));
+    }
+
+    #[test]
+    fn the_mems_knob_goes_through_the_shield_and_gets_its_nodes_back_when_stopped_anywhere() {
+        let knob = Knob {
+            id: KnobId::Mems,
+            starting: "1".into(),
+            candidate: "0-1".into(),
+            change: Ok(Change::ShieldMems {
+                nodes: CpuSet::parse_list("0-1").unwrap(),
+                back: CpuSet::from_cpus([1]),
+            }),
+        };
+        let mut ever_applied = 0;
+        for stop in [None, Some(1), Some(2), Some(3), Some(4), Some(5)] {
+            let mut b = bench(|_, _, t| noise(t));
+            b.stop_after_trials = stop;
+            run(&mut b, &config(), vec![knob.clone()], &mut |_| {}).unwrap();
+            let switches: Vec<&String> = b
+                .log
+                .iter()
+                .filter(|l| l.starts_with("shield-mems"))
+                .collect();
+            let to = switches.iter().filter(|l| **l == "shield-mems 0-1").count();
+            assert!(to >= 1 || stop.is_some(), "{:?}", b.log);
+            assert_eq!(
+                switches.len(),
+                2 * to,
+                "stopped after {stop:?}: {:?}",
+                b.log
+            );
+            if to > 0 {
+                assert_eq!(switches.last().unwrap().as_str(), "shield-mems 1");
+                ever_applied += 1;
+            }
+        }
+        assert!(
+            ever_applied >= 4,
+            "stopped with the candidate in place mostly"
+        );
     }
 
     #[test]

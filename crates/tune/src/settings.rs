@@ -39,7 +39,9 @@ pub fn settings_of(chosen: &[&crate::knob::Knob]) -> (RuntimeSettings, CpuSet) {
                     irqs = irqs.union(c);
                 }
             }
-            KnobId::IdlePoll | KnobId::DmaLatency | KnobId::ProbePriority => {}
+            // The shield's nodes are the shield's (`--mems`), not a
+            // `[runtime]` setting: the advice names them.
+            KnobId::IdlePoll | KnobId::DmaLatency | KnobId::ProbePriority | KnobId::Mems => {}
         }
     }
     (s, irqs)

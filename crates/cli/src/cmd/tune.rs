@@ -37,7 +37,7 @@ pub struct TuneArgs {
     out: Option<PathBuf>,
     /// Only these knobs (comma-separated): idle-poll, dma-latency,
     /// idle-states, preempt, rt-throttling, timer-migration, stat-interval,
-    /// governor, epp, smt-offline, irq-siblings, probe-priority.
+    /// governor, epp, smt-offline, irq-siblings, probe-priority, mems.
     #[arg(long)]
     knobs: Option<String>,
     /// Latency probe rate in Hz (realfeel's 2048 by default).
