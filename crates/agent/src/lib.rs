@@ -180,7 +180,11 @@ impl<'a> Agent<'a> {
         let came_online = self.online.observe(&online);
         let shielded_irqs = masks.irqs.intersection(&online);
         let shielded_procs = masks.procs.intersection(&online);
-        let irqs = snapshot::read_irqs(self.host.kernel());
+        // One reading of /proc/interrupts a look, for the names here and the
+        // counters at the end (the counters were read after any correction
+        // before; a correction changes masks, not counts).
+        let interrupts = sample::Interrupts::read(self.host.kernel());
+        let irqs = snapshot::read_irqs_named(self.host.kernel(), &interrupts.names());
         let drifts = self.watch.observe(&irqs, &shielded_irqs);
         let task_drifts = self.look_at_tasks(loaded.as_deref(), &shielded_procs, &mut log);
         let now = status::now();
@@ -199,7 +203,7 @@ impl<'a> Agent<'a> {
         };
         let watched = masks.any().intersection(&online);
         self.look_for_findings(loaded.as_deref(), &watched);
-        self.update_metrics(&masks, &watched, &mut log);
+        self.update_metrics(&masks, &watched, &interrupts, &mut log);
         self.set_conditions(&masks, corrected, &now);
         Ok(log)
     }
@@ -305,8 +309,14 @@ impl<'a> Agent<'a> {
     }
 
     /// The counters of the watched CPUs and the vCPUs, into the metrics.
-    fn update_metrics(&mut self, masks: &ShieldMasks, watched: &CpuSet, log: &mut Vec<String>) {
-        let sample = sample::read(self.host.kernel(), watched);
+    fn update_metrics(
+        &mut self,
+        masks: &ShieldMasks,
+        watched: &CpuSet,
+        interrupts: &sample::Interrupts,
+        log: &mut Vec<String>,
+    ) {
+        let sample = sample::read_with(self.host.kernel(), watched, interrupts);
         let (vcpu_samples, vcpu_log) = self.vcpus.look(self.host.kernel());
         log.extend(vcpu_log);
         let mut m = lock(&self.shared.metrics);

@@ -32,6 +32,88 @@ pub struct FakeKernel {
 struct Files {
     text: HashMap<Vec<u8>, String>,
     order: BTreeSet<PathBuf>,
+    names: Names,
+}
+
+/// The names directly in each directory, by the directory's path bytes: a
+/// listing is a lookup, where a walk of the ordered paths below a directory
+/// made each listing of /proc/PID/task cost some ten path comparisons per
+/// thread file. Paths here are built, never typed, as in [`Files`]; a
+/// directory asked for is normalised first ([`dir_key`]).
+#[derive(Default)]
+struct Names(HashMap<Vec<u8>, BTreeSet<String>>);
+
+impl Names {
+    fn add(&mut self, path: &Path) {
+        if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
+            let names = self.0.entry(key(parent).to_vec()).or_default();
+            let name = name.to_string_lossy();
+            if !names.contains(name.as_ref()) {
+                names.insert(name.into_owned());
+            }
+        }
+    }
+
+    fn remove(&mut self, path: &Path) {
+        if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
+            if let Some(names) = self.0.get_mut(key(parent)) {
+                names.remove(name.to_string_lossy().as_ref());
+                if names.is_empty() {
+                    self.0.remove(key(parent));
+                }
+            }
+        }
+    }
+
+    fn of(&self, dir: &[u8]) -> impl Iterator<Item = &String> {
+        self.0.get(dir).into_iter().flatten()
+    }
+}
+
+/// The directories of a fake system, in order, with each one's names.
+#[derive(Default)]
+struct Dirs {
+    order: BTreeSet<PathBuf>,
+    names: Names,
+}
+
+impl Dirs {
+    fn contains(&self, path: &Path) -> bool {
+        self.order.contains(path)
+    }
+
+    fn insert(&mut self, path: PathBuf) -> bool {
+        if self.order.contains(&path) {
+            return false;
+        }
+        self.names.add(&path);
+        self.order.insert(path)
+    }
+
+    fn remove(&mut self, path: &Path) -> bool {
+        let removed = self.order.remove(path);
+        if removed {
+            self.names.remove(path);
+        }
+        removed
+    }
+
+    fn retain(&mut self, keep: impl Fn(&Path) -> bool) {
+        let gone: Vec<PathBuf> = self.order.iter().filter(|p| !keep(p)).cloned().collect();
+        for p in gone {
+            self.remove(&p);
+        }
+    }
+
+    fn range_path<'a>(&'a self, from: Bound<&'a Path>) -> impl Iterator<Item = &'a PathBuf> {
+        self.order.range::<Path, _>((from, Bound::Unbounded))
+    }
+}
+
+/// The lookup key of a directory asked for: its path normalised (no
+/// trailing separator, no `.` component), as the stored parents are.
+fn dir_key(path: &Path) -> Vec<u8> {
+    key(&path.components().collect::<PathBuf>()).to_vec()
 }
 
 fn key(path: &Path) -> &[u8] {
@@ -57,18 +139,22 @@ impl Files {
             return;
         }
         self.text.insert(key(&path).to_vec(), text);
+        self.names.add(&path);
         self.order.insert(path);
     }
 
     fn remove(&mut self, path: &Path) -> Option<String> {
+        let text = self.text.remove(key(path))?;
         self.order.remove(path);
-        self.text.remove(key(path))
+        self.names.remove(path);
+        Some(text)
     }
 
     fn retain(&mut self, keep: impl Fn(&Path) -> bool) {
-        self.order.retain(|p| keep(p));
-        self.text
-            .retain(|k, _| keep(Path::new(std::ffi::OsStr::from_bytes(k))));
+        let gone: Vec<PathBuf> = self.order.iter().filter(|p| !keep(p)).cloned().collect();
+        for p in gone {
+            self.remove(&p);
+        }
     }
 
     /// The paths from `from` on, in order.
@@ -98,7 +184,7 @@ struct FakeState {
     unreadable: BTreeMap<PathBuf, i32>,
     /// Texts a file shows on its next reads, one per read (the last stays).
     sequences: BTreeMap<PathBuf, std::collections::VecDeque<String>>,
-    dirs: BTreeSet<PathBuf>,
+    dirs: Dirs,
     affinity: BTreeMap<i32, CpuSet>,
     /// Paths whose write fails, with the errno.
     refused: HashMap<PathBuf, i32>,
@@ -115,16 +201,28 @@ struct FakeState {
     /// a lookup, not a rewrite of every list's text (100,000 moves out of a
     /// list of 100,000 would otherwise rewrite 10^10 bytes). The text in
     /// `files` is stale while the path is in `lists_dirty`.
-    lists: HashMap<PathBuf, ThreadList>,
+    /// By path bytes, as [`Files`].
+    lists: HashMap<Vec<u8>, ThreadList>,
     /// Lists whose text in `files` is behind their [`ThreadList`].
-    lists_dirty: HashSet<PathBuf>,
+    lists_dirty: HashSet<Vec<u8>>,
     /// Every cgroup thread list file ever put (some may be gone since: a
     /// write checks `files`), so that a move finds the lists of its
     /// hierarchy without a walk of every file in it.
     list_paths: BTreeSet<PathBuf>,
+    /// The paths of `list_paths` of each hierarchy and list name (keyed by
+    /// [`hierarchy_list_key`]), found once: a move of each of 100,000
+    /// threads would otherwise walk and copy them every time. Emptied when
+    /// `list_paths` grows.
+    hierarchy_lists: HashMap<Vec<u8>, Arc<[PathBuf]>>,
     /// The `/proc/*/task/TID/cgroup` files of each thread, so that a thread
     /// joining a v1 cpuset updates its own files without a scan of /proc.
     cgroup_files: HashMap<i32, Vec<PathBuf>>,
+}
+
+/// What a read finds: bytes that are not valid UTF-8, or text.
+enum Read<'a> {
+    Raw(&'a Vec<u8>),
+    Text(&'a String),
 }
 
 /// The lines of a cgroup thread list in the order written, with each line's
@@ -172,18 +270,19 @@ impl ThreadList {
 impl FakeState {
     /// Brings the text of list `path` up to date with its [`ThreadList`].
     fn settle(&mut self, path: &Path) {
-        if !self.lists_dirty.remove(path) {
+        if !self.lists_dirty.remove(key(path)) {
             return;
         }
-        if let (Some(list), Some(text)) = (self.lists.get(path), self.files.get_mut(path)) {
+        if let (Some(list), Some(text)) = (self.lists.get(key(path)), self.files.get_mut(path)) {
             *text = list.text();
         }
     }
 
     /// [`FakeState::settle`] for every list.
     fn settle_all(&mut self) {
-        for path in std::mem::take(&mut self.lists_dirty) {
-            if let (Some(list), Some(text)) = (self.lists.get(&path), self.files.get_mut(&path)) {
+        for bytes in std::mem::take(&mut self.lists_dirty) {
+            let path = Path::new(std::ffi::OsStr::from_bytes(&bytes));
+            if let (Some(list), Some(text)) = (self.lists.get(&bytes), self.files.get_mut(path)) {
                 *text = list.text();
             }
         }
@@ -192,27 +291,79 @@ impl FakeState {
     /// Forgets the list kept for `path`: its text in `files` is the truth again.
     fn forget_list(&mut self, path: &Path) {
         self.settle(path);
-        self.lists.remove(path);
+        self.lists.remove(key(path));
     }
 
     /// The list of `path`, built from its text the first time.
     fn list_mut(&mut self, path: &Path) -> &mut ThreadList {
-        if !self.lists.contains_key(path) {
+        if !self.lists.contains_key(key(path)) {
             let text = self.files.get(path).map(String::as_str).unwrap_or("");
             let list = ThreadList::from_text(text);
-            self.lists.insert(path.to_path_buf(), list);
+            self.lists.insert(key(path).to_vec(), list);
         }
-        if !self.lists_dirty.contains(path) {
-            self.lists_dirty.insert(path.to_path_buf());
+        if !self.lists_dirty.contains(key(path)) {
+            self.lists_dirty.insert(key(path).to_vec());
         }
-        self.lists.get_mut(path).expect("inserted above")
+        self.lists.get_mut(key(path)).expect("inserted above")
+    }
+
+    /// The thread lists named `name` in the hierarchy at `root` (some may
+    /// be gone since: the caller checks `files`).
+    fn hierarchy_lists(&mut self, root: &Path, name: &std::ffi::OsStr) -> Arc<[PathBuf]> {
+        let k = hierarchy_list_key(root, name);
+        if let Some(found) = self.hierarchy_lists.get(&k) {
+            return Arc::clone(found);
+        }
+        let found: Arc<[PathBuf]> = self
+            .list_paths
+            .range::<Path, _>((Bound::Included(root), Bound::Unbounded))
+            .take_while(|p| p.starts_with(root))
+            .filter(|p| p.file_name() == Some(name))
+            .cloned()
+            .collect();
+        self.hierarchy_lists.insert(k, Arc::clone(&found));
+        found
+    }
+
+    /// Records a thread list put or mounted at `path`.
+    fn add_list_path(&mut self, path: &Path) {
+        if !self.list_paths.contains(path) {
+            self.list_paths.insert(path.to_path_buf());
+            self.hierarchy_lists.clear();
+        }
+    }
+
+    /// What a read of `path` shows: the next text of its sequence, its raw
+    /// bytes, or its text (a list's brought up to date).
+    fn read(&mut self, path: &Path) -> io::Result<Read<'_>> {
+        if let Some(texts) = self.sequences.get_mut(path) {
+            let text = if texts.len() > 1 {
+                texts.pop_front()
+            } else {
+                texts.front().cloned()
+            };
+            if let Some(text) = text {
+                self.files.insert(path.to_path_buf(), text);
+            }
+        }
+        if let Some(&errno) = self.unreadable.get(path) {
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        if self.raw.contains_key(path) {
+            return Ok(Read::Raw(&self.raw[path]));
+        }
+        self.settle(path);
+        self.files
+            .get(path)
+            .map(Read::Text)
+            .ok_or_else(|| not_found(path))
     }
 
     /// Adds or replaces a file (and its parent directories).
     fn put_file(&mut self, path: PathBuf, text: String) {
         add_parents(&mut self.dirs, &path);
         if is_thread_list(&path) {
-            self.list_paths.insert(path.clone());
+            self.add_list_path(&path);
         }
         self.sequences.remove(&path);
         self.forget_list(&path);
@@ -236,7 +387,7 @@ impl FakeState {
     /// The directories at or below `dir`, in order.
     fn dirs_below<'a>(&'a self, dir: &'a Path) -> impl Iterator<Item = &'a PathBuf> + 'a {
         self.dirs
-            .range::<Path, _>((Bound::Included(dir), Bound::Unbounded))
+            .range_path(Bound::Included(dir))
             .take_while(move |p| p.starts_with(dir))
     }
 }
@@ -455,45 +606,7 @@ impl TraceMarker for FakeTraceFile {
     }
 }
 
-/// A name that sorts after every name a fake file has, so that
-/// `dir/LAST` sorts after everything below `dir`.
-const LAST: &str = "\u{10FFFF}";
-
-/// How many entries below one child a listing walks before it searches
-/// past them instead.
-const WALK: usize = 8;
-
-/// The names of the entries of `paths` (a map's keys or a set, in order)
-/// directly in `dir` (not those only below one, as [`FakeKernel::read_dir`]
-/// always had it). It walks `dir`'s entries in order, and past a child with
-/// many entries below it searches for the next child: a walk of everything
-/// below `dir` made a listing of /proc cost every file of every thread.
-fn children<'a, I>(range: impl Fn(Bound<PathBuf>) -> I, dir: &Path) -> Vec<String>
-where
-    I: Iterator<Item = &'a PathBuf>,
-{
-    let mut names = Vec::new();
-    let mut walk = range(Bound::Excluded(dir.to_path_buf()));
-    let mut below = 0;
-    while let Some(p) = walk.next().filter(|p| p.starts_with(dir)) {
-        if p.parent() == Some(dir) {
-            if let Some(n) = p.file_name() {
-                names.push(n.to_string_lossy().into_owned());
-            }
-            below = 0;
-            continue;
-        }
-        below += 1;
-        if below > WALK {
-            let child: PathBuf = p.components().take(dir.components().count() + 1).collect();
-            walk = range(Bound::Excluded(child.join(LAST)));
-            below = 0;
-        }
-    }
-    names
-}
-
-fn add_parents(dirs: &mut BTreeSet<PathBuf>, path: &Path) {
+fn add_parents(dirs: &mut Dirs, path: &Path) {
     let mut p = path.parent();
     while let Some(dir) = p {
         if dir.as_os_str().is_empty() {
@@ -514,27 +627,20 @@ fn not_found(path: &Path) -> io::Error {
 impl Kernel for FakeKernel {
     fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
         let mut st = self.state.lock().expect("fake lock");
-        if let Some(texts) = st.sequences.get_mut(path) {
-            let text = if texts.len() > 1 {
-                texts.pop_front()
-            } else {
-                texts.front().cloned()
-            };
-            if let Some(text) = text {
-                st.files.insert(path.to_path_buf(), text);
-            }
+        match st.read(path)? {
+            Read::Raw(bytes) => Ok(bytes.clone()),
+            Read::Text(text) => Ok(text.as_bytes().to_vec()),
         }
-        if let Some(&errno) = st.unreadable.get(path) {
-            return Err(io::Error::from_raw_os_error(errno));
+    }
+
+    /// The text without the copy through bytes of the default: at 512 CPUs
+    /// and 4,096 IRQs /proc/interrupts is 23 MB, read several times a look.
+    fn read(&self, path: &Path) -> io::Result<String> {
+        let mut st = self.state.lock().expect("fake lock");
+        match st.read(path)? {
+            Read::Raw(bytes) => Ok(String::from_utf8_lossy(bytes).into_owned()),
+            Read::Text(text) => Ok(text.clone()),
         }
-        if let Some(bytes) = st.raw.get(path) {
-            return Ok(bytes.clone());
-        }
-        st.settle(path);
-        st.files
-            .get(path)
-            .map(|t| t.as_bytes().to_vec())
-            .ok_or_else(|| not_found(path))
     }
 
     fn write(&self, path: &Path, data: &str) -> io::Result<()> {
@@ -549,15 +655,14 @@ impl Kernel for FakeKernel {
         if is_thread_list(path) {
             let tid = data.trim().to_string();
             let hierarchy_root = cgroup_hierarchy_root(path);
-            let keys: Vec<PathBuf> = st
-                .list_paths
-                .range::<Path, _>((Bound::Included(hierarchy_root.as_path()), Bound::Unbounded))
-                .take_while(|p| p.starts_with(&hierarchy_root))
-                .filter(|p| p.file_name() == path.file_name() && st.files.contains_key(p))
-                .cloned()
-                .collect();
-            for key in keys {
-                st.list_mut(&key).remove(&tid);
+            let lists = match path.file_name() {
+                Some(name) => st.hierarchy_lists(&hierarchy_root, name),
+                None => Arc::from([]),
+            };
+            for list in lists.iter() {
+                if st.files.contains_key(list) {
+                    st.list_mut(list).remove(&tid);
+                }
             }
             st.list_mut(path).push(&tid);
             emulate_v1_attach(&mut st, path, &hierarchy_root, &tid);
@@ -577,16 +682,12 @@ impl Kernel for FakeKernel {
         if !st.dirs.contains(path) {
             return Err(not_found(path));
         }
-        let mut names = BTreeSet::new();
-        names.extend(children(
-            |from| st.files.range(from.as_ref().map(PathBuf::as_path)),
-            path,
-        ));
-        names.extend(children(
-            |from| st.dirs.range((from, Bound::Unbounded)),
-            path,
-        ));
-        Ok(names.into_iter().collect())
+        let dir = dir_key(path);
+        let (files, dirs) = (st.files.names.of(&dir), st.dirs.names.of(&dir));
+        let mut names: Vec<String> = files.chain(dirs).cloned().collect();
+        names.sort_unstable();
+        names.dedup();
+        Ok(names)
     }
 
     fn exists(&self, path: &Path) -> bool {
@@ -605,7 +706,7 @@ impl Kernel for FakeKernel {
         for (path, text) in files {
             add_parents(&mut st.dirs, &path);
             if is_thread_list(&path) {
-                st.list_paths.insert(path.clone());
+                st.add_list_path(&path);
             }
             st.files.insert(path, text);
         }
@@ -718,7 +819,7 @@ impl Kernel for FakeKernel {
             .cloned()
             .collect();
         for p in inside {
-            st.lists.remove(&p);
+            st.lists.remove(key(&p));
             st.files.remove(&p);
         }
         st.xattrs.retain(|(p, _), _| p != path);
@@ -731,7 +832,8 @@ impl Kernel for FakeKernel {
             return Err(io::Error::from_raw_os_error(libc::ENOENT));
         }
         st.settle_all();
-        st.lists.retain(|p, _| !p.starts_with(path));
+        st.lists
+            .retain(|p, _| !Path::new(std::ffi::OsStr::from_bytes(p)).starts_with(path));
         st.files.retain(|p| !p.starts_with(path));
         st.raw.retain(|p, _| !p.starts_with(path));
         st.dirs.retain(|p| !p.starts_with(path));
@@ -807,23 +909,30 @@ fn emulate_v1_attach(st: &mut FakeState, tasks_file: &Path, hierarchy_root: &Pat
     };
     let rel = dir.strip_prefix(hierarchy_root).unwrap_or(Path::new(""));
     let cgroup = format!("/{}", rel.display());
-    let keys = tid
-        .parse::<i32>()
-        .ok()
-        .and_then(|t| st.cgroup_files.get(&t))
-        .cloned()
+    let thread = tid.parse::<i32>().ok();
+    let keys = thread
+        .and_then(|t| st.cgroup_files.remove(&t))
         .unwrap_or_default();
-    for key in keys {
-        let Some(text) = st.files.get_mut(&key) else {
+    for key in &keys {
+        let Some(text) = st.files.get_mut(key) else {
             continue;
         };
-        *text = text
-            .lines()
-            .map(|l| match l.split_once(":cpuset:") {
-                Some((id, _)) => format!("{id}:cpuset:{cgroup}\n"),
-                None => format!("{l}\n"),
-            })
-            .collect();
+        let mut out = String::with_capacity(text.len() + cgroup.len());
+        for l in text.lines() {
+            match l.split_once(":cpuset:") {
+                Some((id, _)) => {
+                    out.push_str(id);
+                    out.push_str(":cpuset:");
+                    out.push_str(&cgroup);
+                }
+                None => out.push_str(l),
+            }
+            out.push('\n');
+        }
+        *text = out;
+    }
+    if let (Some(t), false) = (thread, keys.is_empty()) {
+        st.cgroup_files.insert(t, keys);
     }
     let cpus = st
         .files
@@ -860,6 +969,15 @@ fn emulate_cpuset_resize(st: &mut FakeState, cpus_file: &Path, data: &str) {
             st.affinity.insert(tid, cpus.clone());
         }
     }
+}
+
+/// The key of [`FakeState::hierarchy_lists`]: the hierarchy's path, a NUL
+/// (never in a path) and the list's name.
+fn hierarchy_list_key(root: &Path, name: &std::ffi::OsStr) -> Vec<u8> {
+    let mut k = key(root).to_vec();
+    k.push(0);
+    k.extend_from_slice(name.as_bytes());
+    k
 }
 
 /// The mount point of the cgroup hierarchy a control file belongs to, e.g.

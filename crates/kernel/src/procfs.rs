@@ -62,7 +62,14 @@ impl<'k> Procfs<'k> {
 
     /// The directory of thread `tid` of process `pid`.
     pub fn thread_dir(&self, pid: i32, tid: i32) -> PathBuf {
-        self.process_dir(pid).join("task").join(tid.to_string())
+        self.under(format_args!("{pid}/task/{tid}"))
+    }
+
+    /// `rest` (relative) below the root, in two allocations where joining
+    /// each component took five: a snapshot builds three paths for each of
+    /// 100,000 threads.
+    fn under(&self, rest: std::fmt::Arguments<'_>) -> PathBuf {
+        self.root.join(rest.to_string())
     }
 
     /// Every process listed, by PID, in order.
@@ -77,7 +84,7 @@ impl<'k> Procfs<'k> {
     /// The threads of process `pid`, by ID, in order; `None` when the
     /// process has ended.
     pub fn threads(&self, pid: i32) -> io::Result<Option<Vec<i32>>> {
-        let dir = self.process_dir(pid).join("task");
+        let dir = self.under(format_args!("{pid}/task"));
         unless_gone(self.kernel.read_dir(&dir))
             .map(|names| names.map(|n| numbers(&n)))
             .map_err(|e| with_path(e, &dir))
@@ -154,7 +161,7 @@ impl<'k> Procfs<'k> {
     /// bytes; `None` when the process has ended, or the file reads empty
     /// (a task that is exiting).
     pub fn process_bytes(&self, pid: i32, file: &str) -> io::Result<Option<Vec<u8>>> {
-        self.read_bytes(&self.process_dir(pid).join(file))
+        self.read_bytes(&self.under(format_args!("{pid}/{file}")))
     }
 
     /// [`Procfs::process_bytes`] as text (invalid UTF-8 becomes U+FFFD).
@@ -165,7 +172,7 @@ impl<'k> Procfs<'k> {
     /// A file of thread `tid` of process `pid` as bytes; `None` when the
     /// thread has ended, or the file reads empty (a thread that is exiting).
     pub fn thread_bytes(&self, pid: i32, tid: i32, file: &str) -> io::Result<Option<Vec<u8>>> {
-        self.read_bytes(&self.thread_dir(pid, tid).join(file))
+        self.read_bytes(&self.under(format_args!("{pid}/task/{tid}/{file}")))
     }
 
     /// [`Procfs::thread_bytes`] as text (invalid UTF-8 becomes U+FFFD).

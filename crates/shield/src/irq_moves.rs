@@ -86,12 +86,20 @@ pub fn pending_off(
 
 /// [`pending_off`] as the kernel reports it now.
 pub fn read_pending_off(kernel: &dyn Kernel, cpus: &CpuSet) -> Vec<PendingMove> {
-    let names = cpushield_parse::interrupts::irq_names(
-        &cpushield_kernel::Procfs::new(kernel)
-            .interrupts()
-            .unwrap_or_default(),
-    );
-    pending_off(&read_affinities(kernel), &names, cpus)
+    let mut moves = pending_off(&read_affinities(kernel), &BTreeMap::new(), cpus);
+    // The names only where a move is pending: /proc/interrupts is CPUs x
+    // IRQs of text (23 MB at 512 CPUs and 4,096 IRQs).
+    if !moves.is_empty() {
+        let names = cpushield_parse::interrupts::irq_names(
+            &cpushield_kernel::Procfs::new(kernel)
+                .interrupts()
+                .unwrap_or_default(),
+        );
+        for m in &mut moves {
+            m.name = names.get(&m.irq).cloned().unwrap_or_default();
+        }
+    }
+    moves
 }
 
 /// `42 (virtio3-tx)`, or `42` without a name.

@@ -323,6 +323,13 @@ pub fn read_irqs(kernel: &dyn Kernel) -> Vec<IrqInfo> {
     let names = cpushield_parse::interrupts::irq_names(
         &Procfs::new(kernel).interrupts().unwrap_or_default(),
     );
+    read_irqs_named(kernel, &names)
+}
+
+/// [`read_irqs`] with the names of a reading of /proc/interrupts the caller
+/// has made (by IRQ number; an IRQ without one is unnamed): the agent's
+/// look takes its counters from the same reading.
+pub fn read_irqs_named(kernel: &dyn Kernel, names: &BTreeMap<u32, String>) -> Vec<IrqInfo> {
     read_masks(kernel, |irq| {
         Some(names.get(&irq).cloned().unwrap_or_default())
     })
