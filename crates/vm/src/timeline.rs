@@ -295,12 +295,19 @@ impl Timeline {
         }
         let mut st = self.cpus.remove(&ev.cpu).unwrap_or_default();
         match &mut st.task {
-            // The line names the task current when it was recorded.
-            None => st.task = Some((ev.pid, ev.comm.clone())),
             // A task that exec'd since it was switched in has a new name
             // (a hog started through taskset and chrt ends as `sh`).
-            Some((pid, comm)) if *pid == ev.pid && *comm != ev.comm => comm.clone_from(&ev.comm),
-            _ => {}
+            Some((pid, comm)) if *pid == ev.pid => {
+                if *comm != ev.comm {
+                    comm.clone_from(&ev.comm);
+                }
+            }
+            // The line names the task current when it was recorded, which
+            // holds even where the trace shows no switch to it: the host's
+            // trace can lack the switch from idle to a task a migration
+            // brought (a SCHED_FIFO hog moved by `taskset`), and the hog's
+            // next lines are then the only sign that it holds the CPU.
+            _ => st.task = Some((ev.pid, ev.comm.clone())),
         }
         self.charge(ev.cpu, &st, ts);
         match &ev.kind {
@@ -853,18 +860,58 @@ mod tests {
     }
 
     #[test]
+    fn a_task_whose_switch_in_the_trace_lacks_is_known_by_the_lines_it_is_current_in() {
+        let mut t = timeline();
+        t.feed(&switch(1_000, 1, (101, "CPU 1/TCG", "S"), (0, "swapper/1")));
+        t.feed(&ev(
+            1_500,
+            0,
+            55,
+            "qemu",
+            EventKind::Wakeup {
+                comm: "CPU 1/TCG".into(),
+                pid: 101,
+                prio: 120,
+                target_cpu: Some(1),
+            },
+        ));
+        // The hog holds CPU 1 from about 2 ms; no switch to it is seen,
+        // only the softirqs that interrupt it.
+        for k in 0..10u64 {
+            let at = 2_000 + k * 4_000;
+            let name = "RCU".to_string();
+            t.feed(&ev(
+                at,
+                1,
+                77,
+                "sh",
+                EventKind::SoftirqEntry { name: name.clone() },
+            ));
+            t.feed(&ev(at + 10, 1, 77, "sh", EventKind::SoftirqExit { name }));
+        }
+        t.feed(&switch(42_000, 1, (77, "sh", "X"), (101, "CPU 1/TCG")));
+        let (gaps, _) = t.gaps(Some(1), 0, u64::MAX, 0, 10);
+        let g = &gaps[0];
+        assert_eq!(g.state, GapState::Halted);
+        assert_eq!(g.by[0].pid, Some(77), "{:?}", g.by);
+        assert!(g.by[0].ns >= 39_000_000, "{:?}", g.by);
+    }
+
+    #[test]
     fn a_woken_vcpu_moved_to_another_cpu_is_kept_off_by_what_holds_that_cpu() {
         let mut t = timeline();
         t.feed(&switch(0, 0, (0, "swapper/0", "R"), (55, "rustc")));
         t.feed(&switch(500, 0, (55, "rustc", "R"), (101, "CPU 1/TCG")));
         t.feed(&switch(1_000, 0, (101, "CPU 1/TCG", "S"), (55, "rustc")));
         t.feed(&switch(1_000, 1, (0, "swapper/1", "R"), (77, "hog")));
+        // Each line names the task current on its CPU: rustc, interrupted
+        // by the wakeup (a timer) and by the move (an IPI).
         let wake = |ts, cpu| {
             ev(
                 ts,
                 cpu,
-                88,
-                "qemu-system-x86",
+                55,
+                "rustc",
                 EventKind::Wakeup {
                     comm: "CPU 1/TCG".into(),
                     pid: 101,
@@ -878,8 +925,8 @@ mod tests {
         t.feed(&ev(
             3_000,
             0,
-            4242,
-            "taskset",
+            55,
+            "rustc",
             EventKind::Migrate {
                 pid: 101,
                 dest_cpu: 1,
