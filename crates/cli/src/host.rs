@@ -19,6 +19,15 @@ pub fn real() -> Host {
         .clone()
 }
 
+/// The shield's options for this process: whether it runs as root (as
+/// the kernel will judge its writes), and `whole_cores`.
+pub fn shield_options(whole_cores: bool) -> cpushield_shield::Options {
+    cpushield_shield::Options {
+        is_root: nix::unistd::geteuid().is_root(),
+        whole_cores,
+    }
+}
+
 /// The state directory itself, for what only files can do: the liveness
 /// lock a private PID namespace's init holds there.
 pub fn state_files() -> FileStore {
