@@ -12,6 +12,7 @@
 //! as the task's request, Brosky's rule, and sets it back to housekeeping).
 
 pub mod access;
+pub mod client;
 pub mod drift;
 pub mod findings;
 pub mod metrics;

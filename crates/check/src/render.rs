@@ -6,6 +6,7 @@
 use crate::analyze::{CheckReport, CpuSource};
 use crate::finding::Severity;
 use crate::summary::{summarize, Fix};
+use cpushield_shield::tuned::{self, SetBy};
 use std::fmt::Write;
 
 /// Most lines the answer takes before `--verbose`.
@@ -313,9 +314,78 @@ fn none_or(v: &[String]) -> String {
     }
 }
 
+/// What `check` prints: [`render_text`], then which tool set the settings
+/// cpushield and tuned both set (`set_by`): each with `verbose`, else in
+/// one line.
+pub fn render_with_set_by(r: &CheckReport, set_by: &[SetBy], verbose: bool) -> String {
+    let mut out = render_text(r, verbose);
+    if verbose {
+        out.push_str(&tuned::render_set_by(set_by));
+    } else {
+        out.push_str(&tuned::render_set_by_line(set_by));
+    }
+    out
+}
+
+/// What `check --json` prints: the report's fields and `set_by`.
+pub fn json_with_set_by(r: &CheckReport, set_by: &[SetBy]) -> serde_json::Result<String> {
+    let mut json = serde_json::to_value(r)?;
+    if let Some(object) = json.as_object_mut() {
+        object.insert("set_by".into(), serde_json::to_value(set_by)?);
+    }
+    serde_json::to_string_pretty(&json)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn set_by() -> Vec<SetBy> {
+        vec![SetBy {
+            setting: "IRQ affinity".into(),
+            by: "cpushield over tuned".into(),
+            detail: "24, 25".into(),
+        }]
+    }
+
+    fn clean() -> CheckReport {
+        CheckReport {
+            version: 1,
+            cpus: "1".into(),
+            cpus_source: CpuSource::Argument,
+            interval_s: 5.0,
+            sampling: String::new(),
+            verdict: "nothing reaches CPU 1".into(),
+            breaks_shield: false,
+            findings: Vec::new(),
+            activity: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn who_set_what_follows_the_report_in_one_line_or_each_when_verbose() {
+        let r = clean();
+        let short = render_with_set_by(&r, &set_by(), false);
+        assert!(short.starts_with(&render_text(&r, false)), "{short}");
+        assert!(
+            short.ends_with("Set by cpushield over tuned: IRQ affinity (--verbose for each)\n"),
+            "{short}"
+        );
+        let long = render_with_set_by(&r, &set_by(), true);
+        assert!(
+            long.contains("  IRQ affinity  cpushield over tuned  24, 25\n"),
+            "{long}"
+        );
+    }
+
+    #[test]
+    fn the_json_holds_the_reports_fields_and_who_set_what() {
+        let r = clean();
+        let json: serde_json::Value =
+            serde_json::from_str(&json_with_set_by(&r, &set_by()).unwrap()).unwrap();
+        assert_eq!(json["set_by"][0]["by"], "cpushield over tuned");
+        assert!(json.get("breaks_shield").is_some(), "{json}");
+    }
     use cpushield_shield::fake_machine::{big_machine, MachineSize};
 
     #[test]

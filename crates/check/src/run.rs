@@ -27,6 +27,20 @@ impl Default for CheckOptions {
     }
 }
 
+impl CheckOptions {
+    /// Refuses a zero interval or sampling period, in one line naming the
+    /// option and a value that works.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.interval.is_zero() {
+            return Err("--interval 0 watches nothing: use e.g. --interval 5s".into());
+        }
+        if self.sample_every.is_zero() {
+            return Err("--sample-every 0 is not a period: use e.g. --sample-every 100ms".into());
+        }
+        Ok(())
+    }
+}
+
 /// A check that could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
@@ -175,4 +189,27 @@ pub fn analyse_snapshots(
         derived: Default::default(),
     };
     analyze(&input, sampling)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_intervals_are_refused_naming_the_option() {
+        assert_eq!(CheckOptions::default().validate(), Ok(()));
+        let none = CheckOptions {
+            interval: Duration::ZERO,
+            ..CheckOptions::default()
+        };
+        assert!(none.validate().unwrap_err().starts_with("--interval 0 "));
+        let never = CheckOptions {
+            sample_every: Duration::ZERO,
+            ..CheckOptions::default()
+        };
+        assert!(never
+            .validate()
+            .unwrap_err()
+            .starts_with("--sample-every 0 "));
+    }
 }

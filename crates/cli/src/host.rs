@@ -1,14 +1,15 @@
 //! The one place the command line wires in the machine: the running kernel,
 //! the state directory (`CPUSHIELD_STATE_DIR`, else /run/cpushield),
-//! CLOCK_MONOTONIC, and the directory of CPU reservations
-//! (`CPUSHIELD_RESERVE_DIR`). The [`Host`] is built once per process (one
+//! CLOCK_MONOTONIC, the directory of CPU reservations
+//! (`CPUSHIELD_RESERVE_DIR`) and the agent's socket
+//! (`CPUSHIELD_AGENT_SOCKET`). The [`Host`] is built once per process (one
 //! command) and handed to the libraries; every later [`real`] is a clone of
 //! it.
 
 use cpushield_kernel::store::FileStore;
 use cpushield_kernel::{Host, RealKernel};
 use cpushield_rt::reserve::ReserveDir;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 /// This machine.
@@ -16,6 +17,15 @@ pub fn real() -> Host {
     static HOST: OnceLock<Host> = OnceLock::new();
     HOST.get_or_init(|| Host::new(Arc::new(RealKernel), Arc::new(state_files())))
         .clone()
+}
+
+/// The shield's options for this process: whether it runs as root (as
+/// the kernel will judge its writes), and `whole_cores`.
+pub fn shield_options(whole_cores: bool) -> cpushield_shield::Options {
+    cpushield_shield::Options {
+        is_root: nix::unistd::geteuid().is_root(),
+        whole_cores,
+    }
 }
 
 /// The state directory itself, for what only files can do: the liveness
@@ -36,4 +46,15 @@ pub fn run_private<F: FnOnce() -> i32>(body: F, load_dir: &Path) -> std::io::Res
 /// `CPUSHIELD_RESERVE_DIR`, else /run/cpushield/reserve.
 pub fn reserve_dir() -> ReserveDir {
     ReserveDir::from_env()
+}
+
+/// The agent's socket: `named` (`--agent-socket`), else
+/// `CPUSHIELD_AGENT_SOCKET`, else /run/cpushield/agent.sock.
+pub fn agent_socket(named: Option<PathBuf>) -> PathBuf {
+    named.unwrap_or_else(|| {
+        std::env::var_os("CPUSHIELD_AGENT_SOCKET")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| cpushield_config::DEFAULT_SOCKET.into())
+    })
 }

@@ -1,7 +1,9 @@
 //! What `cpushield compare` and `cpushield demo` do around the runner and
-//! say besides the report: a load refused with the remedies that command
-//! has, the progress line, the host side's blame, the answer on stdout, the
-//! report written, and the shielded scenarios over `--max-latency`.
+//! say besides the report: the checks of what they were asked, a load
+//! refused with the remedies that command has, the progress line, the
+//! signals that end a run early, the host side's blame, the answer on
+//! stdout, the report written, and the shielded scenarios over
+//! `--max-latency`.
 
 use crate::experiment::{CompareConfig, CompareError, Progress};
 use crate::{runner, Lab};
@@ -14,9 +16,66 @@ use cpushield_report::CompareReport;
 use cpushield_rt::reserve::{CpuUse, ReserveDir};
 use cpushield_vm::blame::HostSide;
 use std::fmt::Write as _;
-use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+/// Checks what `compare` or `demo` was asked besides `config`'s load, before
+/// any work: the host side's port (`--host-channel`: an existing port or
+/// `none`), the probe's period, and the report directory (`out`, else
+/// ./cpushield-report-<time>/), which must be writable, since a run whose
+/// report cannot be written is lost. Returns the report directory.
+pub fn check_request(
+    config: &CompareConfig,
+    out: Option<PathBuf>,
+    host_channel: Option<&Path>,
+) -> Result<PathBuf, CompareError> {
+    if let Some(p) = host_channel {
+        cpushield_vm::blame::check_channel_arg(p).map_err(CompareError::Refused)?;
+    }
+    config.period.validate().map_err(CompareError::Refused)?;
+    let out = out.unwrap_or_else(|| cpushield_report::output::default_dir("cpushield-report"));
+    cpushield_report::output::check_dir(&out, "--out")
+        .map_err(|e| CompareError::Refused(e.to_string()))?;
+    Ok(out)
+}
+
+/// The demo's first words, wrapped to `width`: what it runs, for how long
+/// each, and that nothing outside its private PID namespace is moved.
+pub fn demo_intro(config: &CompareConfig, width: Option<usize>) -> Vec<String> {
+    table::wrap(
+        &format!(
+            "cpushield demo: idle, loaded and shielded scenarios, {} s each, inside a private PID namespace (nothing outside it is moved; IRQs are moved and restored)",
+            config.duration.as_secs()
+        ),
+        width,
+        "",
+        "  ",
+    )
+}
+
+/// The experiment of `config` on `host` from start to end, as `compare` and
+/// `demo` run it (in the process that may be a private namespace's init):
+/// SIGINT and SIGTERM end it early with what was measured; the host side
+/// is asked over `host_channel` (see [`run_with_host_side`]); `answer` is
+/// given the report and what the host side said, to print before the
+/// report is written to `out`; then what [`conclude`] says.
+pub fn run_to_end(
+    host: &Host,
+    config: &CompareConfig,
+    out: &Path,
+    max_latency: Option<Duration>,
+    host_channel: Option<&Path>,
+    progress: &mut dyn FnMut(Progress),
+    answer: &mut dyn FnMut(&CompareReport, &[String]),
+) -> Result<Conclusion, CompareError> {
+    let stop = cpushield_measure::signal::stop_on_signals()
+        .map_err(|e| CompareError::Refused(format!("installing signal handlers: {e}")))?;
+    let (report, host_lines) = run_with_host_side(host, config, host_channel, stop, progress)?;
+    answer(&report, &host_lines);
+    let interrupted = stop.load(Ordering::Relaxed);
+    Ok(conclude(&report, out, max_latency, interrupted))
+}
 
 /// What `command` (`compare` or `demo`) does on `host` before the experiment
 /// of `config`: the preflight (a load that cannot start is refused with the
@@ -377,6 +436,57 @@ mod tests {
         assert_eq!(c.ending, Ending::Failed);
         assert!(c.stdout.is_empty());
         assert!(c.stderr[0].contains("not-a-dir"), "{:?}", c.stderr);
+    }
+
+    fn fake_config() -> CompareConfig {
+        let kernel = cpushield_kernel::FakeKernel::new();
+        let store = cpushield_kernel::store::MemoryStore::default();
+        CompareConfig::new(&Host::fake(&kernel, &store), Vec::new(), "none".into())
+    }
+
+    #[test]
+    fn a_request_with_a_missing_port_a_zero_rate_or_an_unwritable_out_is_refused_naming_the_option()
+    {
+        let config = fake_config();
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("report");
+        assert_eq!(
+            check_request(&config, Some(out.clone()), Some(Path::new("none"))).unwrap(),
+            out
+        );
+        let e = check_request(&config, Some(out.clone()), Some(Path::new("/no/such/port")));
+        assert!(e
+            .unwrap_err()
+            .to_string()
+            .starts_with("--host-channel /no/such/port: no such port"));
+        let mut zero = config.clone();
+        zero.period = cpushield_measure::Period::from_rate(0);
+        let e = check_request(&zero, Some(out), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--rate 0:"), "{e}");
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, "").unwrap();
+        let e = check_request(&config, Some(file), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--out") && e.contains("not a directory"), "{e}");
+    }
+
+    #[test]
+    fn the_demo_intro_names_the_scenarios_length_and_wraps_to_the_terminal() {
+        let config = fake_config();
+        let one = demo_intro(&config, None);
+        assert_eq!(one.len(), 1, "a pipe gets one line: {one:?}");
+        assert!(
+            one[0].starts_with("cpushield demo: idle, loaded and shielded scenarios, 15 s each")
+        );
+        let wrapped = demo_intro(&config, Some(40));
+        assert!(
+            wrapped.len() > 1 && wrapped.iter().all(|l| l.len() <= 40),
+            "{wrapped:?}"
+        );
+        assert!(wrapped[1].starts_with("  "), "{wrapped:?}");
     }
 
     #[test]

@@ -1,14 +1,21 @@
 //! A load as a command line asks for it (`cpushield load`, and the `--load`
 //! of `compare`, `demo` and `tune`): names to a [`LoadSpec`], the default load
 //! where no C compiler is installed, sizes and peers, the catalogue and the
-//! one-line description, and the stop flag that SIGINT, SIGTERM or SIGHUP set.
+//! one-line description, the stop flag that SIGINT, SIGTERM or SIGHUP set,
+//! and `cpushield load`'s run from start to stop.
 
-use crate::{parse_selection, stressng, LoadError, LoadSpec, Profile, Remote, Workload};
+use crate::{
+    parse_selection, stressng, Load, LoadError, LoadReport, LoadSpec, Profile, Remote, RunningLoad,
+    Waited, Workload,
+};
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::Kernel;
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// ttcp's traditional port, the default of `--peer HOST`.
 pub const DEFAULT_PEER_PORT: u16 = 5001;
@@ -185,6 +192,51 @@ pub fn describe(spec: &LoadSpec) -> String {
     format!("{}{scale}{remote}", names.join(", "))
 }
 
+/// `cpushield load`'s run: the load of `spec` started on `kernel`, held for
+/// `duration` or until SIGINT, SIGTERM or SIGHUP, then stopped; `say` is
+/// told, one line each, that it runs (see [`running_line`]) and that a
+/// signal stopped it. A zero duration is refused before anything starts.
+/// Returns what each workload did.
+pub fn run_for(
+    kernel: Arc<dyn Kernel>,
+    spec: &LoadSpec,
+    duration: Duration,
+    say: &mut dyn FnMut(&str),
+) -> Result<LoadReport, RequestError> {
+    if duration.is_zero() {
+        return Err(RequestError::Refused(
+            "--duration 0s: a load needs a positive duration; use e.g. --duration 60s".into(),
+        ));
+    }
+    let stop = stop_on_signals();
+    let load = Load::start(kernel, spec)?;
+    say(&running_line(spec, &load, duration));
+    let waited = load.wait(duration, stop)?;
+    let report = load.stop();
+    if waited == Waited::Interrupted {
+        say(&format!(
+            "load stopped by a signal after {:.1} s",
+            report.seconds
+        ));
+    }
+    Ok(report)
+}
+
+/// The line that says `load` of `spec` runs: what, on which CPUs, for how
+/// long, its supervisor's pid, where its files are, and how to stop it.
+pub fn running_line(spec: &LoadSpec, load: &RunningLoad, duration: Duration) -> String {
+    format!(
+        "load running: {} on {} for {}; supervisor pid {}, files under {}; Ctrl-C stops it",
+        describe(spec),
+        spec.cpus
+            .as_ref()
+            .map_or("all CPUs (unconfined)".to_string(), |c| format!("CPUs {c}")),
+        humantime::format_duration(duration),
+        load.pids()[0],
+        load.run_dir().display(),
+    )
+}
+
 /// The catalogue: every profile with its workloads, every workload with its
 /// source and unit (`cpushield load --list`).
 pub fn catalogue() -> String {
@@ -284,6 +336,22 @@ pub fn stop_on_signals() -> &'static AtomicBool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zero_duration_is_refused_before_the_load_starts() {
+        let kernel: Arc<dyn Kernel> = Arc::new(cpushield_kernel::FakeKernel::new());
+        let spec = LoadSpec::new(vec![Workload::Fpu]);
+        let mut said = Vec::new();
+        let e = run_for(kernel, &spec, Duration::ZERO, &mut |l| {
+            said.push(l.to_string())
+        });
+        let e = e.unwrap_err().to_string();
+        assert!(
+            e.starts_with("--duration 0s: a load needs a positive duration"),
+            "{e}"
+        );
+        assert!(said.is_empty(), "nothing started: {said:?}");
+    }
 
     #[test]
     fn sizes_take_binary_suffixes() {

@@ -71,6 +71,44 @@ impl Policy {
     }
 }
 
+/// A real-time priority as typed (`80`), in 1..=99 as [`Policy::validate`]
+/// checks it.
+pub fn parse_priority(text: &str) -> Result<u8, String> {
+    let p: u8 = text
+        .parse()
+        .map_err(|_| format!("'{text}' is not a priority: use 1..99"))?;
+    Policy::Fifo(p).validate().map(|()| p)
+}
+
+/// A nice value as typed (`-5`), in -20..=19.
+pub fn parse_nice(text: &str) -> Result<i32, String> {
+    let n: i32 = text
+        .parse()
+        .map_err(|_| format!("'{text}' is not a nice value: use -20..19"))?;
+    Policy::Other { nice: n }.validate().map(|()| n)
+}
+
+/// SCHED_DEADLINE as typed, `RUNTIME/DEADLINE/PERIOD`, each part read by
+/// `duration` (`200us/1ms/1ms`), checked as [`Policy::validate`] checks it.
+pub fn parse_deadline(
+    text: &str,
+    duration: impl Fn(&str) -> Result<std::time::Duration, String>,
+) -> Result<Policy, String> {
+    let parts: Vec<&str> = text.split('/').collect();
+    let [r, d, p] = parts[..] else {
+        return Err(format!(
+            "'{text}' is not RUNTIME/DEADLINE/PERIOD: use e.g. 200us/1ms/1ms"
+        ));
+    };
+    let ns = |t: &str| duration(t).map(|d| d.as_nanos().min(u64::MAX as u128) as u64);
+    let policy = Policy::Deadline {
+        runtime_ns: ns(r)?,
+        deadline_ns: ns(d)?,
+        period_ns: ns(p)?,
+    };
+    policy.validate().map(|()| policy)
+}
+
 const SCHED_DEADLINE: u32 = 6;
 
 /// The kernel's scheduling parameters for `policy` (struct sched_attr's fields).
@@ -268,6 +306,45 @@ pub fn describe_pin_error(cpus: &CpuSet, error: &io::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn micros(t: &str) -> Result<std::time::Duration, String> {
+        let us: u64 = t
+            .strip_suffix("us")
+            .and_then(|n| n.parse().ok())
+            .ok_or(format!("'{t}' is not N us"))?;
+        Ok(std::time::Duration::from_micros(us))
+    }
+
+    #[test]
+    fn typed_priorities_and_nice_values_are_checked_naming_the_range() {
+        assert_eq!(parse_priority("80"), Ok(80));
+        assert_eq!(
+            parse_priority("0").unwrap_err(),
+            "priority 0 is out of range: use 1..99"
+        );
+        assert!(parse_priority("high").unwrap_err().contains("use 1..99"));
+        assert_eq!(parse_nice("-5"), Ok(-5));
+        assert!(parse_nice("20").unwrap_err().contains("use -20..19"));
+        assert!(parse_nice("x").unwrap_err().contains("not a nice value"));
+    }
+
+    #[test]
+    fn a_typed_deadline_is_three_durations_in_order() {
+        assert_eq!(
+            parse_deadline("200us/1000us/2000us", micros),
+            Ok(Policy::Deadline {
+                runtime_ns: 200_000,
+                deadline_ns: 1_000_000,
+                period_ns: 2_000_000
+            })
+        );
+        let e = parse_deadline("2000us/1000us/1000us", micros).unwrap_err();
+        assert!(e.contains("runtime <= deadline <= period"), "{e}");
+        let e = parse_deadline("1000us", micros).unwrap_err();
+        assert!(e.contains("RUNTIME/DEADLINE/PERIOD"), "{e}");
+        let e = parse_deadline("1us/2ms/3us", micros).unwrap_err();
+        assert!(e.contains("'2ms' is not N us"), "the part's own error: {e}");
+    }
 
     #[test]
     fn invalid_priorities_and_deadlines_are_refused() {

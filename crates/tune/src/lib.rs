@@ -8,6 +8,7 @@
 //! (`cpushield_runtime`, which also reads the machine's files the knobs are
 //! built on).
 
+pub mod command;
 pub mod decide;
 pub mod knob;
 pub mod real;

@@ -485,7 +485,7 @@ pub fn progress_line(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::decide::{judge, Choice, Trial, TrialSample};
     use crate::knob::{catalog, Change, FileChange, TIMER_MIGRATION};
@@ -565,6 +565,12 @@ mod tests {
             problems: vec![],
         };
         (s, machine)
+    }
+
+    /// A finished run's report: timer migration measured and kept.
+    pub(crate) fn report() -> TuneReport {
+        let (s, m) = session();
+        build(s, &m, 300.0, 290.0, "stress-kernel", 2048.0, 95)
     }
 
     #[test]

@@ -20,10 +20,7 @@ pub struct ApplyArgs {
 
 /// Runs `cpushield apply`.
 pub fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
-    let options = cpushield_shield::Options {
-        is_root: nix::unistd::geteuid().is_root(),
-        whole_cores: false,
-    };
+    let options = crate::host::shield_options(false);
     let host = crate::host::real();
     cpushield_runtime::apply::apply_file(
         &host,

@@ -2,7 +2,7 @@
 
 use crate::args;
 use clap::Args;
-use cpushield_check::{run_check, CheckOptions};
+use cpushield_check::{render, run_check, CheckOptions};
 use cpushield_cpuset::CpuSet;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -30,39 +30,25 @@ pub struct CheckArgs {
 
 /// Runs `cpushield check`: exit 0 when clean, 3 when something breaks the shield.
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
-    if args.interval.is_zero() {
-        anyhow::bail!("--interval 0 watches nothing: use e.g. --interval 5s");
-    }
-    if args.sample_every.is_zero() {
-        anyhow::bail!("--sample-every 0 is not a period: use e.g. --sample-every 100ms");
-    }
-    let host = crate::host::real();
-    let kernel = host.kernel();
-    let (cpus, source, shield) =
-        cpushield_check::target::choose(kernel, args.cpus).map_err(anyhow::Error::msg)?;
     let opts = CheckOptions {
         interval: args.interval,
         sample_every: args.sample_every,
     };
+    opts.validate().map_err(anyhow::Error::msg)?;
+    let host = crate::host::real();
+    let kernel = host.kernel();
+    let (cpus, source, shield) =
+        cpushield_check::target::choose(kernel, args.cpus).map_err(anyhow::Error::msg)?;
     let report = run_check(kernel, &cpus, source, shield.as_ref(), opts)?;
     // Which tool set the settings cpushield and tuned both set.
     let set_by = cpushield_shield::tuned::read_who_set_what(kernel, host.store());
     if args.json {
-        let mut json = serde_json::to_value(&report)?;
-        if let Some(object) = json.as_object_mut() {
-            object.insert("set_by".into(), serde_json::to_value(&set_by)?);
-        }
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        println!("{}", render::json_with_set_by(&report, &set_by)?);
     } else {
         print!(
             "{}",
-            cpushield_check::render::render_text(&report, args.verbose)
+            render::render_with_set_by(&report, &set_by, args.verbose)
         );
-        if args.verbose {
-            print!("{}", cpushield_shield::tuned::render_set_by(&set_by));
-        } else {
-            print!("{}", cpushield_shield::tuned::render_set_by_line(&set_by));
-        }
     }
     Ok(ExitCode::from(if report.breaks_shield {
         args::EXIT_FINDINGS

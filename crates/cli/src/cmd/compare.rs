@@ -10,8 +10,8 @@ use cpushield_compare::{CompareConfig, Scope};
 use cpushield_cpuset::CpuSet;
 use cpushield_load::request;
 use cpushield_measure::Period;
-use cpushield_report::output;
-use std::path::PathBuf;
+use cpushield_report::CompareReport;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -144,13 +144,6 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let host = crate::host::real();
     let scenarios = cpushield_compare::scenario::parse_list(&args.scenarios)
         .map_err(|e| anyhow::anyhow!("--scenarios: {e}"))?;
-    if let Some(p) = &args.host_channel {
-        cpushield_vm::blame::check_channel_arg(p).map_err(anyhow::Error::msg)?;
-    }
-    anyhow::ensure!(
-        args.rate > 0,
-        "--rate must be above 0: use e.g. --rate 2048"
-    );
     let (load, load_name) = request::choose(args.load.as_deref()).map_err(anyhow::Error::msg)?;
     let mut config = CompareConfig::new(&host, load, load_name);
     config.cpus = args.cpus;
@@ -187,16 +180,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let mut config = CompareConfig::new(&host, load, load_name);
     config.cpus = args.cpus;
     config.duration = args.duration;
-    let width = terminal_width();
-    let intro = cpushield_report::table::wrap(
-        &format!(
-            "cpushield demo: idle, loaded and shielded scenarios, {} s each, inside a private PID namespace (nothing outside it is moved; IRQs are moved and restored)",
-            config.duration.as_secs()
-        ),
-        width,
-        "",
-        "  ",
-    );
+    let intro = command::demo_intro(&config, terminal_width());
     for line in &intro {
         println!("{line}");
     }
@@ -239,46 +223,29 @@ fn execute(
     view: View,
     host_channel: Option<PathBuf>,
 ) -> anyhow::Result<ExitCode> {
-    let out = out.unwrap_or_else(|| output::default_dir("cpushield-report"));
-    // Before any work: a run whose report cannot be written is lost.
-    output::check_dir(&out, "--out")?;
-    config.period.validate().map_err(anyhow::Error::msg)?;
+    let out = command::check_request(&config, out, host_channel.as_deref())?;
     let host = crate::host::real();
     let reserved = crate::host::reserve_dir();
     command::prepare(&host, &config, name, &reserved, &mut |line| {
         eprintln!("cpushield: {line}")
     })?;
+    let experiment = || experiment(&config, &out, max_latency, view, host_channel.as_deref());
     if config.scope == Scope::System {
-        return Ok(ExitCode::from(experiment(
-            &config,
-            &out,
-            max_latency,
-            view,
-            host_channel.as_deref(),
-        )));
+        return Ok(ExitCode::from(experiment()));
     }
-    let code = crate::host::run_private(
-        || experiment(&config, &out, max_latency, view, host_channel.as_deref()).into(),
-        &config.load_dir,
-    )?;
+    let code = crate::host::run_private(|| experiment().into(), &config.load_dir)?;
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(EXIT_ERROR)))
 }
 
-/// The experiment proper; returns the exit code (it may run as a namespace's init).
+/// The experiment proper, with its progress bar and what it prints; returns
+/// the exit code (it may run as a namespace's init).
 fn experiment(
     config: &CompareConfig,
-    out: &std::path::Path,
+    out: &Path,
     max_latency: Option<Duration>,
     view: View,
-    host_channel: Option<&std::path::Path>,
+    host_channel: Option<&Path>,
 ) -> u8 {
-    let stop = match cpushield_measure::signal::stop_on_signals() {
-        Ok(flag) => flag,
-        Err(e) => {
-            eprintln!("cpushield: error: installing signal handlers: {e}");
-            return EXIT_ERROR;
-        }
-    };
     let bar = progress::terminal_bar(1000, progress::RUNNER_STYLE);
     if let Some(bar) = &bar {
         // Redrawn while a phase runs, as tune's: a probe, an anchor or the
@@ -293,15 +260,26 @@ fn experiment(
             bar.set_message(p.message());
         }
     };
+    let mut print_answer = |report: &CompareReport, host_lines: &[String]| {
+        if let Some(bar) = &bar {
+            bar.finish_and_clear();
+        }
+        print!("{}", command::answer(report, host_lines, view));
+    };
     let host = crate::host::real();
-    let result = command::run_with_host_side(&host, config, host_channel, stop, &mut on_progress);
-    let (report, host_lines) = match progress::finish(bar.as_ref(), result) {
-        Ok(r) => r,
+    let result = command::run_to_end(
+        &host,
+        config,
+        out,
+        max_latency,
+        host_channel,
+        &mut on_progress,
+        &mut print_answer,
+    );
+    let said = match progress::finish(bar.as_ref(), result) {
+        Ok(said) => said,
         Err(code) => return code,
     };
-    print!("{}", command::answer(&report, &host_lines, view));
-    let interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
-    let said = command::conclude(&report, out, max_latency, interrupted);
     print!("{}", said.stdout);
     for line in &said.stderr {
         eprintln!("cpushield: {line}");

@@ -5,7 +5,7 @@
 use clap::Args;
 use cpushield_cpuset::CpuSet;
 use cpushield_load::request::{self, LoadRequest};
-use cpushield_load::{Load, Waited};
+use cpushield_report::output::Output;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -57,9 +57,6 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
         print!("{}", request::catalogue());
         return Ok(ExitCode::SUCCESS);
     }
-    if args.duration.is_zero() {
-        anyhow::bail!("--duration 0s: a load needs a positive duration; use e.g. --duration 60s");
-    }
     let spec = LoadRequest {
         names: args.names,
         stress_ng: args.stress_ng,
@@ -71,44 +68,19 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
         size_cap: args.size,
     }
     .spec()?;
-    if let Some(path) = &args.json {
-        cpushield_report::output::check_file(path, "--json")?;
-    }
-    let stop = request::stop_on_signals();
-    let load = Load::start(crate::host::real().shared_kernel(), &spec)?;
-    eprintln!(
-        "cpushield: load running: {} on {} for {}; supervisor pid {}, files under {}; Ctrl-C stops it",
-        request::describe(&spec),
-        spec.cpus
-            .as_ref()
-            .map_or("all CPUs (unconfined)".to_string(), |c| format!("CPUs {c}")),
-        humantime::format_duration(args.duration),
-        load.pids()[0],
-        load.run_dir().display(),
-    );
-    let waited = load.wait(args.duration, stop)?;
-    let report = load.stop();
-    if waited == Waited::Interrupted {
-        eprintln!(
-            "cpushield: load stopped by a signal after {:.1} s",
-            report.seconds
-        );
-    }
+    let json = Output::open(args.json.as_deref(), "--json")?;
+    let kernel = crate::host::real().shared_kernel();
+    let report = request::run_for(kernel, &spec, args.duration, &mut |line| {
+        eprintln!("cpushield: {line}")
+    })?;
     let table = report.render();
-    match &args.json {
-        Some(path) if path.as_os_str() == "-" => {
-            eprint!("{table}");
-            println!("{}", serde_json::to_string_pretty(&report)?);
-        }
-        Some(path) => {
-            print!("{table}");
-            cpushield_report::output::write_file(
-                path,
-                "--json",
-                (serde_json::to_string_pretty(&report)? + "\n").as_bytes(),
-            )?;
-        }
-        None => print!("{table}"),
+    if matches!(json, Some(Output::Stdout)) {
+        eprint!("{table}");
+    } else {
+        print!("{table}");
+    }
+    if let Some(out) = json {
+        out.write(&(serde_json::to_string_pretty(&report)? + "\n"))?;
     }
     if let Some(first) = report.failures.first() {
         anyhow::bail!("workload {first}");

@@ -91,7 +91,7 @@ struct LatencyArgs {
     #[arg(long, value_name = "FILE")]
     histogram: Option<PathBuf>,
     /// Microsecond bins of --histogram [default: enough to hold the largest latency].
-    #[arg(long, value_name = "N", requires = "histogram", value_parser = histogram_bins)]
+    #[arg(long, value_name = "N", requires = "histogram", value_parser = cyclictest::parse_bins)]
     histogram_bins: Option<usize>,
     /// Write the JSON report (docs/measure-json.md) to FILE; `-` for stdout.
     #[arg(long, value_name = "FILE")]
@@ -203,19 +203,6 @@ fn non_negative_duration(text: &str) -> Result<Duration, String> {
         ));
     }
     args::duration(text)
-}
-
-/// The largest `--histogram-bins` (one per microsecond: a second).
-const MAX_HISTOGRAM_BINS: usize = 1_000_000;
-
-/// `--histogram-bins`: 1 to [`MAX_HISTOGRAM_BINS`].
-fn histogram_bins(text: &str) -> Result<usize, String> {
-    match text.trim().parse::<usize>() {
-        Ok(n) if (1..=MAX_HISTOGRAM_BINS).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "'{text}' is not a bin count: use 1..={MAX_HISTOGRAM_BINS} (one bin per microsecond), e.g. 100"
-        )),
-    }
 }
 
 /// `--priority 0` means SCHED_OTHER.

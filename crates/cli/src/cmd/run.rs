@@ -13,7 +13,7 @@ use clap::Args;
 use cpushield_cpuset::CpuSet;
 use cpushield_measure::procstat;
 use cpushield_rt::run::{RtRun, RunSpec};
-use cpushield_rt::sched::Policy;
+use cpushield_rt::sched::{self, Policy};
 use cpushield_rt::shield_placer::ShieldPlacer;
 use cpushield_shield::placement;
 use std::process::ExitCode;
@@ -26,16 +26,16 @@ pub struct RunArgs {
     #[arg(long, value_parser = cpu_set, value_name = "CPUS")]
     cpus: CpuSet,
     /// SCHED_FIFO at this priority (1-99).
-    #[arg(long, value_name = "PRIO", group = "policy", value_parser = rt_priority)]
+    #[arg(long, value_name = "PRIO", group = "policy", value_parser = sched::parse_priority)]
     fifo: Option<u8>,
     /// SCHED_RR at this priority (1-99).
-    #[arg(long, value_name = "PRIO", group = "policy", value_parser = rt_priority)]
+    #[arg(long, value_name = "PRIO", group = "policy", value_parser = sched::parse_priority)]
     rr: Option<u8>,
     /// SCHED_DEADLINE with RUNTIME/DEADLINE/PERIOD, e.g. 200us/1ms/1ms.
     #[arg(long, value_name = "R/D/P", group = "policy", value_parser = deadline)]
     deadline: Option<Policy>,
     /// SCHED_OTHER at this nice value (-20..19).
-    #[arg(long, value_name = "NICE", group = "policy", allow_hyphen_values = true, value_parser = nice)]
+    #[arg(long, value_name = "NICE", group = "policy", allow_hyphen_values = true, value_parser = sched::parse_nice)]
     nice: Option<i32>,
     /// Let the task lock all its memory: lifts its RLIMIT_MEMLOCK (memory locks
     /// do not survive exec, so the program must call mlockall itself).
@@ -83,35 +83,9 @@ pub struct RunArgs {
     command: Vec<String>,
 }
 
-fn rt_priority(text: &str) -> Result<u8, String> {
-    let p: u8 = text
-        .parse()
-        .map_err(|_| format!("'{text}' is not a priority: use 1..99"))?;
-    Policy::Fifo(p).validate().map(|()| p)
-}
-
-fn nice(text: &str) -> Result<i32, String> {
-    let n: i32 = text
-        .parse()
-        .map_err(|_| format!("'{text}' is not a nice value: use -20..19"))?;
-    Policy::Other { nice: n }.validate().map(|()| n)
-}
-
-/// Parses `RUNTIME/DEADLINE/PERIOD` (durations such as `200us`).
+/// `--deadline`: RUNTIME/DEADLINE/PERIOD, each a duration as every option takes it.
 fn deadline(text: &str) -> Result<Policy, String> {
-    let parts: Vec<&str> = text.split('/').collect();
-    let [r, d, p] = parts[..] else {
-        return Err(format!(
-            "'{text}' is not RUNTIME/DEADLINE/PERIOD: use e.g. 200us/1ms/1ms"
-        ));
-    };
-    let ns = |t: &str| duration(t).map(|d| d.as_nanos().min(u64::MAX as u128) as u64);
-    let policy = Policy::Deadline {
-        runtime_ns: ns(r)?,
-        deadline_ns: ns(d)?,
-        period_ns: ns(p)?,
-    };
-    policy.validate().map(|()| policy)
+    sched::parse_deadline(text, duration)
 }
 
 impl RunArgs {

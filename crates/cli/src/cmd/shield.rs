@@ -1,6 +1,7 @@
 //! `cpushield shield | unshield | reset | show | boot-params`.
 
 use crate::args::{cpu_set, EXIT_OK};
+use crate::host::shield_options;
 use anyhow::Context;
 use clap::Args;
 use cpushield_cpuset::CpuSet;
@@ -104,13 +105,6 @@ pub struct BootParamsArgs {
     masks: MaskArgs,
 }
 
-fn options(whole_cores: bool) -> cpushield_shield::Options {
-    cpushield_shield::Options {
-        is_root: nix::unistd::geteuid().is_root(),
-        whole_cores,
-    }
-}
-
 fn print_report(
     report: &cpushield_shield::Report,
     json: bool,
@@ -131,7 +125,7 @@ pub fn shield(args: ShieldArgs) -> anyhow::Result<ExitCode> {
         &host,
         &args.masks.masks(),
         args.mems.as_ref(),
-        options(args.whole_cores),
+        shield_options(args.whole_cores),
     )?;
     print_report(&report, args.json, "shielded")
 }
@@ -144,7 +138,7 @@ pub fn unshield(args: UnshieldArgs) -> anyhow::Result<ExitCode> {
         &masks.any(),
         cpushield_rt::reserve::CpuUse::Unshield,
     )?;
-    let report = cpushield_shield::unshield(&crate::host::real(), &masks, options(false))?;
+    let report = cpushield_shield::unshield(&crate::host::real(), &masks, shield_options(false))?;
     print_report(&report, args.json, "shield now")
 }
 
@@ -154,11 +148,11 @@ pub fn reset(args: ResetArgs) -> anyhow::Result<ExitCode> {
     let dir = crate::host::reserve_dir();
     super::reserved::print_note(cpushield_rt::guard::reset_check(&dir, &host))?;
     let report = if args.namespace_gone {
-        cpushield_shield::reset_namespace_gone(&host, options(false))?
+        cpushield_shield::reset_namespace_gone(&host, shield_options(false))?
     } else if args.without_state {
-        cpushield_shield::reset_without_state(&host, options(false))?
+        cpushield_shield::reset_without_state(&host, shield_options(false))?
     } else {
-        cpushield_shield::reset(&host, options(false))?
+        cpushield_shield::reset(&host, shield_options(false))?
     };
     print_report(&report, args.json, "reset")
 }

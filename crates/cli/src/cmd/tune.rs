@@ -6,9 +6,8 @@ use crate::args::{cpu_set, duration, EXIT_ERROR, EXIT_OK};
 use crate::progress;
 use clap::Args;
 use cpushield_cpuset::CpuSet;
-use cpushield_load::request;
-use cpushield_measure::Period;
-use cpushield_tune::real::{self, TuneConfig};
+use cpushield_tune::command::{self, TuneRequest};
+use cpushield_tune::real::TuneConfig;
 use cpushield_tune::render;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -50,17 +49,7 @@ pub struct TuneArgs {
 
 /// Runs `cpushield tune`.
 pub fn tune(args: TuneArgs) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(
-        args.rate > 0,
-        "--rate must be above 0: use e.g. --rate 2048"
-    );
     let host = crate::host::real();
-    let (load, load_name) = match args.load.as_deref().map(str::trim) {
-        Some("none") => (Vec::new(), "none".to_string()),
-        named => request::choose(named).map_err(anyhow::Error::msg)?,
-    };
-    let knobs = args.knobs.as_deref().map(real::parse_knobs).transpose();
-    let knobs = knobs.map_err(anyhow::Error::msg)?;
     let cpus = match args.cpus {
         Some(c) => c,
         None => {
@@ -71,35 +60,24 @@ pub fn tune(args: TuneArgs) -> anyhow::Result<ExitCode> {
             })?
         }
     };
-    let config = TuneConfig {
+    let request = TuneRequest {
         cpus,
-        load,
-        load_name,
-        load_dir: args.dir,
+        load: args.load,
+        knobs: args.knobs,
         budget: args.budget,
-        period: Period::from_rate(args.rate),
-        priority: 95,
-        knobs,
+        rate: args.rate,
+        load_dir: args.dir,
     };
-    let out = args
-        .out
-        .unwrap_or_else(|| cpushield_report::output::default_dir("cpushield-tune"));
-    cpushield_report::output::check_dir(&out, "--out")?;
-    real::preflight(&host, &config)?;
+    let config = request.config()?;
+    let out = command::prepare(&host, &config, args.out)?;
     super::reserved::guard("tune", &config.cpus, cpushield_rt::reserve::CpuUse::Place)?;
     let code = crate::host::run_private(|| session(&config, &out).into(), &config.load_dir)?;
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(EXIT_ERROR)))
 }
 
-/// The run proper, as the private namespace's init; returns the exit code.
+/// The run proper, with its progress bar and what it prints, as the private
+/// namespace's init; returns the exit code.
 fn session(config: &TuneConfig, out: &Path) -> u8 {
-    let stop = match cpushield_measure::signal::stop_on_signals() {
-        Ok(flag) => flag,
-        Err(e) => {
-            eprintln!("cpushield: error: installing signal handlers: {e}");
-            return EXIT_ERROR;
-        }
-    };
     let budget = config.budget.as_secs();
     let bar = progress::terminal_bar(budget.max(1), progress::RUNNER_STYLE);
     if let Some(bar) = &bar {
@@ -111,24 +89,18 @@ fn session(config: &TuneConfig, out: &Path) -> u8 {
             bar.set_message(render::progress_line(p, elapsed, budget));
         }
     };
-    let result = real::run(&crate::host::real(), config, stop, &mut on_progress);
-    let report = match progress::finish(bar.as_ref(), result) {
-        Ok(r) => r,
+    let result = command::run_to_end(&crate::host::real(), config, out, &mut on_progress);
+    let said = match progress::finish(bar.as_ref(), result) {
+        Ok(said) => said,
         Err(code) => return code,
     };
-    print!("{}", render::summary(&report));
-    if let Err(e) = render::write_all(&report, out) {
-        eprintln!(
-            "cpushield: error: writing the report to {}: {e}",
-            out.display()
-        );
-        return EXIT_ERROR;
+    print!("{}", said.stdout);
+    for line in &said.stderr {
+        eprintln!("cpushield: {line}");
     }
-    print!("{}", render::written(out));
-    print!("{}", render::took(&report, budget));
-    if report.session.interrupted {
-        eprintln!("cpushield: interrupted: every knob was restored, the shield reset and the load stopped; the report holds what was measured");
-        return EXIT_ERROR;
+    if said.ok {
+        EXIT_OK
+    } else {
+        EXIT_ERROR
     }
-    EXIT_OK
 }

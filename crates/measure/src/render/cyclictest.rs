@@ -102,6 +102,19 @@ pub fn write_histogram(threads: &[&Distribution], bins: usize) -> String {
     out
 }
 
+/// The largest bin count (one per microsecond: a second).
+pub const MAX_BINS: usize = 1_000_000;
+
+/// A bin count as typed (`--histogram-bins 100`): 1 to [`MAX_BINS`].
+pub fn parse_bins(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_BINS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "'{text}' is not a bin count: use 1..={MAX_BINS} (one bin per microsecond), e.g. 100"
+        )),
+    }
+}
+
 /// cyclictest's `-h` histogram of every CPU of `report`, in `bins`
 /// microsecond bins (default: enough to hold the largest latency, at least 100).
 pub fn histogram_of(report: &LatencyReport, bins: Option<usize>) -> String {
@@ -119,4 +132,19 @@ pub fn bins_to_cover(threads: &[&Distribution], min_bins: usize) -> usize {
         .max()
         .unwrap_or(0) as usize;
     (max_us + 1).max(min_bins)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bin_count_is_one_to_a_seconds_worth_of_microseconds() {
+        assert_eq!(parse_bins(" 100 "), Ok(100));
+        assert_eq!(parse_bins("1000000"), Ok(MAX_BINS));
+        for bad in ["0", "1000001", "-1", "many"] {
+            let e = parse_bins(bad).unwrap_err();
+            assert!(e.contains("use 1..=1000000"), "{bad}: {e}");
+        }
+    }
 }
