@@ -72,7 +72,13 @@ pub fn balancing(kernel: &dyn Kernel) -> Option<u32> {
 /// machine of more than one node with memory (the kernel turns it on only
 /// there).
 pub fn balancing_applies(nodes: &[NumaNode], balancing: Option<u32>) -> bool {
-    balancing.is_some() && nodes.iter().filter(|n| n.memory).count() > 1
+    balancing.is_some() && several_memory_nodes(nodes)
+}
+
+/// Whether more than one of `nodes` has memory: only then can a page be
+/// remote to a CPU.
+pub fn several_memory_nodes(nodes: &[NumaNode]) -> bool {
+    nodes.iter().filter(|n| n.memory).count() > 1
 }
 
 /// The node of the device whose sysfs directory is `device` (its

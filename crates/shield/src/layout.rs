@@ -28,6 +28,14 @@ pub fn is_ours(cgroup: &str) -> bool {
     top == SHIELD_CGROUP || top == SYSTEM_CGROUP
 }
 
+/// Whether cgroup `dir` exists without cpushield's mark ([`CGROUP_MARK`]);
+/// another error reading the attribute counts as not known to lack it.
+pub fn lacks_mark(kernel: &dyn Kernel, dir: &Path) -> bool {
+    kernel
+        .get_xattr(dir, CGROUP_MARK)
+        .is_err_and(|e| cpushield_kernel::os_errno(&e) == Some(libc::ENODATA))
+}
+
 /// Whether cgroup `dir` is as mkdir left it: no task or thread in it, no
 /// cgroup below it, no CPUs given to it. A shield killed between making one
 /// of its cgroups and marking it ([`CGROUP_MARK`]) leaves exactly that, and

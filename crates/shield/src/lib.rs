@@ -501,10 +501,7 @@ fn unshield_unnoted(
 fn settle_cut_creates(kernel: &dyn Kernel, saved: &mut SavedState) {
     saved.created_cgroups.retain(|dir| kernel.exists(dir));
     for dir in &saved.created_cgroups {
-        let unmarked = kernel
-            .get_xattr(dir, layout::CGROUP_MARK)
-            .is_err_and(|e| cpushield_kernel::os_errno(&e) == Some(libc::ENODATA));
-        if unmarked && layout::is_untouched(kernel, &*saved.layout, dir) {
+        if layout::lacks_mark(kernel, dir) && layout::is_untouched(kernel, &*saved.layout, dir) {
             let _ = kernel.set_xattr(dir, layout::CGROUP_MARK, b"1");
         }
     }
@@ -763,18 +760,12 @@ pub fn machine_problems(
         if !kernel.exists(dir) {
             continue;
         }
-        match kernel.get_xattr(dir, layout::CGROUP_MARK) {
-            Err(e)
-                if cpushield_kernel::os_errno(&e) == Some(libc::ENODATA)
-                    && !layout::is_untouched(kernel, &*saved.layout, dir) =>
-            {
-                out.push(format!(
+        if layout::lacks_mark(kernel, dir) && !layout::is_untouched(kernel, &*saved.layout, dir) {
+            out.push(format!(
                 "cgroup {}: has no cpushield mark ({}), so cpushield did not create it and will not empty or remove it",
                 dir.display(),
                 layout::CGROUP_MARK
-            ))
-            }
-            _ => {}
+            ));
         }
     }
     out

@@ -179,7 +179,7 @@ pub fn preflight(host: &Host, config: &TuneConfig) -> Result<(), TuneError> {
 /// run there.
 fn budgeted_knobs(asked: Option<&[KnobId]>, nodes: &[cpushield_kernel::numa::NumaNode]) -> usize {
     let asked = asked.unwrap_or(&KnobId::ALL);
-    let one_node = nodes.iter().filter(|n| n.memory).count() < 2;
+    let one_node = !cpushield_kernel::numa::several_memory_nodes(nodes);
     asked
         .iter()
         .filter(|k| !(one_node && **k == KnobId::Mems))

@@ -621,14 +621,7 @@ fn fold(by: &mut Vec<Occupant>) {
     if by.len() > MAX_OCCUPANTS {
         let rest: u64 = by.drain(MAX_OCCUPANTS - 1..).map(|o| o.ns).sum();
         let host_cpu = by.first().map_or(0, |o| o.host_cpu);
-        by.push(Occupant {
-            kind: OccupantKind::Others,
-            name: "others".into(),
-            pid: None,
-            vcpu: None,
-            host_cpu,
-            ns: rest,
-        });
+        by.push(others(host_cpu, rest));
     }
     by.sort_by_key(|o| std::cmp::Reverse(o.ns));
 }
@@ -652,15 +645,15 @@ fn add(by: &mut Vec<Occupant>, who: &Occupant, ns: u64) {
     }
     match by.iter_mut().find(|o| o.kind == OccupantKind::Others) {
         Some(o) => o.ns += ns,
-        None => by.push(Occupant {
-            kind: OccupantKind::Others,
-            name: "others".into(),
-            pid: None,
-            vcpu: None,
-            host_cpu: who.host_cpu,
-            ns,
-        }),
+        None => by.push(others(who.host_cpu, ns)),
     }
+}
+
+/// The one entry that sums a gap's occupants not named.
+fn others(host_cpu: usize, ns: u64) -> Occupant {
+    let mut o = occupant(OccupantKind::Others, "others".into(), None, host_cpu);
+    o.ns = ns;
+    o
 }
 
 #[cfg(test)]
@@ -677,6 +670,23 @@ mod tests {
             need_resched: false,
             raw: String::new(),
         }
+    }
+
+    /// A wakeup of vCPU 1's thread (101) onto host CPU `target`, recorded
+    /// on `cpu` in the name of `current`, the task running there.
+    fn wakes_vcpu_1(ts_us: u64, cpu: usize, current: (i32, &str), target: usize) -> Event {
+        ev(
+            ts_us,
+            cpu,
+            current.0,
+            current.1,
+            EventKind::Wakeup {
+                comm: "CPU 1/TCG".into(),
+                pid: 101,
+                prio: 120,
+                target_cpu: Some(target),
+            },
+        )
     }
 
     fn switch(ts_us: u64, cpu: usize, prev: (i32, &str, &str), next: (i32, &str)) -> Event {
@@ -724,18 +734,7 @@ mod tests {
             (0, "swapper/1"),
         ));
         t.feed(&switch(25_000, 1, (0, "swapper/1", "R"), (77, "hog")));
-        t.feed(&ev(
-            30_000,
-            1,
-            77,
-            "hog",
-            EventKind::Wakeup {
-                comm: "CPU 1/TCG".into(),
-                pid: 101,
-                prio: 120,
-                target_cpu: Some(1),
-            },
-        ));
+        t.feed(&wakes_vcpu_1(30_000, 1, (77, "hog"), 1));
         t.feed(&switch(33_000, 1, (77, "hog", "S"), (101, "CPU 1/TCG")));
         let h = &t.held_off()[&1];
         assert_eq!(h.gaps, 2);
@@ -800,18 +799,7 @@ mod tests {
         let mut t = timeline();
         t.feed(&switch(1_000, 1, (101, "CPU 1/TCG", "S"), (0, "swapper/1")));
         t.feed(&switch(5_000, 1, (0, "swapper/1", "R"), (77, "hog")));
-        let wake = ev(
-            9_000,
-            1,
-            77,
-            "hog",
-            EventKind::Wakeup {
-                comm: "CPU 1/TCG".into(),
-                pid: 101,
-                prio: 120,
-                target_cpu: Some(1),
-            },
-        );
+        let wake = wakes_vcpu_1(9_000, 1, (77, "hog"), 1);
         t.feed(&wake);
         t.feed(&switch(12_000, 1, (77, "hog", "S"), (101, "CPU 1/TCG")));
         let (gaps, _) = t.gaps(Some(1), 0, u64::MAX, 0, 10);
@@ -828,18 +816,7 @@ mod tests {
         // Halted, woken at once, then kept waiting behind twelve short
         // tasks before a hog holds host CPU 1 for 40 ms.
         t.feed(&switch(1_000, 1, (101, "CPU 1/TCG", "S"), (200, "short")));
-        t.feed(&ev(
-            1_005,
-            0,
-            55,
-            "qemu",
-            EventKind::Wakeup {
-                comm: "CPU 1/TCG".into(),
-                pid: 101,
-                prio: 120,
-                target_cpu: Some(1),
-            },
-        ));
+        t.feed(&wakes_vcpu_1(1_005, 0, (55, "qemu"), 1));
         for i in 0..12 {
             let ts = 1_100 + i as u64 * 100;
             t.feed(&switch(ts, 1, (200 + i, "short", "S"), (201 + i, "short")));
@@ -863,18 +840,7 @@ mod tests {
     fn a_task_whose_switch_in_the_trace_lacks_is_known_by_the_lines_it_is_current_in() {
         let mut t = timeline();
         t.feed(&switch(1_000, 1, (101, "CPU 1/TCG", "S"), (0, "swapper/1")));
-        t.feed(&ev(
-            1_500,
-            0,
-            55,
-            "qemu",
-            EventKind::Wakeup {
-                comm: "CPU 1/TCG".into(),
-                pid: 101,
-                prio: 120,
-                target_cpu: Some(1),
-            },
-        ));
+        t.feed(&wakes_vcpu_1(1_500, 0, (55, "qemu"), 1));
         // The hog holds CPU 1 from about 2 ms; no switch to it is seen,
         // only the softirqs that interrupt it.
         for k in 0..10u64 {
@@ -906,20 +872,7 @@ mod tests {
         t.feed(&switch(1_000, 1, (0, "swapper/1", "R"), (77, "hog")));
         // Each line names the task current on its CPU: rustc, interrupted
         // by the wakeup (a timer) and by the move (an IPI).
-        let wake = |ts, cpu| {
-            ev(
-                ts,
-                cpu,
-                55,
-                "rustc",
-                EventKind::Wakeup {
-                    comm: "CPU 1/TCG".into(),
-                    pid: 101,
-                    prio: 120,
-                    target_cpu: Some(0),
-                },
-            )
-        };
+        let wake = |ts, cpu| wakes_vcpu_1(ts, cpu, (55, "rustc"), 0);
         t.feed(&wake(2_000, 0));
         // Its affinity set to host CPU 1 while it waited on CPU 0.
         t.feed(&ev(
