@@ -12,7 +12,7 @@
 #      where it was not seen again after its exec) with its pid, on host CPU 1, for about
 #      the stall's length (within the stated clock error and a quarter), printed and in JSON;
 #   2. host side up, `measure latency --attribute` on vCPU 1 of an otherwise idle guest,
-#      three STALL_MS stalls: where the thread slept when the hog took host CPU 1 and was
+#      four STALL_MS stalls: where the thread slept when the hog took host CPU 1 and was
 #      woken late, the spike's host cause says halted (guest idle), then woken and kept
 #      waiting by the hog with its pid on host CPU 1, not "preempted" (see measure_idle;
 #      required: idle-halted and idle-halted-hog);
@@ -124,9 +124,9 @@ spin_vcpu0() {
 # by the hog (QEMU's main loop, which delivers the guest's timer interrupts, waits on host
 # CPU 0 during a stall: run.sh's stall_vcpu). The guest is only mostly idle (the probe and
 # the trace reader wake it some hundred times a second, and TCG runs them slowly): a stall
-# that found the thread running is rightly "preempted", so one halted stall of the three
+# that found the thread running is rightly "preempted", so one halted stall of the four
 # (in trace-summary.json's notes) is what is required.
-IDLE_STALLS=3
+IDLE_STALLS=4
 measure_idle() {
     cpushield measure latency --cpus 1 --rate 50 --duration 2500ms --attribute \
         --trace-dir /tmp/idle-trace >/tmp/idle.out 2>/tmp/idle.err &
