@@ -10,6 +10,7 @@
 
 pub mod analyze;
 pub mod causes;
+pub mod command;
 pub mod facts;
 pub mod finding;
 pub mod render;

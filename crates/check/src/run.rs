@@ -55,6 +55,9 @@ pub enum CheckError {
     /// No CPU to check.
     #[error("no CPU to check: pass --cpus, e.g. --cpus 1")]
     Empty,
+    /// Bad options or CPUs, with the remedy; nothing was read.
+    #[error("{0}")]
+    Refused(String),
     /// A kernel file could not be read.
     #[error("{0}")]
     Io(#[from] std::io::Error),

@@ -6,10 +6,12 @@
 //! command) and handed to the libraries; every later [`real`] is a clone of
 //! it.
 
+use crate::args::EXIT_ERROR;
 use cpushield_kernel::store::FileStore;
 use cpushield_kernel::{Host, RealKernel};
 use cpushield_rt::reserve::ReserveDir;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 
 /// This machine.
@@ -37,9 +39,17 @@ pub fn state_files() -> FileStore {
 /// Runs `body` as the init of a private PID namespace on this machine
 /// ([`cpushield_shield::private_run::run`]), the load's files under
 /// `load_dir`; what a killed init leaves is restored and said on stderr.
-pub fn run_private<F: FnOnce() -> i32>(body: F, load_dir: &Path) -> std::io::Result<i32> {
+/// Returns the init's exit code ([`EXIT_ERROR`] for one that is not a byte).
+pub fn run_private<F: FnOnce() -> u8>(body: F, load_dir: &Path) -> std::io::Result<ExitCode> {
     let say = |line: &str| eprintln!("{line}");
-    cpushield_shield::private_run::run(&real(), &state_files(), body, load_dir, &say)
+    let code = cpushield_shield::private_run::run(
+        &real(),
+        &state_files(),
+        || body().into(),
+        load_dir,
+        &say,
+    )?;
+    Ok(ExitCode::from(u8::try_from(code).unwrap_or(EXIT_ERROR)))
 }
 
 /// Where the CPU reservations of `run`, the agent and the C API are kept:

@@ -189,6 +189,12 @@ impl Progress {
             fmt_ns(self.max_ns)
         )
     }
+
+    /// How much of the whole experiment is done, 0 to 1: the scenarios
+    /// finished and the fraction of the one under way.
+    pub fn done(&self) -> f64 {
+        (self.index as f64 + self.fraction) / self.total.max(1) as f64
+    }
 }
 
 /// The shielded scenarios of `report` whose worst latency is above
@@ -389,6 +395,26 @@ mod tests {
         };
         let m = p.message();
         assert!(m.starts_with("scenario 5/5 unshielded-cpu: latency"), "{m}");
+    }
+
+    #[test]
+    fn progress_done_counts_finished_scenarios_and_the_part_of_the_current() {
+        let p = Progress {
+            scenario: Scenario::Loaded,
+            index: 1,
+            total: 4,
+            phase: "latency",
+            fraction: 0.5,
+            max_ns: 0,
+        };
+        assert_eq!(p.done(), 0.375);
+        let none = Progress {
+            total: 0,
+            index: 0,
+            fraction: 0.0,
+            ..p
+        };
+        assert_eq!(none.done(), 0.0);
     }
 
     fn shielded_at(max_ns: u64) -> CompareReport {

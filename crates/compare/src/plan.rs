@@ -1,36 +1,12 @@
 //! The experiment's plan, decided before and between the scenarios (pure):
-//! which CPUs to shield, which CPUs each scenario measures, the spike
-//! threshold and the advance.
+//! which CPUs each scenario measures, the spike threshold and the advance
+//! (which CPUs to shield by default is the shield's rule,
+//! `cpushield_shield::default_cpus`).
 
-use crate::experiment::CompareError;
 use crate::scenario::Scenario;
 use cpushield_cpuset::CpuSet;
 use cpushield_report::LatencySummary;
 use std::time::Duration;
-
-/// The CPUs to shield by default: the highest online CPU and its hyperthread
-/// siblings, keeping CPU 0 for housekeeping. Refused on a 1-CPU machine.
-pub fn default_cpus(
-    online: &CpuSet,
-    siblings_of: &dyn Fn(usize) -> CpuSet,
-) -> Result<CpuSet, CompareError> {
-    let last = online.last().unwrap_or(0);
-    if online.len() < 2 || last == 0 {
-        return Err(CompareError::Refused(format!(
-            "this machine has only CPU(s) {online}: a shield needs at least 2 CPUs, one kept for the rest of the system"
-        )));
-    }
-    let cpus = siblings_of(last)
-        .union(&CpuSet::from_cpus([last]))
-        .intersection(online);
-    let cpus = cpus.difference(&CpuSet::from_cpus([0]));
-    if online.difference(&cpus).is_empty() {
-        return Err(CompareError::Refused(format!(
-            "shielding CPU {last} with its siblings would leave no CPU for the rest of the system: name a CPU with --cpus"
-        )));
-    }
-    Ok(cpus)
-}
 
 /// The CPU the unshielded-cpu scenario measures: the highest housekeeping CPU
 /// other than CPU 0 (which runs the machine's own services), if any.
@@ -84,23 +60,6 @@ pub fn advance_from_shielded(shielded: &LatencySummary, period_ns: u64) -> Durat
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn default_cpus_take_the_highest_core_and_keep_cpu0() {
-        let online = CpuSet::first_n(4);
-        let no_smt = |c: usize| CpuSet::from_cpus([c]);
-        assert_eq!(default_cpus(&online, &no_smt).unwrap().to_list(), "3");
-        let smt = |c: usize| CpuSet::from_cpus([c - c % 2, c - c % 2 + 1]);
-        assert_eq!(default_cpus(&online, &smt).unwrap().to_list(), "2-3");
-        assert!(default_cpus(&CpuSet::first_n(1), &no_smt).is_err());
-        let all_one_core = |_c: usize| CpuSet::first_n(2);
-        assert_eq!(
-            default_cpus(&CpuSet::first_n(2), &all_one_core)
-                .unwrap()
-                .to_list(),
-            "1"
-        );
-    }
 
     #[test]
     fn the_unshielded_probe_never_uses_cpu0() {

@@ -19,7 +19,7 @@ use crate::explain::ProbeTrace;
 use crate::idle::{self, Calibration, IdleMode};
 use crate::irqcount::interrupts_on;
 use crate::lab::{BatchJob, Lab, LoadRun};
-use crate::plan::{advance_from_shielded, default_cpus, plan_scenarios, threshold_from_idle_p99};
+use crate::plan::{advance_from_shielded, plan_scenarios, threshold_from_idle_p99};
 use crate::scenario::Scenario;
 use crate::summary::{determinism_summary, host_line, latency_summary, rfc3339_now};
 use cpushield_cpuset::{fmt_ns, CpuSet};
@@ -47,10 +47,6 @@ use std::time::{Duration, Instant};
 const NESTED_FIX: &str =
     "cpushield compare from the initial PID namespace (in Kubernetes, hostPID: true)";
 
-fn siblings(kernel: &dyn Kernel, cpu: usize) -> CpuSet {
-    cpushield_kernel::thread_siblings(kernel, cpu).unwrap_or_else(|_| CpuSet::from_cpus([cpu]))
-}
-
 /// Checks everything that can be checked before the first change.
 pub fn preflight(lab: &Lab, config: &CompareConfig) -> Result<CpuSet, CompareError> {
     let kernel = lab.host.kernel();
@@ -60,7 +56,8 @@ pub fn preflight(lab: &Lab, config: &CompareConfig) -> Result<CpuSet, CompareErr
     let online = cpushield_kernel::online_cpus(kernel)?;
     let cpus = match &config.cpus {
         Some(c) => c.clone(),
-        None => default_cpus(&online, &|cpu| siblings(kernel, cpu))?,
+        None => cpushield_shield::default_cpus::default_cpus_on(kernel, &online)
+            .map_err(CompareError::Refused)?,
     };
     if cpus.is_empty() || !cpus.is_subset(&online) {
         return Err(CompareError::Refused(format!(

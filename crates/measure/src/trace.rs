@@ -3,7 +3,8 @@
 //! the IRQs, softirqs and tasks that held the CPU. With `--source timerlat`
 //! the same session runs the kernel's timerlat tracer and feeds the probe
 //! its records ([`SpikeTracer::start_with_timerlat`], or [`TimerlatTracer`]
-//! without `--trace-above`).
+//! without `--trace-above`). In a VM the host side (`cpushield vm watch`)
+//! is asked, while the probe runs, what kept a vCPU from running.
 
 use crate::latency::{self, LatencyConfig, LatencyReport, Length};
 use crate::source::Source;
@@ -15,6 +16,7 @@ use cpushield_trace::{
     KernelContext, SignalMode, SpikeMarker, TimerlatFeed, TraceError, TraceOptions, TraceSession,
     TraceSummary,
 };
+use cpushield_vm::blame::HostSide;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -251,14 +253,30 @@ pub struct SpikeTracing {
     pub dir: Option<PathBuf>,
     /// What the attribution knows of the kernel (`cpushield_check::trace_context`).
     pub kernel: KernelContext,
+    /// In a VM: the virtio-serial port where the host side answers what
+    /// kept a vCPU from running (`None`: the port found by name; `none`:
+    /// do not ask).
+    pub host_channel: Option<PathBuf>,
 }
 
 /// A latency run whose tracers have finished and restored tracefs.
 pub struct TracedLatency {
     /// The probe's report.
     pub report: LatencyReport,
-    /// The spike trace's summary and the directory of its windows, when traced.
-    pub spikes: Option<(TraceSummary, PathBuf)>,
+    /// The spike trace, when traced.
+    pub spikes: Option<TracedSpikes>,
+}
+
+/// What the spike trace of a latency run found.
+pub struct TracedSpikes {
+    /// The summary as traced (the host's causes are in trace-summary.json
+    /// and [`TracedSpikes::host_lines`]).
+    pub summary: TraceSummary,
+    /// The directory of the trace windows and trace-summary.json.
+    pub dir: PathBuf,
+    /// What the host side said of the spikes charged outside the guest
+    /// (`cpushield_vm::blame::HostSide::blame_spikes`); empty when not asked.
+    pub host_lines: Vec<String>,
 }
 
 /// Why a traced latency run failed.
@@ -276,8 +294,10 @@ pub enum TracedRunError {
 /// for [`TraceAbove::ShortRunP99`]), the spike tracer and, for the timerlat
 /// source, the kernel's timerlat tracer started around the probe, and all of
 /// them finished (tracefs restored) before the report is returned, on an
-/// error of the probe too. `trace_error` hears, as it is met, each problem of
-/// a timerlat tracer's run or restore.
+/// error of the probe too. With the spike tracer the host side is asked
+/// while the probe runs, as `compare` does: the spikes charged outside the
+/// guest get the host's cause. `trace_error` hears, as it is met, each
+/// problem of a timerlat tracer's run or restore.
 pub fn run_latency(
     host: &Host,
     mut config: LatencyConfig,
@@ -286,6 +306,9 @@ pub fn run_latency(
     progress: &mut dyn FnMut(Progress),
     trace_error: &mut dyn FnMut(&str),
 ) -> Result<TracedLatency, TracedRunError> {
+    let host_side = tracing
+        .as_ref()
+        .map(|t| HostSide::start(host.kernel(), t.host_channel.as_deref()));
     let threshold = match tracing.as_ref().map(|t| t.above) {
         Some(TraceAbove::Fixed(t)) => Some(t),
         Some(TraceAbove::ShortRunP99) => {
@@ -334,7 +357,22 @@ pub fn run_latency(
             trace_error(e);
         }
     }
-    let spikes = tracer.map(SpikeTracer::finish);
+    let spikes = tracer.map(SpikeTracer::finish).map(|(summary, dir)| {
+        let host_lines = match host_side {
+            Some(side) => {
+                let mut blamed = summary.clone();
+                let lines = side.blame_spikes(&mut blamed.attributions);
+                write_summary(&dir, &blamed);
+                lines
+            }
+            None => Vec::new(),
+        };
+        TracedSpikes {
+            summary,
+            dir,
+            host_lines,
+        }
+    });
     Ok(TracedLatency {
         report: report?,
         spikes,
@@ -397,6 +435,7 @@ mod tests {
             above: TraceAbove::Fixed(Duration::ZERO),
             dir: Some(dir.clone()),
             kernel: KernelContext::default(),
+            host_channel: Some("none".into()),
         };
         let stop = AtomicBool::new(false);
         let config = LatencyConfig::new(CpuSet::from_cpus([1]));

@@ -9,6 +9,7 @@
 
 pub mod apply;
 pub mod bootparams;
+pub mod default_cpus;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake_machine;
 pub mod held;

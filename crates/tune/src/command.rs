@@ -8,7 +8,7 @@ use crate::real::{self, TuneConfig, TuneError};
 use crate::render::{self, TuneReport};
 use crate::session::Progress;
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::Host;
+use cpushield_kernel::{Host, Kernel};
 use cpushield_measure::Period;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -61,6 +61,20 @@ impl TuneRequest {
             priority: 95,
             knobs,
         })
+    }
+}
+
+/// The CPUs `tune` shields: `named` (`--cpus`), else the shield's default on
+/// this machine (`cpushield_shield::default_cpus`), refused in one line where
+/// there is none.
+pub fn cpus_or_default(kernel: &dyn Kernel, named: Option<CpuSet>) -> Result<CpuSet, TuneError> {
+    match named {
+        Some(cpus) => Ok(cpus),
+        None => {
+            let online = cpushield_kernel::online_cpus(kernel)?;
+            cpushield_shield::default_cpus::default_cpus_on(kernel, &online)
+                .map_err(TuneError::Refused)
+        }
     }
 }
 
@@ -148,6 +162,18 @@ mod tests {
             rate: 2048,
             load_dir: "/var/tmp".into(),
         }
+    }
+
+    #[test]
+    fn named_cpus_are_kept_and_without_them_the_shields_default_is_taken() {
+        let k = cpushield_kernel::FakeKernel::new();
+        let named = cpus_or_default(&k, Some(CpuSet::from_cpus([1]))).unwrap();
+        assert_eq!(named.to_list(), "1");
+        k.set_file("/sys/devices/system/cpu/online", "0-3\n");
+        assert_eq!(cpus_or_default(&k, None).unwrap().to_list(), "3");
+        k.set_file("/sys/devices/system/cpu/online", "0\n");
+        let e = cpus_or_default(&k, None).unwrap_err().to_string();
+        assert!(e.contains("at least 2 CPUs"), "{e}");
     }
 
     #[test]

@@ -58,6 +58,16 @@ pub struct WatchSummary {
     pub errors: Vec<String>,
 }
 
+impl WatchSummary {
+    /// The line a finished watch prints: what it answered and kept.
+    pub fn line(&self) -> String {
+        format!(
+            "answered {} requests; {} gaps kept, {} dropped by the bounds",
+            self.answered, self.kept, self.dropped
+        )
+    }
+}
+
 /// The vCPU threads: QMP first; thread names (`/proc`) where QMP is not
 /// given or does not answer.
 pub fn find_vcpus(
@@ -206,6 +216,20 @@ pub fn watch(
 mod tests {
     use super::*;
     use cpushield_kernel::FakeKernel;
+
+    #[test]
+    fn the_summary_line_says_answers_kept_and_dropped_gaps() {
+        let s = WatchSummary {
+            answered: 3,
+            kept: 7,
+            dropped: 2,
+            errors: Vec::new(),
+        };
+        assert_eq!(
+            s.line(),
+            "answered 3 requests; 7 gaps kept, 2 dropped by the bounds"
+        );
+    }
 
     #[test]
     fn without_qmp_or_pid_the_watch_names_both() {

@@ -2,7 +2,7 @@
 
 use crate::args;
 use clap::Args;
-use cpushield_check::{render, run_check, CheckOptions};
+use cpushield_check::{render, CheckOptions};
 use cpushield_cpuset::CpuSet;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -34,20 +34,14 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         interval: args.interval,
         sample_every: args.sample_every,
     };
-    opts.validate().map_err(anyhow::Error::msg)?;
-    let host = crate::host::real();
-    let kernel = host.kernel();
-    let (cpus, source, shield) =
-        cpushield_check::target::choose(kernel, args.cpus).map_err(anyhow::Error::msg)?;
-    let report = run_check(kernel, &cpus, source, shield.as_ref(), opts)?;
-    // Which tool set the settings cpushield and tuned both set.
-    let set_by = cpushield_shield::tuned::read_who_set_what(kernel, host.store());
+    let checked = cpushield_check::command::check_host(&crate::host::real(), args.cpus, opts)?;
+    let (report, set_by) = (&checked.report, &checked.set_by);
     if args.json {
-        println!("{}", render::json_with_set_by(&report, &set_by)?);
+        println!("{}", render::json_with_set_by(report, set_by)?);
     } else {
         print!(
             "{}",
-            render::render_with_set_by(&report, &set_by, args.verbose)
+            render::render_with_set_by(report, set_by, args.verbose)
         );
     }
     Ok(ExitCode::from(if report.breaks_shield {

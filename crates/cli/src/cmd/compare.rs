@@ -233,8 +233,7 @@ fn execute(
     if config.scope == Scope::System {
         return Ok(ExitCode::from(experiment()));
     }
-    let code = crate::host::run_private(|| experiment().into(), &config.load_dir)?;
-    Ok(ExitCode::from(u8::try_from(code).unwrap_or(EXIT_ERROR)))
+    Ok(crate::host::run_private(experiment, &config.load_dir)?)
 }
 
 /// The experiment proper, with its progress bar and what it prints; returns
@@ -246,17 +245,10 @@ fn experiment(
     view: View,
     host_channel: Option<&Path>,
 ) -> u8 {
-    let bar = progress::terminal_bar(1000, progress::RUNNER_STYLE);
-    if let Some(bar) = &bar {
-        // Redrawn while a phase runs, as tune's: a probe, an anchor or the
-        // load's start can each take a minute with nothing else to report.
-        bar.set_message("starting");
-        bar.enable_steady_tick(Duration::from_millis(200));
-    }
+    let bar = progress::runner_bar(1000, "starting");
     let mut on_progress = |p: cpushield_compare::Progress| {
         if let Some(bar) = &bar {
-            let done = (p.index as f64 + p.fraction) / p.total.max(1) as f64;
-            bar.set_position((done * 1000.0) as u64);
+            bar.set_position((p.done() * 1000.0) as u64);
             bar.set_message(p.message());
         }
     };
@@ -280,10 +272,7 @@ fn experiment(
         Ok(said) => said,
         Err(code) => return code,
     };
-    print!("{}", said.stdout);
-    for line in &said.stderr {
-        eprintln!("cpushield: {line}");
-    }
+    progress::print_said(&said.stdout, &said.stderr);
     match said.ending {
         Ending::Done => EXIT_OK,
         Ending::Failed => EXIT_ERROR,

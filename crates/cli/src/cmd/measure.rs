@@ -19,7 +19,6 @@ use cpushield_measure::{json, Period, Progress, Warning};
 use cpushield_report::output::{self, Output};
 use cpushield_rt::sched::PlaceFn;
 use cpushield_shield::placement;
-use cpushield_vm::blame::HostSide;
 use indicatif::ProgressBar;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -303,15 +302,11 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
         above,
         dir: a.trace_dir.clone(),
         kernel: cpushield_check::trace_context(host.kernel(), &config.cpus),
+        host_channel: a.host_channel.clone(),
     });
     if let Some(p) = &a.host_channel {
         cpushield_vm::blame::check_channel_arg(p).map_err(anyhow::Error::msg)?;
     }
-    // Asked while the probe runs, as compare does: the spikes charged
-    // outside the guest get the host's cause.
-    let host_side = tracing
-        .is_some()
-        .then(|| HostSide::start(host.kernel(), a.host_channel.as_deref()));
     let bar = Bar::new("samples");
     let traced = trace::run_latency(
         &host,
@@ -324,15 +319,8 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     bar.finish();
     let traced = traced?;
     let report = traced.report;
-    if let Some((mut summary, dir)) = traced.spikes {
-        print!("{}", cpushield_trace::render_summary(&summary, 10, 3));
-        println!("trace windows and trace-summary.json: {}", dir.display());
-        if let Some(side) = host_side {
-            for line in side.blame_spikes(&mut summary.attributions) {
-                println!("{line}");
-            }
-            trace::write_summary(&dir, &summary);
-        }
+    if let Some(spikes) = &traced.spikes {
+        print!("{}", text::spikes(spikes));
     }
     print_warnings(&report.run.warnings);
     if !is_stdout(&a.json) && !is_stdout(&a.histogram) {

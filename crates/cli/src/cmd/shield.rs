@@ -105,16 +105,13 @@ pub struct BootParamsArgs {
     masks: MaskArgs,
 }
 
-fn print_report(
-    report: &cpushield_shield::Report,
-    json: bool,
-    verb: &str,
-) -> anyhow::Result<ExitCode> {
+/// Prints `value` as JSON when `json`, else its `text`.
+fn print<T: serde::Serialize>(json: bool, value: &T, text: String) -> anyhow::Result<ExitCode> {
     if json {
-        println!("{}", serde_json::to_string_pretty(report)?);
-        return Ok(ExitCode::from(EXIT_OK));
+        println!("{}", serde_json::to_string_pretty(value)?);
+    } else {
+        print!("{text}");
     }
-    print!("{}", render::render_report(report, verb));
     Ok(ExitCode::from(EXIT_OK))
 }
 
@@ -127,7 +124,8 @@ pub fn shield(args: ShieldArgs) -> anyhow::Result<ExitCode> {
         args.mems.as_ref(),
         shield_options(args.whole_cores),
     )?;
-    print_report(&report, args.json, "shielded")
+    let text = render::render_report(&report, "shielded");
+    print(args.json, &report, text)
 }
 
 /// Runs `cpushield unshield`.
@@ -139,7 +137,8 @@ pub fn unshield(args: UnshieldArgs) -> anyhow::Result<ExitCode> {
         cpushield_rt::reserve::CpuUse::Unshield,
     )?;
     let report = cpushield_shield::unshield(&crate::host::real(), &masks, shield_options(false))?;
-    print_report(&report, args.json, "shield now")
+    let text = render::render_report(&report, "shield now");
+    print(args.json, &report, text)
 }
 
 /// Runs `cpushield reset`.
@@ -154,18 +153,13 @@ pub fn reset(args: ResetArgs) -> anyhow::Result<ExitCode> {
     } else {
         cpushield_shield::reset(&host, shield_options(false))?
     };
-    print_report(&report, args.json, "reset")
+    print(args.json, &report, render::render_report(&report, "reset"))
 }
 
 /// Runs `cpushield show`.
 pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     let st = status::status(&crate::host::real()).context("reading the shield status")?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&st)?);
-        return Ok(ExitCode::from(EXIT_OK));
-    }
-    print!("{}", render::render_status(&st));
-    Ok(ExitCode::from(EXIT_OK))
+    print(args.json, &st, render::render_status(&st))
 }
 
 /// Runs `cpushield boot-params`.

@@ -50,18 +50,8 @@ pub struct TuneArgs {
 /// Runs `cpushield tune`.
 pub fn tune(args: TuneArgs) -> anyhow::Result<ExitCode> {
     let host = crate::host::real();
-    let cpus = match args.cpus {
-        Some(c) => c,
-        None => {
-            let online = cpushield_kernel::online_cpus(host.kernel())?;
-            cpushield_compare::plan::default_cpus(&online, &|cpu| {
-                cpushield_kernel::thread_siblings(host.kernel(), cpu)
-                    .unwrap_or_else(|_| CpuSet::from_cpus([cpu]))
-            })?
-        }
-    };
     let request = TuneRequest {
-        cpus,
+        cpus: command::cpus_or_default(host.kernel(), args.cpus)?,
         load: args.load,
         knobs: args.knobs,
         budget: args.budget,
@@ -71,18 +61,17 @@ pub fn tune(args: TuneArgs) -> anyhow::Result<ExitCode> {
     let config = request.config()?;
     let out = command::prepare(&host, &config, args.out)?;
     super::reserved::guard("tune", &config.cpus, cpushield_rt::reserve::CpuUse::Place)?;
-    let code = crate::host::run_private(|| session(&config, &out).into(), &config.load_dir)?;
-    Ok(ExitCode::from(u8::try_from(code).unwrap_or(EXIT_ERROR)))
+    Ok(crate::host::run_private(
+        || session(&config, &out),
+        &config.load_dir,
+    )?)
 }
 
 /// The run proper, with its progress bar and what it prints, as the private
 /// namespace's init; returns the exit code.
 fn session(config: &TuneConfig, out: &Path) -> u8 {
     let budget = config.budget.as_secs();
-    let bar = progress::terminal_bar(budget.max(1), progress::RUNNER_STYLE);
-    if let Some(bar) = &bar {
-        bar.enable_steady_tick(Duration::from_millis(200));
-    }
+    let bar = progress::runner_bar(budget.max(1), "");
     let mut on_progress = |p: &cpushield_tune::session::Progress, elapsed: Duration| {
         if let Some(bar) = &bar {
             bar.set_position(elapsed.as_secs().min(budget));
@@ -94,10 +83,7 @@ fn session(config: &TuneConfig, out: &Path) -> u8 {
         Ok(said) => said,
         Err(code) => return code,
     };
-    print!("{}", said.stdout);
-    for line in &said.stderr {
-        eprintln!("cpushield: {line}");
-    }
+    progress::print_said(&said.stdout, &said.stderr);
     if said.ok {
         EXIT_OK
     } else {

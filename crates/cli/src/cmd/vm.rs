@@ -78,10 +78,7 @@ fn watch(args: WatchArgs) -> anyhow::Result<ExitCode> {
     };
     let kernel = crate::host::real().shared_kernel();
     let s = watch::watch(kernel, &request, &mut |line| println!("{line}"))?;
-    println!(
-        "answered {} requests; {} gaps kept, {} dropped by the bounds",
-        s.answered, s.kept, s.dropped
-    );
+    println!("{}", s.line());
     for e in &s.errors {
         eprintln!("cpushield: warning: {e}");
     }

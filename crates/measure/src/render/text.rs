@@ -9,6 +9,7 @@ use crate::latency::LatencyReport;
 use crate::noise::NoiseReport;
 use crate::recorder::Recorder;
 use crate::run_info::RunInfo;
+use crate::trace::TracedSpikes;
 use crate::warnings::Warning;
 use cpushield_cpuset::fmt_ns;
 
@@ -231,4 +232,42 @@ pub fn warnings(warnings: &[Warning]) -> String {
         .iter()
         .map(|w| format!("warning: {}; fix: {}\n", w.message, w.fix))
         .collect()
+}
+
+/// A traced run's spikes: the trace summary (the ten largest spikes, the
+/// three top causes), where its windows are, then what the host side said.
+pub fn spikes(spikes: &TracedSpikes) -> String {
+    let mut out = cpushield_trace::render_summary(&spikes.summary, 10, 3);
+    out.push_str(&format!(
+        "trace windows and trace-summary.json: {}\n",
+        spikes.dir.display()
+    ));
+    for line in &spikes.host_lines {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spikes_print_the_summary_then_the_windows_then_the_host_lines() {
+        let traced = TracedSpikes {
+            summary: Default::default(),
+            dir: "/tmp/cpushield-trace-1".into(),
+            host_lines: vec!["host side: spike 1 on CPU 1: preempted".into()],
+        };
+        let text = spikes(&traced);
+        let summary = cpushield_trace::render_summary(&traced.summary, 10, 3);
+        assert_eq!(
+            text,
+            format!(
+                "{summary}trace windows and trace-summary.json: /tmp/cpushield-trace-1\n\
+                 host side: spike 1 on CPU 1: preempted\n"
+            )
+        );
+    }
 }
