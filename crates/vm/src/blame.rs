@@ -51,23 +51,86 @@ impl HostSide {
         }
     }
 
-    /// Stops collecting, then [`Heard::blame`].
+    /// Stops collecting (asking the host about each sample charged outside
+    /// the guest), then [`Heard::blame`].
     pub fn blame(self, report: &mut cpushield_report::CompareReport) -> Vec<String> {
-        self.finish().blame(report)
+        let windows: Vec<SampleWindow> = report_targets(report)
+            .iter()
+            .flat_map(|(_, a)| a.outside_samples.iter().cloned())
+            .collect();
+        self.finish_asking(&windows).blame(report)
     }
 
-    /// Stops collecting, then [`Heard::blame_spikes`].
+    /// Stops collecting (asking the host about each spike that lost time
+    /// outside the guest), then [`Heard::blame_spikes`].
     pub fn blame_spikes(self, attrs: &mut [Attribution]) -> Vec<String> {
-        self.finish().blame_spikes(attrs)
+        let windows: Vec<SampleWindow> = outside_spikes(attrs)
+            .into_iter()
+            .map(|i| spike_window(&attrs[i]))
+            .collect();
+        self.finish_asking(&windows).blame_spikes(attrs)
     }
 
     /// Stops collecting: what the host side said.
     pub fn finish(self) -> Heard {
+        self.finish_asking(&[])
+    }
+
+    /// Stops collecting, asking the host about each of `windows` first
+    /// ([`crate::guest::Collector::finish_asking`]): what the host side said.
+    pub fn finish_asking(self, windows: &[SampleWindow]) -> Heard {
         match self {
             HostSide::Off => Heard::Off,
             HostSide::Absent(why) => Heard::Absent(why),
-            HostSide::Collecting(c) => Heard::View(c.finish()),
+            HostSide::Collecting(c) => {
+                let asked: Vec<(u32, u64, u64)> = windows
+                    .iter()
+                    .map(|w| (w.cpu as u32, w.intended_ns, w.actual_ns))
+                    .collect();
+                Heard::View(c.finish_asking(&asked))
+            }
         }
+    }
+}
+
+/// Each measurement of a compare report with samples charged outside the
+/// guest (the probe's and its anchors'), named as its lines name it.
+fn report_targets(
+    report: &mut cpushield_report::CompareReport,
+) -> Vec<(String, &mut cpushield_report::AttributionSummary)> {
+    let mut targets: Vec<(String, &mut cpushield_report::AttributionSummary)> = Vec::new();
+    for s in report.scenarios.iter_mut() {
+        let name = s.name.clone();
+        if let Some(a) = s.attribution.as_mut() {
+            targets.push((name.clone(), a));
+        }
+        for anchor in [s.anchor.as_mut(), s.rtla.as_mut()].into_iter().flatten() {
+            let who = format!("{name} ({})", anchor.tool);
+            if let Some(a) = anchor.attribution.as_mut() {
+                targets.push((who, a));
+            }
+        }
+    }
+    targets.retain(|(_, a)| !a.outside_samples.is_empty());
+    targets
+}
+
+/// The spikes that lost time outside the guest, the most first.
+fn outside_spikes(attrs: &[Attribution]) -> Vec<usize> {
+    let mut outside: Vec<usize> = (0..attrs.len())
+        .filter(|&i| attrs[i].outside_ns > 0)
+        .collect();
+    outside.sort_by_key(|&i| std::cmp::Reverse(attrs[i].outside_ns));
+    outside
+}
+
+/// A spike as the window the host is asked about.
+fn spike_window(a: &Attribution) -> SampleWindow {
+    SampleWindow {
+        cpu: a.spike.cpu,
+        intended_ns: a.spike.intended_ns,
+        actual_ns: a.spike.actual_ns,
+        outside_ns: a.outside_ns,
     }
 }
 
@@ -85,20 +148,7 @@ impl Heard {
     /// Puts the host's cause beside each worst sample charged outside the
     /// guest (probe and anchors); returns the lines to print.
     pub fn blame(&self, report: &mut cpushield_report::CompareReport) -> Vec<String> {
-        let mut targets: Vec<(String, &mut cpushield_report::AttributionSummary)> = Vec::new();
-        for s in report.scenarios.iter_mut() {
-            let name = s.name.clone();
-            if let Some(a) = s.attribution.as_mut() {
-                targets.push((name.clone(), a));
-            }
-            for anchor in [s.anchor.as_mut(), s.rtla.as_mut()].into_iter().flatten() {
-                let who = format!("{name} ({})", anchor.tool);
-                if let Some(a) = anchor.attribution.as_mut() {
-                    targets.push((who, a));
-                }
-            }
-        }
-        targets.retain(|(_, a)| !a.outside_samples.is_empty());
+        let targets = report_targets(report);
         let asked: Vec<(String, Vec<SampleWindow>)> = targets
             .iter()
             .map(|(who, a)| (who.clone(), a.outside_samples.clone()))
@@ -116,22 +166,14 @@ impl Heard {
     /// spikes with the most time outside the guest and how many more there
     /// are, or the line on how to get a host side.
     pub fn blame_spikes(&self, attrs: &mut [Attribution]) -> Vec<String> {
-        let mut outside: Vec<usize> = (0..attrs.len())
-            .filter(|&i| attrs[i].outside_ns > 0)
-            .collect();
-        outside.sort_by_key(|&i| std::cmp::Reverse(attrs[i].outside_ns));
+        let outside = outside_spikes(attrs);
         let asked: Vec<(String, Vec<SampleWindow>)> = outside
             .iter()
             .map(|&i| {
                 let a = &attrs[i];
                 (
                     format!("spike {} on CPU {}", a.spike.seq, a.spike.cpu),
-                    vec![SampleWindow {
-                        cpu: a.spike.cpu,
-                        intended_ns: a.spike.intended_ns,
-                        actual_ns: a.spike.actual_ns,
-                        outside_ns: a.outside_ns,
-                    }],
+                    vec![spike_window(a)],
                 )
             })
             .collect();

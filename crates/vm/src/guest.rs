@@ -87,12 +87,17 @@ impl Channel {
             .custom_flags(libc::O_NONBLOCK)
             .open(path)
             .map_err(|e| ChannelError::Open(format!("{}: {e}", path.display())))?;
-        Ok(Channel {
+        Ok(Channel::from_file(file, now))
+    }
+
+    /// A channel over an open file (the port, or one end of a socket pair).
+    pub fn from_file(file: File, now: fn() -> u64) -> Channel {
+        Channel {
             file,
             next_id: 1,
             pending: Vec::new(),
             now,
-        })
+        }
     }
 
     /// Sends `op`, waits up to `timeout` for its answer.
@@ -225,7 +230,61 @@ pub const MAX_COLLECTED: usize = 8192;
 pub struct Collector {
     view: Arc<Mutex<HostView>>,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    thread: Option<JoinHandle<(Channel, ClockOffset)>>,
+    min_ns: u64,
+}
+
+/// Pages one pass may ask for: when the host has more gaps than one answer
+/// holds, the pass asks on from the last one it got, up to this many times;
+/// the rest waits for the next pass, which starts where this one stopped.
+const MAX_PAGES_PER_PASS: usize = 64;
+
+/// Spikes asked about one by one at the end (the worst first, as the
+/// callers order them); the others are explained from the collected view.
+pub const MAX_ASKED_SPIKES: usize = 64;
+
+/// Where the next page of a `gaps` answer starts: at the start of its last
+/// gap when the answer was cut (`truncated`) and that moves past `from`;
+/// None when the answer was whole (or could not move on).
+pub fn next_page(from_ns: u64, r: &Reply) -> Option<u64> {
+    if r.truncated != Some(true) {
+        return None;
+    }
+    let last = r.gaps.as_ref()?.iter().map(|g| g.from_ns).max()?;
+    (last > from_ns).then_some(last)
+}
+
+/// Asks for the gaps of `vcpu` (or every vCPU) from `from_ns` to `to_ns`,
+/// page after page while the answers are cut, at most `max_pages`, merging
+/// each into `view`. Returns how far the answers covered: `to_ns` when the
+/// last was whole, else where the next page would start. Err: the host did
+/// not answer the first page.
+fn ask_pages(
+    ch: &mut Channel,
+    view: &Mutex<HostView>,
+    q: GapsQuery,
+    max_pages: usize,
+) -> Result<u64, ChannelError> {
+    let mut from = q.from_ns;
+    for page in 0..max_pages.max(1) {
+        let r = match ch.ask(
+            Op::Gaps(GapsQuery {
+                from_ns: from,
+                ..q.clone()
+            }),
+            Duration::from_secs(1),
+        ) {
+            Ok(r) => r,
+            Err(e) if page == 0 => return Err(e),
+            Err(_) => return Ok(from),
+        };
+        merge(&mut view.lock().expect("view"), &r, q.err_ns);
+        match next_page(from, &r) {
+            Some(next) => from = next,
+            None => return Ok(q.to_ns),
+        }
+    }
+    Ok(from)
 }
 
 impl Collector {
@@ -250,6 +309,7 @@ impl Collector {
         let thread = std::thread::Builder::new()
             .name("cpushield-hostview".into())
             .spawn(move || {
+                // Every gap up to here is collected (or was cut by the bounds).
                 let mut cursor = now().saturating_sub(1_000_000_000);
                 let mut last_sync = Instant::now();
                 let mut last_pass = false;
@@ -262,9 +322,35 @@ impl Collector {
                         last_sync = Instant::now();
                     }
                     let to = now();
-                    // Overlapping the last pass: a gap still open then is asked again.
+                    // A gap still open at the last answer is asked again,
+                    // for its vCPU alone (it has no later gap while open):
+                    // the answer has its end and what held the vCPU since.
+                    let open: Vec<(u32, u64)> = v
+                        .lock()
+                        .expect("view")
+                        .gaps
+                        .iter()
+                        .filter(|g| g.open)
+                        .map(|g| (g.vcpu, g.from_ns))
+                        .take(MAX_ASKED_SPIKES)
+                        .collect();
+                    for (vcpu, from) in open {
+                        let q = GapsQuery {
+                            vcpu: Some(vcpu),
+                            from_ns: from.saturating_sub(2 * clock.err_ns),
+                            to_ns: cursor.max(from),
+                            offset_ns: clock.offset_ns,
+                            err_ns: clock.err_ns,
+                            min_ns,
+                        };
+                        if ask_pages(&mut ch, &v, q, 1).is_err() {
+                            break;
+                        }
+                    }
+                    // The rest from where the answers got to, less the
+                    // clock's error (the offset moves between pings).
                     let from = cursor
-                        .saturating_sub(2_000_000_000)
+                        .saturating_sub(2 * clock.err_ns)
                         .max(to.saturating_sub(crate::protocol::MAX_RANGE_NS));
                     let q = GapsQuery {
                         vcpu: None,
@@ -274,12 +360,8 @@ impl Collector {
                         err_ns: clock.err_ns,
                         min_ns,
                     };
-                    match ch.ask(Op::Gaps(q), Duration::from_secs(1)) {
-                        Ok(r) => {
-                            let mut view = v.lock().expect("view");
-                            merge(&mut view, &r, clock.err_ns);
-                            cursor = to;
-                        }
+                    match ask_pages(&mut ch, &v, q, MAX_PAGES_PER_PASS) {
+                        Ok(covered) => cursor = covered,
                         Err(_) => {
                             let mut view = v.lock().expect("view");
                             if view.seen_to_ns.is_some() {
@@ -299,20 +381,49 @@ impl Collector {
                         std::thread::sleep(Duration::from_millis(20));
                     }
                 }
+                (ch, clock)
             })
             .map_err(|e| ChannelError::Open(format!("cannot start the host view thread: {e}")))?;
         Ok(Collector {
             view,
             stop,
             thread: Some(thread),
+            min_ns,
         })
     }
 
     /// Asks once more and returns everything collected.
-    pub fn finish(mut self) -> HostView {
+    pub fn finish(self) -> HostView {
+        self.finish_asking(&[])
+    }
+
+    /// Asks once more, then about each of `windows` (vCPU, guest-time start
+    /// and end of a spike; the first [`MAX_ASKED_SPIKES`]) for that vCPU
+    /// alone, and returns everything collected. The collected view can miss
+    /// a spike's gap where the guest's view was bounded (a busy host has
+    /// thousands of short gaps a second); the host keeps its own for a
+    /// minute, and an answer about one vCPU and a few milliseconds holds
+    /// them all. Where the host no longer answers, the collected view stays.
+    pub fn finish_asking(mut self, windows: &[(u32, u64, u64)]) -> HostView {
         self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        let Some((mut ch, clock)) = self.thread.take().and_then(|t| t.join().ok()) else {
+            return self.view.lock().expect("view").clone();
+        };
+        let lost = self.view.lock().expect("view").lost;
+        if !lost {
+            for &(vcpu, from, to) in windows.iter().take(MAX_ASKED_SPIKES) {
+                let q = GapsQuery {
+                    vcpu: Some(vcpu),
+                    from_ns: from.saturating_sub(clock.err_ns),
+                    to_ns: to.saturating_add(clock.err_ns).max(from),
+                    offset_ns: clock.offset_ns,
+                    err_ns: clock.err_ns,
+                    min_ns: self.min_ns,
+                };
+                if ask_pages(&mut ch, &self.view, q, 4).is_err() {
+                    break;
+                }
+            }
         }
         self.view.lock().expect("view").clone()
     }
@@ -521,6 +632,125 @@ pub const NO_HOST_HINT: &str = "for the host's side of time outside the guest, r
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A host side answering on one end of a socket pair from `timeline`,
+    /// and the guest's channel on the other.
+    fn served(timeline: crate::timeline::Timeline) -> Channel {
+        use std::io::BufRead;
+        let (guest, host) = std::os::unix::net::UnixStream::pair().expect("socket pair");
+        std::thread::spawn(move || {
+            let mut out = host.try_clone().expect("clone");
+            let reader = std::io::BufReader::new(host);
+            for line in reader.lines() {
+                let Ok(line) = line else { break };
+                let facts = crate::protocol::HostFacts {
+                    vcpus: 2,
+                    retention_ns: 60_000_000_000,
+                    now_ns: 10_000_000_000,
+                };
+                let reply = crate::protocol::answer(line.as_bytes(), &timeline, facts);
+                if out.write_all(reply.to_line().as_bytes()).is_err() {
+                    break;
+                }
+            }
+        });
+        guest.set_nonblocking(true).expect("non-blocking");
+        Channel::from_file(File::from(std::os::fd::OwnedFd::from(guest)), || 0)
+    }
+
+    /// One thread running both vCPUs (single-threaded TCG), switched out
+    /// `n` times for 1 ms each, every 2 ms from 1 s on (host time).
+    fn many_short_gaps(n: u64) -> crate::timeline::Timeline {
+        use cpushield_trace::event::{Event, EventKind};
+        let mut t = crate::timeline::Timeline::new([(100, 0), (100, 1)]);
+        // A line is recorded in the name of the task current then: the one
+        // switched out.
+        let switch = |ts: u64, prev: (i32, &str), next: (i32, &str)| Event {
+            ts_ns: ts,
+            cpu: 1,
+            pid: prev.0,
+            comm: prev.1.into(),
+            need_resched: false,
+            raw: String::new(),
+            kind: EventKind::Switch {
+                prev_comm: prev.1.into(),
+                prev_pid: prev.0,
+                prev_state: "R".into(),
+                next_comm: next.1.into(),
+                next_pid: next.0,
+                next_prio: 120,
+            },
+        };
+        for i in 0..n {
+            let at = 1_000_000_000 + i * 2_000_000;
+            t.feed(&switch(at, (100, "ALL CPUs/TCG"), (7, "hog")));
+            t.feed(&switch(at + 1_000_000, (7, "hog"), (100, "ALL CPUs/TCG")));
+        }
+        t.read_up_to(1_000_000_000 + n * 2_000_000);
+        t
+    }
+
+    #[test]
+    fn a_cut_answer_is_asked_on_from_its_last_gap_and_a_whole_one_ends_the_pages() {
+        let g = |from: u64| gap(0, from, from + 10, GapState::Preempted, vec![]);
+        let cut = Reply {
+            truncated: Some(true),
+            gaps: Some(vec![g(100), g(300), g(200)]),
+            ..Reply::ok(1)
+        };
+        assert_eq!(next_page(50, &cut), Some(300));
+        // No progress past `from`: asking again would get the same page.
+        assert_eq!(next_page(300, &cut), None);
+        let whole = Reply {
+            truncated: Some(false),
+            ..cut.clone()
+        };
+        assert_eq!(next_page(50, &whole), None);
+    }
+
+    #[test]
+    fn every_gap_of_a_range_with_more_than_one_answer_holds_is_collected_page_by_page() {
+        // 600 gaps of each of the two vCPUs: 1,200, over four answers' worth.
+        let mut ch = served(many_short_gaps(600));
+        let view = Mutex::new(HostView::default());
+        let q = GapsQuery {
+            vcpu: None,
+            from_ns: 0,
+            to_ns: 3_000_000_000,
+            offset_ns: 0,
+            err_ns: 0,
+            min_ns: 200_000,
+        };
+        let covered = ask_pages(&mut ch, &view, q.clone(), MAX_PAGES_PER_PASS).expect("answered");
+        assert_eq!(covered, q.to_ns);
+        let view = view.into_inner().expect("view");
+        assert_eq!(view.gaps.len(), 1_200);
+        // The last stall is the one a single answer (the oldest first) left out.
+        let last = view.explain(1, 2_198_100_000, 2_198_900_000);
+        assert_eq!(last.kind, "preempted", "{}", last.line);
+        assert!(last.line.contains("hog (pid 7)"), "{}", last.line);
+    }
+
+    #[test]
+    fn a_pass_that_runs_out_of_pages_says_where_the_next_one_starts() {
+        let mut ch = served(many_short_gaps(600));
+        let view = Mutex::new(HostView::default());
+        let q = GapsQuery {
+            vcpu: None,
+            from_ns: 0,
+            to_ns: 3_000_000_000,
+            offset_ns: 0,
+            err_ns: 0,
+            min_ns: 200_000,
+        };
+        let covered = ask_pages(&mut ch, &view, q.clone(), 2).expect("answered");
+        assert!(covered > 0 && covered < q.to_ns, "covered to {covered}");
+        let got = view.into_inner().expect("view").gaps;
+        assert!(
+            got.iter().all(|g| g.from_ns <= covered),
+            "nothing past the cursor"
+        );
+    }
 
     fn gap(vcpu: u32, from: u64, to: u64, state: GapState, by: Vec<Occupant>) -> Gap {
         Gap {

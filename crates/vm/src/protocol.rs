@@ -213,7 +213,7 @@ pub struct Reply {
 }
 
 impl Reply {
-    fn ok(id: u64) -> Reply {
+    pub(crate) fn ok(id: u64) -> Reply {
         Reply {
             v: VERSION,
             id: Some(id),

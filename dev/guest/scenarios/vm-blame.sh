@@ -15,7 +15,7 @@
 #      four STALL_MS stalls: where the thread slept when the hog took host CPU 1 and was
 #      woken late, the spike's host cause says halted (guest idle), then woken and kept
 #      waiting by the hog with its pid on host CPU 1, not "preempted" (see measure_idle;
-#      required: idle-halted and idle-halted-hog);
+#      required: idle-halted, idle-halted-hog, and every stall's hog named but one);
 #   3. host side SIGKILLed halfway, then a LONG_STALL_MS stall (longer than any the emulator
 #      itself causes, so that it is the worst sample): the run finishes, and the report says
 #      from when the host's view is missing;
@@ -162,6 +162,14 @@ measure_idle() {
         pass vm-blame/idle-halted || fail vm-blame/idle-halted "no spike's host cause (trace-summary.json notes) says halted, then woken and kept waiting milliseconds on host CPU 1: $(grep -o "outside the guest [^\"]*" /tmp/idle-trace/trace-summary.json | head -c 900)"
     grep -q "outside the guest [^:\"]*: $halted$hog" /tmp/idle-trace/trace-summary.json &&
         pass vm-blame/idle-halted-hog || fail vm-blame/idle-halted-hog "no halted spike names the hog (sh, through taskset and chrt) with its pid: $(grep -o "outside the guest [^\"]*" /tmp/idle-trace/trace-summary.json | head -c 900)"
+    # Each stall is its own hog with its own pid, and each makes a spike: the guest asks the
+    # host about every spike at the end, so all but at most one (a stall that came as the
+    # run ended) are named, halted or preempted.
+    named=$(grep -o "outside the guest [^:\"]*: [^\"]*$hog" /tmp/idle-trace/trace-summary.json |
+        grep -o "$hog\$" | grep -o "pid [0-9]*" | sort -u | wc -l)
+    if [ "$named" -ge $((IDLE_STALLS - 1)) ]; then pass vm-blame/idle-every-stall-named; else
+        fail vm-blame/idle-every-stall-named "$named of $IDLE_STALLS stalls' hogs named in the spikes' host causes: $(grep -o "outside the guest [^\"]*" /tmp/idle-trace/trace-summary.json | head -c 900)"
+    fi
     if grep -q "^spike [0-9]* on CPU 1: outside the guest [^:]*: .*host CPU 1" /tmp/idle.out; then pass vm-blame/idle-printed; else
         fail vm-blame/idle-printed "no printed spike with the host's cause: $(head -c 600 /tmp/idle.out)"
     fi
