@@ -84,6 +84,7 @@ impl Checker {
             &after,
             &runs,
             "two snapshots of the agent, no sampling in between",
+            &cpushield_check::HostSaid::NotAsked,
         );
         self.before = Some((cpus.clone(), after));
         let mut counts: Counts = [Severity::Info, Severity::Warn, Severity::BreaksShield]

@@ -21,8 +21,10 @@ pub mod summary;
 pub mod target;
 pub mod trace_context;
 
-pub use analyze::{analyze, CheckInput, CheckReport, CpuSource};
+pub use analyze::{analyze, CheckInput, CheckReport, CpuSource, HostSaid};
 pub use finding::{Finding, Remedy, RemedyKind, Severity, Topic};
-pub use run::{analyse_snapshots, run_check, run_check_until, CheckError, CheckOptions};
+pub use run::{
+    analyse_snapshots, run_check, run_check_until, sample, CheckError, CheckOptions, Sampled,
+};
 pub use target::{shield_in_force, ShieldInForce, ShieldKind};
 pub use trace_context::trace_context;

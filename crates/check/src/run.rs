@@ -1,6 +1,6 @@
 //! The reading side of a check: sample over the interval, then analyse.
 
-use crate::analyze::{analyze, CheckInput, CheckReport, CpuSource};
+use crate::analyze::{analyze, CheckInput, CheckReport, CpuSource, HostSaid};
 use crate::facts::read_facts;
 use crate::sampling::RunTracker;
 use crate::snapshot::{parse_thread, read_raw, read_threads, user_hz, ReadOptions, Snapshot};
@@ -90,6 +90,50 @@ pub fn run_check_until(
     opts: CheckOptions,
     done: &dyn Fn() -> bool,
 ) -> Result<CheckReport, CheckError> {
+    let s = sample(kernel, cpus, opts, done)?;
+    Ok(s.analyse(kernel, cpus, source, shield, &HostSaid::NotAsked))
+}
+
+/// What a check saw over its interval, before the analysis.
+pub struct Sampled {
+    before: Snapshot,
+    after: Snapshot,
+    runs: RunTracker,
+    sampling: String,
+}
+
+impl Sampled {
+    /// The analysis of what was sampled, with what a VM's host side said.
+    pub fn analyse(
+        &self,
+        kernel: &dyn Kernel,
+        cpus: &CpuSet,
+        source: CpuSource,
+        shield: Option<&ShieldInForce>,
+        host: &HostSaid,
+    ) -> CheckReport {
+        analyse_snapshots(
+            kernel,
+            cpus,
+            source,
+            shield,
+            &self.before,
+            &self.after,
+            &self.runs,
+            &self.sampling,
+            host,
+        )
+    }
+}
+
+/// Watches `cpus` for `opts.interval` (until `done()`, checked at every
+/// sample): the snapshots and run-time samples the analysis takes.
+pub fn sample(
+    kernel: &dyn Kernel,
+    cpus: &CpuSet,
+    opts: CheckOptions,
+    done: &dyn Fn() -> bool,
+) -> Result<Sampled, CheckError> {
     if cpus.is_empty() {
         return Err(CheckError::Empty);
     }
@@ -137,9 +181,12 @@ pub fn run_check_until(
         "threads sampled every {} ms from /proc/*/task/*/stat (last CPU) and schedstat (run time); run time between samples is charged to the CPU of the later sample, and threads that lived less than one sample are not seen",
         opts.sample_every.as_millis()
     );
-    Ok(analyse_snapshots(
-        kernel, cpus, source, shield, &before, &after, &runs, &sampling,
-    ))
+    Ok(Sampled {
+        before,
+        after,
+        runs,
+        sampling,
+    })
 }
 
 /// The CPUs' time counters and the disks' busy time now (empty where a file
@@ -159,7 +206,8 @@ fn read_activity(kernel: &dyn Kernel) -> crate::sampling::ActivitySample {
 
 /// Reads the configuration facts and analyses two snapshots and the run-time
 /// samples between them (`after` should carry thread affinities), with the
-/// shield in force (`shield`) taken into account.
+/// shield in force (`shield`) and what a VM's host side said (`host`) taken
+/// into account.
 #[allow(clippy::too_many_arguments)]
 pub fn analyse_snapshots(
     kernel: &dyn Kernel,
@@ -170,6 +218,7 @@ pub fn analyse_snapshots(
     after: &Snapshot,
     runs: &RunTracker,
     sampling: &str,
+    host: &HostSaid,
 ) -> CheckReport {
     let irqs: Vec<u32> = after.interrupts.iter().filter_map(|l| l.number()).collect();
     let mut facts = read_facts(kernel, cpus, &irqs);
@@ -189,6 +238,7 @@ pub fn analyse_snapshots(
         facts: &facts,
         self_pid: std::process::id() as i32,
         shield,
+        host,
         derived: Default::default(),
     };
     analyze(&input, sampling)

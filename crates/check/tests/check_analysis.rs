@@ -4,8 +4,8 @@
 use cpushield_check::sampling::RunTracker;
 use cpushield_check::snapshot::{read_raw, ReadOptions, Snapshot};
 use cpushield_check::{
-    analyse_snapshots, CheckReport, CpuSource, Finding, RemedyKind, Severity, ShieldInForce,
-    ShieldKind, Topic,
+    analyse_snapshots, CheckReport, CpuSource, Finding, HostSaid, RemedyKind, Severity,
+    ShieldInForce, ShieldKind, Topic,
 };
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::FakeKernel;
@@ -115,6 +115,17 @@ fn check_cpus(
     shield: Option<&ShieldInForce>,
     during: impl FnOnce(&FakeKernel),
 ) -> CheckReport {
+    check_told(k, list, shield, &HostSaid::NotAsked, during)
+}
+
+/// [`check_cpus`] with what a VM's host side said.
+fn check_told(
+    k: &FakeKernel,
+    list: &str,
+    shield: Option<&ShieldInForce>,
+    host: &HostSaid,
+    during: impl FnOnce(&FakeKernel),
+) -> CheckReport {
     let cpus = CpuSet::parse_list(list).unwrap();
     let mut runs = RunTracker::new();
     let before = Snapshot::parse(&read_raw(k, ReadOptions::default(), 0).unwrap()).unwrap();
@@ -133,6 +144,7 @@ fn check_cpus(
         &after,
         &runs,
         "fixture",
+        host,
     )
 }
 
@@ -539,6 +551,7 @@ fn steal_that_rises_with_disk_io_is_named_with_the_halt_advice() {
             &after,
             &runs,
             "fixture",
+            &HostSaid::NotAsked,
         )
     };
     // Steal (cumulative ticks) grows only in the samples where the disk was busy.
@@ -2131,4 +2144,55 @@ fn a_vcpu_pinned_to_a_housekeeping_cpu_beside_one_pinned_to_the_checked_cpu_is_l
     put_vm_thread(&k, 500, 503, "CPU 1/KVM", "1", (0, 0));
     let r = check(&k, |_| {});
     assert!(vm_findings(&r).is_empty(), "{:#?}", vm_findings(&r));
+}
+
+#[test]
+fn the_hosts_account_of_a_vcpu_held_off_a_millisecond_or_more_is_a_finding_with_the_host_fix() {
+    let told = |said: Result<(u64, String), String>| {
+        let host = HostSaid::Held([(1, said)].into_iter().collect());
+        check_told(&base_system(), "1", None, &host, |_| {})
+    };
+    let line = "the host held vCPU 1 off 48.2 ms in 1 gap (preempted 48.2 ms), most by sh (pid 879) on host CPU 1 for 48.2 ms (clock offset error ± 270 us)";
+    let r = told(Ok((48_200_000, line.to_string())));
+    let held = find(&r, Topic::Steal, "the host held vCPU 1 off 48.2 ms");
+    assert_eq!(held.severity, Severity::Warn);
+    assert_eq!(held.evidence, line);
+    assert!(held.remedies.iter().any(|r| r.kind == RemedyKind::Host));
+    assert!(
+        r.verdict.contains("1 warning") || r.verdict.contains("warning"),
+        "{}",
+        r.verdict
+    );
+    // Microseconds at a time are any host's; not a finding.
+    let r = told(Ok((400_000, "the host held vCPU 1 off 400 us".into())));
+    assert!(
+        !r.findings.iter().any(|f| f.title.contains("the host held")),
+        "{:#?}",
+        r.findings
+    );
+    // A host whose view stops before the interval: said, not taken as clean.
+    let r = told(Err(
+        "the host's view is missing from 12.000 s (guest clock) (its last answer)".into(),
+    ));
+    let missing = find(
+        &r,
+        Topic::Steal,
+        "the host side's view of vCPU 1 is missing",
+    );
+    assert_eq!(missing.severity, Severity::Info);
+    assert!(missing.evidence.contains("12.000 s"));
+}
+
+#[test]
+fn steal_without_a_host_side_says_how_to_get_the_hosts_account() {
+    let k = base_system();
+    let hint = "host side: none answered (no virtio-serial port named org.cpushield.vm.0); run `cpushield vm watch` on the host";
+    let r = check_told(&k, "1", None, &HostSaid::Absent(hint.into()), |k| {
+        k.set_file("/proc/stat", STAT_1)
+    });
+    let steal = find(&r, Topic::Steal, "20 ms");
+    assert!(steal.evidence.contains(hint), "{}", steal.evidence);
+    let r = check(&base_system(), |k| k.set_file("/proc/stat", STAT_1));
+    let steal = find(&r, Topic::Steal, "20 ms");
+    assert!(!steal.evidence.contains("host side"), "{}", steal.evidence);
 }

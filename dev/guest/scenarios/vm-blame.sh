@@ -19,7 +19,9 @@
 #   3. host side SIGKILLed halfway, then a LONG_STALL_MS stall (longer than any the emulator
 #      itself causes, so that it is the worst sample): the run finishes, and the report says
 #      from when the host's view is missing;
-#   4. no host side any more: the report is as before plus one line on how to get one.
+#   4. no host side any more: the report is as before plus one line on how to get one;
+#   and between 2 and 3, `check --cpus 1` during one stall: its finding that the host held
+#   vCPU 1 off names the hog with its pid (check_stalled).
 # 6.1 builds virtio_console (the port's driver) as a module: the scenario loads the virtio
 # modules the initramfs carries first (6.12 builds it in).
 # guest-smp: 2
@@ -175,6 +177,26 @@ measure_idle() {
     fi
 }
 
+# check_stalled: `cpushield check --cpus 1` while the host stalls vCPU 1 once: the host's
+# account of vCPU 1 over the check is a finding whose evidence names the hog with its pid
+# among what held host CPU 1 (others may hold it longer in sum on this shared host).
+check_stalled() {
+    cpushield check --cpus 1 --interval 2s --json >/tmp/check.json 2>/tmp/check.err &
+    C=$!
+    sleep 0.7
+    echo "GUEST-STALL $STALL_MS"
+    wait "$C"
+    rc=$?
+    case $rc in 0 | 3) pass vm-blame/check-exit ;; *) fail vm-blame/check-exit "exit $rc: $(tail -c 300 /tmp/check.err)" ;; esac
+    line=$(grep -o '"the host held vCPU 1 off [^"]*most by [^"]*' /tmp/check.json | head -1)
+    info "check: ${line#\"}"
+    if printf '%s' "$line" | grep -q "most by .*\(sh\|taskset\|chrt\) (pid [0-9]*) on host CPU 1"; then
+        pass vm-blame/check-names-the-hog
+    else
+        fail vm-blame/check-names-the-hog "no finding of check names the hog with its pid on host CPU 1: $(grep -o '"evidence": "[^"]*host[^"]*' /tmp/check.json | head -c 600)"
+    fi
+}
+
 kill_host_side() {
     echo "GUEST-VM-WATCH-KILL"
     sleep 1.5
@@ -204,6 +226,7 @@ scenario_main() {
         pass vm-blame/up-printed || fail vm-blame/up-printed "no host cause line in: $(grep -i host /tmp/up.out | head -c 400)"
 
     measure_idle
+    check_stalled
 
     # 8 s: the kill and its wait come before the stall, which must still fall in the probe
     # (in CI, two guests at once, a 5 s probe once ended before the stall came).

@@ -70,6 +70,7 @@ pub(super) fn analyze_cpu(input: &CheckInput<'_>, act: &mut CpuActivity) -> Vec<
     };
     let mut findings = Vec::new();
     findings.extend(busy_and_steal(input, act, &b.since(a)));
+    findings.extend(host_held_off(input, cpu));
     findings.extend(steal_with_io(input, cpu));
     enforcement(input, cpu, &mut findings);
     findings.extend(isolation_params(input, cpu));
@@ -112,10 +113,58 @@ fn busy_and_steal(input: &CheckInput<'_>, act: &mut CpuActivity, d: &CpuTimes) -
                 input.interval_s()
             ),
             // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-            format!("/proc/stat cpu{cpu} steal +{} ticks of {tick_ms:.0} ms", d.steal),
+            format!(
+                "/proc/stat cpu{cpu} steal +{} ticks of {tick_ms:.0} ms{}",
+                d.steal,
+                match input.host {
+                    super::HostSaid::Absent(hint) => format!("; {hint}"),
+                    _ => String::new(),
+                }
+            ),
         )
-        .remedy(Remedy::host("dedicate and pin host cores to this VM's vCPUs (no guest-side fix)"))
+        .remedy(Remedy::host(PIN_VCPUS))
     })
+}
+
+/// The fix for time the host takes from a vCPU.
+const PIN_VCPUS: &str = "dedicate and pin host cores to this VM's vCPUs (no guest-side fix)";
+
+/// Held-off time shorter than this in a check's interval is not a finding:
+/// a vCPU thread is switched out for microseconds at a time on any host.
+const HOST_HELD_OFF_NS: u64 = 1_000_000;
+
+/// What the VM's host side saw keep this vCPU from running: a finding when
+/// it held the vCPU off for a millisecond or more, with the host's account
+/// (what ran on its host CPU instead); where the host's view of the
+/// interval is missing, a note that says so.
+fn host_held_off(input: &CheckInput<'_>, cpu: usize) -> Option<Finding> {
+    let super::HostSaid::Held(per_cpu) = input.host else {
+        return None;
+    };
+    match per_cpu.get(&cpu)? {
+        Ok((ns, _)) if *ns < HOST_HELD_OFF_NS => None,
+        Ok((ns, line)) => Some(
+            Finding::new(
+                Severity::Warn,
+                Topic::Steal,
+                Some(cpu),
+                format!(
+                    "the host held vCPU {cpu} off {} in {:.1} s: time outside the guest, outside the kernel's control",
+                    cpushield_cpuset::fmt_ns(*ns),
+                    input.interval_s()
+                ),
+                line.clone(),
+            )
+            .remedy(Remedy::host(PIN_VCPUS)),
+        ),
+        Err(why) => Some(Finding::new(
+            Severity::Info,
+            Topic::Steal,
+            Some(cpu),
+            format!("the host side's view of vCPU {cpu} is missing"),
+            why.clone(),
+        )),
+    }
 }
 
 /// Isolation boot parameters the CPU lacks: nohz_full, RCU offload, isolcpus.

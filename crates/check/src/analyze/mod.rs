@@ -33,6 +33,20 @@ pub enum CpuSource {
     ShieldState,
 }
 
+/// What a VM's host side (`cpushield vm watch`) said of the checked vCPUs
+/// over the interval.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum HostSaid {
+    /// Not asked: no virtio-serial port to a host side, or `--host-channel none`.
+    #[default]
+    NotAsked,
+    /// A port, but no host side answered: the line that says how to get one.
+    Absent(String),
+    /// Per checked vCPU: the time the host held it off (ns) and its account
+    /// in one line, or why the host's view of the interval is missing.
+    Held(BTreeMap<usize, Result<(u64, String), String>>),
+}
+
 /// Everything the analysis needs.
 pub struct CheckInput<'a> {
     /// The CPUs checked.
@@ -52,6 +66,8 @@ pub struct CheckInput<'a> {
     /// The shield in force (its saved state), when one is up: remedies name
     /// only what it leaves to do.
     pub shield: Option<&'a ShieldInForce>,
+    /// What a VM's host side said of the checked vCPUs.
+    pub host: &'a HostSaid,
     /// What the per-CPU analyses share, derived once ([`Derived::default`]
     /// to start).
     pub derived: Derived<'a>,

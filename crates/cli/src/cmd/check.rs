@@ -19,6 +19,12 @@ pub struct CheckArgs {
     /// How often to sample the threads' run time during the interval.
     #[arg(long, default_value = "100ms", value_parser = args::duration, hide = true)]
     pub sample_every: Duration,
+    /// In a VM: the virtio-serial port where the host side (`cpushield vm
+    /// watch`) answers what kept each vCPU from running during the check
+    /// (default: the port named org.cpushield.vm.0, when there is one;
+    /// `none`: do not ask).
+    #[arg(long, value_name = "PATH")]
+    pub host_channel: Option<std::path::PathBuf>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -34,7 +40,12 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         interval: args.interval,
         sample_every: args.sample_every,
     };
-    let checked = cpushield_check::command::check_host(&crate::host::real(), args.cpus, opts)?;
+    let checked = cpushield_check::command::check_host(
+        &crate::host::real(),
+        args.cpus,
+        opts,
+        args.host_channel.as_deref(),
+    )?;
     let (report, set_by) = (&checked.report, &checked.set_by);
     if args.json {
         println!("{}", render::json_with_set_by(report, set_by)?);
