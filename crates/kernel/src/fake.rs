@@ -14,7 +14,10 @@ use std::sync::{Arc, Mutex};
 /// every other cgroup of the same hierarchy into this one, as the kernel does.
 /// Paths listed with [`FakeKernel::refuse_writes`] fail with EIO, like a
 /// kernel-managed IRQ. A trace pipe hands out its file's text once (reading
-/// empties it); a trace marker appends each line to its file.
+/// empties it); a trace marker appends each line to its file. A cgroup v2
+/// partition made or undone under a root that shows `cpuset.cpus.effective`
+/// gives the root's threads the root's new CPUs, as the kernel does
+/// ([`FakeKernel::set_per_cpu_thread`] names the threads it leaves alone).
 #[derive(Default)]
 pub struct FakeKernel {
     /// Shared with the trace pipes and markers opened, which outlive a borrow.
@@ -188,6 +191,9 @@ struct FakeState {
     affinity: BTreeMap<i32, CpuSet>,
     /// Paths whose write fails, with the errno.
     refused: HashMap<PathBuf, i32>,
+    /// Per-CPU kernel threads: their affinity cannot be set, and a cpuset
+    /// change of the root leaves it alone.
+    per_cpu: BTreeSet<i32>,
     /// File systems not mounted, by mount point: their files appear on
     /// [`Kernel::mount`] and go again on [`Kernel::unmount`].
     unmounted: BTreeMap<PathBuf, FakeFiles>,
@@ -505,6 +511,15 @@ impl FakeKernel {
             .insert(tid, cpus);
     }
 
+    /// Makes `tid` a per-CPU kernel thread bound to `cpu`: sched_setaffinity
+    /// on it fails with EINVAL (PF_NO_SETAFFINITY), and the kernel leaves it
+    /// where it is when the root cpuset's CPUs change.
+    pub fn set_per_cpu_thread(&self, tid: i32, cpu: usize) {
+        let mut st = self.state.lock().expect("fake lock");
+        st.affinity.insert(tid, CpuSet::from_cpus([cpu]));
+        st.per_cpu.insert(tid);
+    }
+
     /// Makes writes to `path` fail with EIO.
     pub fn refuse_writes(&self, path: impl AsRef<Path>) {
         self.refuse_writes_with(path, libc::EIO);
@@ -673,6 +688,9 @@ impl Kernel for FakeKernel {
         st.files.insert(path.to_path_buf(), data.to_string());
         if name == "cpuset.cpus" {
             emulate_cpuset_resize(&mut st, path, data);
+        }
+        if name == "cpuset.cpus.partition" {
+            emulate_partition_change(&mut st, path);
         }
         Ok(())
     }
@@ -855,7 +873,7 @@ impl Kernel for FakeKernel {
         if !st.affinity.contains_key(&tid) {
             return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
-        if cpus.is_empty() {
+        if cpus.is_empty() || st.per_cpu.contains(&tid) {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
         st.affinity.insert(tid, cpus.clone());
@@ -971,6 +989,66 @@ fn emulate_cpuset_resize(st: &mut FakeState, cpus_file: &Path, data: &str) {
     }
 }
 
+/// What the kernel does when a child of the cgroup v2 root becomes a
+/// partition or stops being one: the root's effective CPUs become the online
+/// CPUs but those of its partitions, and every thread of the root cgroup
+/// (kernel threads included, per-CPU ones excepted) gets them as its
+/// affinity, whatever it had. Only where the root shows
+/// `cpuset.cpus.effective` and the online CPUs are known.
+fn emulate_partition_change(st: &mut FakeState, partition_file: &Path) {
+    let Some(root) = partition_file.parent().and_then(Path::parent) else {
+        return;
+    };
+    let effective_file = root.join("cpuset.cpus.effective");
+    let online = st
+        .files
+        .get(Path::new("/sys/devices/system/cpu/online"))
+        .and_then(|t| CpuSet::parse_list(t.trim()).ok());
+    let (Some(mut effective), true) = (online, st.files.contains_key(&effective_file)) else {
+        return;
+    };
+    let children: Vec<PathBuf> = st
+        .dirs_below(root)
+        .filter(|d| d.parent() == Some(root))
+        .cloned()
+        .collect();
+    for child in children {
+        let state = st
+            .files
+            .get(&child.join("cpuset.cpus.partition"))
+            .map(|t| t.trim().to_string())
+            .unwrap_or_default();
+        if state == "isolated" || state == "root" {
+            let cpus = st
+                .files
+                .get(&child.join("cpuset.cpus"))
+                .and_then(|t| CpuSet::parse_list(t.trim()).ok())
+                .unwrap_or_default();
+            effective = effective.difference(&cpus);
+        }
+    }
+    if effective.is_empty() {
+        return;
+    }
+    st.files
+        .insert(effective_file, format!("{}\n", effective.to_list()));
+    let mut tids = BTreeSet::new();
+    for list in ["cgroup.procs", "cgroup.threads"] {
+        st.settle(&root.join(list));
+        if let Some(text) = st.files.get(&root.join(list)) {
+            tids.extend(
+                text.split_whitespace()
+                    .filter_map(|x| x.parse::<i32>().ok()),
+            );
+        }
+    }
+    for tid in tids {
+        if st.affinity.contains_key(&tid) && !st.per_cpu.contains(&tid) {
+            st.affinity.insert(tid, effective.clone());
+        }
+    }
+}
+
 /// The key of [`FakeState::hierarchy_lists`]: the hierarchy's path, a NUL
 /// (never in a path) and the list's name.
 fn hierarchy_list_key(root: &Path, name: &std::ffi::OsStr) -> Vec<u8> {
@@ -1074,6 +1152,49 @@ mod tests {
         assert_eq!(
             k.read_dir(Path::new("/sys/fs/cgroup/cpuset")).unwrap(),
             vec!["rt", "tasks"]
+        );
+    }
+
+    #[test]
+    fn a_v2_partition_made_then_undone_gives_the_roots_threads_the_roots_cpus_but_per_cpu_ones() {
+        let k = FakeKernel::new();
+        let root = "/sys/fs/cgroup";
+        k.set_file("/sys/devices/system/cpu/online", "0-3\n");
+        k.set_file(format!("{root}/cpuset.cpus.effective"), "0-3\n");
+        k.set_file(format!("{root}/cgroup.procs"), "2\n40\n41\n");
+        k.set_file(format!("{root}/cgroup.threads"), "2\n30\n40\n41\n");
+        k.set_file(format!("{root}/cpuset.cpus"), "");
+        k.set_file(format!("{root}/cpuset.cpus.partition"), "");
+        k.set_thread_affinity(2, CpuSet::parse_list("0-3").unwrap());
+        k.set_thread_affinity(40, CpuSet::parse_list("0-1").unwrap());
+        k.set_thread_affinity(41, CpuSet::parse_list("2-3").unwrap());
+        k.set_per_cpu_thread(30, 3);
+        let shield = Path::new(root).join("shield");
+        k.mkdir(&shield).unwrap();
+        k.write(&shield.join("cpuset.cpus"), "2-3").unwrap();
+        k.write(&shield.join("cpuset.cpus.partition"), "isolated")
+            .unwrap();
+        let list = |tid| k.get_affinity(tid).unwrap().to_list();
+        assert_eq!(
+            k.file(format!("{root}/cpuset.cpus.effective")).unwrap(),
+            "0-1\n"
+        );
+        assert_eq!(
+            [list(2), list(40), list(41), list(30)],
+            ["0-1", "0-1", "0-1", "3"]
+        );
+        k.write(&shield.join("cpuset.cpus.partition"), "member")
+            .unwrap();
+        assert_eq!(
+            [list(2), list(40), list(41), list(30)],
+            ["0-3", "0-3", "0-3", "3"]
+        );
+        assert_eq!(
+            k.set_affinity(30, &CpuSet::from_cpus([1]))
+                .unwrap_err()
+                .raw_os_error(),
+            Some(libc::EINVAL),
+            "a per-CPU kernel thread's affinity cannot be set"
         );
     }
 

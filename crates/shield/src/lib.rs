@@ -24,6 +24,7 @@ pub mod placement;
 pub mod plan;
 pub mod private_run;
 pub mod render;
+pub mod root_kthreads;
 pub mod runtime;
 pub mod snapshot;
 pub mod state;

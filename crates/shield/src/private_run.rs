@@ -16,7 +16,11 @@ use std::path::Path;
 /// liveness lock in the state directory all along, so that `reset
 /// --namespace-gone` refuses while it lives, from wherever it is run (a state
 /// directory it cannot write means no shield either: then there is no lock).
-/// `say` prints the lines about a killed init, one at a time.
+/// The kernel threads of the root cgroup, which the namespace does not show,
+/// get back the affinities the kernel rewrote when the run's partition came
+/// and went ([`crate::root_kthreads`]). `say` prints the lines about a
+/// killed init and about a kernel thread that could not be given back, one
+/// at a time.
 pub fn run<F: FnOnce() -> i32>(
     host: &Host,
     files: &FileStore,
@@ -24,18 +28,24 @@ pub fn run<F: FnOnce() -> i32>(
     load_dir: &Path,
     say: &dyn Fn(&str),
 ) -> std::io::Result<i32> {
-    namespace::run_private(
+    crate::root_kthreads::around(
         host.kernel(),
         || {
-            let ns = crate::snapshot::pid_namespace(host.kernel());
-            let alive = files.hold_namespace_alive(&ns);
-            let code = body();
-            if alive.is_ok() {
-                files.release_namespace_alive(&ns);
-            }
-            code
+            namespace::run_private(
+                host.kernel(),
+                || {
+                    let ns = crate::snapshot::pid_namespace(host.kernel());
+                    let alive = files.hold_namespace_alive(&ns);
+                    let code = body();
+                    if alive.is_ok() {
+                        files.release_namespace_alive(&ns);
+                    }
+                    code
+                },
+                |sig| after_init_killed(host, files, sig, load_dir, say),
+            )
         },
-        |sig| after_init_killed(host, files, sig, load_dir, say),
+        say,
     )
 }
 

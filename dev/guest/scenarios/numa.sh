@@ -7,6 +7,8 @@
 # Then a NIC on node 0 (guest-numa-device) whose receive IRQ is bound to CPU 3: `check`
 # names the device's node and the fix, and no longer once the IRQ is back. Where the
 # kernel balances NUMA (6.1), `boot-params` turns it off at boot and `check` names it on.
+# Last, `tune --knobs mems` tries the shield on both nodes in its private PID namespace,
+# and kswapd and kcompactd, which that namespace does not show, end on their nodes' CPUs.
 # guest-test: numa_shield_takes_its_cpus_node_keeps_task_pages_local_resets_exactly_and_check_names_a_remote_device_irq
 # guest-numa: 2
 # guest-numa-device: 0
@@ -18,4 +20,5 @@ scenario_main() {
     numa_semantics
     numa_remote_device
     numa_balancing_step
+    numa_tune_step
 }
