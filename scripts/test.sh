@@ -162,9 +162,10 @@ echo "test.sh: waiting for the guest downloads took $((SECONDS - t0)) s" >&2
 stage host-tests cargo test --release "${HOST_TARGETS[@]}"
 
 # The unit and fake-kernel tests (--quick's) and the doc tests touch nothing on this
-# machine and take some 40 s, much of it waiting (the runner's and the agent's sleeps,
-# one test binary after another). They run beside the scale bench and the packages'
-# check, which keep one CPU of two busy; their stage below is what is left of them.
+# machine and take 25-35 s, with some 9 s of CPU: mostly waiting (the fake runner's and
+# the agent's sleeps, one test binary after another). They run beside the scale bench
+# and the packages' check, which keep one CPU of two busy; their stage below is what is
+# left of them.
 beside target/unit-tests.log bash -c \
     'cargo test --release "$@" && cargo test --release --workspace --doc' \
     unit-tests "${QUICK_TARGETS[@]}"
