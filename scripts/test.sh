@@ -211,7 +211,8 @@ stage guest-tests env CPUSHIELD_GUEST="${CPUSHIELD_GUEST:-1}" \
 # What is left of the long property run once the guests are done has the machine to
 # itself, or shares it with other tenants at their class: back to the normal class (the
 # processes cargo starts from here inherit it from cargo). Its stage's time is what is
-# left of it; its CPU the whole run's.
+# left of it. (A job run beside others has its CPU time counted in the stage during
+# which it ends, when this shell reaps it.)
 for pid in $(pgrep -g "$FUZZ_PGID"); do
     chrt --other --all-tasks --pid 0 "$pid" 2>/dev/null || true
 done
