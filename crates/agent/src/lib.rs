@@ -89,7 +89,7 @@ impl Settings {
     }
 }
 
-/// How often a look reads every task by default (`--scan-every`): with
+/// How often a look reads every task by default ([`Settings::scan_every`]): with
 /// the default interval of 1 s, a task that reached a shielded CPU from a
 /// cgroup whose CPUs exclude them is found within 10 s.
 pub const SCAN_EVERY: u32 = 10;
