@@ -6,7 +6,7 @@
 #   dev/bench/scale.sh [REPEAT]     the table for docs/PERFORMANCE.md (markdown on stdout,
 #                                   progress on stderr): the steps at 0.25x, 1x and 4x, one
 #                                   child process per size (shield, show, check, look,
-#                                   look+check, reset on one machine), the best of REPEAT
+#                                   look+scan, look+check, reset on one machine), the best of REPEAT
 #                                   (default 3) runs; then each step's fitted growth
 #                                   exponent and any step that misses its 1x target.
 #                                   SCALE_FACTORS=1,4,16 picks other sizes; 16x (8,192 CPUs,

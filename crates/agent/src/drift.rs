@@ -188,6 +188,30 @@ impl TaskWatch {
     /// its affinity changed, or this is the first look: as drift, or, when
     /// it is a Kubernetes pod's, as a pod task.
     pub fn observe(&mut self, tasks: &[TaskInfo], shielded: &CpuSet) -> TaskLook {
+        let out = self.compare(tasks, shielded);
+        self.remember(tasks);
+        out
+    }
+
+    /// [`TaskWatch::observe`] of a look that read only some tasks (those
+    /// that can reach `shielded`): the tasks not read keep what was seen of
+    /// them, so that one moved later into a cgroup on shielded CPUs with a
+    /// widened affinity counts as widened, not as new.
+    pub fn observe_some(&mut self, tasks: &[TaskInfo], shielded: &CpuSet) -> TaskLook {
+        let out = self.compare(tasks, shielded);
+        match &mut self.seen {
+            Some(seen) => {
+                for t in tasks {
+                    seen.insert((t.tid, t.starttime), t.affinity.clone());
+                }
+            }
+            None => self.remember(tasks),
+        }
+        out
+    }
+
+    /// What [`TaskWatch::observe`] reports of `tasks`, without remembering them.
+    fn compare(&self, tasks: &[TaskInfo], shielded: &CpuSet) -> TaskLook {
         let mut out = TaskLook::default();
         for t in tasks {
             let on = t.affinity.intersection(shielded);
@@ -220,7 +244,6 @@ impl TaskWatch {
                 });
             }
         }
-        self.remember(tasks);
         out
     }
 

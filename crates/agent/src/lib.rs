@@ -57,6 +57,8 @@ pub struct Settings {
     pub options: Options,
     /// Run check's analysis every this many looks.
     pub check_every: u32,
+    /// Read every task every this many looks ([`Agent::scan_every`]).
+    pub scan_every: u32,
     /// The low-duty latency probe, if the config names a CPU.
     pub probe: Option<probe::ProbeSettings>,
     /// `--on-threshold CMD`: run (by `sh -c`) once when the latency exceeds
@@ -78,11 +80,61 @@ impl Settings {
             on_stop: OnStop::Keep,
             options,
             check_every: 10,
+            scan_every: SCAN_EVERY,
             probe: None,
             on_threshold: None,
             textfile: None,
             fast_forward: None,
         }
+    }
+}
+
+/// How often a look reads every task by default ([`Settings::scan_every`]): with
+/// the default interval of 1 s, a task that reached a shielded CPU from a
+/// cgroup whose CPUs exclude them is found within 10 s.
+pub const SCAN_EVERY: u32 = 10;
+
+/// Which tasks a look reads. Every task at the first look and at every
+/// `every`th after; between, only the tasks of the cgroups that can reach
+/// a shielded CPU (`snapshot::read_tasks_reaching`): on a shielded machine
+/// nearly every task is in the housekeeping cpuset, whose CPUs the kernel
+/// keeps its tasks to (a task there cannot ask for a shielded CPU), so a
+/// look reads the root's kernel threads and the shield's tasks instead of
+/// 100,000 threads. The full reads find what the kernel's cpuset checks do
+/// not stop: a kernel thread the kernel itself gives shielded CPUs.
+struct TaskScan {
+    every: u32,
+    /// Looks since the last read of every task; `None` before the first.
+    since_full: Option<u32>,
+    /// The process of each thread read, so that a look finds a thread's
+    /// /proc directory from the cgroup lists' thread IDs.
+    tgids: std::collections::HashMap<i32, i32>,
+}
+
+impl TaskScan {
+    fn new(every: u32) -> Self {
+        Self {
+            every: every.max(1),
+            since_full: None,
+            tgids: Default::default(),
+        }
+    }
+
+    /// Whether this look reads every task.
+    fn full_due(&self) -> bool {
+        self.since_full.is_none_or(|n| n + 1 >= self.every)
+    }
+
+    /// Every task was read: `tasks`.
+    fn read_all(&mut self, tasks: &[snapshot::TaskInfo]) {
+        self.since_full = Some(0);
+        self.tgids = tasks.iter().map(|t| (t.tid, t.tgid)).collect();
+    }
+
+    /// Some tasks were read: `tasks`.
+    fn read_some(&mut self, tasks: &[snapshot::TaskInfo]) {
+        self.since_full = self.since_full.map(|n| n + 1);
+        self.tgids.extend(tasks.iter().map(|t| (t.tid, t.tgid)));
     }
 }
 
@@ -112,6 +164,7 @@ pub struct Agent<'a> {
     host: &'a Host,
     watch: drift::Watch,
     tasks: drift::TaskWatch,
+    scan: TaskScan,
     online: drift::OnlineWatch,
     shared: Arc<Shared>,
     options: Options,
@@ -134,6 +187,7 @@ impl<'a> Agent<'a> {
             host,
             watch: drift::Watch::new(),
             tasks: drift::TaskWatch::new(),
+            scan: TaskScan::new(SCAN_EVERY),
             online: drift::OnlineWatch::default(),
             shared,
             options,
@@ -153,6 +207,14 @@ impl<'a> Agent<'a> {
     /// Runs check's analysis every `every` looks.
     pub fn check_every(mut self, every: u32) -> Self {
         self.checker = findings::Checker::new(every);
+        self
+    }
+
+    /// Reads every task at the first look and every `every` looks after
+    /// (1: at every look); the looks between read only the tasks that can
+    /// reach a shielded CPU ([`TaskScan`]). Default [`SCAN_EVERY`].
+    pub fn scan_every(mut self, every: u32) -> Self {
+        self.scan = TaskScan::new(every);
         self
     }
 
@@ -217,17 +279,18 @@ impl<'a> Agent<'a> {
         shielded_procs: &CpuSet,
         log: &mut Vec<String>,
     ) -> Vec<drift::TaskDrift> {
-        let tasks = match loaded {
-            Some(s) if !shielded_procs.is_empty() => {
-                snapshot::read_tasks(self.host.kernel(), &s.layout).unwrap_or_else(|e| {
-                    log.push(format!("reading the tasks failed: {e}"));
-                    Vec::new()
-                })
-            }
-            _ => Vec::new(),
+        let (tasks, all) = match loaded {
+            Some(s) if !shielded_procs.is_empty() => self.read_tasks(s, shielded_procs, log),
+            _ => (Vec::new(), true),
         };
-        let drift::TaskLook { drifts, pods } = self.tasks.observe(&tasks, shielded_procs);
+        let drift::TaskLook { drifts, pods } = if all {
+            self.tasks.observe(&tasks, shielded_procs)
+        } else {
+            self.tasks.observe_some(&tasks, shielded_procs)
+        };
         log.extend(pods.iter().map(pod_line));
+        // A look that read some tasks read every one that can be on a
+        // shielded CPU: the count is the same as a full read's.
         lock(&self.shared.metrics).set_pod_tasks_on_shield(
             tasks
                 .iter()
@@ -235,6 +298,48 @@ impl<'a> Agent<'a> {
                 .count(),
         );
         drifts
+    }
+
+    /// The tasks this look reads ([`TaskScan`]), and whether they are all of
+    /// them. A read that failed is logged and counts as having read none, so
+    /// that what was seen before is kept (and the full read is tried again
+    /// at the next look).
+    fn read_tasks(
+        &mut self,
+        saved: &state::SavedState,
+        shielded_procs: &CpuSet,
+        log: &mut Vec<String>,
+    ) -> (Vec<snapshot::TaskInfo>, bool) {
+        let kernel = self.host.kernel();
+        if !self.scan.full_due() {
+            match snapshot::read_tasks_reaching(
+                kernel,
+                &saved.layout,
+                shielded_procs,
+                &self.scan.tgids,
+            ) {
+                Ok(snapshot::Reaching::Tasks(tasks)) => {
+                    self.scan.read_some(&tasks);
+                    return (tasks, false);
+                }
+                // Only a read of every task is sure to find it.
+                Ok(snapshot::Reaching::Unplaced(_)) => {}
+                Err(e) => {
+                    log.push(format!("reading the tasks failed: {e}"));
+                    return (Vec::new(), false);
+                }
+            }
+        }
+        match snapshot::read_tasks(kernel, &saved.layout) {
+            Ok(tasks) => {
+                self.scan.read_all(&tasks);
+                (tasks, true)
+            }
+            Err(e) => {
+                log.push(format!("reading the tasks failed: {e}"));
+                (Vec::new(), false)
+            }
+        }
     }
 
     /// Re-applies the shield and logs each drift it corrected (or could
@@ -277,8 +382,11 @@ impl<'a> Agent<'a> {
         }
         let tasks_after = found
             .loaded
-            .and_then(|s| snapshot::read_tasks(self.host.kernel(), &s.layout).ok())
-            .unwrap_or_default();
+            .and_then(|s| snapshot::read_tasks(self.host.kernel(), &s.layout).ok());
+        if let Some(all) = &tasks_after {
+            self.scan.read_all(all);
+        }
+        let tasks_after = tasks_after.unwrap_or_default();
         for d in found.tasks {
             let Some(now_aff) = tasks_after.iter().find(|t| t.tid == d.tid) else {
                 continue;
@@ -584,8 +692,9 @@ pub fn run(
     stop: &AtomicBool,
 ) -> io::Result<()> {
     let kernel = host.kernel();
-    let mut agent =
-        Agent::new(host, Arc::clone(&shared), settings.options).check_every(settings.check_every);
+    let mut agent = Agent::new(host, Arc::clone(&shared), settings.options)
+        .check_every(settings.check_every)
+        .scan_every(settings.scan_every);
     if settings.once {
         agent = agent.one_shot();
     }

@@ -327,6 +327,19 @@ fn machine(online: &str, tasks: &[(i32, &str)]) -> FakeKernel {
     k
 }
 
+/// Behind the shield's back, task `tid` leaves the housekeeping cpuset for
+/// the root one (`echo TID > tasks`) and is given every CPU (`taskset -p
+/// 0-3`): in the housekeeping cpuset the kernel would narrow that affinity
+/// to the cpuset's CPUs.
+fn escape_to_root(k: &FakeKernel, tid: i32) {
+    k.write(
+        std::path::Path::new(&format!("{ROOT}/tasks")),
+        &tid.to_string(),
+    )
+    .unwrap();
+    k.set_thread_affinity(tid, cpus("0-3"));
+}
+
 #[test]
 fn a_task_widened_onto_the_shield_is_set_back_and_its_widened_mask_is_kept_as_its_request() {
     let k = machine("0-3", &[(100, "0-3"), (101, "1")]);
@@ -343,8 +356,7 @@ fn a_task_widened_onto_the_shield_is_set_back_and_its_widened_mask_is_kept_as_it
     let mut agent = Agent::new(&host, Arc::clone(&shared), ROOT_OPTIONS);
     let first = agent.tick().unwrap();
     assert!(first.iter().all(|l| !l.contains("task")), "{first:?}");
-    // Behind the shield's back: `taskset -p 0-3 101`.
-    k.set_thread_affinity(101, cpus("0-3"));
+    escape_to_root(&k, 101);
     let log = agent.tick().unwrap();
     let line = log
         .iter()
@@ -558,7 +570,7 @@ fn corrected_is_true_after_a_look_that_corrected_and_false_after_one_that_did_no
         (Some("False"), Some("NoDrift")),
         "{quiet}"
     );
-    k.set_thread_affinity(101, cpus("0-3"));
+    escape_to_root(&k, 101);
     agent.tick().unwrap();
     let after = corrected();
     assert_eq!(
@@ -697,4 +709,76 @@ fn the_corrected_condition_names_the_first_cause_or_says_no_drift() {
     );
     assert!(online_line(&cpus("3"), &cpus("0-3"), &Ok(()))
         .ends_with("re-applied the shield, online CPUs now 0-3"));
+}
+
+#[test]
+fn a_look_between_full_reads_finds_a_task_of_a_cgroup_on_the_shield_and_the_full_read_any_other() {
+    let k = machine("0-3", &[(100, "0-3"), (101, "0-3"), (102, "0-3")]);
+    let store = state::MemoryStore::new();
+    cpushield_shield::shield(
+        &Host::fake(&k, &store),
+        &ShieldMasks::all(&cpus("3")),
+        ROOT_OPTIONS,
+    )
+    .unwrap();
+    let shared = Shared::new("0");
+    let host = Host::fake(&k, &store);
+    let mut agent = Agent::new(&host, Arc::clone(&shared), ROOT_OPTIONS).scan_every(3);
+    let task_lines = |log: Vec<String>| -> Vec<String> {
+        log.into_iter().filter(|l| l.contains("task 1")).collect()
+    };
+    // Look 0 reads every task.
+    assert_eq!(task_lines(agent.tick().unwrap()), Vec::<String>::new());
+    // Task 100 stays in the housekeeping cpuset, whose CPUs (0-2) exclude
+    // the shield, yet reaches CPU 3: what the kernel's cpuset checks let
+    // through only for a task the kernel itself places (a kernel thread).
+    k.set_thread_affinity(100, cpus("0-3"));
+    escape_to_root(&k, 101);
+    // A task born since the last full read, in the root cpuset.
+    add_task(&k, 103, "0-3");
+    let look1 = task_lines(agent.tick().unwrap());
+    assert_eq!(look1.len(), 2, "{look1:?}");
+    assert!(
+        look1[0].starts_with("correction: task 101 (task101) affinity 0-3 reached shielded CPU 3"),
+        "{look1:?}"
+    );
+    assert!(look1[0].contains("[cause task_widened]"), "{look1:?}");
+    assert!(
+        look1[1].starts_with("correction: task 103 (task103) affinity 0-3 reached shielded CPU 3"),
+        "{look1:?}"
+    );
+    assert!(look1[1].contains("[cause task_new]"), "{look1:?}");
+    // The correction read every task, task 100 too, and re-applied the
+    // shield, which set task 100 back as well: give it the shield again.
+    k.set_thread_affinity(100, cpus("0-3"));
+    assert_eq!(task_lines(agent.tick().unwrap()), Vec::<String>::new());
+    assert_eq!(task_lines(agent.tick().unwrap()), Vec::<String>::new());
+    let full = task_lines(agent.tick().unwrap());
+    assert_eq!(full.len(), 1, "{full:?}");
+    assert!(
+        full[0].starts_with("correction: task 100 (task100) affinity 0-3 reached shielded CPU 3"),
+        "{full:?}"
+    );
+    assert_eq!(k.affinities()[&100], cpus("0-2"));
+}
+
+/// Adds process `tid` of one thread with `affinity` to the root cpuset of a
+/// [`machine`], as the kernel shows a task born after the shield.
+fn add_task(k: &FakeKernel, tid: i32, affinity: &str) {
+    let base = format!("/proc/{tid}/task/{tid}");
+    k.set_file(
+        format!("{base}/stat"),
+        format!("{tid} (task{tid}) S 1 {tid} {tid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 {} 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n", 1000 + tid),
+    );
+    k.set_file(
+        format!("/proc/{tid}/status"),
+        format!("Name:\ttask{tid}\nTgid:\t{tid}\n"),
+    );
+    k.set_file(format!("{base}/cgroup"), "3:cpuset:/\n");
+    k.set_thread_affinity(tid, cpus(affinity));
+    k.write(
+        std::path::Path::new(&format!("{ROOT}/tasks")),
+        &tid.to_string(),
+    )
+    .unwrap();
 }

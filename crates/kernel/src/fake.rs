@@ -1,6 +1,8 @@
 //! An in-memory system for tests: files, directories and per-thread affinities.
 
-use crate::{FakeFiles, Kernel, SchedParams, TraceMarker, TracePipe, TRACE_PIPE_READ_BUDGET};
+use crate::{
+    FakeFiles, Kernel, KernelWriter, SchedParams, TraceMarker, TracePipe, TRACE_PIPE_READ_BUDGET,
+};
 use cpushield_cpuset::CpuSet;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
@@ -668,19 +670,8 @@ impl Kernel for FakeKernel {
         }
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if is_thread_list(path) {
-            let tid = data.trim().to_string();
-            let hierarchy_root = cgroup_hierarchy_root(path);
-            let lists = match path.file_name() {
-                Some(name) => st.hierarchy_lists(&hierarchy_root, name),
-                None => Arc::from([]),
-            };
-            for list in lists.iter() {
-                if st.files.contains_key(list) {
-                    st.list_mut(list).remove(&tid);
-                }
-            }
-            st.list_mut(path).push(&tid);
-            emulate_v1_attach(&mut st, path, &hierarchy_root, &tid);
+            let target = ListTarget::resolve(&mut st, path);
+            target.attach(&mut st, data.trim(), None);
             return Ok(());
         }
         st.raw.remove(path);
@@ -693,6 +684,29 @@ impl Kernel for FakeKernel {
             emulate_partition_change(&mut st, path);
         }
         Ok(())
+    }
+
+    /// A cgroup thread list is resolved once, as the kernel resolves the
+    /// path once at open(2): its hierarchy, the lists a thread leaves and
+    /// the cpuset's CPUs are not found again for each thread written. Any
+    /// other file is written through [`Kernel::write`] each time.
+    fn open_for_writes<'a>(&'a self, path: &Path) -> io::Result<Box<dyn KernelWriter + 'a>> {
+        if !is_thread_list(path) {
+            return Ok(Box::new(FakeWriteEach {
+                kernel: self,
+                path: path.to_path_buf(),
+            }));
+        }
+        let mut st = self.state.lock().expect("fake lock");
+        if !st.files.contains_key(path) {
+            return Err(not_found(path));
+        }
+        let target = ListTarget::resolve(&mut st, path);
+        Ok(Box::new(FakeListWriter {
+            kernel: self,
+            target,
+            cpus: None,
+        }))
     }
 
     fn read_dir(&self, path: &Path) -> io::Result<Vec<String>> {
@@ -919,14 +933,102 @@ impl Kernel for FakeKernel {
     }
 }
 
-/// What the kernel does when a thread joins a v1 cpuset: /proc/TID/cgroup shows
-/// the new cgroup and the thread's affinity becomes the cpuset's CPUs.
-fn emulate_v1_attach(st: &mut FakeState, tasks_file: &Path, hierarchy_root: &Path, tid: &str) {
-    let Some(dir) = tasks_file.parent() else {
-        return;
-    };
-    let rel = dir.strip_prefix(hierarchy_root).unwrap_or(Path::new(""));
-    let cgroup = format!("/{}", rel.display());
+/// A cgroup thread list a TID is written to, resolved: the list, the
+/// lists of its hierarchy a thread leaves, the cgroup's name as
+/// /proc/TID/cgroup shows it and the file of its CPUs.
+struct ListTarget {
+    path: PathBuf,
+    lists: Arc<[PathBuf]>,
+    cgroup: String,
+    cpus_file: PathBuf,
+}
+
+impl ListTarget {
+    fn resolve(st: &mut FakeState, path: &Path) -> Self {
+        let hierarchy_root = cgroup_hierarchy_root(path);
+        let lists = match path.file_name() {
+            Some(name) => st.hierarchy_lists(&hierarchy_root, name),
+            None => Arc::from([]),
+        };
+        let dir = path.parent().unwrap_or(Path::new("/"));
+        let rel = dir.strip_prefix(&hierarchy_root).unwrap_or(Path::new(""));
+        Self {
+            path: path.to_path_buf(),
+            lists,
+            cgroup: format!("/{}", rel.display()),
+            cpus_file: dir.join("cpuset.cpus"),
+        }
+    }
+
+    /// Moves thread `tid` here from every other list of the hierarchy, as
+    /// the kernel does; `cpus` is the cpuset's CPUs where the caller has
+    /// them parsed from the file's current text.
+    fn attach(&self, st: &mut FakeState, tid: &str, cpus: Option<&CpuSet>) {
+        for list in self.lists.iter() {
+            if list != &self.path && st.files.contains_key(list) {
+                st.list_mut(list).remove(tid);
+            }
+        }
+        st.list_mut(&self.path).push(tid);
+        let parsed;
+        let cpus = match cpus {
+            Some(c) => Some(c),
+            None => {
+                parsed = st
+                    .files
+                    .get(&self.cpus_file)
+                    .and_then(|t| CpuSet::parse_list(t).ok());
+                parsed.as_ref()
+            }
+        };
+        emulate_v1_attach(st, &self.cgroup, cpus, tid);
+    }
+}
+
+/// The default writer of a file that is not a thread list.
+struct FakeWriteEach<'a> {
+    kernel: &'a FakeKernel,
+    path: PathBuf,
+}
+
+impl KernelWriter for FakeWriteEach<'_> {
+    fn write(&mut self, data: &str) -> io::Result<()> {
+        self.kernel.write(&self.path, data)
+    }
+}
+
+/// A cgroup thread list held open ([`Kernel::open_for_writes`]).
+struct FakeListWriter<'a> {
+    kernel: &'a FakeKernel,
+    target: ListTarget,
+    /// The cpuset's CPUs as last parsed, with the text they were parsed
+    /// from (parsed again only when the text changed).
+    cpus: Option<(String, Option<CpuSet>)>,
+}
+
+impl KernelWriter for FakeListWriter<'_> {
+    fn write(&mut self, data: &str) -> io::Result<()> {
+        let mut st = self.kernel.state.lock().expect("fake lock");
+        if let Some(&errno) = st.refused.get(&self.target.path) {
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        if !st.files.contains_key(&self.target.path) {
+            return Err(not_found(&self.target.path));
+        }
+        let text = st.files.get(&self.target.cpus_file).map(String::as_str);
+        if self.cpus.as_ref().map(|(t, _)| t.as_str()) != text {
+            self.cpus = text.map(|t| (t.to_string(), CpuSet::parse_list(t).ok()));
+        }
+        let cpus = self.cpus.as_ref().and_then(|(_, c)| c.as_ref());
+        self.target.attach(&mut st, data.trim(), cpus);
+        Ok(())
+    }
+}
+
+/// What the kernel does when a thread joins a v1 cpuset `cgroup` of CPUs
+/// `cpus`: /proc/TID/cgroup shows the new cgroup and the thread's affinity
+/// becomes the cpuset's CPUs.
+fn emulate_v1_attach(st: &mut FakeState, cgroup: &str, cpus: Option<&CpuSet>, tid: &str) {
     let thread = tid.parse::<i32>().ok();
     let keys = thread
         .and_then(|t| st.cgroup_files.remove(&t))
@@ -941,7 +1043,7 @@ fn emulate_v1_attach(st: &mut FakeState, tasks_file: &Path, hierarchy_root: &Pat
                 Some((id, _)) => {
                     out.push_str(id);
                     out.push_str(":cpuset:");
-                    out.push_str(&cgroup);
+                    out.push_str(cgroup);
                 }
                 None => out.push_str(l),
             }
@@ -952,13 +1054,11 @@ fn emulate_v1_attach(st: &mut FakeState, tasks_file: &Path, hierarchy_root: &Pat
     if let (Some(t), false) = (thread, keys.is_empty()) {
         st.cgroup_files.insert(t, keys);
     }
-    let cpus = st
-        .files
-        .get(&dir.join("cpuset.cpus"))
-        .and_then(|t| CpuSet::parse_list(t).ok());
-    if let (Some(cpus), Ok(tid)) = (cpus, tid.parse::<i32>()) {
-        if !cpus.is_empty() && st.affinity.contains_key(&tid) {
-            st.affinity.insert(tid, cpus);
+    if let (Some(cpus), Some(tid)) = (cpus, thread) {
+        if !cpus.is_empty() {
+            if let Some(affinity) = st.affinity.get_mut(&tid) {
+                affinity.clone_from(cpus);
+            }
         }
     }
 }

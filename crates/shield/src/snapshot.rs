@@ -318,6 +318,89 @@ pub fn read_tasks(kernel: &dyn Kernel, layout: &CgroupLayout) -> std::io::Result
     Ok(tasks)
 }
 
+/// The cgroups of the hierarchy whose tasks can run on a CPU of `cpus`:
+/// the root (its own tasks are mostly kernel threads, which no cpuset
+/// confines: a per-CPU kthread stays on its CPU whatever the root's CPUs
+/// are), and every other cgroup whose CPUs in effect
+/// ([`crate::layout::Cpusets::cpus_file`]) meet `cpus` or cannot be read.
+/// A cgroup whose CPUs exclude `cpus` is left out: the kernel narrows every
+/// affinity a task of it asks for (sched_setaffinity) to its cpuset's
+/// CPUs, so such a task cannot reach them while it stays there; a task
+/// moved into an overlapping cgroup is listed there at the next read.
+fn cgroups_reaching(
+    kernel: &dyn Kernel,
+    layout: &CgroupLayout,
+    cpus: &CpuSet,
+) -> Vec<(PathBuf, String)> {
+    hierarchy_cgroups(kernel, layout)
+        .into_iter()
+        .filter(|(dir, rel)| {
+            rel == "/"
+                || read_cpu_list(kernel, &dir.join(layout.cpus_file()))
+                    .map_or(true, |own| own.intersects(cpus))
+        })
+        .collect()
+}
+
+/// What [`read_tasks_reaching`] read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reaching {
+    /// Every task of the cgroups that can reach the CPUs asked for.
+    Tasks(Vec<TaskInfo>),
+    /// A task listed there whose process could not be found (it exited
+    /// between the list and its files, or its ID names no process of this
+    /// /proc): only a read of every task ([`read_tasks`]) is sure to see it.
+    Unplaced(i32),
+}
+
+/// The tasks that can run on a CPU of `cpus`: those of the cgroups
+/// [`cgroups_reaching`] keeps, read as [`read_tasks`] reads each one. On a
+/// shielded machine that is the root's kernel threads, the shield's tasks
+/// and any foreign cgroup on shielded CPUs, where [`read_tasks`] reads
+/// every thread of the machine (100,000 on a big server), most of them in
+/// the housekeeping cgroup. `tgids` gives the process of each thread known
+/// from an earlier read; a thread not in it (or no longer in that process)
+/// is found through its /proc/TID/status. A caller that must see every
+/// task that escaped a cpuset by other means than the kernel's own checks
+/// (a kernel thread given CPUs by the kernel) reads all of them now and
+/// then.
+pub fn read_tasks_reaching(
+    kernel: &dyn Kernel,
+    layout: &CgroupLayout,
+    cpus: &CpuSet,
+    tgids: &HashMap<i32, i32>,
+) -> std::io::Result<Reaching> {
+    let proc = Procfs::new(kernel);
+    let reaching = cgroups_reaching(kernel, layout, cpus);
+    let cgroups = cgroup_members(kernel, layout, &reaching);
+    let mut tids: Vec<i32> = cgroups.keys().copied().collect();
+    tids.sort_unstable();
+    let mut tasks = Vec::with_capacity(tids.len());
+    for tid in tids {
+        if let Some(&pid) = tgids.get(&tid) {
+            if let Some(task) = read_task(&proc, layout, &cgroups, pid, tid)? {
+                tasks.push(task);
+                continue;
+            }
+        }
+        // A thread born since, or an ID given to another task meanwhile.
+        let status = proc
+            .process_file(tid, "status")
+            .map_err(|e| unreadable_read(tid, "its status", e))?;
+        let Some(pid) = status
+            .as_deref()
+            .and_then(cpushield_parse::pid_status::parse_tgid)
+        else {
+            return Ok(Reaching::Unplaced(tid));
+        };
+        match read_task(&proc, layout, &cgroups, pid, tid)? {
+            Some(task) => tasks.push(task),
+            None => return Ok(Reaching::Unplaced(tid)),
+        }
+    }
+    Ok(Reaching::Tasks(tasks))
+}
+
 /// Reads every IRQ that has an affinity file, with names from /proc/interrupts.
 pub fn read_irqs(kernel: &dyn Kernel) -> Vec<IrqInfo> {
     let names = cpushield_parse::interrupts::irq_names(
