@@ -226,7 +226,18 @@ fn run_steps(factor: f64, repeat: u32) -> anyhow::Result<()> {
         }
         record("reset", timed(|| m.reset())?);
     }
-    for (step, runs) in &runs {
+    print_measured(&m, factor, repeat, &runs)
+}
+
+/// Prints one JSON line per step of `runs` on machine `m` (the least time
+/// and the most heap of its repetitions), then the reference work's line.
+fn print_measured(
+    m: &Machine,
+    factor: f64,
+    repeat: u32,
+    runs: &[(&str, Vec<Run>)],
+) -> anyhow::Result<()> {
+    for (step, runs) in runs {
         let best = |f: fn(&Run) -> Duration| runs.iter().map(f).min().unwrap_or_default();
         let out = runs.first().map(|r| r.out.as_str()).unwrap_or("");
         let measured = Measured {

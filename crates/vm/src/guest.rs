@@ -287,6 +287,68 @@ fn ask_pages(
     Ok(from)
 }
 
+/// One pass of the collector: asks again about each gap still open at the
+/// last answer, then for every gap from `cursor` to `to`, page by page.
+/// Returns the new cursor: how far the answers covered (unchanged, and the
+/// view marked lost, when the host did not answer).
+fn collect_pass(
+    ch: &mut Channel,
+    v: &Mutex<HostView>,
+    clock: ClockOffset,
+    cursor: u64,
+    to: u64,
+    min_ns: u64,
+) -> u64 {
+    // A gap still open at the last answer is asked again, for its vCPU alone
+    // (it has no later gap while open): the answer has its end and what held
+    // the vCPU since.
+    let open: Vec<(u32, u64)> = v
+        .lock()
+        .expect("view")
+        .gaps
+        .iter()
+        .filter(|g| g.open)
+        .map(|g| (g.vcpu, g.from_ns))
+        .take(MAX_ASKED_SPIKES)
+        .collect();
+    for (vcpu, from) in open {
+        let q = GapsQuery {
+            vcpu: Some(vcpu),
+            from_ns: from.saturating_sub(2 * clock.err_ns),
+            to_ns: cursor.max(from),
+            offset_ns: clock.offset_ns,
+            err_ns: clock.err_ns,
+            min_ns,
+        };
+        if ask_pages(ch, v, q, 1).is_err() {
+            break;
+        }
+    }
+    // The rest from where the answers got to, less the clock's error (the
+    // offset moves between pings).
+    let from = cursor
+        .saturating_sub(2 * clock.err_ns)
+        .max(to.saturating_sub(crate::protocol::MAX_RANGE_NS));
+    let q = GapsQuery {
+        vcpu: None,
+        from_ns: from,
+        to_ns: to,
+        offset_ns: clock.offset_ns,
+        err_ns: clock.err_ns,
+        min_ns,
+    };
+    match ask_pages(ch, v, q, MAX_PAGES_PER_PASS) {
+        Ok(covered) => covered,
+        Err(_) => {
+            let mut view = v.lock().expect("view");
+            if view.seen_to_ns.is_some() {
+                view.lost = true;
+            }
+            cursor
+        }
+    }
+}
+
 impl Collector {
     /// Greets the host side and starts collecting gaps of at least `min_ns`.
     /// An error: there is no host side (or it does not answer).
@@ -321,54 +383,7 @@ impl Collector {
                         }
                         last_sync = Instant::now();
                     }
-                    let to = now();
-                    // A gap still open at the last answer is asked again,
-                    // for its vCPU alone (it has no later gap while open):
-                    // the answer has its end and what held the vCPU since.
-                    let open: Vec<(u32, u64)> = v
-                        .lock()
-                        .expect("view")
-                        .gaps
-                        .iter()
-                        .filter(|g| g.open)
-                        .map(|g| (g.vcpu, g.from_ns))
-                        .take(MAX_ASKED_SPIKES)
-                        .collect();
-                    for (vcpu, from) in open {
-                        let q = GapsQuery {
-                            vcpu: Some(vcpu),
-                            from_ns: from.saturating_sub(2 * clock.err_ns),
-                            to_ns: cursor.max(from),
-                            offset_ns: clock.offset_ns,
-                            err_ns: clock.err_ns,
-                            min_ns,
-                        };
-                        if ask_pages(&mut ch, &v, q, 1).is_err() {
-                            break;
-                        }
-                    }
-                    // The rest from where the answers got to, less the
-                    // clock's error (the offset moves between pings).
-                    let from = cursor
-                        .saturating_sub(2 * clock.err_ns)
-                        .max(to.saturating_sub(crate::protocol::MAX_RANGE_NS));
-                    let q = GapsQuery {
-                        vcpu: None,
-                        from_ns: from,
-                        to_ns: to,
-                        offset_ns: clock.offset_ns,
-                        err_ns: clock.err_ns,
-                        min_ns,
-                    };
-                    match ask_pages(&mut ch, &v, q, MAX_PAGES_PER_PASS) {
-                        Ok(covered) => cursor = covered,
-                        Err(_) => {
-                            let mut view = v.lock().expect("view");
-                            if view.seen_to_ns.is_some() {
-                                view.lost = true;
-                            }
-                        }
-                    }
+                    cursor = collect_pass(&mut ch, &v, clock, cursor, now(), min_ns);
                     if last_pass {
                         break;
                     }
