@@ -142,8 +142,9 @@ const PER_CPU_KTHREADS: [&str; 4] = ["cpuhp", "migration", "ksoftirqd", "kworker
 /// Threads per process of the multi-threaded half of a [`big_machine`]'s user threads.
 const THREADS_PER_PROCESS: usize = 16;
 
-/// A stat line as /proc/PID/task/TID/stat shows it (52 fields).
-fn stat_line(
+/// A stat line as /proc/PID/task/TID/stat shows it (52 fields), start
+/// time 1000 + `tid`.
+pub fn stat_line(
     tid: i32,
     comm: &str,
     ppid: i32,

@@ -173,9 +173,10 @@ mod tests {
         CpuSet::parse_list(text).unwrap()
     }
 
-    /// A stat line of thread `tid` with `flags` and start time 1000 + tid.
+    /// A stat line of single-threaded process `tid` with `flags` and start
+    /// time 1000 + tid.
     fn stat(tid: i32, comm: &str, ppid: i32, flags: u64) -> String {
-        format!("{tid} ({comm}) S {ppid} 0 0 0 -1 {flags} 0 0 0 0 0 0 0 0 20 0 1 0 {} 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n", 1000 + tid)
+        crate::fake_machine::stat_line(tid, comm, ppid, tid, flags, 1, 0)
     }
 
     /// A 4-CPU cgroup v2 machine on two memory nodes (CPUs 0-1, 2-3) as

@@ -58,6 +58,19 @@ pub struct ClockOffset {
 }
 
 impl ClockOffset {
+    /// A `gaps` request for `vcpu` (or every vCPU) from `from_ns` to
+    /// `to_ns` (guest time), carrying this offset and its error.
+    pub fn query(&self, vcpu: Option<u32>, from_ns: u64, to_ns: u64, min_ns: u64) -> GapsQuery {
+        GapsQuery {
+            vcpu,
+            from_ns,
+            to_ns,
+            offset_ns: self.offset_ns,
+            err_ns: self.err_ns,
+            min_ns,
+        }
+    }
+
     /// The offset from one ping: sent at guest `t0`, answered at host `h`,
     /// received at guest `t1`.
     pub fn from_ping(t0: u64, h: u64, t1: u64) -> ClockOffset {
@@ -312,14 +325,12 @@ fn collect_pass(
         .take(MAX_ASKED_SPIKES)
         .collect();
     for (vcpu, from) in open {
-        let q = GapsQuery {
-            vcpu: Some(vcpu),
-            from_ns: from.saturating_sub(2 * clock.err_ns),
-            to_ns: cursor.max(from),
-            offset_ns: clock.offset_ns,
-            err_ns: clock.err_ns,
+        let q = clock.query(
+            Some(vcpu),
+            from.saturating_sub(2 * clock.err_ns),
+            cursor.max(from),
             min_ns,
-        };
+        );
         if ask_pages(ch, v, q, 1).is_err() {
             break;
         }
@@ -329,14 +340,7 @@ fn collect_pass(
     let from = cursor
         .saturating_sub(2 * clock.err_ns)
         .max(to.saturating_sub(crate::protocol::MAX_RANGE_NS));
-    let q = GapsQuery {
-        vcpu: None,
-        from_ns: from,
-        to_ns: to,
-        offset_ns: clock.offset_ns,
-        err_ns: clock.err_ns,
-        min_ns,
-    };
+    let q = clock.query(None, from, to, min_ns);
     match ask_pages(ch, v, q, MAX_PAGES_PER_PASS) {
         Ok(covered) => covered,
         Err(_) => {
@@ -427,14 +431,12 @@ impl Collector {
         let lost = self.view.lock().expect("view").lost;
         if !lost {
             for &(vcpu, from, to) in windows.iter().take(MAX_ASKED_SPIKES) {
-                let q = GapsQuery {
-                    vcpu: Some(vcpu),
-                    from_ns: from.saturating_sub(clock.err_ns),
-                    to_ns: to.saturating_add(clock.err_ns).max(from),
-                    offset_ns: clock.offset_ns,
-                    err_ns: clock.err_ns,
-                    min_ns: self.min_ns,
-                };
+                let q = clock.query(
+                    Some(vcpu),
+                    from.saturating_sub(clock.err_ns),
+                    to.saturating_add(clock.err_ns).max(from),
+                    self.min_ns,
+                );
                 if ask_pages(&mut ch, &self.view, q, 4).is_err() {
                     break;
                 }
@@ -497,6 +499,12 @@ pub fn merge(view: &mut HostView, r: &Reply, err_ns: u64) {
 pub use cpushield_report::HostCause;
 
 impl HostView {
+    /// Whether the host's answers reach from `from_ns` to `to_ns` (guest
+    /// time) at all: it started watching by then and answered since.
+    fn covers(&self, from_ns: u64, to_ns: u64) -> bool {
+        self.seen_from_ns.is_some_and(|f| f <= to_ns) && self.seen_to_ns.unwrap_or(0) >= from_ns
+    }
+
     /// The host's cause for vCPU `vcpu` not running between `from_ns` and
     /// `to_ns` (guest time): the gap overlapping most, within the clock error.
     pub fn explain(&self, vcpu: u32, from_ns: u64, to_ns: u64) -> HostCause {
@@ -513,8 +521,7 @@ impl HostView {
             culprit_ns: None,
             missing_from_ns: None,
         };
-        let seen_to = self.seen_to_ns.unwrap_or(0);
-        if self.seen_from_ns.is_none_or(|f| f > to_ns) || seen_to < from_ns {
+        if !self.covers(from_ns, to_ns) {
             let since = self.seen_to_ns.or(self.seen_from_ns);
             return HostCause {
                 line: match since {
@@ -634,8 +641,7 @@ impl HostView {
     /// time): the time it held the vCPU off, or, where its view does not
     /// cover the stretch, the line that says from when it is missing.
     pub fn held_off(&self, vcpu: u32, from_ns: u64, to_ns: u64) -> Result<HeldOffSummary, String> {
-        let seen_to = self.seen_to_ns.unwrap_or(0);
-        if self.seen_from_ns.is_none_or(|f| f > to_ns) || seen_to < from_ns {
+        if !self.covers(from_ns, to_ns) {
             return Err(self.explain(vcpu, from_ns, to_ns).line);
         }
         let mut sum = HeldOffSummary {
@@ -648,10 +654,8 @@ impl HostView {
         };
         let mut by: Vec<Occupant> = Vec::new();
         for g in self.gaps.iter().filter(|g| g.vcpu == vcpu) {
-            let start = match (g.state, g.woken_ns) {
-                (GapState::Halted, Some(w)) => w.max(g.from_ns),
-                (GapState::Halted, None) => continue,
-                _ => g.from_ns,
+            let Some(start) = g.held_off_from_ns() else {
+                continue;
             };
             let ns = g.to_ns.min(to_ns).saturating_sub(start.max(from_ns));
             if ns == 0 {
@@ -885,19 +889,22 @@ mod tests {
         assert_eq!(next_page(50, &whole), None);
     }
 
+    /// A query of every vCPU's gaps of 0.2 ms or more over the first 3 s,
+    /// clocks equal.
+    fn every_vcpu_for_3_s() -> GapsQuery {
+        let clock = ClockOffset {
+            offset_ns: 0,
+            err_ns: 0,
+        };
+        clock.query(None, 0, 3_000_000_000, 200_000)
+    }
+
     #[test]
     fn every_gap_of_a_range_with_more_than_one_answer_holds_is_collected_page_by_page() {
         // 600 gaps of each of the two vCPUs: 1,200, over four answers' worth.
         let mut ch = served(many_short_gaps(600));
         let view = Mutex::new(HostView::default());
-        let q = GapsQuery {
-            vcpu: None,
-            from_ns: 0,
-            to_ns: 3_000_000_000,
-            offset_ns: 0,
-            err_ns: 0,
-            min_ns: 200_000,
-        };
+        let q = every_vcpu_for_3_s();
         let covered = ask_pages(&mut ch, &view, q.clone(), MAX_PAGES_PER_PASS).expect("answered");
         assert_eq!(covered, q.to_ns);
         let view = view.into_inner().expect("view");
@@ -912,14 +919,7 @@ mod tests {
     fn a_pass_that_runs_out_of_pages_says_where_the_next_one_starts() {
         let mut ch = served(many_short_gaps(600));
         let view = Mutex::new(HostView::default());
-        let q = GapsQuery {
-            vcpu: None,
-            from_ns: 0,
-            to_ns: 3_000_000_000,
-            offset_ns: 0,
-            err_ns: 0,
-            min_ns: 200_000,
-        };
+        let q = every_vcpu_for_3_s();
         let covered = ask_pages(&mut ch, &view, q.clone(), 2).expect("answered");
         assert!(covered > 0 && covered < q.to_ns, "covered to {covered}");
         let got = view.into_inner().expect("view").gaps;

@@ -119,10 +119,18 @@ impl Gap {
     /// all of it, but for a halted gap only from the wake-up on (before
     /// it, the guest was idle).
     pub fn held_off_ns(&self) -> u64 {
+        self.held_off_from_ns()
+            .map_or(0, |from| self.to_ns.saturating_sub(from))
+    }
+
+    /// When the guest began to have work for the vCPU that the host did not
+    /// run: the gap's start, or for a halted gap its wake-up (None: never
+    /// woken, never held off).
+    pub fn held_off_from_ns(&self) -> Option<u64> {
         match (self.state, self.woken_ns) {
-            (GapState::Halted, Some(w)) => self.to_ns.saturating_sub(w.max(self.from_ns)),
-            (GapState::Halted, None) => 0,
-            _ => self.len_ns(),
+            (GapState::Halted, Some(w)) => Some(w.max(self.from_ns)),
+            (GapState::Halted, None) => None,
+            _ => Some(self.from_ns),
         }
     }
 }
