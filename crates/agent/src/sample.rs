@@ -4,7 +4,7 @@
 
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Kernel;
-use cpushield_parse::interrupts::{parse_interrupts, IrqLine};
+use cpushield_parse::interrupts::{parse_interrupts_of, IrqLine};
 use std::collections::BTreeMap;
 use std::io;
 
@@ -33,22 +33,23 @@ pub fn read(kernel: &dyn Kernel, cpus: &CpuSet) -> io::Result<Sample> {
     if cpus.is_empty() {
         return Ok(Sample::default());
     }
-    read_with(kernel, cpus, &Interrupts::read(kernel))
+    read_with(kernel, cpus, &Interrupts::read(kernel, cpus))
 }
 
 /// One reading of /proc/interrupts, parsed: a look takes the IRQs' names
 /// (for its drift watch) and the counters from it. Its text is CPUs x IRQs,
 /// 23 MB at 512 CPUs and 4,096 IRQs, and reading and parsing it was most of
-/// what a look's growth beyond linear came from; it was read twice a look.
+/// what a look's growth beyond linear came from: it is read once a look, and
+/// only the watched CPUs' counts are parsed.
 pub struct Interrupts(io::Result<Vec<IrqLine>>);
 
 impl Interrupts {
-    /// Reads and parses /proc/interrupts now.
-    pub fn read(kernel: &dyn Kernel) -> Self {
+    /// Reads /proc/interrupts now, and parses the counts of `cpus`.
+    pub fn read(kernel: &dyn Kernel, cpus: &CpuSet) -> Self {
         Self(
             cpushield_kernel::Procfs::new(kernel)
                 .interrupts()
-                .and_then(|text| parse_interrupts(&text).map_err(parse_error)),
+                .and_then(|text| parse_interrupts_of(&text, cpus).map_err(parse_error)),
         )
     }
 
@@ -65,7 +66,7 @@ impl Interrupts {
     }
 }
 
-/// [`read`] with the counts of IRQs from `interrupts`.
+/// [`read`] with the counts of IRQs from `interrupts` (read for `cpus` or more).
 pub fn read_with(
     kernel: &dyn Kernel,
     cpus: &CpuSet,
@@ -80,12 +81,9 @@ pub fn read_with(
         Err(e) => return Err(io::Error::new(e.kind(), e.to_string())),
     };
     for line in lines {
-        for cpu in cpus.iter() {
-            match line.per_cpu.get(&cpu) {
-                Some(&n) if n > 0 => {
-                    sample.interrupts.insert((cpu, line.id.clone()), n);
-                }
-                _ => {}
+        for (cpu, n) in line.per_cpu.iter() {
+            if n > 0 && cpus.contains(cpu) {
+                sample.interrupts.insert((cpu, line.id.clone()), n);
             }
         }
     }
@@ -115,12 +113,14 @@ mod tests {
         let k = cpushield_kernel::FakeKernel::new();
         let text = "           CPU0       CPU1\n 36:          5          0   PCI-MSI 1-edge      eth0\n 37:          1          2   IO-APIC   4-edge      ttyS0 ser\n  9:          0          0   acpi\nLOC:         10         20   Local timer interrupts\nERR:          0\n";
         k.set_file("/proc/interrupts", text);
-        let names = Interrupts::read(&k).names();
+        let names = Interrupts::read(&k, &CpuSet::new()).names();
         assert_eq!(names, cpushield_parse::interrupts::irq_names(text));
         assert_eq!(names.get(&37).map(String::as_str), Some("ttyS0 ser"));
-        assert!(Interrupts::read(&cpushield_kernel::FakeKernel::new())
-            .names()
-            .is_empty());
+        assert!(
+            Interrupts::read(&cpushield_kernel::FakeKernel::new(), &CpuSet::new())
+                .names()
+                .is_empty()
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! /proc/interrupts: per-IRQ, per-CPU counts.
 
 use crate::{cpu_columns, ParseError};
+use cpushield_cpuset::CpuSet;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
@@ -11,10 +12,38 @@ use std::sync::Arc;
 /// IRQ (two million on 512 CPUs with 4,096 IRQs).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PerCpu {
-    /// The header's CPU numbers (shared by every line of one parse).
-    cpus: Arc<[usize]>,
+    /// The CPUs of the columns kept (shared by every line of one parse).
+    columns: Arc<Columns>,
     /// One count per column; empty for a line with one total.
     counts: Vec<u64>,
+}
+
+/// The CPU numbers of the columns a parse kept, and how to find one.
+#[derive(Debug, PartialEq, Eq, Default)]
+struct Columns {
+    cpus: Vec<usize>,
+    /// Whether `cpus` ascend, as the kernel prints them (searched in full
+    /// if not); known once per parse, not at each lookup.
+    ascending: bool,
+}
+
+impl Columns {
+    fn new(cpus: Vec<usize>) -> Self {
+        let ascending = cpus.windows(2).all(|w| w[0] < w[1]);
+        Self { cpus, ascending }
+    }
+
+    /// The column of `cpu`.
+    fn of(&self, cpu: usize) -> Option<usize> {
+        // Every CPU kept and online: column i is CPU i.
+        if self.cpus.get(cpu) == Some(&cpu) {
+            Some(cpu)
+        } else if self.ascending {
+            self.cpus.binary_search(&cpu).ok()
+        } else {
+            self.cpus.iter().position(|&c| c == cpu)
+        }
+    }
 }
 
 impl PerCpu {
@@ -23,16 +52,7 @@ impl PerCpu {
         if self.counts.is_empty() {
             return None;
         }
-        // All CPUs online: column i is CPU i. Else the header's order,
-        // ascending as the kernel prints it (searched in full if not).
-        let at = if self.cpus.get(*cpu) == Some(cpu) {
-            Some(*cpu)
-        } else if self.cpus.windows(2).all(|w| w[0] < w[1]) {
-            self.cpus.binary_search(cpu).ok()
-        } else {
-            self.cpus.iter().position(|c| c == cpu)
-        };
-        self.counts.get(at?)
+        self.counts.get(self.columns.of(*cpu)?)
     }
 
     /// Whether the line has no per-CPU counts (ERR, MIS).
@@ -42,7 +62,11 @@ impl PerCpu {
 
     /// (CPU, count) in column order.
     pub fn iter(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
-        self.cpus.iter().copied().zip(self.counts.iter().copied())
+        self.columns
+            .cpus
+            .iter()
+            .copied()
+            .zip(self.counts.iter().copied())
     }
 }
 
@@ -95,53 +119,108 @@ impl IrqLine {
     }
 }
 
-/// Parses /proc/interrupts.
+/// Parses /proc/interrupts, every CPU's column.
 pub fn parse_interrupts(text: &str) -> Result<Vec<IrqLine>, ParseError> {
+    parse_columns(text, |_| true)
+}
+
+/// Parses /proc/interrupts keeping the counts of the CPUs in `cpus` only
+/// (the others are skipped, not parsed): a look at a few shielded CPUs of a
+/// 512-CPU machine reads 23 MB of counts and needs a few of every line's
+/// 512. A line's `per_cpu` has a column for each CPU of `cpus` the header
+/// names; which lines are per CPU is decided on all their columns, as
+/// [`parse_interrupts`] does.
+pub fn parse_interrupts_of(text: &str, cpus: &CpuSet) -> Result<Vec<IrqLine>, ParseError> {
+    parse_columns(text, |cpu| cpus.contains(cpu))
+}
+
+fn parse_columns(text: &str, keep: impl Fn(usize) -> bool) -> Result<Vec<IrqLine>, ParseError> {
     const FILE: &str = "/proc/interrupts";
     let mut lines = text.lines();
     let header = lines.next().ok_or_else(|| ParseError::new(FILE, "empty"))?;
-    let cols: Arc<[usize]> = cpu_columns(header, FILE)?.into();
+    let columns = cpu_columns(header, FILE)?;
+    let kept: Vec<bool> = columns.iter().map(|&cpu| keep(cpu)).collect();
+    let shared = Arc::new(Columns::new(
+        columns.iter().copied().filter(|&cpu| keep(cpu)).collect(),
+    ));
     let mut out = Vec::new();
     for line in lines {
         let Some((id, rest)) = line.split_once(':') else {
             continue;
         };
-        let id = id.trim().to_string();
-        let mut words = rest.split_whitespace().peekable();
-        let mut counts = Vec::with_capacity(cols.len());
-        while counts.len() < cols.len() {
-            match words.peek().and_then(|w| w.parse::<u64>().ok()) {
-                Some(n) => {
-                    counts.push(n);
-                    words.next();
-                }
-                None => break,
+        let mut counts = Vec::with_capacity(shared.cpus.len());
+        let (seen, description) = scan_counts(rest, columns.len(), |column, n| {
+            if kept[column] {
+                counts.push(n);
             }
-        }
-        let description = words.collect::<Vec<_>>().join(" ");
+        });
         // Lines with one total (ERR, MIS) are not per CPU.
-        let per_cpu = if counts.len() == cols.len() {
+        let per_cpu = if seen == columns.len() {
             PerCpu {
-                cpus: Arc::clone(&cols),
+                columns: Arc::clone(&shared),
                 counts,
             }
         } else {
             PerCpu::default()
         };
         out.push(IrqLine {
-            id,
+            id: id.trim().to_string(),
             per_cpu,
-            description,
+            description: description.split_whitespace().collect::<Vec<_>>().join(" "),
         });
     }
     Ok(out)
 }
 
-/// Whether `word` is a count (what `u64`'s parse accepts), without parsing
-/// the usual one: at most 19 digits always fit. [`irq_names`] skips some two
-/// million counts at 512 CPUs and 4,096 IRQs.
-fn is_count(word: &str) -> bool {
-    (word.len() <= 19 && word.bytes().all(|b| b.is_ascii_digit())) || word.parse::<u64>().is_ok()
+/// Walks the leading counts of `rest` (a line after its `id:`), at most
+/// `columns` of them, handing each value to `count` with its column; returns
+/// how many there were and the text after them. A count is a word (split at
+/// ASCII whitespace, which is what the kernel prints between counts) that
+/// `u64` parses. The counts are CPUs x IRQs, two million words at 512 CPUs
+/// and 4,096 IRQs, nearly all a 10-wide pad of spaces before `0`: they are
+/// read in one pass, the pad 8 bytes at a time, the digits added up as they
+/// pass; a word of another shape goes to `u64`'s parse.
+fn scan_counts(rest: &str, columns: usize, mut count: impl FnMut(usize, u64)) -> (usize, &str) {
+    const SPACES: u64 = u64::from_ne_bytes([b' '; 8]);
+    let bytes = rest.as_bytes();
+    let mut at = 0;
+    let mut seen = 0;
+    while seen < columns {
+        let mut start = at;
+        while let Some(eight) = bytes.get(start..start + 8) {
+            if u64::from_ne_bytes(eight.try_into().expect("8 bytes")) != SPACES {
+                break;
+            }
+            start += 8;
+        }
+        while bytes.get(start).is_some_and(u8::is_ascii_whitespace) {
+            start += 1;
+        }
+        let mut end = start;
+        let mut value = 0u64;
+        // 19 digits always fit in a u64.
+        while end - start < 19 && bytes.get(end).is_some_and(u8::is_ascii_digit) {
+            value = value * 10 + u64::from(bytes[end] - b'0');
+            end += 1;
+        }
+        if end == start || bytes.get(end).is_some_and(|b| !b.is_ascii_whitespace()) {
+            // Not 1 to 19 digits alone: `+7`, 20 digits, or not a count.
+            end = start
+                + bytes[start..]
+                    .iter()
+                    .position(u8::is_ascii_whitespace)
+                    .unwrap_or(bytes.len() - start);
+            // Both ends sit at ASCII bytes or the ends of the text: char boundaries.
+            match rest[start..end].parse::<u64>() {
+                Ok(n) => value = n,
+                Err(_) => break,
+            }
+        }
+        count(seen, value);
+        seen += 1;
+        at = end;
+    }
+    (seen, &rest[at..])
 }
 
 /// IRQ number → device names, from the text of /proc/interrupts (empty
@@ -163,14 +242,9 @@ pub fn irq_names(text: &str) -> BTreeMap<u32, String> {
         let Ok(irq) = id.trim().parse::<u32>() else {
             continue;
         };
-        let mut words = rest.split_whitespace().peekable();
-        let mut counted = 0;
-        while counted < cols.len() && words.peek().is_some_and(|w| is_count(w)) {
-            words.next();
-            counted += 1;
-        }
+        let (_, description) = scan_counts(rest, cols.len(), |_, _| {});
+        let words: Vec<&str> = description.split_whitespace().collect();
         // As IrqLine::name: the words after the chip and hardware IRQ.
-        let words: Vec<&str> = words.collect();
         let name = if words.len() > 2 {
             words[2..].join(" ")
         } else {
@@ -218,14 +292,25 @@ ERR:          0\n";
 
     #[test]
     fn a_count_is_what_u64_parses_and_nothing_else() {
+        let scan = |text: &str| {
+            let mut values = Vec::new();
+            let (seen, after) = scan_counts(text, 9, |_, n| values.push(n));
+            (seen, values, after.to_string())
+        };
         for word in [
             "0",
             "42",
             "+7",
             "18446744073709551615",
             "1234567890123456789",
+            "00000000000000000000000042",
         ] {
-            assert!(is_count(word), "{word}");
+            let n: u64 = word.parse().unwrap();
+            assert_eq!(
+                scan(&format!("   {word}   x")),
+                (1, vec![n], "   x".into()),
+                "{word}"
+            );
         }
         for word in [
             "18446744073709551616",
@@ -234,9 +319,16 @@ ERR:          0\n";
             "1-edge",
             "0x10",
             "+",
+            "12\u{a0}",
         ] {
-            assert!(!is_count(word), "{word}");
+            let text = format!("           5 {word} 6");
+            assert_eq!(scan(&text), (1, vec![5], format!(" {word} 6")), "{word}");
         }
+        // Runs of padding of every length, with tabs, to the end of the text.
+        let text: String = (0..20).map(|i| format!("{}{i}\t", " ".repeat(i))).collect();
+        assert_eq!(scan(&text).1, (0..9).collect::<Vec<u64>>());
+        assert_eq!(scan("  7").0, 1);
+        assert_eq!(scan("   ").0, 0);
     }
 
     #[test]
@@ -270,6 +362,43 @@ ERR:          0\n";
         );
         assert_eq!(lines[0].per_cpu.get(&2), Some(&7));
         assert_eq!(lines[0].per_cpu.get(&1), None);
+    }
+
+    #[test]
+    fn parsing_some_cpus_keeps_their_counts_as_the_full_parse_has_them_and_no_others() {
+        let text = "   CPU0   CPU2   CPU3\n 36: 1 2 3 PCI-MSIX 0-edge virtio0\n 37: 4 5 PCI-MSIX 1-edge short\nLOC: 7 8 9 Local timer interrupts\nERR: 0\n";
+        let all = parse_interrupts(text).unwrap();
+        let some = parse_interrupts_of(text, &CpuSet::from_cpus([2, 3, 5])).unwrap();
+        assert_eq!(some.len(), all.len());
+        for (a, s) in all.iter().zip(&some) {
+            assert_eq!((&a.id, &a.description), (&s.id, &s.description));
+            assert_eq!(a.per_cpu.is_empty(), s.per_cpu.is_empty(), "{}", a.id);
+            for cpu in [2, 3] {
+                assert_eq!(
+                    a.per_cpu.get(&cpu),
+                    s.per_cpu.get(&cpu),
+                    "{} CPU {cpu}",
+                    a.id
+                );
+            }
+            assert_eq!(s.per_cpu.get(&0), None);
+            assert_eq!(s.per_cpu.get(&5), None);
+        }
+        assert_eq!(some[0].per_cpu.iter().collect::<Vec<_>>(), [(2, 2), (3, 3)]);
+        // Two counts of three columns: not a per-CPU line.
+        assert!(some[1].per_cpu.is_empty());
+        assert_eq!(some[1].description, "PCI-MSIX 1-edge short");
+        assert_eq!(some[2].on(3), 9);
+    }
+
+    #[test]
+    fn counts_too_large_for_ten_columns_or_signed_parse_as_u64_does() {
+        let text = "   CPU0   CPU1\n 36: 18446744073709551615 +7 PCI-MSIX 0-edge big\n 37: 18446744073709551616 1 PCI-MSIX 1-edge over\n";
+        let lines = parse_interrupts_of(text, &CpuSet::from_cpus([0, 1])).unwrap();
+        assert_eq!(lines[0].on(0), u64::MAX);
+        assert_eq!(lines[0].on(1), 7);
+        assert_eq!(lines[0].name(), "big");
+        assert!(lines[1].per_cpu.is_empty());
     }
 
     #[test]
