@@ -160,17 +160,22 @@ impl CpuSet {
             {
                 return Err(ParseError::BadToken(text.to_string()));
             }
-            for (nibble_index, c) in group.chars().rev().enumerate() {
-                let value = c.to_digit(16).expect("checked hex digit");
+            for (nibble_index, c) in group.bytes().rev().enumerate() {
+                let value = (c as char).to_digit(16).expect("checked hex digit");
+                if value == 0 {
+                    continue;
+                }
+                let first = index.saturating_mul(width).saturating_add(nibble_index * 4);
+                if first.saturating_add(3) < MAX_CPUS {
+                    // A nibble at a time: a kernel mask of 512 CPUs is 512
+                    // bits, and IRQ masks and task affinities are read by the
+                    // thousand.
+                    set.insert_bits(first, u64::from(value));
+                    continue;
+                }
                 for bit in 0..4 {
                     if value & (1 << bit) != 0 {
-                        let cpu = index
-                            .saturating_mul(width)
-                            .saturating_add(nibble_index * 4 + bit);
-                        if cpu >= MAX_CPUS {
-                            return Err(ParseError::OutOfRange(cpu));
-                        }
-                        set.insert(cpu);
+                        return Err(ParseError::OutOfRange(first.saturating_add(bit)));
                     }
                 }
             }
@@ -246,6 +251,16 @@ impl CpuSet {
             self.bits.resize(word + 1, 0);
         }
         self.bits[word] |= 1 << (cpu % 64);
+    }
+
+    /// Adds the CPUs `first + i` for each bit `i` set in `nibble` (at most
+    /// four bits, all within one word: `first` is a multiple of 4).
+    fn insert_bits(&mut self, first: usize, nibble: u64) {
+        let word = first / 64;
+        if self.bits.len() <= word {
+            self.bits.resize(word + 1, 0);
+        }
+        self.bits[word] |= nibble << (first % 64);
     }
 
     /// Adds the CPUs `lo` to `hi` (inclusive), a word at a time.
@@ -822,6 +837,28 @@ mod tests {
             CpuSet::parse_user("99999"),
             Err(ParseError::OutOfRange(_))
         ));
+    }
+
+    #[test]
+    fn a_mask_bit_past_the_last_cpu_is_out_of_range_naming_the_first_such_cpu() {
+        // 8192 = group 256's bit 0; CPU 8191 (group 255's top bit) is accepted.
+        let mut groups = vec!["00000000"; 257];
+        groups[0] = "3";
+        assert_eq!(
+            CpuSet::parse_mask(&groups.join(",")),
+            Err(ParseError::OutOfRange(8192))
+        );
+        groups[0] = "2";
+        assert_eq!(
+            CpuSet::parse_mask(&groups.join(",")),
+            Err(ParseError::OutOfRange(8193))
+        );
+        let top = CpuSet::parse_mask(&format!("80000000{}", ",00000000".repeat(255))).unwrap();
+        assert_eq!(top, CpuSet::from_cpus([8191]));
+        assert_eq!(
+            CpuSet::parse_mask("f0,0000000f").unwrap(),
+            CpuSet::from_cpus([0, 1, 2, 3, 36, 37, 38, 39])
+        );
     }
 
     #[test]
