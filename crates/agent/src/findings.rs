@@ -49,12 +49,13 @@ impl Checker {
 
     /// One look: the first look (or one after the CPUs changed) only reads
     /// the starting snapshot; every `every`-th look analyses since then,
-    /// with the shield in force (`shield`) taken into account.
+    /// with the shield in force (`shield`, built only for a look that
+    /// analyses: it parses every IRQ's saved masks) taken into account.
     pub fn look(
         &mut self,
         kernel: &dyn Kernel,
         cpus: &CpuSet,
-        shield: Option<&ShieldInForce>,
+        shield: impl FnOnce() -> Option<ShieldInForce>,
     ) -> Option<Outcome> {
         if cpus.is_empty() {
             self.before = None;
@@ -75,11 +76,12 @@ impl Checker {
         let mut runs = RunTracker::new();
         runs.add(&before.threads);
         runs.add(&after.threads);
+        let shield = shield();
         let report = analyse_snapshots(
             kernel,
             cpus,
             CpuSource::ShieldState,
-            shield,
+            shield.as_ref(),
             &before,
             &after,
             &runs,

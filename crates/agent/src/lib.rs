@@ -243,10 +243,11 @@ impl<'a> Agent<'a> {
         let came_online = self.online.observe(&online);
         let shielded_irqs = masks.irqs.intersection(&online);
         let shielded_procs = masks.procs.intersection(&online);
+        let watched = masks.any().intersection(&online);
         // One reading of /proc/interrupts a look, for the names here and the
         // counters at the end (the counters were read after any correction
         // before; a correction changes masks, not counts).
-        let interrupts = sample::Interrupts::read(self.host.kernel());
+        let interrupts = sample::Interrupts::read(self.host.kernel(), &watched);
         let irqs = snapshot::read_irqs_named(self.host.kernel(), &interrupts.names());
         let drifts = self.watch.observe(&irqs, &shielded_irqs);
         let task_drifts = self.look_at_tasks(loaded.as_deref(), &shielded_procs, &mut log);
@@ -264,7 +265,6 @@ impl<'a> Agent<'a> {
         } else {
             None
         };
-        let watched = masks.any().intersection(&online);
         self.look_for_findings(loaded.as_deref(), &watched);
         self.update_metrics(&masks, &watched, &interrupts, &mut log);
         self.set_conditions(&masks, corrected, &now);
@@ -404,11 +404,8 @@ impl<'a> Agent<'a> {
 
     /// check's findings on the watched CPUs, every so many looks.
     fn look_for_findings(&mut self, loaded: Option<&state::SavedState>, watched: &CpuSet) {
-        let shield = loaded.map(cpushield_check::ShieldInForce::from_saved);
-        if let Some(outcome) = self
-            .checker
-            .look(self.host.kernel(), watched, shield.as_ref())
-        {
+        let shield = || loaded.map(cpushield_check::ShieldInForce::from_saved);
+        if let Some(outcome) = self.checker.look(self.host.kernel(), watched, shield) {
             lock(&self.shared.metrics)
                 .set_findings(outcome.counts.iter().map(|(s, n)| (severity_label(*s), *n)));
             self.breaks = outcome.breaks;

@@ -33,6 +33,14 @@ pub trait StateStore: Send + Sync {
     fn lock(&self) -> io::Result<StateLock>;
     /// Takes the lock for a reset, which also works where the store is read-only.
     fn lock_for_reset(&self) -> io::Result<StateLock>;
+    /// What tells this version of one copy from any other without reading
+    /// it, when the store can say: a copy is only ever replaced whole
+    /// ([`StateStore::write_atomically`]), so a version that has not changed
+    /// names the same bytes. `None` (the default, and when the copy is
+    /// absent) means read and compare.
+    fn version(&self, _name: &str) -> Option<CopyVersion> {
+        None
+    }
     /// Whether the init of PID namespace `ns` (as `/proc/self/ns/pid` names
     /// it) holds its liveness lock here ([`FileStore::hold_namespace_alive`]):
     /// a namespace this process cannot see (a sibling, on cgroup v1) is
@@ -41,6 +49,26 @@ pub trait StateStore: Send + Sync {
         false
     }
 }
+
+/// One version of a copy in its store ([`StateStore::version`]): for a file,
+/// its device and inode, size, and modification and change times, with the
+/// file held open, so that while this version is kept no later copy can be
+/// given the same inode (a freed inode number is soon given to the next
+/// file, and times have a granularity of milliseconds); in memory, the
+/// write that made it. Two versions are equal when their numbers are.
+#[derive(Debug, Clone)]
+pub struct CopyVersion {
+    numbers: [u64; 7],
+    _held: Option<Arc<File>>,
+}
+
+impl PartialEq for CopyVersion {
+    fn eq(&self, other: &Self) -> bool {
+        self.numbers == other.numbers
+    }
+}
+
+impl Eq for CopyVersion {}
 
 /// A store whose lock the caller already holds: every read and write goes
 /// to `inner`, and taking the lock again (which `flock` would refuse the same
@@ -75,6 +103,9 @@ impl StateStore for Locked {
     }
     fn remove(&self, name: &str) -> io::Result<()> {
         self.inner.remove(name)
+    }
+    fn version(&self, name: &str) -> Option<CopyVersion> {
+        self.inner.version(name)
     }
     fn lock(&self) -> io::Result<StateLock> {
         Ok(StateLock { _file: None })
@@ -167,6 +198,26 @@ impl StateStore for FileStore {
         self.dir.join(name).exists()
     }
 
+    fn version(&self, name: &str) -> Option<CopyVersion> {
+        use std::os::unix::fs::MetadataExt;
+        let file = File::open(self.dir.join(name)).ok()?;
+        let m = file.metadata().ok()?;
+        // Times as their raw bits: nanoseconds may be negative for a time before 1970.
+        let numbers = [
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.mtime() as u64,
+            m.mtime_nsec() as u64,
+            m.ctime() as u64,
+            m.ctime_nsec() as u64,
+        ];
+        Some(CopyVersion {
+            numbers,
+            _held: Some(Arc::new(file)),
+        })
+    }
+
     /// Through a temp file: write, fsync, rename, then the directory fsync'd.
     fn write_atomically(&self, name: &str, text: &[u8]) -> io::Result<()> {
         self.prepare()?;
@@ -254,9 +305,21 @@ pub struct MemoryStore {
 #[derive(Debug, Default)]
 struct MemoryInner {
     copies: BTreeMap<String, Vec<u8>>,
+    /// Each copy's version: a number no earlier change of any copy had.
+    versions: BTreeMap<String, u64>,
+    changes: u64,
     fail_writes: Option<i32>,
     writes: usize,
     alive: std::collections::BTreeSet<String>,
+}
+
+impl MemoryInner {
+    /// Gives copy `name` a version no copy had before.
+    fn changed(&mut self, name: &str) {
+        self.changes += 1;
+        let version = self.changes;
+        self.versions.insert(name.to_string(), version);
+    }
 }
 
 impl MemoryStore {
@@ -291,6 +354,7 @@ impl MemoryStore {
             Some(b) => inner.copies.insert(name.to_string(), b),
             None => inner.copies.remove(name),
         };
+        inner.changed(name);
     }
 
     /// Marks PID namespace `ns` as holding its liveness lock (or not).
@@ -337,14 +401,27 @@ impl StateStore for MemoryStore {
         self.failure(name)?;
         let mut inner = self.inner.lock().unwrap();
         inner.copies.insert(name.to_string(), bytes.to_vec());
+        inner.changed(name);
         inner.writes += 1;
         Ok(())
     }
 
     fn remove(&self, name: &str) -> io::Result<()> {
         self.failure(name)?;
-        self.inner.lock().unwrap().copies.remove(name);
+        let mut inner = self.inner.lock().unwrap();
+        inner.copies.remove(name);
+        inner.changed(name);
         Ok(())
+    }
+
+    fn version(&self, name: &str) -> Option<CopyVersion> {
+        let inner = self.inner.lock().unwrap();
+        inner.copies.get(name)?;
+        let version = *inner.versions.get(name)?;
+        Some(CopyVersion {
+            numbers: [version, 0, 0, 0, 0, 0, 0],
+            _held: None,
+        })
     }
 
     fn lock(&self) -> io::Result<StateLock> {
@@ -394,6 +471,32 @@ impl StateLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_copys_version_stays_until_the_copy_is_replaced_in_either_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = FileStore::new(dir.path().join("state"));
+        let memory = MemoryStore::new();
+        for store in [&file as &dyn StateStore, &memory] {
+            assert_eq!(store.version("state.json"), None, "absent");
+            store.write_atomically("state.json", b"{}").unwrap();
+            let first = store.version("state.json").unwrap();
+            assert_eq!(store.version("state.json").as_ref(), Some(&first));
+            store.write_atomically("other.json", b"{}").unwrap();
+            assert_eq!(
+                store.version("state.json").as_ref(),
+                Some(&first),
+                "another copy written"
+            );
+            // The same bytes again are a new version: a version never
+            // names two writes.
+            store.write_atomically("state.json", b"{}").unwrap();
+            let second = store.version("state.json").unwrap();
+            assert_ne!(second, first);
+            store.remove("state.json").unwrap();
+            assert_eq!(store.version("state.json"), None, "removed");
+        }
+    }
 
     #[test]
     fn a_namespace_holds_its_liveness_lock_until_its_file_is_closed() {

@@ -625,10 +625,15 @@ pub fn load_from(store: &dyn StateStore) -> io::Result<Option<Loaded>> {
 
 /// The saved state as a caller that loads it again and again (the agent, at
 /// every look) last decoded it, with the bytes of the state file it came
-/// from: a load that finds the same bytes reuses it. At 100,000 tasks the
-/// state is megabytes of JSON, and decoding it was a tenth of a look.
+/// from and the store's version of that file ([`StateStore::version`]: a
+/// file's inode and times, one `stat`). A load that finds the same version
+/// reuses the state without reading the file; one that finds the same bytes
+/// (a command wrote the state again unchanged) reuses it without decoding.
+/// At 100,000 tasks the state is megabytes of JSON: decoding it was a tenth
+/// of a look, and reading it to compare a twentieth.
 #[derive(Debug, Default)]
 pub struct LoadCache {
+    version: Option<cpushield_kernel::store::CopyVersion>,
     bytes: Vec<u8>,
     state: Option<std::sync::Arc<SavedState>>,
 }
@@ -641,18 +646,29 @@ impl LoadCache {
         &mut self,
         store: &dyn StateStore,
     ) -> io::Result<Option<std::sync::Arc<SavedState>>> {
-        let bytes = store.read(STATE_FILE).ok();
-        if let (Some(bytes), Some(state)) = (&bytes, &self.state) {
-            if *bytes == self.bytes {
+        // The version is taken before the bytes are read: a change between
+        // the two makes the next load read again, never keep a stale state.
+        let version = store.version(STATE_FILE);
+        if let Some(state) = &self.state {
+            if version.is_some() && version == self.version {
                 return Ok(Some(std::sync::Arc::clone(state)));
             }
         }
+        let bytes = store.read(STATE_FILE).ok();
+        if let (Some(bytes), Some(state)) = (&bytes, &self.state) {
+            if *bytes == self.bytes {
+                self.version = version;
+                return Ok(Some(std::sync::Arc::clone(state)));
+            }
+        }
+        self.version = None;
         self.state = None;
         let Some(loaded) = load_from(store)? else {
             return Ok(None);
         };
         let state = std::sync::Arc::new(loaded.state);
         if let (Some(bytes), None) = (bytes, &loaded.recovered) {
+            self.version = version;
             self.bytes = bytes;
             self.state = Some(std::sync::Arc::clone(&state));
         }
@@ -870,6 +886,68 @@ mod tests {
             runtime: Default::default(),
             load_dirs: Vec::new(),
             mems: None,
+        }
+    }
+
+    /// A store that cannot tell versions apart: every load reads and compares.
+    struct Unversioned(cpushield_kernel::store::MemoryStore);
+
+    impl StateStore for Unversioned {
+        fn dir(&self) -> PathBuf {
+            self.0.dir()
+        }
+        fn read(&self, name: &str) -> io::Result<Vec<u8>> {
+            self.0.read(name)
+        }
+        fn exists(&self, name: &str) -> bool {
+            self.0.exists(name)
+        }
+        fn write_atomically(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+            self.0.write_atomically(name, bytes)
+        }
+        fn remove(&self, name: &str) -> io::Result<()> {
+            self.0.remove(name)
+        }
+        fn lock(&self) -> io::Result<cpushield_kernel::store::StateLock> {
+            self.0.lock()
+        }
+        fn lock_for_reset(&self) -> io::Result<cpushield_kernel::store::StateLock> {
+            self.0.lock_for_reset()
+        }
+    }
+
+    #[test]
+    fn a_load_cache_reuses_a_state_until_its_file_is_replaced_or_removed() {
+        let memory = cpushield_kernel::store::MemoryStore::new();
+        let unversioned = Unversioned(memory.handle());
+        let versioned = memory.handle();
+        for store in [&versioned as &dyn StateStore, &unversioned] {
+            let mut cache = LoadCache::default();
+            let mut first = sample();
+            first.pid_namespace = "pid:[1]".into();
+            store
+                .write_atomically(STATE_FILE, encode(&first).as_bytes())
+                .unwrap();
+            let a = cache.load(store).unwrap().unwrap();
+            let again = cache.load(store).unwrap().unwrap();
+            assert!(std::sync::Arc::ptr_eq(&a, &again), "decoded again");
+            // Written again unchanged (a new version of the same bytes).
+            store
+                .write_atomically(STATE_FILE, encode(&first).as_bytes())
+                .unwrap();
+            let rewritten = cache.load(store).unwrap().unwrap();
+            assert!(
+                std::sync::Arc::ptr_eq(&a, &rewritten),
+                "decoded the same bytes again"
+            );
+            let mut second = sample();
+            second.pid_namespace = "pid:[2]".into();
+            store
+                .write_atomically(STATE_FILE, encode(&second).as_bytes())
+                .unwrap();
+            assert_eq!(cache.load(store).unwrap().unwrap().pid_namespace, "pid:[2]");
+            store.remove(STATE_FILE).unwrap();
+            assert!(cache.load(store).unwrap().is_none());
         }
     }
 
