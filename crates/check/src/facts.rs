@@ -2,8 +2,8 @@
 //! layer that reads it. Every field is plain data so analysis runs on fixtures.
 
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::paths::{self, sysctl};
 use cpushield_kernel::Kernel;
-use cpushield_parse::kconfig::parse_kconfig;
 use cpushield_shield::layout::{self, Isolation};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -235,8 +235,8 @@ pub struct Facts {
     pub rcu_offload_log: Option<cpushield_parse::kernel_log::RcuOffloadRecord>,
 }
 
-fn read_opt(k: &dyn Kernel, p: &str) -> Option<String> {
-    k.read(Path::new(p)).ok().map(|s| s.trim().to_string())
+fn read_opt(k: &dyn Kernel, p: impl AsRef<Path>) -> Option<String> {
+    k.read(p.as_ref()).ok().map(|s| s.trim().to_string())
 }
 
 /// What a typed reader of the kernel door read, trimmed; `None` on error.
@@ -249,7 +249,11 @@ fn read_list(k: &dyn Kernel, p: &str) -> Option<CpuSet> {
 }
 
 fn read_mask(k: &dyn Kernel, p: &str) -> Option<CpuSet> {
-    read_opt(k, p).and_then(|s| CpuSet::parse_mask(&s).ok())
+    cpushield_kernel::read_cpu_mask(k, Path::new(p)).ok()
+}
+
+fn read_number<T: std::str::FromStr>(k: &dyn Kernel, p: &str) -> Option<T> {
+    cpushield_kernel::read_number(k, Path::new(p)).ok()
 }
 
 /// Reads the facts for the checked CPUs (the thin layer; read-only).
@@ -262,17 +266,14 @@ pub fn read_facts(kernel: &dyn Kernel, checked: &CpuSet, irq_numbers: &[u32]) ->
         kernel_version: trimmed(cpushield_kernel::kernel_version(k)).unwrap_or_default(),
         nohz_full: trimmed(cpushield_kernel::nohz_full(k)),
         isolated: trimmed(cpushield_kernel::isolated(k)),
-        // check reads these settings as text of its own: each is shown as read in a finding's evidence.
-        preempt_debugfs: read_opt(k, "/sys/kernel/debug/sched/preempt"),
-        rt_runtime_us: read_opt(k, "/proc/sys/kernel/sched_rt_runtime_us")
-            .and_then(|s| s.parse().ok()),
-        rt_period_us: read_opt(k, "/proc/sys/kernel/sched_rt_period_us")
-            .and_then(|s| s.parse().ok()),
-        timer_migration: read_opt(k, "/proc/sys/kernel/timer_migration")
-            .and_then(|s| s.parse().ok()),
+        // As read: a finding's evidence shows the model list the kernel wrote.
+        preempt_debugfs: read_opt(k, paths::PREEMPT),
+        rt_runtime_us: read_number(k, sysctl::RT_RUNTIME),
+        rt_period_us: read_number(k, sysctl::RT_PERIOD),
+        timer_migration: read_number(k, sysctl::TIMER_MIGRATION),
         numa_balancing: cpushield_kernel::numa::balancing(k),
-        workqueue_cpumask: read_mask(k, "/sys/devices/virtual/workqueue/cpumask"),
-        default_irq_affinity: read_mask(k, "/proc/irq/default_smp_affinity"),
+        workqueue_cpumask: read_mask(k, paths::WORKQUEUE_CPUMASK),
+        default_irq_affinity: read_mask(k, paths::DEFAULT_IRQ_AFFINITY),
         idle_driver: trimmed(cpushield_kernel::idle_driver(k)),
         hypervisor: cpushield_parse::cpuinfo::runs_under_hypervisor(
             &trimmed(procfs.cpuinfo()).unwrap_or_default(),
@@ -316,41 +317,11 @@ fn siblings_of(k: &dyn Kernel, cpus: &CpuSet) -> CpuSet {
 /// The kernel build configuration and where it was read (/proc/config.gz or
 /// /boot/config-RELEASE); empty when neither is there.
 pub fn read_kconfig(k: &dyn Kernel) -> (BTreeMap<String, String>, Option<String>) {
-    // Binary, so not through `Kernel::read`; asked only when the kernel (or
-    // a fake of it) says the file exists.
-    // The kernel's build config, which only check reads (gunzipped), and names as the source of what it found.
-    if k.exists(Path::new("/proc/config.gz")) {
-        if let Some(text) = read_config_gz() {
-            return (parse_kconfig(&text), Some("/proc/config.gz".into()));
-        }
-    }
-    let release = trimmed(cpushield_kernel::kernel_release(k)).unwrap_or_default();
-    let path = format!("/boot/config-{release}");
-    match k.read(Path::new(&path)) {
-        Ok(text) => (parse_kconfig(&text), Some(path)),
-        Err(_) => (BTreeMap::new(), None),
-    }
-}
-
-/// /proc/config.gz, decompressed by `zcat` when both exist (no extra crate).
-fn read_config_gz() -> Option<String> {
-    // The kernel's build config, which only check reads (gunzipped), and names as the source of what it found.
-    if !Path::new("/proc/config.gz").exists() {
-        return None;
-    }
-    let out = std::process::Command::new("zcat")
-        .arg("/proc/config.gz")
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    cpushield_kernel::kconfig(k)
 }
 
 fn read_cpu(k: &dyn Kernel, cpu: usize) -> CpuFacts {
-    // Per-CPU files only check reads (governor, idle states), named in its evidence.
-    let base = format!("/sys/devices/system/cpu/cpu{cpu}");
+    let base = paths::cpu_dir(cpu).display().to_string();
     let mut idle_states = Vec::new();
     let idle_dir = format!("{base}/cpuidle");
     if let Ok(mut names) = k.read_dir(Path::new(&idle_dir)) {
@@ -358,31 +329,29 @@ fn read_cpu(k: &dyn Kernel, cpu: usize) -> CpuFacts {
         for id in names.into_iter().filter(|n| n.starts_with("state")) {
             let p = |f: &str| format!("{idle_dir}/{id}/{f}");
             idle_states.push(IdleState {
-                name: read_opt(k, &p("name")).unwrap_or_default(),
-                latency_us: read_opt(k, &p("latency"))
+                name: read_opt(k, p("name")).unwrap_or_default(),
+                latency_us: read_opt(k, p("latency"))
                     .and_then(|s| s.parse().ok())
                     .unwrap_or(0),
-                disabled: read_opt(k, &p("disable")).is_some_and(|s| s == "1"),
+                disabled: read_opt(k, p("disable")).is_some_and(|s| s == "1"),
                 id,
             });
         }
     }
     CpuFacts {
-        governor: read_opt(k, &format!("{base}/cpufreq/scaling_governor")),
+        governor: read_opt(k, format!("{base}/cpufreq/scaling_governor")),
         idle_states,
         siblings: cpushield_kernel::thread_siblings(k, cpu).ok(),
     }
 }
 
 fn read_irq(k: &dyn Kernel, irq: u32) -> IrqFacts {
-    // Per-IRQ files only check reads (node, debugfs flags), named in its evidence.
-    let base = format!("/proc/irq/{irq}");
-    let managed = match read_opt(k, &format!("/sys/kernel/debug/irq/irqs/{irq}")) {
+    let managed = match read_opt(k, paths::irq_debugfs(irq)) {
         Some(text) if text.contains("AFFINITY_MANAGED") => Managed::Yes,
         Some(_) => Managed::No,
         None => {
             let name = k
-                .read_dir(Path::new(&base))
+                .read_dir(&paths::irq_dir(irq))
                 .unwrap_or_default()
                 .into_iter()
                 .find(|n| looks_like_managed_queue(n));

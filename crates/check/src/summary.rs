@@ -147,8 +147,8 @@ fn irq_items(title: &str, pending: bool) -> Vec<Item> {
 /// The kind of interrupt an `/proc/interrupts ID: ...` evidence names.
 fn interrupt_kind(evidence: &str) -> &str {
     let id = evidence
-        // Not a read: the prefix check's own evidence starts with.
-        .strip_prefix("/proc/interrupts ")
+        .strip_prefix(cpushield_kernel::paths::INTERRUPTS)
+        .and_then(|e| e.strip_prefix(' '))
         .and_then(|e| e.split(':').next())
         .unwrap_or("");
     match id {

@@ -26,8 +26,8 @@ pub fn trace_context(k: &dyn Kernel, cpus: &CpuSet) -> KernelContext {
         nohz_full: cpushield_kernel::nohz_full(k)
             .ok()
             .map(|s| s.trim().to_string()),
-        // The debugfs file check's facts also read raw (only when debugfs is mounted).
-        preempt_debugfs: read("/sys/kernel/debug/sched/preempt"),
+        // Read raw, as check's facts read it (only when debugfs is mounted).
+        preempt_debugfs: read(cpushield_kernel::paths::PREEMPT),
         kconfig,
         kconfig_source: source,
         ..Default::default()

@@ -7,7 +7,7 @@
 //! threads, as the probe's are placed there) while rtla itself reads the
 //! trace from the housekeeping CPUs, as the probe's control thread does.
 
-use cpushield_kernel::Kernel;
+use cpushield_kernel::{paths, Kernel};
 use cpushield_report::Anchor;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -42,8 +42,7 @@ pub fn rtla_anchor(
     notes: &mut Vec<String>,
 ) -> Option<PathBuf> {
     // Where tracefs is mounted; rtla mounts it itself otherwise.
-    // Not a fact read: where tracefs may be mounted, for rtla, which takes the directory.
-    let mounted = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+    let mounted = [paths::TRACEFS, paths::TRACEFS_IN_DEBUGFS]
         .iter()
         .map(Path::new)
         .find(|d| kernel.exists(&d.join("available_tracers")));

@@ -127,8 +127,7 @@ pub fn choose_on(
 }
 
 fn online_file(cpu: usize) -> PathBuf {
-    // A file this command writes (CPU hotplug), journaled by path for reset.
-    PathBuf::from(format!("/sys/devices/system/cpu/cpu{cpu}/online"))
+    cpushield_kernel::paths::cpu_online(cpu)
 }
 
 /// Sibling CPUs taken offline; written back online when dropped.

@@ -14,8 +14,10 @@ use std::sync::Mutex;
 pub mod clock;
 mod fake;
 pub mod host;
+pub mod irq;
 pub mod namespace;
 pub mod numa;
+pub mod paths;
 pub mod procfs;
 mod real;
 pub mod signal;
@@ -211,6 +213,30 @@ pub fn read_cpu_list(kernel: &dyn Kernel, path: &Path) -> io::Result<CpuSet> {
     })
 }
 
+/// Reads a file holding a CPU mask in hex (`ff,00000000`), as
+/// `smp_affinity`, `default_smp_affinity` and the workqueue cpumask do.
+pub fn read_cpu_mask(kernel: &dyn Kernel, path: &Path) -> io::Result<CpuSet> {
+    let text = read_trimmed(kernel, path)?;
+    CpuSet::parse_mask(text.trim()).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {e}", path.display()),
+        )
+    })
+}
+
+/// Reads a file holding one number (a sysctl such as
+/// `kernel.sched_rt_runtime_us`), with the path in the error.
+pub fn read_number<T: std::str::FromStr>(kernel: &dyn Kernel, path: &Path) -> io::Result<T> {
+    let text = read_trimmed(kernel, path)?;
+    text.trim().parse().map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: not a number: '{text}'", path.display()),
+        )
+    })
+}
+
 /// An I/O error on a path: the path (and a remedy) for the message, the
 /// original error, errno included, kept whole. Its text already holds the
 /// original error's, so it names no `source()` (a printed chain would repeat it).
@@ -288,48 +314,81 @@ pub fn kernel_release(kernel: &dyn Kernel) -> io::Result<String> {
     Procfs::new(kernel).file("sys/kernel/osrelease")
 }
 
+/// The kernel build configuration and where it was read (/proc/config.gz or
+/// /boot/config-RELEASE); empty when neither is there.
+pub fn kconfig(kernel: &dyn Kernel) -> (BTreeMap<String, String>, Option<String>) {
+    use cpushield_parse::kconfig::parse_kconfig;
+    // Binary, so not through `Kernel::read`; asked only when the kernel (or
+    // a fake of it) says the file exists.
+    if kernel.exists(Path::new(paths::CONFIG_GZ)) {
+        if let Some(text) = read_config_gz() {
+            return (parse_kconfig(&text), Some(paths::CONFIG_GZ.into()));
+        }
+    }
+    let release = kernel_release(kernel)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let path = format!("/boot/config-{release}");
+    match kernel.read(Path::new(&path)) {
+        Ok(text) => (parse_kconfig(&text), Some(path)),
+        Err(_) => (BTreeMap::new(), None),
+    }
+}
+
+/// /proc/config.gz, decompressed by `zcat` when both exist (no extra crate).
+fn read_config_gz() -> Option<String> {
+    if !Path::new(paths::CONFIG_GZ).exists() {
+        return None;
+    }
+    let out = std::process::Command::new("zcat")
+        .arg(paths::CONFIG_GZ)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// The cpuidle driver in use (`none` without one), as read.
 pub fn idle_driver(kernel: &dyn Kernel) -> io::Result<String> {
-    let path = Path::new("/sys/devices/system/cpu/cpuidle/current_driver");
+    let path = Path::new(paths::IDLE_DRIVER);
     kernel.read(path).map_err(|e| with_path(e, path))
 }
 
 /// The CPUs in nohz_full mode as sysfs says (`(null)` or a CPU list), as
 /// read; older kernels have no such file.
 pub fn nohz_full(kernel: &dyn Kernel) -> io::Result<String> {
-    let path = Path::new("/sys/devices/system/cpu/nohz_full");
+    let path = Path::new(paths::NOHZ_FULL);
     kernel.read(path).map_err(|e| with_path(e, path))
 }
 
 /// The CPUs isolated at boot (`isolcpus=`), as read (a CPU list, empty
 /// for none).
 pub fn isolated(kernel: &dyn Kernel) -> io::Result<String> {
-    let path = Path::new(ISOLATED);
+    let path = Path::new(paths::ISOLATED);
     kernel.read(path).map_err(|e| with_path(e, path))
 }
 
 /// The CPUs isolated at boot (`isolcpus=`).
 pub fn isolated_cpus(kernel: &dyn Kernel) -> io::Result<CpuSet> {
-    read_cpu_list(kernel, Path::new(ISOLATED))
+    read_cpu_list(kernel, Path::new(paths::ISOLATED))
 }
-
-const ISOLATED: &str = "/sys/devices/system/cpu/isolated";
 
 /// The online CPUs of the machine.
 pub fn online_cpus(kernel: &dyn Kernel) -> io::Result<CpuSet> {
-    read_cpu_list(kernel, Path::new("/sys/devices/system/cpu/online"))
+    read_cpu_list(kernel, Path::new(paths::ONLINE_CPUS))
 }
 
 /// The possible CPUs (what IRQ masks are padded to).
 pub fn possible_cpus(kernel: &dyn Kernel) -> io::Result<CpuSet> {
-    read_cpu_list(kernel, Path::new("/sys/devices/system/cpu/possible"))
+    read_cpu_list(kernel, Path::new(paths::POSSIBLE_CPUS))
 }
 
 /// The SMT siblings of `cpu` (its `topology/thread_siblings_list`, the CPU
 /// itself included).
 pub fn thread_siblings(kernel: &dyn Kernel, cpu: usize) -> io::Result<CpuSet> {
-    let path = format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list");
-    read_cpu_list(kernel, Path::new(&path))
+    read_cpu_list(kernel, &paths::thread_siblings(cpu))
 }
 
 /// The calling thread's ID (gettid), as /proc and the scheduling calls name it.

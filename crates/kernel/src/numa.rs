@@ -18,7 +18,7 @@ pub const NODE_DIR: &str = "/sys/devices/system/node";
 
 /// The sysctl of automatic NUMA balancing (absent on a kernel built without
 /// it, such as Debian's PREEMPT_RT builds).
-pub const NUMA_BALANCING: &str = "/proc/sys/kernel/numa_balancing";
+pub const NUMA_BALANCING: &str = crate::paths::sysctl::NUMA_BALANCING;
 
 /// One memory node.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

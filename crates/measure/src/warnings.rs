@@ -5,7 +5,7 @@
 
 use crate::procstat::{CpuTicks, CpuTimes};
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::Kernel;
+use cpushield_kernel::{paths, Kernel};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io;
@@ -73,14 +73,7 @@ impl SystemView {
     /// siblings of `cpus` (optional: missing files leave them unknown).
     pub fn read(kernel: &dyn Kernel, cpus: &CpuSet) -> io::Result<Self> {
         let online = cpushield_kernel::online_cpus(kernel)?;
-        let sysctl = |name: &str| -> Option<i64> {
-            // The RT throttling sysctls, read by name for the warning that names them.
-            let path = Path::new("/proc/sys/kernel").join(name);
-            cpushield_kernel::read_trimmed(kernel, &path)
-                .ok()?
-                .parse()
-                .ok()
-        };
+        let sysctl = |path: &str| cpushield_kernel::read_number(kernel, Path::new(path)).ok();
         let mut siblings = BTreeMap::new();
         for cpu in cpus.iter() {
             if let Ok(set) = cpushield_kernel::thread_siblings(kernel, cpu) {
@@ -89,8 +82,8 @@ impl SystemView {
         }
         Ok(Self {
             online,
-            rt_runtime_us: sysctl("sched_rt_runtime_us"),
-            rt_period_us: sysctl("sched_rt_period_us"),
+            rt_runtime_us: sysctl(paths::sysctl::RT_RUNTIME),
+            rt_period_us: sysctl(paths::sysctl::RT_PERIOD),
             siblings,
         })
     }

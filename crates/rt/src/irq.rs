@@ -53,8 +53,7 @@ pub enum IrqError {
 
 /// The affinity file of an IRQ (hex mask format).
 pub fn affinity_path(irq: u32) -> PathBuf {
-    // A file this crate writes (the IRQ's mask), named in its errors.
-    PathBuf::from(format!("/proc/irq/{irq}/smp_affinity"))
+    cpushield_kernel::paths::irq_affinity(irq)
 }
 
 /// Names what an error writing IRQ `irq`'s affinity to `cpus` means.

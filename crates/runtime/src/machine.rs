@@ -12,15 +12,11 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The sysctls [runtime] may change: kernel.sched_rt_runtime_us,
+/// kernel.timer_migration, vm.stat_interval.
+pub use cpushield_kernel::paths::sysctl::{RT_RUNTIME, STAT_INTERVAL, TIMER_MIGRATION};
 /// The preemption model file of a `PREEMPT_DYNAMIC` kernel (debugfs).
-// The setting files [runtime] writes and journals by path; reset writes them back.
-pub const PREEMPT_FILE: &str = "/sys/kernel/debug/sched/preempt";
-/// kernel.sched_rt_runtime_us.
-pub const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
-/// kernel.timer_migration.
-pub const TIMER_MIGRATION: &str = "/proc/sys/kernel/timer_migration";
-/// vm.stat_interval.
-pub const STAT_INTERVAL: &str = "/proc/sys/vm/stat_interval";
+pub use cpushield_kernel::paths::PREEMPT as PREEMPT_FILE;
 /// The PM QoS latency request device.
 pub const DMA_LATENCY: &str = "/dev/cpu_dma_latency";
 
@@ -213,8 +209,7 @@ fn memory_nodes(
 }
 
 fn read_cpu(kernel: &dyn Kernel, cpu: usize) -> CpuFiles {
-    // The setting files [runtime] writes and journals by path; reset writes them back.
-    let base = format!("/sys/devices/system/cpu/cpu{cpu}");
+    let base = cpushield_kernel::paths::cpu_dir(cpu).display().to_string();
     let idle_dir = PathBuf::from(format!("{base}/cpuidle"));
     let mut names = kernel.read_dir(&idle_dir).unwrap_or_default();
     names.retain(|n| n.starts_with("state"));

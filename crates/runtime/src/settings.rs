@@ -7,6 +7,7 @@ use crate::machine::{
 };
 use cpushield_config::RuntimeSettings;
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::paths;
 use std::path::PathBuf;
 
 /// A setting this machine cannot take: the key, what is wrong, the remedy.
@@ -124,8 +125,7 @@ fn cpufreq_files(
     settings: &RuntimeSettings,
 ) -> Result<Vec<FileChange>, SettingError> {
     let files = machine.cpus.get(&cpu).cloned().unwrap_or_default();
-    // A file this section writes, journaled by path; reset writes it back.
-    let base = format!("/sys/devices/system/cpu/cpu{cpu}/cpufreq");
+    let base = paths::cpu_file(cpu, "cpufreq").display().to_string();
     let mut out = Vec::new();
     for (key, leaf, want, have, choices) in [
         (
@@ -225,14 +225,7 @@ fn smt_files(machine: &Machine, cpus: &CpuSet) -> Result<Vec<FileChange>, Settin
     Ok(siblings
         .intersection(&machine.online)
         .iter()
-        .map(|sib| {
-            change(
-                // A file this section writes, journaled by path; reset writes it back.
-                &format!("/sys/devices/system/cpu/cpu{sib}/online"),
-                "1",
-                "0",
-            )
-        })
+        .map(|sib| change(&paths::cpu_online(sib).display().to_string(), "1", "0"))
         .collect())
 }
 

@@ -298,6 +298,7 @@ fn reference_work() -> u64 {
     let mut sum = 0u64;
     for i in 0..200_000u64 {
         sum = sum.wrapping_add(
+            // Not a read: the same keys, looked up.
             *map.get(&format!("/proc/{}/task/{}/stat", i * 7919 % 200_003, i))
                 .unwrap_or(&0),
         );

@@ -16,39 +16,17 @@ use cpushield_kernel::Kernel;
 use cpushield_parse::irq_affinity::{IrqAffinity, IrqAffinityText};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// The affinity files of every IRQ under /proc/irq, as read (IRQs without a
 /// readable smp_affinity_list are left out).
 pub fn read_affinity_texts(kernel: &dyn Kernel) -> BTreeMap<u32, IrqAffinityText> {
-    let mut out = BTreeMap::new();
-    // The IRQ affinity files the shield writes: read back here to see what the kernel made of them.
-    let Ok(entries) = kernel.read_dir(Path::new("/proc/irq")) else {
-        return out;
-    };
-    for irq in entries.iter().filter_map(|e| e.parse::<u32>().ok()) {
-        let file = |name: &str| kernel.read(Path::new(&format!("/proc/irq/{irq}/{name}")));
-        let Ok(smp_affinity_list) = file("smp_affinity_list") else {
-            continue;
-        };
-        out.insert(
-            irq,
-            IrqAffinityText {
-                smp_affinity_list,
-                effective_affinity_list: file("effective_affinity_list").ok(),
-            },
-        );
-    }
-    out
+    cpushield_kernel::irq::affinity_texts(kernel)
 }
 
 /// Every IRQ's requested and effective CPUs (IRQs whose files do not parse
 /// are left out).
 pub fn read_affinities(kernel: &dyn Kernel) -> BTreeMap<u32, IrqAffinity> {
-    read_affinity_texts(kernel)
-        .iter()
-        .filter_map(|(irq, text)| Some((*irq, IrqAffinity::parse(text).ok()?)))
-        .collect()
+    cpushield_kernel::irq::affinities(kernel)
 }
 
 /// An IRQ whose move off some CPUs waits for its next interrupt.

@@ -35,7 +35,7 @@ pub mod tuned;
 use apply::Outcome;
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::host::Clock;
-use cpushield_kernel::{Host, Kernel};
+use cpushield_kernel::{paths, Host, Kernel};
 pub use held::HeldShield;
 use layout::CgroupLayout;
 pub use masks::ShieldMasks;
@@ -779,9 +779,9 @@ pub fn paths_outside(plan: &steps::Plan, layout: &CgroupLayout) -> Vec<std::path
     let allowed = [
         layout.root(),
         // The prefixes a saved state may name: reset refuses to write anywhere else.
-        std::path::Path::new("/proc/sys"),
-        std::path::Path::new("/proc/irq"),
-        std::path::Path::new("/sys"),
+        std::path::Path::new(paths::sysctl::DIR),
+        std::path::Path::new(paths::IRQ_DIR),
+        std::path::Path::new(paths::SYS),
     ];
     let inside = |p: &std::path::Path| {
         p.is_absolute()
@@ -846,7 +846,7 @@ fn follow_before_reset(
 /// cannot, it stays.
 fn join_root_cpuset(kernel: &dyn Kernel, layout: &CgroupLayout) {
     // The writing thread's own cgroup, before it leaves the shield's.
-    let Ok(text) = kernel.read(std::path::Path::new("/proc/thread-self/cgroup")) else {
+    let Ok(text) = kernel.read(std::path::Path::new(paths::THREAD_SELF_CGROUP)) else {
         return;
     };
     if layout

@@ -551,7 +551,7 @@ fn plan_mask_file(
 
 /// The mask file of `irq`, which the shield writes and journals by path.
 pub(crate) fn irq_path(irq: u32) -> PathBuf {
-    PathBuf::from(format!("/proc/irq/{irq}/smp_affinity"))
+    cpushield_kernel::paths::irq_affinity(irq)
 }
 
 /// Steps that empty and remove cpushield's cgroups (tasks go to the root).

@@ -12,8 +12,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// Where debugfs is mounted (the preemption model file is there).
-// Where debugfs is mounted and unmounted, not a fact read.
-pub const DEBUGFS: &str = "/sys/kernel/debug";
+pub use cpushield_kernel::paths::DEBUGFS;
+use cpushield_kernel::paths::{self, sysctl};
 
 /// One file's value before the first run-time change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,16 +113,12 @@ fn setting_of(path: &Path) -> Option<Setting> {
     let text = path.to_str()?;
     match text {
         // The run-time setting files the journal accepts: reset writes back only these.
-        "/proc/sys/kernel/sched_rt_runtime_us" | "/proc/sys/vm/stat_interval" => {
-            return Some(Setting::Integer)
-        }
-        "/proc/sys/kernel/timer_migration" => return Some(Setting::Flag),
-        "/sys/kernel/debug/sched/preempt" => return Some(Setting::Word),
+        sysctl::RT_RUNTIME | sysctl::STAT_INTERVAL => return Some(Setting::Integer),
+        sysctl::TIMER_MIGRATION => return Some(Setting::Flag),
+        paths::PREEMPT => return Some(Setting::Word),
         _ => {}
     }
-    let rest = text.strip_prefix("/sys/devices/system/cpu/cpu")?;
-    let (cpu, leaf) = rest.split_once('/')?;
-    cpu.parse::<u32>().ok()?;
+    let (_, leaf) = paths::cpu_and_leaf(text)?;
     match leaf {
         "online" => Some(Setting::Flag),
         "cpufreq/scaling_governor" | "cpufreq/energy_performance_preference" => Some(Setting::Word),
@@ -142,8 +138,7 @@ pub fn is_runtime_file(path: &Path) -> bool {
 
 /// Where the kernel says its lockdown mode: the word in brackets
 /// (`none [integrity] confidentiality`).
-// Read only to explain a refused write.
-pub const LOCKDOWN: &str = "/sys/kernel/security/lockdown";
+pub use cpushield_kernel::paths::LOCKDOWN;
 
 /// The kernel's lockdown mode when it is on (`integrity`,
 /// `confidentiality`); `None` when it is off or the file is not there.

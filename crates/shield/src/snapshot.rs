@@ -3,21 +3,21 @@
 
 use crate::layout::{cgroup_of, CgroupLayout};
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::paths::{self, sysctl};
 use cpushield_kernel::{is_gone, read_cpu_list, read_trimmed, Kernel, Procfs};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-/// Path of the unbound workqueue cpumask.
-// Files the shield writes and journals by path: its saved state names them.
-pub const WORKQUEUE_CPUMASK: &str = "/sys/devices/virtual/workqueue/cpumask";
-/// Path of the default affinity of new IRQs.
-pub const DEFAULT_IRQ_AFFINITY: &str = "/proc/irq/default_smp_affinity";
+/// The unbound workqueue cpumask and the default affinity of new IRQs,
+/// files the shield writes and journals by path.
+pub use cpushield_kernel::paths::{DEFAULT_IRQ_AFFINITY, WORKQUEUE_CPUMASK};
+
 /// Sysctls the local-timer shield may change.
 pub const LTMR_SYSCTLS: [&str; 3] = [
-    "/proc/sys/kernel/watchdog_cpumask",
-    "/proc/sys/kernel/timer_migration",
-    "/proc/sys/vm/stat_interval",
+    sysctl::WATCHDOG_CPUMASK,
+    sysctl::TIMER_MIGRATION,
+    sysctl::STAT_INTERVAL,
 ];
 
 /// Whether the tool sees the whole machine or only a private PID namespace.
@@ -442,15 +442,13 @@ pub fn read_irqs_knowing(kernel: &dyn Kernel, known: &[IrqInfo]) -> Vec<IrqInfo>
 fn read_masks(kernel: &dyn Kernel, name: impl Fn(u32) -> Option<String>) -> (Vec<IrqInfo>, bool) {
     let mut irqs = Vec::new();
     let mut all_named = true;
-    // The IRQ mask files the shield writes and journals by path.
-    let Ok(entries) = kernel.read_dir(Path::new("/proc/irq")) else {
+    let Ok(entries) = kernel.read_dir(Path::new(paths::IRQ_DIR)) else {
         return (irqs, all_named);
     };
     let mut numbers: Vec<u32> = entries.iter().filter_map(|e| e.parse().ok()).collect();
     numbers.sort_unstable();
     for irq in numbers {
-        // Files the shield writes and journals by path: its saved state names them.
-        let path = PathBuf::from(format!("/proc/irq/{irq}/smp_affinity"));
+        let path = paths::irq_affinity(irq);
         let Ok(text) = read_trimmed(kernel, &path) else {
             continue;
         };

@@ -7,9 +7,8 @@ use crate::orphan::{self, OrphanShield};
 use crate::snapshot::{self, Scope, Snapshot};
 use crate::state;
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::{read_cpu_list, read_trimmed, Host, Kernel};
+use cpushield_kernel::{read_trimmed, Host, Kernel};
 use serde::Serialize;
-use std::path::Path;
 
 /// A task that may still run on a shielded CPU.
 #[derive(Debug, Clone, Serialize)]
@@ -275,12 +274,7 @@ fn cpu_status(
             tasks = on.tasks.get(&cpu).cloned().unwrap_or_default();
             irqs_here = on.irqs.get(&cpu).cloned().unwrap_or_default();
             irq_threads = irq_threads::off_cpu(snap, cpu, |irq| {
-                read_cpu_list(
-                    kernel,
-                    // An IRQ's effective mask, next to the mask file the shield writes.
-                    Path::new(&format!("/proc/irq/{irq}/effective_affinity_list")),
-                )
-                .ok()
+                cpushield_kernel::irq::effective_affinity(kernel, irq).ok()
             });
         }
     }

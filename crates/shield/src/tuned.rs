@@ -30,7 +30,7 @@
 use crate::snapshot::{Snapshot, DEFAULT_IRQ_AFFINITY, WORKQUEUE_CPUMASK};
 use crate::state::SavedState;
 use cpushield_cpuset::CpuSet;
-use cpushield_kernel::Kernel;
+use cpushield_kernel::{paths, Kernel};
 use cpushield_parse::tuned as parse;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -94,8 +94,7 @@ impl TunedClaim {
 
 /// A sysctl key of a `[sysctl]` section (`kernel.timer_migration`) as its path.
 fn sysctl_path(key: &str) -> PathBuf {
-    // tuned's profiles name sysctls by key and sysfs files by path: where both tools write.
-    PathBuf::from("/proc/sys").join(key.replace('.', "/"))
+    paths::sysctl::path(key)
 }
 
 /// The profile `name` and the profiles it includes, parents first.
@@ -164,8 +163,10 @@ pub fn read_claim(kernel: &dyn Kernel) -> Option<TunedClaim> {
         }
         for e in conf.section("sysfs") {
             let path = e.key.trim();
-            // tuned's profiles name sysctls by key and sysfs files by path: where both tools write.
-            if path.starts_with("/sys/") && !path.contains(['*', '?', '[']) {
+            let in_sysfs = path
+                .strip_prefix(paths::SYS)
+                .is_some_and(|rest| rest.starts_with('/'));
+            if in_sysfs && !path.contains(['*', '?', '[']) {
                 claim.files.insert(PathBuf::from(path));
             }
         }
@@ -334,8 +335,7 @@ fn irqs_set_by(
 /// online CPUs it names.
 fn file_detail(path: &Path, now: Option<&String>, online: &CpuSet) -> String {
     match now {
-        // tuned's profiles name sysctls by key and sysfs files by path: where both tools write.
-        Some(text) if path.starts_with("/proc/irq") || path.starts_with("/sys/") => {
+        Some(text) if path.starts_with(paths::IRQ_DIR) || path.starts_with(paths::SYS) => {
             match CpuSet::parse_mask(text) {
                 Ok(cpus) => format!("CPUs {}", cpus.intersection(online)),
                 Err(_) => text.trim().to_string(),
@@ -348,11 +348,7 @@ fn file_detail(path: &Path, now: Option<&String>, online: &CpuSet) -> String {
 
 /// A file's setting as named: a sysctl by its key, anything else by path.
 fn setting_name(path: &Path) -> String {
-    // tuned's profiles name sysctls by key and sysfs files by path: where both tools write.
-    match path.strip_prefix("/proc/sys") {
-        Ok(key) => key.display().to_string().replace('/', "."),
-        Err(_) => path.display().to_string(),
-    }
+    paths::sysctl::key(path).unwrap_or_else(|| path.display().to_string())
 }
 
 /// The files either tool writes that either changed or sets.

@@ -6,8 +6,9 @@
 //! ([`catalog`]).
 
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::paths;
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The vmstat interval tried: two minutes between the per-CPU statistics
 /// folds (`vmstat_update`), against the kernel's one second.
@@ -189,9 +190,9 @@ fn file(path: impl Into<PathBuf>, original: &str, candidate: &str) -> FileChange
     }
 }
 
+/// A sysctl's name for the user (`kernel.timer_migration`).
 fn sysctl_name(path: &str) -> String {
-    // Not a read: a sysctl's path made its name for the user.
-    path.trim_start_matches("/proc/sys/").replace('/', ".")
+    paths::sysctl::key(Path::new(path)).unwrap_or_else(|| path.replace('/', "."))
 }
 
 /// The per-CPU knob files of the measured CPUs: each CPU's `(value,
@@ -228,8 +229,7 @@ fn per_cpu(
         }
         if value != want {
             changes.push(file(
-                // A file this knob writes, journaled by path; reset writes it back.
-                format!("/sys/devices/system/cpu/cpu{cpu}/cpufreq/{leaf}"),
+                paths::cpu_file(cpu, &format!("cpufreq/{leaf}")),
                 value,
                 want,
             ));
@@ -454,8 +454,7 @@ fn smt_offline(machine: &Machine, cpus: &CpuSet) -> Knob {
         change: Ok(Change::Files(
             others
                 .iter()
-                // A file this knob writes, journaled by path; reset writes it back.
-                .map(|c| file(format!("/sys/devices/system/cpu/cpu{c}/online"), "1", "0"))
+                .map(|c| file(paths::cpu_online(c), "1", "0"))
                 .collect(),
         )),
     }

@@ -25,8 +25,7 @@ pub fn find_port(kernel: &dyn Kernel) -> Option<PathBuf> {
     if kernel.exists(&by_name) {
         return Some(by_name);
     }
-    // The guest's virtio-serial ports, found by name; no other crate reads them.
-    let class = Path::new("/sys/class/virtio-ports");
+    let class = Path::new(cpushield_kernel::paths::VIRTIO_PORTS);
     kernel.read_dir(class).ok()?.into_iter().find_map(|p| {
         let name = kernel.read(&class.join(&p).join("name")).ok()?;
         (name.trim() == PORT_NAME).then(|| Path::new("/dev").join(&p))

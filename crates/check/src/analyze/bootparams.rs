@@ -23,6 +23,9 @@ use super::CheckInput;
 use crate::facts::Managed;
 use crate::finding::{Finding, Remedy, Severity, Topic};
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::paths::{
+    CMDLINE, DEFAULT_IRQ_AFFINITY, INTERRUPTS, ISOLATED, NOHZ_FULL, STAT,
+};
 use cpushield_parse::cmdline::{cpu_param, param, words};
 use cpushield_shield::bootparams::boot_params;
 use cpushield_shield::masks::ShieldMasks;
@@ -151,14 +154,13 @@ fn isolcpus(input: &CheckInput<'_>, wanted: &str) -> Vec<Verdict> {
             }
             let iso = isolated(input);
             if input.cpus.is_subset(&iso) {
-                // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-                Ok(format!("/sys/devices/system/cpu/isolated = {iso}"))
+                Ok(format!("{ISOLATED} = {iso}"))
             } else {
                 Err(not_applied(
                     input,
                     "isolcpus",
                     format!(
-                        "/sys/devices/system/cpu/isolated reads '{}'",
+                        "{ISOLATED} reads '{}'",
                         input.facts.isolated.as_deref().unwrap_or("").trim()
                     ),
                 ))
@@ -226,13 +228,12 @@ fn nohz_full(input: &CheckInput<'_>, wanted: &str) -> Verdict {
         let shown = input.facts.nohz_full.clone().unwrap_or_default();
         let sysfs = CpuSet::parse_list(shown.trim()).unwrap_or_default();
         if input.cpus.is_subset(&sysfs) {
-            // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-            Ok(format!("/sys/devices/system/cpu/nohz_full = {sysfs}"))
+            Ok(format!("{NOHZ_FULL} = {sysfs}"))
         } else {
             Err(not_applied(
                 input,
                 "nohz_full",
-                format!("/sys/devices/system/cpu/nohz_full reads '{}'", shown.trim()),
+                format!("{NOHZ_FULL} reads '{}'", shown.trim()),
             ))
         }
     });
@@ -284,12 +285,9 @@ fn irqaffinity(input: &CheckInput<'_>, wanted: &str) -> Verdict {
                 Err(Why::Mismatch(format!("irqaffinity={value}")))
             }
             Ok(_) => match &input.facts.default_irq_affinity {
-                Some(d) if !d.intersects(input.cpus) => {
-                    // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-                    Ok(format!("/proc/irq/default_smp_affinity = {d}"))
-                }
+                Some(d) if !d.intersects(input.cpus) => Ok(format!("{DEFAULT_IRQ_AFFINITY} = {d}")),
                 d => Err(Why::Ignored(format!(
-                    "/proc/irq/default_smp_affinity = {}",
+                    "{DEFAULT_IRQ_AFFINITY} = {}",
                     d.as_ref().map(|d| d.to_list()).unwrap_or_default()
                 ))),
             },
@@ -346,8 +344,7 @@ fn tick(input: &CheckInput<'_>, cpu: usize) -> Option<Finding> {
     let limit = tick_limit(input);
     let hz_text = hz.map_or("HZ unknown".to_string(), |h| format!("HZ {h}"));
     let evidence = format!(
-        // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-        "/proc/interrupts LOC on CPU {cpu}: +{} in {:.1} s ({per_s:.1}/s, {hz_text}); CPU {cpu} {busy:.0}% busy (/proc/stat)",
+        "{INTERRUPTS} LOC on CPU {cpu}: +{} in {:.1} s ({per_s:.1}/s, {hz_text}); CPU {cpu} {busy:.0}% busy ({STAT})",
         b.saturating_sub(a),
         input.interval_s()
     );
@@ -509,8 +506,7 @@ pub(super) fn analyze(input: &CheckInput<'_>, findings: &mut Vec<Finding>) {
                     v.wanted,
                     reason(v, input)
                 ),
-                // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-                format!("/proc/cmdline: {}", cmdline.trim()),
+                format!("{CMDLINE}: {}", cmdline.trim()),
             )),
             Err(_) => findings.push(
                 Finding::new(
@@ -523,8 +519,7 @@ pub(super) fn analyze(input: &CheckInput<'_>, findings: &mut Vec<Finding>) {
                         input.list(),
                         reason(v, input)
                     ),
-                    // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-                    format!("/proc/cmdline: {}", cmdline.trim()),
+                    format!("{CMDLINE}: {}", cmdline.trim()),
                 )
                 .remedy(Remedy::boot(line.clone())),
             ),

@@ -8,6 +8,8 @@ use crate::facts::{CpuFacts, CpusetInfo, Facts, IdleState};
 use crate::finding::{Finding, Remedy, Severity, Topic};
 use crate::target::ShieldKind;
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::paths::{self, CMDLINE, CPUINFO, ISOLATED, NOHZ_FULL, STAT};
+use cpushield_kernel::procfs::PROC;
 use cpushield_parse::cmdline::param;
 use cpushield_parse::stat::CpuTimes;
 
@@ -25,8 +27,7 @@ pub fn preempt_model(facts: &Facts) -> (String, String) {
         .as_deref()
         .and_then(cpushield_parse::preempt::parse_preempt)
     {
-        // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-        return (models.current, "/sys/kernel/debug/sched/preempt".into());
+        return (models.current, paths::PREEMPT.into());
     }
     let k = &facts.kconfig;
     let on = |name: &str| k.get(name).map(String::as_str) == Some("y");
@@ -112,9 +113,8 @@ fn busy_and_steal(input: &CheckInput<'_>, act: &mut CpuActivity, d: &CpuTimes) -
                 act.steal_ms,
                 input.interval_s()
             ),
-            // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
             format!(
-                "/proc/stat cpu{cpu} steal +{} ticks of {tick_ms:.0} ms{}",
+                "{STAT} cpu{cpu} steal +{} ticks of {tick_ms:.0} ms{}",
                 d.steal,
                 match input.host {
                     super::HostSaid::Absent(hint) => format!("; {hint}"),
@@ -181,8 +181,7 @@ fn isolation_params(input: &CheckInput<'_>, cpu: usize) -> Vec<Finding> {
                 Some(cpu),
                 format!("CPU {cpu} is not nohz_full: the scheduler tick interrupts it every jiffy"),
                 format!(
-                    // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-                    "/sys/devices/system/cpu/nohz_full: {}; CONFIG_NO_HZ_FULL={}",
+                    "{NOHZ_FULL}: {}; CONFIG_NO_HZ_FULL={}",
                     facts.nohz_full.as_deref().unwrap_or("absent"),
                     facts
                         .kconfig
@@ -201,15 +200,14 @@ fn isolation_params(input: &CheckInput<'_>, cpu: usize) -> Vec<Finding> {
             (
                 format!("RCU callbacks of CPU {cpu} run on it: the command line asks to offload them, but the kernel did not"),
                 format!(
-                    // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-                    "/proc/cmdline has rcu_nocbs= or nohz_full= covering {cpu}, but {}",
+                    "{CMDLINE} has rcu_nocbs= or nohz_full= covering {cpu}, but {}",
                     offload.evidence
                 ),
             )
         } else {
             (
                 format!("RCU callbacks of CPU {cpu} run on it (no rcu_nocbs)"),
-                format!("/proc/cmdline has no rcu_nocbs= or nohz_full= covering {cpu}"),
+                format!("{CMDLINE} has no rcu_nocbs= or nohz_full= covering {cpu}"),
             )
         };
         findings.push(
@@ -229,8 +227,7 @@ fn isolation_params(input: &CheckInput<'_>, cpu: usize) -> Vec<Finding> {
                 Topic::Isolation,
                 Some(cpu),
                 format!("CPU {cpu} is not in isolcpus: managed IRQs and the boot-time scheduler domains include it"),
-                // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-                format!("/sys/devices/system/cpu/isolated: '{}'", facts.isolated.as_deref().unwrap_or("")),
+                format!("{ISOLATED}: '{}'", facts.isolated.as_deref().unwrap_or("")),
             )
             .remedy(Remedy::boot(format!("isolcpus=managed_irq,domain,{list}"))),
         );
@@ -249,8 +246,10 @@ fn governor(cpu: usize, cf: &CpuFacts) -> Option<Finding> {
                 Topic::Power,
                 Some(cpu),
                 format!("CPU {cpu} frequency governor is '{g}': frequency changes add latency"),
-                // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-                format!("/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor = {g}"),
+                format!(
+                    "{} = {g}",
+                    paths::cpu_file(cpu, "cpufreq/scaling_governor").display()
+                ),
             )
             .remedy(Remedy::runtime(format!(
                 "echo performance > /sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor"
@@ -331,8 +330,7 @@ fn smt_siblings(input: &CheckInput<'_>, cpu: usize, cf: &CpuFacts) -> Vec<Findin
                 Topic::Smt,
                 Some(cpu),
                 format!("CPU {cpu} shares its core with CPU {sib}, which is not checked/shielded and was {busy:.0}% busy"),
-                // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-                format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list = {}", sibs.to_list()),
+                format!("{} = {}", paths::thread_siblings(cpu).display(), sibs.to_list()),
             )
             .remedy_if(whole_cores_remedy(input, sibs))
             .remedy(Remedy::boot("nosmt"))
@@ -366,8 +364,7 @@ fn halting_vcpu(facts: &Facts, cpu: usize) -> Option<Finding> {
             Topic::Power,
             Some(cpu),
             format!("CPU {cpu} is a virtual CPU that halts when idle: a wakeup from idle waits for the host to run it again (milliseconds on a busy host); polling instead can be worse, because a vCPU that never halts competes on the host with the VM's own I/O emulation"),
-            // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-            format!("/proc/cpuinfo flags: hypervisor; cpuidle driver: {driver}; no idle=poll on /proc/cmdline"),
+            format!("{CPUINFO} flags: hypervisor; cpuidle driver: {driver}; no idle=poll on {CMDLINE}"),
         )
         .remedy(Remedy::cpushield(format!("cpushield compare --cpus {cpu} --idle auto (measures halting and polling under your load and keeps the better; use run --idle-poll only where it wins)")))
         .remedy(Remedy::cpushield(format!("cpushield run --cpus {cpu} --idle-poll -- <task> (keeps the CPU polling while the task lives)")))
@@ -795,8 +792,7 @@ fn irqbalance(input: &CheckInput<'_>) -> Option<Finding> {
                 "irqbalance is running (pid {}): it moves IRQs back onto shielded CPUs",
                 join(&irqbalance)
             ),
-            // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-            "/proc/*/comm = irqbalance".to_string(),
+            format!("{PROC}/*/comm = irqbalance"),
         )
         .remedy(Remedy::runtime("systemctl stop irqbalance"))
         .remedy(Remedy::runtime(format!(

@@ -3,6 +3,7 @@
 use super::{CheckInput, Count, CpuActivity};
 use crate::finding::{Finding, Remedy, Severity, Topic};
 use crate::target::ShieldKind;
+use cpushield_kernel::paths::{INTERRUPTS, SOFTIRQS};
 
 pub(super) fn analyze_cpu(input: &CheckInput<'_>, act: &mut CpuActivity) -> Vec<Finding> {
     let cpu = act.cpu;
@@ -59,8 +60,7 @@ pub(super) fn analyze_cpu(input: &CheckInput<'_>, act: &mut CpuActivity) -> Vec<
 /// Architecture interrupt kinds: what each means and what removes it.
 fn irq_kind(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Option<Finding> {
     let evidence = format!(
-        // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-        "/proc/interrupts {}: {} on CPU {cpu} in {:.1} s ({:.1}/s)",
+        "{INTERRUPTS} {}: {} on CPU {cpu} in {:.1} s ({:.1}/s)",
         c.id,
         c.count,
         input.interval_s(),
@@ -195,8 +195,7 @@ pub(super) fn nohz_full_remedy(input: &CheckInput<'_>, list: &str) -> Remedy {
 
 fn softirq(input: &CheckInput<'_>, cpu: usize, c: &Count, list: &str) -> Finding {
     let evidence = format!(
-        // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-        "/proc/softirqs {}: {} on CPU {cpu} in {:.1} s ({:.1}/s)",
+        "{SOFTIRQS} {}: {} on CPU {cpu} in {:.1} s ({:.1}/s)",
         c.id,
         c.count,
         input.interval_s(),

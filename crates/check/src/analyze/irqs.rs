@@ -7,6 +7,7 @@ use crate::facts::Managed;
 use crate::finding::{Finding, Remedy, Severity, Topic};
 use crate::target::{ShieldInForce, ShieldKind};
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::paths::{INTERRUPTS, IRQ_DIR};
 use cpushield_parse::irq_affinity::IrqAffinity;
 
 /// Why a kernel-managed IRQ is taken for one.
@@ -150,12 +151,11 @@ impl Seen<'_> {
         let now = show(self.after);
         match self.before {
             Some(b) if Some(b) != self.after => format!(
-                // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-                "/proc/irq/{}/: at the start {}; at the end {now}",
+                "{IRQ_DIR}/{}/: at the start {}; at the end {now}",
                 self.irq,
                 show(Some(b))
             ),
-            _ => format!("/proc/irq/{}/{now}", self.irq),
+            _ => format!("{IRQ_DIR}/{}/{now}", self.irq),
         }
     }
 }
@@ -358,8 +358,7 @@ pub(super) fn arrived(input: &CheckInput<'_>, cpu: usize, irq: u32, c: &Count) -
         label: seen.label(),
         times: times(c.count),
         evidence: format!(
-            // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-            "/proc/interrupts: {} on CPU {cpu} in {:.1} s ({:.1}/s); {}",
+            "{INTERRUPTS}: {} on CPU {cpu} in {:.1} s ({:.1}/s); {}",
             c.count,
             input.interval_s(),
             c.per_s,

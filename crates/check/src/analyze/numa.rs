@@ -9,6 +9,7 @@ use crate::finding::{Finding, Remedy, Severity, Topic};
 use crate::snapshot::Snapshot;
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::numa::NumaNode;
+use cpushield_kernel::procfs::PROC;
 
 /// The nodes that hold one of `cpus` (with memory or not).
 fn nodes_with(nodes: &[NumaNode], cpus: &CpuSet) -> CpuSet {
@@ -224,8 +225,7 @@ fn remote_pages(input: &CheckInput<'_>, nodes: &[NumaNode], findings: &mut Vec<F
                 format!(
                     "real-time task {pid} ({comm}) runs on CPUs {cpus} (node {local}) but {remote} of its {total} resident pages of its own sit on another node: each access to them is remote"
                 ),
-                // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-                format!("/proc/{pid}/numa_maps, heap, stack and anonymous mappings: {}", per_node.join(" ")),
+                format!("{PROC}/{pid}/numa_maps, heap, stack and anonymous mappings: {}", per_node.join(" ")),
             )
             .remedy(Remedy::cpushield(format!(
                 "cpushield run --cpus {cpus} --mlock -- PROGRAM (binds its memory to node {local} before it allocates)"

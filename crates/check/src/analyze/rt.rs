@@ -12,6 +12,7 @@ use crate::finding::{Finding, Remedy, Severity, Topic};
 use crate::snapshot::ThreadSample;
 use crate::target::ShieldKind;
 use cpushield_cpuset::CpuSet;
+use cpushield_kernel::{paths::IRQ_DIR, procfs::PROC};
 use cpushield_parse::kthread_name::{irq_thread_irq, per_cpu_thread};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -88,8 +89,7 @@ fn irq_threads<'a>(input: &CheckInput<'a>, cpu: usize, findings: &mut Vec<Findin
                     t.stat.comm, t.stat.tid
                 ),
                 format!(
-                    // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-                    "/proc/{}/task/{}: affinity {aff}; /proc/irq/{irq}/smp_affinity_list: {mask}",
+                    "{PROC}/{}/task/{}: affinity {aff}; {IRQ_DIR}/{irq}/smp_affinity_list: {mask}",
                     t.pid, t.stat.tid
                 ),
             )
@@ -177,8 +177,7 @@ fn per_cpu_work<'a>(input: &CheckInput<'a>, cpu: usize, findings: &mut Vec<Findi
     for (kind, t) in threads {
         let who = format!("{} (pid {}, {})", t.stat.comm, t.stat.tid, policy(t));
         let evidence = format!(
-            // Shown to the user: the file a finding's evidence was read from, or the one its fix writes.
-            "/proc/{}/task/{}/stat; nohz_full {}, RCU callbacks {}",
+            "{PROC}/{}/task/{}/stat; nohz_full {}, RCU callbacks {}",
             t.pid,
             t.stat.tid,
             if nohz { "yes" } else { "no" },
