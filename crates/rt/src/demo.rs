@@ -12,8 +12,9 @@ use std::ffi::{CStr, CString};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// Which programming interface places the thread.
+/// Which programming interface places the thread (`thread-demo --api`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Api {
     /// `cps_place(0, cpus, CPS_SCHED_OTHER, 0)` from the thread itself.
     C,

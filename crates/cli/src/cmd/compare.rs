@@ -64,8 +64,8 @@ pub struct CompareArgs {
     /// What a measured CPU does when idle: auto (run the probe briefly both
     /// ways in each scenario and keep the better worst case), halt (the
     /// kernel's idle loop, as cyclictest), or poll (a SCHED_IDLE spinner).
-    #[arg(long, value_enum, default_value_t = IdleArg::Auto)]
-    idle: IdleArg,
+    #[arg(long, value_enum, default_value_t = IdleMode::Auto)]
+    idle: IdleMode,
     /// Do not trace the measured CPUs (no guest/host split of the spikes).
     #[arg(long)]
     no_attribute: bool,
@@ -93,27 +93,6 @@ pub struct CompareArgs {
     /// named org.cpushield.vm.0, when there is one; `none`: do not ask).
     #[arg(long, value_name = "PATH")]
     host_channel: Option<PathBuf>,
-}
-
-/// What the measured CPUs do when idle.
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum IdleArg {
-    /// Measure halting and polling briefly in each scenario; keep the better.
-    Auto,
-    /// Keep polling (a SCHED_IDLE spinner per measured CPU).
-    Poll,
-    /// Let the kernel's idle loop run (as cyclictest does).
-    Halt,
-}
-
-impl From<IdleArg> for IdleMode {
-    fn from(a: IdleArg) -> Self {
-        match a {
-            IdleArg::Auto => IdleMode::Auto,
-            IdleArg::Poll => IdleMode::Poll,
-            IdleArg::Halt => IdleMode::Halt,
-        }
-    }
 }
 
 /// Arguments of `cpushield demo`.
@@ -157,7 +136,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
     if args.system {
         config.scope = Scope::System;
     }
-    config.idle = args.idle.into();
+    config.idle = args.idle;
     config.attribute = !args.no_attribute;
     config.attribute_above = args.attribute_above;
     config.anchor = !args.no_anchor;

@@ -13,7 +13,7 @@ use cpushield_measure::net::{self, Link, NetConfig, Protocol, ServeConfig};
 use cpushield_measure::noise::{self, NoiseConfig};
 use cpushield_measure::render::net as render_net;
 use cpushield_measure::render::{cyclictest, text};
-use cpushield_measure::source::{Source, SourceRequest};
+use cpushield_measure::source::SourceRequest;
 use cpushield_measure::trace::{self, SpikeTracing, TraceAbove};
 use cpushield_measure::{json, Period, Progress, Warning};
 use cpushield_report::output::{self, Output};
@@ -62,8 +62,8 @@ struct LatencyArgs {
     /// CONFIG_TIMERLAT_TRACER, as PREEMPT_RT kernels have). `auto` is the
     /// timer: the one source every machine has; the others measure another
     /// path and must be asked for.
-    #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
-    source: SourceArg,
+    #[arg(long, value_enum, default_value_t = SourceRequest::Auto)]
+    source: SourceRequest,
     /// Wakeups per second [default: 2048, as realfeel].
     #[arg(long, value_name = "HZ", conflicts_with = "interval")]
     rate: Option<u32>,
@@ -115,28 +115,6 @@ struct LatencyArgs {
     /// is one; `none`: do not ask).
     #[arg(long, value_name = "PATH")]
     host_channel: Option<PathBuf>,
-}
-
-/// `--source`.
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum SourceArg {
-    Auto,
-    Timer,
-    Rtc,
-    Hpet,
-    Timerlat,
-}
-
-impl SourceArg {
-    fn request(self) -> SourceRequest {
-        match self {
-            SourceArg::Auto => SourceRequest::Auto,
-            SourceArg::Timer => SourceRequest::Exactly(Source::Timer),
-            SourceArg::Rtc => SourceRequest::Exactly(Source::Rtc),
-            SourceArg::Hpet => SourceRequest::Exactly(Source::Hpet),
-            SourceArg::Timerlat => SourceRequest::Exactly(Source::Timerlat),
-        }
-    }
 }
 
 #[derive(Args)]
@@ -291,7 +269,7 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     config.priority = priority(a.priority);
     config.advance = a.advance;
     config.idle_poll = a.idle_poll;
-    config.source = a.source.request().source();
+    config.source = a.source.source();
     config.placer = placer(&config.cpus)?;
     config.validate(&online()?)?;
     let json_out = Output::open(a.json.as_deref(), "--json")?;
@@ -389,7 +367,7 @@ struct NetArgs {
     sizes: NetSizes,
     /// Protocols, in run order.
     #[arg(long, value_enum, value_delimiter = ',', default_values = ["udp", "tcp"])]
-    protocols: Vec<ProtocolArg>,
+    protocols: Vec<Protocol>,
     /// How long to measure each protocol and size.
     #[arg(long, value_parser = args::duration, default_value = "1s")]
     duration: Duration,
@@ -423,13 +401,6 @@ fn sizes_arg(text: &str) -> Result<NetSizes, String> {
     net::parse_sizes(text).map(NetSizes)
 }
 
-/// `--protocols`.
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum ProtocolArg {
-    Udp,
-    Tcp,
-}
-
 fn run_net(a: NetArgs) -> anyhow::Result<ExitCode> {
     let (client_cpu, server_cpu) = a.cpus;
     if let Some(port) = a.listen {
@@ -448,14 +419,7 @@ fn run_net(a: NetArgs) -> anyhow::Result<ExitCode> {
     let mut config = NetConfig::new(client_cpu, server_cpu);
     config.link = Link::from_options(a.peer.as_deref(), a.veth).map_err(anyhow::Error::msg)?;
     config.sizes = a.sizes.0;
-    config.protocols = a
-        .protocols
-        .iter()
-        .map(|p| match p {
-            ProtocolArg::Udp => Protocol::Udp,
-            ProtocolArg::Tcp => Protocol::Tcp,
-        })
-        .collect();
+    config.protocols = a.protocols;
     config.duration = a.duration;
     config.warmup = a.warmup;
     config.priority = a.priority.and_then(priority);
