@@ -225,16 +225,10 @@ fn experiment(
     host_channel: Option<&Path>,
 ) -> u8 {
     let bar = progress::runner_bar(1000, "starting");
-    let mut on_progress = |p: cpushield_compare::Progress| {
-        if let Some(bar) = &bar {
-            bar.set_position((p.done() * 1000.0) as u64);
-            bar.set_message(p.message());
-        }
-    };
+    let mut on_progress =
+        |p: cpushield_compare::Progress| bar.update((p.done() * 1000.0) as u64, || p.message());
     let mut print_answer = |report: &CompareReport, host_lines: &[String]| {
-        if let Some(bar) = &bar {
-            bar.finish_and_clear();
-        }
+        bar.clear();
         print!("{}", command::answer(report, host_lines, view));
     };
     let host = crate::host::real();
@@ -247,7 +241,7 @@ fn experiment(
         &mut on_progress,
         &mut print_answer,
     );
-    let said = match progress::finish(bar.as_ref(), result) {
+    let said = match progress::finish(&bar, result) {
         Ok(said) => said,
         Err(code) => return code,
     };

@@ -3,7 +3,7 @@
 //! histogram) and pick the exit code. Measuring is in the library.
 
 use crate::args::{self, EXIT_OK, EXIT_THRESHOLD};
-use crate::progress;
+use crate::progress::{self, Bar};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use cpushield_cpuset::CpuSet;
@@ -19,7 +19,6 @@ use cpushield_measure::{json, Period, Progress, Warning};
 use cpushield_report::output::{self, Output};
 use cpushield_rt::sched::PlaceFn;
 use cpushield_shield::placement;
-use indicatif::ProgressBar;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -205,31 +204,9 @@ fn is_stdout(path: &Option<PathBuf>) -> bool {
     path.as_deref().is_some_and(output::is_stdout)
 }
 
-/// A progress bar with the running maximum on a terminal; nothing when stderr
-/// is not one.
-struct Bar {
-    bar: Option<ProgressBar>,
-    what: &'static str,
-}
-
-impl Bar {
-    fn new(what: &'static str) -> Self {
-        let bar = progress::terminal_bar(1000, "{bar:40} {percent:>3}% {elapsed:>4} {msg}");
-        Self { bar, what }
-    }
-
-    fn update(&self, p: Progress) {
-        if let Some(bar) = &self.bar {
-            bar.set_position((p.fraction * 1000.0) as u64);
-            bar.set_message(p.message(self.what));
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
-    }
+/// Shows a probe's progress `p` on `bar` (of 1000 steps), counting `what`.
+fn show(bar: &Bar, p: Progress, what: &str) {
+    bar.update((p.fraction * 1000.0) as u64, || p.message(what));
 }
 
 fn print_warnings(warnings: &[Warning]) {
@@ -285,16 +262,16 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     if let Some(p) = &a.host_channel {
         cpushield_vm::blame::check_channel_arg(p).map_err(anyhow::Error::msg)?;
     }
-    let bar = Bar::new("samples");
+    let bar = Bar::new(1000, progress::PROBE_STYLE);
     let traced = trace::run_latency(
         &host,
         config,
         tracing,
         stop,
-        &mut |p| bar.update(p),
+        &mut |p| show(&bar, p, "samples"),
         &mut |e| eprintln!("cpushield: warning: {e}"),
     );
-    bar.finish();
+    bar.clear();
     let traced = traced?;
     let report = traced.report;
     if let Some(spikes) = &traced.spikes {
@@ -330,9 +307,11 @@ fn run_determinism(a: DeterminismArgs) -> anyhow::Result<ExitCode> {
     config.validate(&online()?)?;
     let json_out = Output::open(a.json.as_deref(), "--json")?;
     let stop = stop_flag()?;
-    let bar = Bar::new("runs");
-    let report = determinism::run(&crate::host::real(), &config, stop, &mut |p| bar.update(p));
-    bar.finish();
+    let bar = Bar::new(1000, progress::PROBE_STYLE);
+    let report = determinism::run(&crate::host::real(), &config, stop, &mut |p| {
+        show(&bar, p, "runs")
+    });
+    bar.clear();
     let report = report?;
     let text = text::determinism(&report);
     finish(&report, &report.run.warnings, text, &a.json, json_out)
@@ -347,9 +326,11 @@ fn run_noise(a: NoiseArgs) -> anyhow::Result<ExitCode> {
     config.validate(&online()?)?;
     let json_out = Output::open(a.json.as_deref(), "--json")?;
     let stop = stop_flag()?;
-    let bar = Bar::new("loops");
-    let report = noise::run(&crate::host::real(), &config, stop, &mut |p| bar.update(p));
-    bar.finish();
+    let bar = Bar::new(1000, progress::PROBE_STYLE);
+    let report = noise::run(&crate::host::real(), &config, stop, &mut |p| {
+        show(&bar, p, "loops")
+    });
+    bar.clear();
     let report = report?;
     let text = text::noise(&report);
     finish(&report, &report.run.warnings, text, &a.json, json_out)
