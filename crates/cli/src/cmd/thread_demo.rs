@@ -52,17 +52,16 @@ fn refuse(message: &str) -> anyhow::Result<ExitCode> {
 pub fn run(args: ThreadDemoArgs) -> anyhow::Result<ExitCode> {
     let stay = Duration::from_secs(args.seconds);
     let pid = std::process::id();
-    if args.per_cpu {
-        return match demo::pin_one_per_cpu(&args.cpus, stay) {
-            Ok(tids) => {
-                let list: Vec<String> = tids.iter().map(i32::to_string).collect();
-                print_and_stay(&format!("{pid} {}", list.join(" ")), stay)
-            }
-            Err((cpu, e)) => refuse(&format!("a thread could not pin itself to CPU {cpu}: {e}")),
-        };
-    }
-    match demo::place_one(args.api, &args.cpus, stay) {
-        Ok(tid) => print_and_stay(&format!("{pid} {tid} {}", gettid()), stay),
+    let line = if args.per_cpu {
+        demo::pin_one_per_cpu(&args.cpus, stay).map(|tids| {
+            let list: Vec<String> = tids.iter().map(i32::to_string).collect();
+            format!("{pid} {}", list.join(" "))
+        })
+    } else {
+        demo::place_one(args.api, &args.cpus, stay).map(|tid| format!("{pid} {tid} {}", gettid()))
+    };
+    match line {
+        Ok(line) => print_and_stay(&line, stay),
         Err(message) => refuse(&message),
     }
 }
