@@ -9,25 +9,48 @@ use std::time::Duration;
 /// The style of the scenario runners' bars (compare, tune).
 pub const RUNNER_STYLE: &str = "{spinner} [{elapsed_precise}] {bar:30} {msg}";
 
-/// A bar of `len` steps drawn with `template`, or None when stderr is not a
-/// terminal.
-pub fn terminal_bar(len: u64, template: &str) -> Option<ProgressBar> {
-    std::io::stderr().is_terminal().then(|| {
-        let bar = ProgressBar::new(len);
-        bar.set_style(
-            ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar
-    })
+/// The style of the probes' bars (measure), with the running maximum.
+pub const PROBE_STYLE: &str = "{bar:40} {percent:>3}% {elapsed:>4} {msg}";
+
+/// A bar drawn on stderr when it is a terminal; otherwise every call does nothing.
+pub struct Bar(Option<ProgressBar>);
+
+impl Bar {
+    /// A bar of `len` steps drawn with `template`.
+    pub fn new(len: u64, template: &str) -> Self {
+        Self(std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new(len);
+            bar.set_style(
+                ProgressStyle::with_template(template)
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            bar
+        }))
+    }
+
+    /// Moves the bar to step `position`, saying `message` (made only when drawn).
+    pub fn update(&self, position: u64, message: impl FnOnce() -> String) {
+        if let Some(bar) = &self.0 {
+            bar.set_position(position);
+            bar.set_message(message());
+        }
+    }
+
+    /// Clears the bar from the terminal.
+    pub fn clear(&self) {
+        if let Some(bar) = &self.0 {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 /// A scenario runner's bar (compare, tune) of `len` steps, saying `first`
 /// until the runner reports; redrawn while a phase runs, since a probe, an
 /// anchor or the load's start can each take a minute with nothing else to
-/// report. None when stderr is not a terminal.
-pub fn runner_bar(len: u64, first: &str) -> Option<ProgressBar> {
-    let bar = terminal_bar(len, RUNNER_STYLE);
-    if let Some(bar) = &bar {
+/// report.
+pub fn runner_bar(len: u64, first: &str) -> Bar {
+    let bar = Bar::new(len, RUNNER_STYLE);
+    if let Some(bar) = &bar.0 {
         bar.set_message(first.to_string());
         bar.enable_steady_tick(Duration::from_millis(200));
     }
@@ -45,13 +68,8 @@ pub fn print_said(stdout: &str, stderr: &[String]) {
 
 /// Clears `bar` and passes on the run's result; an error is printed as one
 /// line and becomes [`EXIT_ERROR`].
-pub fn finish<T, E: std::fmt::Display>(
-    bar: Option<&ProgressBar>,
-    result: Result<T, E>,
-) -> Result<T, u8> {
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
+pub fn finish<T, E: std::fmt::Display>(bar: &Bar, result: Result<T, E>) -> Result<T, u8> {
+    bar.clear();
     result.map_err(|e| {
         eprintln!("cpushield: error: {e}");
         EXIT_ERROR

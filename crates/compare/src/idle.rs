@@ -12,14 +12,15 @@
 use cpushield_cpuset::fmt_ns;
 use cpushield_report::IdleChoice;
 
-/// What the measured CPUs do when idle.
+/// What the measured CPUs do when idle (`compare --idle`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum IdleMode {
-    /// Measure both briefly in each scenario and keep the better.
+    /// Measure halting and polling briefly in each scenario; keep the better.
     Auto,
-    /// Always poll.
+    /// Keep polling (a SCHED_IDLE spinner per measured CPU).
     Poll,
-    /// Always halt.
+    /// Let the kernel's idle loop run (as cyclictest does).
     Halt,
 }
 

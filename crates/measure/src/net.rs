@@ -61,10 +61,14 @@ const STACK_BYTES: usize = 512 * 1024;
 /// A transport protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Protocol {
     /// UDP datagrams: one message, one datagram.
+    // `--protocols` lists the words alone, without these descriptions.
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
     Udp,
     /// A TCP stream with TCP_NODELAY.
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
     Tcp,
 }
 

@@ -38,6 +38,27 @@ pub enum SourceRequest {
     Exactly(Source),
 }
 
+/// `--source`'s words: `auto`, then each source's [`Source::word`].
+#[cfg(feature = "clap")]
+impl clap::ValueEnum for SourceRequest {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            SourceRequest::Auto,
+            SourceRequest::Exactly(Source::Timer),
+            SourceRequest::Exactly(Source::Rtc),
+            SourceRequest::Exactly(Source::Hpet),
+            SourceRequest::Exactly(Source::Timerlat),
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(match self {
+            SourceRequest::Auto => "auto",
+            SourceRequest::Exactly(s) => s.word(),
+        }))
+    }
+}
+
 impl SourceRequest {
     /// The source asked for; `Auto` is the timer, as [`select`] decides.
     pub fn source(self) -> Source {

@@ -12,8 +12,9 @@ use std::ffi::{CStr, CString};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// Which programming interface places the thread.
+/// Which programming interface places the thread (`thread-demo --api`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Api {
     /// `cps_place(0, cpus, CPS_SCHED_OTHER, 0)` from the thread itself.
     C,
@@ -69,14 +70,18 @@ pub fn place_one(api: Api, cpus: &CpuSet, stay: Duration) -> Result<i32, String>
 /// Starts one thread per CPU of `cpus`, each pinning itself to its own CPU
 /// (plain affinity, as a program started by `cpushield run` does within the
 /// CPUs it was given) and staying `stay`; returns their thread IDs in CPU
-/// order, or the first CPU a thread could not pin itself to.
-pub fn pin_one_per_cpu(cpus: &CpuSet, stay: Duration) -> Result<Vec<i32>, (usize, std::io::Error)> {
+/// order, or the one-line refusal naming the first CPU a thread could not
+/// pin itself to.
+pub fn pin_one_per_cpu(cpus: &CpuSet, stay: Duration) -> Result<Vec<i32>, String> {
     let (tx, rx) = mpsc::channel();
     for (i, cpu) in cpus.iter().enumerate() {
         let tx = tx.clone();
         std::thread::spawn(move || {
             let pinned = crate::sched::pin(0, &CpuSet::from_cpus([cpu]));
-            let _ = tx.send((i, pinned.map(|()| gettid()).map_err(|e| (cpu, e))));
+            let pinned = pinned
+                .map(|()| gettid())
+                .map_err(|e| format!("a thread could not pin itself to CPU {cpu}: {e}"));
+            let _ = tx.send((i, pinned));
             std::thread::sleep(stay);
         });
     }

@@ -64,8 +64,8 @@ pub struct CompareArgs {
     /// What a measured CPU does when idle: auto (run the probe briefly both
     /// ways in each scenario and keep the better worst case), halt (the
     /// kernel's idle loop, as cyclictest), or poll (a SCHED_IDLE spinner).
-    #[arg(long, value_enum, default_value_t = IdleArg::Auto)]
-    idle: IdleArg,
+    #[arg(long, value_enum, default_value_t = IdleMode::Auto)]
+    idle: IdleMode,
     /// Do not trace the measured CPUs (no guest/host split of the spikes).
     #[arg(long)]
     no_attribute: bool,
@@ -93,27 +93,6 @@ pub struct CompareArgs {
     /// named org.cpushield.vm.0, when there is one; `none`: do not ask).
     #[arg(long, value_name = "PATH")]
     host_channel: Option<PathBuf>,
-}
-
-/// What the measured CPUs do when idle.
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum IdleArg {
-    /// Measure halting and polling briefly in each scenario; keep the better.
-    Auto,
-    /// Keep polling (a SCHED_IDLE spinner per measured CPU).
-    Poll,
-    /// Let the kernel's idle loop run (as cyclictest does).
-    Halt,
-}
-
-impl From<IdleArg> for IdleMode {
-    fn from(a: IdleArg) -> Self {
-        match a {
-            IdleArg::Auto => IdleMode::Auto,
-            IdleArg::Poll => IdleMode::Poll,
-            IdleArg::Halt => IdleMode::Halt,
-        }
-    }
 }
 
 /// Arguments of `cpushield demo`.
@@ -157,7 +136,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
     if args.system {
         config.scope = Scope::System;
     }
-    config.idle = args.idle.into();
+    config.idle = args.idle;
     config.attribute = !args.no_attribute;
     config.attribute_above = args.attribute_above;
     config.anchor = !args.no_anchor;
@@ -246,16 +225,10 @@ fn experiment(
     host_channel: Option<&Path>,
 ) -> u8 {
     let bar = progress::runner_bar(1000, "starting");
-    let mut on_progress = |p: cpushield_compare::Progress| {
-        if let Some(bar) = &bar {
-            bar.set_position((p.done() * 1000.0) as u64);
-            bar.set_message(p.message());
-        }
-    };
+    let mut on_progress =
+        |p: cpushield_compare::Progress| bar.update((p.done() * 1000.0) as u64, || p.message());
     let mut print_answer = |report: &CompareReport, host_lines: &[String]| {
-        if let Some(bar) = &bar {
-            bar.finish_and_clear();
-        }
+        bar.clear();
         print!("{}", command::answer(report, host_lines, view));
     };
     let host = crate::host::real();
@@ -268,7 +241,7 @@ fn experiment(
         &mut on_progress,
         &mut print_answer,
     );
-    let said = match progress::finish(bar.as_ref(), result) {
+    let said = match progress::finish(&bar, result) {
         Ok(said) => said,
         Err(code) => return code,
     };

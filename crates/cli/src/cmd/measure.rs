@@ -3,7 +3,7 @@
 //! histogram) and pick the exit code. Measuring is in the library.
 
 use crate::args::{self, EXIT_OK, EXIT_THRESHOLD};
-use crate::progress;
+use crate::progress::{self, Bar};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use cpushield_cpuset::CpuSet;
@@ -13,13 +13,12 @@ use cpushield_measure::net::{self, Link, NetConfig, Protocol, ServeConfig};
 use cpushield_measure::noise::{self, NoiseConfig};
 use cpushield_measure::render::net as render_net;
 use cpushield_measure::render::{cyclictest, text};
-use cpushield_measure::source::{Source, SourceRequest};
+use cpushield_measure::source::SourceRequest;
 use cpushield_measure::trace::{self, SpikeTracing, TraceAbove};
 use cpushield_measure::{json, Period, Progress, Warning};
 use cpushield_report::output::{self, Output};
 use cpushield_rt::sched::PlaceFn;
 use cpushield_shield::placement;
-use indicatif::ProgressBar;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -62,8 +61,8 @@ struct LatencyArgs {
     /// CONFIG_TIMERLAT_TRACER, as PREEMPT_RT kernels have). `auto` is the
     /// timer: the one source every machine has; the others measure another
     /// path and must be asked for.
-    #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
-    source: SourceArg,
+    #[arg(long, value_enum, default_value_t = SourceRequest::Auto)]
+    source: SourceRequest,
     /// Wakeups per second [default: 2048, as realfeel].
     #[arg(long, value_name = "HZ", conflicts_with = "interval")]
     rate: Option<u32>,
@@ -115,28 +114,6 @@ struct LatencyArgs {
     /// is one; `none`: do not ask).
     #[arg(long, value_name = "PATH")]
     host_channel: Option<PathBuf>,
-}
-
-/// `--source`.
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum SourceArg {
-    Auto,
-    Timer,
-    Rtc,
-    Hpet,
-    Timerlat,
-}
-
-impl SourceArg {
-    fn request(self) -> SourceRequest {
-        match self {
-            SourceArg::Auto => SourceRequest::Auto,
-            SourceArg::Timer => SourceRequest::Exactly(Source::Timer),
-            SourceArg::Rtc => SourceRequest::Exactly(Source::Rtc),
-            SourceArg::Hpet => SourceRequest::Exactly(Source::Hpet),
-            SourceArg::Timerlat => SourceRequest::Exactly(Source::Timerlat),
-        }
-    }
 }
 
 #[derive(Args)]
@@ -227,31 +204,9 @@ fn is_stdout(path: &Option<PathBuf>) -> bool {
     path.as_deref().is_some_and(output::is_stdout)
 }
 
-/// A progress bar with the running maximum on a terminal; nothing when stderr
-/// is not one.
-struct Bar {
-    bar: Option<ProgressBar>,
-    what: &'static str,
-}
-
-impl Bar {
-    fn new(what: &'static str) -> Self {
-        let bar = progress::terminal_bar(1000, "{bar:40} {percent:>3}% {elapsed:>4} {msg}");
-        Self { bar, what }
-    }
-
-    fn update(&self, p: Progress) {
-        if let Some(bar) = &self.bar {
-            bar.set_position((p.fraction * 1000.0) as u64);
-            bar.set_message(p.message(self.what));
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
-    }
+/// Shows a probe's progress `p` on `bar` (of 1000 steps), counting `what`.
+fn show(bar: &Bar, p: Progress, what: &str) {
+    bar.update((p.fraction * 1000.0) as u64, || p.message(what));
 }
 
 fn print_warnings(warnings: &[Warning]) {
@@ -291,7 +246,7 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     config.priority = priority(a.priority);
     config.advance = a.advance;
     config.idle_poll = a.idle_poll;
-    config.source = a.source.request().source();
+    config.source = a.source.source();
     config.placer = placer(&config.cpus)?;
     config.validate(&online()?)?;
     let json_out = Output::open(a.json.as_deref(), "--json")?;
@@ -307,16 +262,16 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     if let Some(p) = &a.host_channel {
         cpushield_vm::blame::check_channel_arg(p).map_err(anyhow::Error::msg)?;
     }
-    let bar = Bar::new("samples");
+    let bar = Bar::new(1000, progress::PROBE_STYLE);
     let traced = trace::run_latency(
         &host,
         config,
         tracing,
         stop,
-        &mut |p| bar.update(p),
+        &mut |p| show(&bar, p, "samples"),
         &mut |e| eprintln!("cpushield: warning: {e}"),
     );
-    bar.finish();
+    bar.clear();
     let traced = traced?;
     let report = traced.report;
     if let Some(spikes) = &traced.spikes {
@@ -352,9 +307,11 @@ fn run_determinism(a: DeterminismArgs) -> anyhow::Result<ExitCode> {
     config.validate(&online()?)?;
     let json_out = Output::open(a.json.as_deref(), "--json")?;
     let stop = stop_flag()?;
-    let bar = Bar::new("runs");
-    let report = determinism::run(&crate::host::real(), &config, stop, &mut |p| bar.update(p));
-    bar.finish();
+    let bar = Bar::new(1000, progress::PROBE_STYLE);
+    let report = determinism::run(&crate::host::real(), &config, stop, &mut |p| {
+        show(&bar, p, "runs")
+    });
+    bar.clear();
     let report = report?;
     let text = text::determinism(&report);
     finish(&report, &report.run.warnings, text, &a.json, json_out)
@@ -369,9 +326,11 @@ fn run_noise(a: NoiseArgs) -> anyhow::Result<ExitCode> {
     config.validate(&online()?)?;
     let json_out = Output::open(a.json.as_deref(), "--json")?;
     let stop = stop_flag()?;
-    let bar = Bar::new("loops");
-    let report = noise::run(&crate::host::real(), &config, stop, &mut |p| bar.update(p));
-    bar.finish();
+    let bar = Bar::new(1000, progress::PROBE_STYLE);
+    let report = noise::run(&crate::host::real(), &config, stop, &mut |p| {
+        show(&bar, p, "loops")
+    });
+    bar.clear();
     let report = report?;
     let text = text::noise(&report);
     finish(&report, &report.run.warnings, text, &a.json, json_out)
@@ -389,7 +348,7 @@ struct NetArgs {
     sizes: NetSizes,
     /// Protocols, in run order.
     #[arg(long, value_enum, value_delimiter = ',', default_values = ["udp", "tcp"])]
-    protocols: Vec<ProtocolArg>,
+    protocols: Vec<Protocol>,
     /// How long to measure each protocol and size.
     #[arg(long, value_parser = args::duration, default_value = "1s")]
     duration: Duration,
@@ -423,13 +382,6 @@ fn sizes_arg(text: &str) -> Result<NetSizes, String> {
     net::parse_sizes(text).map(NetSizes)
 }
 
-/// `--protocols`.
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum ProtocolArg {
-    Udp,
-    Tcp,
-}
-
 fn run_net(a: NetArgs) -> anyhow::Result<ExitCode> {
     let (client_cpu, server_cpu) = a.cpus;
     if let Some(port) = a.listen {
@@ -448,14 +400,7 @@ fn run_net(a: NetArgs) -> anyhow::Result<ExitCode> {
     let mut config = NetConfig::new(client_cpu, server_cpu);
     config.link = Link::from_options(a.peer.as_deref(), a.veth).map_err(anyhow::Error::msg)?;
     config.sizes = a.sizes.0;
-    config.protocols = a
-        .protocols
-        .iter()
-        .map(|p| match p {
-            ProtocolArg::Udp => Protocol::Udp,
-            ProtocolArg::Tcp => Protocol::Tcp,
-        })
-        .collect();
+    config.protocols = a.protocols;
     config.duration = a.duration;
     config.warmup = a.warmup;
     config.priority = a.priority.and_then(priority);

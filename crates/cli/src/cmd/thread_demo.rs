@@ -6,22 +6,13 @@
 //! the library's one-line message and exits 1.
 
 use crate::args::cpu_set;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::gettid;
 use cpushield_rt::demo;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
-
-/// Which programming interface places the thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ApiArg {
-    /// `cps_place(0, cpus, CPS_SCHED_OTHER, 0)` from the thread itself.
-    C,
-    /// `RtThread::on(cpus).spawn(...)`.
-    Rust,
-}
 
 /// Arguments of the hidden `cpushield thread-demo`.
 #[derive(Args, Debug)]
@@ -31,7 +22,7 @@ pub struct ThreadDemoArgs {
     cpus: CpuSet,
     /// The interface that places it.
     #[arg(long, value_enum, default_value = "c")]
-    api: ApiArg,
+    api: demo::Api,
     /// How long both threads stay before the program exits.
     #[arg(long, default_value_t = 1000)]
     seconds: u64,
@@ -61,21 +52,16 @@ fn refuse(message: &str) -> anyhow::Result<ExitCode> {
 pub fn run(args: ThreadDemoArgs) -> anyhow::Result<ExitCode> {
     let stay = Duration::from_secs(args.seconds);
     let pid = std::process::id();
-    if args.per_cpu {
-        return match demo::pin_one_per_cpu(&args.cpus, stay) {
-            Ok(tids) => {
-                let list: Vec<String> = tids.iter().map(i32::to_string).collect();
-                print_and_stay(&format!("{pid} {}", list.join(" ")), stay)
-            }
-            Err((cpu, e)) => refuse(&format!("a thread could not pin itself to CPU {cpu}: {e}")),
-        };
-    }
-    let api = match args.api {
-        ApiArg::C => demo::Api::C,
-        ApiArg::Rust => demo::Api::Rust,
+    let line = if args.per_cpu {
+        demo::pin_one_per_cpu(&args.cpus, stay).map(|tids| {
+            let list: Vec<String> = tids.iter().map(i32::to_string).collect();
+            format!("{pid} {}", list.join(" "))
+        })
+    } else {
+        demo::place_one(args.api, &args.cpus, stay).map(|tid| format!("{pid} {tid} {}", gettid()))
     };
-    match demo::place_one(api, &args.cpus, stay) {
-        Ok(tid) => print_and_stay(&format!("{pid} {tid} {}", gettid()), stay),
+    match line {
+        Ok(line) => print_and_stay(&line, stay),
         Err(message) => refuse(&message),
     }
 }

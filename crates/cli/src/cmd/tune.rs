@@ -73,13 +73,12 @@ fn session(config: &TuneConfig, out: &Path) -> u8 {
     let budget = config.budget.as_secs();
     let bar = progress::runner_bar(budget.max(1), "");
     let mut on_progress = |p: &cpushield_tune::session::Progress, elapsed: Duration| {
-        if let Some(bar) = &bar {
-            bar.set_position(elapsed.as_secs().min(budget));
-            bar.set_message(render::progress_line(p, elapsed, budget));
-        }
+        bar.update(elapsed.as_secs().min(budget), || {
+            render::progress_line(p, elapsed, budget)
+        });
     };
     let result = command::run_to_end(&crate::host::real(), config, out, &mut on_progress);
-    let said = match progress::finish(bar.as_ref(), result) {
+    let said = match progress::finish(&bar, result) {
         Ok(said) => said,
         Err(code) => return code,
     };

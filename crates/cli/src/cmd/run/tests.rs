@@ -37,24 +37,19 @@ fn a_policy_flag_becomes_the_policy() {
     assert_eq!(parse(&["--cpus", "1"]).unwrap().policy(), None);
 }
 
+/// The messages themselves are tested with the parsers in `cpushield_rt::sched`.
 #[test]
-fn out_of_range_priorities_and_bad_deadlines_are_usage_errors_naming_the_range() {
-    let e = parse(&["--cpus", "1", "--fifo", "0"])
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("priority 0 is out of range: use 1..99"), "{e}");
-    let e = parse(&["--cpus", "1", "--deadline", "2ms/1ms/1ms"])
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("runtime <= deadline <= period"), "{e}");
-    let e = parse(&["--cpus", "1", "--deadline", "1ms"])
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("RUNTIME/DEADLINE/PERIOD"), "{e}");
+fn bad_policy_values_are_refused_by_the_policy_parsers_and_one_policy_only() {
+    for (flag, bad) in [("--fifo", "0"), ("--rr", "100"), ("--nice", "-50")] {
+        let e = parse(&["--cpus", "1", flag, bad]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{flag}");
+    }
+    let e = parse(&["--cpus", "1", "--deadline", "2ms/1ms/1ms"]).unwrap_err();
     assert!(
-        parse(&["--cpus", "1", "--fifo", "10", "--rr", "10"]).is_err(),
-        "one policy only"
+        e.to_string().contains("runtime <= deadline <= period"),
+        "{e}"
     );
+    assert!(parse(&["--cpus", "1", "--fifo", "10", "--rr", "10"]).is_err());
 }
 
 #[test]
