@@ -55,9 +55,11 @@ batch_state() {
     snapshot "$1"
     batch_processes >"$1/processes"
     awk '{ print $2, $3, $4 }' /proc/mounts | sort >"$1/mounts"
-    # cpushield's run directory, its lock file and its reservations' directory stay once
-    # made, and mean nothing: a state file, a reservation or anything else there does.
-    { find /run /var 2>/dev/null | grep -v -x -e /run/cpushield -e /run/cpushield/lock -e /run/cpushield/reserve | sort
+    # cpushield's run directory, its lock files (the shield's, and that of tracefs's users'
+    # starts and ends) and its reservations' directory stay once made, and mean nothing: a
+    # state file, a reservation, a tracefs mount marker or anything else there does.
+    { find /run /var 2>/dev/null | grep -v -x -e /run/cpushield -e /run/cpushield/lock \
+          -e /run/cpushield/tracefs.lock -e /run/cpushield/reserve | sort
       for _t in /sys/kernel/tracing /sys/kernel/debug/tracing; do
           [ -r "$_t/current_tracer" ] || continue
           echo "$_t current_tracer $(cat "$_t/current_tracer")"

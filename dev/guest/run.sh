@@ -331,6 +331,23 @@ stall_hook() {
     done
 }
 
+# tracefs_last_resort: unmounts the host's tracefs that a SIGKILLed host side left mounted,
+# by cpushield's own rule (crates/trace/src/mount.rs) and under its locks: only where no
+# cpushield process uses tracefs any more (the host side of another guest booted beside
+# this one may still trace, and the last of them unmounts), and only where a cpushield
+# process mounted it (its marker) or it was not mounted when this run.sh began.
+tracefs_last_resort() {
+    grep -q ' /sys/kernel/tracing tracefs ' /proc/mounts || return 0
+    _sd=${CPUSHIELD_STATE_DIR:-/run/cpushield}
+    _stem="$_sd/tracefs-$(readlink /proc/self/ns/mnt | tr -dc 0-9)-sys-kernel-tracing"
+    [ -e "$_stem.mounted" ] || [ "$TRACEFS_AT_START" = 0 ] || return 0
+    mkdir -p "$_sd"
+    # The lock of a user's start and end, then the users' lock alone without waiting:
+    # refused, a cpushield process still traces.
+    flock "$_sd/tracefs.lock" flock -n "$_stem.users" \
+        sh -c 'umount /sys/kernel/tracing && rm -f "$1.mounted" "$1.users"' sh "$_stem" 2>/dev/null || true
+}
+
 # vm_watch_hook QEMU_PID QMP SOCK LOG: once QEMU's QMP socket exists, runs the host side
 # (`cpushield vm watch`) on it and on the guest's channel SOCK until QEMU ends (then
 # SIGTERM: it restores tracefs), or SIGKILLs it at the console's `GUEST-VM-WATCH-KILL`.
@@ -338,8 +355,6 @@ vm_watch_hook() {
     _host=${GUEST_HOST_CPUSHIELD:-$ROOT/target/release/cpushield}
     while kill -0 "$1" 2>/dev/null && [ ! -S "$2" ]; do sleep 0.1; done
     kill -0 "$1" 2>/dev/null || return 0
-    # Whether tracefs was mounted before: a SIGKILLed host side cannot unmount what it mounted.
-    _had_tracefs=$(grep -c ' /sys/kernel/tracing tracefs ' /proc/mounts || true)
     "$_host" vm watch --qmp "$2" --channel "$3" >"$4" 2>&1 &
     _watch=$!
     echo "run.sh: host side cpushield vm watch started (pid $_watch)" >&2
@@ -353,11 +368,10 @@ vm_watch_hook() {
     done
     kill -TERM "$_watch" 2>/dev/null || true
     wait "$_watch" 2>/dev/null || true
-    # What a SIGKILLed host side left: its trace instance (tracing on), and tracefs mounted.
-    if [ -d "/sys/kernel/tracing/instances/cpushield-vm-$_watch" ]; then
-        rmdir "/sys/kernel/tracing/instances/cpushield-vm-$_watch" 2>/dev/null || true
-        [ "$_had_tracefs" != 0 ] || umount /sys/kernel/tracing 2>/dev/null || true
-    fi
+    # What a SIGKILLed host side left: its trace instance (tracing on), and tracefs mounted
+    # (which the next cpushield user to end would unmount: there may be none).
+    rmdir "/sys/kernel/tracing/instances/cpushield-vm-$_watch" 2>/dev/null || true
+    tracefs_last_resort
 }
 
 # boot_watch QEMU_PID: waits until the scenario has started (its GUEST-INFO line) or QEMU
@@ -380,6 +394,9 @@ boot_watch() {
     return 0
 }
 
+# Whether the host's tracefs was mounted when this run began (not when each boot began: a
+# host side of another guest may have mounted it since), for tracefs_last_resort.
+TRACEFS_AT_START=$(grep -c ' /sys/kernel/tracing tracefs ' /proc/mounts || true)
 STARTED=$(date +%s)
 BOOT_S=?
 ATTEMPT=1

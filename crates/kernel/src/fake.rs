@@ -1,7 +1,8 @@
 //! An in-memory system for tests: files, directories and per-thread affinities.
 
 use crate::{
-    FakeFiles, Kernel, KernelWriter, SchedParams, TraceMarker, TracePipe, TRACE_PIPE_READ_BUDGET,
+    FakeFiles, FileLock, Kernel, KernelWriter, LockKind, SchedParams, TraceMarker, TracePipe,
+    TRACE_PIPE_READ_BUDGET,
 };
 use cpushield_cpuset::CpuSet;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -199,8 +200,21 @@ struct FakeState {
     /// File systems not mounted, by mount point: their files appear on
     /// [`Kernel::mount`] and go again on [`Kernel::unmount`].
     unmounted: BTreeMap<PathBuf, FakeFiles>,
-    /// Mount points mounted with [`Kernel::mount`].
-    mounted: BTreeSet<PathBuf>,
+    /// Mount points mounted with [`Kernel::mount`], each with the line it
+    /// added to /proc/self/mounts (taken out again on [`Kernel::unmount`]).
+    mounted: BTreeMap<PathBuf, String>,
+    /// /proc/self/mounts was made by a mount (and goes when it is empty).
+    mounts_file_made: bool,
+    /// The lock files of [`Kernel::lock_file`], each with an inode number
+    /// (a new one when the file is made again, as a lock on a removed file
+    /// is not one on its successor). Apart from `files`: cpushield's own
+    /// files are not the system a test looks at.
+    lock_files: BTreeMap<PathBuf, u64>,
+    /// The locks held, by handle: the lock file's inode and whether
+    /// exclusive.
+    locks: BTreeMap<u64, (u64, bool)>,
+    /// The next inode or handle number.
+    next_lock: u64,
     /// What [`Kernel::kernel_log`] shows (absent: EPERM, as for a user
     /// without CAP_SYSLOG).
     kernel_log: Option<String>,
@@ -577,7 +591,16 @@ impl FakeKernel {
             .lock()
             .expect("fake lock")
             .mounted
-            .contains(target.as_ref())
+            .contains_key(target.as_ref())
+    }
+
+    /// Whether a lock file of [`Kernel::lock_file`] exists.
+    pub fn has_lock_file(&self, path: impl AsRef<Path>) -> bool {
+        self.state
+            .lock()
+            .expect("fake lock")
+            .lock_files
+            .contains_key(path.as_ref())
     }
 
     /// Whether a directory exists.
@@ -587,6 +610,25 @@ impl FakeKernel {
             .expect("fake lock")
             .dirs
             .contains(path.as_ref())
+    }
+}
+
+/// /proc/self/mounts, where a fake mount shows.
+const SELF_MOUNTS: &str = "/proc/self/mounts";
+
+/// A lock of a [`FakeKernel`]'s lock file, released when dropped.
+struct FakeLock {
+    state: Arc<Mutex<FakeState>>,
+    handle: u64,
+}
+
+impl FileLock for FakeLock {}
+
+impl Drop for FakeLock {
+    fn drop(&mut self) {
+        if let Ok(mut st) = self.state.lock() {
+            st.locks.remove(&self.handle);
+        }
     }
 }
 
@@ -727,9 +769,9 @@ impl Kernel for FakeKernel {
         st.files.contains_key(path) || st.dirs.contains(path)
     }
 
-    fn mount(&self, _fstype: &str, target: &Path) -> io::Result<()> {
+    fn mount(&self, fstype: &str, target: &Path) -> io::Result<()> {
         let mut st = self.state.lock().expect("fake lock");
-        if st.mounted.contains(target) {
+        if st.mounted.contains_key(target) {
             return Err(io::Error::from_raw_os_error(libc::EBUSY));
         }
         let Some(files) = st.unmounted.get(target).cloned() else {
@@ -742,14 +784,34 @@ impl Kernel for FakeKernel {
             }
             st.files.insert(path, text);
         }
-        st.mounted.insert(target.to_path_buf());
+        // Listed where the kernel lists it, so that whoever looks finds it.
+        let line = format!("{fstype} {} {fstype} rw,relatime 0 0\n", target.display());
+        let mounts = Path::new(SELF_MOUNTS);
+        let text = match st.files.get(mounts) {
+            Some(text) => format!("{text}{line}"),
+            None => {
+                st.mounts_file_made = true;
+                line.clone()
+            }
+        };
+        st.put_file(mounts.to_path_buf(), text);
+        st.mounted.insert(target.to_path_buf(), line);
         Ok(())
     }
 
     fn unmount(&self, target: &Path) -> io::Result<()> {
         let mut st = self.state.lock().expect("fake lock");
-        if !st.mounted.remove(target) {
+        let Some(line) = st.mounted.remove(target) else {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        };
+        let mounts = Path::new(SELF_MOUNTS);
+        if let Some(text) = st.files.get(mounts).map(|t| t.replacen(&line, "", 1)) {
+            if text.is_empty() && st.mounts_file_made {
+                st.files.remove(mounts);
+                st.mounts_file_made = false;
+            } else {
+                st.files.insert(mounts.to_path_buf(), text);
+            }
         }
         st.settle_all();
         let inside: Vec<PathBuf> = st
@@ -766,6 +828,59 @@ impl Kernel for FakeKernel {
         }
         st.dirs.retain(|d| !d.starts_with(target) || d == target);
         st.unmounted.insert(target.to_path_buf(), kept);
+        Ok(())
+    }
+
+    /// Locks as flock(2) does between open files, each call one open file.
+    /// A fake cannot wait: where a real lock would wait for another holder,
+    /// EDEADLK (the test would wait forever).
+    fn lock_file(&self, path: &Path, kind: LockKind) -> io::Result<Box<dyn FileLock>> {
+        let mut st = self.state.lock().expect("fake lock");
+        let inode = match st.lock_files.get(path) {
+            Some(&inode) => inode,
+            None => {
+                st.next_lock += 1;
+                let inode = st.next_lock;
+                st.lock_files.insert(path.to_path_buf(), inode);
+                inode
+            }
+        };
+        let exclusive = kind != LockKind::Shared;
+        let conflict = st
+            .locks
+            .values()
+            .any(|&(i, ex)| i == inode && (ex || exclusive));
+        if conflict {
+            let errno = match kind {
+                LockKind::TryExclusive => libc::EWOULDBLOCK,
+                LockKind::Shared | LockKind::Exclusive => libc::EDEADLK,
+            };
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        st.next_lock += 1;
+        let handle = st.next_lock;
+        st.locks.insert(handle, (inode, exclusive));
+        Ok(Box::new(FakeLock {
+            state: Arc::clone(&self.state),
+            handle,
+        }))
+    }
+
+    fn put_file(&self, path: &Path, text: &str) -> io::Result<()> {
+        self.state
+            .lock()
+            .expect("fake lock")
+            .put_file(path.to_path_buf(), text.to_string());
+        Ok(())
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        let mut st = self.state.lock().expect("fake lock");
+        let lock = st.lock_files.remove(path).is_some();
+        if st.files.remove(path).is_none() && !lock {
+            let enoent = io::Error::from_raw_os_error(libc::ENOENT);
+            return Err(crate::with_path(enoent, path));
+        }
         Ok(())
     }
 

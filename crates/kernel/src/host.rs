@@ -211,6 +211,19 @@ impl<K: Kernel + ?Sized> Kernel for Arc<K> {
     fn unmount(&self, target: &std::path::Path) -> std::io::Result<()> {
         (**self).unmount(target)
     }
+    fn lock_file(
+        &self,
+        path: &std::path::Path,
+        kind: crate::LockKind,
+    ) -> std::io::Result<Box<dyn crate::FileLock>> {
+        (**self).lock_file(path, kind)
+    }
+    fn put_file(&self, path: &std::path::Path, text: &str) -> std::io::Result<()> {
+        (**self).put_file(path, text)
+    }
+    fn remove_file(&self, path: &std::path::Path) -> std::io::Result<()> {
+        (**self).remove_file(path)
+    }
     fn open_trace_pipe(
         &self,
         path: &std::path::Path,

@@ -100,6 +100,31 @@ pub trait Kernel: Send + Sync {
         let _ = target;
         Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
     }
+    /// Takes an advisory lock (flock(2)) on the file at `path`, made (with
+    /// its directory) when absent: a file of cpushield's own, in its state
+    /// directory, that several cpushield processes agree through. The lock
+    /// lasts until the returned handle is dropped, or until the process
+    /// dies: the kernel releases it then, so a killed holder never leaves
+    /// it taken. [`LockKind::TryExclusive`] fails at once with EWOULDBLOCK
+    /// where another holds the file. The default refuses (EOPNOTSUPP).
+    fn lock_file(&self, path: &Path, kind: LockKind) -> io::Result<Box<dyn FileLock>> {
+        let _ = (path, kind);
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
+    /// Creates or replaces a file of cpushield's own (a marker in its state
+    /// directory), its directory made when absent. The default refuses
+    /// (EOPNOTSUPP).
+    fn put_file(&self, path: &Path, text: &str) -> io::Result<()> {
+        let _ = (path, text);
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
+    /// Removes a file of cpushield's own ([`Kernel::put_file`]'s, or a lock
+    /// file of [`Kernel::lock_file`]); ENOENT when absent. The default
+    /// refuses (EOPNOTSUPP).
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        let _ = path;
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
     /// Opens a per-CPU tracefs `trace_pipe` to be read without blocking.
     /// The default refuses (EOPNOTSUPP).
     fn open_trace_pipe(&self, path: &Path) -> io::Result<Box<dyn TracePipe>> {
@@ -126,6 +151,21 @@ pub trait Kernel: Send + Sync {
 /// busy CPU cannot starve the others (a trace_pipe read returns at most a
 /// page of text).
 pub const TRACE_PIPE_READ_BUDGET: usize = 1 << 20;
+
+/// How [`Kernel::lock_file`] locks a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockKind {
+    /// Shared with every other shared holder; waits while one holds it
+    /// exclusively.
+    Shared,
+    /// Held alone; waits until no one else holds it.
+    Exclusive,
+    /// Held alone, or EWOULDBLOCK at once when another holds it.
+    TryExclusive,
+}
+
+/// A lock taken by [`Kernel::lock_file`]: released when dropped.
+pub trait FileLock: Send + Sync {}
 
 /// A per-CPU trace pipe opened by [`Kernel::open_trace_pipe`].
 pub trait TracePipe: Send {
@@ -441,6 +481,8 @@ pub enum Change {
     Rmdir(PathBuf),
     /// A directory removed with everything in it.
     RemoveTree(PathBuf),
+    /// A file of cpushield's own removed.
+    RemoveFile(PathBuf),
     /// An affinity change.
     Affinity(i32, CpuSet),
     /// An extended attribute set (name, value).
@@ -560,6 +602,23 @@ impl Kernel for RecordingKernel<'_> {
             .push(Change::Unmount(target.to_path_buf()));
         self.inner.unmount(target)
     }
+    fn lock_file(&self, path: &Path, kind: LockKind) -> io::Result<Box<dyn FileLock>> {
+        self.inner.lock_file(path, kind)
+    }
+    fn put_file(&self, path: &Path, text: &str) -> io::Result<()> {
+        self.log
+            .lock()
+            .expect("log lock")
+            .push(Change::Write(path.to_path_buf(), text.to_string()));
+        self.inner.put_file(path, text)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.log
+            .lock()
+            .expect("log lock")
+            .push(Change::RemoveFile(path.to_path_buf()));
+        self.inner.remove_file(path)
+    }
     fn open_trace_pipe(&self, path: &Path) -> io::Result<Box<dyn TracePipe>> {
         self.inner.open_trace_pipe(path)
     }
@@ -658,5 +717,72 @@ mod tests {
             os_errno(&recording.kernel_log().unwrap_err()),
             Some(libc::EPERM)
         );
+    }
+
+    /// Shared locks together, an exclusive one alone, released on drop:
+    /// the same on a real file and on the fake.
+    fn check_lock_semantics(k: &dyn Kernel, path: &Path) {
+        let a = k.lock_file(path, LockKind::Shared).unwrap();
+        let b = k.lock_file(path, LockKind::Shared).unwrap();
+        let refused = k.lock_file(path, LockKind::TryExclusive).err().unwrap();
+        assert_eq!(os_errno(&refused), Some(libc::EWOULDBLOCK), "{refused}");
+        drop(a);
+        assert!(
+            k.lock_file(path, LockKind::TryExclusive).is_err(),
+            "b holds it"
+        );
+        drop(b);
+        let alone = k.lock_file(path, LockKind::TryExclusive).unwrap();
+        assert!(k.lock_file(path, LockKind::TryExclusive).is_err());
+        // A file made again is another file: a lock on the old one is not on it.
+        k.remove_file(path).unwrap();
+        let _new = k.lock_file(path, LockKind::TryExclusive).unwrap();
+        drop(alone);
+    }
+
+    #[test]
+    fn file_locks_are_shared_or_exclusive_and_released_on_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("made/here.lock");
+        check_lock_semantics(&RealKernel, &path);
+        assert!(path.exists(), "made with its directory");
+        check_lock_semantics(&FakeKernel::new(), Path::new("/run/cpushield/x.lock"));
+    }
+
+    #[test]
+    fn a_file_of_our_own_is_put_and_removed_and_a_missing_one_is_enoent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d/marker");
+        let fake = FakeKernel::new();
+        for (k, p) in [
+            (&RealKernel as &dyn Kernel, path.as_path()),
+            (&fake, Path::new("/run/m")),
+        ] {
+            k.put_file(p, "x\n").unwrap();
+            assert_eq!(k.read(p).unwrap(), "x\n");
+            k.remove_file(p).unwrap();
+            assert!(!k.exists(p));
+            assert_eq!(os_errno(&k.remove_file(p).unwrap_err()), Some(libc::ENOENT));
+        }
+    }
+
+    #[test]
+    fn a_fake_mount_shows_in_proc_self_mounts_until_it_is_unmounted() {
+        let k = FakeKernel::new();
+        k.set_unmounted_file("/sys/kernel/tracing", "/sys/kernel/tracing/trace", "");
+        let mounts = Path::new("/proc/self/mounts");
+        k.mount("tracefs", Path::new("/sys/kernel/tracing"))
+            .unwrap();
+        assert!(k
+            .read(mounts)
+            .unwrap()
+            .contains(" /sys/kernel/tracing tracefs "));
+        k.unmount(Path::new("/sys/kernel/tracing")).unwrap();
+        assert!(!k.exists(mounts), "made by the mount, gone with it");
+        k.set_file(mounts, "proc /proc proc rw 0 0\n");
+        k.mount("tracefs", Path::new("/sys/kernel/tracing"))
+            .unwrap();
+        k.unmount(Path::new("/sys/kernel/tracing")).unwrap();
+        assert_eq!(k.read(mounts).unwrap(), "proc /proc proc rw 0 0\n");
     }
 }

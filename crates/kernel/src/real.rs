@@ -1,7 +1,8 @@
 //! The kernel as it is: std::fs for files, libc for affinity.
 
 use crate::{
-    with_path, Kernel, KernelWriter, SchedParams, TraceMarker, TracePipe, TRACE_PIPE_READ_BUDGET,
+    with_path, FileLock, Kernel, KernelWriter, LockKind, SchedParams, TraceMarker, TracePipe,
+    TRACE_PIPE_READ_BUDGET,
 };
 use cpushield_cpuset::CpuSet;
 use std::ffi::CString;
@@ -66,6 +67,21 @@ struct OpenTraceMarker(std::fs::File);
 impl TraceMarker for OpenTraceMarker {
     fn write_line(&self, line: &[u8]) -> io::Result<()> {
         (&self.0).write_all(line)
+    }
+}
+
+/// A file locked with flock(2): dropping it unlocks and closes the file.
+struct HeldFlock(#[allow(dead_code)] nix::fcntl::Flock<std::fs::File>);
+
+impl FileLock for HeldFlock {}
+
+/// Creates the directory of `path` when absent, with the path in the error.
+fn make_parent(path: &Path) -> io::Result<()> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => {
+            std::fs::create_dir_all(dir).map_err(|e| with_path(e, dir))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -278,6 +294,47 @@ impl Kernel for RealKernel {
 
     fn unmount(&self, target: &Path) -> io::Result<()> {
         nix::mount::umount(target).map_err(io::Error::from)
+    }
+
+    fn lock_file(&self, path: &Path, kind: LockKind) -> io::Result<Box<dyn FileLock>> {
+        use nix::fcntl::{Flock, FlockArg};
+        make_parent(path)?;
+        let opened = std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path);
+        // flock works on a file opened for reading too: one that exists in
+        // a directory this process cannot write is still locked.
+        let file = match opened {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EROFS)) => {
+                std::fs::File::open(path).map_err(|_| with_path(e, path))?
+            }
+            other => other.map_err(|e| with_path(e, path))?,
+        };
+        let arg = match kind {
+            LockKind::Shared => FlockArg::LockShared,
+            LockKind::Exclusive => FlockArg::LockExclusive,
+            LockKind::TryExclusive => FlockArg::LockExclusiveNonblock,
+        };
+        let mut file = file;
+        loop {
+            match Flock::lock(file, arg) {
+                Ok(held) => return Ok(Box::new(HeldFlock(held))),
+                // A signal handled while waiting: wait again.
+                Err((again, nix::errno::Errno::EINTR)) => file = again,
+                Err((_, errno)) => return Err(with_path(errno.into(), path)),
+            }
+        }
+    }
+
+    fn put_file(&self, path: &Path, text: &str) -> io::Result<()> {
+        make_parent(path)?;
+        std::fs::write(path, text).map_err(|e| with_path(e, path))
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path).map_err(|e| with_path(e, path))
     }
 
     fn open_trace_pipe(&self, path: &Path) -> io::Result<Box<dyn TracePipe>> {

@@ -48,6 +48,11 @@ pub trait StateStore: Send + Sync {
     fn namespace_alive(&self, _ns: &str) -> bool {
         false
     }
+    /// Removes the liveness file of PID namespace `ns`, once it is known to
+    /// be gone: an init killed (SIGKILL) could not remove its own, and a
+    /// later run would take it for a namespace still there. By default
+    /// there is none.
+    fn forget_namespace(&self, _ns: &str) {}
 }
 
 /// One version of a copy in its store ([`StateStore::version`]): for a file,
@@ -115,6 +120,9 @@ impl StateStore for Locked {
     }
     fn namespace_alive(&self, ns: &str) -> bool {
         self.inner.namespace_alive(ns)
+    }
+    fn forget_namespace(&self, ns: &str) {
+        self.inner.forget_namespace(ns)
     }
 }
 
@@ -293,6 +301,10 @@ impl StateStore for FileStore {
         let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
         r != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
     }
+
+    fn forget_namespace(&self, ns: &str) {
+        self.release_namespace_alive(ns);
+    }
 }
 
 /// A state store in memory, for tests: the same protocol as [`FileStore`]
@@ -311,6 +323,8 @@ struct MemoryInner {
     fail_writes: Option<i32>,
     writes: usize,
     alive: std::collections::BTreeSet<String>,
+    /// Namespaces whose liveness file was left by a killed init.
+    left: std::collections::BTreeSet<String>,
 }
 
 impl MemoryInner {
@@ -365,6 +379,21 @@ impl MemoryStore {
         } else {
             inner.alive.remove(ns);
         }
+    }
+
+    /// Leaves the liveness file of PID namespace `ns` behind, as its init
+    /// killed with SIGKILL does (its lock released, the file still there).
+    pub fn leave_namespace_file(&self, ns: &str) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.alive.remove(ns);
+        inner.left.insert(ns.to_string());
+    }
+
+    /// Whether the liveness file of PID namespace `ns` is there (held by
+    /// its init, or left by one killed).
+    pub fn has_namespace_file(&self, ns: &str) -> bool {
+        let inner = self.inner.lock().unwrap();
+        inner.alive.contains(ns) || inner.left.contains(ns)
     }
 
     /// How many copies were written successfully so far.
@@ -434,6 +463,12 @@ impl StateStore for MemoryStore {
 
     fn namespace_alive(&self, ns: &str) -> bool {
         self.inner.lock().unwrap().alive.contains(ns)
+    }
+
+    fn forget_namespace(&self, ns: &str) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.alive.remove(ns);
+        inner.left.remove(ns);
     }
 }
 
@@ -511,6 +546,10 @@ mod tests {
         assert!(!store.namespace_alive("pid:[4026532205]"));
         drop(held);
         assert!(!store.namespace_alive(ns), "the init's end releases it");
+        // A killed init leaves its file: forgotten once the namespace is gone.
+        assert!(dir.path().join("state/namespace-4026532204.alive").exists());
+        store.forget_namespace(ns);
+        assert!(!dir.path().join("state/namespace-4026532204.alive").exists());
         store.release_namespace_alive(ns);
         assert!(!dir.path().join("state/namespace-4026532204.alive").exists());
     }

@@ -956,6 +956,11 @@ fn reset_locked(
     let mut saved = loaded.state;
     if let Some(clock) = namespace_gone {
         namespace_is_gone(kernel, store, clock, &saved)?;
+        // Its init, killed, could not remove its liveness file: a later run
+        // would find a namespace that is not there.
+        if !saved.pid_namespace.is_empty() {
+            store.forget_namespace(&saved.pid_namespace);
+        }
     } else {
         same_namespace(kernel, store, &saved)?;
     }

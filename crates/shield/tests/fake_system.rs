@@ -1439,6 +1439,26 @@ fn a_namespace_this_reset_cannot_see_is_alive_while_its_init_holds_its_lock() {
 }
 
 #[test]
+fn reset_namespace_gone_removes_the_liveness_file_a_killed_init_left_and_only_then() {
+    let k = machine(&[(100, "0-3")]);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    let mut saved = saved_in(&store);
+    saved.pid_namespace = "pid:[4026532999]".into();
+    put(&store, &saved);
+    // While its init lives, refused: the file stays.
+    store.set_namespace_alive("pid:[4026532999]", true);
+    let (host, _clock) = host_on_fake_clock(&k, &store);
+    cpushield_shield::reset_namespace_gone(&host, ROOT_OPTIONS).unwrap_err();
+    assert!(store.has_namespace_file("pid:[4026532999]"));
+    // Its init SIGKILLed: the lock gone with it, the file left behind.
+    store.leave_namespace_file("pid:[4026532999]");
+    cpushield_shield::reset_namespace_gone(&Host::fake(&k, &store), ROOT_OPTIONS).unwrap();
+    assert!(!store.has_namespace_file("pid:[4026532999]"));
+    assert!(state::load_from(&store).unwrap().is_none());
+}
+
+#[test]
 fn a_cgroup_v2_shield_cgroup_still_populated_shows_its_namespace_alive() {
     let k = machine(&[(100, "0-3")]);
     let store = MemoryStore::new();

@@ -23,8 +23,9 @@
 //! Every tracefs setting is made in a private instance
 //! (`instances/cpushield-<pid>`), so the top-level trace buffer of other users
 //! is not touched; each setting is still remembered and restored, the instance
-//! removed and tracefs unmounted if the session mounted it — on `finish`, on
-//! drop, and on SIGINT/SIGTERM. A program that traces many phases one after
+//! removed and tracefs unmounted if a cpushield process mounted it and no
+//! other one still traces ([`mount`]) — on `finish`, on drop, and on
+//! SIGINT/SIGTERM. A program that traces many phases one after
 //! another makes a [`TraceInstance`] once and lends it to each session
 //! ([`TraceSession::start_in`]): the events stay enabled in between, and the
 //! instance is restored and removed when it is closed.
@@ -37,6 +38,7 @@
 
 pub mod attribute;
 pub mod event;
+pub mod mount;
 mod reader;
 pub mod settings;
 mod signal;
@@ -46,6 +48,7 @@ pub mod watch;
 
 pub use attribute::{Attribution, Cause, CauseKind, Phase, Spike};
 pub use event::TimerlatRecord;
+pub use mount::TracefsUse;
 pub use summary::{render_attribution, render_summary, TraceSummary};
 pub use timerlat::TimerlatFeed;
 pub use watch::{WakeupWatch, WatchedWakeups};
@@ -126,6 +129,9 @@ pub enum SignalMode {
 pub struct TraceOptions {
     /// tracefs mount point.
     pub tracefs: PathBuf,
+    /// Where the cpushield processes that use tracefs agree on who unmounts
+    /// it ([`mount`]): the shield's state directory.
+    pub state_dir: PathBuf,
     /// Ring buffer per traced CPU, KiB.
     pub buffer_kb: u32,
     /// How often the reader drains the pipes.
@@ -199,6 +205,7 @@ impl Default for TraceOptions {
         Self {
             // tracefs' usual mount point, an option the user may change; not a fact read.
             tracefs: PathBuf::from("/sys/kernel/tracing"),
+            state_dir: cpushield_kernel::shield_state_dir(),
             buffer_kb: 32768,
             poll: Duration::from_millis(10),
             retention: Duration::from_secs(2),
@@ -235,9 +242,9 @@ pub enum TraceError {
 struct Cleanup {
     kernel: Arc<dyn Kernel>,
     guard: SettingsGuard,
-    root: PathBuf,
     instance: Option<PathBuf>,
-    mounted_by_us: bool,
+    /// This process's use of tracefs, ended last.
+    mount: Option<TracefsUse>,
     done: bool,
     errors: Vec<String>,
 }
@@ -254,13 +261,8 @@ impl Cleanup {
             self.errors
                 .extend(crate::remove_instance(self.kernel.as_ref(), &dir));
         }
-        if self.mounted_by_us {
-            if let Err(e) = self.kernel.unmount(&self.root) {
-                self.errors.push(format!(
-                    "{}: could not unmount tracefs: {e} (someone else is using it); unmount it later with umount",
-                    self.root.display()
-                ));
-            }
+        if let Some(mut mount) = self.mount.take() {
+            self.errors.extend(mount.release());
         }
     }
 }
@@ -412,14 +414,14 @@ impl TraceInstance {
         opts: &TraceOptions,
     ) -> Result<TraceInstance, TraceError> {
         check_online(kernel.as_ref(), cpus)?;
-        let root = opts.tracefs.clone();
-        let mounted_by_us = mount_tracefs(kernel.as_ref(), &root).map_err(TraceError::Setup)?;
+        let mount = TracefsUse::acquire(kernel.clone(), &opts.tracefs, &opts.state_dir)
+            .map_err(TraceError::Setup)?;
+        let mounted_by_us = mount.mounted_here();
         let mut cleanup = Cleanup {
             kernel: kernel.clone(),
             guard: SettingsGuard::new(kernel.clone()),
-            root,
             instance: None,
-            mounted_by_us,
+            mount: Some(mount),
             done: false,
             errors: Vec::new(),
         };
@@ -817,22 +819,6 @@ impl Drop for TraceSession {
     }
 }
 
-/// Mounts tracefs at `root` unless it is mounted; returns whether it was
-/// mounted here (and is to be unmounted at the end).
-fn mount_tracefs(k: &dyn Kernel, root: &Path) -> Result<bool, String> {
-    if tracefs_mounted(k, root) {
-        return Ok(false);
-    }
-    k.mount("tracefs", root).map_err(|e| {
-        format!(
-            "{}: cannot mount tracefs: {e}; run as root (or mount it: mount -t tracefs nodev {})",
-            root.display(),
-            root.display()
-        )
-    })?;
-    Ok(true)
-}
-
 /// Restores what a failed setup changed; returns `error` with what the
 /// restore could not do appended.
 fn restored_after(cleanup: &mut Cleanup, error: String) -> String {
@@ -1103,16 +1089,6 @@ fn record_only(
         .map_err(|e| e.to_string())
 }
 
-/// Whether tracefs is mounted at `root` (from /proc/self/mounts).
-fn tracefs_mounted(k: &dyn Kernel, root: &Path) -> bool {
-    let mounts = cpushield_kernel::Procfs::new(k)
-        .own_file("mounts")
-        .unwrap_or_default();
-    cpushield_parse::mounts::parse_mounts(&mounts)
-        .iter()
-        .any(|m| m.fs_type == "tracefs" && m.mount_point == root)
-}
-
 /// Measures trace clock − CLOCK_MONOTONIC with a marker written just after
 /// reading the clock; `None` if the marker cannot be found.
 fn clock_offset(k: &dyn Kernel, dir: &Path) -> Option<i64> {
@@ -1247,9 +1223,8 @@ mod setup_tests {
         Cleanup {
             kernel: k.clone(),
             guard: SettingsGuard::new(k.clone()),
-            root: PathBuf::from(ROOT),
             instance: None,
-            mounted_by_us: false,
+            mount: None,
             done: false,
             errors: Vec::new(),
         }
@@ -1266,7 +1241,11 @@ mod setup_tests {
     #[test]
     fn tracefs_already_mounted_is_not_mounted_again() {
         let k = tracefs();
-        assert_eq!(mount_tracefs(k.as_ref(), Path::new(ROOT)), Ok(false));
+        let mut used =
+            TracefsUse::acquire(k.clone(), Path::new(ROOT), Path::new("/run/cs")).unwrap();
+        assert!(!used.mounted_here());
+        assert!(used.release().is_empty());
+        assert!(mount::tracefs_mounted(k.as_ref(), Path::new(ROOT)));
     }
 
     #[test]

@@ -44,7 +44,8 @@ pub struct TraceSummary {
     pub events_enabled: Vec<String>,
     /// The tracefs instance used (None: the top-level buffer).
     pub instance: Option<String>,
-    /// Whether tracefs was mounted by the session (and unmounted at the end).
+    /// Whether tracefs was mounted by the session (unmounted at the end by
+    /// the last cpushield process still tracing, see [`crate::mount`]).
     pub mounted_tracefs: bool,
     /// Where the raw trace windows were saved.
     pub trace_dir: Option<String>,

@@ -128,12 +128,21 @@ fn a_session_leaves_tracefs_as_it_found_it() {
     }
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let before = snapshot();
+    let state = tempfile::tempdir().unwrap();
     let s = run_short_session(TraceOptions {
         signals: SignalMode::None,
+        state_dir: state.path().to_path_buf(),
         ..Default::default()
     });
     assert_eq!(snapshot(), before);
     assert!(s.errors.is_empty(), "{:?}", s.errors);
+    // The users' lock and the mount marker go with the last user: only the
+    // lock of starts and ends stays.
+    let left: Vec<_> = std::fs::read_dir(state.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, [cpushield_trace::mount::SETUP_LOCK]);
     assert_eq!(s.attributions.len(), 1);
     let offset = s.clock_offset_ns.expect("clock sync marker found");
     assert!(
@@ -161,9 +170,11 @@ fn a_top_level_session_on_a_mounted_tracefs_restores_each_setting() {
             .success());
     }
     let before = snapshot();
+    let state = tempfile::tempdir().unwrap();
     let s = run_short_session(TraceOptions {
         signals: SignalMode::None,
         instance: false,
+        state_dir: state.path().to_path_buf(),
         ..Default::default()
     });
     let after = snapshot();
@@ -183,6 +194,7 @@ fn sigint_restores_tracefs_and_the_process_dies_of_it() {
     }
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let before = snapshot();
+    let state = tempfile::tempdir().unwrap();
     let mut command = Command::new(std::env::current_exe().unwrap());
     // A test run started in the background of a shell inherits SIGINT ignored, and a
     // re-raised ignored signal ends nothing: the child starts with the default action,
@@ -204,6 +216,7 @@ fn sigint_restores_tracefs_and_the_process_dies_of_it() {
             "1",
         ])
         .env("CPUSHIELD_TRACE_CHILD", "1")
+        .env("CPUSHIELD_STATE_DIR", state.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -221,6 +234,15 @@ fn sigint_restores_tracefs_and_the_process_dies_of_it() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGINT), "{status:?}");
     assert_eq!(snapshot(), before);
+    let left: Vec<_> = std::fs::read_dir(state.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        [cpushield_trace::mount::SETUP_LOCK],
+        "the users' lock and marker go"
+    );
 }
 
 /// Run by `sigint_restores_tracefs_and_the_process_dies_of_it` in a child process.

@@ -8,6 +8,7 @@ use cpushield_kernel::{Kernel, Procfs, TracePipe};
 use cpushield_parse::qemu_thread::vcpu_of_thread_name;
 use cpushield_trace::event::parse_line;
 use cpushield_trace::settings::SettingsGuard;
+use cpushield_trace::TracefsUse;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -154,6 +155,9 @@ pub const EVENTS: &[&str] = &[
 pub struct WatchOptions {
     /// tracefs mount point.
     pub tracefs: PathBuf,
+    /// Where the cpushield processes that use tracefs agree on who unmounts
+    /// it (`cpushield_trace::mount`): the shield's state directory.
+    pub state_dir: PathBuf,
     /// Ring buffer per traced CPU, KiB.
     pub buffer_kb: u32,
     /// How often the reader drains the pipes.
@@ -167,6 +171,7 @@ impl Default for WatchOptions {
         Self {
             // tracefs' usual mount point, an option the user may change; not a fact read.
             tracefs: PathBuf::from("/sys/kernel/tracing"),
+            state_dir: cpushield_kernel::shield_state_dir(),
             buffer_kb: 4096,
             poll: Duration::from_millis(20),
             limits: Limits::default(),
@@ -186,8 +191,8 @@ pub struct VcpuWatch {
     kernel: Arc<dyn Kernel>,
     guard: SettingsGuard,
     instance: Option<PathBuf>,
-    /// tracefs, where this watch mounted it (unmounted at the end).
-    mounted: Option<PathBuf>,
+    /// This watch's use of tracefs, ended last: the last user unmounts.
+    mount: Option<TracefsUse>,
     vcpus: u32,
     retention_ns: u64,
     now: fn() -> u64,
@@ -213,22 +218,11 @@ impl VcpuWatch {
         }
         let k = kernel.as_ref();
         let root = &opts.tracefs;
-        let mounted_by_us = if tracefs_mounted(k, root) {
-            false
-        } else {
-            k.mount("tracefs", root).map_err(|e| {
-                HostError::Trace(format!(
-                    "{}: cannot mount tracefs: {e}; run as root (or mount it: mount -t tracefs nodev {})",
-                    root.display(),
-                    root.display()
-                ))
-            })?;
-            true
-        };
+        let mount =
+            TracefsUse::acquire(kernel.clone(), root, &opts.state_dir).map_err(HostError::Trace)?;
         if !k.exists(&root.join("instances")) {
-            if mounted_by_us {
-                let _ = k.unmount(root);
-            }
+            // Dropping the use unmounts what it mounted.
+            drop(mount);
             return Err(HostError::Trace(format!(
                 "{}: no tracefs instances there: mount tracefs (mount -t tracefs nodev {}) and run as root",
                 root.display(),
@@ -261,7 +255,7 @@ impl VcpuWatch {
             kernel: kernel.clone(),
             guard: SettingsGuard::new(kernel.clone()),
             instance: Some(inst.clone()),
-            mounted: mounted_by_us.then(|| root.clone()),
+            mount: Some(mount),
             vcpus: threads.iter().map(|t| t.vcpu + 1).max().unwrap_or(0),
             retention_ns: opts.limits.retention_ns,
             now,
@@ -361,13 +355,8 @@ impl VcpuWatch {
         if let Some(dir) = self.instance.take() {
             errors.extend(cpushield_trace::remove_instance(self.kernel.as_ref(), &dir));
         }
-        if let Some(root) = self.mounted.take() {
-            if let Err(e) = self.kernel.unmount(&root) {
-                errors.push(format!(
-                    "{}: could not unmount tracefs: {e} (someone else is using it); unmount it later with umount",
-                    root.display()
-                ));
-            }
+        if let Some(mut mount) = self.mount.take() {
+            errors.extend(mount.release());
         }
         errors
     }
@@ -377,13 +366,6 @@ impl Drop for VcpuWatch {
     fn drop(&mut self) {
         let _ = self.stop_now();
     }
-}
-
-fn tracefs_mounted(k: &dyn Kernel, root: &Path) -> bool {
-    let mounts = Procfs::new(k).own_file("mounts").unwrap_or_default();
-    cpushield_parse::mounts::parse_mounts(&mounts)
-        .iter()
-        .any(|m| m.fs_type == "tracefs" && m.mount_point == root)
 }
 
 /// Instances of host sides that died without cleaning up (SIGKILL).
