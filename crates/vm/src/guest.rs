@@ -591,9 +591,34 @@ pub struct HeldOffSummary {
     /// What held its host CPU longest over those gaps, at most three,
     /// longest first (idle and the summed rest left out), each with its
     /// time summed over them.
-    pub top: Vec<Occupant>,
+    pub top: Vec<Holder>,
     /// The clock offset's error, ns.
     pub err_ns: u64,
+}
+
+/// One holder of a vCPU's host CPU over several gaps: the occupant (its
+/// `ns` the time summed over them, its name the latest seen) and every host
+/// CPU it held the vCPU's off (a task may move between them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Holder {
+    /// Who, and for how long in all.
+    pub occupant: Occupant,
+    /// The host CPUs it held, ascending.
+    pub host_cpus: std::collections::BTreeSet<usize>,
+}
+
+impl Holder {
+    /// "sh (pid 879) on host CPU 1 for 48.2 ms", or "on host CPUs 0, 1".
+    fn line(&self) -> String {
+        let cpus: Vec<String> = self.host_cpus.iter().map(usize::to_string).collect();
+        format!(
+            "{} on host CPU{} {} for {}",
+            who(&self.occupant),
+            if cpus.len() == 1 { "" } else { "s" },
+            cpus.join(", "),
+            fmt_ns(self.occupant.ns)
+        )
+    }
 }
 
 impl HeldOffSummary {
@@ -623,11 +648,7 @@ impl HeldOffSummary {
             if self.top.is_empty() {
                 String::new()
             } else {
-                let held: Vec<String> = self
-                    .top
-                    .iter()
-                    .map(|o| format!("{} on host CPU {} for {}", who(o), o.host_cpu, fmt_ns(o.ns)))
-                    .collect();
+                let held: Vec<String> = self.top.iter().map(Holder::line).collect();
                 format!(", most by {}", held.join(", then "))
             },
             fmt_ns(self.err_ns)
@@ -651,7 +672,7 @@ impl HostView {
             top: Vec::new(),
             err_ns: self.err_ns,
         };
-        let mut by: Vec<Occupant> = Vec::new();
+        let mut by: Vec<Holder> = Vec::new();
         for g in self.gaps.iter().filter(|g| g.vcpu == vcpu) {
             let Some(start) = g.held_off_from_ns() else {
                 continue;
@@ -667,18 +688,20 @@ impl HostView {
                 g.by.iter()
                     .filter(|o| !matches!(o.kind, OccupantKind::Idle | OccupantKind::Others))
             {
-                match by.iter_mut().find(|b| {
-                    b.kind == o.kind
-                        && b.name == o.name
-                        && b.pid == o.pid
-                        && b.host_cpu == o.host_cpu
-                }) {
-                    Some(b) => b.ns += o.ns,
-                    None => by.push(o.clone()),
+                match by.iter_mut().find(|b| b.occupant.is_same_as(o)) {
+                    Some(b) => {
+                        b.occupant.ns += o.ns;
+                        b.occupant.name.clone_from(&o.name);
+                        b.host_cpus.insert(o.host_cpu);
+                    }
+                    None => by.push(Holder {
+                        occupant: o.clone(),
+                        host_cpus: [o.host_cpu].into(),
+                    }),
                 }
             }
         }
-        by.sort_by_key(|o| std::cmp::Reverse(o.ns));
+        by.sort_by_key(|h| std::cmp::Reverse(h.occupant.ns));
         by.truncate(3);
         sum.top = by;
         Ok(sum)
@@ -855,7 +878,7 @@ mod tests {
         assert_eq!(s.held_off_ns, 2_000_000 + 4_000_000);
         assert_eq!(s.gaps, 2);
         assert_eq!(s.by_state.get(&GapState::Halted), Some(&4_000_000));
-        assert_eq!(s.top.first().map(|o| o.ns), Some(6_000_000));
+        assert_eq!(s.top.first().map(|h| h.occupant.ns), Some(6_000_000));
         let line = s.line();
         assert!(line.starts_with("the host held vCPU 1 off 6"), "{line}");
         assert!(
@@ -867,6 +890,59 @@ mod tests {
         assert!(
             missing.starts_with("the host's view is missing"),
             "{missing}"
+        );
+    }
+
+    #[test]
+    fn a_task_that_moved_host_cpu_and_execd_between_gaps_is_one_holder_as_the_timeline_counts_it() {
+        let v = view(vec![
+            gap(
+                1,
+                1_000_000,
+                3_000_000,
+                GapState::Preempted,
+                vec![occupant("sh", Some(879), 0, 2_000_000)],
+            ),
+            gap(
+                1,
+                5_000_000,
+                8_000_000,
+                GapState::Preempted,
+                vec![
+                    occupant("stress-ng", Some(879), 1, 3_000_000),
+                    occupant("stress-ng", Some(880), 1, 1_000_000),
+                ],
+            ),
+        ]);
+        let s = v.held_off(1, 0, 10_000_000).expect("seen");
+        let holders: Vec<(Option<i32>, &str, u64, Vec<usize>)> = s
+            .top
+            .iter()
+            .map(|h| {
+                let o = &h.occupant;
+                (
+                    o.pid,
+                    o.name.as_str(),
+                    o.ns,
+                    h.host_cpus.iter().copied().collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            holders,
+            [
+                (Some(879), "stress-ng", 5_000_000, vec![0, 1]),
+                (Some(880), "stress-ng", 1_000_000, vec![1]),
+            ]
+        );
+        let line = s.line();
+        assert!(
+            line.contains("most by stress-ng (pid 879) on host CPUs 0, 1 for 5"),
+            "{line}"
+        );
+        assert!(
+            line.contains("then stress-ng (pid 880) on host CPU 1 for 1"),
+            "{line}"
         );
     }
 

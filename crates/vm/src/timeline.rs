@@ -86,6 +86,18 @@ pub struct Occupant {
     pub ns: u64,
 }
 
+impl Occupant {
+    /// Whether `self` and `other` are the same holder: a task is its pid
+    /// (its name is the latest seen: it may exec), anything else its kind
+    /// and name. Where it ran does not matter: a task that moved between
+    /// host CPUs is still one task.
+    pub fn is_same_as(&self, other: &Occupant) -> bool {
+        self.kind == other.kind
+            && self.pid == other.pid
+            && (self.pid.is_some() || self.name == other.name)
+    }
+}
+
 /// One stretch of time a vCPU did not run guest code.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Gap {
@@ -636,11 +648,7 @@ fn fold(by: &mut Vec<Occupant>) {
 
 /// Adds `ns` of `who` to a gap's occupants, at most [`OPEN_OCCUPANTS`] named.
 fn add(by: &mut Vec<Occupant>, who: &Occupant, ns: u64) {
-    // A task is its pid: its name is the latest seen (it may exec).
-    if let Some(o) = by
-        .iter_mut()
-        .find(|o| o.kind == who.kind && o.pid == who.pid && (o.pid.is_some() || o.name == who.name))
-    {
+    if let Some(o) = by.iter_mut().find(|o| o.is_same_as(who)) {
         o.ns += ns;
         o.name.clone_from(&who.name);
         return;
