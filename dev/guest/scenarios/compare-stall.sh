@@ -51,27 +51,34 @@ host_stall() {
 }
 
 # expect_stall_outside WHO PREFIX RAW: in the report's PREFIX (an attribution), the raw
-# worst case RAW (nanoseconds, the caller's) holds at least three quarters of the stall,
-# that much was charged outside the guest in one sample, and the worst case caused inside
-# the guest does not hold it (it stays below the stall's three quarters). Not "below the
-# raw one less the stall": the guest's own worst case need not come from the stalled
-# sample, and under TCG with a load it can be larger than what the stall left of the raw
-# one (7.7 ms beside a 44.5 ms raw worst case after a 50 ms stall). That the stall adds
-# nothing to it is the halves' test below.
+# worst case RAW (nanoseconds, the caller's) shows the stall: at least a quarter of it and
+# twice the worst case caused inside the guest; at least three quarters of that raw worst
+# case was charged outside the guest in one sample; and the worst case caused inside the
+# guest does not hold the stall (it stays below half of it). Not "the raw worst case holds
+# three quarters of the stall": through the emulated guest's clock a stall the host logged
+# as 60 ms was a 31.5 ms wakeup of cyclictest in one run and a 92.9 ms one in another, so
+# what is checked is where the large sample went, not its length. Not "below the raw one
+# less the stall" either: the guest's own worst case need not come from the stalled sample,
+# and under TCG with a load it can be larger than what the stall left of the raw one (7.7
+# ms beside a 44.5 ms raw worst case after a 50 ms stall). That the stall adds nothing to
+# it is the halves' test below.
 expect_stall_outside() {
     who=$1 prefix=$2 raw=$3
-    most=$((STALL_MS * 750000))
     guest=$(json_at "$prefix.guest_worst_ns" </tmp/flat)
     outside=$(json_at "$prefix.outside_worst_ns" </tmp/flat)
     info "$who: raw worst $((raw / 1000)) us, caused inside the guest $((guest / 1000)) us, outside the guest up to $((outside / 1000)) us in one sample"
-    if [ "${raw:-0}" -ge "$most" ]; then pass "stall/$who-raw-grew"; else
-        fail "stall/$who-raw-grew" "raw worst $raw ns, expected at least $most ns after a $STALL_MS ms stall"
+    if [ "${raw:-0}" -ge $((STALL_MS * 250000)) ] && [ "${raw:-0}" -ge $((${guest:-0} * 2)) ]; then
+        pass "stall/$who-raw-grew"
+    else
+        fail "stall/$who-raw-grew" "raw worst $raw ns, expected at least a quarter of the $STALL_MS ms stall and twice the $guest ns caused inside the guest"
     fi
-    if [ "${outside:-0}" -ge "$most" ]; then pass "stall/$who-charged-outside"; else
-        fail "stall/$who-charged-outside" "at most $outside ns outside the guest in one sample, expected the stall's $most ns"
+    if [ "${outside:-0}" -ge $((${raw:-0} / 4 * 3)) ] && [ "${outside:-0}" -gt 0 ]; then
+        pass "stall/$who-charged-outside"
+    else
+        fail "stall/$who-charged-outside" "at most $outside ns outside the guest in one sample, expected three quarters of the raw worst $raw ns"
     fi
-    if [ "${guest:-0}" -lt "$most" ]; then pass "stall/$who-guest-caused-kept-apart"; else
-        fail "stall/$who-guest-caused-kept-apart" "caused inside the guest $guest ns, at least three quarters of the $STALL_MS ms stall: the stall leaked into it"
+    if [ "${guest:-0}" -lt $((STALL_MS * 500000)) ]; then pass "stall/$who-guest-caused-kept-apart"; else
+        fail "stall/$who-guest-caused-kept-apart" "caused inside the guest $guest ns, at least half the $STALL_MS ms stall: the stall leaked into it"
     fi
 }
 
