@@ -284,7 +284,7 @@ pub fn read_facts(kernel: &dyn Kernel, checked: &CpuSet, irq_numbers: &[u32]) ->
             .map(|log| cpushield_parse::kernel_log::rcu_offload(&log)),
         ..Default::default()
     };
-    let (kconfig, source) = read_kconfig(k);
+    let (kconfig, source) = cpushield_kernel::kconfig(k);
     facts.kconfig = kconfig;
     facts.kconfig_source = source;
     for cpu in checked.iter().chain(siblings_of(k, checked).iter()) {
@@ -312,12 +312,6 @@ fn siblings_of(k: &dyn Kernel, cpus: &CpuSet) -> CpuSet {
         }
     }
     all
-}
-
-/// The kernel build configuration and where it was read (/proc/config.gz or
-/// /boot/config-RELEASE); empty when neither is there.
-pub fn read_kconfig(k: &dyn Kernel) -> (BTreeMap<String, String>, Option<String>) {
-    cpushield_kernel::kconfig(k)
 }
 
 fn read_cpu(k: &dyn Kernel, cpu: usize) -> CpuFacts {

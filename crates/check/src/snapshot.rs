@@ -159,7 +159,7 @@ pub fn read_raw(
         stat: proc.stat()?,
         threads: read_threads(kernel, opts),
         user_hz: user_hz(),
-        irq_affinity: cpushield_shield::irq_moves::read_affinity_texts(kernel),
+        irq_affinity: cpushield_kernel::irq::affinity_texts(kernel),
     })
 }
 

@@ -12,7 +12,7 @@ use std::path::Path;
 /// The [`KernelContext`] of `cpus` on this kernel, for
 /// `cpushield_trace::TraceOptions::kernel`.
 pub fn trace_context(k: &dyn Kernel, cpus: &CpuSet) -> KernelContext {
-    let (kconfig, source) = crate::facts::read_kconfig(k);
+    let (kconfig, source) = cpushield_kernel::kconfig(k);
     let hz: Option<u64> = kconfig.get("CONFIG_HZ").and_then(|h| h.parse().ok());
     let read = |p: &str| k.read(Path::new(p)).map(|s| s.trim().to_string()).ok();
     let facts = Facts {

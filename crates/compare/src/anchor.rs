@@ -52,7 +52,7 @@ pub fn rtla_anchor(
             return None;
         }
     } else {
-        let (config, source) = cpushield_check::facts::read_kconfig(kernel);
+        let (config, source) = cpushield_kernel::kconfig(kernel);
         if let (Some(source), false) = (
             source,
             config

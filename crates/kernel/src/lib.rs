@@ -514,6 +514,10 @@ impl<'a> RecordingKernel<'a> {
     pub fn changes(&self) -> Vec<Change> {
         self.log.lock().expect("log lock").clone()
     }
+
+    fn record(&self, change: Change) {
+        self.log.lock().expect("log lock").push(change);
+    }
 }
 
 impl Kernel for RecordingKernel<'_> {
@@ -521,10 +525,7 @@ impl Kernel for RecordingKernel<'_> {
         self.inner.read_bytes(path)
     }
     fn write(&self, path: &Path, data: &str) -> io::Result<()> {
-        self.log
-            .lock()
-            .expect("log lock")
-            .push(Change::Write(path.to_path_buf(), data.to_string()));
+        self.record(Change::Write(path.to_path_buf(), data.to_string()));
         self.inner.write(path, data)
     }
     fn read_dir(&self, path: &Path) -> io::Result<Vec<String>> {
@@ -537,38 +538,26 @@ impl Kernel for RecordingKernel<'_> {
         self.inner.read_link(path)
     }
     fn mkdir(&self, path: &Path) -> io::Result<()> {
-        self.log
-            .lock()
-            .expect("log lock")
-            .push(Change::Mkdir(path.to_path_buf()));
+        self.record(Change::Mkdir(path.to_path_buf()));
         self.inner.mkdir(path)
     }
     fn rmdir(&self, path: &Path) -> io::Result<()> {
-        self.log
-            .lock()
-            .expect("log lock")
-            .push(Change::Rmdir(path.to_path_buf()));
+        self.record(Change::Rmdir(path.to_path_buf()));
         self.inner.rmdir(path)
     }
     fn remove_tree(&self, path: &Path) -> io::Result<()> {
-        self.log
-            .lock()
-            .expect("log lock")
-            .push(Change::RemoveTree(path.to_path_buf()));
+        self.record(Change::RemoveTree(path.to_path_buf()));
         self.inner.remove_tree(path)
     }
     fn get_affinity(&self, tid: i32) -> io::Result<CpuSet> {
         self.inner.get_affinity(tid)
     }
     fn set_affinity(&self, tid: i32, cpus: &CpuSet) -> io::Result<()> {
-        self.log
-            .lock()
-            .expect("log lock")
-            .push(Change::Affinity(tid, cpus.clone()));
+        self.record(Change::Affinity(tid, cpus.clone()));
         self.inner.set_affinity(tid, cpus)
     }
     fn set_xattr(&self, path: &Path, name: &str, value: &[u8]) -> io::Result<()> {
-        self.log.lock().expect("log lock").push(Change::Xattr(
+        self.record(Change::Xattr(
             path.to_path_buf(),
             name.to_string(),
             value.to_vec(),
@@ -582,41 +571,26 @@ impl Kernel for RecordingKernel<'_> {
         self.inner.get_sched(tid)
     }
     fn set_sched(&self, tid: i32, params: &SchedParams) -> io::Result<()> {
-        self.log
-            .lock()
-            .expect("log lock")
-            .push(Change::Sched(tid, *params));
+        self.record(Change::Sched(tid, *params));
         self.inner.set_sched(tid, params)
     }
     fn mount(&self, fstype: &str, target: &Path) -> io::Result<()> {
-        self.log
-            .lock()
-            .expect("log lock")
-            .push(Change::Mount(fstype.to_string(), target.to_path_buf()));
+        self.record(Change::Mount(fstype.to_string(), target.to_path_buf()));
         self.inner.mount(fstype, target)
     }
     fn unmount(&self, target: &Path) -> io::Result<()> {
-        self.log
-            .lock()
-            .expect("log lock")
-            .push(Change::Unmount(target.to_path_buf()));
+        self.record(Change::Unmount(target.to_path_buf()));
         self.inner.unmount(target)
     }
     fn lock_file(&self, path: &Path, kind: LockKind) -> io::Result<Box<dyn FileLock>> {
         self.inner.lock_file(path, kind)
     }
     fn put_file(&self, path: &Path, text: &str) -> io::Result<()> {
-        self.log
-            .lock()
-            .expect("log lock")
-            .push(Change::Write(path.to_path_buf(), text.to_string()));
+        self.record(Change::Write(path.to_path_buf(), text.to_string()));
         self.inner.put_file(path, text)
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.log
-            .lock()
-            .expect("log lock")
-            .push(Change::RemoveFile(path.to_path_buf()));
+        self.record(Change::RemoveFile(path.to_path_buf()));
         self.inner.remove_file(path)
     }
     fn open_trace_pipe(&self, path: &Path) -> io::Result<Box<dyn TracePipe>> {

@@ -227,30 +227,11 @@ fn scan_counts(rest: &str, columns: usize, mut count: impl FnMut(usize, u64)) ->
 /// when the text has no CPU header). The counts are skipped, not kept: the
 /// names are read wherever IRQs are listed, and the counts are CPUs x IRQs.
 pub fn irq_names(text: &str) -> BTreeMap<u32, String> {
-    let mut lines = text.lines();
-    let Some(cols) = lines
-        .next()
-        .and_then(|h| cpu_columns(h, "/proc/interrupts").ok())
-    else {
-        return BTreeMap::new();
-    };
     let mut names = BTreeMap::new();
-    for line in lines {
-        let Some((id, rest)) = line.split_once(':') else {
-            continue;
-        };
-        let Ok(irq) = id.trim().parse::<u32>() else {
-            continue;
-        };
-        let (_, description) = scan_counts(rest, cols.len(), |_, _| {});
-        let words: Vec<&str> = description.split_whitespace().collect();
-        // As IrqLine::name: the words after the chip and hardware IRQ.
-        let name = if words.len() > 2 {
-            words[2..].join(" ")
-        } else {
-            words.join(" ")
-        };
-        names.entry(irq).or_insert(name);
+    for line in parse_columns(text, |_| false).unwrap_or_default() {
+        if let Some(irq) = line.number() {
+            names.entry(irq).or_insert_with(|| line.name());
+        }
     }
     names
 }

@@ -13,21 +13,9 @@
 use crate::steps::{Note, Severity};
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Kernel;
-use cpushield_parse::irq_affinity::{IrqAffinity, IrqAffinityText};
+use cpushield_parse::irq_affinity::IrqAffinity;
 use serde::Serialize;
 use std::collections::BTreeMap;
-
-/// The affinity files of every IRQ under /proc/irq, as read (IRQs without a
-/// readable smp_affinity_list are left out).
-pub fn read_affinity_texts(kernel: &dyn Kernel) -> BTreeMap<u32, IrqAffinityText> {
-    cpushield_kernel::irq::affinity_texts(kernel)
-}
-
-/// Every IRQ's requested and effective CPUs (IRQs whose files do not parse
-/// are left out).
-pub fn read_affinities(kernel: &dyn Kernel) -> BTreeMap<u32, IrqAffinity> {
-    cpushield_kernel::irq::affinities(kernel)
-}
 
 /// An IRQ whose move off some CPUs waits for its next interrupt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -64,7 +52,11 @@ pub fn pending_off(
 
 /// [`pending_off`] as the kernel reports it now.
 pub fn read_pending_off(kernel: &dyn Kernel, cpus: &CpuSet) -> Vec<PendingMove> {
-    let mut moves = pending_off(&read_affinities(kernel), &BTreeMap::new(), cpus);
+    let mut moves = pending_off(
+        &cpushield_kernel::irq::affinities(kernel),
+        &BTreeMap::new(),
+        cpus,
+    );
     // The names only where a move is pending: /proc/interrupts is CPUs x
     // IRQs of text (23 MB at 512 CPUs and 4,096 IRQs).
     if !moves.is_empty() {

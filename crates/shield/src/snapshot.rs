@@ -442,11 +442,9 @@ pub fn read_irqs_knowing(kernel: &dyn Kernel, known: &[IrqInfo]) -> Vec<IrqInfo>
 fn read_masks(kernel: &dyn Kernel, name: impl Fn(u32) -> Option<String>) -> (Vec<IrqInfo>, bool) {
     let mut irqs = Vec::new();
     let mut all_named = true;
-    let Ok(entries) = kernel.read_dir(Path::new(paths::IRQ_DIR)) else {
+    let Ok(numbers) = cpushield_kernel::irq::numbers(kernel) else {
         return (irqs, all_named);
     };
-    let mut numbers: Vec<u32> = entries.iter().filter_map(|e| e.parse().ok()).collect();
-    numbers.sort_unstable();
     for irq in numbers {
         let path = paths::irq_affinity(irq);
         let Ok(text) = read_trimmed(kernel, &path) else {
