@@ -435,18 +435,16 @@ fn trace_above_attributes_spikes_and_leaves_tracefs_as_found() {
     // the mount table must be as before. Then, in a private mount namespace
     // with tracefs mounted (so the settings can be read before and after),
     // every setting must read as before.
-    let out = cpushield(&[
-        "measure",
-        "latency",
-        "--cpus",
-        "1",
-        "--duration",
-        "1s",
-        "--trace-above",
-        "5us",
-        "--trace-dir",
-        trace_dir.to_str().unwrap(),
-    ]);
+    // The tracefs locks go to a state directory of this test's own, not the
+    // machine's /run/cpushield.
+    let state = dir.path().join("state");
+    let out = Command::new(BIN)
+        .args(["measure", "latency", "--cpus", "1", "--duration", "1s"])
+        .args(["--trace-above", "5us", "--trace-dir"])
+        .arg(&trace_dir)
+        .env("CPUSHIELD_STATE_DIR", &state)
+        .output()
+        .expect("run cpushield");
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         tracefs_mounted(),
@@ -505,6 +503,7 @@ fn trace_above_attributes_spikes_and_leaves_tracefs_as_found() {
         .args(["--mount", "--propagation", "private", "bash", "-c", &script])
         .env("CS", env!("CARGO_BIN_EXE_cpushield"))
         .env("TD", dir.path().join("trace-in-namespace"))
+        .env("CPUSHIELD_STATE_DIR", &state)
         .output()
         .expect("run unshare");
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &stderr(&out);

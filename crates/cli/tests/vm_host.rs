@@ -44,6 +44,7 @@ fn vm_watch_textfile_charges_a_host_task_that_took_a_vcpus_host_cpu_as_preempted
     let textfile = dir.path().join("vm.prom");
     let mut watch = Command::new(support::bin())
         .args(["vm", "watch", "--pid", &pid.to_string(), "--duration", "4s"])
+        .env("CPUSHIELD_STATE_DIR", dir.path().join("state"))
         .arg("--channel")
         .arg(dir.path().join("no-guest.sock"))
         .arg("--textfile")
