@@ -12,28 +12,60 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-/// What the command line chose; `None` takes the config file's value, else
-/// the default.
+/// What the command line chose (`cpushield agent`'s options); `None` takes
+/// the config file's value, else the default.
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Choices {
-    /// `--config`: the config file; without it the default path, which may be absent.
+    /// The config file (its [agent] table); the default path may be absent.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "PATH"))]
     pub config: Option<PathBuf>,
-    /// `--listen`: where to serve /metrics and /status.
+    /// Where to serve /metrics and /status (default: the file's, else 127.0.0.1:9477).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "ADDR", value_parser = listen_arg))]
     pub listen: Option<SocketAddr>,
-    /// `--interval`: how often to look (checked by `cpushield_config::parse_interval`).
+    /// How often to look, from 10ms to 365 days (default: the file's, else 1s), e.g. 500ms.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "DURATION", value_parser = interval_arg))]
     pub interval: Option<Duration>,
-    /// `--once`: one look, no server.
+    /// Look once, print the corrections and metrics, and exit (no server).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub once: bool,
-    /// `--socket`: the placement socket.
+    /// The socket for unprivileged placement (default: the file's [access]
+    /// socket, else /run/cpushield/agent.sock); served when [access] grants exist.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "PATH"))]
     pub socket: Option<PathBuf>,
-    /// `--on-threshold`: the command run at a crossing.
+    /// Run CMD (by /bin/sh -c, the reason in $CPUSHIELD_REASON) once when the
+    /// probe's latency exceeds [agent] latency_limit or a finding breaks the
+    /// shield; again only after that cleared. Only this flag names a command.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "CMD"))]
     pub on_threshold: Option<String>,
-    /// `--textfile`: node_exporter's textfile.
+    /// Also write the metrics to PATH for node_exporter's textfile collector
+    /// (a temporary file renamed over it at every look).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "PATH"))]
     pub textfile: Option<PathBuf>,
-    /// `--check-every`: check's analysis every this many looks.
+    /// Run check's analysis every N looks.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))
+    )]
     pub check_every: u32,
-    /// Hidden `--fast-forward`.
+    /// Benchmark hook: N looks back to back, no sleep and no server, printing
+    /// the resident memory after one minute's worth and after all N.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N", hide = true))]
     pub fast_forward: Option<u64>,
+}
+
+/// `--interval` on the command line: the config file's own check.
+#[cfg(feature = "clap")]
+fn interval_arg(text: &str) -> Result<Duration, String> {
+    cpushield_config::parse_interval(text)
+        .map_err(|problem| format!("{problem}: {}", cpushield_config::INTERVAL_REMEDY))
+}
+
+/// `--listen` on the command line: the config file's own check.
+#[cfg(feature = "clap")]
+fn listen_arg(text: &str) -> Result<SocketAddr, String> {
+    cpushield_config::parse_listen(text)
+        .map_err(|problem| format!("{problem}: {}", cpushield_config::LISTEN_REMEDY))
 }
 
 fn invalid(message: String) -> io::Error {

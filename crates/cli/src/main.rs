@@ -36,7 +36,7 @@ enum Command {
     /// Make the shield match the config file (/etc/cpushield/cpushield.toml).
     Apply(cmd::apply::ApplyArgs),
     /// Keep the shield true and serve Prometheus metrics (127.0.0.1:9477).
-    Agent(cmd::agent::AgentArgs),
+    Agent(cpushield_agent::start::Choices),
     /// Show the shields and what still runs on each CPU.
     Show(cmd::shield::ShowArgs),
     /// Print the kernel command line a reboot needs for what runtime cannot do.
@@ -56,9 +56,9 @@ enum Command {
     /// Find this machine's best run-time settings by measurement; write them as a config.
     Tune(cmd::tune::TuneArgs),
     /// Put the systemd units and the default config in place (cpushield.service at boot).
-    Install(cmd::install::InstallArgs),
+    Install(cpushield_install::InstallRequest),
     /// Remove exactly what `install` put (a config edited since stays).
-    Uninstall(cmd::install::UninstallArgs),
+    Uninstall(cpushield_install::UninstallRequest),
     /// The host side of a VM's blame: what kept each vCPU from running.
     Vm(cmd::vm::VmArgs),
     /// Write the man pages or shell completions (for packaging).
@@ -71,7 +71,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let command = args::hyphen_values(Cli::command());
+    let command = args::for_this_machine(Cli::command());
     let parsed = command
         .clone()
         .try_get_matches_from(&argv)

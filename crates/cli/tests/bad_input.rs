@@ -168,8 +168,21 @@ fn negative_values_name_their_option() {
 
 #[test]
 fn a_bare_hex_mask_that_names_offline_cpus_says_how_it_was_read() {
-    let err = refused(&["shield", "--all", "abc"]);
-    assert!(err.contains("read 'abc' as the hex mask 0xabc"), "{err}");
+    // The CLI declares `shield --all`; cpushield-load and cpushield-rt declare
+    // `load --cpus` and `run --cpus`. Each case also carries an input its
+    // command would refuse later, so that an option read without the online
+    // CPUs fails here with another message instead of starting anything.
+    for args in [
+        &["shield", "--all", "abc"][..],
+        &["load", "--cpus", "abc", "--stress-ng", ""][..],
+        &["run", "--cpus", "abc", "--", "/nonexistent/program"][..],
+    ] {
+        let err = refused(args);
+        assert!(
+            err.contains("read 'abc' as the hex mask 0xabc"),
+            "{args:?}: {err}"
+        );
+    }
     let err = refused(&["shield", "--all", "1,00000000"]);
     assert!(err.contains("= CPUs 32;"), "{err}");
 }

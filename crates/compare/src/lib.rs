@@ -16,6 +16,7 @@ pub mod irqcount;
 pub mod lab;
 pub mod pending;
 pub mod plan;
+pub mod request;
 pub mod runner;
 pub mod scenario;
 pub mod smt;

@@ -1,4 +1,34 @@
-//! The one way a duration is written for people, in every command's output.
+//! The one way a duration is written for people, in every command's output,
+//! and the one way a duration option is read from them.
+
+use std::time::Duration;
+
+/// The longest duration any option accepts (a year): longer ones are typos, and
+/// they would overflow the clock arithmetic of the probes.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// A duration typed as an option's value: `60s`, `1ms`, `20us`, `500ns`,
+/// `2m`, `1h`; a bare number is seconds. From 0 to [`MAX_DURATION`].
+pub fn parse_duration_arg(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let range = "give a duration from 0 to 365 days, e.g. 60s, 1ms, 20us";
+    if t.starts_with('-') {
+        return Err(format!("'{t}' is negative: {range}"));
+    }
+    let parsed = if let Ok(secs) = t.parse::<f64>() {
+        if !secs.is_finite() || secs < 0.0 {
+            return Err(format!("'{t}' is not a duration: {range}"));
+        }
+        Duration::try_from_secs_f64(secs).map_err(|_| format!("'{t}' is too long: {range}"))?
+    } else {
+        let t = t.replace("µs", "us");
+        humantime::parse_duration(&t).map_err(|_| format!("'{text}' is not a duration: {range}"))?
+    };
+    if parsed > MAX_DURATION {
+        return Err(format!("'{t}' is too long: {range}"));
+    }
+    Ok(parsed)
+}
 
 const US: u64 = 1_000;
 const MS: u64 = 1_000_000;
@@ -91,5 +121,39 @@ mod tests {
         assert_eq!(fmt_ns(999_500_000_000), "1000 s");
         assert_eq!(fmt_ns(1_234_400_000_000), "1234 s");
         assert_eq!(fmt_ns(u64::MAX), "18446744074 s");
+    }
+
+    #[test]
+    fn durations_accept_units_and_bare_seconds() {
+        assert_eq!(parse_duration_arg("1ms").unwrap(), Duration::from_millis(1));
+        assert_eq!(
+            parse_duration_arg("20us").unwrap(),
+            Duration::from_micros(20)
+        );
+        assert_eq!(
+            parse_duration_arg("20µs").unwrap(),
+            Duration::from_micros(20)
+        );
+        assert_eq!(parse_duration_arg("2").unwrap(), Duration::from_secs(2));
+        assert_eq!(
+            parse_duration_arg("1.5").unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert!(parse_duration_arg("-1").is_err());
+        assert!(parse_duration_arg("soon").is_err());
+    }
+
+    #[test]
+    fn huge_durations_are_refused_with_the_range_not_a_panic() {
+        for text in ["1e20", "1e30", "1e300", "99999999999h", "400days"] {
+            let err = parse_duration_arg(text).unwrap_err();
+            assert!(err.contains("0 to 365 days"), "{text}: {err}");
+        }
+        assert_eq!(parse_duration_arg("365days").unwrap(), MAX_DURATION);
+    }
+
+    #[test]
+    fn negative_durations_name_the_problem() {
+        assert!(parse_duration_arg("-1s").unwrap_err().contains("negative"));
     }
 }

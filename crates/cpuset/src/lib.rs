@@ -9,7 +9,7 @@
 //! ([`fmt_ns`]).
 
 mod duration;
-pub use duration::fmt_ns;
+pub use duration::{fmt_ns, parse_duration_arg, MAX_DURATION};
 
 use smallvec::SmallVec;
 use std::collections::BTreeSet;
@@ -242,6 +242,14 @@ impl CpuSet {
             }
         }
         Ok(set)
+    }
+
+    /// A CPU set typed as a command-line option's value, where the online
+    /// CPUs are not known: [`CpuSet::parse_user_for`] without them. The
+    /// options the library crates declare take this parser; the `cpushield`
+    /// binary reads every CPU set option against the online CPUs instead.
+    pub fn parse_arg(text: &str) -> Result<Self, String> {
+        Self::parse_user_for(text, None)
     }
 
     /// Adds a CPU.

@@ -83,16 +83,33 @@ impl Error {
     }
 }
 
-/// Where and how to install.
+/// Where and how to install (`cpushield install`'s options).
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct InstallRequest {
-    /// The directory everything goes under (/ for this system).
+    /// Install under this directory instead of / (an image being prepared, a test).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "DIR", default_value = "/"))]
     pub root: PathBuf,
-    /// The unit directory under the root.
+    /// The unit directory under the root (/lib/systemd/system for a package).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "DIR", default_value = DEFAULT_UNIT_DIR))]
     pub unit_dir: PathBuf,
-    /// The binary the units run (`None`: the running one).
+    /// The cpushield binary the units run (default: this one).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "PATH"))]
     pub bin: Option<PathBuf>,
-    /// Plan and report only.
+    /// Print what would be done, one step a line, and change nothing.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub dry_run: bool,
+}
+
+/// What to uninstall (`cpushield uninstall`'s options).
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct UninstallRequest {
+    /// Uninstall from under this directory instead of /.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "DIR", default_value = "/"))]
+    pub root: PathBuf,
+    /// Print what would be done, one step a line, and change nothing.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub dry_run: bool,
 }
 
@@ -164,10 +181,11 @@ pub fn install(request: &InstallRequest, say: &mut dyn FnMut(String)) -> Result<
     Ok(())
 }
 
-/// Uninstalls what the manifest under `root` lists, telling `say` each step;
-/// where systemd runs, the units are stopped and disabled first (stopping
-/// cpushield.service resets the shield).
-pub fn uninstall(root: &Path, dry_run: bool, say: &mut dyn FnMut(String)) -> Result<(), Error> {
+/// Uninstalls what the manifest under the request's root lists, telling
+/// `say` each step; where systemd runs, the units are stopped and disabled
+/// first (stopping cpushield.service resets the shield).
+pub fn uninstall(request: &UninstallRequest, say: &mut dyn FnMut(String)) -> Result<(), Error> {
+    let (root, dry_run) = (request.root.as_path(), request.dry_run);
     check_root_dir(root)?;
     let files = RootFiles {
         root: root.to_path_buf(),

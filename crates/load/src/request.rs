@@ -31,25 +31,50 @@ pub enum RequestError {
     Refused(String),
 }
 
-/// What `cpushield load` was asked to run.
+/// What `cpushield load` was asked to run (its options but `--list`,
+/// `--duration` and `--json`).
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct LoadRequest {
-    /// Profiles and workloads (none: the default profile).
+    /// Profiles and workloads to run (default: stress-kernel); see --list.
+    #[cfg_attr(feature = "clap", arg(value_name = "PROFILE|WORKLOAD"))]
     pub names: Vec<String>,
-    /// `--stress-ng ARGS` instead of the built-in workloads.
-    pub stress_ng: Option<String>,
-    /// `--peer HOST[:PORT]`.
-    pub peer: Option<String>,
-    /// `--listen PORT`.
-    pub listen: Option<u16>,
-    /// CPUs the load is confined to (none: unconfined).
+    /// Confine the load to these CPUs (list 0-1 or mask 0x1); default unconfined.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "CPUS", value_parser = CpuSet::parse_arg))]
     pub cpus: Option<CpuSet>,
-    /// Instances of each workload.
+    /// Instances of each workload (of compute: per CPU), 1 to 64.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
     pub scale: u32,
-    /// Directory of the load's files.
+    /// Directory for the load's files; a per-run directory is made there and removed.
+    #[cfg_attr(feature = "clap", arg(long, default_value = "/var/tmp"))]
     pub dir: PathBuf,
-    /// Size cap per file-writing workload instance, bytes.
+    /// Size cap per file-writing workload instance (fs, disknoise, filemove, iodisk): 1G, 256M, or bytes.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long = "size", value_name = "SIZE", default_value = "1G", value_parser = parse_size)
+    )]
     pub size_cap: u64,
+    /// Run stress-ng with these arguments instead of the built-in workloads.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "ARGS", allow_hyphen_values = true)
+    )]
+    pub stress_ng: Option<String>,
+    /// Flood another machine instead of loopback: ionet (netflood) sends UDP
+    /// datagrams (and ICMP echo requests where a raw socket is permitted) to
+    /// HOST:PORT, ttcp sends TCP data sets to a ttcp receiver there [PORT: 5001].
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "HOST[:PORT]", conflicts_with_all = ["listen", "stress_ng"])
+    )]
+    pub peer: Option<String>,
+    /// Let another machine flood us: ionet counts the UDP datagrams and ttcp the
+    /// TCP data arriving on PORT (all addresses).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "PORT", conflicts_with = "stress_ng")
+    )]
+    pub listen: Option<u16>,
 }
 
 impl LoadRequest {

@@ -40,6 +40,7 @@ pub mod procstat;
 pub mod progress;
 pub mod recorder;
 pub mod render;
+pub mod request;
 pub mod run_info;
 pub mod signal;
 pub mod source;

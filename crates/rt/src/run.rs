@@ -93,35 +93,58 @@ pub fn place_thread_alone(tid: i32, cpus: &CpuSet) -> io::Result<()> {
 /// nanoseconds (None where it cannot be read).
 pub type StealMeter = fn(&CpuSet) -> Option<Box<dyn FnOnce() -> Option<u64>>>;
 
-/// What the caller asked for, unchecked.
+/// What the caller asked for, unchecked (`cpushield run`'s options but the
+/// policy's).
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct RunSpec {
-    /// CPUs to run on.
+    /// CPUs to run on (list `3`, `2-3` or mask `0x8`); they must be shielded.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "CPUS", value_parser = CpuSet::parse_arg))]
     pub cpus: CpuSet,
     /// Scheduling policy to set (None: leave it).
+    #[cfg_attr(feature = "clap", arg(skip))]
     pub policy: Option<Policy>,
-    /// IRQs to send to the CPUs while the task lives.
+    /// IRQ to send to the CPUs while the task lives, old affinity restored
+    /// afterwards (repeat, or separate with commas).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long = "irq", value_name = "IRQ", value_delimiter = ',')
+    )]
     pub irqs: Vec<u32>,
-    /// Reserve the CPUs while the task lives.
+    /// Reserve the CPUs while the task lives: other placements are refused.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub reserve: bool,
-    /// With `reserve`: also reserve the CPUs' SMT sibling threads (Sherer
-    /// §6: a sibling's work slows the reserved CPU down).
+    /// With --reserve: reserve the CPUs' SMT sibling threads too (a busy
+    /// sibling slows the reserved CPU down; Sherer §6).
+    #[cfg_attr(feature = "clap", arg(long = "smt-siblings", requires = "reserve"))]
     pub reserve_siblings: bool,
-    /// Let the task lock all its memory.
+    /// Let the task lock all its memory: lifts its RLIMIT_MEMLOCK (memory locks
+    /// do not survive exec, so the program must call mlockall itself).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub mlock: bool,
-    /// Keep the CPUs polling while the task lives.
+    /// Keep the CPUs polling instead of halting while the task lives (a
+    /// SCHED_IDLE spinner per CPU): in a VM a halted vCPU waits for the host.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub idle_poll: bool,
-    /// Adopt this existing task instead of starting a command.
+    /// Move this existing task instead of starting a command.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "PID", conflicts_with = "command", value_parser = clap::value_parser!(i32).range(1..))
+    )]
     pub pid: Option<i32>,
-    /// With `pid`: every thread of the process, not only the one named.
+    /// With --pid: move every thread of the process, not only the one named.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub threads: bool,
-    /// Place even on CPUs that are not shielded.
+    /// Place the task even on CPUs that are not shielded (no isolation).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub allow_unshielded: bool,
-    /// The command to start (program and arguments).
+    /// The command to start, after `--`.
+    #[cfg_attr(feature = "clap", arg(last = true, value_name = "COMMAND"))]
     pub command: Vec<String>,
-    /// Best-effort work sharing the CPUs' idle time ([`SHARE_POLICY`], the
-    /// Hyades paper's ARTiS sharing): no other policy, no memory locking, no
-    /// reservation, no polling.
+    /// Share the CPUs' idle time (the Hyades paper's ARTiS sharing): run the
+    /// task as best-effort work, SCHED_IDLE at nice 19, placed in the shield
+    /// like any task; never real-time, memory not locked.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub share: bool,
 }
 

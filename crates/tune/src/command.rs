@@ -13,29 +13,50 @@ use cpushield_measure::Period;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// What `tune` was asked, as given.
+/// What `tune` was asked, as given (`cpushield tune`'s options but `--out`).
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct TuneRequest {
-    /// The CPUs to shield and measure.
-    pub cpus: CpuSet,
-    /// The load: profiles or workloads, comma-separated; `none`; or `None`
-    /// for the default load of this machine.
+    /// CPUs to shield and measure (default: the highest CPU and its SMT siblings).
+    #[cfg_attr(feature = "clap", arg(long, value_parser = CpuSet::parse_arg))]
+    pub cpus: Option<CpuSet>,
+    /// Load profile or workloads (comma-separated, as `cpushield load --list`
+    /// shows), or `none` (default: stress-kernel; without compile where no C
+    /// compiler is installed).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub load: Option<String>,
-    /// The knobs to measure, comma-separated (`None`: all).
-    pub knobs: Option<String>,
-    /// The whole run's budget.
+    /// The whole run's time, setup and teardown included. Each knob's switch
+    /// is timed and a knob whose switches no longer fit is left unmeasured;
+    /// only a knob's first switch cannot be foreseen, so a run may end later
+    /// by at most one first switch there and back (the machine is always
+    /// restored).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_parser = cpushield_cpuset::parse_duration_arg, default_value = "10m")
+    )]
     pub budget: Duration,
-    /// The probe's rate, Hz.
+    /// Only these knobs (comma-separated): idle-poll, dma-latency,
+    /// idle-states, preempt, rt-throttling, timer-migration, stat-interval,
+    /// governor, epp, smt-offline, irq-siblings, probe-priority, mems.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub knobs: Option<String>,
+    /// Latency probe rate in Hz (realfeel's 2048 by default).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 2048))]
     pub rate: u32,
-    /// Where the load's files go.
+    /// Directory for the load's files.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long = "dir", value_name = "DIR", default_value = "/var/tmp")
+    )]
     pub load_dir: PathBuf,
 }
 
 impl TuneRequest {
-    /// The run this request asks for, the probe at SCHED_FIFO 95; a rate of
-    /// 0, a load or a knob that does not exist is refused in one line
-    /// naming the option.
-    pub fn config(self) -> Result<TuneConfig, TuneError> {
+    /// The run this request asks for on the machine `kernel` reads (its
+    /// default CPUs, [`cpus_or_default`]), the probe at SCHED_FIFO 95; a
+    /// rate of 0, a load or a knob that does not exist is refused in one
+    /// line naming the option.
+    pub fn config(self, kernel: &dyn Kernel) -> Result<TuneConfig, TuneError> {
         if self.rate == 0 {
             return Err(TuneError::Refused(
                 "--rate must be above 0: use e.g. --rate 2048".into(),
@@ -52,7 +73,7 @@ impl TuneRequest {
             .transpose()
             .map_err(TuneError::Refused)?;
         Ok(TuneConfig {
-            cpus: self.cpus,
+            cpus: cpus_or_default(kernel, self.cpus)?,
             load,
             load_name,
             load_dir: self.load_dir,
@@ -155,7 +176,7 @@ mod tests {
 
     fn request() -> TuneRequest {
         TuneRequest {
-            cpus: CpuSet::from_cpus([1]),
+            cpus: Some(CpuSet::from_cpus([1])),
             load: Some("none".into()),
             knobs: None,
             budget: Duration::from_secs(600),
@@ -178,7 +199,9 @@ mod tests {
 
     #[test]
     fn a_load_of_none_runs_no_workload_and_the_probe_runs_at_fifo_95() {
-        let config = request().config().unwrap();
+        let config = request()
+            .config(&cpushield_kernel::FakeKernel::new())
+            .unwrap();
         assert!(config.load.is_empty());
         assert_eq!(config.load_name, "none");
         assert_eq!(config.priority, 95);
@@ -192,19 +215,28 @@ mod tests {
             rate: 0,
             ..request()
         };
-        let e = zero.config().unwrap_err().to_string();
+        let e = zero
+            .config(&cpushield_kernel::FakeKernel::new())
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("--rate must be above 0"), "{e}");
         let load = TuneRequest {
             load: Some("no-such-load".into()),
             ..request()
         };
-        let e = load.config().unwrap_err().to_string();
+        let e = load
+            .config(&cpushield_kernel::FakeKernel::new())
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("--load"), "{e}");
         let knob = TuneRequest {
             knobs: Some("no-such-knob".into()),
             ..request()
         };
-        let e = knob.config().unwrap_err().to_string();
+        let e = knob
+            .config(&cpushield_kernel::FakeKernel::new())
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("--knobs"), "{e}");
     }
 
@@ -214,7 +246,7 @@ mod tests {
             knobs: Some("preempt,timer-migration".into()),
             ..request()
         };
-        let config = knobs.config().unwrap();
+        let config = knobs.config(&cpushield_kernel::FakeKernel::new()).unwrap();
         assert_eq!(
             config.knobs,
             Some(vec![KnobId::Preempt, KnobId::TimerMigration])

@@ -13,22 +13,53 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What `vm watch` is asked.
+/// What `vm watch` is asked (its command-line options).
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct WatchRequest {
-    /// QEMU's QMP socket.
+    /// QEMU's QMP socket (`-qmp unix:PATH,server=on,wait=off`): the vCPU
+    /// threads come from `query-cpus-fast`.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "PATH", required_unless_present = "pid")
+    )]
     pub qmp: Option<PathBuf>,
-    /// QEMU's pid, for the vCPU threads by name.
+    /// QEMU's pid: the vCPU threads by their names (`CPU N/KVM`, `CPU N/TCG`;
+    /// QEMU needs `-name NAME,debug-threads=on`). Used where --qmp is not given
+    /// or does not answer.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "PID"))]
     pub pid: Option<i32>,
-    /// The unix socket of the guest's channel.
+    /// The unix socket of the guest's channel: QEMU's `-chardev
+    /// socket,id=ID,path=PATH,server=on,wait=off` with `-device
+    /// virtserialport,chardev=ID,name=org.cpushield.vm.0`.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "PATH"))]
     pub channel: PathBuf,
-    /// How long gaps are kept.
+    /// How long gaps are kept (at most 600s).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "DURATION", default_value = "60s", value_parser = retention_arg)
+    )]
     pub retention: Duration,
-    /// Stop after this long (None: at SIGINT/SIGTERM).
+    /// Stop after this long (default: until SIGINT/SIGTERM).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)
+    )]
     pub duration: Option<Duration>,
-    /// node_exporter's textfile: each vCPU's held-off time by cause
-    /// ([`crate::metrics`]), rewritten every [`TEXTFILE_EVERY`] and at the end.
+    /// node_exporter textfile to rewrite every second: each vCPU's time held
+    /// off by the host, by why and by what held its host CPU.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "PATH"))]
     pub textfile: Option<PathBuf>,
+}
+
+/// `--retention` on the command line: 1s to 600s.
+#[cfg(feature = "clap")]
+fn retention_arg(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| format!("{e}: e.g. 60s"))?;
+    if d < Duration::from_secs(1) || d > Duration::from_secs(600) {
+        return Err("between 1s and 600s".into());
+    }
+    Ok(d)
 }
 
 /// How often `--textfile` is rewritten.

@@ -11,7 +11,7 @@ use std::time::Duration;
 #[derive(Args)]
 pub struct CheckArgs {
     /// CPUs to check, as a list (1,3-4) or a mask (0x8). Default: the shielded CPUs.
-    #[arg(long, value_parser = args::cpu_set)]
+    #[arg(long, value_parser = CpuSet::parse_arg)]
     pub cpus: Option<CpuSet>,
     /// How long to watch the CPUs (e.g. 5s, 500ms).
     #[arg(long, default_value = "5s", value_parser = args::duration)]

@@ -7,15 +7,12 @@ use crate::progress::{self, Bar};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use cpushield_cpuset::CpuSet;
-use cpushield_measure::determinism::{self, DeterminismConfig, Work};
-use cpushield_measure::latency::{LatencyConfig, Length};
 use cpushield_measure::net::{self, Link, NetConfig, Protocol, ServeConfig};
-use cpushield_measure::noise::{self, NoiseConfig};
 use cpushield_measure::render::net as render_net;
 use cpushield_measure::render::{cyclictest, text};
-use cpushield_measure::source::SourceRequest;
+use cpushield_measure::request::{fifo, DeterminismRequest, LatencyRequest, NoiseRequest};
 use cpushield_measure::trace::{self, SpikeTracing, TraceAbove};
-use cpushield_measure::{json, Period, Progress, Warning};
+use cpushield_measure::{determinism, json, noise, Progress, Warning};
 use cpushield_report::output::{self, Output};
 use cpushield_rt::sched::PlaceFn;
 use cpushield_shield::placement;
@@ -50,41 +47,8 @@ enum Probe {
 
 #[derive(Args)]
 struct LatencyArgs {
-    /// CPUs to measure, one thread each (list `1,3-4` or mask `0x2`).
-    #[arg(long, value_parser = args::cpu_set)]
-    cpus: CpuSet,
-    /// What wakes the measuring thread: `timer` (clock_nanosleep, an hrtimer),
-    /// `rtc` (realfeel: /dev/rtc0's periodic interrupt, its IRQ bound to the
-    /// measured CPU for the run), `hpet` (/dev/hpet), `timerlat` (the
-    /// kernel's timerlat tracer: its threads at SCHED_FIFO 95 measure, the
-    /// IRQ and thread latency of each wakeup are read from the trace; needs
-    /// CONFIG_TIMERLAT_TRACER, as PREEMPT_RT kernels have). `auto` is the
-    /// timer: the one source every machine has; the others measure another
-    /// path and must be asked for.
-    #[arg(long, value_enum, default_value_t = SourceRequest::Auto)]
-    source: SourceRequest,
-    /// Wakeups per second [default: 2048, as realfeel].
-    #[arg(long, value_name = "HZ", conflicts_with = "interval")]
-    rate: Option<u32>,
-    /// Wakeup interval instead of a rate (e.g. 1ms).
-    #[arg(long, value_parser = args::duration)]
-    interval: Option<Duration>,
-    /// How long to measure [default: 60s].
-    #[arg(long, value_parser = args::duration, conflicts_with = "samples")]
-    duration: Option<Duration>,
-    /// Measure this many samples per CPU instead of a duration.
-    #[arg(long)]
-    samples: Option<u64>,
-    /// SCHED_FIFO priority 1..99; 0 runs at SCHED_OTHER.
-    #[arg(long, default_value_t = 95)]
-    priority: u8,
-    /// Wake this much before each deadline and spin to it (e.g. 20us).
-    #[arg(long, value_parser = non_negative_duration, allow_hyphen_values = true)]
-    advance: Option<Duration>,
-    /// Keep the measured CPUs polling instead of halting when idle (a SCHED_IDLE
-    /// spinner per CPU): in a VM a halted vCPU waits for the host to run it again.
-    #[arg(long)]
-    idle_poll: bool,
+    #[command(flatten)]
+    probe: LatencyRequest,
     /// Write cyclictest's -h histogram text to FILE.
     #[arg(long, value_name = "FILE")]
     histogram: Option<PathBuf>,
@@ -118,24 +82,8 @@ struct LatencyArgs {
 
 #[derive(Args)]
 struct DeterminismArgs {
-    /// CPUs to measure, one thread each.
-    #[arg(long, value_parser = args::cpu_set)]
-    cpus: CpuSet,
-    /// Work per run: the loop is calibrated once to take this long [default: 1s].
-    #[arg(long, value_parser = args::duration, conflicts_with = "iterations")]
-    work: Option<Duration>,
-    /// Work per run as a loop iteration count (from an earlier report), for the same workload.
-    #[arg(long)]
-    iterations: Option<u64>,
-    /// Runs per CPU.
-    #[arg(long, default_value_t = 60)]
-    runs: u32,
-    /// SCHED_FIFO priority 1..99; 0 runs at SCHED_OTHER.
-    #[arg(long, default_value_t = 95)]
-    priority: u8,
-    /// Sleep between runs, giving the CPU back to the kernel's per-CPU work.
-    #[arg(long, value_parser = args::duration, default_value = "100ms")]
-    rest: Duration,
+    #[command(flatten)]
+    probe: DeterminismRequest,
     /// Write the JSON report to FILE; `-` for stdout.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -143,19 +91,8 @@ struct DeterminismArgs {
 
 #[derive(Args)]
 struct NoiseArgs {
-    /// CPUs to measure, one busy loop each.
-    #[arg(long, value_parser = args::cpu_set)]
-    cpus: CpuSet,
-    /// How long to measure.
-    #[arg(long, value_parser = args::duration, default_value = "60s")]
-    duration: Duration,
-    /// Run the loop at SCHED_FIFO with this priority (default: SCHED_OTHER;
-    /// with RT throttling on, a FIFO spinner is stopped 50 ms each second).
-    #[arg(long)]
-    priority: Option<u8>,
-    /// Gaps at or above this count as interruptions (stolen time).
-    #[arg(long, value_parser = args::duration, default_value = "1us")]
-    threshold: Duration,
+    #[command(flatten)]
+    probe: NoiseRequest,
     /// Write the JSON report to FILE; `-` for stdout.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -169,21 +106,6 @@ pub fn run(args: MeasureArgs) -> anyhow::Result<ExitCode> {
         Probe::Noise(a) => run_noise(a),
         Probe::Net(a) => run_net(a),
     }
-}
-
-/// A duration that refuses a leading minus with a message naming the remedy.
-fn non_negative_duration(text: &str) -> Result<Duration, String> {
-    if text.trim_start().starts_with('-') {
-        return Err(format!(
-            "'{text}' is negative: give how early to wake before each deadline, e.g. 20us"
-        ));
-    }
-    args::duration(text)
-}
-
-/// `--priority 0` means SCHED_OTHER.
-fn priority(p: u8) -> Option<u8> {
-    (p != 0).then_some(p)
 }
 
 /// How the measuring threads reach `cpus`: into the shield's cpuset when
@@ -240,13 +162,7 @@ fn finish<R: json::Kind>(
 }
 
 fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
-    let mut config = LatencyConfig::new(a.cpus);
-    config.period = Period::from_rate_or_interval(a.rate, a.interval);
-    config.length = Length::from_samples_or_duration(a.samples, a.duration);
-    config.priority = priority(a.priority);
-    config.advance = a.advance;
-    config.idle_poll = a.idle_poll;
-    config.source = a.source.source();
+    let mut config = a.probe.config();
     config.placer = placer(&config.cpus)?;
     config.validate(&online()?)?;
     let json_out = Output::open(a.json.as_deref(), "--json")?;
@@ -298,11 +214,7 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_determinism(a: DeterminismArgs) -> anyhow::Result<ExitCode> {
-    let mut config = DeterminismConfig::new(a.cpus);
-    config.work = Work::from_iterations_or_duration(a.iterations, a.work);
-    config.runs = a.runs;
-    config.priority = priority(a.priority);
-    config.rest = a.rest;
+    let mut config = a.probe.config();
     config.placer = placer(&config.cpus)?;
     config.validate(&online()?)?;
     let json_out = Output::open(a.json.as_deref(), "--json")?;
@@ -318,10 +230,7 @@ fn run_determinism(a: DeterminismArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_noise(a: NoiseArgs) -> anyhow::Result<ExitCode> {
-    let mut config = NoiseConfig::new(a.cpus);
-    config.duration = a.duration;
-    config.priority = a.priority.and_then(priority);
-    config.threshold = a.threshold;
+    let mut config = a.probe.config();
     config.placer = placer(&config.cpus)?;
     config.validate(&online()?)?;
     let json_out = Output::open(a.json.as_deref(), "--json")?;
@@ -386,7 +295,7 @@ fn run_net(a: NetArgs) -> anyhow::Result<ExitCode> {
     let (client_cpu, server_cpu) = a.cpus;
     if let Some(port) = a.listen {
         let mut config = ServeConfig::on_port(client_cpu, port);
-        config.priority = a.priority.and_then(priority);
+        config.priority = a.priority.and_then(fifo);
         config.placer = placer(&CpuSet::from_cpus([client_cpu]))?;
         let stop = stop_flag()?;
         let summary = net::serve(&crate::host::real(), &config, stop, |udp, tcp| {
@@ -403,7 +312,7 @@ fn run_net(a: NetArgs) -> anyhow::Result<ExitCode> {
     config.protocols = a.protocols;
     config.duration = a.duration;
     config.warmup = a.warmup;
-    config.priority = a.priority.and_then(priority);
+    config.priority = a.priority.and_then(fifo);
     config.placer = placer(&config.cpus())?;
     config.validate(&online()?)?;
     let json_out = Output::open(a.json.as_deref(), "--json")?;

@@ -1,6 +1,6 @@
 //! `cpushield shield | unshield | reset | show | boot-params`.
 
-use crate::args::{cpu_set, EXIT_OK};
+use crate::args::EXIT_OK;
 use crate::host::shield_options;
 use anyhow::Context;
 use clap::Args;
@@ -12,16 +12,16 @@ use std::process::ExitCode;
 #[derive(Args, Debug, Clone)]
 pub struct MaskArgs {
     /// CPUs to shield from processes, interrupts and the local timer.
-    #[arg(long, value_parser = cpu_set, value_name = "CPUS")]
+    #[arg(long, value_parser = CpuSet::parse_arg, value_name = "CPUS")]
     all: Option<CpuSet>,
     /// CPUs to shield from processes (and unbound kernel threads).
-    #[arg(long, value_parser = cpu_set, value_name = "CPUS")]
+    #[arg(long, value_parser = CpuSet::parse_arg, value_name = "CPUS")]
     procs: Option<CpuSet>,
     /// CPUs to shield from interrupts.
-    #[arg(long, value_parser = cpu_set, value_name = "CPUS")]
+    #[arg(long, value_parser = CpuSet::parse_arg, value_name = "CPUS")]
     irqs: Option<CpuSet>,
     /// CPUs to shield from the local timer (runtime part; see boot-params).
-    #[arg(long, value_parser = cpu_set, value_name = "CPUS")]
+    #[arg(long, value_parser = CpuSet::parse_arg, value_name = "CPUS")]
     ltmr: Option<CpuSet>,
 }
 
@@ -47,20 +47,25 @@ pub struct ShieldArgs {
     /// Memory nodes of the shield's cpuset, e.g. 1 or 0-1 (default: the
     /// nodes of the CPUs shielded from processes). Kept until reset.
     #[arg(long, value_parser = node_list, value_name = "NODES")]
-    mems: Option<CpuSet>,
+    mems: Option<Nodes>,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
 }
 
+/// Memory nodes: a type of their own, so that the CPU set options'
+/// reading ([`crate::args::for_this_machine`]) leaves them alone.
+#[derive(Clone)]
+struct Nodes(CpuSet);
+
 /// A list of memory nodes (`0-1,3`), at least one.
-fn node_list(text: &str) -> Result<CpuSet, String> {
+fn node_list(text: &str) -> Result<Nodes, String> {
     let set = cpushield_parse::numa::parse_node_list("--mems", text)
         .map_err(|e| format!("{e}; name memory nodes with a list like 1 or 0-1"))?;
     if set.is_empty() {
         return Err("names no node: name memory nodes with a list like 1 or 0-1".into());
     }
-    Ok(set)
+    Ok(Nodes(set))
 }
 
 /// Arguments of `cpushield unshield`.
@@ -121,7 +126,7 @@ pub fn shield(args: ShieldArgs) -> anyhow::Result<ExitCode> {
     let report = cpushield_shield::shield_with(
         &host,
         &args.masks.masks(),
-        args.mems.as_ref(),
+        args.mems.as_ref().map(|nodes| &nodes.0),
         shield_options(args.whole_cores),
     )?;
     let text = render::render_report(&report, "shielded");

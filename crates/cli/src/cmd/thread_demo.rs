@@ -5,7 +5,6 @@
 //! for `--seconds` (the test kills it sooner). A refused placement prints
 //! the library's one-line message and exits 1.
 
-use crate::args::cpu_set;
 use clap::Args;
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::gettid;
@@ -18,7 +17,7 @@ use std::time::Duration;
 #[derive(Args, Debug)]
 pub struct ThreadDemoArgs {
     /// CPUs the one placed thread goes to.
-    #[arg(long, value_parser = cpu_set, value_name = "CPUS")]
+    #[arg(long, value_parser = CpuSet::parse_arg, value_name = "CPUS")]
     cpus: CpuSet,
     /// The interface that places it.
     #[arg(long, value_enum, default_value = "c")]

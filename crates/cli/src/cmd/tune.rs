@@ -2,10 +2,9 @@
 //! CPU, found by interleaved A/B trials under load, written as a config
 //! file `apply` applies. Runs inside a private PID namespace, as `compare`.
 
-use crate::args::{cpu_set, duration, EXIT_ERROR, EXIT_OK};
+use crate::args::{EXIT_ERROR, EXIT_OK};
 use crate::progress;
 use clap::Args;
-use cpushield_cpuset::CpuSet;
 use cpushield_tune::command::{self, TuneRequest};
 use cpushield_tune::real::TuneConfig;
 use cpushield_tune::render;
@@ -16,49 +15,17 @@ use std::time::Duration;
 /// Arguments of `cpushield tune`.
 #[derive(Args)]
 pub struct TuneArgs {
-    /// CPUs to shield and measure (default: the highest CPU and its SMT siblings).
-    #[arg(long, value_parser = cpu_set)]
-    cpus: Option<CpuSet>,
-    /// Load profile or workloads (comma-separated, as `cpushield load --list`
-    /// shows), or `none` (default: stress-kernel; without compile where no C
-    /// compiler is installed).
-    #[arg(long)]
-    load: Option<String>,
-    /// The whole run's time, setup and teardown included. Each knob's switch
-    /// is timed and a knob whose switches no longer fit is left unmeasured;
-    /// only a knob's first switch cannot be foreseen, so a run may end later
-    /// by at most one first switch there and back (the machine is always
-    /// restored).
-    #[arg(long, value_parser = duration, default_value = "10m")]
-    budget: Duration,
+    #[command(flatten)]
+    request: TuneRequest,
     /// Report directory (default ./cpushield-tune-<time>/).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Only these knobs (comma-separated): idle-poll, dma-latency,
-    /// idle-states, preempt, rt-throttling, timer-migration, stat-interval,
-    /// governor, epp, smt-offline, irq-siblings, probe-priority, mems.
-    #[arg(long)]
-    knobs: Option<String>,
-    /// Latency probe rate in Hz (realfeel's 2048 by default).
-    #[arg(long, default_value_t = 2048)]
-    rate: u32,
-    /// Directory for the load's files.
-    #[arg(long, default_value = "/var/tmp")]
-    dir: PathBuf,
 }
 
 /// Runs `cpushield tune`.
 pub fn tune(args: TuneArgs) -> anyhow::Result<ExitCode> {
     let host = crate::host::real();
-    let request = TuneRequest {
-        cpus: command::cpus_or_default(host.kernel(), args.cpus)?,
-        load: args.load,
-        knobs: args.knobs,
-        budget: args.budget,
-        rate: args.rate,
-        load_dir: args.dir,
-    };
-    let config = request.config()?;
+    let config = args.request.config(host.kernel())?;
     let out = command::prepare(&host, &config, args.out)?;
     super::reserved::guard("tune", &config.cpus, cpushield_rt::reserve::CpuUse::Place)?;
     Ok(crate::host::run_private(
