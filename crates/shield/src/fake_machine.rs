@@ -116,6 +116,15 @@ impl MachineSize {
         threads: 100_000,
     };
 
+    /// 512 CPUs with few IRQs and threads (64 and 3,000): as wide as
+    /// [`MachineSize::BIG`], for what prints a line or a block per CPU, and
+    /// quick to build and shield.
+    pub const WIDE: MachineSize = MachineSize {
+        cpus: 512,
+        irqs: 64,
+        threads: 3000,
+    };
+
     /// This size times `factor` (each count at least 8, CPUs even).
     pub fn scaled(self, factor: f64) -> MachineSize {
         let times = |n: usize| ((n as f64 * factor).round() as usize).max(8);
@@ -185,6 +194,24 @@ pub fn big_machine(size: MachineSize) -> FakeKernel {
     counters(&mut files, size.cpus);
     k.set_files(files.0);
     k.set_thread_affinities(affinities);
+    k
+}
+
+/// A [`big_machine`] of `size` with the shield up on its
+/// [`MachineSize::second_socket`] (all its masks, as root, not whole cores),
+/// the shield's state saved in `store`.
+pub fn shielded_big_machine(
+    size: MachineSize,
+    store: &cpushield_kernel::store::MemoryStore,
+) -> FakeKernel {
+    let k = big_machine(size);
+    let options = crate::Options {
+        is_root: true,
+        whole_cores: false,
+    };
+    let masks = crate::ShieldMasks::all(&size.second_socket());
+    crate::shield(&cpushield_kernel::Host::fake(&k, store), &masks, options)
+        .expect("the shield goes up on the big machine's second socket");
     k
 }
 

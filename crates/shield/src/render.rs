@@ -497,25 +497,10 @@ CPU 1: IRQ 9's handler thread irq/9-acpi(72) may still run here though IRQ 9 is 
 
     #[test]
     fn show_on_512_cpus_prints_cpu_ranges_and_folds_alike_and_idle_cpus_into_one_line() {
-        use crate::fake_machine::{big_machine, MachineSize};
-        let size = MachineSize {
-            cpus: 512,
-            irqs: 64,
-            threads: 3000,
-        };
-        let k = big_machine(size);
+        use crate::fake_machine::{shielded_big_machine, MachineSize};
         let store = cpushield_kernel::store::MemoryStore::new();
+        let k = shielded_big_machine(MachineSize::WIDE, &store);
         let host = cpushield_kernel::Host::fake(&k, &store);
-        let options = crate::Options {
-            is_root: true,
-            whole_cores: false,
-        };
-        crate::shield(
-            &host,
-            &crate::ShieldMasks::all(&size.second_socket()),
-            options,
-        )
-        .unwrap();
         let text = render_status(&crate::status::status(&host).unwrap());
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines.len() < 40, "{} lines:\n{text}", lines.len());
