@@ -95,6 +95,30 @@ pub fn saved_state(masks: crate::ShieldMasks, online: &str) -> crate::state::Sav
     }
 }
 
+/// The state of a shield of CPU 1 of a 2-CPU [`v1_machine`], saved in PID
+/// namespace `pid:[1]`: task 7 (`comm`, affinity 0-1, root cgroup), IRQ 10
+/// at mask 3, and the two cgroups the shield made.
+pub fn one_task_state(comm: &str) -> crate::state::SavedState {
+    let mut s = saved_state(crate::ShieldMasks::all(&CpuSet::from_cpus([1])), "0-1");
+    s.tasks.insert(
+        7,
+        crate::state::SavedTask {
+            tgid: 7,
+            comm: comm.into(),
+            starttime: 5,
+            affinity: CpuSet::from_cpus([0, 1]),
+            cgroup: "/".into(),
+            kthread: false,
+            pinned_by_kernel: false,
+        },
+    );
+    s.irqs.insert(10, "3".into());
+    let root = s.layout.root().to_path_buf();
+    s.created_cgroups = vec![root.join("cpushield-system"), root.join("cpushield-shield")];
+    s.pid_namespace = "pid:[1]".into();
+    s
+}
+
 /// The size of a [`big_machine`]: online (and possible) CPUs, IRQs with an
 /// affinity file, and threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
