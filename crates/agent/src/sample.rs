@@ -4,7 +4,7 @@
 
 use cpushield_cpuset::CpuSet;
 use cpushield_kernel::Kernel;
-use cpushield_parse::interrupts::{parse_interrupts_of, IrqLine};
+use cpushield_parse::interrupts::{names_of, parse_interrupts_of, IrqLine};
 use std::collections::BTreeMap;
 use std::io;
 
@@ -56,13 +56,7 @@ impl Interrupts {
     /// Each device IRQ's name, as `cpushield_parse::interrupts::irq_names`
     /// gives them (none when the file could not be read or parsed).
     pub fn names(&self) -> BTreeMap<u32, String> {
-        let mut names = BTreeMap::new();
-        for line in self.0.iter().flatten() {
-            if let Some(irq) = line.number() {
-                names.entry(irq).or_insert_with(|| line.name());
-            }
-        }
-        names
+        self.0.as_deref().map(names_of).unwrap_or_default()
     }
 }
 

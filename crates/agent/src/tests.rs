@@ -327,6 +327,18 @@ fn machine(online: &str, tasks: &[(i32, &str)]) -> FakeKernel {
     k
 }
 
+/// Puts the shield up on CPUs `shielded` of `k` as root, its state in
+/// `store`, and returns a host on the same machine for the agent to watch.
+fn shield_up(k: &FakeKernel, store: &MemoryStore, shielded: &str) -> Host {
+    cpushield_shield::shield(
+        &Host::fake(k, store),
+        &ShieldMasks::all(&cpus(shielded)),
+        ROOT_OPTIONS,
+    )
+    .unwrap();
+    Host::fake(k, store)
+}
+
 /// Behind the shield's back, task `tid` leaves the housekeeping cpuset for
 /// the root one (`echo TID > tasks`) and is given every CPU (`taskset -p
 /// 0-3`): in the housekeeping cpuset the kernel would narrow that affinity
@@ -344,15 +356,9 @@ fn escape_to_root(k: &FakeKernel, tid: i32) {
 fn a_task_widened_onto_the_shield_is_set_back_and_its_widened_mask_is_kept_as_its_request() {
     let k = machine("0-3", &[(100, "0-3"), (101, "1")]);
     let store = state::MemoryStore::new();
-    cpushield_shield::shield(
-        &Host::fake(&k, &store),
-        &ShieldMasks::all(&cpus("3")),
-        ROOT_OPTIONS,
-    )
-    .unwrap();
+    let host = shield_up(&k, &store, "3");
     assert_eq!(k.affinities()[&100], cpus("0-2"));
     let shared = Shared::new("0");
-    let host = Host::fake(&k, &store);
     let mut agent = Agent::new(&host, Arc::clone(&shared), ROOT_OPTIONS);
     let first = agent.tick().unwrap();
     assert!(first.iter().all(|l| !l.contains("task")), "{first:?}");
@@ -386,14 +392,8 @@ fn a_task_widened_onto_the_shield_is_set_back_and_its_widened_mask_is_kept_as_it
 fn a_cpu_coming_online_re_applies_the_shield_and_is_logged_with_its_cause() {
     let k = machine("0-2", &[(100, "0-2")]);
     let store = state::MemoryStore::new();
-    cpushield_shield::shield(
-        &Host::fake(&k, &store),
-        &ShieldMasks::all(&cpus("2")),
-        ROOT_OPTIONS,
-    )
-    .unwrap();
+    let host = shield_up(&k, &store, "2");
     let shared = Shared::new("0");
-    let host = Host::fake(&k, &store);
     let mut agent = Agent::new(&host, Arc::clone(&shared), ROOT_OPTIONS);
     assert!(agent.tick().unwrap().iter().all(|l| !l.contains("online")));
     k.set_file("/sys/devices/system/cpu/online", "0-3\n");
@@ -492,19 +492,13 @@ fn a_pod_task_on_a_shielded_cpu_gets_its_own_line_and_no_reshield() {
     // Pinned to CPU 3 by the kubelet's static CPU manager.
     add_pod_task(&k, 200, "3");
     let store = state::MemoryStore::new();
-    cpushield_shield::shield(
-        &Host::fake(&k, &store),
-        &ShieldMasks::all(&cpus("3")),
-        ROOT_OPTIONS,
-    )
-    .unwrap();
+    let host = shield_up(&k, &store, "3");
     assert_eq!(
         k.affinities()[&200],
         cpus("3"),
         "the shield leaves pods alone"
     );
     let shared = Shared::new("0");
-    let host = Host::fake(&k, &store);
     let mut agent = Agent::new(&host, Arc::clone(&shared), ROOT_OPTIONS);
     let writes = store.writes();
     let files = k.files();
@@ -543,14 +537,8 @@ fn a_pod_task_on_a_shielded_cpu_gets_its_own_line_and_no_reshield() {
 fn corrected_is_true_after_a_look_that_corrected_and_false_after_one_that_did_not() {
     let k = machine("0-3", &[(100, "0-3"), (101, "1")]);
     let store = state::MemoryStore::new();
-    cpushield_shield::shield(
-        &Host::fake(&k, &store),
-        &ShieldMasks::all(&cpus("3")),
-        ROOT_OPTIONS,
-    )
-    .unwrap();
+    let host = shield_up(&k, &store, "3");
     let shared = Shared::new("0");
-    let host = Host::fake(&k, &store);
     let mut agent = Agent::new(&host, Arc::clone(&shared), ROOT_OPTIONS);
     let corrected = || -> serde_json::Value {
         let status: serde_json::Value =
@@ -715,14 +703,8 @@ fn the_corrected_condition_names_the_first_cause_or_says_no_drift() {
 fn a_look_between_full_reads_finds_a_task_of_a_cgroup_on_the_shield_and_the_full_read_any_other() {
     let k = machine("0-3", &[(100, "0-3"), (101, "0-3"), (102, "0-3")]);
     let store = state::MemoryStore::new();
-    cpushield_shield::shield(
-        &Host::fake(&k, &store),
-        &ShieldMasks::all(&cpus("3")),
-        ROOT_OPTIONS,
-    )
-    .unwrap();
+    let host = shield_up(&k, &store, "3");
     let shared = Shared::new("0");
-    let host = Host::fake(&k, &store);
     let mut agent = Agent::new(&host, Arc::clone(&shared), ROOT_OPTIONS).scan_every(3);
     let task_lines = |log: Vec<String>| -> Vec<String> {
         log.into_iter().filter(|l| l.contains("task 1")).collect()

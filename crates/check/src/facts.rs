@@ -315,25 +315,17 @@ fn siblings_of(k: &dyn Kernel, cpus: &CpuSet) -> CpuSet {
 }
 
 fn read_cpu(k: &dyn Kernel, cpu: usize) -> CpuFacts {
-    let base = paths::cpu_dir(cpu).display().to_string();
-    let mut idle_states = Vec::new();
-    let idle_dir = format!("{base}/cpuidle");
-    if let Ok(mut names) = k.read_dir(Path::new(&idle_dir)) {
-        names.sort();
-        for id in names.into_iter().filter(|n| n.starts_with("state")) {
-            let p = |f: &str| format!("{idle_dir}/{id}/{f}");
-            idle_states.push(IdleState {
-                name: read_opt(k, p("name")).unwrap_or_default(),
-                latency_us: read_opt(k, p("latency"))
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(0),
-                disabled: read_opt(k, p("disable")).is_some_and(|s| s == "1"),
-                id,
-            });
-        }
-    }
+    let idle_states = cpushield_kernel::cpu::idle_states(k, cpu)
+        .into_iter()
+        .map(|s| IdleState {
+            name: s.name.unwrap_or_default(),
+            latency_us: s.latency_us.unwrap_or(0),
+            disabled: s.disable.is_some_and(|d| d == "1"),
+            id: s.id,
+        })
+        .collect();
     CpuFacts {
-        governor: read_opt(k, format!("{base}/cpufreq/scaling_governor")),
+        governor: cpushield_kernel::cpu::governor(k, cpu).ok(),
         idle_states,
         siblings: cpushield_kernel::thread_siblings(k, cpu).ok(),
     }

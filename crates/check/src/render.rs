@@ -386,7 +386,7 @@ mod tests {
         assert_eq!(json["set_by"][0]["by"], "cpushield over tuned");
         assert!(json.get("breaks_shield").is_some(), "{json}");
     }
-    use cpushield_shield::fake_machine::{big_machine, MachineSize};
+    use cpushield_shield::fake_machine::{shielded_big_machine, MachineSize};
 
     #[test]
     fn mask_cpu_takes_out_the_cpu_it_names_and_no_other_number() {
@@ -398,20 +398,8 @@ mod tests {
 
     #[test]
     fn check_on_512_cpus_names_alike_cpus_once_as_ranges() {
-        let size = MachineSize {
-            cpus: 512,
-            irqs: 64,
-            threads: 3000,
-        };
-        let k = big_machine(size);
         let store = cpushield_kernel::store::MemoryStore::new();
-        let host = cpushield_kernel::Host::fake(&k, &store);
-        let options = cpushield_shield::Options {
-            is_root: true,
-            whole_cores: false,
-        };
-        let masks = cpushield_shield::ShieldMasks::all(&size.second_socket());
-        cpushield_shield::shield(&host, &masks, options).unwrap();
+        let k = shielded_big_machine(MachineSize::WIDE, &store);
         let saved = cpushield_shield::state::load_from(&store)
             .unwrap()
             .unwrap()
@@ -423,7 +411,7 @@ mod tests {
         };
         let report = crate::run_check(
             &k,
-            &masks.any(),
+            &MachineSize::WIDE.second_socket(),
             CpuSource::ShieldState,
             Some(&shield),
             opts,

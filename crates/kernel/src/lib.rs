@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 pub mod clock;
+pub mod cpu;
 mod fake;
 pub mod host;
 pub mod irq;

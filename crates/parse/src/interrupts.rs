@@ -227,8 +227,15 @@ fn scan_counts(rest: &str, columns: usize, mut count: impl FnMut(usize, u64)) ->
 /// when the text has no CPU header). The counts are skipped, not kept: the
 /// names are read wherever IRQs are listed, and the counts are CPUs x IRQs.
 pub fn irq_names(text: &str) -> BTreeMap<u32, String> {
+    names_of(&parse_columns(text, |_| false).unwrap_or_default())
+}
+
+/// IRQ number → device names of parsed lines of /proc/interrupts (the
+/// first line of a number names it; `LOC` and the other lines without a
+/// number name none).
+pub fn names_of(lines: &[IrqLine]) -> BTreeMap<u32, String> {
     let mut names = BTreeMap::new();
-    for line in parse_columns(text, |_| false).unwrap_or_default() {
+    for line in lines {
         if let Some(irq) = line.number() {
             names.entry(irq).or_insert_with(|| line.name());
         }

@@ -8,5 +8,7 @@
 //! writes its winners as such a section.
 
 pub mod apply;
+#[cfg(any(test, feature = "fake"))]
+pub mod fake;
 pub mod machine;
 pub mod settings;

@@ -110,11 +110,6 @@ fn read(kernel: &dyn Kernel, path: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-fn words(text: Option<String>) -> Vec<String> {
-    text.map(|t| t.split_whitespace().map(str::to_string).collect())
-        .unwrap_or_default()
-}
-
 impl Machine {
     /// Reads the setting files of the machine and of the CPUs `cpus` and
     /// their SMT siblings.
@@ -209,38 +204,21 @@ fn memory_nodes(
 }
 
 fn read_cpu(kernel: &dyn Kernel, cpu: usize) -> CpuFiles {
-    let base = cpushield_kernel::paths::cpu_dir(cpu).display().to_string();
-    let idle_dir = PathBuf::from(format!("{base}/cpuidle"));
-    let mut names = kernel.read_dir(&idle_dir).unwrap_or_default();
-    names.retain(|n| n.starts_with("state"));
-    names.sort_by_key(|n| n[5..].parse::<u32>().unwrap_or(u32::MAX));
-    let idle_states = names
+    use cpushield_kernel::cpu;
+    let idle_states = cpu::idle_states(kernel, cpu)
         .into_iter()
-        .map(|n| {
-            let dir = idle_dir.join(&n);
-            let f = |leaf: &str| read(kernel, &dir.join(leaf).display().to_string());
-            IdleStateFile {
-                name: f("name").unwrap_or(n),
-                latency_us: f("latency").and_then(|v| v.parse().ok()).unwrap_or(0),
-                disable: f("disable").unwrap_or_default(),
-                dir,
-            }
+        .map(|s| IdleStateFile {
+            name: s.name.unwrap_or(s.id),
+            latency_us: s.latency_us.unwrap_or(0),
+            disable: s.disable.unwrap_or_default(),
+            dir: s.dir,
         })
         .collect();
     CpuFiles {
-        governor: read(kernel, &format!("{base}/cpufreq/scaling_governor")),
-        governors: words(read(
-            kernel,
-            &format!("{base}/cpufreq/scaling_available_governors"),
-        )),
-        epp: read(
-            kernel,
-            &format!("{base}/cpufreq/energy_performance_preference"),
-        ),
-        epps: words(read(
-            kernel,
-            &format!("{base}/cpufreq/energy_performance_available_preferences"),
-        )),
+        governor: cpu::governor(kernel, cpu).ok(),
+        governors: cpu::governors(kernel, cpu).unwrap_or_default(),
+        epp: cpu::energy_performance_preference(kernel, cpu).ok(),
+        epps: cpu::energy_performance_preferences(kernel, cpu).unwrap_or_default(),
         idle_states,
         siblings: cpushield_kernel::thread_siblings(kernel, cpu)
             .unwrap_or_else(|_| CpuSet::from_cpus([cpu])),

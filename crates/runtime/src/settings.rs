@@ -240,44 +240,8 @@ fn change(path: &str, original: &str, candidate: &str) -> FileChange {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::{CpuFiles, IdleStateFile};
-    use cpushield_parse::preempt::parse_preempt;
-
-    fn machine() -> Machine {
-        let mut m = Machine {
-            online: CpuSet::parse_list("0-3").unwrap(),
-            ..Default::default()
-        };
-        m.sysctls.insert(TIMER_MIGRATION, "1".into());
-        m.sysctls.insert(RT_RUNTIME, "950000".into());
-        m.sysctls.insert(STAT_INTERVAL, "10".into());
-        m.preempt = parse_preempt("none (voluntary) full lazy");
-        m.kernel_version = "#1 SMP PREEMPT_DYNAMIC".into();
-        m.cpus.insert(
-            3,
-            CpuFiles {
-                governor: Some("powersave".into()),
-                governors: vec!["performance".into(), "powersave".into()],
-                idle_states: vec![
-                    IdleStateFile {
-                        dir: "/sys/devices/system/cpu/cpu3/cpuidle/state0".into(),
-                        name: "POLL".into(),
-                        latency_us: 0,
-                        disable: "0".into(),
-                    },
-                    IdleStateFile {
-                        dir: "/sys/devices/system/cpu/cpu3/cpuidle/state1".into(),
-                        name: "C1".into(),
-                        latency_us: 2,
-                        disable: "0".into(),
-                    },
-                ],
-                siblings: CpuSet::parse_list("1,3").unwrap(),
-                ..Default::default()
-            },
-        );
-        m
-    }
+    use crate::fake::machine;
+    use crate::machine::CpuFiles;
 
     /// CPU 3 of a 4-CPU machine, with these files.
     fn with_cpu3(files: CpuFiles) -> Machine {

@@ -95,6 +95,30 @@ pub fn saved_state(masks: crate::ShieldMasks, online: &str) -> crate::state::Sav
     }
 }
 
+/// The state of a shield of CPU 1 of a 2-CPU [`v1_machine`], saved in PID
+/// namespace `pid:[1]`: task 7 (`comm`, affinity 0-1, root cgroup), IRQ 10
+/// at mask 3, and the two cgroups the shield made.
+pub fn one_task_state(comm: &str) -> crate::state::SavedState {
+    let mut s = saved_state(crate::ShieldMasks::all(&CpuSet::from_cpus([1])), "0-1");
+    s.tasks.insert(
+        7,
+        crate::state::SavedTask {
+            tgid: 7,
+            comm: comm.into(),
+            starttime: 5,
+            affinity: CpuSet::from_cpus([0, 1]),
+            cgroup: "/".into(),
+            kthread: false,
+            pinned_by_kernel: false,
+        },
+    );
+    s.irqs.insert(10, "3".into());
+    let root = s.layout.root().to_path_buf();
+    s.created_cgroups = vec![root.join("cpushield-system"), root.join("cpushield-shield")];
+    s.pid_namespace = "pid:[1]".into();
+    s
+}
+
 /// The size of a [`big_machine`]: online (and possible) CPUs, IRQs with an
 /// affinity file, and threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +138,15 @@ impl MachineSize {
         cpus: 512,
         irqs: 4096,
         threads: 100_000,
+    };
+
+    /// 512 CPUs with few IRQs and threads (64 and 3,000): as wide as
+    /// [`MachineSize::BIG`], for what prints a line or a block per CPU, and
+    /// quick to build and shield.
+    pub const WIDE: MachineSize = MachineSize {
+        cpus: 512,
+        irqs: 64,
+        threads: 3000,
     };
 
     /// This size times `factor` (each count at least 8, CPUs even).
@@ -185,6 +218,24 @@ pub fn big_machine(size: MachineSize) -> FakeKernel {
     counters(&mut files, size.cpus);
     k.set_files(files.0);
     k.set_thread_affinities(affinities);
+    k
+}
+
+/// A [`big_machine`] of `size` with the shield up on its
+/// [`MachineSize::second_socket`] (all its masks, as root, not whole cores),
+/// the shield's state saved in `store`.
+pub fn shielded_big_machine(
+    size: MachineSize,
+    store: &cpushield_kernel::store::MemoryStore,
+) -> FakeKernel {
+    let k = big_machine(size);
+    let options = crate::Options {
+        is_root: true,
+        whole_cores: false,
+    };
+    let masks = crate::ShieldMasks::all(&size.second_socket());
+    crate::shield(&cpushield_kernel::Host::fake(&k, store), &masks, options)
+        .expect("the shield goes up on the big machine's second socket");
     k
 }
 

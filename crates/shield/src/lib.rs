@@ -473,15 +473,8 @@ fn unshield_unnoted(
     check_request(kernel, request, options)?;
     let lock = store.lock()?;
     let Some(loaded) = state::load_from(store)? else {
-        // Nothing to take from a shield this command cannot see: a shield
-        // the kernel shows without its state is refused, as reset does.
-        return match orphan::detect(kernel)? {
-            Some(found) => Err(ShieldError::LostState {
-                dir: store.dir().display().to_string(),
-                evidence: found.evidence,
-            }),
-            None => Ok(empty_report(kernel)),
-        };
+        // Nothing to take from a shield this command cannot see.
+        return without_state(kernel, store);
     };
     same_namespace(kernel, store, &loaded.state)?;
     let masks = loaded.state.masks.difference(request);
@@ -628,6 +621,19 @@ fn report(
         outcome,
         notes,
         mems: None,
+    }
+}
+
+/// What unshield and reset do where no state is saved: a shield the kernel
+/// shows without its state is refused (its original settings are lost);
+/// none is nothing to undo.
+fn without_state(kernel: &dyn Kernel, store: &dyn StateStore) -> Result<Report, ShieldError> {
+    match orphan::detect(kernel)? {
+        Some(found) => Err(ShieldError::LostState {
+            dir: store.dir().display().to_string(),
+            evidence: found.evidence,
+        }),
+        None => Ok(empty_report(kernel)),
     }
 }
 
@@ -945,13 +951,7 @@ fn reset_locked(
     _lock: &state::StateLock,
 ) -> Result<Report, ShieldError> {
     let Some(loaded) = state::load_from(store)? else {
-        return match orphan::detect(kernel)? {
-            Some(found) => Err(ShieldError::LostState {
-                dir: store.dir().display().to_string(),
-                evidence: found.evidence,
-            }),
-            None => Ok(empty_report(kernel)),
-        };
+        return without_state(kernel, store);
     };
     let mut saved = loaded.state;
     if let Some(clock) = namespace_gone {

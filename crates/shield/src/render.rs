@@ -338,6 +338,24 @@ mod tests {
         }
     }
 
+    /// The status of a cgroup-v2 shield of CPU 3 (processes and IRQs) on
+    /// a 4-CPU machine, with these CPUs' rows.
+    fn shield_of_cpu_3(cpus: Vec<CpuStatus>) -> Status {
+        Status {
+            procs: "3".into(),
+            irqs: "3".into(),
+            ltmr: String::new(),
+            online: "0-3".into(),
+            mechanism: "cgroup v2 cpuset".into(),
+            enforcement: "in force".into(),
+            scope: Scope::System,
+            state_file: None,
+            mems: None,
+            without_state: None,
+            cpus,
+        }
+    }
+
     #[test]
     fn status_text_has_the_summary_the_table_and_what_still_reaches_a_shielded_cpu_with_pending_irq_moves(
     ) {
@@ -421,19 +439,7 @@ CPU 1: IRQ 9's handler thread irq/9-acpi(72) may still run here though IRQ 9 is 
                 affinity: CpuSet::from_cpus([3]),
             })
             .collect();
-        let st = Status {
-            procs: "3".into(),
-            irqs: "3".into(),
-            ltmr: String::new(),
-            online: "0-3".into(),
-            mechanism: "cgroup v2 cpuset".into(),
-            enforcement: "in force".into(),
-            scope: Scope::System,
-            state_file: None,
-            mems: None,
-            without_state: None,
-            cpus: vec![one],
-        };
+        let st = shield_of_cpu_3(vec![one]);
         let text = render_status(&st);
         assert!(
             text.contains("CPU 3 still takes IRQs: 0 timer, 2 (no handler in /proc/interrupts)\n"),
@@ -443,19 +449,12 @@ CPU 1: IRQ 9's handler thread irq/9-acpi(72) may still run here though IRQ 9 is 
 
     #[test]
     fn a_small_machine_keeps_a_row_per_cpu_even_where_cpus_read_alike() {
-        let st = Status {
-            procs: "3".into(),
-            irqs: "3".into(),
-            ltmr: String::new(),
-            online: "0-3".into(),
-            mechanism: "cgroup v2 cpuset".into(),
-            enforcement: "in force".into(),
-            scope: Scope::System,
-            state_file: None,
-            mems: None,
-            without_state: None,
-            cpus: vec![cpu(0, false), cpu(1, false), cpu(2, false), cpu(3, true)],
-        };
+        let st = shield_of_cpu_3(vec![
+            cpu(0, false),
+            cpu(1, false),
+            cpu(2, false),
+            cpu(3, true),
+        ]);
         let text = render_status(&st);
         let rows: Vec<&str> = text
             .lines()
@@ -497,25 +496,10 @@ CPU 1: IRQ 9's handler thread irq/9-acpi(72) may still run here though IRQ 9 is 
 
     #[test]
     fn show_on_512_cpus_prints_cpu_ranges_and_folds_alike_and_idle_cpus_into_one_line() {
-        use crate::fake_machine::{big_machine, MachineSize};
-        let size = MachineSize {
-            cpus: 512,
-            irqs: 64,
-            threads: 3000,
-        };
-        let k = big_machine(size);
+        use crate::fake_machine::{shielded_big_machine, MachineSize};
         let store = cpushield_kernel::store::MemoryStore::new();
+        let k = shielded_big_machine(MachineSize::WIDE, &store);
         let host = cpushield_kernel::Host::fake(&k, &store);
-        let options = crate::Options {
-            is_root: true,
-            whole_cores: false,
-        };
-        crate::shield(
-            &host,
-            &crate::ShieldMasks::all(&size.second_socket()),
-            options,
-        )
-        .unwrap();
         let text = render_status(&crate::status::status(&host).unwrap());
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines.len() < 40, "{} lines:\n{text}", lines.len());

@@ -853,40 +853,14 @@ pub fn is_shielded(store: &dyn StateStore) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::CgroupLayout;
 
+    /// [`crate::fake_machine::one_task_state`] with a task name that is not
+    /// plain UTF-8 as read, and the default IRQ affinity recorded.
     fn sample() -> SavedState {
-        let root = PathBuf::from("/sys/fs/cgroup/cpuset");
-        SavedState {
-            version: STATE_VERSION,
-            masks: ShieldMasks::all(&CpuSet::from_cpus([1])),
-            layout: CgroupLayout::v1(root.clone()),
-            scope: Scope::Namespace,
-            online: CpuSet::from_cpus([0, 1]),
-            tasks: BTreeMap::from([(
-                7,
-                SavedTask {
-                    tgid: 7,
-                    comm: "worker-xééé\u{fffd}".into(),
-                    starttime: 5,
-                    affinity: CpuSet::from_cpus([0, 1]),
-                    cgroup: "/".into(),
-                    kthread: false,
-                    pinned_by_kernel: false,
-                },
-            )]),
-            adopted: BTreeMap::new(),
-            irqs: BTreeMap::from([(10, "3".to_string())]),
-            files: BTreeMap::from([(PathBuf::from("/proc/irq/default_smp_affinity"), "3".into())]),
-            created_cgroups: vec![root.join("cpushield-system"), root.join("cpushield-shield")],
-            pid_namespace: "pid:[1]".into(),
-            sched: BTreeMap::new(),
-            set: SetRecords::default(),
-            unread_start_before: None,
-            runtime: Default::default(),
-            load_dirs: Vec::new(),
-            mems: None,
-        }
+        let mut s = crate::fake_machine::one_task_state("worker-xééé\u{fffd}");
+        s.files
+            .insert(PathBuf::from("/proc/irq/default_smp_affinity"), "3".into());
+        s
     }
 
     /// A store that cannot tell versions apart: every load reads and compares.

@@ -659,6 +659,19 @@ fn put(store: &MemoryStore, saved: &SavedState) {
     state::store_in(store, saved).unwrap();
 }
 
+/// Task 100 of a [`machine`] shielded on CPU 3, its state stored as if the
+/// shield had been put up in the PID namespace `ns`, not this one: the
+/// machine, the store and that state.
+fn shielded_from_namespace(ns: &str) -> (FakeKernel, MemoryStore, SavedState) {
+    let k = machine(&[(100, "0-3")]);
+    let store = MemoryStore::new();
+    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
+    let mut saved = saved_in(&store);
+    saved.pid_namespace = ns.into();
+    put(&store, &saved);
+    (k, store, saved)
+}
+
 #[test]
 fn an_affinity_a_task_sets_while_shielded_is_its_request_for_later_shields_and_reset() {
     let k = machine(&[(100, "0-3"), (101, "0-3")]);
@@ -879,12 +892,8 @@ fn a_reset_marks_the_state_as_being_applied_before_its_first_change_and_removes_
 
 #[test]
 fn a_reset_of_a_gone_namespace_takes_no_task_here_for_a_saved_one() {
-    let k = machine(&[(100, "0-3")]);
-    let store = MemoryStore::new();
-    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
     // Saved in another namespace, where task 100 asked for CPU 7 (not here).
-    let mut saved = saved_in(&store);
-    saved.pid_namespace = "pid:[1]".into();
+    let (k, store, mut saved) = shielded_from_namespace("pid:[1]");
     saved.tasks.get_mut(&100).unwrap().affinity = cpus("7");
     put(&store, &saved);
     // Task 100 here is another task, even with the same start time: it is
@@ -1369,12 +1378,7 @@ fn what_tuned_sets_is_no_evidence_of_a_shield_whose_state_is_lost() {
 
 #[test]
 fn reset_namespace_gone_while_that_namespace_lives_is_refused_before_any_change() {
-    let k = machine(&[(100, "0-3")]);
-    let store = MemoryStore::new();
-    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
-    let mut saved = saved_in(&store);
-    saved.pid_namespace = "pid:[1]".into();
-    put(&store, &saved);
+    let (k, store, _) = shielded_from_namespace("pid:[1]");
     // A process this reset can see is still in the shield's namespace.
     k.set_file("/proc/100/ns/pid", "pid:[1]");
     let shielded = k.files();
@@ -1412,12 +1416,7 @@ fn reset_namespace_gone_while_that_namespace_lives_is_refused_before_any_change(
 fn a_namespace_this_reset_cannot_see_is_alive_while_its_init_holds_its_lock() {
     // A sibling PID namespace on cgroup v1: none of its processes shows
     // here, and v1 cgroups tell nothing of tasks this reader cannot see.
-    let k = machine(&[(100, "0-3")]);
-    let store = MemoryStore::new();
-    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
-    let mut saved = saved_in(&store);
-    saved.pid_namespace = "pid:[4026532999]".into();
-    put(&store, &saved);
+    let (k, store, _) = shielded_from_namespace("pid:[4026532999]");
     store.set_namespace_alive("pid:[4026532999]", true);
     let shielded = k.files();
     let state_before = store.copy(state::STATE_FILE);
@@ -1440,12 +1439,7 @@ fn a_namespace_this_reset_cannot_see_is_alive_while_its_init_holds_its_lock() {
 
 #[test]
 fn reset_namespace_gone_removes_the_liveness_file_a_killed_init_left_and_only_then() {
-    let k = machine(&[(100, "0-3")]);
-    let store = MemoryStore::new();
-    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
-    let mut saved = saved_in(&store);
-    saved.pid_namespace = "pid:[4026532999]".into();
-    put(&store, &saved);
+    let (k, store, _) = shielded_from_namespace("pid:[4026532999]");
     // While its init lives, refused: the file stays.
     store.set_namespace_alive("pid:[4026532999]", true);
     let (host, _clock) = host_on_fake_clock(&k, &store);
@@ -1460,12 +1454,7 @@ fn reset_namespace_gone_removes_the_liveness_file_a_killed_init_left_and_only_th
 
 #[test]
 fn a_cgroup_v2_shield_cgroup_still_populated_shows_its_namespace_alive() {
-    let k = machine(&[(100, "0-3")]);
-    let store = MemoryStore::new();
-    shield(&k, &store, &ShieldMasks::all(&cpus("3")));
-    let mut saved = saved_in(&store);
-    saved.pid_namespace = "pid:[1]".into();
-    put(&store, &saved);
+    let (k, store, saved) = shielded_from_namespace("pid:[1]");
     let system = saved.created_cgroups[0].join("cgroup.events");
     k.set_file(&system, "populated 1\nfrozen 0\n");
     let shielded = k.files();

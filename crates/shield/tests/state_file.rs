@@ -2,46 +2,12 @@
 //! advice that loses the original state. One test: CPUSHIELD_STATE_DIR is
 //! process-wide.
 
-use cpushield_cpuset::CpuSet;
-use cpushield_shield::layout::CgroupLayout;
-use cpushield_shield::snapshot::Scope;
-use cpushield_shield::state::{self, SavedState, SavedTask, STATE_VERSION};
-use cpushield_shield::ShieldMasks;
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+use cpushield_shield::fake_machine::one_task_state;
+use cpushield_shield::state::{self, SavedState};
 
+/// The saved state these tests write: task 7 is `sleep`.
 fn sample() -> SavedState {
-    let root = PathBuf::from("/sys/fs/cgroup/cpuset");
-    SavedState {
-        version: STATE_VERSION,
-        masks: ShieldMasks::all(&CpuSet::from_cpus([1])),
-        layout: CgroupLayout::v1(root.clone()),
-        scope: Scope::Namespace,
-        online: CpuSet::from_cpus([0, 1]),
-        tasks: BTreeMap::from([(
-            7,
-            SavedTask {
-                tgid: 7,
-                comm: "sleep".into(),
-                starttime: 5,
-                affinity: CpuSet::from_cpus([0, 1]),
-                cgroup: "/".into(),
-                kthread: false,
-                pinned_by_kernel: false,
-            },
-        )]),
-        adopted: BTreeMap::new(),
-        irqs: BTreeMap::from([(10, "3".to_string())]),
-        files: BTreeMap::new(),
-        created_cgroups: vec![root.join("cpushield-system"), root.join("cpushield-shield")],
-        pid_namespace: "pid:[1]".into(),
-        sched: BTreeMap::new(),
-        set: Default::default(),
-        unread_start_before: None,
-        runtime: Default::default(),
-        load_dirs: Vec::new(),
-        mems: None,
-    }
+    one_task_state("sleep")
 }
 
 /// The state in the state directory, and how it was recovered.

@@ -790,6 +790,16 @@ fn waking_interrupt(events: &[Event], spike: &Spike, from: u64, end: u64) -> Opt
     None
 }
 
+/// The time of `causes` no kernel event accounts for (hypervisor, SMI,
+/// interrupts off), in ns.
+fn outside_ns(causes: &[Cause]) -> u64 {
+    causes
+        .iter()
+        .filter(|c| c.kind == CauseKind::Outside)
+        .map(|c| c.ns)
+        .sum()
+}
+
 /// Explains a spike from the events of its CPU. `events` must be that CPU's
 /// events in time order, reaching back before the intended time when possible
 /// (the context in force at the start is taken from the events before it).
@@ -818,11 +828,7 @@ pub fn attribute(events: &[Event], spike: &Spike, ctx: &AttributionContext<'_>) 
     st.charge_before_first(events, start, end);
     let in_window = st.walk(events, start, end);
     let causes = st.causes();
-    let outside_ns = causes
-        .iter()
-        .filter(|c| c.kind == CauseKind::Outside)
-        .map(|c| c.ns)
-        .sum();
+    let outside_ns = outside_ns(&causes);
     let mut notes = wakeup_notes(events, spike, &m, &causes, ctx, st.throttled);
     notes.extend(steal_note(ctx.steal.as_ref(), outside_ns));
     Attribution {
@@ -1244,12 +1250,7 @@ mod part_tests {
         let mut st = state(&c, (70, "load"));
         assert!(!st.charge_vcpu_gone(&stretch(CauseKind::Task, 0, 500_000)));
         assert!(st.charge_vcpu_gone(&stretch(CauseKind::Irq, 0, 500_000)));
-        let outside: u64 = st
-            .causes()
-            .iter()
-            .filter(|c| c.kind == CauseKind::Outside)
-            .map(|c| c.ns)
-            .sum();
+        let outside = outside_ns(&st.causes());
         assert_eq!(outside, 500_000 - HANDLER_BOUND_NS);
         let mut bare = ctx();
         bare.virtual_cpu = false;
@@ -1284,12 +1285,7 @@ mod part_tests {
         let mut st = state(&c, (70, "load"));
         assert!(!st.charge_missed_tick(&stretch(CauseKind::Irq, 0, 1_400_000)));
         assert!(st.charge_missed_tick(&stretch(CauseKind::Irq, 0, 4_000_000)));
-        let outside: u64 = st
-            .causes()
-            .iter()
-            .filter(|c| c.kind == CauseKind::Outside)
-            .map(|c| c.ns)
-            .sum();
+        let outside = outside_ns(&st.causes());
         assert_eq!(outside, 3_000_000);
         assert!(!st.charge_missed_tick(&stretch(CauseKind::Outside, 0, 4_000_000)));
     }

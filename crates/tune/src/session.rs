@@ -899,6 +899,16 @@ mod tests {
         1000 + (trial as u64 * 7919) % 10 * 100
     }
 
+    /// A probe latency that timer_migration = 0 quarters; nothing else
+    /// matters.
+    fn timer_migration_off_quarters(k: &FakeKernel, _: &ProbeSetup, trial: u32) -> u64 {
+        if file(k, TIMER_MIGRATION) == "0" {
+            noise(trial) / 4
+        } else {
+            noise(trial)
+        }
+    }
+
     fn config() -> SessionConfig {
         SessionConfig {
             cpus: CpuSet::from_cpus([1]),
@@ -921,15 +931,7 @@ mod tests {
 
     #[test]
     fn a_winning_sysctl_is_chosen_and_every_file_is_as_found_after() {
-        // timer_migration = 0 quarters the latency; nothing else matters.
-        let mut b = bench(|k, _, t| {
-            let base = noise(t);
-            if file(k, TIMER_MIGRATION) == "0" {
-                base / 4
-            } else {
-                base
-            }
-        });
+        let mut b = bench(timer_migration_off_quarters);
         let knobs = knobs(&b);
         let r = run(&mut b, &config(), knobs, &mut |_| {}).unwrap();
         assert_eq!(
@@ -991,13 +993,7 @@ mod tests {
 
     #[test]
     fn ctrl_c_stops_with_every_knob_as_found_and_nothing_chosen() {
-        let mut b = bench(|k, _, t| {
-            if file(k, TIMER_MIGRATION) == "0" {
-                noise(t) / 4
-            } else {
-                noise(t)
-            }
-        });
+        let mut b = bench(timer_migration_off_quarters);
         // Stop in the middle of timer-migration's trials (its candidate in place).
         b.stop_after_trials = Some(8 * 2 + 3);
         let knobs = knobs(&b);
@@ -1279,14 +1275,8 @@ mod tests {
 
     #[test]
     fn the_winning_set_is_planned_with_the_switch_cost_measured_alone() {
-        // timer_migration = 0 quarters the latency; each switch of it takes 2 s.
-        let mut b = bench(|k, _, t| {
-            if file(k, TIMER_MIGRATION) == "0" {
-                noise(t) / 4
-            } else {
-                noise(t)
-            }
-        });
+        // Each switch of timer_migration takes 2 s.
+        let mut b = bench(timer_migration_off_quarters);
         b.door
             .slow
             .insert(PathBuf::from(TIMER_MIGRATION), Duration::from_secs(2));

@@ -50,47 +50,8 @@ pub fn settings_of(chosen: &[&crate::knob::Knob]) -> (RuntimeSettings, CpuSet) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::knob::{
-        catalog, CpuFiles, FileChange, IdleStateFile, Machine, RT_RUNTIME, STAT_INTERVAL,
-        TIMER_MIGRATION,
-    };
-    use cpushield_parse::preempt::parse_preempt;
-
-    fn machine() -> Machine {
-        let mut m = Machine {
-            online: CpuSet::parse_list("0-3").unwrap(),
-            ..Default::default()
-        };
-        m.sysctls.insert(TIMER_MIGRATION, "1".into());
-        m.sysctls.insert(RT_RUNTIME, "950000".into());
-        m.sysctls.insert(STAT_INTERVAL, "10".into());
-        m.preempt = parse_preempt("none (voluntary) full lazy");
-        m.kernel_version = "#1 SMP PREEMPT_DYNAMIC".into();
-        m.cpus.insert(
-            3,
-            CpuFiles {
-                governor: Some("powersave".into()),
-                governors: vec!["performance".into(), "powersave".into()],
-                idle_states: vec![
-                    IdleStateFile {
-                        dir: "/sys/devices/system/cpu/cpu3/cpuidle/state0".into(),
-                        name: "POLL".into(),
-                        latency_us: 0,
-                        disable: "0".into(),
-                    },
-                    IdleStateFile {
-                        dir: "/sys/devices/system/cpu/cpu3/cpuidle/state1".into(),
-                        name: "C1".into(),
-                        latency_us: 2,
-                        disable: "0".into(),
-                    },
-                ],
-                siblings: CpuSet::parse_list("1,3").unwrap(),
-                ..Default::default()
-            },
-        );
-        m
-    }
+    use crate::knob::{catalog, FileChange};
+    use cpushield_runtime::fake::machine;
 
     #[test]
     fn the_winning_knobs_become_settings_that_write_the_same_files() {

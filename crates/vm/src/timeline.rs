@@ -726,10 +726,9 @@ mod tests {
         Timeline::new(BTreeMap::from([(100, 0), (101, 1)]))
     }
 
-    #[test]
-    fn held_off_time_counts_a_preemption_whole_and_a_halt_from_its_wake_up_by_state_and_occupant() {
-        let mut t = timeline();
-        // Preempted 15.1 ms by a host task.
+    /// vCPU 1 (thread 101) preempted on host CPU 1 by the host task
+    /// stress-ng (4711) from 1 ms to 16.1 ms: 15.1 ms held off.
+    fn preempted_by_stress_ng(t: &mut Timeline) {
         t.feed(&switch(
             1_000,
             1,
@@ -742,6 +741,12 @@ mod tests {
             (4711, "stress-ng", "S"),
             (101, "CPU 1/TCG"),
         ));
+    }
+
+    #[test]
+    fn held_off_time_counts_a_preemption_whole_and_a_halt_from_its_wake_up_by_state_and_occupant() {
+        let mut t = timeline();
+        preempted_by_stress_ng(&mut t);
         // Halted 20 ms, woken at 30 ms, run 3 ms later.
         t.feed(&switch(
             20_000,
@@ -785,18 +790,7 @@ mod tests {
     #[test]
     fn a_host_task_that_preempts_a_vcpu_is_named_with_its_pid_and_time() {
         let mut t = timeline();
-        t.feed(&switch(
-            1_000,
-            1,
-            (101, "CPU 1/TCG", "R+"),
-            (4711, "stress-ng"),
-        ));
-        t.feed(&switch(
-            16_100,
-            1,
-            (4711, "stress-ng", "S"),
-            (101, "CPU 1/TCG"),
-        ));
+        preempted_by_stress_ng(&mut t);
         let (gaps, more) = t.gaps(Some(1), 0, u64::MAX, 0, 10);
         assert!(!more);
         assert_eq!(gaps.len(), 1);

@@ -3,7 +3,7 @@
 //! SMT and steal time.
 
 use super::interrupts::nohz_full_remedy;
-use super::{CheckInput, CpuActivity};
+use super::{join, CheckInput, CpuActivity};
 use crate::facts::{CpuFacts, CpusetInfo, Facts, IdleState};
 use crate::finding::{Finding, Remedy, Severity, Topic};
 use crate::target::ShieldKind;
@@ -800,13 +800,6 @@ fn irqbalance(input: &CheckInput<'_>) -> Option<Finding> {
             input.list()
         ))),
     )
-}
-
-fn join<T: ToString>(v: &[T]) -> String {
-    v.iter()
-        .map(|x| x.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! kernel has not completed yet, an IRQ the shield did not move and why, a
 //! kernel-managed one), and the finding with what is left to do.
 
-use super::{CheckInput, Count};
+use super::{join, CheckInput, Count};
 use crate::facts::Managed;
 use crate::finding::{Finding, Remedy, Severity, Topic};
 use crate::target::{ShieldInForce, ShieldKind};
@@ -580,13 +580,6 @@ fn changed_since(
             input.list()
         )))
     })
-}
-
-fn join(v: &[u32]) -> String {
-    v.iter()
-        .map(|x| x.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

@@ -524,6 +524,14 @@ fn judge_by_the_shield_in_force(input: &CheckInput<'_>, findings: &mut [Finding]
     }
 }
 
+/// The items of a finding's list (IRQ numbers, CPUs) as `a, b, c`.
+fn join<T: ToString>(v: &[T]) -> String {
+    v.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn s(n: usize) -> &'static str {
     if n == 1 {
         ""
