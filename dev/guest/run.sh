@@ -42,7 +42,13 @@
 #                           `Oops: int3`, as in the boot deaths below. A 6.12-rt guest died
 #                           in CI while rtla timerlat ran (its console was not kept). One
 #                           thread makes the patch atomic to the other vCPUs, at the cost
-#                           of speed the scenarios do not need.
+#                           of speed the scenarios do not need. And for any scenario that
+#                           needs no thread per vCPU: the harness boots two guests on two
+#                           host CPUs, where a guest's second host thread only takes a CPU
+#                           from the other guest, and one thread does the same work in less
+#                           host CPU time (shield-sigkill on 6.1, alone: 67 s of host CPU
+#                           with a thread per vCPU, 51 s with one, in about the same wall
+#                           time).
 #   # guest-net: user PORT  a virtio-net NIC on QEMU's user network, with a host UDP port
 #                           on 127.0.0.1 forwarded to the guest's PORT (10.0.2.15). While
 #                           the guest runs, each console line `GUEST-FLOOD SECS` makes this
