@@ -42,7 +42,13 @@
 #                           `Oops: int3`, as in the boot deaths below. A 6.12-rt guest died
 #                           in CI while rtla timerlat ran (its console was not kept). One
 #                           thread makes the patch atomic to the other vCPUs, at the cost
-#                           of speed the scenarios do not need.
+#                           of speed the scenarios do not need. And for any scenario that
+#                           needs no thread per vCPU: the harness boots two guests on two
+#                           host CPUs, where a guest's second host thread only takes a CPU
+#                           from the other guest, and one thread does the same work in less
+#                           host CPU time (shield-sigkill on 6.1, alone: 67 s of host CPU
+#                           with a thread per vCPU, 51 s with one, in about the same wall
+#                           time).
 #   # guest-net: user PORT  a virtio-net NIC on QEMU's user network, with a host UDP port
 #                           on 127.0.0.1 forwarded to the guest's PORT (10.0.2.15). While
 #                           the guest runs, each console line `GUEST-FLOOD SECS` makes this
@@ -66,7 +72,8 @@
 #                           and a virtio-serial port named org.cpushield.vm.0 on a unix-socket
 #                           chardev (SCENARIO.qmp and SCENARIO.vm.sock beside the log), and
 #                           `cpushield vm watch --qmp ... --channel ...` (the host binary:
-#                           GUEST_HOST_CPUSHIELD) answers the guest on it, its output in
+#                           GUEST_HOST_CPUSHIELD, with HOST_STATE_DIR as its state
+#                           directory) answers the guest on it, its output in
 #                           SCENARIO.vm-watch.log. A console line `GUEST-VM-WATCH-KILL` SIGKILLs
 #                           it (a host side that dies halfway). See vm_watch_hook.
 #   # guest-test: NAME      makes the scenario a test of crates/cli/tests/guest.rs, named
@@ -94,6 +101,12 @@
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# The state directory of the host side (`cpushield vm watch`, see vm_watch_hook): its
+# own, so that a guest run leaves nothing in the host's /run/cpushield, and one for every
+# run.sh of this checkout, not one per guest: two guests booted at once (guest.rs's
+# GUEST_JOBS) have two host sides on the host's one tracefs, which agree on mounting and
+# unmounting it through the locks in this directory.
+HOST_STATE_DIR=${CPUSHIELD_STATE_DIR:-$ROOT/target/guest-host-state}
 HERE="$ROOT/dev/guest"
 CACHE="${GUEST_CACHE:-$ROOT/target/guest}"
 export GUEST_CACHE="$CACHE"
@@ -338,7 +351,7 @@ stall_hook() {
 # process mounted it (its marker) or it was not mounted when this run.sh began.
 tracefs_last_resort() {
     grep -q ' /sys/kernel/tracing tracefs ' /proc/mounts || return 0
-    _sd=${CPUSHIELD_STATE_DIR:-/run/cpushield}
+    _sd=$HOST_STATE_DIR
     _stem="$_sd/tracefs-$(readlink /proc/self/ns/mnt | tr -dc 0-9)-sys-kernel-tracing"
     [ -e "$_stem.mounted" ] || [ "$TRACEFS_AT_START" = 0 ] || return 0
     mkdir -p "$_sd"
@@ -355,7 +368,8 @@ vm_watch_hook() {
     _host=${GUEST_HOST_CPUSHIELD:-$ROOT/target/release/cpushield}
     while kill -0 "$1" 2>/dev/null && [ ! -S "$2" ]; do sleep 0.1; done
     kill -0 "$1" 2>/dev/null || return 0
-    "$_host" vm watch --qmp "$2" --channel "$3" >"$4" 2>&1 &
+    mkdir -p "$HOST_STATE_DIR"
+    CPUSHIELD_STATE_DIR=$HOST_STATE_DIR "$_host" vm watch --qmp "$2" --channel "$3" >"$4" 2>&1 &
     _watch=$!
     echo "run.sh: host side cpushield vm watch started (pid $_watch)" >&2
     while kill -0 "$1" 2>/dev/null; do

@@ -4,6 +4,7 @@
 # guest-test: check_names_an_irq_bound_to_a_shielded_cpu_with_its_remedy
 # guest-cost: 9
 # guest-boot: shared
+# guest-tcg: single
 # guest-timeout: 200
 GUEST_CGROUP=v2
 

@@ -8,6 +8,7 @@
 # guest-test: check_finds_a_real_shield_clean
 # guest-cost: 17
 # guest-boot: shared
+# guest-tcg: single
 # guest-timeout: 300
 GUEST_CGROUP=v2
 

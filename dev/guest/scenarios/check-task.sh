@@ -4,6 +4,7 @@
 # guest-test: check_names_a_task_pinned_to_a_shielded_cpu
 # guest-cost: 14
 # guest-boot: shared
+# guest-tcg: single
 # guest-timeout: 200
 GUEST_CGROUP=v2
 

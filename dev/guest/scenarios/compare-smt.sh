@@ -7,6 +7,7 @@
 # guest-test: compare_smt_measures_the_sibling_busy_idle_and_offline_and_brings_it_back
 # guest-cost: 18
 # guest-boot: shared
+# guest-tcg: single
 # guest-smp: 4,threads=2
 # guest-cpu: max,vendor=GenuineIntel
 # guest-timeout: 400

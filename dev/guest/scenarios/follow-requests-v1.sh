@@ -5,6 +5,7 @@
 # guest-test: v1_an_affinity_set_while_shielded_is_followed_by_later_shields_and_reset
 # guest-cost: 9
 # guest-boot: shared-last
+# guest-tcg: single
 # guest-timeout: 300
 # guest-kernels: 6.1
 # (cgroup v1 cpuset: Debian's 6.12-rt is built without CONFIG_CPUSETS_V1)

@@ -5,6 +5,7 @@
 # guest-test: v2_an_affinity_set_while_shielded_is_followed_by_later_shields_and_reset
 # guest-cost: 11
 # guest-boot: shared-last
+# guest-tcg: single
 # guest-timeout: 300
 GUEST_CGROUP=v2
 

@@ -10,6 +10,7 @@
 # guest-test: irq_moves_pending_off_the_shielded_cpu_are_named_until_their_one_interrupt_completes_them
 # guest-cost: 45
 # guest-net: user 47502
+# guest-tcg: single
 # guest-timeout: 420
 GUEST_CGROUP=v2
 PORT=47502

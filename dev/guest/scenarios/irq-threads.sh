@@ -9,6 +9,7 @@
 # under the IRQ shield alone check's verdict judges what that shield promises.
 # guest-test: irq_handler_threads_follow_their_irq_off_the_shield_and_one_pinned_by_hand_is_named
 # guest-append: threadirqs
+# guest-tcg: single
 # guest-timeout: 300
 GUEST_CGROUP=v2
 

@@ -5,6 +5,7 @@
 # guest-test: kernel_isolated_partition_behaves_as_cpushield_assumes
 # guest-cost: 5
 # guest-boot: shared
+# guest-tcg: single
 # guest-timeout: 120
 GUEST_CGROUP=v2
 

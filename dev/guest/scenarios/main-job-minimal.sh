@@ -12,6 +12,7 @@
 # guest-test: main_job_on_a_minimal_system_refuses_compare_and_demo_in_one_line_with_a_remedy_that_exists
 # guest-kernels: 6.1
 # guest-boot: shared
+# guest-tcg: single
 # guest-cost: 10
 GUEST_CGROUP=v2
 CS_TIMES=1

@@ -7,6 +7,7 @@
 # CPUs is refused naming the holder.
 # guest-test: shields_of_several_cpus_on_eight_cpus_follow_the_rule_and_reset_exactly
 # guest-smp: 8
+# guest-tcg: single
 # guest-cost: 30
 # guest-timeout: 300
 GUEST_CGROUP=v2

@@ -9,6 +9,7 @@
 # guest-test: nic_irqs_from_a_host_flood_reach_cpu3_until_shielded_and_reset_restores_them
 # guest-cost: 40
 # guest-net: user 47501
+# guest-tcg: single
 # guest-timeout: 420
 GUEST_CGROUP=v2
 PORT=47501

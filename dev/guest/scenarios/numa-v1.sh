@@ -3,6 +3,7 @@
 # kernel has no v1 cpuset.
 # guest-test: numa_v1_shield_takes_its_cpus_node_keeps_task_pages_local_and_resets_exactly
 # guest-numa: 2
+# guest-tcg: single
 # guest-kernels: 6.1
 # guest-cost: 35
 # guest-timeout: 300

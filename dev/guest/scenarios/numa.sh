@@ -12,6 +12,7 @@
 # guest-test: numa_shield_takes_its_cpus_node_keeps_task_pages_local_resets_exactly_and_check_names_a_remote_device_irq
 # guest-numa: 2
 # guest-numa-device: 0
+# guest-tcg: single
 # guest-cost: 45
 # guest-timeout: 300
 GUEST_CGROUP=v2

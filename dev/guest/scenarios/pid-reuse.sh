@@ -9,6 +9,7 @@
 # and C as the task saved (CPU 1).
 # guest-test: reset_restores_a_new_task_with_a_saved_tasks_id_as_new_and_a_saved_one_as_saved
 # guest-timeout: 300
+# guest-tcg: single
 # Written on the v1 layout; a kernel without v1 cpusets (6.12-rt) runs it on v2.
 if v1_cpuset_available; then GUEST_CGROUP=v1; else GUEST_CGROUP=v2; fi
 

@@ -3,6 +3,7 @@
 # guest-test: reset_is_idempotent_and_serialised
 # guest-cost: 23
 # guest-boot: shared
+# guest-tcg: single
 # guest-timeout: 400
 GUEST_CGROUP=v2
 

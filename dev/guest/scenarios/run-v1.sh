@@ -3,6 +3,7 @@
 # guest-test: run_places_a_task_on_the_v1_shield_binds_irqs_and_reserves
 # guest-cost: 7
 # guest-boot: shared
+# guest-tcg: single
 # guest-timeout: 300
 . /guest/scenarios/run.sh
 # guest-kernels: 6.1

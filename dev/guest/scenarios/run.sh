@@ -7,6 +7,7 @@
 # guest-test: run_places_a_task_on_the_v2_shield_binds_irqs_and_reserves
 # guest-cost: 8
 # guest-boot: shared
+# guest-tcg: single
 # guest-timeout: 300
 GUEST_CGROUP=v2
 

@@ -5,6 +5,7 @@
 # guest-test: reset_after_sigkill_mid_shield_restores_everything
 # guest-cost: 110
 # guest-mem: 1024
+# guest-tcg: single
 # guest-timeout: 900
 GUEST_CGROUP=v2
 

@@ -4,6 +4,7 @@
 # guest-test: cgroup_v1_shield_follows_rule_enforces_and_resets_exactly
 # guest-cost: 37
 # guest-boot: shared-last
+# guest-tcg: single
 # guest-timeout: 400
 # guest-kernels: 6.1
 # (cgroup v1 cpuset: Debian's 6.12-rt is built without CONFIG_CPUSETS_V1)

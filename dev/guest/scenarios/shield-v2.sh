@@ -3,6 +3,7 @@
 # guest-test: cgroup_v2_shield_follows_rule_enforces_and_resets_exactly
 # guest-cost: 32
 # guest-boot: shared-last
+# guest-tcg: single
 # guest-timeout: 400
 GUEST_CGROUP=v2
 

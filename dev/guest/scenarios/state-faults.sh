@@ -8,6 +8,7 @@
 # guest-test: state_faults_are_recovered_or_refused_and_reset_is_exact
 # guest-cost: 50
 # guest-mem: 768
+# guest-tcg: single
 # guest-timeout: 900
 GUEST_CGROUP=v2
 

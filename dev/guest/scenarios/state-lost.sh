@@ -9,6 +9,7 @@
 # guest-test: a_shield_whose_state_is_gone_is_said_refused_and_undone_without_it
 # guest-cost: 14
 # guest-boot: shared
+# guest-tcg: single
 # guest-timeout: 300
 GUEST_CGROUP=v2
 

@@ -10,6 +10,7 @@
 # guest-test: a_supervisors_signal_to_either_pid_of_tune_or_compare_leaves_the_machine_as_found
 # guest-cost: 90
 # guest-timeout: 900
+# guest-tcg: single
 GUEST_CGROUP=v2
 
 LOAD_DIR=/tmp/load

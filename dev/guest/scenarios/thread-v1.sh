@@ -5,6 +5,7 @@
 # guest-test: v1_cps_place_and_rt_thread_put_one_thread_alone_in_the_shield
 # guest-cost: 9
 # guest-boot: shared
+# guest-tcg: single
 # guest-timeout: 300
 # guest-kernels: 6.1
 # (cgroup v1 cpuset: Debian's 6.12-rt is built without CONFIG_CPUSETS_V1)

@@ -6,6 +6,7 @@
 # guest-test: v2_cps_place_and_rt_thread_put_one_thread_alone_in_the_threaded_shield
 # guest-cost: 13
 # guest-boot: shared
+# guest-tcg: single
 # guest-timeout: 300
 GUEST_CGROUP=v2
 

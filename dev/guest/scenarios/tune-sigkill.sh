@@ -9,6 +9,7 @@
 # guest-test: tune_killed_half_way_is_restored_byte_for_byte_by_reset
 # guest-cost: 19
 # guest-boot: shared
+# guest-tcg: single
 # guest-smp: 4,threads=2
 # guest-cpu: max,vendor=GenuineIntel
 # guest-timeout: 600

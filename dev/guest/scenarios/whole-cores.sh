@@ -6,6 +6,7 @@
 # guest-test: whole_cores_shields_every_smt_sibling_and_reset_restores
 # guest-cost: 12
 # guest-boot: shared
+# guest-tcg: single
 # guest-smp: 4,threads=2
 # guest-cpu: max,vendor=GenuineIntel
 # guest-timeout: 300
