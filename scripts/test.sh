@@ -150,10 +150,26 @@ if ! wait "$PREPARE_PID"; then
 fi
 echo "test.sh: waiting for the guest downloads took $((SECONDS - t0)) s" >&2
 
+# Every test runs cpushield with a state directory of its own (the guests' host side
+# too: dev/guest/run.sh), so where the machine had no /run/cpushield at the start, the
+# tests may leave none: one that forgot leaves its tracefs lock there. Said, listed and
+# removed; the run fails.
+RUN_STATE_ABSENT=0
+[ -e /run/cpushield ] || RUN_STATE_ABSENT=1
+no_state_left() {
+    if [ "$RUN_STATE_ABSENT" = 1 ] && [ -e /run/cpushield ]; then
+        echo "test.sh: the $1 left /run/cpushield: a test ran cpushield without a state directory of its own" >&2
+        ls -la /run/cpushield >&2
+        rm -rf /run/cpushield
+        return 1
+    fi
+}
+
 # One test binary at a time touches IRQs and cgroups; tests inside a binary that do so
 # serialise themselves. Nothing else runs while the host tests measure: the unit,
 # fake-kernel and doc tests run beside the next stages, the guest tests after them.
 stage host-tests cargo test --release "${HOST_TARGETS[@]}"
+no_state_left "host tests"
 
 # The unit and fake-kernel tests (--quick's) and the doc tests touch nothing on this
 # machine and take 25-35 s, with some 9 s of CPU: mostly waiting (the fake runner's and
@@ -219,6 +235,7 @@ stage unit-fake-kernel-and-doc-tests wait_beside "$UNIT_PGID" target/unit-tests.
 # (--workspace, not -p cpushield: the same features as above, so nothing is rebuilt.)
 stage guest-tests env CPUSHIELD_GUEST="${CPUSHIELD_GUEST:-1}" \
     cargo test --workspace --release --test guest
+no_state_left "guest tests"
 
 # What is left of the long property run and of the Go checks once the guests are done has
 # the machine to itself, or shares it with other tenants at their class: back to the
