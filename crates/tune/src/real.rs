@@ -158,10 +158,8 @@ pub fn preflight(host: &Host, config: &TuneConfig) -> Result<(), TuneError> {
     if !config.load.is_empty() {
         Load::validate(host.kernel(), &load_spec(config))?;
     }
-    let knobs = budgeted_knobs(
-        config.knobs.as_deref(),
-        &cpushield_kernel::numa::nodes(kernel),
-    );
+    let found = Machine::read(kernel, &config.cpus);
+    let knobs = budgeted_knobs(config.knobs.as_deref(), &found, config);
     let minimum = Planner::minimum_budget(knobs, SETUP);
     if config.budget < minimum {
         return Err(TuneError::Refused(format!(
@@ -174,15 +172,26 @@ pub fn preflight(host: &Host, config: &TuneConfig) -> Result<(), TuneError> {
 }
 
 /// How many of the knobs asked (`None`: all) the smallest budget counts:
-/// the memory-placement knob not on a machine of one memory node, which
-/// cannot have it (known before anything changes), so that it lengthens no
-/// run there.
-fn budgeted_knobs(asked: Option<&[KnobId]>, nodes: &[cpushield_kernel::numa::NumaNode]) -> usize {
+/// those the machine as `found` has ([`catalog`]), since a knob it lacks is
+/// never measured and so lengthens no run (cpufreq's on a VM without it,
+/// SMT's without SMT, ...). Two depend on what the run sets up, and are
+/// judged by what does not change: the memory placement, which needs the
+/// shield's cpuset, counts on a machine of several memory nodes; the
+/// preemption model also counts where the kernel can switch it
+/// (PREEMPT_DYNAMIC) but its file is not there yet, as tune reaches it by
+/// mounting debugfs once the run starts.
+fn budgeted_knobs(asked: Option<&[KnobId]>, found: &Machine, config: &TuneConfig) -> usize {
     let asked = asked.unwrap_or(&KnobId::ALL);
-    let one_node = !cpushield_kernel::numa::several_memory_nodes(nodes);
-    asked
-        .iter()
-        .filter(|k| !(one_node && **k == KnobId::Mems))
+    let several_nodes = cpushield_kernel::numa::several_memory_nodes(&found.memory.nodes);
+    let preempt_later = found.preempt.is_none() && found.kernel_version.contains("PREEMPT_DYNAMIC");
+    catalog(found, &config.cpus, config.priority)
+        .into_iter()
+        .filter(|k| asked.contains(&k.id))
+        .filter(|k| match k.id {
+            KnobId::Mems => several_nodes,
+            KnobId::Preempt => k.change.is_ok() || preempt_later,
+            _ => k.change.is_ok(),
+        })
         .count()
 }
 
@@ -532,25 +541,48 @@ mod tests {
     }
 
     #[test]
-    fn the_smallest_budget_counts_the_mems_knob_only_on_several_memory_nodes() {
-        let node = |id, memory| cpushield_kernel::numa::NumaNode {
-            id,
-            cpus: CpuSet::from_cpus([id]),
-            memory,
+    fn the_smallest_budget_counts_the_knobs_the_machine_has_and_a_preemption_model_debugfs_will_show(
+    ) {
+        let config = |knobs: &[KnobId]| TuneConfig {
+            cpus: set("3"),
+            load: Vec::new(),
+            load_name: "none".into(),
+            load_dir: "/var/tmp".into(),
+            budget: Duration::from_secs(600),
+            period: Period::from_rate(2048),
+            priority: 95,
+            knobs: Some(knobs.to_vec()),
         };
-        let all = KnobId::ALL.len();
-        assert_eq!(budgeted_knobs(None, &[]), all - 1);
-        assert_eq!(
-            budgeted_knobs(None, &[node(0, true), node(1, false)]),
-            all - 1
+        let asked = [KnobId::Mems, KnobId::Governor, KnobId::Preempt];
+        let counted = |k: &FakeKernel| {
+            let c = config(&asked);
+            budgeted_knobs(c.knobs.as_deref(), &Machine::read(k, &c.cpus), &c)
+        };
+        // Two memory nodes, no cpufreq driver: the memory placement counts,
+        // the governor does not; the preemption model counts on a dynamic
+        // kernel whose debugfs is not mounted yet, and not on a fixed one.
+        let k = two_nodes_v1();
+        k.set_file("/proc/sys/kernel/version", "#1 SMP PREEMPT_DYNAMIC @0\n");
+        assert_eq!(counted(&k), 2);
+        k.set_file("/proc/sys/kernel/version", "#1 SMP PREEMPT_RT @0\n");
+        assert_eq!(counted(&k), 1);
+        // One memory node: nothing to place.
+        let k = fake_machine::v1_machine("0-3", &[(100, "0-3")]);
+        k.set_file("/proc/sys/kernel/version", "#1 SMP PREEMPT_DYNAMIC @0\n");
+        assert_eq!(counted(&k), 1);
+        // None asked means all: what the catalog offers (on one node, not
+        // the memory placement) and the preemption model.
+        let all = config(&KnobId::ALL);
+        let found = Machine::read(&k, &all.cpus);
+        let offered = catalog(&found, &all.cpus, 95)
+            .iter()
+            .filter(|k| k.change.is_ok())
+            .count();
+        assert!(
+            offered < KnobId::ALL.len() - 2,
+            "the fake lacks cpufreq and SMT"
         );
-        assert_eq!(budgeted_knobs(None, &[node(0, true), node(1, true)]), all);
-        let mems = [KnobId::Mems, KnobId::TimerMigration];
-        assert_eq!(budgeted_knobs(Some(&mems), &[node(0, true)]), 1);
-        assert_eq!(
-            budgeted_knobs(Some(&mems), &[node(0, true), node(1, true)]),
-            2
-        );
+        assert_eq!(budgeted_knobs(None, &found, &all), offered + 1);
     }
 
     #[test]
