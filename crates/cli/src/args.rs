@@ -1,7 +1,7 @@
-//! What every subcommand's arguments share: the exit codes, the duration
-//! parser, and the command tree readied for this machine (CPU sets read
-//! against the online CPUs; a value may start with `-`, so `--rr -5` is
-//! refused by the option's own parser, naming the option and its range).
+//! What every subcommand's arguments share: the exit codes, and the command
+//! tree readied for this machine (CPU sets read against the online CPUs; a
+//! value may start with `-`, so `--rr -5` is refused by the option's own
+//! parser, naming the option and its range).
 
 use clap::Command;
 use cpushield_cpuset::CpuSet;
@@ -24,9 +24,6 @@ fn cpu_set(text: &str) -> Result<CpuSet, String> {
     let online = cpushield_kernel::online_cpus(crate::host::real().kernel()).ok();
     CpuSet::parse_user_for(text, online.as_ref())
 }
-
-/// clap value parser for a duration: [`cpushield_cpuset::parse_duration_arg`].
-pub use cpushield_cpuset::parse_duration_arg as duration;
 
 /// Readies the command tree `cmd`, and all its subcommands, for this
 /// machine:

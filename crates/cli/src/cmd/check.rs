@@ -14,10 +14,10 @@ pub struct CheckArgs {
     #[arg(long, value_parser = CpuSet::parse_arg)]
     pub cpus: Option<CpuSet>,
     /// How long to watch the CPUs (e.g. 5s, 500ms).
-    #[arg(long, default_value = "5s", value_parser = args::duration)]
+    #[arg(long, default_value = "5s", value_parser = cpushield_cpuset::parse_duration_arg)]
     pub interval: Duration,
     /// How often to sample the threads' run time during the interval.
-    #[arg(long, default_value = "100ms", value_parser = args::duration, hide = true)]
+    #[arg(long, default_value = "100ms", value_parser = cpushield_cpuset::parse_duration_arg, hide = true)]
     pub sample_every: Duration,
     /// In a VM: the virtio-serial port where the host side (`cpushield vm
     /// watch`) answers what kept each vCPU from running during the check

@@ -16,7 +16,7 @@ pub struct LoadArgs {
     #[arg(long)]
     list: bool,
     /// How long to run: 60s, 2m, 500ms; a bare number is seconds.
-    #[arg(long, default_value = "60s", value_parser = crate::args::duration)]
+    #[arg(long, default_value = "60s", value_parser = cpushield_cpuset::parse_duration_arg)]
     duration: Duration,
     #[command(flatten)]
     request: LoadRequest,

@@ -2,7 +2,7 @@
 //! probe from cpushield-measure, print the report (text, JSON, cyclictest
 //! histogram) and pick the exit code. Measuring is in the library.
 
-use crate::args::{self, EXIT_OK, EXIT_THRESHOLD};
+use crate::args::{EXIT_OK, EXIT_THRESHOLD};
 use crate::progress::{self, Bar};
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -59,10 +59,10 @@ struct LatencyArgs {
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Exit with code 2 if any latency exceeds this (e.g. 100us).
-    #[arg(long, value_parser = args::duration)]
+    #[arg(long, value_parser = cpushield_cpuset::parse_duration_arg)]
     max_latency: Option<Duration>,
     /// Trace the measured CPUs' kernel events and attribute every latency above this to its causes.
-    #[arg(long, value_parser = args::duration)]
+    #[arg(long, value_parser = cpushield_cpuset::parse_duration_arg)]
     trace_above: Option<Duration>,
     /// Trace the measured CPUs and explain every sample above four times the
     /// p99 of a 2-second run made first (as `compare` does): guest causes vs
@@ -259,7 +259,7 @@ struct NetArgs {
     #[arg(long, value_enum, value_delimiter = ',', default_values = ["udp", "tcp"])]
     protocols: Vec<Protocol>,
     /// How long to measure each protocol and size.
-    #[arg(long, value_parser = args::duration, default_value = "1s")]
+    #[arg(long, value_parser = cpushield_cpuset::parse_duration_arg, default_value = "1s")]
     duration: Duration,
     /// Round trips before each measurement, not recorded.
     #[arg(long, default_value_t = 1000)]

@@ -7,7 +7,6 @@
 //! [`cpushield_rt::run::RtRun`]; this file parses the arguments, supplies the
 //! shield's placement and the steal-time meter, and prints what the run says.
 
-use crate::args::duration;
 use anyhow::Context;
 use clap::Args;
 use cpushield_cpuset::CpuSet;
@@ -49,7 +48,7 @@ pub struct RunArgs {
 
 /// `--deadline`: RUNTIME/DEADLINE/PERIOD, each a duration as every option takes it.
 fn deadline(text: &str) -> Result<Policy, String> {
-    sched::parse_deadline(text, duration)
+    sched::parse_deadline(text, cpushield_cpuset::parse_duration_arg)
 }
 
 impl RunArgs {
